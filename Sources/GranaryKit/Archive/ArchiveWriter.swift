@@ -1,0 +1,164 @@
+import CArchive
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Writes a tar archive, streaming, through one compression filter.
+///
+/// The format is POSIX pax (restricted: plain ustar headers unless a name needs pax
+/// extensions), which GNU tar, bsdtar and busybox read. File contents are copied in
+/// fixed-size chunks, so memory stays flat whatever the size of the files.
+///
+/// ```swift
+/// let writer = try ArchiveWriter(fileDescriptor: fd, path: temp, compression: .zstd, level: 3, threads: 2)
+/// try writer.addData(member: "MANIFEST.json", bytes: manifestBytes)
+/// try writer.addFile(member: "stores/Local.sqlite", from: snapshotPath)
+/// try writer.finish()
+/// ```
+/// See <https://github.com/libarchive/libarchive/wiki/ManPageArchiveWrite3>.
+public final class ArchiveWriter {
+    private var handle: OpaquePointer?
+    /// The path written to, for messages.
+    public let path: String
+    private let modificationTime: time_t
+    /// Size of the chunks copied from files.
+    public static let chunkSize = 1 << 20
+
+    /// Starts an archive on an open file descriptor (the caller keeps ownership of `fd`).
+    ///
+    /// `threads` is passed to zstd's multithreaded compressor (libarchive 3.6+); 0 leaves it single-threaded.
+    public init(
+        fileDescriptor fd: Int32, path: String, compression: Compression, level: Int? = nil, threads: Int = 0,
+        modificationTime: Date = Date()
+    ) throws(ArchiveError) {
+        guard let a = archive_write_new() else {
+            throw .writeFailed(path: path, message: "out of memory", code: ENOMEM)
+        }
+        self.handle = a
+        self.path = path
+        self.modificationTime = time_t(modificationTime.timeIntervalSince1970)
+        try check(archive_write_set_format_pax_restricted(a))
+        switch compression {
+        case .zstd: try check(archive_write_add_filter_zstd(a))
+        case .gzip: try check(archive_write_add_filter_gzip(a))
+        case .xz: try check(archive_write_add_filter_xz(a))
+        case .none: try check(archive_write_add_filter_none(a))
+        }
+        if let level, compression != .none {
+            try check(archive_write_set_filter_option(a, nil, "compression-level", String(level)))
+        }
+        if compression == .zstd && threads > 1 {
+            try check(archive_write_set_filter_option(a, "zstd", "threads", String(threads)))
+        }
+        if compression == .gzip {
+            // Keep the gzip header free of the time, so equal input gives equal bytes.
+            _ = archive_write_set_filter_option(a, "gzip", "timestamp", nil)
+        }
+        // Write whole blocks straight to the fd; the last block is padded as tar requires.
+        try check(archive_write_set_bytes_in_last_block(a, 1))
+        try check(archive_write_open_fd(a, fd))
+    }
+
+    deinit {
+        if let handle {
+            // An unfinished writer: discard without writing the trailer.
+            archive_write_free(handle)
+        }
+    }
+
+    private func check(_ rc: Int32) throws(ArchiveError) {
+        guard rc < ARCHIVE_WARN, let handle else { return }
+        throw error(from: handle)
+    }
+
+    private func error(from a: OpaquePointer) -> ArchiveError {
+        let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown libarchive error"
+        return .writeFailed(path: path, message: message, code: archive_errno(a))
+    }
+
+    private func writeHeader(member: String, type: mode_t, mode: mode_t, size: Int64) throws(ArchiveError) {
+        guard let a = handle, let entry = archive_entry_new() else {
+            throw .writeFailed(path: path, message: "writer already finished", code: EINVAL)
+        }
+        defer { archive_entry_free(entry) }
+        archive_entry_set_pathname_utf8(entry, member)
+        archive_entry_set_filetype(entry, UInt32(type))
+        archive_entry_set_perm(entry, mode)
+        archive_entry_set_size(entry, size)
+        archive_entry_set_mtime(entry, modificationTime, 0)
+        archive_entry_set_uname(entry, "granary")
+        archive_entry_set_gname(entry, "granary")
+        try check(archive_write_header(a, entry))
+    }
+
+    /// Adds a folder entry.
+    public func addDirectory(member: String, mode: mode_t = 0o700) throws(ArchiveError) {
+        try writeHeader(member: member, type: Glibc.S_IFDIR, mode: mode, size: 0)
+    }
+
+    /// Adds a regular file whose content is `bytes`.
+    public func addData(member: String, bytes: [UInt8], mode: mode_t = 0o600) throws(ArchiveError) {
+        try writeHeader(member: member, type: Glibc.S_IFREG, mode: mode, size: Int64(bytes.count))
+        let failure: ArchiveError? = bytes.withUnsafeBytes { buffer in
+            do throws(ArchiveError) { try writeData(buffer) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    /// Adds the regular file at `source`, copying it in chunks. The file must not change
+    /// size while it is copied (granary only archives its own snapshot files).
+    /// `onChunk` sees each chunk as it is written (for hashing or progress).
+    public func addFile(
+        member: String, from source: String, mode: mode_t = 0o600,
+        onChunk: ((UnsafeRawBufferPointer) -> Void)? = nil
+    ) throws(ArchiveError) {
+        let fd = open(source, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw .writeFailed(path: path, message: "cannot open \(source): \(String(cString: strerror(errno)))", code: errno) }
+        defer { close(fd) }
+        var info = stat()
+        fstat(fd, &info)
+        let size = Int64(info.st_size)
+        try writeHeader(member: member, type: Glibc.S_IFREG, mode: mode, size: size)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var written: Int64 = 0
+        while written < size {
+            let n = read(fd, buffer.baseAddress, min(Self.chunkSize, Int(size - written)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(errno)))", code: errno)
+            }
+            if n == 0 {
+                throw .writeFailed(path: path, message: "\(source) shrank while it was archived", code: EIO)
+            }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            onChunk?(chunk)
+            try writeData(chunk)
+            written += Int64(n)
+        }
+    }
+
+    private func writeData(_ buffer: UnsafeRawBufferPointer) throws(ArchiveError) {
+        guard let a = handle else { throw .writeFailed(path: path, message: "writer already finished", code: EINVAL) }
+        var offset = 0
+        while offset < buffer.count {
+            let n = archive_write_data(a, buffer.baseAddress! + offset, buffer.count - offset)
+            if n < 0 { throw error(from: a) }
+            if n == 0 { throw .writeFailed(path: path, message: "short write", code: EIO) }
+            offset += n
+        }
+    }
+
+    /// Writes the tar trailer and flushes the compressor. The caller then fsyncs and publishes the file.
+    public func finish() throws(ArchiveError) {
+        guard let a = handle else { return }
+        let rc = archive_write_close(a)
+        let failure: ArchiveError? = rc < ARCHIVE_WARN ? error(from: a) : nil
+        archive_write_free(a)
+        handle = nil
+        if let failure { throw failure }
+    }
+}

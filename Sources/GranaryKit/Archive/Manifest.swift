@@ -1,0 +1,184 @@
+import Foundation
+
+/// `MANIFEST.json`, the first member of every archive: what the archive holds and how to check it.
+///
+/// Format version 1. Readers refuse a newer `format` (they cannot know what it means) and
+/// any manifest over `Manifest.sizeLimit` bytes. Keys are sorted and dates are RFC 3339 in UTC,
+/// so the same content always serialises to the same bytes.
+public struct Manifest: Codable, Sendable, Equatable {
+    /// The format this build writes and the newest it reads.
+    public static let currentFormat = 1
+    /// The member name.
+    public static let memberName = "MANIFEST.json"
+    /// The largest manifest a reader accepts.
+    public static let sizeLimit = 16 << 20
+    /// Where stores go inside an archive.
+    public static let storesFolder = "stores/"
+
+    /// One file in the archive.
+    public struct File: Codable, Sendable, Equatable {
+        /// Member path, for example `stores/Local.sqlite`.
+        public var path: String
+        public var size: Int64
+        /// Lower-case hex SHA-256 of the content.
+        public var sha256: String
+        /// `store` for a database snapshot, `external` for a Core Data external-data file.
+        public var kind: String
+
+        public init(path: String, size: Int64, sha256: String, kind: String) {
+            self.path = path
+            self.size = size
+            self.sha256 = sha256
+            self.kind = kind
+        }
+    }
+
+    /// Core Data metadata of a store that has `Z_METADATA`.
+    public struct CoreData: Codable, Sendable, Equatable {
+        /// `NSStoreUUID` / `Z_METADATA.Z_UUID`.
+        public var storeUUID: String?
+        /// `NSStoreModelVersionHashes`: entity name → base64 of the hash.
+        public var modelVersionHashes: [String: String]
+        /// Entity name → rows in its table.
+        public var entityRowCounts: [String: Int64]
+
+        public init(storeUUID: String?, modelVersionHashes: [String: String], entityRowCounts: [String: Int64]) {
+            self.storeUUID = storeUUID
+            self.modelVersionHashes = modelVersionHashes
+            self.entityRowCounts = entityRowCounts
+        }
+    }
+
+    /// One store (a database snapshot) in the archive.
+    public struct Store: Codable, Sendable, Equatable {
+        /// The store's path relative to the user's folder, for example `Local.sqlite`.
+        public var name: String
+        /// Member path of the snapshot, for example `stores/Local.sqlite`.
+        public var path: String
+        public var pageSize: Int
+        public var pageCount: Int
+        /// The live store's journal mode when it was snapshotted (`wal`, `delete`, …).
+        public var journalMode: String
+        /// The SQLite library version that made the snapshot.
+        public var sqliteVersion: String
+        /// `quick`, `full` or `none`: which check ran on the snapshot.
+        public var check: String
+        /// `ok`, or the problems the check found.
+        public var integrity: String
+        /// Member folder of the Core Data external data, when the store has one.
+        public var externalDataPath: String?
+        public var coreData: CoreData?
+
+        public init(
+            name: String, path: String, pageSize: Int, pageCount: Int, journalMode: String, sqliteVersion: String,
+            check: String, integrity: String, externalDataPath: String? = nil, coreData: CoreData? = nil
+        ) {
+            self.name = name
+            self.path = path
+            self.pageSize = pageSize
+            self.pageCount = pageCount
+            self.journalMode = journalMode
+            self.sqliteVersion = sqliteVersion
+            self.check = check
+            self.integrity = integrity
+            self.externalDataPath = externalDataPath
+            self.coreData = coreData
+        }
+    }
+
+    public var format: Int
+    public var tool: String
+    public var toolVersion: String
+    public var user: String
+    public var host: String
+    public var created: Date
+    /// An optional label, for example `pre-restore`.
+    public var label: String?
+    public var compression: Compression
+    public var stores: [Store]
+    public var files: [File]
+
+    public init(
+        user: String, host: String, created: Date, label: String?, compression: Compression, stores: [Store],
+        files: [File]
+    ) {
+        self.format = Manifest.currentFormat
+        self.tool = "granary"
+        self.toolVersion = GranaryVersion.current
+        self.user = user
+        self.host = host
+        self.created = created
+        self.label = label
+        self.compression = compression
+        self.stores = stores
+        self.files = files
+    }
+
+    /// The manifest as JSON bytes.
+    public func encoded() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        // Encoding our own plain value types cannot fail.
+        return Array(try! encoder.encode(self)) + [0x0A]
+    }
+
+    /// Parses manifest bytes; `source` names the archive in errors.
+    public static func decode(_ bytes: [UInt8], source: String) throws(ManifestError) -> Manifest {
+        guard bytes.count <= sizeLimit else { throw .invalid(source: source, reason: "manifest is over \(sizeLimit) bytes") }
+        // Look at the format first, so a newer manifest is reported as newer, not as invalid.
+        struct Header: Decodable { var format: Int }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let data = Data(bytes)
+        let header: Header
+        do {
+            header = try decoder.decode(Header.self, from: data)
+        } catch {
+            throw .invalid(source: source, reason: "manifest is not valid JSON or has no format version")
+        }
+        guard header.format <= currentFormat, header.format >= 1 else {
+            throw .unsupportedFormat(source: source, format: header.format)
+        }
+        do {
+            return try decoder.decode(Manifest.self, from: data)
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw .invalid(source: source, reason: "manifest lacks \"\(key.stringValue)\"")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            let key = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw .invalid(source: source, reason: "manifest has a wrong value at \"\(key)\"")
+        } catch {
+            throw .invalid(source: source, reason: "manifest cannot be read: \(error)")
+        }
+    }
+}
+
+/// A manifest that cannot be used.
+public enum ManifestError: GranaryError, Sendable {
+    case invalid(source: String, reason: String)
+    case unsupportedFormat(source: String, format: Int)
+    case missing(source: String)
+
+    public var description: String {
+        switch self {
+        case .invalid(let source, let reason): return "\(source): \(reason)"
+        case .unsupportedFormat(let source, let format):
+            return "\(source): manifest format \(format) is not supported (this granary reads format \(Manifest.currentFormat))"
+        case .missing(let source): return "\(source): the first member is not \(Manifest.memberName)"
+        }
+    }
+
+    public var status: ExitStatus { .dataError }
+
+    public var hint: String? {
+        switch self {
+        case .unsupportedFormat: return "use the granary version that wrote this archive, or a newer one"
+        default: return "the archive is damaged or not one of granary's; use another archive (granary list)"
+        }
+    }
+}
+
+/// The version of this build.
+public enum GranaryVersion {
+    public static let current = "0.1.0"
+}

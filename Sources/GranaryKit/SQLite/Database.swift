@@ -1,0 +1,196 @@
+import CSQLite
+import Foundation
+
+/// One SQLite connection. It owns its handle and closes it in `deinit`.
+///
+/// Opening is explicit about flags (we never want SQLite to create a missing store by
+/// accident) and sets a busy timeout so that short locks held by an owning process are
+/// waited out rather than failed. Not thread-safe: use one connection per thread.
+///
+/// ```swift
+/// let db = try Database(path: "/data/alice/Local.sqlite", mode: .readOnly)
+/// let mode = try db.journalMode()
+/// ```
+/// See <https://www.sqlite.org/c3ref/open.html>.
+public final class Database {
+    /// How to open the file.
+    public enum OpenMode: Sendable {
+        /// `SQLITE_OPEN_READONLY`: the file must exist.
+        case readOnly
+        /// `SQLITE_OPEN_READWRITE`: the file must exist.
+        case readWrite
+        /// `SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE`.
+        case create
+
+        var flags: Int32 {
+            switch self {
+            case .readOnly: return SQLITE_OPEN_READONLY
+            case .readWrite: return SQLITE_OPEN_READWRITE
+            case .create: return SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+            }
+        }
+    }
+
+    /// The raw handle, for the other wrapper types in this folder only.
+    let handle: OpaquePointer
+    /// The path this connection was opened with.
+    public let path: String
+
+    /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock.
+    public init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
+        var db: OpaquePointer?
+        // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
+        let rc = sqlite3_open_v2(path, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
+            let code = db.map { sqlite3_extended_errcode($0) } ?? rc
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(code: code, message: message, path: path, operation: "open")
+        }
+        self.handle = db
+        self.path = path
+        sqlite3_extended_result_codes(db, 1)
+        let ms = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
+        sqlite3_busy_timeout(db, Int32(clamping: ms))
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    /// The error for the connection's last failure.
+    func lastError(_ rc: Int32, operation: String?) -> SQLiteError {
+        let code = sqlite3_extended_errcode(handle)
+        return SQLiteError(
+            code: code == SQLITE_OK ? rc : code,
+            message: String(cString: sqlite3_errmsg(handle)),
+            path: path,
+            operation: operation)
+    }
+
+    /// Runs one or more statements that return no rows we need.
+    public func execute(_ sql: String) throws(SQLiteError) {
+        var errmsg: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &errmsg)
+        if rc != SQLITE_OK {
+            let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(errmsg)
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: message, path: path, operation: sql)
+        }
+    }
+
+    /// Prepares a statement.
+    public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        try Statement(database: self, sql: sql)
+    }
+
+    /// Runs `sql` with `arguments` and returns every row.
+    public func rows(_ sql: String, _ arguments: [SQLValue] = []) throws(SQLiteError) -> [Row] {
+        let statement = try prepare(sql)
+        try statement.bind(arguments)
+        var result: [Row] = []
+        while let row = try statement.step() { result.append(row) }
+        return result
+    }
+
+    /// Runs `sql` and returns the first column of the first row, or `nil` when there is none.
+    public func scalar(_ sql: String, _ arguments: [SQLValue] = []) throws(SQLiteError) -> SQLValue? {
+        let statement = try prepare(sql)
+        try statement.bind(arguments)
+        return try statement.step()?[0]
+    }
+
+    /// Runs a statement that changes rows, with arguments.
+    public func run(_ sql: String, _ arguments: [SQLValue] = []) throws(SQLiteError) {
+        let statement = try prepare(sql)
+        try statement.bind(arguments)
+        while try statement.step() != nil {}
+    }
+
+    /// `PRAGMA journal_mode`, lower-cased (`wal`, `delete`, `truncate`, `persist`, `memory`, `off`).
+    public func journalMode() throws(SQLiteError) -> String {
+        (try scalar("PRAGMA journal_mode")?.text ?? "unknown").lowercased()
+    }
+
+    /// `PRAGMA page_size`.
+    public func pageSize() throws(SQLiteError) -> Int {
+        Int(try scalar("PRAGMA page_size")?.integer ?? 0)
+    }
+
+    /// `PRAGMA page_count`.
+    public func pageCount() throws(SQLiteError) -> Int {
+        Int(try scalar("PRAGMA page_count")?.integer ?? 0)
+    }
+
+    /// The result of `PRAGMA integrity_check` or `PRAGMA quick_check`: `["ok"]` when sound.
+    ///
+    /// A corrupt file can also make the pragma itself fail; that is reported as a
+    /// one-line problem rather than thrown, so callers treat both the same way.
+    public func integrityCheck(full: Bool, maxErrors: Int = 20) -> [String] {
+        let pragma = full ? "integrity_check" : "quick_check"
+        do {
+            return try rows("PRAGMA \(pragma)(\(maxErrors))").map { $0[0].text ?? "" }
+        } catch {
+            return [error.message]
+        }
+    }
+
+    /// Names of the ordinary tables, in name order (internal `sqlite_` tables excluded).
+    public func tableNames() throws(SQLiteError) -> [String] {
+        try rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+            .compactMap { $0[0].text }
+    }
+
+    /// Whether the connection has a table called `name`.
+    public func hasTable(_ name: String) throws(SQLiteError) -> Bool {
+        try scalar("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", [.text(name)]) != nil
+    }
+
+    /// The result of `PRAGMA wal_checkpoint(mode)`.
+    public struct CheckpointResult: Sendable {
+        /// Pages in the WAL, or -1 when the database is not in WAL mode.
+        public var logFrames: Int32
+        /// Pages moved into the database file.
+        public var checkpointedFrames: Int32
+    }
+
+    /// Checkpoint modes. See <https://www.sqlite.org/c3ref/wal_checkpoint_v2.html>.
+    public enum CheckpointMode: Sendable {
+        case passive, full, restart, truncate
+        var raw: Int32 {
+            switch self {
+            case .passive: return SQLITE_CHECKPOINT_PASSIVE
+            case .full: return SQLITE_CHECKPOINT_FULL
+            case .restart: return SQLITE_CHECKPOINT_RESTART
+            case .truncate: return SQLITE_CHECKPOINT_TRUNCATE
+            }
+        }
+    }
+
+    /// Copies WAL content into the database file (`sqlite3_wal_checkpoint_v2`).
+    @discardableResult
+    public func checkpoint(_ mode: CheckpointMode) throws(SQLiteError) -> CheckpointResult {
+        var log: Int32 = 0
+        var done: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(handle, nil, mode.raw, &log, &done)
+        if rc != SQLITE_OK { throw lastError(rc, operation: "wal_checkpoint") }
+        return CheckpointResult(logFrames: log, checkpointedFrames: done)
+    }
+
+    /// Turns off the checkpoint SQLite runs when the last connection closes, so that
+    /// committed pages stay in the `-wal` (`SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE`).
+    public func keepWALOnClose() throws(SQLiteError) {
+        var out: Int32 = 0
+        let rc = granary_sqlite_db_config_int(handle, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, &out)
+        if rc != SQLITE_OK { throw lastError(rc, operation: "db_config(NO_CKPT_ON_CLOSE)") }
+    }
+
+    /// Rows changed by the last statement.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// The rowid of the last insert.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// The SQLite library version, for example `3.40.1`.
+    public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
+}

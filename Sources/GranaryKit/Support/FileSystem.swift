@@ -1,0 +1,217 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A failed system call on a path, with its `errno`.
+public struct FileSystemError: GranaryError, Sendable {
+    /// What we were doing: "open", "write", "rename", …
+    public let operation: String
+    public let path: String
+    public let code: Int32
+
+    public init(_ operation: String, path: String, code: Int32 = errno) {
+        self.operation = operation
+        self.path = path
+        self.code = code
+    }
+
+    public var description: String {
+        "cannot \(operation) \(path): \(String(cString: strerror(code)))"
+    }
+
+    public var status: ExitStatus {
+        switch code {
+        case ENOENT, ENOTDIR: return .notFound
+        case EACCES, EPERM, EROFS, EEXIST: return .cannotCreate
+        case EINTR: return .interrupted
+        default: return .ioError
+        }
+    }
+
+    public var hint: String? {
+        switch code {
+        case ENOSPC, EDQUOT, EFBIG: return "free space on the filesystem that holds \(path), then run again"
+        case EACCES, EPERM: return "check the owner and mode of \(path), or run as the user who owns it"
+        case EROFS: return "\(path) is on a read-only filesystem; choose another location"
+        default: return nil
+        }
+    }
+
+    /// Whether the failure means the disk (or a file size limit) is full.
+    public var isDiskFull: Bool { code == ENOSPC || code == EDQUOT || code == EFBIG }
+}
+
+/// Small, careful wrappers over POSIX file calls: the durability steps (fsync of files and
+/// folders, rename) that atomic publishing depends on.
+public enum FileSystem {
+    /// Creates `path` and any missing parents with `mode` (0700 by default), whatever the umask.
+    public static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(FileSystemError) {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            if isDirectory.boolValue { return }
+            throw FileSystemError("create folder", path: path, code: ENOTDIR)
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        if !parent.isEmpty && parent != path { try makeDirectory(parent, mode: mode) }
+        if mkdir(path, mode) != 0 && errno != EEXIST {
+            throw FileSystemError("create folder", path: path)
+        }
+        // mkdir applies the umask; set the mode we mean.
+        if chmod(path, mode) != 0 { throw FileSystemError("chmod", path: path) }
+    }
+
+    /// Flushes a file or folder to stable storage.
+    public static func sync(_ path: String) throws(FileSystemError) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw FileSystemError("fsync", path: path) }
+    }
+
+    /// Flushes the folder that holds `path`, making a rename or unlink in it durable.
+    public static func syncParent(of path: String) throws(FileSystemError) {
+        try sync((path as NSString).deletingLastPathComponent)
+    }
+
+    /// Moves `from` to `to`, replacing `to` atomically (rename(2)).
+    public static func rename(_ from: String, to: String) throws(FileSystemError) {
+        if Glibc.rename(from, to) != 0 { throw FileSystemError("rename \(from) to", path: to) }
+    }
+
+    /// Moves `from` to `to` only if `to` does not exist: link(2) then unlink(2).
+    /// Either `to` appears complete or not at all.
+    public static func renameNoReplace(_ from: String, to: String) throws(FileSystemError) {
+        if link(from, to) != 0 { throw FileSystemError("publish", path: to) }
+        if unlink(from) != 0 { throw FileSystemError("remove", path: from) }
+    }
+
+    /// Removes a file; a missing file is not an error.
+    public static func removeFile(_ path: String) throws(FileSystemError) {
+        if unlink(path) != 0 && errno != ENOENT { throw FileSystemError("remove", path: path) }
+    }
+
+    /// Removes a folder tree; a missing folder is not an error. Never follows symlinks.
+    public static func removeTree(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        if (info.st_mode & S_IFMT) == S_IFDIR {
+            if let names = try? FileManager.default.contentsOfDirectory(atPath: path) {
+                for name in names { removeTree(path + "/" + name) }
+            }
+            rmdir(path)
+        } else {
+            unlink(path)
+        }
+    }
+
+    /// `lstat(2)`, or `nil` when the path does not exist.
+    public static func status(_ path: String) -> stat? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info : nil
+    }
+
+    /// Whether `path` is a regular file (not following symlinks).
+    public static func isRegularFile(_ path: String) -> Bool {
+        guard let info = status(path) else { return false }
+        return (info.st_mode & S_IFMT) == S_IFREG
+    }
+
+    /// Whether `path` is a folder (not following symlinks).
+    public static func isDirectory(_ path: String) -> Bool {
+        guard let info = status(path) else { return false }
+        return (info.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    /// The size of a regular file, or 0.
+    public static func size(_ path: String) -> Int64 {
+        guard let info = status(path) else { return 0 }
+        return Int64(info.st_size)
+    }
+
+    /// Names in a folder, sorted; empty when it cannot be read.
+    public static func contents(of path: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
+    }
+
+    /// A new, empty file created exclusively with mode 0600 in `directory`, named so that
+    /// listings skip it (a leading dot) and a crash leaves an obvious leftover: `.NAME.tmp-PID-RANDOM`.
+    public static func createTemporaryFile(in directory: String, for name: String) throws(FileSystemError) -> (fd: Int32, path: String) {
+        for _ in 0..<16 {
+            let path = directory + "/" + temporaryName(for: name)
+            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd >= 0 {
+                fchmod(fd, 0o600)
+                return (fd, path)
+            }
+            if errno != EEXIST { throw FileSystemError("create", path: path) }
+        }
+        throw FileSystemError("create a temporary file in", path: directory, code: EEXIST)
+    }
+
+    /// A fresh private folder (mode 0700) in `directory`.
+    public static func createTemporaryDirectory(in directory: String, for name: String) throws(FileSystemError) -> String {
+        for _ in 0..<16 {
+            let path = directory + "/" + temporaryName(for: name)
+            if mkdir(path, 0o700) == 0 {
+                chmod(path, 0o700)
+                return path
+            }
+            if errno != EEXIST { throw FileSystemError("create folder", path: path) }
+        }
+        throw FileSystemError("create a temporary folder in", path: directory, code: EEXIST)
+    }
+
+    /// The marker that every temporary name carries, so that cleanup can find leftovers.
+    public static let temporaryMarker = ".tmp-"
+
+    static func temporaryName(for name: String) -> String {
+        ".\(name)\(temporaryMarker)\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    /// Writes all of `bytes` to `fd`.
+    public static func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, path: String) throws(FileSystemError) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("write", path: path)
+            }
+            offset += n
+        }
+    }
+
+    /// Writes `data` to `path` atomically: a temporary file, fsync, rename, fsync of the folder.
+    public static func writeAtomically(_ data: [UInt8], to path: String, mode: mode_t = 0o600) throws(FileSystemError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let (fd, temporary) = try createTemporaryFile(in: directory, for: (path as NSString).lastPathComponent)
+        do throws(FileSystemError) {
+            let failure: FileSystemError? = data.withUnsafeBytes { buffer in
+                do throws(FileSystemError) { try writeAll(fd, buffer, path: temporary) } catch { return error }
+                return nil
+            }
+            if let failure { throw failure }
+            fchmod(fd, mode)
+            if fsync(fd) != 0 { throw FileSystemError("fsync", path: temporary) }
+            close(fd)
+            try rename(temporary, to: path)
+            try syncParent(of: path)
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    /// The first `count` bytes of a file (fewer when it is shorter); empty when unreadable.
+    public static func head(_ path: String, count: Int) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd < 0 { return [] }
+        defer { close(fd) }
+        var buffer = [UInt8](repeating: 0, count: count)
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, count) }
+        return n > 0 ? Array(buffer[0..<n]) : []
+    }
+}

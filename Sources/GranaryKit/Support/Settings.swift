@@ -1,0 +1,70 @@
+import Foundation
+
+/// Where a setting's value came from, for `granary config` and error messages.
+public enum SettingSource: String, Sendable, Codable {
+    case flag, environment, file, defaultValue = "default"
+}
+
+/// A resolved setting: its value and where it came from.
+public struct Setting<Value: Sendable>: Sendable {
+    public let value: Value
+    public let source: SettingSource
+
+    public init(_ value: Value, from source: SettingSource) {
+        self.value = value
+        self.source = source
+    }
+}
+
+/// The settings every command shares, resolved with the precedence of PRODUCT.md:
+/// a flag beats the environment, which beats the configuration file, which beats the default.
+public struct Settings: Sendable {
+    public var root: Setting<String>?
+    public var repo: Setting<String>?
+
+    /// Resolves root and repository from flags and the environment.
+    public static func resolve(
+        rootFlag: String?, repoFlag: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> Settings {
+        func pick(_ flag: String?, _ variable: String) -> Setting<String>? {
+            if let flag, !flag.isEmpty { return Setting(flag, from: .flag) }
+            if let value = environment[variable], !value.isEmpty { return Setting(value, from: .environment) }
+            return nil
+        }
+        return Settings(root: pick(rootFlag, "GRANARY_ROOT"), repo: pick(repoFlag, "GRANARY_REPO"))
+    }
+
+    /// The root, or a usage error saying how to set it.
+    public func requireRoot() throws(SettingsError) -> Root {
+        guard let root else { throw .missing("root", flag: "--root", variable: "GRANARY_ROOT") }
+        return Root(path: root.value)
+    }
+
+    /// The repository, or a usage error saying how to set it.
+    public func requireRepository() throws(SettingsError) -> Repository {
+        guard let repo else { throw .missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
+        return Repository(path: repo.value)
+    }
+}
+
+/// A setting that is missing or wrong.
+public enum SettingsError: GranaryError, Sendable {
+    case missing(String, flag: String, variable: String)
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .missing(let what, _, _): return "no \(what) is set"
+        case .invalid(let message): return message
+        }
+    }
+
+    public var status: ExitStatus { .usage }
+
+    public var hint: String? {
+        switch self {
+        case .missing(_, let flag, let variable): return "pass \(flag) DIR or set \(variable)"
+        case .invalid: return nil
+        }
+    }
+}

@@ -1,0 +1,78 @@
+/// A user id: the name of the user's folder under the root, verbatim.
+///
+/// Email addresses are normal ids. Anything that could escape the root or confuse a
+/// command line is refused: `/`, NUL, `.` and `..`, control characters, a leading `-`,
+/// and names over 255 bytes (the longest file name Linux allows).
+public struct UserID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    /// Checks `text` and wraps it; throws `UserError.invalidID` naming the rule it breaks.
+    public init(_ text: String) throws(UserError) {
+        if let reason = UserID.problem(with: text) { throw .invalidID(text, reason: reason) }
+        rawValue = text
+    }
+
+    /// Why `text` is not a valid id, or `nil` when it is.
+    public static func problem(with text: String) -> String? {
+        if text.isEmpty { return "is empty" }
+        if text == "." || text == ".." { return "is a relative folder name" }
+        if text.utf8.count > 255 { return "is longer than 255 bytes" }
+        if text.hasPrefix("-") { return "starts with '-'" }
+        for scalar in text.unicodeScalars {
+            if scalar == "/" { return "contains '/'" }
+            if scalar.value == 0 { return "contains a NUL byte" }
+            if scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) {
+                return "contains a control character"
+            }
+        }
+        return nil
+    }
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: UserID, rhs: UserID) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Problems finding a user.
+public enum UserError: GranaryError, Sendable {
+    case invalidID(String, reason: String)
+    case notFound(String, root: String)
+    case rootMissing(String)
+
+    public var description: String {
+        switch self {
+        case .invalidID(let id, let reason):
+            return "invalid user id \(UserError.quoted(id)): it \(reason)"
+        case .notFound(let id, let root): return "no user \(id) under \(root)"
+        case .rootMissing(let root): return "root folder \(root) does not exist"
+        }
+    }
+
+    public var status: ExitStatus {
+        switch self {
+        case .invalidID: return .usage
+        case .notFound, .rootMissing: return .notFound
+        }
+    }
+
+    public var hint: String? {
+        switch self {
+        case .invalidID: return "a user id is the name of a folder under the root, such as alice@example.com"
+        case .notFound: return "granary users lists the users under the root"
+        case .rootMissing: return "pass --root DIR or set GRANARY_ROOT to the folder that holds one folder per user"
+        }
+    }
+
+    /// The id with control characters made visible, so a hostile id cannot rewrite the terminal.
+    static func quoted(_ text: String) -> String {
+        var out = "'"
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "'"
+    }
+}
