@@ -21,6 +21,20 @@ public struct Setting<Value: Sendable>: Sendable {
 public struct Settings: Sendable {
     public var root: Setting<String>?
     public var repo: Setting<String>?
+    /// Archive compression (`compression`).
+    public var compression = Setting(Compression.zstd, from: .defaultValue)
+    /// Compression level (`level`); `nil` is the filter's own default.
+    public var level = Setting<Int?>(nil, from: .defaultValue)
+    /// The check `backup` runs on each snapshot (`check`).
+    public var check = Setting(CheckMode.quick, from: .defaultValue)
+    /// How long to wait for a user's lock (`lock_timeout`, seconds).
+    public var lockTimeout = Setting(Duration.seconds(60), from: .defaultValue)
+    /// How long an owner has to acknowledge a pause (`owner_timeout`, seconds).
+    public var ownerTimeout = Setting(Duration.seconds(10), from: .defaultValue)
+    /// Users backed up at once by `backup --all` (`jobs`).
+    public var jobs = Setting(1, from: .defaultValue)
+    /// The retention policy `prune` and `backup --prune` apply (`[retention]`).
+    public var retention = Setting(RetentionPolicy(), from: .defaultValue)
 
     /// Resolves root and repository from flags and the environment.
     public static func resolve(
@@ -31,7 +45,11 @@ public struct Settings: Sendable {
             if let value = environment[variable], !value.isEmpty { return Setting(value, from: .environment) }
             return nil
         }
-        return Settings(root: pick(rootFlag, "GRANARY_ROOT"), repo: pick(repoFlag, "GRANARY_REPO"))
+        var settings = Settings()
+        settings.root = pick(rootFlag, "GRANARY_ROOT")
+        settings.repo = pick(repoFlag, "GRANARY_REPO")
+        return settings
+
     }
 
     /// The root, or a usage error saying how to set it.

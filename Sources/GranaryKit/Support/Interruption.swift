@@ -1,0 +1,46 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// SIGINT and SIGTERM as a flag that long-running work polls.
+///
+/// The executable calls `installHandlers()`; the core checks `Interruption.check()` between
+/// chunks and throws `InterruptedError`, so every `defer` and `catch` that removes a
+/// temporary file runs before the process exits with 130.
+public enum Interruption {
+    private static let flag = Atomic<Int32>(0)
+
+    /// Whether SIGINT or SIGTERM has arrived.
+    public static var isRequested: Bool { flag.load(ordering: .relaxed) != 0 }
+
+    /// The signal that arrived, or 0.
+    public static var signal: Int32 { flag.load(ordering: .relaxed) }
+
+    /// Marks the run as interrupted (the signal handler calls this; tests may too).
+    public static func request(_ signal: Int32 = SIGINT) { flag.store(signal, ordering: .relaxed) }
+
+    /// Throws `InterruptedError` when a signal has arrived.
+    public static func check() throws(InterruptedError) {
+        if isRequested { throw InterruptedError(signal: signal) }
+    }
+
+    /// Installs SIGINT/SIGTERM handlers that only set the flag. A second signal exits at once.
+    public static func installHandlers() {
+        let handler: @convention(c) (Int32) -> Void = { signal in
+            if Interruption.flag.load(ordering: .relaxed) != 0 { _exit(130) }
+            Interruption.flag.store(signal, ordering: .relaxed)
+        }
+        Glibc.signal(SIGINT, handler)
+        Glibc.signal(SIGTERM, handler)
+    }
+}
+
+/// The run was interrupted by a signal.
+public struct InterruptedError: GranaryError, Sendable {
+    public let signal: Int32
+    public var description: String { "interrupted by \(signal == SIGTERM ? "SIGTERM" : "SIGINT"); nothing was left half-written" }
+    public var status: ExitStatus { .interrupted }
+}
