@@ -8,6 +8,9 @@ let package = Package(
         .executable(name: "granary", targets: ["granary"]),
         .executable(name: "granary-sample", targets: ["granary-sample"]),
         .library(name: "GranaryKit", targets: ["GranaryKit"]),
+        // What an owning process links to speak the reopen protocol: no libarchive, no SQLite.
+        .library(name: "GranaryOwner", targets: ["GranaryOwner"]),
+        .executable(name: "granary-demo-owner", targets: ["granary-demo-owner"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -25,11 +28,16 @@ let package = Package(
             pkgConfig: "libarchive",
             providers: [.apt(["libarchive-dev"])]
         ),
+        // The reopen protocol (man 7 granary-reopen): the owner side and granary's client.
+        .target(
+            name: "GranaryOwner",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
+        ),
         // All behaviour lives here; it never prints.
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive",
+                "CSQLite", "CArchive", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
@@ -46,7 +54,12 @@ let package = Package(
             name: "granary-sample",
             dependencies: ["GranaryKit"]
         ),
-        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite"]),
+        // An app server in miniature that owns a user's stores through GranaryOwner (tests, make demo).
+        .executableTarget(
+            name: "granary-demo-owner",
+            dependencies: ["GranaryKit", "GranaryOwner"]
+        ),
+        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit"]),
     ],
     swiftLanguageModes: [.v6]
