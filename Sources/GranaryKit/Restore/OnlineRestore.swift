@@ -1,0 +1,42 @@
+import Foundation
+
+/// Writes restored content into a live database through the SQLite backup API, under SQLite's
+/// own locking, for stores whose owner does not speak the reopen protocol. Other connections
+/// see the new content at their next transaction (the backup bumps the change counter, which
+/// makes every connection drop its page cache). See <https://www.sqlite.org/backup.html>.
+enum OnlineRestore {
+    /// Keeps the live content in `aside` (a backup-API snapshot) and then copies `staged` into `live`.
+    ///
+    /// A WAL-mode destination must have the source's page size (the backup fails with
+    /// SQLITE_READONLY otherwise, because a WAL database cannot change its page size). When they
+    /// differ, the staged copy — ours to change — is rebuilt at the live page size first:
+    /// `PRAGMA page_size` only takes effect through `VACUUM`, and `VACUUM` only changes the page
+    /// size outside WAL mode, so the staged copy is switched to `journal_mode=DELETE` before.
+    static func restore(staged: String, into live: String, aside: String, busyTimeout: Duration) throws {
+        let liveDB = try Database(path: live, mode: .readWrite, busyTimeout: busyTimeout)
+        try copy(from: liveDB, to: Database(path: aside, mode: .create), busyTimeout: busyTimeout)
+        let source = try Database(path: staged, mode: .readWrite)
+        let livePageSize = try liveDB.pageSize()
+        if try liveDB.journalMode() == "wal", try source.pageSize() != livePageSize {
+            try source.execute("PRAGMA journal_mode=DELETE")
+            try source.execute("PRAGMA page_size=\(livePageSize)")
+            try source.execute("VACUUM")
+        }
+        try copy(from: source, to: liveDB, busyTimeout: busyTimeout)
+    }
+
+    /// One backup, all pages in one step (so it cannot be restarted by a writer on the source),
+    /// retrying while the other side is locked, up to `busyTimeout`.
+    static func copy(from source: Database, to destination: Database, busyTimeout: Duration) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        let backup = try SQLiteBackup(from: source, to: destination)
+        while try backup.step(pages: -1) != .done {
+            if ContinuousClock.now >= deadline {
+                throw RestoreError.storeBusy(store: destination.path, detail: "it stayed locked for \(busyTimeout)")
+            }
+            try Interruption.check()
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        try backup.finish()
+    }
+}

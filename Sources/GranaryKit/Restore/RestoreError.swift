@@ -1,0 +1,88 @@
+import Foundation
+import GranaryOwner
+
+/// Why a restore, reset or recovery did not happen. Nothing live was changed when one of these is thrown
+/// before the swap's commit (the journal rolls back what was started).
+public enum RestoreError: GranaryError, Sendable {
+    case noArchives(user: String)
+    case archiveNotFound(user: String, name: String)
+    case nothingBefore(user: String, time: String)
+    /// The archive failed verification; `newestGood` is the newest one of the user that verifies.
+    case verificationFailed(archive: String, reason: String, newestGood: String?)
+    case storesDiffer(user: String, detail: String)
+    case modelMismatch(store: String, detail: String)
+    case noOwner(store: String)
+    case storeOpen(store: String, pids: [Int32])
+    case differentFilesystem(staging: String, live: String)
+    case leaseTooShort(store: String)
+    case storeBusy(store: String, detail: String)
+    case targetExists(path: String)
+    case owner(ReopenError)
+
+    public var description: String {
+        switch self {
+        case .noArchives(let user): return "no archives of \(user) in the repository"
+        case .archiveNotFound(let user, let name): return "no archive \(name) of \(user)"
+        case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"
+        case .verificationFailed(let archive, let reason, _): return "\(archive) failed verification: \(reason); nothing was changed"
+        case .storesDiffer(let user, let detail): return "the archive's stores differ from \(user)'s live stores: \(detail)"
+        case .modelMismatch(let store, let detail): return "\(store): the archive's Core Data model differs from the live store's (\(detail))"
+        case .noOwner(let store): return "no owner is registered for \(store) (nobody serves the reopen protocol for it)"
+        case .storeOpen(let store, let pids):
+            return "\(store) is open by process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", "))"
+        case .differentFilesystem(let staging, let live):
+            return "the staging folder \(staging) is not on the filesystem of \(live); a rename cannot be atomic"
+        case .leaseTooShort(let store): return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
+        case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
+        case .targetExists(let path): return "\(path) already exists"
+        case .owner(let error): return error.description
+        }
+    }
+
+    public var status: ExitStatus {
+        switch self {
+        case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
+        case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
+        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
+        case .differentFilesystem, .targetExists: return .cannotCreate
+        case .owner(let error): return error.status
+        }
+    }
+
+    public var hint: String? {
+        switch self {
+        case .noArchives(let user): return "granary backup \(user)"
+        case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(user)"
+        case .verificationFailed(_, _, let good):
+            return good.map { "granary restore USER \(($0 as NSString).lastPathComponent) (the newest archive that verifies)" }
+                ?? "no archive of this user verifies; check the repository with granary verify --all"
+        case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
+        case .noOwner: return "use --method online, or start the owner"
+        case .storeOpen: return "use --method online (or auto), or stop the processes first"
+        case .differentFilesystem: return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
+        case .leaseTooShort, .storeBusy: return "run again"
+        case .targetExists: return "choose an empty folder for --to"
+        case .owner(let error): return error.hint
+        }
+    }
+}
+
+extension ReopenError: GranaryError {
+    public var status: ExitStatus {
+        switch self {
+        case .storeNotFound: return .notFound
+        case .untrustedPeer: return .dataError
+        case .socket: return .ioError
+        case .alreadyOwned, .refused, .timedOut, .protocolViolation: return .temporaryFailure
+        }
+    }
+
+    public var hint: String? {
+        switch self {
+        case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
+        case .untrustedPeer: return "stop the process that poses as the owner"
+        case .refused, .protocolViolation: return "run again; see the owner's log"
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct RecoverCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recover",
+        abstract: "Finish or roll back a restore or reset that was interrupted.",
+        discussion: "Each store ends fully old or fully new. Without users, every user with a pending journal."
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"))
+    var users: [String] = []
+
+    func run() throws {
+        let console = global.console()
+        let settings = global.settings()
+        let root = try settings.requireRoot()
+        var ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        if ids.isEmpty { ids = FileSystem.contents(of: root.stateFolder + "/restore").compactMap { try? UserID($0) } }
+        var nothing = true
+        for id in ids {
+            let lock = try UserLock.acquire(root: root, user: id, timeout: settings.lockTimeout.value)
+            defer { lock.release() }
+            let report = try Recovery.recover(root: root, user: id)
+            if report.hadJournal { nothing = false }
+            RecoverRendering.render(report, console: console)
+        }
+        if nothing { console.info("nothing to recover") }
+    }
+}
