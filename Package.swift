@@ -60,7 +60,7 @@ let package = Package(
             dependencies: ["GranaryKit", "GranaryOwner"]
         ),
         .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner"]),
-        .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit"]),
+        .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner"]),
     ],
     swiftLanguageModes: [.v6]
 )

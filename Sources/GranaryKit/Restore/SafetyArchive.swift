@@ -20,6 +20,12 @@ public enum SafetyArchive {
         public var database: String
         /// The replaced external-data files, if any.
         public var external: String?
+
+        public init(name: String, database: String, external: String?) {
+            self.name = name
+            self.database = database
+            self.external = external
+        }
     }
 
     /// Writes the archive and returns its path. It appears under its final name only when complete and synced.

@@ -1,0 +1,116 @@
+import Crypto
+import Foundation
+import GranaryKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Builds real archives for restore tests until `granary backup` exists on this branch:
+/// each store is snapshotted with the SQLite backup API and packed with ArchiveWriter + Manifest
+/// (through SafetyArchive, which writes the repository's format).
+enum RestoreFixtures {
+    /// Snapshots every store of `user` under `root` and writes an archive of them into `repo`.
+    @discardableResult
+    static func archive(root: String, repo: String, user: String, label: String? = nil) throws -> String {
+        let id = try UserID(user)
+        let folder = try Root(path: root).user(id)
+        let snapshots = root + "/.fixture-snapshots-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileSystem.makeDirectory(snapshots)
+        defer { FileSystem.removeTree(snapshots) }
+        var items: [SafetyArchive.Item] = []
+        for store in folder.stores() {
+            let copy = snapshots + "/" + store.name
+            try FileSystem.makeDirectory((copy as NSString).deletingLastPathComponent)
+            let source = try Database(path: store.path, mode: .readOnly, busyTimeout: .seconds(10))
+            let destination = try Database(path: copy, mode: .create)
+            let backup = try SQLiteBackup(from: source, to: destination)
+            while try backup.step(pages: -1) != .done { usleep(10_000) }
+            try backup.finish()
+            items.append(SafetyArchive.Item(name: store.name, database: copy, external: store.externalDataPath))
+        }
+        // Archive names have one-second resolution; keep fixtures apart and in order.
+        usleep(1_100_000)
+        return try SafetyArchive.write(user: id, items: items, repository: Repository(path: repo), label: label)
+    }
+
+    /// Every `id` of `table` in the store at `path`.
+    static func ids(_ path: String, table: String = "demo_writes") throws -> Set<Int64> {
+        let db = try Database(path: path, mode: .readOnly)
+        guard try db.hasTable(table) else { return [] }
+        return Set(try db.rows("SELECT id FROM \(table)").compactMap { $0[0].integer })
+    }
+
+    /// Logical content of a store: every table's rows, in order, as text.
+    static func dump(_ path: String) throws -> String {
+        let db = try Database(path: path, mode: .readOnly)
+        var text = ""
+        for table in try db.tableNames() {
+            text += "## \(table)\n"
+            for row in try db.rows("SELECT * FROM \"\(table)\" ORDER BY 1") {
+                text += row.values.map { "\($0)" }.joined(separator: "|") + "\n"
+            }
+        }
+        return text
+    }
+
+    static func sha256(_ path: String) -> String {
+        SHA256.hash(data: FileManager.default.contents(atPath: path) ?? Data()).hex
+    }
+
+    /// Extracts an archive with stock tar into a new folder.
+    static func extract(_ archive: String, into folder: String) throws {
+        try FileSystem.makeDirectory(folder)
+        let result = try GranaryProcess.runExecutable("/usr/bin/tar", ["-xf", archive, "-C", folder])
+        precondition(result.status == 0, "tar failed: \(result.stderr)")
+    }
+}
+
+/// A running `granary-demo-owner` and its log.
+final class DemoOwner {
+    let process = Process()
+    let log: String
+
+    init(stores: [String], log: String, intervalMs: Int = 3, startID: Int64 = 1) throws {
+        self.log = log
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-demo-owner")
+        process.arguments = ["--log", log, "--interval-ms", String(intervalMs), "--start-id", String(startID)] + stores
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        try waitFor { $0.contains { $0.hasPrefix("READY") } }
+    }
+
+    deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() } }
+
+    var pid: Int32 { process.processIdentifier }
+
+    var lines: [String] {
+        (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+    }
+
+    /// Acknowledged write ids, in log order.
+    var acked: [Int64] { lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.dropFirst(4)) : nil } }
+
+    /// Waits (up to 20 s) until `condition` holds for the log's lines.
+    func waitFor(_ condition: ([String]) -> Bool) throws {
+        for _ in 0..<2000 {
+            if condition(lines) { return }
+            usleep(10_000)
+        }
+        throw DemoOwnerError.timedOut(lines.suffix(5).joined(separator: "\n"))
+    }
+
+    /// Waits until `count` more writes are acknowledged than now.
+    func waitForMoreWrites(_ count: Int) throws {
+        let now = acked.count
+        try waitFor { lines in lines.filter { $0.hasPrefix("ACK ") }.count >= now + count }
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
+
+enum DemoOwnerError: Error { case timedOut(String) }

@@ -1,0 +1,148 @@
+import Foundation
+import GranaryKit
+import GranaryOwner
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `granary restore` and `granary reset` against a real `granary-demo-owner` that keeps writing.
+@Suite("restore into a running owner", .serialized)
+struct RestoreSwapTests {
+    let folder = TemporaryFolder("granary-restore")
+    var root: String { folder.child("root") }
+    var repo: String { folder.child("repo") }
+    var store: String { root + "/alice@example.com/Local.sqlite" }
+
+    init() throws {
+        try FileSystem.makeDirectory(root + "/alice@example.com")
+        try SampleData.makeItemsStore(store, rows: 50, walOnlyTail: 5)
+    }
+
+    func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
+        try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)
+    }
+
+    /// Each acknowledged id is in the live store or in the pre-restore archive; the live store has the
+    /// archive's ids plus only ids acknowledged after the reopen.
+    func checkNothingLost(owner: DemoOwner, archived: Set<Int64>, safetyArchive: String) throws {
+        let lines = owner.lines
+        guard let reopened = lines.firstIndex(where: { $0.hasPrefix("REOPENED") }) else {
+            Issue.record("the owner never reopened")
+            return
+        }
+        let afterResume = Set(lines[reopened...].compactMap { $0.hasPrefix("ACK ") ? Int64($0.dropFirst(4)) : nil })
+        let acked = Set(owner.acked)
+        owner.stop()
+        let live = try RestoreFixtures.ids(store)
+        let extracted = folder.child("safety")
+        try RestoreFixtures.extract(safetyArchive, into: extracted)
+        let replaced = try RestoreFixtures.ids(extracted + "/stores/Local.sqlite")
+        #expect(acked.subtracting(live).subtracting(replaced).isEmpty, "acknowledged writes lost")
+        #expect(live == archived.union(afterResume), "live store holds something other than the archive plus post-resume writes")
+        let db = try Database(path: store, mode: .readOnly)
+        #expect(db.integrityCheck(full: true) == ["ok"])
+    }
+
+    @Test("a restore swaps the store under a running owner, which keeps its pid and loses no acknowledged write")
+    func swapUnderOwner() throws {
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
+        try owner.waitForMoreWrites(30)
+        let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let extracted = folder.child("archived")
+        try RestoreFixtures.extract(archive, into: extracted)
+        let archived = try RestoreFixtures.ids(extracted + "/stores/Local.sqlite")
+        try owner.waitForMoreWrites(30)
+        let pid = owner.pid
+
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("swap"))
+        #expect(result.stdout.contains("owner pid \(pid)"))
+        try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
+        try owner.waitForMoreWrites(30)
+        #expect(owner.process.isRunning && owner.pid == pid)
+        let safety = try #require(result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        #expect(safety.hasSuffix("-pre-restore.tar.zst"))
+        try checkNothingLost(owner: owner, archived: archived, safetyArchive: safety)
+        // The items table came back as archived (the restore did not mix in old pages).
+        #expect(try RestoreFixtures.ids(store, table: "items").count == 50)
+        #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
+    }
+
+    @Test("a reset empties the stores under a running owner, keeping the schema and every acknowledged write somewhere")
+    func resetUnderOwner() throws {
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
+        try owner.waitForMoreWrites(30)
+        let result = try granary(["reset", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("swap"))
+        try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
+        try owner.waitForMoreWrites(20)
+        let safety = try #require(result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        #expect(safety.hasSuffix("-pre-reset.tar.zst"))
+        #expect(try RestoreFixtures.ids(store, table: "items").isEmpty)
+        try checkNothingLost(owner: owner, archived: [], safetyArchive: safety)
+    }
+
+    @Test("an owner that never acknowledges makes restore exit 75 within the owner timeout and changes nothing")
+    func ownerNeverAcknowledges() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let before = try RestoreFixtures.dump(store)
+        let owner = GranaryOwner()
+        // A close callback that hangs: the pause is never acknowledged.
+        try owner.register(store: store, close: { sleep(5) }, reopen: {})
+        defer { owner.stop() }
+        let result = try granary(["restore", "alice@example.com", "--owner-timeout", "0.5"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains("did not answer"))
+        #expect(try RestoreFixtures.dump(store) == before)
+        #expect(FileManager.default.fileExists(atPath: repo + "/alice@example.com") )
+        #expect(!(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.contains("pre-restore") }))
+    }
+
+    @Test("granary killed while the owner is paused: the owner resumes by itself on the old store")
+    func killedWhilePaused() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"), startID: 1_000_000)
+        try owner.waitForMoreWrites(20)
+        // Step 1 is right after the pause is acknowledged, before anything is moved.
+        let result = try granary(["restore", "alice@example.com"], environment: ["GRANARY_TEST_CRASH_AT_STEP": "1"])
+        #expect(result.status != 0)
+        try owner.waitFor { $0.contains { $0.contains("peer-gone") } }
+        try owner.waitForMoreWrites(20)
+        let acked = Set(owner.acked)
+        owner.stop()
+        let recovered = try granary(["recover", "alice@example.com"])
+        #expect(recovered.status == 0, "\(recovered.stderr)")
+        #expect(recovered.stdout.contains("rolled back 1"))
+        // Old store kept: every acknowledged write is still there, and the archive's content did not arrive.
+        #expect(acked.subtracting(try RestoreFixtures.ids(store)).isEmpty)
+    }
+
+    @Test("a registration left by a killed owner is ignored: restore goes offline")
+    func staleRegistration() throws {
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
+        try owner.waitForMoreWrites(5)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        owner.stop()
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("offline"))
+    }
+
+    @Test("--dry-run prints the plan with the owner and changes nothing")
+    func dryRun() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
+        try owner.waitForMoreWrites(5)
+        let result = try granary(["restore", "alice@example.com", "--dry-run"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("would restore"))
+        #expect(result.stdout.contains("swap"))
+        #expect(result.stdout.contains("owner pid \(owner.pid)"))
+        #expect(!owner.lines.contains { $0.hasPrefix("PAUSED") })
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").count == 1)
+    }
+}
