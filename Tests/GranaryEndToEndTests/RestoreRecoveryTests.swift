@@ -1,0 +1,173 @@
+import Foundation
+import GranaryKit
+import GranaryOwner
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Crashes at every step of the swap journal, online restores, verification and refusals.
+@Suite("restore: crashes, methods and refusals", .serialized)
+struct RestoreRecoveryTests {
+    let folder = TemporaryFolder("granary-recover")
+    var root: String { folder.child("root") }
+    var repo: String { folder.child("repo") }
+    var user: String { root + "/alice@example.com" }
+
+    init() throws {
+        try FileSystem.makeDirectory(user)
+    }
+
+    func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
+        try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)
+    }
+
+    @Test("granary killed at every step of the swap leaves each store fully old or fully new after recover")
+    func crashAtEveryStep() throws {
+        var step = 1
+        var sawOld = false
+        var sawNew = false
+        while step < 40 {
+            FileSystem.removeTree(root)
+            FileSystem.removeTree(repo)
+            try FileSystem.makeDirectory(user)
+            try FileSystem.makeDirectory(user + "/Data")
+            // New content: what the archive holds.
+            try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 30, walOnlyTail: 0)
+            try SampleData.makeRollbackStore(user + "/Data/Legacy.db", rows: 10)
+            let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+            let newDumps = try ["Local.sqlite", "Data/Legacy.db"].map { try RestoreFixtures.dump(user + "/" + $0) }
+            // Old content: different rows, some only in the -wal.
+            for name in ["Local.sqlite", "Data/Legacy.db"] {
+                let db = try Database(path: user + "/" + name, mode: .readWrite)
+                try db.execute("PRAGMA wal_autocheckpoint=0")
+                try db.keepWALOnClose()
+                try db.execute("DELETE FROM items WHERE id % 3 = 0; INSERT INTO items VALUES (999, 'old', 1)")
+            }
+            let oldDumps = try ["Local.sqlite", "Data/Legacy.db"].map { try RestoreFixtures.dump(user + "/" + $0) }
+            let result = try granary(["restore", "alice@example.com", (archive as NSString).lastPathComponent],
+                environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)])
+            if result.status == 0 { break }
+            #expect(result.status == 137 || result.status == 9 || result.status != 0)
+            let recovered = try granary(["recover"])
+            #expect(recovered.status == 0, "step \(step): \(recovered.stderr)")
+            for (index, name) in ["Local.sqlite", "Data/Legacy.db"].enumerated() {
+                let path = user + "/" + name
+                let db = try Database(path: path, mode: .readOnly)
+                #expect(db.integrityCheck(full: true) == ["ok"], "step \(step): \(name)")
+                let dump = try RestoreFixtures.dump(path)
+                #expect(dump == oldDumps[index] || dump == newDumps[index], "step \(step): \(name) is mixed")
+                if dump == newDumps[index] {
+                    sawNew = true
+                    // Byte for byte the archived file.
+                    let member = folder.child("check-\(step)")
+                    try RestoreFixtures.extract(archive, into: member)
+                    #expect(RestoreFixtures.sha256(path) == RestoreFixtures.sha256(member + "/stores/" + name), "step \(step): \(name)")
+                } else {
+                    sawOld = true
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
+            step += 1
+        }
+        #expect(step > 10, "the swap should have more than ten steps")
+        #expect(step < 40, "the restore never finished")
+        #expect(sawOld && sawNew)
+    }
+
+    @Test("online restore copies into a live WAL store held open by a writer, across different page sizes")
+    func onlineWithForeignWriter() throws {
+        let store = user + "/Local.sqlite"
+        // The archive's store has 1024-byte pages; the live one 4096.
+        let db0 = try Database(path: store, mode: .create)
+        try db0.execute("PRAGMA page_size=1024; CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT)")
+        try db0.execute("INSERT INTO items VALUES (1, 'archived'), (2, 'archived')")
+        _ = db0
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        FileSystem.removeTree(user)
+        try FileSystem.makeDirectory(user)
+        let live = try Database(path: store, mode: .create)
+        try live.execute("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT)")
+        try live.execute("INSERT INTO items VALUES (7, 'live')")
+        // `live` stays open: a writer that knows nothing of the reopen protocol.
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("online"))
+        #expect(try live.rows("SELECT body FROM items ORDER BY id").map { $0[0].text } == ["archived", "archived"])
+        try live.execute("INSERT INTO items VALUES (3, 'after')")
+        #expect(try live.journalMode() == "wal")
+        #expect(try live.pageSize() == 4096)
+        #expect(live.integrityCheck(full: true) == ["ok"])
+        let safety = FileSystem.contents(of: repo + "/alice@example.com").filter { $0.contains("pre-restore") }
+        #expect(safety.count == 1)
+        let extracted = folder.child("safety")
+        try RestoreFixtures.extract(repo + "/alice@example.com/" + safety[0], into: extracted)
+        #expect(try RestoreFixtures.ids(extracted + "/stores/Local.sqlite", table: "items") == [7])
+    }
+
+    @Test("a corrupt newest archive stops the restore with exit 65, names the newest archive that verifies, and changes nothing")
+    func corruptArchive() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 20, walOnlyTail: 0)
+        let good = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let bad = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "bad")
+        // Flip bytes in the middle of the compressed stream.
+        var bytes = [UInt8](FileManager.default.contents(atPath: bad)!)
+        for i in (bytes.count / 2)..<(bytes.count / 2 + 16) { bytes[i] ^= 0xFF }
+        try Data(bytes).write(to: URL(fileURLWithPath: bad))
+        let before = RestoreFixtures.sha256(user + "/Local.sqlite")
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 65, "\(result.stderr)")
+        #expect(result.stderr.contains((good as NSString).lastPathComponent))
+        #expect(RestoreFixtures.sha256(user + "/Local.sqlite") == before)
+        #expect(FileSystem.contents(of: root + "/.granary/restore").isEmpty)
+    }
+
+    @Test("a Core Data store with another model is refused without --force")
+    func modelMismatch() throws {
+        try SampleData.makeCoreDataStore(user + "/Notes.sqlite", notes: 5)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let db = try Database(path: user + "/Notes.sqlite", mode: .readWrite)
+        let plist = CoreDataMetadata.makePlist(storeUUID: "X", modelVersionHashes: ["Note": Data([1, 2, 3]), "Folder": Data([4])])
+        try db.run("UPDATE Z_METADATA SET Z_PLIST = ?", [.blob(plist)])
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 65)
+        #expect(result.stderr.contains("Core Data model"))
+        #expect(result.stderr.contains("--force"))
+        let forced = try granary(["restore", "alice@example.com", "--force"])
+        #expect(forced.status == 0, "\(forced.stderr)")
+    }
+
+    @Test("--to restores into another folder and touches nothing live")
+    func restoreTo() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 20, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let before = RestoreFixtures.sha256(user + "/Local.sqlite")
+        let target = folder.child("drill")
+        let result = try granary(["restore", "alice@example.com", "--to", target])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try RestoreFixtures.ids(target + "/Local.sqlite", table: "items").count == 20)
+        #expect(RestoreFixtures.sha256(user + "/Local.sqlite") == before)
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").count == 1)
+    }
+
+    @Test("--method offline refuses a store another process has open")
+    func offlineRefusesOpenStore() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 20, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let holder = try Database(path: user + "/Local.sqlite", mode: .readOnly)
+        _ = try holder.scalar("SELECT count(*) FROM items")
+        let result = try granary(["restore", "alice@example.com", "--method", "offline"])
+        #expect(result.status == 75)
+        #expect(result.stderr.contains("open by process \(getpid())"))
+    }
+
+    @Test("--method swap without an owner exits 75 and suggests online")
+    func swapWithoutOwner() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 20, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let result = try granary(["restore", "alice@example.com", "--method", "swap"])
+        #expect(result.status == 75)
+        #expect(result.stderr.contains("--method online"))
+    }
+}
