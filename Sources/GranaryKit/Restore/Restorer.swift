@@ -194,6 +194,15 @@ public struct Restorer: Sendable {
                     pausedAt[entry.name] = .now
                 }
             }
+            // Trust, but check: an owner that acknowledged without closing its connections (or a
+            // process outside the protocol) would keep writing to the old inode after the rename.
+            for entry in swaps {
+                let holders = OpenFiles.holders(of: entry.live)
+                if !holders.isEmpty {
+                    let who = holders.map(String.init).joined(separator: ", ")
+                    throw RestoreError.storeBusy(store: entry.live, detail: "still open by process \(who) after the pause")
+                }
+            }
             for entry in swaps { try StoreSwap.perform(entry, journal: journal, owner: owners[entry.name]) }
         } catch {
             // Roll back (or forward, for stores already committed) before the owners reopen.
