@@ -43,6 +43,7 @@ demo: build
 
 bench: release
 	bash bench/run.sh
+	bash bench/restore.sh
 
 install: release
 	install -d "$(DESTDIR)$(PREFIX)/bin"
