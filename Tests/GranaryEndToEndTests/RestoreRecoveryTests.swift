@@ -170,4 +170,41 @@ struct RestoreRecoveryTests {
         #expect(result.status == 75)
         #expect(result.stderr.contains("--method online"))
     }
+    @Test("a Core Data store's external data files follow the restore, and the replaced ones go into the safety archive")
+    func coreDataExternalData() throws {
+        let store = user + "/Notes.sqlite"
+        try SampleData.makeCoreDataStore(store, notes: 9)
+        let external = StoreFile.externalDataFolder(for: store)
+        let archived = FileSystem.contents(of: external)
+        #expect(archived.count == 3)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        // After the backup: one attachment deleted, a new one written.
+        try FileSystem.removeFile(external + "/" + archived[0])
+        try Data("new attachment".utf8).write(to: URL(fileURLWithPath: external + "/NEW-ATTACHMENT"))
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("offline"))
+        #expect(FileSystem.contents(of: external) == archived)
+        let safety = try #require(FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains("pre-restore") })
+        let extracted = folder.child("safety")
+        try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: extracted)
+        #expect(FileSystem.contents(of: extracted + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA") == ["NEW-ATTACHMENT"])
+    }
+
+    @Test("reset keeps a Core Data store's metadata, resets Z_MAX, and removes its external data")
+    func resetCoreData() throws {
+        let store = user + "/Notes.sqlite"
+        try SampleData.makeCoreDataStore(store, notes: 9)
+        let metadata = try RestoreFixtures.dump(store).components(separatedBy: "## ").first { $0.hasPrefix("Z_METADATA") }
+        let result = try granary(["reset", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let db = try Database(path: store, mode: .readOnly)
+        #expect(try db.scalar("SELECT count(*) FROM ZNOTE")?.integer == 0)
+        #expect(try db.scalar("SELECT count(*) FROM ZFOLDER")?.integer == 0)
+        #expect(try db.rows("SELECT Z_MAX FROM Z_PRIMARYKEY").map { $0[0].integer } == [0, 0])
+        #expect(try RestoreFixtures.dump(store).components(separatedBy: "## ").first { $0.hasPrefix("Z_METADATA") } == metadata)
+        #expect(FileSystem.contents(of: StoreFile.externalDataFolder(for: store)).isEmpty)
+        #expect(db.integrityCheck(full: true) == ["ok"])
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.hasSuffix("-pre-reset.tar.zst") })
+    }
 }

@@ -172,22 +172,21 @@ public struct Restorer: Sendable {
             user: request.user.rawValue, operation: request.operation.rawValue, label: label, archive: archive,
             repository: request.safetyArchive ? repository?.path : nil, stores: entries))
 
-        // Online copies: SQLite's own locking makes each one atomic.
-        for entry in entries where entry.method == "online" {
-            try OnlineRestore.restore(staged: entry.staged, into: entry.live, aside: entry.aside, busyTimeout: request.ownerTimeout)
-            try journal.record("online-commit \(entry.name)")
-        }
-        // Stores that were not live before: a plain rename into place.
-        for (store, plan) in zip(staged, report.stores) where plan.method == "new" {
-            try FileSystem.makeDirectory((plan.live as NSString).deletingLastPathComponent, mode: 0o755)
-            try FileSystem.renameNoReplace(store.path, to: plan.live)
-            try FileSystem.syncParent(of: plan.live)
-        }
-
         // Swaps: pause every owner, swap, resume. Any failure before a commit rolls back.
         let swaps = entries.filter { $0.method == "swap" }
         var pausedAt: [String: ContinuousClock.Instant] = [:]
         do {
+            // Online copies: SQLite's own locking makes each one atomic.
+            for entry in entries where entry.method == "online" {
+                try OnlineRestore.restore(staged: entry.staged, into: entry.live, aside: entry.aside, busyTimeout: request.ownerTimeout)
+                try journal.record("online-commit \(entry.name)")
+            }
+            // Stores that were not live before: a plain rename into place.
+            for (store, plan) in zip(staged, report.stores) where plan.method == "new" {
+                try FileSystem.makeDirectory((plan.live as NSString).deletingLastPathComponent, mode: 0o755)
+                try FileSystem.renameNoReplace(store.path, to: plan.live)
+                try FileSystem.syncParent(of: plan.live)
+            }
             for entry in swaps {
                 if let owner = owners[entry.name] {
                     try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
