@@ -300,7 +300,11 @@ private final class Gate: @unchecked Sendable {
             case .line:
                 channel.send("ERROR unexpected-while-paused")
             case .timedOut:
+                // granary may be committing right now: wait for its commit lock, so that we open
+                // either the old file before the rename or the new one after it.
+                let lock = CommitLock(store: address.canonicalPath)
                 reopen(.leaseExpired)
+                lock?.release()
                 channel.send("EXPIRED")
                 return false
             case .closed:

@@ -120,3 +120,35 @@ extension Duration {
         components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
     }
 }
+
+/// The commit lock: an exclusive `flock(2)` on the folder that holds a store. granary holds it
+/// across its last lease check and the `rename(2)` that commits a swap; an owner whose lease ran
+/// out takes it before reopening, so it can never open the old file in the instant before the
+/// rename (and then write into a file that is no longer the store). The kernel drops the lock
+/// when its holder dies.
+public final class CommitLock {
+    private var fd: Int32
+
+    /// Takes the lock of the folder holding `store` (blocking). Nil when the folder cannot be opened.
+    public init?(store: String) {
+        let folder = (store as NSString).deletingLastPathComponent
+        fd = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { return nil }
+        while flock(fd, LOCK_EX) != 0 {
+            if errno != EINTR {
+                Glibc.close(fd)
+                return nil
+            }
+        }
+    }
+
+    deinit { release() }
+
+    /// Releases the lock.
+    public func release() {
+        if fd >= 0 {
+            Glibc.close(fd)
+            fd = -1
+        }
+    }
+}

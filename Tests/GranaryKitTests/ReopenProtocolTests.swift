@@ -112,6 +112,23 @@ struct ReopenProtocolTests {
         #expect(!owner.isPaused(store))
     }
 
+    @Test("an owner whose lease ran out waits for granary's commit lock before reopening")
+    func leaseExpiryWaitsForCommitLock() throws {
+        let store = try makeStore(in: folder.child("commit-lock"))
+        let calls = Calls()
+        let owner = GranaryOwner()
+        try owner.register(store: store, close: { calls.add("close") }, reopen: { calls.add("reopen") })
+        defer { owner.stop() }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        try client.pause(lease: .milliseconds(100), timeout: .seconds(5))
+        let lock = try #require(CommitLock(store: store))
+        usleep(400_000)
+        #expect(calls.all == ["close"], "the owner reopened while the commit lock was held")
+        lock.release()
+        for _ in 0..<300 where calls.all.count < 2 { usleep(10_000) }
+        #expect(calls.all == ["close", "reopen"])
+    }
+
     @Test("a second owner of the same store is refused")
     func secondOwner() throws {
         let store = try makeStore(in: folder.child("twice"))

@@ -17,7 +17,9 @@ import GranaryOwner
 ///    so that no stale WAL can ever be applied to the new database, even if the owner reopens
 ///    at once after the commit;
 /// 5. `commit`: `rename(staged, live)` — the atomic commit, done only when the owner's lease has
-///    more than `commitMargin` left (otherwise the owner could reopen the old file mid-swap);
+///    more than `commitMargin` left, under the folder's ``CommitLock`` which an owner whose lease
+///    expired takes before reopening (otherwise it could reopen the old file just before the rename
+///    and keep writing into a file that is no longer the store);
 /// 6. `external-remove`: files only the old store had are moved aside.
 ///
 /// Before 5, the live path still names the complete old database; after it, the complete new one.
@@ -55,9 +57,14 @@ enum StoreSwap {
         try journal.record("stale \(entry.name)")
 
         CrashPoint.reach()
-        if let owner, owner.leaseRemaining < commitMargin { throw RestoreError.leaseTooShort(store: entry.live) }
-        try FileSystem.rename(entry.staged, to: entry.live)
-        try FileSystem.syncParent(of: entry.live)
+        do {
+            // The commit lock keeps an owner whose lease just ran out from reopening between the check and the rename.
+            let lock = CommitLock(store: entry.live)
+            defer { lock?.release() }
+            if let owner, owner.leaseRemaining < commitMargin { throw RestoreError.leaseTooShort(store: entry.live) }
+            try FileSystem.rename(entry.staged, to: entry.live)
+            try FileSystem.syncParent(of: entry.live)
+        }
         try journal.record("commit \(entry.name)")
 
         CrashPoint.reach()
