@@ -82,7 +82,7 @@ public enum Recovery {
         } else if let repository = plan.repository, !replaced.isEmpty {
             let path = try SafetyArchive.write(
                 user: user, items: replaced, repository: Repository(path: repository), label: plan.label)
-            try journal.record("safety-archive \(path)")
+            try journal.record("safety-archive \(path)", durable: true)
             report.safetyArchive = path
         }
         try journal.remove()

@@ -179,7 +179,7 @@ public struct Restorer: Sendable {
             // Online copies: SQLite's own locking makes each one atomic.
             for entry in entries where entry.method == "online" {
                 try OnlineRestore.restore(staged: entry.staged, into: entry.live, aside: entry.aside, busyTimeout: request.ownerTimeout)
-                try journal.record("online-commit \(entry.name)")
+                try journal.record("online-commit \(entry.name)", durable: true)
             }
             // Stores that were not live before: a plain rename into place.
             for (store, plan) in zip(staged, report.stores) where plan.method == "new" {
@@ -196,9 +196,11 @@ public struct Restorer: Sendable {
             // Trust, but check: an owner that acknowledged without closing its connections (or a
             // process outside the protocol) would keep writing to the old inode after the rename.
             for entry in swaps {
-                let holders = OpenFiles.holders(of: entry.live)
-                if !holders.isEmpty {
-                    let who = holders.map(String.init).joined(separator: ", ")
+                let before = report.stores.first { $0.name == entry.name }?.openBy ?? []
+                var holders = OpenFiles.holders(of: entry.live, among: before)
+                if holders.isEmpty && OpenFiles.hasWALConnection(entry.live) { holders = OpenFiles.holders(of: entry.live) }
+                if !holders.isEmpty || OpenFiles.hasWALConnection(entry.live) {
+                    let who = holders.isEmpty ? "of another user" : holders.map(String.init).joined(separator: ", ")
                     throw RestoreError.storeBusy(store: entry.live, detail: "still open by process \(who) after the pause")
                 }
             }

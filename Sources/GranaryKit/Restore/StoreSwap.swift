@@ -53,7 +53,9 @@ enum StoreSwap {
 
         CrashPoint.reach()
         for suffix in ["-wal", "-shm", "-journal"] { try FileSystem.removeFile(entry.live + suffix) }
-        try FileSystem.syncParent(of: entry.live)
+        // No fsync of the folder here: the one after the rename makes these unlinks durable with it
+        // (a journalling filesystem commits metadata changes to one folder in order), and a power
+        // loss that keeps neither leaves the old store with an empty -wal, which is harmless.
         try journal.record("stale \(entry.name)")
 
         CrashPoint.reach()

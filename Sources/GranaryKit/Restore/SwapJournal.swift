@@ -7,8 +7,7 @@ import Foundation
 /// The journal of one swap: `<root>/.granary/restore/<user>/journal`, JSON lines.
 ///
 /// The first line is the plan (`SwapJournal.Plan`), written and fsynced before any live file
-/// is touched; every later line records a step that has been done, fsynced before the next
-/// step starts. Whether a store was committed is never taken from the journal but from the
+/// is touched; every later line records a step that has been done (see ``record(_:durable:)``). Whether a store was committed is never taken from the journal but from the
 /// filesystem: the store's path names the staged file's inode (recorded in the plan) exactly
 /// when `rename(staged, live)` happened, so there is no window between the commit and its record.
 public final class SwapJournal {
@@ -61,8 +60,12 @@ public final class SwapJournal {
         try FileSystem.writeAtomically(line, to: path)
     }
 
-    /// Appends one step record and fsyncs it.
-    public func record(_ step: String) throws {
+    /// Appends one step record; `durable` fsyncs it.
+    ///
+    /// Recovery decides from the filesystem (the live path's inode), not from step records, so
+    /// those are written for people reading the journal and need no fsync inside the owner's pause;
+    /// only the records recovery does read (`online-commit`, `safety-archive`) are made durable.
+    public func record(_ step: String, durable: Bool = false) throws {
         let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }
@@ -72,7 +75,7 @@ public final class SwapJournal {
             return nil
         }
         if let failure { throw failure }
-        if fsync(fd) != 0 { throw FileSystemError("fsync", path: path) }
+        if durable && fsync(fd) != 0 { throw FileSystemError("fsync", path: path) }
     }
 
     /// The plan and the step records, or nil when there is no journal or its plan never became complete
