@@ -54,6 +54,8 @@ for mib in $SIZES; do
     until grep -q READY "$WORK/owner-$mib.log" 2>/dev/null; do sleep 0.05; done
     windows=(); totals=()
     for _ in $(seq "$RUNS"); do
+        # BENCH_SETTLE=1: let the previous run's deletion of the replaced 1 GiB file reach the disk first.
+        [ "${BENCH_SETTLE:-0}" = 1 ] && { sync; sleep 1; }
         start=$(now_ms)
         out=$("$G" restore "$user" "$(basename "$archive")" --root "$root" --repo "$repo" --no-safety-archive 2>&1)
         totals+=($(( $(now_ms) - start )))

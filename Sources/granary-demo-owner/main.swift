@@ -65,8 +65,10 @@ final class Connections: @unchecked Sendable {
 
     func close() {
         lock.lock()
-        writer = nil
+        // The reader first: the last connection to close checkpoints the WAL and removes it, which
+        // a read-only one cannot do; closing the writer last leaves granary a store with no WAL.
         reader = nil
+        writer = nil
         lock.unlock()
     }
 
