@@ -227,7 +227,7 @@ private final class Gate: @unchecked Sendable {
         // Only our own uid or root may pause us.
         guard let peer = PeerCredentials.of(channel.fd), peer.uid == getuid() || peer.uid == 0 else {
             let uid = PeerCredentials.of(channel.fd).map { String($0.uid) } ?? "unknown"
-            channel.send("ERROR permission-denied")
+            channel.finish(with: "ERROR permission-denied")
             report(.refused, "peer uid \(uid) is neither \(getuid()) nor root")
             return
         }
@@ -235,12 +235,12 @@ private final class Gate: @unchecked Sendable {
         guard case .line(let hello) = channel.readLine(until: .now + .seconds(10), stop: stop) else { return }
         let words = hello.split(separator: " ").map(String.init)
         guard words.count >= 3, words[0] == "HELLO", words[1] == ReopenProtocol.name else {
-            channel.send("ERROR bad-hello")
+            channel.finish(with: "ERROR bad-hello")
             report(.refused, "bad greeting")
             return
         }
         guard words[2...].contains(String(ReopenProtocol.version)) else {
-            channel.send("ERROR unsupported-version \(ReopenProtocol.version)")
+            channel.finish(with: "ERROR unsupported-version \(ReopenProtocol.version)")
             report(.refused, "client versions \(words[2...].joined(separator: ","))")
             return
         }

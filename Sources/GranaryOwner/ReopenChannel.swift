@@ -96,6 +96,17 @@ final class ReopenChannel {
         }
     }
 
+    /// Sends a last line and closes gracefully: closing a Unix socket with unread input makes
+    /// the peer's read fail with ECONNRESET before it sees our line, so our side stops writing,
+    /// then reads and discards what the peer still sends (for at most half a second).
+    func finish(with line: String) {
+        send(line)
+        shutdown(fd, Int32(SHUT_WR))
+        let deadline = ContinuousClock.now + .milliseconds(500)
+        while case .line = readLine(until: deadline) {}
+        close()
+    }
+
     /// Sends one line (a `\n` is added). Returns false when the peer is gone.
     @discardableResult
     func send(_ line: String) -> Bool {

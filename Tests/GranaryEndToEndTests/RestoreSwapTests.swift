@@ -141,6 +141,51 @@ struct RestoreSwapTests {
         #expect(acked.subtracting(try RestoreFixtures.ids(store)).isEmpty)
     }
 
+    @Test("granary killed at any step of a swap under a running owner: the owner resumes by itself and no acknowledged write is lost")
+    func crashAtEveryStepUnderOwner() throws {
+        let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let extracted = folder.child("archived")
+        try RestoreFixtures.extract(archive, into: extracted)
+        let archived = try RestoreFixtures.ids(extracted + "/stores/Local.sqlite", table: "items")
+        // The live items differ from the archived ones, so "old" and "new" can be told apart.
+        try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id % 2 = 0")
+        var step = 1
+        var startID: Int64 = 1
+        while step < 20 {
+            let before = try RestoreFixtures.ids(store, table: "items")
+            let owner = try DemoOwner(stores: [store], log: folder.child("owner-\(step).log"), startID: startID)
+            try owner.waitForMoreWrites(10)
+            let result = try granary(["restore", "alice@example.com", (archive as NSString).lastPathComponent],
+                environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)])
+            let crashed = result.status != 0
+            // Crashed or not, the owner goes on writing.
+            try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
+            try owner.waitForMoreWrites(10)
+            owner.stop()
+            let acked = Set(owner.acked)
+            startID = (acked.max() ?? startID) + 1000
+            if crashed {
+                let recovered = try granary(["recover", "alice@example.com"])
+                #expect(recovered.status == 0, "step \(step): \(recovered.stderr)")
+            }
+            let db = try Database(path: store, mode: .readOnly)
+            #expect(db.integrityCheck(full: true) == ["ok"], "step \(step)")
+            // Old or new: the items table is either the archived one or the one before this run.
+            let items = try RestoreFixtures.ids(store, table: "items")
+            #expect(items == archived || items == before, "step \(step): items table mixed")
+            var kept = try RestoreFixtures.ids(store)
+            for safety in FileSystem.contents(of: repo + "/alice@example.com") where safety.contains("pre-restore") {
+                let out = folder.child("safety-\(step)-\(safety)")
+                try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: out)
+                kept.formUnion(try RestoreFixtures.ids(out + "/stores/Local.sqlite"))
+            }
+            #expect(acked.subtracting(kept).isEmpty, "step \(step): acknowledged writes lost: \(acked.subtracting(kept).sorted().prefix(5))")
+            if !crashed { break }
+            step += 1
+        }
+        #expect(step > 5 && step < 20)
+    }
+
     @Test("a registration left by a killed owner is ignored: restore goes offline")
     func staleRegistration() throws {
         let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))

@@ -129,6 +129,27 @@ struct ReopenProtocolTests {
         #expect(calls.all == ["close", "reopen"])
     }
 
+    @Test("a pause that running transactions outlast is refused with ERROR busy and nothing is closed")
+    func busyOwnerRefuses() throws {
+        let store = try makeStore(in: folder.child("busy"))
+        let calls = Calls()
+        let owner = GranaryOwner()
+        try owner.register(store: store, close: { calls.add("close") }, reopen: { calls.add("reopen") })
+        defer { owner.stop() }
+        let long = Thread { _ = try? owner.withStore(store) { usleep(800_000) } }
+        long.start()
+        usleep(50_000)
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        #expect {
+            try client.pause(lease: .milliseconds(200), timeout: .seconds(5))
+        } throws: { error in
+            guard case ReopenError.refused(_, let reason) = error else { return false }
+            return reason == "busy"
+        }
+        #expect(calls.all.isEmpty)
+        #expect(try owner.withStore(store) { 42 } == 42)
+    }
+
     @Test("a second owner of the same store is refused")
     func secondOwner() throws {
         let store = try makeStore(in: folder.child("twice"))
