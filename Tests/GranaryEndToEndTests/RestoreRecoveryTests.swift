@@ -207,4 +207,50 @@ struct RestoreRecoveryTests {
         #expect(db.integrityCheck(full: true) == ["ok"])
         #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.hasSuffix("-pre-reset.tar.zst") })
     }
+    @Test("--at picks the newest archive at or before the time, and an earlier time than any archive is not found")
+    func restoreAt() throws {
+        let store = user + "/Local.sqlite"
+        try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
+        let first = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let stamp = String((first as NSString).lastPathComponent.prefix(16))
+        let result = try granary(["restore", "alice@example.com", "--at", stamp])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains((first as NSString).lastPathComponent))
+        #expect(try RestoreFixtures.ids(store, table: "items").count == 10)
+        let early = try granary(["restore", "alice@example.com", "--at", "2001-01-01T00:00:00Z"])
+        #expect(early.status == 66)
+        let bad = try granary(["restore", "alice@example.com", "--at", "yesterday"])
+        #expect(bad.status == 64)
+    }
+
+    @Test("a restore after an interrupted one recovers it first")
+    func restoreRecoversFirst() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 10, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let crashed = try granary(["restore", "alice@example.com"], environment: ["GRANARY_TEST_CRASH_AT_STEP": "3"])
+        #expect(crashed.status != 0)
+        #expect(FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com/journal"))
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("recovered an interrupted swap of alice@example.com: rolled back 1"))
+        #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
+    }
+
+    @Test("a store in the archive that is not live is created, owned like the user's folder, with --force")
+    func newStore() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 10, walOnlyTail: 0)
+        try SampleData.makeItemsStore(user + "/Extra.sqlite", rows: 3, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        try FileSystem.removeFile(user + "/Extra.sqlite")
+        chown(user, 65534, 65534)
+        let refused = try granary(["restore", "alice@example.com"])
+        #expect(refused.status == 65)
+        #expect(refused.stderr.contains("only in the archive: Extra.sqlite"))
+        let result = try granary(["restore", "alice@example.com", "--force"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try RestoreFixtures.ids(user + "/Extra.sqlite", table: "items").count == 3)
+        #expect(FileSystem.status(user + "/Extra.sqlite")?.st_uid == 65534)
+    }
 }

@@ -74,6 +74,23 @@ struct RestoreSwapTests {
         #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
     }
 
+    @Test("an owner of two stores is paused for both and both are swapped")
+    func ownerOfTwoStores() throws {
+        let cloud = root + "/alice@example.com/Cloud.sqlite"
+        try SampleData.makeItemsStore(cloud, rows: 20, walOnlyTail: 3)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        try Database(path: cloud, mode: .readWrite).execute("DELETE FROM items")
+        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"))
+        try owner.waitForMoreWrites(10)
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.components(separatedBy: "swap").count == 3)
+        try owner.waitFor { $0.filter { $0.hasPrefix("REOPENED") }.count == 2 }
+        try owner.waitForMoreWrites(10)
+        owner.stop()
+        #expect(try RestoreFixtures.ids(cloud, table: "items").count == 20)
+    }
+
     @Test("a reset empties the stores under a running owner, keeping the schema and every acknowledged write somewhere")
     func resetUnderOwner() throws {
         let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))

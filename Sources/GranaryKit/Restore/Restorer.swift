@@ -184,6 +184,8 @@ public struct Restorer: Sendable {
             // Stores that were not live before: a plain rename into place.
             for (store, plan) in zip(staged, report.stores) where plan.method == "new" {
                 try FileSystem.makeDirectory((plan.live as NSString).deletingLastPathComponent, mode: 0o755)
+                // Owned like the user's folder: granary never leaves root-owned files there.
+                if let owner = FileSystem.status(user.path) { chown(store.path, owner.st_uid, owner.st_gid) }
                 try FileSystem.renameNoReplace(store.path, to: plan.live)
                 try FileSystem.syncParent(of: plan.live)
             }
