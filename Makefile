@@ -12,7 +12,7 @@ DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev
 TOOLS     := sqlite3 zstd xz-utils tar
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release test demo bench install uninstall clean
+.PHONY: all deps build release test demo demo-restore bench install uninstall clean
 
 all: build
 
@@ -40,6 +40,10 @@ demo: build
 	@echo "== sample data in $(DEMO)/root; archives go to $(DEMO)/repo"
 	@echo "== granary users"
 	@$(BIN)/granary users --root "$(DEMO)/root" --repo "$(DEMO)/repo"
+
+# A restore into a running granary-demo-owner, step by step.
+demo-restore: build
+	@bash scripts/demo-restore.sh
 
 bench: release
 	bash bench/run.sh

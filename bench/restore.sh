@@ -16,28 +16,8 @@ G="$BIN/granary"
 now_ms() { date +%s%3N; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
-# An archive in granary's format without `granary backup` (MANIFEST.json first, stores/ after).
-make_archive() { # user-folder repo user
-    local folder=$1 repo=$2 user=$3 snap="$WORK/snap"
-    rm -rf "$snap"; mkdir -p "$snap/stores" "$repo/$user"
-    local stores="" files="" sep=""
-    for db in "$folder"/*.sqlite; do
-        local name; name=$(basename "$db")
-        sqlite3 "$db" ".backup '$snap/stores/$name'"
-        local size sha ps pc
-        size=$(stat -c %s "$snap/stores/$name"); sha=$(sha256sum "$snap/stores/$name" | cut -d' ' -f1)
-        ps=$(sqlite3 "$snap/stores/$name" "pragma page_size"); pc=$(sqlite3 "$snap/stores/$name" "pragma page_count")
-        stores+="$sep{\"name\":\"$name\",\"path\":\"stores/$name\",\"pageSize\":$ps,\"pageCount\":$pc,\"journalMode\":\"wal\",\"sqliteVersion\":\"$(sqlite3 --version | cut -d' ' -f1)\",\"check\":\"quick\",\"integrity\":\"ok\"}"
-        files+="$sep{\"path\":\"stores/$name\",\"size\":$size,\"sha256\":\"$sha\",\"kind\":\"store\"}"
-        sep=","
-    done
-    local stamp; stamp=$(date -u +%Y%m%dT%H%M%SZ)
-    printf '{"format":1,"tool":"granary","toolVersion":"bench","user":"%s","host":"%s","created":"%s","compression":"zstd","stores":[%s],"files":[%s]}\n' \
-        "$user" "$(hostname)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$stores" "$files" > "$snap/MANIFEST.json"
-    tar -C "$snap" --zstd -cf "$repo/$user/$stamp.tar.zst" MANIFEST.json stores
-    rm -rf "$snap"
-    echo "$repo/$user/$stamp.tar.zst"
-}
+# make_archive: an archive in granary's format even before `granary backup` exists.
+source "$(dirname "$0")/../scripts/make-archive.sh"
 
 printf '%-8s %-26s %-12s %-12s %-14s %-14s\n' size "pause median (min-max) ms" "restore s" "pipeline s" "archive" "store"
 for mib in $SIZES; do
