@@ -253,4 +253,30 @@ struct RestoreRecoveryTests {
         #expect(try RestoreFixtures.ids(user + "/Extra.sqlite", table: "items").count == 3)
         #expect(FileSystem.status(user + "/Extra.sqlite")?.st_uid == 65534)
     }
+    @Test("an archive whose manifest names a store outside the user's folder is refused with exit 65")
+    func escapingStoreName() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 3, walOnlyTail: 0)
+        let folderPath = repo + "/alice@example.com"
+        try FileSystem.makeDirectory(folderPath)
+        let snapshot = folder.child("evil.sqlite")
+        try SampleData.makeItemsStore(snapshot, rows: 1, walOnlyTail: 0)
+        let bytes = [UInt8](FileManager.default.contents(atPath: snapshot)!)
+        let digest = RestoreFixtures.sha256(snapshot)
+        let manifest = Manifest(
+            user: "alice@example.com", host: "test", created: Date(), label: nil, compression: .zstd,
+            stores: [Manifest.Store(name: "../../evil.sqlite", path: "stores/Local.sqlite", pageSize: 4096, pageCount: 1,
+                journalMode: "wal", sqliteVersion: "3", check: "quick", integrity: "ok")],
+            files: [Manifest.File(path: "stores/Local.sqlite", size: Int64(bytes.count), sha256: digest, kind: "store")])
+        let path = folderPath + "/20260101T000000Z.tar.zst"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd)
+        try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+        try writer.addFile(member: "stores/Local.sqlite", from: snapshot)
+        try writer.finish()
+        close(fd)
+        let result = try granary(["restore", "alice@example.com", "--force"])
+        #expect(result.status == 65, "\(result.stderr)")
+        #expect(result.stderr.contains("would leave the user's folder"))
+        #expect(!FileManager.default.fileExists(atPath: root + "/evil.sqlite"))
+    }
 }

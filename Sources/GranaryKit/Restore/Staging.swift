@@ -34,7 +34,7 @@ public enum Staging {
         do {
             while let entry = try reader.next() {
                 let name = entry.name.hasSuffix("/") ? String(entry.name.dropLast()) : entry.name
-                guard name.hasPrefix("stores"), !name.split(separator: "/").contains(".."), !name.hasPrefix("/") else {
+                guard name == "stores" || name.hasPrefix("stores/"), !name.split(separator: "/").contains(".."), !name.hasPrefix("/") else {
                     throw fail("unexpected member \(entry.name)")
                 }
                 let target = folder + "/" + name
@@ -73,6 +73,11 @@ public enum Staging {
             throw fail("\(missing.path) is listed in the manifest but missing")
         }
         for store in manifest.stores {
+            // The name decides where the store goes in the user's folder: it must stay inside it.
+            let parts = store.name.split(separator: "/", omittingEmptySubsequences: false)
+            guard !store.name.isEmpty, !store.name.hasPrefix("/"), !parts.contains(".."), !parts.contains("."),
+                !parts.contains(""), store.name.utf8.allSatisfy({ $0 >= 0x20 }), store.path == Manifest.storesFolder + store.name
+            else { throw fail("store name \(store.name.debugDescription) would leave the user's folder or does not match \(store.path)") }
             let path = folder + "/" + store.path
             guard seen.contains(store.path) else { throw fail("store \(store.name) has no member \(store.path)") }
             let problems: [String]
