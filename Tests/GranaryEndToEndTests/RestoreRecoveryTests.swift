@@ -279,4 +279,16 @@ struct RestoreRecoveryTests {
         #expect(result.stderr.contains("would leave the user's folder"))
         #expect(!FileManager.default.fileExists(atPath: root + "/evil.sqlite"))
     }
+    @Test("a swapped store keeps the live store's journal mode whatever the archive's")
+    func journalModeKept() throws {
+        let store = user + "/Local.sqlite"
+        try SampleData.makeRollbackStore(store, rows: 4)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        try Database(path: store, mode: .readWrite).execute("PRAGMA journal_mode=WAL")
+        #expect(StoreHeader.read(store)?.isWAL == true)
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(StoreHeader.read(store)?.isWAL == true)
+        #expect(try RestoreFixtures.ids(store, table: "items").count == 4)
+    }
 }

@@ -305,6 +305,16 @@ public struct Restorer: Sendable {
             chown(store.path, info.st_uid, info.st_gid)
             chmod(store.path, info.st_mode & 0o7777)
         }
+        // The restored file keeps the live store's journal mode (WAL or rollback), which the header
+        // records and every process opening the store follows; the archive's may differ.
+        if method != "online", let liveHeader = StoreHeader.read(live), let stagedHeader = StoreHeader.read(store.path),
+            liveHeader.isWAL != stagedHeader.isWAL
+        {
+            let db = try Database(path: store.path, mode: .readWrite)
+            try db.execute(liveHeader.isWAL ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE")
+        }
+        try FileSystem.removeFile(store.path + "-wal")
+        try FileSystem.removeFile(store.path + "-shm")
         try FileSystem.sync(store.path)
         guard let staged = FileSystem.status(store.path) else { throw FileSystemError("stat", path: store.path) }
         let aside = asideFolder + "/stores/" + store.name
