@@ -53,9 +53,15 @@ public final class ArchiveReader {
         archive_read_support_format_tar(a)
         if archive_read_open_filename(a, path, blockSize) != ARCHIVE_OK {
             let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown error"
+            let code = archive_errno(a)
             archive_read_free(a)
             handle = nil
-            throw .cannotOpen(path: path, message: message)
+            // libarchive reads the first block at open to detect the format: a file that opens
+            // but is not a tar archive fails here, and that is a data error, not a missing file.
+            switch code {
+            case EACCES, EPERM, ENOENT, EISDIR, EMFILE, ENFILE: throw .cannotOpen(path: path, message: message)
+            default: throw .malformed(path: path, message: message)
+            }
         }
     }
 

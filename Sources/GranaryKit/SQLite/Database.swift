@@ -170,6 +170,9 @@ public final class Database {
     /// Copies WAL content into the database file (`sqlite3_wal_checkpoint_v2`).
     @discardableResult
     public func checkpoint(_ mode: CheckpointMode) throws(SQLiteError) -> CheckpointResult {
+        // A connection opens the -wal only on its first read; before that, SQLite reports
+        // "not in WAL mode" (-1 frames) and checkpoints nothing. Read the schema first.
+        _ = try scalar("SELECT count(*) FROM sqlite_schema")
         var log: Int32 = 0
         var done: Int32 = 0
         let rc = sqlite3_wal_checkpoint_v2(handle, nil, mode.raw, &log, &done)

@@ -1,0 +1,125 @@
+import Crypto
+import Foundation
+import GranaryKit
+import Testing
+
+@Suite("Archive writer and reader")
+struct ArchiveRoundTripTests {
+    /// Writes a manifest, a 3 MiB file (several writer chunks) and a folder, and returns the archive path.
+    func writeSample(_ folder: TemporaryFolder, _ compression: Compression) throws -> (path: String, big: [UInt8]) {
+        var big = [UInt8](repeating: 0, count: 3 << 20 + 17)
+        var state: UInt32 = 2_463_534_242
+        for i in big.indices {
+            state ^= state << 13; state ^= state >> 17; state ^= state << 5
+            big[i] = i % 3 == 0 ? UInt8(truncatingIfNeeded: state) : UInt8(i % 251)
+        }
+        let source = folder.child("big.bin")
+        try Data(big).write(to: URL(fileURLWithPath: source))
+        let path = folder.child("sample" + compression.fileExtension)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2)
+        try writer.addData(member: "MANIFEST.json", bytes: Array("{\"format\":1}\n".utf8))
+        try writer.addDirectory(member: "stores/")
+        var chunks = 0
+        try writer.addFile(member: "stores/big.bin", from: source) { _ in chunks += 1 }
+        try writer.finish()
+        #expect(chunks == 4)
+        return (path, big)
+    }
+
+    @Test("what the writer packs the reader gets back, byte for byte", arguments: Compression.allCases)
+    func roundTrip(compression: Compression) throws {
+        let folder = TemporaryFolder()
+        let (path, big) = try writeSample(folder, compression)
+        let reader = try ArchiveReader(path: path)
+        let first = try #require(try reader.next())
+        #expect(first.name == "MANIFEST.json")
+        #expect(try reader.readAll(limit: 1024) == Array("{\"format\":1}\n".utf8))
+        #expect(reader.filterName == (compression == .none ? "none" : compression.rawValue))
+        let dir = try #require(try reader.next())
+        #expect(dir.kind == .directory)
+        let file = try #require(try reader.next())
+        #expect(file.name == "stores/big.bin")
+        #expect(file.kind == .regular)
+        #expect(file.size == Int64(big.count))
+        var hasher = SHA256()
+        let read = try reader.stream(limit: file.size) { hasher.update(bufferPointer: $0) }
+        #expect(read == Int64(big.count))
+        #expect(hasher.finalize() == SHA256.hash(data: big))
+        #expect(try reader.next() == nil)
+    }
+
+    @Test("stock tar lists and extracts what the writer packs", arguments: Compression.allCases)
+    func stockTarReadsIt(compression: Compression) throws {
+        let folder = TemporaryFolder()
+        let (path, big) = try writeSample(folder, compression)
+        let out = folder.child("out")
+        try FileSystem.makeDirectory(out)
+        let list = try run("/usr/bin/tar", ["-tf", path])
+        #expect(list.split(separator: "\n") == ["MANIFEST.json", "stores/", "stores/big.bin"])
+        _ = try run("/usr/bin/tar", ["-xf", path, "-C", out])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out + "/stores/big.bin")) == Data(big))
+        #expect(try String(contentsOfFile: out + "/MANIFEST.json", encoding: .utf8) == "{\"format\":1}\n")
+    }
+
+    @Test("a file that is not an archive is refused as malformed")
+    func notAnArchive() throws {
+        let folder = TemporaryFolder()
+        let path = folder.child("x.tar.zst")
+        try Data(String(repeating: "hello ", count: 1000).utf8).write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: ArchiveError.self) {
+            let reader = try ArchiveReader(path: path)
+            _ = try reader.next()
+        }
+        #expect(error?.status == .dataError)
+        #expect(error?.description.contains(path) == true)
+    }
+
+    @Test("a truncated archive fails while reading, not silently")
+    func truncated() throws {
+        let folder = TemporaryFolder()
+        let (path, _) = try writeSample(folder, .zstd)
+        let size = FileSystem.size(path)
+        #expect(truncate(path, off_t(size / 2)) == 0)
+        let reader = try ArchiveReader(path: path)
+        #expect(throws: ArchiveError.self) {
+            while let entry = try reader.next() {
+                try reader.stream(limit: entry.size) { _ in }
+            }
+        }
+    }
+
+    @Test("readAll refuses a member larger than its limit")
+    func limit() throws {
+        let folder = TemporaryFolder()
+        let (path, _) = try writeSample(folder, .gzip)
+        let reader = try ArchiveReader(path: path)
+        _ = try reader.next()
+        _ = try reader.readAll(limit: 100)
+        _ = try reader.next()
+        _ = try reader.next()
+        let error = #expect(throws: ArchiveError.self) { try reader.readAll(limit: 1000) }
+        #expect(error?.description.contains("stores/big.bin") == true)
+    }
+
+    @Test("a missing archive is reported as not found")
+    func missing() throws {
+        let error = #expect(throws: ArchiveError.self) { try ArchiveReader(path: "/nonexistent/a.tar.zst") }
+        #expect(error?.status == .notFound)
+    }
+
+    @discardableResult
+    func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(tool) \(arguments) failed")
+        return String(decoding: data, as: UTF8.self)
+    }
+}

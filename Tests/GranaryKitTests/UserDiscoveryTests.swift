@@ -1,0 +1,91 @@
+import Foundation
+import GranaryKit
+import Testing
+
+@Suite("User and store discovery")
+struct UserDiscoveryTests {
+    @Test("valid ids are accepted verbatim, email addresses included", arguments: ["alice@example.com", "Bob Smith", "ünïcode", "a.b", "..hidden-ish"])
+    func acceptsIDs(id: String) throws {
+        #expect(try UserID(id).rawValue == id)
+    }
+
+    @Test(
+        "ids that could escape the root are refused with a reason",
+        arguments: [
+            ("", "is empty"), (".", "relative"), ("..", "relative"), ("a/b", "'/'"), ("-rf", "'-'"),
+            ("a\u{0}b", "NUL"), ("tab\there", "control"), ("esc\u{1B}[2J", "control"),
+            (String(repeating: "é", count: 128), "255 bytes"),
+        ])
+    func refusesIDs(id: String, reason: String) {
+        let error = #expect(throws: UserError.self) { try UserID(id) }
+        #expect(error?.description.contains(reason) == true, "\(String(describing: error))")
+        #expect(error?.status == .usage)
+        #expect(error?.description.contains("\u{1B}") == false, "control characters must be escaped in messages")
+    }
+
+    @Test("a root scan finds users, skips hidden folders and files, and reports invalid folder names")
+    func scan() throws {
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        try SampleData.generate(in: root, rows: 20)
+        try FileSystem.makeDirectory(root + "/.granary")
+        try FileSystem.makeDirectory(root + "/-oops")
+        try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/file-not-a-user"))
+        let (users, ignored) = try Root(path: root).scan()
+        #expect(users.map(\.id.rawValue) == SampleData.users)
+        #expect(ignored.map(\.name) == ["-oops"])
+        #expect(ignored.map(\.reason) == ["starts with '-'"])
+    }
+
+    @Test("stores are found by content, not by name; companions and junk are not stores")
+    func storesByContent() throws {
+        let folder = TemporaryFolder()
+        let user = folder.child("u")
+        try FileSystem.makeDirectory(user)
+        try SampleData.makeItemsStore(user + "/data.bin", rows: 5, walOnlyTail: 2)  // a store without .sqlite
+        try Data("SQLite format 2 and some text".utf8).write(to: URL(fileURLWithPath: user + "/fake.sqlite"))
+        try Data().write(to: URL(fileURLWithPath: user + "/empty.sqlite"))
+        try Data(repeating: 7, count: 64).write(to: URL(fileURLWithPath: user + "/gone.sqlite-wal"))
+        try Data(repeating: 7, count: 64).write(to: URL(fileURLWithPath: user + "/gone.sqlite-shm"))
+        try FileManager.default.createSymbolicLink(atPath: user + "/link.sqlite", withDestinationPath: user + "/data.bin")
+        try FileSystem.makeDirectory(user + "/.hidden")
+        try SampleData.makeRollbackStore(user + "/.hidden/secret.db", rows: 1)
+        let stores = UserFolder(id: try UserID("u"), path: user).stores()
+        #expect(stores.map(\.name) == ["data.bin"])
+        let store = try #require(stores.first)
+        #expect(store.header.isWAL)
+        #expect(store.journalKind == "wal")
+        #expect((store.walSize ?? 0) > 0)
+        #expect(store.hasSHM)
+    }
+
+    @Test("a rollback store, a nested store and a Core Data store with external data are described")
+    func sampleStores() throws {
+        let folder = TemporaryFolder()
+        let root = Root(path: folder.child("root"))
+        try SampleData.generate(in: root.path, rows: 20)
+        let carol = try root.user(UserID("carol@example.com")).stores()
+        #expect(carol.map(\.name) == ["Legacy.db"])
+        #expect(carol.first?.journalKind == "rollback")
+        let dave = try root.user(UserID("dave@example.com")).stores()
+        #expect(dave.map(\.name) == ["Data/App.sqlite"])
+        let bob = try root.user(UserID("bob@example.com")).stores()
+        #expect(bob.first?.externalDataPath?.hasSuffix("/.Notes_SUPPORT/_EXTERNAL_DATA") == true)
+        #expect(#expect(throws: UserError.self) { try root.user(UserID("zoe@example.com")) }?.status == .notFound)
+    }
+
+    @Test("archive names round-trip and sort by time, sequence and label")
+    func archiveNames() throws {
+        let date = try #require(ArchiveName.parseStamp("20261122T101500Z"))
+        let plain = ArchiveName(created: date, compression: .zstd)
+        #expect(plain.fileName == "20261122T101500Z.tar.zst")
+        let second = ArchiveName(created: date, sequence: 2, label: "pre-restore", compression: .gzip)
+        #expect(second.fileName == "20261122T101500Z_2-pre-restore.tar.gz")
+        #expect(ArchiveName(fileName: second.fileName) == second)
+        #expect(ArchiveName(fileName: "20261122T101500Z.tar") == ArchiveName(created: date, compression: .none))
+        #expect(plain < second)
+        for bad in ["x.tar.zst", "20261322T101500Z.tar.zst", "20261122T101500Z-Bad.tar.zst", "20261122T101500Z_1.tar", "20261122T101500Z.zip", ".20261122T101500Z.tar.zst.tmp-1-2"] {
+            #expect(ArchiveName(fileName: bad) == nil, "\(bad)")
+        }
+    }
+}
