@@ -90,12 +90,24 @@ public final class GranaryOwner: @unchecked Sendable {
     }
 
     /// Runs `body` as one unit of work on the store (a transaction): it waits while the store
-    /// is paused, and a pause waits for it to return before closing the store.
+    /// is paused, and a pause waits for it to return before closing the store. Nested calls on
+    /// the same thread do not wait (the outer call already holds the store open).
     public func withStore<T>(_ path: String, _ body: () throws -> T) throws -> T {
         guard let gate = gate(for: path) else { return try body() }
         gate.enter()
         defer { gate.leave() }
         return try body()
+    }
+
+    /// Stops serving one store: its socket closes (a pause in progress ends with `reopen`), and
+    /// ``withStore(_:_:)`` no longer waits for it. For an app that closes the store for good.
+    public func unregister(store path: String) {
+        lock.lock()
+        let canonical = aliases[path] ?? path
+        let gate = gates.removeValue(forKey: canonical)
+        aliases = aliases.filter { $0.value != canonical }
+        lock.unlock()
+        gate?.stop()
     }
 
     /// Whether the store is paused right now (its connections closed).
@@ -159,7 +171,15 @@ private final class Gate: @unchecked Sendable {
         return stopped
     }
 
+    /// Per-thread nesting depth, so that a nested `withStore` does not wait for a pause that
+    /// waits for the outer one (a deadlock).
+    private var depthKey: String { "granary-owner-depth-\(ObjectIdentifier(self).hashValue)" }
+
     func enter() {
+        let thread = Thread.current.threadDictionary
+        let depth = thread[depthKey] as? Int ?? 0
+        thread[depthKey] = depth + 1
+        if depth > 0 { return }
         condition.lock()
         while paused || pausing { condition.wait() }
         active += 1
@@ -167,6 +187,10 @@ private final class Gate: @unchecked Sendable {
     }
 
     func leave() {
+        let thread = Thread.current.threadDictionary
+        let depth = (thread[depthKey] as? Int ?? 1) - 1
+        thread[depthKey] = depth == 0 ? nil : depth
+        if depth > 0 { return }
         condition.lock()
         active -= 1
         condition.broadcast()

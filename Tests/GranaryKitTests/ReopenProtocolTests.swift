@@ -150,6 +150,37 @@ struct ReopenProtocolTests {
         #expect(try owner.withStore(store) { 42 } == 42)
     }
 
+    @Test("a nested withStore on the same thread does not deadlock against a pause")
+    func nestedWithStore() throws {
+        let store = try makeStore(in: folder.child("nested"))
+        let calls = Calls()
+        let owner = GranaryOwner()
+        try owner.register(store: store, close: { calls.add("close") }, reopen: { calls.add("reopen") })
+        defer { owner.stop() }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        let thread = Thread {
+            _ = try? owner.withStore(store) {
+                usleep(200_000)  // the pause arrives meanwhile
+                _ = try? owner.withStore(store) { calls.add("inner") }
+            }
+        }
+        thread.start()
+        usleep(50_000)
+        try client.pause(lease: .seconds(5), timeout: .seconds(5))
+        #expect(calls.all == ["inner", "close"])
+        try client.resume(timeout: .seconds(5))
+    }
+
+    @Test("an unregistered store is no longer served")
+    func unregister() throws {
+        let store = try makeStore(in: folder.child("unregister"))
+        let owner = GranaryOwner()
+        try owner.register(store: store, close: {}, reopen: {})
+        owner.unregister(store: store)
+        usleep(300_000)  // the listening thread notices within 100 ms
+        #expect(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(1)) == nil)
+    }
+
     @Test("a second owner of the same store is refused")
     func secondOwner() throws {
         let store = try makeStore(in: folder.child("twice"))
