@@ -291,4 +291,20 @@ struct RestoreRecoveryTests {
         #expect(StoreHeader.read(store)?.isWAL == true)
         #expect(try RestoreFixtures.ids(store, table: "items").count == 4)
     }
+    @Test("an online restore into a store whose writer keeps a transaction open exits 75 and changes nothing")
+    func onlineBusy() throws {
+        let store = user + "/Local.sqlite"
+        try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 2")
+        let writer = try Database(path: store, mode: .readWrite)
+        try writer.execute("BEGIN IMMEDIATE; INSERT INTO items VALUES (100, 'pending', 1)")
+        let result = try granary(["restore", "alice@example.com", "--method", "online", "--owner-timeout", "0.5"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains("busy"))
+        try writer.execute("COMMIT")
+        #expect(try RestoreFixtures.ids(store, table: "items") == [1, 2, 100])
+        #expect(!FileSystem.contents(of: repo + "/alice@example.com").contains { $0.contains("pre-restore") })
+        #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
+    }
 }
