@@ -15,7 +15,7 @@ struct UsersCommand: ParsableCommand {
 
     func run() throws {
         let console = global.console()
-        let settings = global.settings()
+        let settings = try global.settings()
         let root = try settings.requireRoot()
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
         let (summaries, ignored) = try Inventory.summarize(
