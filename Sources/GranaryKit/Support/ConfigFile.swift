@@ -94,7 +94,7 @@ public struct ConfigFile: Sendable {
             guard let text = value.string else { throw fail(key, expected: "a duration such as \"30s\" or \"7d\"", found: value) }
             guard let seconds = DurationText.seconds(text) else {
                 throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                    message: "\(text.debugDescription) is not a duration (use a number with s, m, h, d or w, e.g. \"30d\")")
+                    message: "\"\(text)\" is not a duration (use a number with s, m, h, d or w, e.g. \"30d\")")
             }
             return seconds
         }
@@ -108,7 +108,7 @@ public struct ConfigFile: Sendable {
                 let name = try string(value, key)
                 guard let compression = Compression(rawValue: name) else {
                     throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                        message: "\(name.debugDescription) is not one of \(Compression.allCases.map(\.rawValue).joined(separator: ", "))")
+                        message: "\"\(name)\" is not one of \(Compression.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.compression = compression
             case "level": config.level = try integer(value, key, minimum: 0)
@@ -116,7 +116,7 @@ public struct ConfigFile: Sendable {
                 let name = try string(value, key)
                 guard let mode = CheckMode(rawValue: name) else {
                     throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                        message: "\(name.debugDescription) is not one of \(CheckMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                        message: "\"\(name)\" is not one of \(CheckMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.check = mode
             case "lock_timeout": config.lockTimeout = .seconds(try duration(value, key))
@@ -226,7 +226,7 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
         case .unreadable(let path, let reason): return "configuration file \(path) \(reason)"
         case .unparseable(let path, let line, let column, let message):
             return "\(path):\(line):\(column): not valid TOML: \(message)"
-        case .unknownKey(let path, let line, let key): return "\(path):\(line): unknown key \(key.debugDescription)"
+        case .unknownKey(let path, let line, let key): return "\(path):\(line): unknown key \"\(key)\""
         case .wrongType(let path, let line, let key, let expected, let found):
             return "\(path):\(line): \(key) must be \(expected), not a \(found)"
         case .invalidValue(let path, let line, let key, let message): return "\(path):\(line): \(key): \(message)"
@@ -238,6 +238,8 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
     public var hint: String? {
         switch self {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
+        case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
+            return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
         case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"
         default: return "see granary.toml(5)"
         }
