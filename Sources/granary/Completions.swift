@@ -13,7 +13,7 @@ enum Completions {
     /// The user ids under the root (`--root` on the line, else GRANARY_ROOT, else the config file).
     @Sendable static func users(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
         guard let root = settings(words)?.root?.value else { return [] }
-        return folderNames(root, directories: true).filter { $0.hasPrefix(prefix) && (try? UserID($0)) != nil }
+        return CompletionCandidates.users(root: root, prefix: prefix)
     }
 
     /// The archive names of the user named earlier on the line (`--user USER`, else the last
@@ -28,10 +28,8 @@ enum Completions {
                 !word.hasPrefix("-") && (try? UserID(word)) != nil && FileSystem.isDirectory(repo + "/" + word)
             }
         }
-        guard let user, (try? UserID(user)) != nil else { return [] }
-        return folderNames(repo + "/" + user, directories: false)
-            .filter { $0.hasPrefix(prefix) && ArchiveName(fileName: $0) != nil }
-            .sorted(by: >)
+        guard let user else { return [] }
+        return CompletionCandidates.archives(repository: repo, user: user, prefix: prefix)
     }
 
     /// The compression names, for `--compression`.
@@ -50,11 +48,5 @@ enum Completions {
             return value
         }
         return try? Settings.load(rootFlag: option("--root"), repoFlag: option("--repo"), configFlag: option("--config"))
-    }
-
-    /// The names in a folder (sub-folders or regular files), without hidden entries, sorted.
-    static func folderNames(_ path: String, directories: Bool) -> [String] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return [] }
-        return names.filter { !$0.hasPrefix(".") && FileSystem.isDirectory(path + "/" + $0) == directories }.sorted()
     }
 }
