@@ -13,7 +13,7 @@ DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev
 TOOLS     := sqlite3 zstd xz-utils tar bash-completion zsh fish man-db mandoc groff-base
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release test demo bench install uninstall clean generate check-generated
+.PHONY: all deps build release test demo bench install install-files uninstall clean generate check-generated
 
 all: build
 
@@ -66,10 +66,14 @@ check-generated: generate
 	@test -z "$$(git status --porcelain -- man completions)" || { git status --short -- man completions; echo "untracked generated files: run make generate and commit"; exit 1; }
 
 install: release
+	$(MAKE) install-files BINARY="$$($(SWIFT) build -c release --show-bin-path)/granary"
+
+# Copies an already built BINARY, the man pages and completions under $(DESTDIR)$(PREFIX).
+install-files:
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/man/man5" \
 		"$(DESTDIR)$(PREFIX)/share/man/man7" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d"
-	install -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/granary" "$(DESTDIR)$(PREFIX)/bin/granary"
+	install -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/granary"
 	for page in $(MANPAGES); do \
 		install -m 0644 "$$page" "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/"; done
 	install -m 0644 completions/granary.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary"

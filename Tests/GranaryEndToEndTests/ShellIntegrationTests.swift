@@ -1,4 +1,5 @@
 import Foundation
+import GranaryKit
 import Testing
 
 /// The committed completion scripts and man pages, exercised with the real shells and formatters.
@@ -129,5 +130,37 @@ struct ShellIntegrationTests {
         for heading in ["EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "GRANARY_ROOT", "75", "crontab", "granary restore"] {
             #expect(result.stdout.contains(heading), "missing \(heading)")
         }
+    }
+}
+
+@Suite("make install")
+struct InstallTests {
+    @Test("after make install-files, man finds granary(1) and granary.toml(5), and uninstall removes everything")
+    func installThenMan() throws {
+        let folder = TemporaryFolder()
+        let prefix = folder.child("prefix")
+        let package = ShellIntegrationTests.package
+        // install-files is install without the release build: the debug binary is enough here.
+        var result = try GranaryProcess.runExecutable("/usr/bin/make", [
+            "-s", "-C", package, "install-files", "PREFIX=\(prefix)", "BINARY=\(GranaryProcess.binDirectory)/granary",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        for file in ["bin/granary", "share/man/man1/granary.1", "share/man/man5/granary.toml.5",
+            "share/bash-completion/completions/granary", "share/zsh/site-functions/_granary",
+            "share/fish/vendor_completions.d/granary.fish"]
+        {
+            #expect(FileManager.default.fileExists(atPath: prefix + "/" + file), "missing \(file)")
+        }
+        result = try GranaryProcess.runExecutable("/usr/bin/man", ["granary"],
+            environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
+        #expect(result.status == 0 && result.stdout.contains("EXIT STATUS"), "\(result.stderr)")
+        result = try GranaryProcess.runExecutable("/usr/bin/man", ["5", "granary.toml"],
+            environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
+        #expect(result.status == 0 && result.stdout.contains("keep_within"), "\(result.stderr)")
+        result = try GranaryProcess.runExecutable("/usr/bin/make", ["-s", "-C", package, "uninstall", "PREFIX=\(prefix)"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String }
+            .filter { !FileSystem.isDirectory(prefix + "/" + $0) } ?? []
+        #expect(left.isEmpty, "left behind: \(left)")
     }
 }
