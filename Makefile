@@ -59,7 +59,10 @@ generate: build
 	@mkdir -p completions
 	$(BIN)/granary --generate-completion-script bash > completions/granary.bash
 	$(BIN)/granary --generate-completion-script zsh > completions/_granary
-	$(BIN)/granary --generate-completion-script fish > completions/granary.fish
+	@# fish 3 refuses `commandline -tC` outside an interactive edit (ArgumentParser 1.8.2 uses it for
+	@# the cursor index in the word); the length of the token up to the cursor is the same number.
+	$(BIN)/granary --generate-completion-script fish \
+		| sed 's/(__granary_tokens -tC)/(string length -- (commandline -ct))/' > completions/granary.fish
 
 check-generated: generate
 	@git diff --exit-code -- man completions || { echo "man/ or completions/ is stale: run make generate and commit"; exit 1; }

@@ -92,7 +92,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" json' -l 'json' -d 'Print a JSON document instead of text.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" v verbose' -s 'v' -l 'verbose' -d 'Print more detail.'
-complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary users" -ge 1' -fka '(__granary_custom_completion ---completion users -- positional@0 (count (__granary_tokens -pc)) (__granary_tokens -tC))'
+complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary users" -ge 1' -fka '(__granary_custom_completion ---completion users -- positional@0 (count (__granary_tokens -pc)) (string length -- (commandline -ct)))'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" version' -l 'version' -d 'Show the version.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'

@@ -87,18 +87,26 @@ struct ShellIntegrationTests {
         #expect(!offered.contains(".granary") && !offered.contains("notes.txt"))
     }
 
-    // fish 3.6 cannot run the generated script's `commandline -o` from `complete -C` in a
-    // non-interactive shell, so only the static part (subcommands) is checked here.
-    @Test("fish completes the subcommands from the committed script")
-    func fishSubcommands() throws {
+    @Test("fish completes granary users <TAB> with the sample users, and the subcommands")
+    func fishUsers() throws {
         guard let fish = Self.which("fish") else {
             Issue.record("fish is not installed (make deps installs it)")
             return
         }
-        let result = try GranaryProcess.runExecutable(fish, [
-            "--no-config", "-c", "source '\(Self.package)/completions/granary.fish'; complete -C 'granary us'",
-        ], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin"])
-        #expect(result.stdout.hasPrefix("users\t"), "\(result.stdout)\(result.stderr)")
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        func complete(_ line: String) throws -> [String] {
+            let result = try GranaryProcess.runExecutable(fish, [
+                "--no-config", "-c", "source '\(Self.package)/completions/granary.fish'; complete -C '\(line)'",
+            ], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin"])
+            #expect(result.stderr.isEmpty, "\(result.stderr)")
+            return result.stdout.split(separator: "\n").map { String($0.split(separator: "\t")[0]) }
+        }
+        #expect(try complete("granary users --root \(root) ") == [
+            "alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com",
+        ])
+        #expect(try complete("granary users --root \(root) b") == ["bob@example.com"])
+        #expect(try complete("granary us") == ["users"])
     }
 
     @Test("zsh loads the committed _granary without errors")
