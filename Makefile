@@ -2,17 +2,18 @@
 #   make demo     set up, build, make sample data and run granary on it
 #   make test     set up, build and run every test
 #   make bench    compare granary with the pipeline a user would otherwise write
-#   make install  PREFIX=/usr/local
+#   make install  PREFIX=/usr/local (DESTDIR supported); make uninstall
+#   make generate regenerate completions/ and man/ from the command declarations
 
 SWIFT     ?= swift
 PREFIX    ?= /usr/local
 DEMO      ?= $(CURDIR)/demo
 DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev
 # Tools the tests and the demo use besides the libraries.
-TOOLS     := sqlite3 zstd xz-utils tar
+TOOLS     := sqlite3 zstd xz-utils tar bash-completion zsh fish man-db mandoc groff-base
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release test demo demo-restore bench install uninstall clean
+.PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated
 
 all: build
 
@@ -49,12 +50,51 @@ bench: release
 	bash bench/run.sh
 	bash bench/restore.sh
 
+# Man pages and completion scripts are generated from the command declarations and committed;
+# the date is pinned so that regenerating is reproducible (check-generated runs in CI).
+MAN_DATE  := 2026-11-22
+MANPAGES   = $(wildcard man/*.1) $(wildcard man/*.5) $(wildcard man/*.7)
+
+generate: build
+	rm -rf .build/plugins/GenerateManual/outputs/granary
+	$(SWIFT) package plugin --allow-writing-to-package-directory generate-manual --configuration debug \
+		--multi-page --date $(MAN_DATE) --authors "the granary authors"
+	rm -f man/granary.*.1 man/granary.1
+	python3 scripts/generate-man.py .build/plugins/GenerateManual/outputs/granary man
+	@mkdir -p completions
+	$(BIN)/granary --generate-completion-script bash > completions/granary.bash
+	$(BIN)/granary --generate-completion-script zsh > completions/_granary
+	@# fish 3 refuses `commandline -tC` outside an interactive edit (ArgumentParser 1.8.2 uses it for
+	@# the cursor index in the word); the length of the token up to the cursor is the same number.
+	$(BIN)/granary --generate-completion-script fish \
+		| sed 's/(__granary_tokens -tC)/(string length -- (commandline -ct))/' > completions/granary.fish
+
+check-generated: generate
+	@git diff --exit-code -- man completions || { echo "man/ or completions/ is stale: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- man completions)" || { git status --short -- man completions; echo "untracked generated files: run make generate and commit"; exit 1; }
+
 install: release
-	install -d "$(DESTDIR)$(PREFIX)/bin"
-	install -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/granary" "$(DESTDIR)$(PREFIX)/bin/granary"
+	$(MAKE) install-files BINARY="$$($(SWIFT) build -c release --show-bin-path)/granary"
+
+# Copies an already built BINARY, the man pages and completions under $(DESTDIR)$(PREFIX).
+install-files:
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/man/man5" \
+		"$(DESTDIR)$(PREFIX)/share/man/man7" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d"
+	install -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/granary"
+	for page in $(MANPAGES); do \
+		install -m 0644 "$$page" "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/"; done
+	install -m 0644 completions/granary.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary"
+	install -m 0644 completions/_granary "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_granary"
+	install -m 0644 completions/granary.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
 
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/granary"
+	for page in $(notdir $(MANPAGES)); do \
+		rm -f "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/$$page"; done
+	rm -f "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary" \
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_granary" \
+		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
 
 clean:
 	rm -rf .build "$(DEMO)" bench/work

@@ -15,6 +15,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
         // C at the edges: the two system libraries, wrapped once in GranaryKit/SQLite and GranaryKit/Archive.
@@ -39,6 +40,7 @@ let package = Package(
             dependencies: [
                 "CSQLite", "CArchive", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ]
         ),
         // The thin command-line front end.

@@ -11,7 +11,7 @@ struct GlobalOptions: ParsableArguments {
         completion: .directory)
     var repo: String?
 
-    @Option(name: .long, help: ArgumentHelp("Configuration file.", valueName: "file"), completion: .file())
+    @Option(name: .long, help: ArgumentHelp("Configuration file (env GRANARY_CONFIG; see granary.toml(5)).", valueName: "file"), completion: .file())
     var config: String?
 
     @Flag(name: .long, help: "Print a JSON document instead of text.")
@@ -23,9 +23,10 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: [.short, .long], help: "Print more detail.")
     var verbose = false
 
-    /// Root and repository with flag > environment precedence.
-    func settings() -> Settings {
-        Settings.resolve(rootFlag: root, repoFlag: repo)
+    /// Every setting with flag > environment > configuration file > default precedence.
+    /// Throws a `ConfigError` (exit 64) when the configuration file is unreadable or wrong.
+    func settings() throws -> Settings {
+        try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
     }
 
     /// The console for this run.

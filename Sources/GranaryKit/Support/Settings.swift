@@ -36,20 +36,48 @@ public struct Settings: Sendable {
     /// The retention policy `prune` and `backup --prune` apply (`[retention]`).
     public var retention = Setting(RetentionPolicy(), from: .defaultValue)
 
-    /// Resolves root and repository from flags and the environment.
+    /// The configuration file the settings were read from, when one was.
+    public var configPath: String?
+
+    /// Resolves root and repository from flags and the environment, then every other setting
+    /// from the configuration file (no command-line flag or variable overrides those here:
+    /// commands that take e.g. `--compression` apply it with `Setting(value, from: .flag)`).
     public static func resolve(
-        rootFlag: String?, repoFlag: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+        rootFlag: String?, repoFlag: String?, config: ConfigFile? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> Settings {
-        func pick(_ flag: String?, _ variable: String) -> Setting<String>? {
+        func pick(_ flag: String?, _ variable: String, _ file: String?) -> Setting<String>? {
             if let flag, !flag.isEmpty { return Setting(flag, from: .flag) }
             if let value = environment[variable], !value.isEmpty { return Setting(value, from: .environment) }
+            if let file, !file.isEmpty { return Setting(file, from: .file) }
             return nil
         }
         var settings = Settings()
-        settings.root = pick(rootFlag, "GRANARY_ROOT")
-        settings.repo = pick(repoFlag, "GRANARY_REPO")
+        settings.configPath = config?.path
+        settings.root = pick(rootFlag, "GRANARY_ROOT", config?.root)
+        settings.repo = pick(repoFlag, "GRANARY_REPO", config?.repo)
+        guard let config else { return settings }
+        if let value = config.compression { settings.compression = Setting(value, from: .file) }
+        if let value = config.level { settings.level = Setting(value, from: .file) }
+        if let value = config.check { settings.check = Setting(value, from: .file) }
+        if let value = config.lockTimeout { settings.lockTimeout = Setting(value, from: .file) }
+        if let value = config.ownerTimeout { settings.ownerTimeout = Setting(value, from: .file) }
+        if let value = config.jobs { settings.jobs = Setting(value, from: .file) }
+        if let value = config.retention { settings.retention = Setting(value, from: .file) }
         return settings
+    }
 
+    /// Finds and reads the configuration file (PRODUCT.md's search order), then resolves.
+    /// An explicit `--config` file (or `GRANARY_CONFIG`) must exist; the default paths may not.
+    public static func load(
+        rootFlag: String?, repoFlag: String?, configFlag: String?,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> Settings {
+        var config: ConfigFile?
+        if let (path, _) = ConfigFile.locate(explicit: configFlag, environment: environment) {
+            config = try ConfigFile.load(path: path)
+        }
+        return resolve(rootFlag: rootFlag, repoFlag: repoFlag, config: config, environment: environment)
     }
 
     /// The root, or a usage error saying how to set it.

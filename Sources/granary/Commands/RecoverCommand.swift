@@ -16,7 +16,7 @@ struct RecoverCommand: ParsableCommand {
 
     func run() throws {
         let console = global.console()
-        let settings = global.settings()
+        let settings = try global.settings()
         let root = try settings.requireRoot()
         var ids = try users.map { (id) throws(UserError) in try UserID(id) }
         if ids.isEmpty { ids = FileSystem.contents(of: root.stateFolder + "/restore").compactMap { try? UserID($0) } }

@@ -35,7 +35,7 @@ struct ResetCommand: ParsableCommand {
 
     func run() throws {
         let console = global.console()
-        let settings = global.settings()
+        let settings = try global.settings()
         var request = RestoreRequest(user: try UserID(user))
         request.operation = .reset
         request.method = RestoreMethod(rawValue: method) ?? .auto

@@ -56,7 +56,7 @@ struct RestoreCommand: ParsableCommand {
 
     func run() throws {
         let console = global.console()
-        let settings = global.settings()
+        let settings = try global.settings()
         var request = RestoreRequest(user: try UserID(user))
         request.archive = archive
         request.at = at.flatMap(RestoreCommand.parseTime)

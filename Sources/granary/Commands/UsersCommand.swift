@@ -10,12 +10,12 @@ struct UsersCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"))
+    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
     func run() throws {
         let console = global.console()
-        let settings = global.settings()
+        let settings = try global.settings()
         let root = try settings.requireRoot()
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
         let (summaries, ignored) = try Inventory.summarize(

@@ -1,0 +1,112 @@
+import Foundation
+import Testing
+
+@Suite("granary config and the configuration file")
+struct ConfigCommandTests {
+    /// Runs `granary config --json` with an isolated XDG_CONFIG_HOME and returns key -> (value, source).
+    func effective(_ arguments: [String], _ environment: [String: String], folder: TemporaryFolder) throws
+        -> [String: (value: String?, source: String)]
+    {
+        var env = ["XDG_CONFIG_HOME": folder.child("xdg")]
+        env.merge(environment) { $1 }
+        let result = try GranaryProcess.run(["config", "--json"] + arguments, environment: env)
+        #expect(result.status == 0, "\(result.stderr)")
+        let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        var map: [String: (value: String?, source: String)] = [:]
+        for entry in document["settings"] as! [[String: Any]] {
+            map[entry["key"] as! String] = (entry["value"] as? String, entry["source"] as! String)
+        }
+        return map
+    }
+
+    func write(_ text: String, to path: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
+    @Test("a flag beats the environment, which beats the file, which beats the default")
+    func precedence() throws {
+        let folder = TemporaryFolder()
+        let file = folder.child("xdg/granary/config.toml")
+        try write("root = \"/from/file\"\nrepo = \"/repo/file\"\ncompression = \"xz\"\n", to: file)
+        var map = try effective([], [:], folder: folder)
+        #expect(map["root"]?.value == "/from/file" && map["root"]?.source == "file")
+        #expect(map["compression"]?.value == "xz" && map["compression"]?.source == "file")
+        #expect(map["check"]?.value == "quick" && map["check"]?.source == "default")
+        map = try effective([], ["GRANARY_ROOT": "/from/env"], folder: folder)
+        #expect(map["root"]?.value == "/from/env" && map["root"]?.source == "environment")
+        #expect(map["repo"]?.source == "file")
+        map = try effective(["--root", "/from/flag"], ["GRANARY_ROOT": "/from/env"], folder: folder)
+        #expect(map["root"]?.value == "/from/flag" && map["root"]?.source == "flag")
+    }
+
+    @Test("--config names the file and every key of it is read, retention included")
+    func explicitFile() throws {
+        let folder = TemporaryFolder()
+        let file = folder.child("my.toml")
+        try write("""
+            root = "/r"
+            level = 9
+            check = "full"
+            lock_timeout = "2m"
+            owner_timeout = 5
+            jobs = 4
+            [retention]
+            keep_daily = 7
+            keep_within = "30d"
+            """, to: file)
+        let map = try effective(["--config", file], [:], folder: folder)
+        #expect(map["level"]?.value == "9")
+        #expect(map["check"]?.value == "full")
+        #expect(map["lock_timeout"]?.value == "120s")
+        #expect(map["owner_timeout"]?.value == "5s")
+        #expect(map["jobs"]?.value == "4" && map["jobs"]?.source == "file")
+        #expect(map["retention.keep_daily"]?.value == "7")
+        #expect(map["retention.keep_within"]?.value == "2592000s")
+    }
+
+    @Test("a bad configuration file is a usage error naming the file, line and key", arguments: [
+        ("root = \"/r\"\n\n[retention]\nkeep_dayly = 3\n", ":4: unknown key \"retention.keep_dayly\""),
+        ("root = \"/r\"\ncolour = true\n", ":2: unknown key \"colour\""),
+        ("root = \"/r\"\njobs = \"four\"\n", ":2: jobs must be an integer, not a string"),
+        ("[retention]\nkeep_last = 1.5\n", ":2: retention.keep_last must be an integer"),
+        ("compression = \"lz4\"\n", ":1: compression: \"lz4\" is not one of zstd"),
+        ("root = \"/r\"\nrepo = \n", ":2:"),
+    ])
+    func badFile(text: String, expected: String) throws {
+        let folder = TemporaryFolder()
+        let file = folder.child("bad.toml")
+        try write(text, to: file)
+        let result = try GranaryProcess.run(["config", "--config", file])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains(file + expected), "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test("an explicit file that is missing or unreadable is an error; a missing default file is not")
+    func missingFile() throws {
+        let folder = TemporaryFolder()
+        var result = try GranaryProcess.run(["config", "--config", folder.child("nope.toml")])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("configuration file \(folder.child("nope.toml")) does not exist"))
+        // A folder cannot be read as a file.
+        result = try GranaryProcess.run(["config", "--config", folder.path])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains(folder.path))
+        result = try GranaryProcess.run(["config"], environment: ["XDG_CONFIG_HOME": folder.child("none")])
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    @Test("other commands read the file too: users takes its root from it")
+    func usersReadsFile() throws {
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        try GranaryProcess.run([root], tool: "granary-sample")
+        let file = folder.child("c.toml")
+        try write("root = \"\(root)\"\n", to: file)
+        let result = try GranaryProcess.run(["users", "--config", file])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("alice@example.com"))
+    }
+}

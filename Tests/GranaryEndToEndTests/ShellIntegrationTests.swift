@@ -1,0 +1,174 @@
+import Foundation
+import GranaryKit
+import Testing
+
+/// The committed completion scripts and man pages, exercised with the real shells and formatters.
+@Suite("completions and man pages")
+struct ShellIntegrationTests {
+    static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    static func which(_ tool: String) -> String? {
+        for dir in ["/usr/bin", "/bin", "/usr/local/bin"] where FileManager.default.isExecutableFile(atPath: dir + "/" + tool) {
+            return dir + "/" + tool
+        }
+        return nil
+    }
+
+    /// Completes `line` (ending where TAB is pressed) in a real bash with bash-completion loaded.
+    func bashComplete(_ words: [String], environment: [String: String] = [:]) throws -> [String] {
+        let quoted = words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+        let script = """
+            source /usr/share/bash-completion/bash_completion
+            source '\(Self.package)/completions/granary.bash'
+            COMP_WORDS=(\(quoted))
+            COMP_CWORD=\(words.count - 1)
+            COMP_LINE="${COMP_WORDS[*]}"
+            COMP_POINT=${#COMP_LINE}
+            _granary granary "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+            printf '%s\\n' "${COMPREPLY[@]}"
+            """
+        let result = try GranaryProcess.runExecutable(
+            "/bin/bash", ["--norc", "-c", script], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin"].merging(environment) { $1 })
+        #expect(result.stderr.isEmpty, "completion printed into the shell: \(result.stderr)")
+        return result.stdout.split(separator: "\n").map(String.init)
+    }
+
+    func sampleRoot(_ folder: TemporaryFolder) throws -> String {
+        let root = folder.child("root")
+        try GranaryProcess.run([root], tool: "granary-sample")
+        return root
+    }
+
+    @Test("bash completes granary users <TAB> with the sample users, from --root on the line")
+    func bashUsers() throws {
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        let offered = try bashComplete(["granary", "users", "--root", root, ""])
+        #expect(offered == ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"])
+        #expect(try bashComplete(["granary", "users", "--root", root, "b"]) == ["bob@example.com"])
+    }
+
+    @Test("bash completion finds the root through GRANARY_ROOT and through the config file")
+    func bashUsersFromEnvironmentAndConfig() throws {
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        let config = folder.child("c.toml")
+        try "root = \"\(root)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        #expect(try bashComplete(["granary", "users", "--config", config, "c"]) == ["carol@example.com"])
+        let offered = try bashComplete(["granary", "users", "d"], environment: ["GRANARY_ROOT": root])
+        #expect(offered == ["dave@example.com"])
+        // A --root on the line beats GRANARY_ROOT, as it does when the command runs.
+        try FileManager.default.createDirectory(atPath: folder.child("other/frank@example.com"), withIntermediateDirectories: true)
+        #expect(try bashComplete(["granary", "users", "--root", folder.child("other"), ""], environment: ["GRANARY_ROOT": root])
+            == ["frank@example.com"])
+    }
+
+    @Test("completion with a missing root or a broken config file offers nothing and prints nothing")
+    func bashQuietOnErrors() throws {
+        let folder = TemporaryFolder()
+        #expect(try bashComplete(["granary", "users", "--root", folder.child("nope"), ""]).isEmpty)
+        let config = folder.child("bad.toml")
+        try "root = \n".write(toFile: config, atomically: true, encoding: .utf8)
+        #expect(try bashComplete(["granary", "users", "--config", config, ""]).isEmpty)
+    }
+
+    @Test("a root with 1,000 users completes them all, skipping hidden folders and files")
+    func thousandUsers() throws {
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        for index in 0..<1000 {
+            try FileManager.default.createDirectory(atPath: root + "/user\(index)@example.com", withIntermediateDirectories: true)
+        }
+        try FileManager.default.createDirectory(atPath: root + "/.granary", withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: root + "/notes.txt", contents: Data())
+        let offered = try bashComplete(["granary", "users", "--root", root, "user"])
+        #expect(offered.count == 1000)
+        #expect(!offered.contains(".granary") && !offered.contains("notes.txt"))
+    }
+
+    @Test("fish completes granary users <TAB> with the sample users, and the subcommands")
+    func fishUsers() throws {
+        guard let fish = Self.which("fish") else {
+            Issue.record("fish is not installed (make deps installs it)")
+            return
+        }
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        func complete(_ line: String) throws -> [String] {
+            let result = try GranaryProcess.runExecutable(fish, [
+                "--no-config", "-c", "source '\(Self.package)/completions/granary.fish'; complete -C '\(line)'",
+            ], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin"])
+            #expect(result.stderr.isEmpty, "\(result.stderr)")
+            return result.stdout.split(separator: "\n").map { String($0.split(separator: "\t")[0]) }
+        }
+        #expect(try complete("granary users --root \(root) ") == [
+            "alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com",
+        ])
+        #expect(try complete("granary users --root \(root) b") == ["bob@example.com"])
+        #expect(try complete("granary us") == ["users"])
+    }
+
+    @Test("zsh loads the committed _granary without errors")
+    func zshLoads() throws {
+        guard let zsh = Self.which("zsh") else {
+            Issue.record("zsh is not installed (make deps installs it)")
+            return
+        }
+        let result = try GranaryProcess.runExecutable(zsh, [
+            "-f", "-c", "autoload -Uz compinit && compinit -u -D && source '\(Self.package)/completions/_granary' && whence -w _granary",
+        ])
+        #expect(result.status == 0 && result.stdout.contains("_granary: function"), "\(result.stdout)\(result.stderr)")
+    }
+
+    @Test("every man page lints clean with mandoc and groff -ww", arguments: ["granary.1", "granary.users.1", "granary.config.1", "granary.toml.5"])
+    func manLint(page: String) throws {
+        let path = Self.package + "/man/" + page
+        let mandoc = try GranaryProcess.runExecutable("/usr/bin/mandoc", ["-T", "lint", "-W", "warning", path])
+        #expect(mandoc.status == 0 && mandoc.stdout.isEmpty && mandoc.stderr.isEmpty, "\(mandoc.stdout)\(mandoc.stderr)")
+        let groff = try GranaryProcess.runExecutable("/usr/bin/groff", ["-ww", "-man", "-z", path])
+        #expect(groff.status == 0 && groff.stderr.isEmpty, "\(groff.stderr)")
+    }
+
+    @Test("man -l renders granary.1 with the exit codes, environment, files and examples")
+    func manRenders() throws {
+        let result = try GranaryProcess.runExecutable(
+            "/usr/bin/man", ["-l", Self.package + "/man/granary.1"], environment: ["MANPAGER": "cat", "MANWIDTH": "100"])
+        #expect(result.status == 0, "\(result.stderr)")
+        for heading in ["EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES", "GRANARY_ROOT", "75", "crontab", "granary restore"] {
+            #expect(result.stdout.contains(heading), "missing \(heading)")
+        }
+    }
+}
+
+@Suite("make install")
+struct InstallTests {
+    @Test("after make install-files, man finds granary(1) and granary.toml(5), and uninstall removes everything")
+    func installThenMan() throws {
+        let folder = TemporaryFolder()
+        let prefix = folder.child("prefix")
+        let package = ShellIntegrationTests.package
+        // install-files is install without the release build: the debug binary is enough here.
+        var result = try GranaryProcess.runExecutable("/usr/bin/make", [
+            "-s", "-C", package, "install-files", "PREFIX=\(prefix)", "BINARY=\(GranaryProcess.binDirectory)/granary",
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        for file in ["bin/granary", "share/man/man1/granary.1", "share/man/man5/granary.toml.5",
+            "share/bash-completion/completions/granary", "share/zsh/site-functions/_granary",
+            "share/fish/vendor_completions.d/granary.fish"]
+        {
+            #expect(FileManager.default.fileExists(atPath: prefix + "/" + file), "missing \(file)")
+        }
+        result = try GranaryProcess.runExecutable("/usr/bin/man", ["granary"],
+            environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
+        #expect(result.status == 0 && result.stdout.contains("EXIT STATUS"), "\(result.stderr)")
+        result = try GranaryProcess.runExecutable("/usr/bin/man", ["5", "granary.toml"],
+            environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
+        #expect(result.status == 0 && result.stdout.contains("keep_within"), "\(result.stderr)")
+        result = try GranaryProcess.runExecutable("/usr/bin/make", ["-s", "-C", package, "uninstall", "PREFIX=\(prefix)"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String }
+            .filter { !FileSystem.isDirectory(prefix + "/" + $0) } ?? []
+        #expect(left.isEmpty, "left behind: \(left)")
+    }
+}

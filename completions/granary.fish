@@ -1,0 +1,106 @@
+function __granary_should_offer_completions_for_flags_or_options -a expected_commands
+    set -l non_repeating_flags_or_options $argv[2..]
+    set -l non_repeating_flags_or_options_absent 0
+    set -l positional_index 0
+    set -l commands
+    __granary_parse_tokens
+    test "$commands" = "$expected_commands"; and return $non_repeating_flags_or_options_absent
+end
+
+function __granary_should_offer_completions_for_positional -a expected_commands positional_index_comparison expected_positional_index
+    set -l non_repeating_flags_or_options
+    set -l non_repeating_flags_or_options_absent 0
+    set -l positional_index 0
+    set -l commands
+    __granary_parse_tokens
+    test "$commands" = "$expected_commands" -a \( "$positional_index" "$positional_index_comparison" "$expected_positional_index" \)
+end
+
+function __granary_parse_tokens -S
+    set -l unparsed_tokens (__granary_tokens -pc)
+    switch $unparsed_tokens[1]
+    case 'granary'
+        __granary_parse_subcommand 0 'version' 'h/help'
+        switch $unparsed_tokens[1]
+        case 'users'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+        case 'config'
+            __granary_parse_subcommand 0 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+        case 'help'
+            __granary_parse_subcommand -r 1 'version'
+        end
+    end
+end
+
+function __granary_tokens
+    if test (string split -m 1 -f 1 -- . "$FISH_VERSION") -gt 3
+        commandline --tokens-raw $argv
+    else
+        commandline -o $argv
+    end
+end
+
+function __granary_parse_subcommand -S -a positional_count
+    argparse -s r -- $argv
+    set -l option_specs $argv[2..]
+    set -l is_repeating_positional $_flag_r
+    set -el _flag_r
+    set -a commands $unparsed_tokens[1]
+    set positional_index 0
+    while true
+        set -e unparsed_tokens[1]
+        argparse -sn "$commands" $option_specs -- $unparsed_tokens 2> /dev/null
+        set unparsed_tokens $argv
+        set positional_index (math $positional_index + 1)
+        for non_repeating_flag_or_option in $non_repeating_flags_or_options
+            if set -ql "_flag_$(string replace -a - _ -- $non_repeating_flag_or_option)"
+                set non_repeating_flags_or_options_absent 1
+                break
+            end
+        end
+        test (count $unparsed_tokens) -eq 0 -o \( -z "$is_repeating_positional" -a "$positional_index" -gt "$positional_count" \) && break
+    end
+end
+
+function __granary_complete_directories
+    set -l token (commandline -t)
+    string match -- '*/' $token
+    set -l subdirs $token*/
+    printf %s\n $subdirs
+end
+
+function __granary_custom_completion
+    set -x SAP_SHELL fish
+    set -x SAP_SHELL_VERSION $FISH_VERSION
+    set -l tokens (__granary_tokens -p)
+    if test -z "$(__granary_tokens -t)"
+        set -l index (count (__granary_tokens -pc))
+        set tokens $tokens[..$index] \'\' $tokens[(math $index + 1)..]
+    end
+    command $tokens[1] $argv $tokens
+end
+
+complete -c 'granary' -f
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" version' -l 'version' -d 'Show the version.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary" -eq 1' -fa 'users' -d 'List the users under the root: stores, sizes, last backup and its age.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary" -eq 1' -fa 'config' -d 'Print the effective settings and where each came from (flag, environment, file, default).'
+complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary" -eq 1' -fa 'help' -d 'Show subcommand help information.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" repo' -l 'repo' -d 'Folder where archives go (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" json' -l 'json' -d 'Print a JSON document instead of text.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" v verbose' -s 'v' -l 'verbose' -d 'Print more detail.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary users" -ge 1' -fka '(__granary_custom_completion ---completion users -- positional@0 (count (__granary_tokens -pc)) (string length -- (commandline -ct)))'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" version' -l 'version' -d 'Show the version.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" repo' -l 'repo' -d 'Folder where archives go (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" json' -l 'json' -d 'Print a JSON document instead of text.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" v verbose' -s 'v' -l 'verbose' -d 'Print more detail.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" version' -l 'version' -d 'Show the version.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" h help' -s 'h' -l 'help' -d 'Show help information.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary help" version' -l 'version' -d 'Show the version.'
