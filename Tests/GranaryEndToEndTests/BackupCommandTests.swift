@@ -1,4 +1,5 @@
 import Foundation
+import GranaryKit
 import Testing
 
 /// End-to-end tests of `granary backup`: the built binary against real stores, real writer
@@ -73,10 +74,12 @@ struct BackupCommandTests {
     func walOnlyCommit() throws {
         let fixture = try Fixture()
         let store = fixture.root + "/alice@example.com/Local.sqlite"
-        let live = try Self.sqlite(store, "SELECT max(id) FROM items")
-        #expect(FileManager.default.fileExists(atPath: store + "-wal"))
+        // Check the -wal before anything opens the store: sqlite3 checkpoints it away on close.
+        #expect(FileSystem.size(store + "-wal") > 0)
         let result = try fixture.backup(["alice@example.com"])
         #expect(result.status == 0, "\(result.stderr)")
+        #expect(FileSystem.size(store + "-wal") > 0, "the backup must not checkpoint the live store")
+        let live = try Self.sqlite(store, "SELECT max(id) FROM items")
         let out = try fixture.extract(fixture.repo + "/alice@example.com/" + fixture.archives("alice@example.com")[0])
         #expect(try Self.sqlite(out + "/stores/Local.sqlite", "SELECT max(id) FROM items") == live)
         #expect(!FileManager.default.fileExists(atPath: out + "/stores/Local.sqlite-wal"))
