@@ -180,7 +180,10 @@ struct BackupCommandTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         // Wait until it is packing (a temporary archive exists), then signal it.
-        for _ in 0..<400 where !fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { usleep(10_000) }
+        for _ in 0..<2000 {
+            if fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { break }
+            usleep(5_000)
+        }
         kill(process.processIdentifier, signal)
         process.waitUntilExit()
         #expect(process.terminationStatus == 130)
@@ -197,7 +200,10 @@ struct BackupCommandTests {
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
         process.arguments = ["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz", "--level", "6"]
         try process.run()
-        for _ in 0..<400 where !fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { usleep(10_000) }
+        for _ in 0..<2000 {
+            if fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { break }
+            usleep(5_000)
+        }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         #expect(fixture.archives("dave@example.com").allSatisfy { $0.hasPrefix(".") }, "no published archive")
