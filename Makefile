@@ -41,6 +41,12 @@ demo: build
 	@echo "== sample data in $(DEMO)/root; archives go to $(DEMO)/repo"
 	@echo "== granary users"
 	@$(BIN)/granary users --root "$(DEMO)/root" --repo "$(DEMO)/repo"
+	@echo "== granary backup --all while a writer commits to alice's Local.sqlite"
+	@$(BIN)/granary-sample write "$(DEMO)/root/alice@example.com/Local.sqlite" --interval-ms 5 >/dev/null & \
+	 writer=$$!; sleep 1; \
+	 $(BIN)/granary backup --all --root "$(DEMO)/root" --repo "$(DEMO)/repo"; status=$$?; \
+	 kill $$writer; wait $$writer 2>/dev/null; \
+	 ls -lR "$(DEMO)/repo"; exit $$status
 
 # A restore into a running granary-demo-owner, step by step.
 demo-restore: build

@@ -1,0 +1,251 @@
+import Crypto
+import Foundation
+
+/// Backs up one user: find stores → lock → snapshot → check → pack → publish.
+///
+/// ```swift
+/// let result = try BackupOperation(root: root, repository: repo, options: .init()).run(user)
+/// ```
+///
+/// Snapshots go to a private folder `<repo>/.granary-tmp/.USER.tmp-PID-RAND/` on the repository's
+/// filesystem and are always removed. The archive is written to `<repo>/<user>/.NAME.tmp-PID-RAND`,
+/// fsynced, renamed without replacing anything, and the folder fsynced. Leftovers of runs that
+/// were killed (SIGKILL) are removed by the next run (`StaleTemporaries`).
+public struct BackupOperation: Sendable {
+    /// How to back up.
+    public struct Options: Sendable {
+        public var compression: Compression = .zstd
+        public var level: Int?
+        public var check: CheckMode = .quick
+        public var label: String?
+        public var lockTimeout: Duration = .seconds(60)
+        /// zstd worker threads; 0 = one per core.
+        public var threads = 0
+        public var snapshotter = Snapshotter()
+        public init() {}
+    }
+
+    /// One store in a finished backup.
+    public struct StoreResult: Sendable {
+        public let name: String
+        public let size: Int64
+        public let journalMode: String
+        public let integrity: String
+    }
+
+    /// A published archive.
+    public struct Result: Sendable {
+        public let user: UserID
+        public let archive: String
+        public let size: Int64
+        public let stores: [StoreResult]
+        public let files: Int
+        public let seconds: Double
+    }
+
+    public let root: Root
+    public let repository: Repository
+    public let options: Options
+    public let progress: (any BackupProgress)?
+
+    /// A backup of users under `root` into `repository`.
+    public init(root: Root, repository: Repository, options: Options, progress: (any BackupProgress)? = nil) {
+        self.root = root
+        self.repository = repository
+        self.options = options
+        self.progress = progress
+    }
+
+    /// The private folder for snapshots.
+    public var workFolder: String { repository.path + "/.granary-tmp" }
+
+    /// Backs up `user` into a new archive.
+    public func run(_ user: UserID) throws -> Result {
+        let started = ContinuousClock.now
+        let folder = try root.user(user)
+        let lock = try UserLock.acquire(root: root, user: user, timeout: options.lockTimeout)
+        defer { lock.release() }
+        try FileSystem.makeDirectory(repository.path)
+        try FileSystem.makeDirectory(workFolder)
+        let userFolder = repository.folder(for: user)
+        try FileSystem.makeDirectory(userFolder)
+        StaleTemporaries.clean(workFolder)
+        StaleTemporaries.clean(userFolder)
+
+        let work = try FileSystem.createTemporaryDirectory(in: workFolder, for: "snapshot")
+        defer { FileSystem.removeTree(work) }
+        do {
+            let taken = try snapshotAll(folder, into: work)
+            let created = Date()
+            let manifest = Manifest(
+                user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
+                compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
+            let (path, size) = try pack(manifest, files: taken.files, into: userFolder, created: created)
+            let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
+                + Double((ContinuousClock.now - started).components.seconds)
+            return Result(
+                user: user, archive: path, size: size,
+                stores: taken.stores.map {
+                    StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
+                },
+                files: taken.files.count, seconds: seconds)
+        } catch let error as FileSystemError where error.isDiskFull {
+            throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
+        } catch let error as ArchiveError {
+            if case .writeFailed(_, _, let code) = error, code == ENOSPC || code == EFBIG || code == EDQUOT {
+                throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
+            }
+            throw error
+        } catch let error as SQLiteError where error.kind == .full || error.code == 778 {
+            // 778 is SQLITE_IOERR_WRITE: the live store is only read, so a failed write is the
+            // snapshot's, in the repository (EFBIG from a file-size limit shows up this way).
+            throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
+        }
+    }
+
+    /// A file ready to pack: where it is now and its manifest entry.
+    struct Packed {
+        var source: String
+        var file: Manifest.File
+    }
+
+    private func snapshotAll(_ folder: UserFolder, into work: String) throws -> (stores: [Manifest.Store], files: [Packed]) {
+        var stores: [Manifest.Store] = []
+        var files: [Packed] = []
+        for (index, store) in folder.stores().enumerated() {
+            try Interruption.check()
+            let snapshotPath = work + "/\(index).sqlite"
+            progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)
+            let taken = try options.snapshotter.snapshot(store, to: snapshotPath)
+            // External data is copied right after the snapshot, so that every file it references
+            // is still there (Core Data deletes external files of deleted rows).
+            var externalMember: String?
+            var externalFiles: [Packed] = []
+            if let external = store.externalDataPath {
+                let member = Manifest.storesFolder + relative(external, to: folder.path)
+                externalMember = member
+                let copyFolder = work + "/\(index).external"
+                try FileSystem.makeDirectory(copyFolder)
+                for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
+                    try Interruption.check()
+                    let copy = copyFolder + "/" + name
+                    if link(external + "/" + name, copy) != 0 {
+                        do { try FileManager.default.copyItem(atPath: external + "/" + name, toPath: copy) } catch {
+                            throw FileSystemError("copy", path: external + "/" + name, code: (error as NSError).code == 640 ? ENOSPC : EIO)
+                        }
+                    }
+                    externalFiles.append(Packed(source: copy, file: try entry(copy, member: member + "/" + name, kind: "external")))
+                }
+            }
+            let check = try Self.check(snapshotPath, mode: options.check, user: folder.id.rawValue, store: store.name)
+            let db = try Database(path: snapshotPath, mode: .readOnly)
+            let coreData = try CoreDataMetadata.read(db)
+            let pageSize = try db.pageSize()
+            let pageCount = try db.pageCount()
+            let member = Manifest.storesFolder + store.name
+            stores.append(
+                Manifest.Store(
+                    name: store.name, path: member, pageSize: pageSize, pageCount: pageCount, journalMode: taken.journalMode,
+                    sqliteVersion: Database.libraryVersion, check: options.check.rawValue, integrity: check,
+                    externalDataPath: externalMember, coreData: coreData))
+            files.append(Packed(source: snapshotPath, file: try entry(snapshotPath, member: member, kind: "store")))
+            files += externalFiles
+        }
+        return (stores, files)
+    }
+
+    /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.
+    static func check(_ path: String, mode: CheckMode, user: String, store: String) throws -> String {
+        guard mode != .none else { return "unchecked" }
+        let db: Database
+        do { db = try Database(path: path, mode: .readOnly) } catch {
+            throw BackupError.checkFailed(user: user, store: store, problem: error.message)
+        }
+        let problems = db.integrityCheck(full: mode == .full)
+        guard problems == ["ok"] else {
+            throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem")
+        }
+        return "ok"
+    }
+
+    private func relative(_ path: String, to base: String) -> String {
+        path.hasPrefix(base + "/") ? String(path.dropFirst(base.count + 1)) : (path as NSString).lastPathComponent
+    }
+
+    /// Size and SHA-256 of a file, read in chunks.
+    private func entry(_ path: String, member: String, kind: String) throws -> Manifest.File {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        defer { close(fd) }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("read", path: path)
+            }
+            if n == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            size += Int64(n)
+        }
+        return Manifest.File(path: member, size: size, sha256: hasher.finalize().hex, kind: kind)
+    }
+
+    /// Renames without replacing; false when the name is taken (a same-second archive).
+    private static func publish(_ temporary: String, as final: String) throws -> Bool {
+        do {
+            try FileSystem.renameNoReplace(temporary, to: final)
+            return true
+        } catch {
+            if error.code == EEXIST { return false }
+            throw error
+        }
+    }
+
+    /// Writes the archive to a temporary file, syncs it and publishes it under a new name.
+    private func pack(_ manifest: Manifest, files: [Packed], into folder: String, created: Date) throws -> (String, Int64) {
+        let first = ArchiveName(created: created, label: options.label, compression: options.compression)
+        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
+        var published = false
+        defer {
+            close(fd)
+            if !published { unlink(temporary) }
+        }
+        let threads = options.threads > 0 ? options.threads : ProcessInfo.processInfo.activeProcessorCount
+        let writer = try ArchiveWriter(
+            fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
+            threads: options.compression == .zstd ? threads : 0, modificationTime: created)
+        try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+        try writer.addDirectory(member: Manifest.storesFolder)
+        let total = files.reduce(Int64(0)) { $0 + $1.file.size }
+        var done: Int64 = 0
+        for file in files {
+            try Interruption.check()
+            var interrupted = false
+            try writer.addFile(member: file.file.path, from: file.source) { chunk in
+                done += Int64(chunk.count)
+                progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
+                if Interruption.isRequested { interrupted = true }
+            }
+            if interrupted { try Interruption.check() }
+        }
+        try writer.finish()
+        if fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
+        fchmod(fd, 0o600)
+        var sequence = 1
+        var final = ""
+        while true {
+            try Interruption.check()
+            let name = ArchiveName(created: created, sequence: sequence, label: options.label, compression: options.compression)
+            final = folder + "/" + name.fileName
+            if try Self.publish(temporary, as: final) { break }
+            sequence += 1
+        }
+        published = true
+        try FileSystem.syncParent(of: final)
+        return (final, FileSystem.size(final))
+    }
+}

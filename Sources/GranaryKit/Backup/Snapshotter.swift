@@ -1,0 +1,89 @@
+import Foundation
+
+/// Copies one live store into a self-contained database file with SQLite's online backup API.
+///
+/// The locking policy, by journal mode (<https://www.sqlite.org/backup.html>):
+/// - **WAL**: one `sqlite3_backup_step(-1)`. It reads a single point-in-time snapshot,
+///   including transactions that are still only in the `-wal`, and never blocks writers
+///   (readers and writers do not exclude each other in WAL mode).
+/// - **rollback journal**: a read lock blocks writers, so the copy goes `pagesPerStep`
+///   pages at a time with `pause` between steps, releasing the lock. When another
+///   connection writes between steps, SQLite restarts the copy from page 1. After
+///   `maxRestarts` restarts granary stops being polite and copies everything in one
+///   `step(-1)` under one read lock: writers then wait for the length of one copy
+///   (their busy timeout absorbs it), and the backup always finishes.
+///
+/// The live store is opened read-write (a read-only connection cannot create a missing
+/// `-shm`) but never written; the checkpoint SQLite runs when the last connection closes is
+/// turned off, and any `-wal`/`-shm` that opening created gets the store owner's uid, gid
+/// and mode (`OwnerMatch`).
+public struct Snapshotter: Sendable {
+    /// Pages copied per step in rollback mode.
+    public var pagesPerStep: Int32 = 1024
+    /// Sleep between rollback-mode steps, so writers get the lock.
+    public var pause: Duration = .milliseconds(2)
+    /// Restarts allowed before the one-step fallback.
+    public var maxRestarts = 8
+    /// How long a step waits for a writer's lock.
+    public var busyTimeout: Duration = .seconds(10)
+
+    /// A snapshotter with the default policy.
+    public init() {}
+
+    /// What a snapshot found out about the live store.
+    public struct Result: Sendable {
+        /// The live store's journal mode.
+        public var journalMode: String
+        /// How many times the copy restarted (rollback mode only).
+        public var restarts: Int
+    }
+
+    /// Snapshots `store` into a new file at `destination` (which must not exist).
+    public func snapshot(_ store: StoreFile, to destination: String) throws -> Result {
+        let owner = OwnerMatch(storePath: store.path)
+        defer { owner.fixCreatedCompanions() }
+        let source = try Database(path: store.path, mode: .readWrite, busyTimeout: busyTimeout)
+        try? source.keepWALOnClose()
+        owner.fixCreatedCompanions()
+        let journalMode = try source.journalMode()
+        let copy = try Database(path: destination, mode: .create)
+        let backup = try SQLiteBackup(from: source, to: copy)
+        var restarts = 0
+        if journalMode == "wal" {
+            try stepToEnd(backup)
+        } else {
+            var lastRemaining = Int.max
+            var politeDone = false
+            while !politeDone && restarts <= maxRestarts {
+                try Interruption.check()
+                switch try backup.step(pages: pagesPerStep) {
+                case .done: politeDone = true
+                case .busy: Thread.sleep(forTimeInterval: 0.01)
+                case .more:
+                    // SQLite restarts silently; a growing remaining count is how a restart shows.
+                    let remaining = backup.remaining
+                    if remaining > lastRemaining { restarts += 1 }
+                    lastRemaining = remaining
+                    Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18)
+                }
+            }
+            if !politeDone { try stepToEnd(backup) }
+        }
+        try backup.finish()
+        return Result(journalMode: journalMode, restarts: restarts)
+    }
+
+    private func stepToEnd(_ backup: SQLiteBackup) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        while true {
+            switch try backup.step(pages: -1) {
+            case .done: return
+            case .more: continue
+            case .busy:
+                try Interruption.check()
+                if ContinuousClock.now > deadline { throw SQLiteError(code: 5, message: "database is locked", path: nil, operation: "backup_step") }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
+    }
+}

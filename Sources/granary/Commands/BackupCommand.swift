@@ -1,0 +1,154 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+extension Compression: ExpressibleByArgument {}
+extension CheckMode: ExpressibleByArgument {}
+
+struct BackupCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Snapshot each user's stores into one new archive per user.",
+        discussion: """
+            Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
+            check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 130 interrupted.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Users to back up.", valueName: "user"))
+    var users: [String] = []
+
+    @Flag(help: "Back up every user under the root.")
+    var all = false
+
+    @Option(help: "zstd, gzip, xz or none.")
+    var compression: Compression?
+
+    @Option(help: "Compression level (zstd 1-19, default 3).")
+    var level: Int?
+
+    @Option(help: "Check each snapshot: quick (default), full or none.")
+    var check: CheckMode?
+
+    @Option(help: "A label added to the archive name (letters, digits, - and _).")
+    var label: String?
+
+    @Option(help: "Users backed up at the same time.")
+    var jobs: Int?
+
+    @Option(name: .customLong("lock-timeout"), help: "Seconds to wait for another run on the same user.")
+    var lockTimeout: Double?
+
+    func validate() throws {
+        if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
+        if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
+        if let label, !ArchiveName.isValidLabel(label) { throw ValidationError("invalid label \(label.debugDescription)") }
+        if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
+        if let lockTimeout, lockTimeout < 0 { throw ValidationError("--lock-timeout must not be negative") }
+    }
+
+    func run() throws {
+        Interruption.installHandlers()
+        let console = global.console()
+        let settings = try global.settings()
+        let root = try settings.requireRoot()
+        let repository = try settings.requireRepository()
+        var options = BackupOperation.Options()
+        options.compression = compression ?? settings.compression.value
+        options.level = level ?? settings.level.value
+        options.check = check ?? settings.check.value
+        options.label = label
+        options.lockTimeout = lockTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? settings.lockTimeout.value
+        let ids = all ? try root.scan().users.map(\.id) : try users.map { (id) throws(UserError) in try UserID(id) }
+        let progress = console.isTerminal && !global.quiet && !global.json ? ProgressBar() : nil
+        let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)
+        let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)
+        progress?.clear()
+
+        var failures: [GranaryError] = []
+        for outcome in outcomes {
+            if let result = outcome.result {
+                if console.isTerminal && !global.json {
+                    console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) stores, \(String(format: "%.1f", result.seconds)) s)")
+                }
+            } else if let error = outcome.error {
+                failures.append(error)
+                if error is InterruptedError { console.fail(error) }
+                if ids.count > 1 { console.error(error) }
+            }
+        }
+        if global.json { console.json(BackupDocument(outcomes)) }
+        if failures.isEmpty { return }
+        if ids.count == 1, let error = failures.first { console.fail(error) }
+        throw ExitCode(ExitStatus.partialFailure.rawValue)
+    }
+}
+
+/// `granary backup --json`: format version 1.
+struct BackupDocument: Encodable {
+    struct Store: Encodable {
+        let name: String
+        let journalMode: String
+        let integrity: String
+    }
+
+    struct User: Encodable {
+        let id: String
+        let ok: Bool
+        let archive: String?
+        let size: Int64?
+        let seconds: Double?
+        let stores: [Store]?
+        let error: String?
+        let exitCode: Int32?
+    }
+
+    let format = 1
+    let users: [User]
+
+    init(_ outcomes: [BackupRun.Outcome]) {
+        users = outcomes.map { outcome in
+            if let r = outcome.result {
+                return User(
+                    id: outcome.user.rawValue, ok: true, archive: r.archive, size: r.size, seconds: r.seconds,
+                    stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
+                    error: nil, exitCode: nil)
+            } else {
+                let error = outcome.error ?? UnexpectedError(description: "no result")
+                return User(
+                    id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stores: nil,
+                    error: error.description, exitCode: error.status.rawValue)
+            }
+        }
+    }
+}
+
+/// A one-line progress bar on standard error: bytes, rate, ETA.
+final class ProgressBar: BackupProgress, @unchecked Sendable {
+    private let lock = NSLock()
+    private let started = Date()
+    private var lastDraw = Date.distantPast
+
+    func update(user: String, phase: String, done: Int64, total: Int64) {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = Date()
+        guard now.timeIntervalSince(lastDraw) > 0.2 || done == total else { return }
+        lastDraw = now
+        let elapsed = max(now.timeIntervalSince(started), 0.001)
+        let rate = Double(done) / elapsed
+        let eta = rate > 0 ? Double(total - done) / rate : 0
+        let percent = total > 0 ? Int(Double(done) * 100 / Double(total)) : 100
+        let width = 20
+        let filled = min(width, percent * width / 100)
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let line = "\r\(user) \(phase) [\(bar)] \(Format.bytes(done))/\(Format.bytes(total)) \(Format.bytes(Int64(rate)))/s ETA \(Int(eta))s\u{1B}[K"
+        FileHandle.standardError.write(Data(line.utf8))
+    }
+
+    func clear() {
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}

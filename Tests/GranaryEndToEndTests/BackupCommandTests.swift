@@ -1,0 +1,292 @@
+import Foundation
+import GranaryKit
+import Testing
+
+/// End-to-end tests of `granary backup`: the built binary against real stores, real writer
+/// processes, and archives read back with stock `tar` and `sqlite3`.
+@Suite("granary backup", .serialized)
+struct BackupCommandTests {
+    /// A sample root and an empty repository.
+    struct Fixture {
+        let folder = TemporaryFolder()
+        var root: String { folder.child("root") }
+        var repo: String { folder.child("repo") }
+        init() throws { try GranaryProcess.run([folder.child("root")], tool: "granary-sample") }
+
+        func backup(_ arguments: [String]) throws -> GranaryProcess.Result {
+            try GranaryProcess.run(["backup", "--root", root, "--repo", repo] + arguments)
+        }
+
+        func archives(_ user: String) -> [String] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: repo + "/" + user)) ?? []).sorted()
+        }
+
+        /// Every name under the repository, hidden ones included (temporaries start with a dot).
+        func allRepoEntries() -> [String] {
+            (FileManager.default.enumerator(atPath: repo)?.allObjects as? [String] ?? []).sorted()
+        }
+
+        /// Extracts an archive with /usr/bin/tar into a new folder and returns it.
+        func extract(_ archive: String) throws -> String {
+            let out = folder.child("x-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            let result = try GranaryProcess.runExecutable("/usr/bin/tar", ["-xf", archive, "-C", out])
+            #expect(result.status == 0, "\(result.stderr)")
+            return out
+        }
+    }
+
+    static func sqlite(_ path: String, _ sql: String) throws -> String {
+        try GranaryProcess.runExecutable("/usr/bin/sqlite3", [path, sql]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("a snapshot taken while another process commits continuously is consistent and passes integrity_check")
+    func consistentUnderWriter() throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/dave@example.com/Live.sqlite"
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-sample")
+        writer.arguments = ["write", store, "--interval-ms", "0"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        defer { writer.terminate(); writer.waitUntilExit() }
+        // Let the writer get going, then back up several times while it commits.
+        usleep(300_000)
+        for _ in 0..<3 {
+            let result = try fixture.backup(["dave@example.com"])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        let archives = fixture.archives("dave@example.com")
+        #expect(archives.count == 3)
+        for archive in archives {
+            let out = try fixture.extract(fixture.repo + "/dave@example.com/" + archive)
+            let snapshot = out + "/stores/Live.sqlite"
+            #expect(try Self.sqlite(snapshot, "PRAGMA integrity_check") == "ok")
+            let summary = try Self.sqlite(snapshot, "SELECT count(*), min(id), max(id) FROM seq").split(separator: "|")
+            #expect(summary.count == 3)
+            #expect(summary[0] == summary[2], "ids are 1..k with no gap: \(summary)")
+            #expect(summary[1] == "1")
+            #expect(Int(summary[0]) ?? 0 > 0)
+        }
+    }
+
+    @Test("a commit held only in the -wal is in the archive")
+    func walOnlyCommit() throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/alice@example.com/Local.sqlite"
+        // Check the -wal before anything opens the store: sqlite3 checkpoints it away on close.
+        #expect(FileSystem.size(store + "-wal") > 0)
+        let result = try fixture.backup(["alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(FileSystem.size(store + "-wal") > 0, "the backup must not checkpoint the live store")
+        let live = try Self.sqlite(store, "SELECT max(id) FROM items")
+        let out = try fixture.extract(fixture.repo + "/alice@example.com/" + fixture.archives("alice@example.com")[0])
+        #expect(try Self.sqlite(out + "/stores/Local.sqlite", "SELECT max(id) FROM items") == live)
+        #expect(!FileManager.default.fileExists(atPath: out + "/stores/Local.sqlite-wal"))
+    }
+
+    @Test("a two-store user gets one archive with both stores, listed by stock tar")
+    func twoStores() throws {
+        let fixture = try Fixture()
+        #expect(try fixture.backup(["alice@example.com"]).status == 0)
+        let archives = fixture.archives("alice@example.com")
+        #expect(archives.count == 1)
+        let list = try GranaryProcess.runExecutable("/usr/bin/tar", ["-tf", fixture.repo + "/alice@example.com/" + archives[0]])
+        let members = list.stdout.split(separator: "\n").map(String.init)
+        #expect(members.first == "MANIFEST.json")
+        #expect(members.contains("stores/Local.sqlite"))
+        #expect(members.contains("stores/Cloud.sqlite"))
+    }
+
+    @Test("the Core Data store keeps its external files and its model hashes are in the manifest")
+    func coreData() throws {
+        let fixture = try Fixture()
+        #expect(try fixture.backup(["bob@example.com"]).status == 0)
+        let out = try fixture.extract(fixture.repo + "/bob@example.com/" + fixture.archives("bob@example.com")[0])
+        let external = fixture.root + "/bob@example.com/.Notes_SUPPORT/_EXTERNAL_DATA"
+        let names = try FileManager.default.contentsOfDirectory(atPath: external).sorted()
+        #expect(!names.isEmpty)
+        for name in names {
+            let original = try Data(contentsOf: URL(fileURLWithPath: external + "/" + name))
+            let copy = try Data(contentsOf: URL(fileURLWithPath: out + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA/" + name))
+            #expect(original == copy)
+        }
+        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/MANIFEST.json"))) as! [String: Any]
+        let stores = manifest["stores"] as! [[String: Any]]
+        let coreData = stores[0]["coreData"] as! [String: Any]
+        #expect(!(coreData["modelVersionHashes"] as! [String: String]).isEmpty)
+        #expect(!(coreData["entityRowCounts"] as! [String: Int]).isEmpty)
+        let files = manifest["files"] as! [[String: Any]]
+        #expect(files.count == names.count + 1)
+    }
+
+    @Test("a corrupt source store is refused with exit 65 naming the store, and earlier archives stay")
+    func corruptStore() throws {
+        let fixture = try Fixture()
+        #expect(try fixture.backup(["carol@example.com"]).status == 0)
+        let store = fixture.root + "/carol@example.com/Legacy.db"
+        // Overwrite pages past the first with garbage: the header stays valid, the b-trees do not.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: store))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: 4096)
+        handle.write(Data(repeating: 0xA5, count: Int(size) - 4096))
+        try handle.close()
+        let result = try fixture.backup(["carol@example.com"])
+        #expect(result.status == 65, "\(result.stderr)")
+        #expect(result.stderr.contains("Legacy.db"))
+        #expect(fixture.archives("carol@example.com").count == 1)
+        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty)
+    }
+
+    @Test("--all goes on past a failing user and exits 1")
+    func allGoesOn() throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/carol@example.com/Legacy.db"
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: store))
+        let size = try handle.seekToEnd()
+        try handle.seek(toOffset: 4096)
+        handle.write(Data(repeating: 0xA5, count: Int(size) - 4096))
+        try handle.close()
+        let result = try fixture.backup(["--all"])
+        #expect(result.status == 1)
+        #expect(result.stderr.split(separator: "\n").filter { $0.hasPrefix("granary:") }.count == 1)
+        #expect(fixture.archives("alice@example.com").count == 1)
+        #expect(fixture.archives("dave@example.com").count == 1)
+    }
+
+    @Test("a full disk leaves no archive and no temporary file")
+    func diskFull() throws {
+        let fixture = try Fixture()
+        // A big store, and a file-size limit of 64 KiB on granary: writes fail with EFBIG.
+        let store = fixture.root + "/dave@example.com/Big.sqlite"
+        try GranaryProcess.run(["big", store, "4"], tool: "granary-sample")
+        let granary = GranaryProcess.binDirectory + "/granary"
+        let result = try GranaryProcess.runExecutable(
+            "/bin/bash", ["-c", "ulimit -f 64; exec \"$0\" backup dave@example.com --root \"$1\" --repo \"$2\" --compression none", granary, fixture.root, fixture.repo])
+        #expect(result.status == 74, "\(result.stderr)")
+        #expect(result.stderr.contains(fixture.repo))
+        #expect(fixture.archives("dave@example.com").isEmpty)
+        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+    }
+
+    @Test("SIGTERM mid-run exits 130 and leaves no archive and no temporary file", arguments: [SIGTERM, SIGINT])
+    func interrupted(signal: Int32) throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/dave@example.com/Big.sqlite"
+        try GranaryProcess.run(["big", store, "64"], tool: "granary-sample")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
+        process.arguments = ["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz", "--level", "6"]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until it is packing (a temporary archive exists), then signal it.
+        for _ in 0..<2000 {
+            if fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { break }
+            usleep(5_000)
+        }
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130)
+        #expect(fixture.archives("dave@example.com").isEmpty)
+        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+    }
+
+    @Test("after a SIGKILL the next backup removes the dead run's leftovers")
+    func killed() throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/dave@example.com/Big.sqlite"
+        try GranaryProcess.run(["big", store, "64"], tool: "granary-sample")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
+        process.arguments = ["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz", "--level", "6"]
+        try process.run()
+        for _ in 0..<2000 {
+            if fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { break }
+            usleep(5_000)
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(fixture.archives("dave@example.com").allSatisfy { $0.hasPrefix(".") }, "no published archive")
+        try FileManager.default.removeItem(atPath: store)
+        let result = try fixture.backup(["dave@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(fixture.archives("dave@example.com").count == 1)
+        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+    }
+
+    @Test("two concurrent backups of one user serialize and both publish")
+    func concurrent() throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/dave@example.com/Big.sqlite"
+        try GranaryProcess.run(["big", store, "16"], tool: "granary-sample")
+        let group = DispatchGroup()
+        nonisolated(unsafe) var statuses: [Int32] = []
+        let lock = NSLock()
+        let root = fixture.root, repo = fixture.repo
+        for _ in 0..<2 {
+            group.enter()
+            DispatchQueue.global().async {
+                let status = (try? GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com"]).status) ?? -1
+                lock.lock(); statuses.append(status); lock.unlock()
+                group.leave()
+            }
+        }
+        group.wait()
+        #expect(statuses == [0, 0])
+        #expect(fixture.archives("dave@example.com").count == 2)
+    }
+
+    @Test("a lock held past --lock-timeout exits 75 naming the holder's pid")
+    func lockTimeout() throws {
+        let fixture = try Fixture()
+        let lockFolder = fixture.root + "/.granary/locks"
+        try FileManager.default.createDirectory(atPath: lockFolder, withIntermediateDirectories: true)
+        let lockFiles = try FileManager.default.contentsOfDirectory(atPath: lockFolder)
+        #expect(lockFiles.isEmpty)
+        // Take the user's lock the way granary does: run one backup's lock path via flock(1).
+        let first = try fixture.backup(["dave@example.com"])
+        #expect(first.status == 0)
+        let lockPath = try FileManager.default.contentsOfDirectory(atPath: lockFolder).map { lockFolder + "/" + $0 }.first!
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+        holder.arguments = [lockPath, "sleep", "5"]
+        try holder.run()
+        defer { holder.terminate(); holder.waitUntilExit() }
+        usleep(300_000)
+        let result = try fixture.backup(["dave@example.com", "--lock-timeout", "0.5"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains("dave@example.com"))
+    }
+
+    @Test("an unknown user exits 66")
+    func unknownUser() throws {
+        let fixture = try Fixture()
+        let result = try fixture.backup(["nobody@example.com"])
+        #expect(result.status == 66)
+        #expect(result.stderr.contains("nobody@example.com"))
+    }
+
+    @Test("archives are 0600, folders 0700, quiet without a terminal")
+    func modes() throws {
+        let fixture = try Fixture()
+        let result = try fixture.backup(["--all"])
+        #expect(result.status == 0)
+        #expect(result.stdout.isEmpty && result.stderr.isEmpty)
+        func mode(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]) as? Int) ?? -1 }
+        #expect(mode(fixture.repo) == 0o700)
+        #expect(mode(fixture.repo + "/alice@example.com") == 0o700)
+        let archive = fixture.repo + "/alice@example.com/" + fixture.archives("alice@example.com")[0]
+        #expect(mode(archive) == 0o600)
+    }
+
+    @Test("--json prints one entry per user with its archive")
+    func json() throws {
+        let fixture = try Fixture()
+        let result = try fixture.backup(["--all", "--json"])
+        #expect(result.status == 0)
+        let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let users = document["users"] as! [[String: Any]]
+        #expect(users.count == 4)
+        #expect(users.allSatisfy { $0["ok"] as? Bool == true && FileManager.default.fileExists(atPath: $0["archive"] as! String) })
+    }
+}
