@@ -80,6 +80,7 @@ final class Connections: @unchecked Sendable {
     }
 }
 
+Interruption.unblockSignals()
 var logPath: String?
 var interval = 5
 var nextID: Int64 = 1

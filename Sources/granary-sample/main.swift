@@ -5,6 +5,7 @@ import GranaryKit
 // granary-sample write STORE [--interval-ms N]: commits rows with sequential ids until killed,
 //   printing "ID<TAB>MICROSECONDS" (the commit's latency) for each acknowledged commit.
 // granary-sample big PATH SIZE_MB: a WAL store of about SIZE_MB MiB (for `make bench`).
+Interruption.unblockSignals()
 let arguments = CommandLine.arguments.dropFirst()
 if arguments.first == "write" { SampleWriter.main(Array(arguments.dropFirst())) }
 if arguments.first == "big" { SampleWriter.big(Array(arguments.dropFirst())) }

@@ -17,6 +17,7 @@ struct Granary: ParsableCommand {
     )
 
     static func main() {
+        Interruption.unblockSignals()
         do {
             var command = try parseAsRoot()
             try command.run()

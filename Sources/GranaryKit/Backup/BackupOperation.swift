@@ -168,8 +168,12 @@ public struct BackupOperation: Sendable {
         return "ok"
     }
 
+    /// `path` relative to `base`. Both are standardized first: Foundation's path helpers collapse
+    /// `//` (a root given as `/tmp//x` would otherwise lose the `.X_SUPPORT/` part of a member name).
     private func relative(_ path: String, to base: String) -> String {
-        path.hasPrefix(base + "/") ? String(path.dropFirst(base.count + 1)) : (path as NSString).lastPathComponent
+        let path = (path as NSString).standardizingPath
+        let base = (base as NSString).standardizingPath
+        return path.hasPrefix(base + "/") ? String(path.dropFirst(base.count + 1)) : (path as NSString).lastPathComponent
     }
 
     /// Size and SHA-256 of a file, read in chunks.

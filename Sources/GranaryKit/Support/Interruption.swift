@@ -27,8 +27,24 @@ public enum Interruption {
         if isRequested { throw InterruptedError(signal: signal) }
     }
 
+    /// Unblocks SIGINT, SIGTERM and SIGHUP in the calling thread (call it first thing in `main`,
+    /// so that every thread started later inherits the mask).
+    ///
+    /// The signal mask survives `fork`/`exec`: a parent that spawns us from a thread with those
+    /// signals blocked (Foundation's `Process` on Linux does, and so do some supervisors) would
+    /// otherwise leave us deaf to SIGTERM, and a backup would run to the end instead of cleaning up.
+    public static func unblockSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGHUP)
+        sigprocmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Installs SIGINT/SIGTERM handlers that only set the flag. A second signal exits at once.
     public static func installHandlers() {
+        unblockSignals()
         let handler: @convention(c) (Int32) -> Void = { signal in
             if Interruption.flag.load(ordering: .relaxed) != 0 { _exit(130) }
             Interruption.flag.store(signal, ordering: .relaxed)
