@@ -238,6 +238,20 @@ struct RestoreRecoveryTests {
         #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
     }
 
+    @Test("a backup after an interrupted restore recovers it first and snapshots a whole store")
+    func backupRecoversFirst() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 10, walOnlyTail: 0)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let crashed = try granary(["restore", "alice@example.com"], environment: ["GRANARY_TEST_CRASH_AT_STEP": "3"])
+        #expect(crashed.status != 0)
+        #expect(FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com/journal"))
+        let result = try granary(["backup", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
+        let db = try Database(path: user + "/Local.sqlite", mode: .readOnly)
+        #expect(try db.integrityCheck(full: true) == ["ok"])
+    }
+
     @Test("a store in the archive that is not live is created, owned like the user's folder, with --force")
     func newStore() throws {
         try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 10, walOnlyTail: 0)

@@ -65,6 +65,9 @@ public struct BackupOperation: Sendable {
         let folder = try root.user(user)
         let lock = try UserLock.acquire(root: root, user: user, timeout: options.lockTimeout)
         defer { lock.release() }
+        // A restore or reset of this user that was interrupted is finished or rolled back first,
+        // so that the snapshot never sees a store half-way through a swap.
+        _ = try Recovery.recover(root: root, user: user)
         try FileSystem.makeDirectory(repository.path)
         try FileSystem.makeDirectory(workFolder)
         let userFolder = repository.folder(for: user)
