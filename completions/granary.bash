@@ -173,13 +173,13 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|config|help)
+    users|backup|restore|reset|recover|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'users backup restore reset recover config help' -- "${cur}"))
         ;;
     esac
 }
@@ -211,6 +211,179 @@ _granary_users() {
     case "${positional_number}" in
     *)
         __granary_add_completions -W "$(__granary_custom_complete ---completion users -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_backup() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--compression')
+        __granary_add_completions -W 'zstd'$'\n''gzip'$'\n''xz'$'\n''none'
+        return
+        ;;
+    '--level')
+        return
+        ;;
+    '--check')
+        __granary_add_completions -W 'quick'$'\n''full'$'\n''none'
+        return
+        ;;
+    '--label')
+        return
+        ;;
+    '--jobs')
+        return
+        ;;
+    '--lock-timeout')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion backup -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_restore() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --force --no-safety-archive --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout)
+    __granary_offer_flags_options 2
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--at')
+        return
+        ;;
+    '--to')
+        __granary_add_completions -d
+        return
+        ;;
+    '--method')
+        __granary_add_completions -W 'auto'$'\n''swap'$'\n''online'$'\n''offline'
+        return
+        ;;
+    '--owner-timeout')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    1)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion restore -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    2)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion restore -- positional@1 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_reset() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --method --owner-timeout)
+    __granary_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--method')
+        __granary_add_completions -W 'auto'$'\n''swap'$'\n''online'$'\n''offline'
+        return
+        ;;
+    '--owner-timeout')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    1)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion reset -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_recover() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion recover -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
         return
         ;;
     esac

@@ -28,5 +28,10 @@ for name in sorted(os.listdir(generated)):
     text = re.sub(r'(\.Sh "SEE ALSO"\n(?:\.Xr [^\n]*\n)*?\.Xr [^,\n]* 1)\n', r"\1 ,\n.Xr granary.toml 5\n", text)
     if '.Sh "SEE ALSO"' not in text:
         text = text.replace(".Sh AUTHORS", '.Sh "SEE ALSO"\n.Xr granary 1 ,\n.Xr granary.toml 5\n.Sh AUTHORS')
+    # The generator leaves an empty paragraph where an option's value list would go.
+    text = re.sub(r"\n\.Pp\n(?=\.It )", "\n", text)
+    # mdoc wants each sentence of running text on its own line.
+    text = "\n".join(line if line.startswith(".") else re.sub(r"(?<=[a-z0-9)][.!?]) +(?=[A-Z(])", "\n", line)
+                      for line in text.split("\n"))
     with open(os.path.join(man, name), "w") as out:
         out.write(text)

@@ -49,6 +49,27 @@ struct ShellIntegrationTests {
         #expect(try bashComplete(["granary", "users", "--root", root, "b"]) == ["bob@example.com"])
     }
 
+    @Test("bash completes granary restore <TAB> with the users and restore USER <TAB> with that user's archives, newest first")
+    func bashRestore() throws {
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        let repo = folder.child("repo")
+        for label in ["first", "second"] {
+            let made = try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "--label", label, "alice@example.com"])
+            #expect(made.status == 0, "\(made.stderr)")
+        }
+        let archives = try FileManager.default.contentsOfDirectory(atPath: repo + "/alice@example.com")
+            .filter { !$0.hasPrefix(".") }.sorted(by: >)
+        #expect(archives.count == 2)
+        let users = try bashComplete(["granary", "restore", "--root", root, "--repo", repo, ""])
+        #expect(users == ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"])
+        let offered = try bashComplete(["granary", "restore", "--root", root, "--repo", repo, "alice@example.com", ""])
+        #expect(offered == archives)
+        #expect(try bashComplete(["granary", "restore", "--root", root, "--repo", repo, "bob@example.com", ""]).isEmpty)
+        #expect(try bashComplete(["granary", "restore", "--method", ""]) == ["auto", "swap", "online", "offline"])
+        #expect(try bashComplete(["granary", "backup", "--root", root, "c"]) == ["carol@example.com"])
+    }
+
     @Test("bash completion finds the root through GRANARY_ROOT and through the config file")
     func bashUsersFromEnvironmentAndConfig() throws {
         let folder = TemporaryFolder()
@@ -107,6 +128,11 @@ struct ShellIntegrationTests {
         ])
         #expect(try complete("granary users --root \(root) b") == ["bob@example.com"])
         #expect(try complete("granary us") == ["users"])
+        let repo = folder.child("repo")
+        #expect(try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com"]).status == 0)
+        let archives = try FileManager.default.contentsOfDirectory(atPath: repo + "/dave@example.com").filter { !$0.hasPrefix(".") }
+        #expect(try complete("granary restore --root \(root) --repo \(repo) d") == ["dave@example.com"])
+        #expect(try complete("granary restore --root \(root) --repo \(repo) dave@example.com ") == archives)
     }
 
     @Test("zsh loads the committed _granary without errors")
@@ -121,7 +147,18 @@ struct ShellIntegrationTests {
         #expect(result.status == 0 && result.stdout.contains("_granary: function"), "\(result.stdout)\(result.stderr)")
     }
 
-    @Test("every man page lints clean with mandoc and groff -ww", arguments: ["granary.1", "granary.users.1", "granary.config.1", "granary.toml.5"])
+    static let manPages: [String] = ((try? FileManager.default.contentsOfDirectory(atPath: package + "/man")) ?? [])
+        .filter { $0.hasSuffix(".1") || $0.hasSuffix(".5") || $0.hasSuffix(".7") }.sorted()
+
+    @Test("there is a man page per subcommand, plus granary.toml(5) and granary-reopen(7)")
+    func manPagesPresent() throws {
+        for page in ["granary.1", "granary.toml.5", "granary-reopen.7", "granary.users.1", "granary.backup.1", "granary.restore.1",
+            "granary.reset.1", "granary.recover.1", "granary.config.1"] {
+            #expect(Self.manPages.contains(page), "man/\(page) is missing: run make generate")
+        }
+    }
+
+    @Test("every man page lints clean with mandoc and groff -ww", arguments: manPages)
     func manLint(page: String) throws {
         let path = Self.package + "/man/" + page
         let mandoc = try GranaryProcess.runExecutable("/usr/bin/mandoc", ["-T", "lint", "-W", "warning", path])

@@ -17,7 +17,7 @@ struct BackupCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Users to back up.", valueName: "user"))
+    @Argument(help: ArgumentHelp("Users to back up.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
     @Flag(help: "Back up every user under the root.")

@@ -11,7 +11,7 @@ struct RecoverCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"))
+    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
     func run() throws {

@@ -14,10 +14,10 @@ struct ResetCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The user whose stores to empty.", valueName: "user"))
+    @Argument(help: ArgumentHelp("The user whose stores to empty.", valueName: "user"), completion: .custom(Completions.users))
     var user: String
 
-    @Option(help: "auto, swap, online or offline.")
+    @Option(help: "auto, swap, online or offline.", completion: .list(RestoreMethod.allCases.map(\.rawValue)))
     var method: String = "auto"
 
     @Flag(help: "Print the plan and change nothing.")

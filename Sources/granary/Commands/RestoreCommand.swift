@@ -16,10 +16,10 @@ struct RestoreCommand: ParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The user whose stores to restore.", valueName: "user"))
+    @Argument(help: ArgumentHelp("The user whose stores to restore.", valueName: "user"), completion: .custom(Completions.users))
     var user: String
 
-    @Argument(help: ArgumentHelp("An archive name or path (default: the newest).", valueName: "archive"))
+    @Argument(help: ArgumentHelp("An archive name or path (default: the newest).", valueName: "archive"), completion: .custom(Completions.archives))
     var archive: String?
 
     @Option(help: ArgumentHelp("The newest archive at or before this time (RFC 3339 or YYYYMMDDTHHMMSSZ).", valueName: "time"))
@@ -28,7 +28,7 @@ struct RestoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Restore into this folder instead, touching nothing live.", valueName: "dir"), completion: .directory)
     var to: String?
 
-    @Option(help: "auto, swap, online or offline.")
+    @Option(help: "auto, swap, online or offline.", completion: .list(RestoreMethod.allCases.map(\.rawValue)))
     var method: String = "auto"
 
     @Flag(help: "Print the plan and change nothing.")
