@@ -36,17 +36,7 @@ test: build
 	$(SWIFT) test
 
 demo: build
-	@rm -rf "$(DEMO)"
-	@$(BIN)/granary-sample "$(DEMO)/root"
-	@echo "== sample data in $(DEMO)/root; archives go to $(DEMO)/repo"
-	@echo "== granary users"
-	@$(BIN)/granary users --root "$(DEMO)/root" --repo "$(DEMO)/repo"
-	@echo "== granary backup --all while a writer commits to alice's Local.sqlite"
-	@$(BIN)/granary-sample write "$(DEMO)/root/alice@example.com/Local.sqlite" --interval-ms 5 >/dev/null & \
-	 writer=$$!; sleep 1; \
-	 $(BIN)/granary backup --all --root "$(DEMO)/root" --repo "$(DEMO)/repo"; status=$$?; \
-	 kill $$writer; wait $$writer 2>/dev/null; \
-	 ls -lR "$(DEMO)/repo"; exit $$status
+	@BIN="$(BIN)" DEMO="$(DEMO)" bash scripts/demo.sh
 
 # A restore into a running granary-demo-owner, step by step.
 demo-restore: build

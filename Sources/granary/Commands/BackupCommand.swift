@@ -70,8 +70,8 @@ struct BackupCommand: ParsableCommand {
         var failures: [GranaryError] = []
         for outcome in outcomes {
             if let result = outcome.result {
-                if console.isTerminal && !global.json {
-                    console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) stores, \(String(format: "%.1f", result.seconds)) s)")
+                if (console.isTerminal || global.verbose) && !global.json {
+                    console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) store\(result.stores.count == 1 ? "" : "s"), \(String(format: "%.1f", result.seconds)) s)")
                 }
             } else if let error = outcome.error {
                 failures.append(error)
