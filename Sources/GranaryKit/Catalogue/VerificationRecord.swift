@@ -1,0 +1,79 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The result of the last `granary verify` of an archive, kept beside it as
+/// `.<archive name>.verify.json` (mode 0600, written atomically).
+///
+/// The record holds the archive's size and modification time: a record that no longer
+/// matches its archive (the file was replaced or touched) is ignored, so `list` and `check`
+/// never vouch for bytes that were not the ones verified.
+public struct VerificationRecord: Codable, Sendable, Equatable {
+    /// `ok` or `bad`.
+    public var result: String
+    /// What was wrong, for a bad archive.
+    public var reason: String?
+    /// When the verification ran.
+    public var verified: Date
+    /// `full` (integrity_check) or `quick` (quick_check).
+    public var check: String
+    public var toolVersion: String
+    public var archiveSize: Int64
+    /// The archive's modification time, in nanoseconds since 1970.
+    public var archiveModified: Int64
+
+    /// Whether the archive passed.
+    public var isGood: Bool { result == "ok" }
+
+    /// The record's path for `archive`.
+    public static func path(for archive: String) -> String {
+        let folder = (archive as NSString).deletingLastPathComponent
+        return folder + "/." + (archive as NSString).lastPathComponent + ".verify.json"
+    }
+
+    /// A record for `archive` as it is now.
+    public init?(archive: String, good: Bool, reason: String?, check: CheckMode, at date: Date = Date()) {
+        guard let info = FileSystem.status(archive) else { return nil }
+        result = good ? "ok" : "bad"
+        self.reason = reason
+        verified = date
+        self.check = check.rawValue
+        toolVersion = GranaryVersion.current
+        archiveSize = Int64(info.st_size)
+        archiveModified = Self.modified(info)
+    }
+
+    /// The record of `archive`, when there is one and it still matches the archive.
+    public static func read(for archive: String) -> VerificationRecord? {
+        let path = path(for: archive)
+        guard let info = FileSystem.status(archive), FileSystem.isRegularFile(path),
+            let data = FileManager.default.contents(atPath: path), data.count < 1 << 16
+        else { return nil }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        guard let record = try? decoder.decode(VerificationRecord.self, from: data),
+            record.archiveSize == Int64(info.st_size), record.archiveModified == modified(info)
+        else { return nil }
+        return record
+    }
+
+    /// Writes the record beside `archive`.
+    public func write(for archive: String) throws(FileSystemError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        let data = (try? encoder.encode(self)) ?? Data()
+        try FileSystem.writeAtomically(Array(data), to: Self.path(for: archive))
+    }
+
+    /// Removes the record of `archive`, if any.
+    public static func remove(for archive: String) {
+        unlink(path(for: archive))
+    }
+
+    private static func modified(_ info: stat) -> Int64 {
+        Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import GranaryKit
+import Testing
+
+/// `granary verify` and `granary list` against real archives made by `granary backup`, and
+/// broken or hostile ones derived from them by scripts/tamper-archive.py.
+@Suite("granary verify and list")
+struct VerifyCommandTests {
+    static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    /// A sample root with one archive each of dave (one store) and bob (Core Data with external data).
+    final class Fixture {
+        let folder = TemporaryFolder()
+        var root: String { folder.child("root") }
+        var repo: String { folder.child("repo") }
+        init() throws {
+            try GranaryProcess.run([root], tool: "granary-sample")
+            let made = try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com", "bob@example.com"])
+            #expect(made.status == 0, "\(made.stderr)")
+        }
+
+        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
+        }
+
+        func archives(_ user: String) -> [String] {
+            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted().map { repo + "/" + user + "/" + $0 }
+        }
+
+        /// Derives `fault` from the user's first archive, under a valid archive name.
+        func tampered(_ fault: String, user: String = "dave@example.com", second: Int = 1) throws -> String {
+            let output = repo + "/" + user + "/20250101T0000" + String(format: "%02d", second) + "Z-" + fault + ".tar.zst"
+            let result = try GranaryProcess.runExecutable(
+                "/usr/bin/env", ["python3", VerifyCommandTests.package + "/scripts/tamper-archive.py", archives(user)[0], output, fault])
+            #expect(result.status == 0, "\(result.stderr)")
+            return output
+        }
+
+        /// Entries left in the repository's work folder (verification's temporary folders).
+        var leftovers: [String] { FileSystem.contents(of: repo + "/.granary-tmp") }
+    }
+
+    static let faults: [(fault: String, message: String)] = [
+        ("flip-store", "stores/Data/App.sqlite has SHA-256"),
+        ("lie-sha", "the manifest says"),
+        ("drop-member", "stores/Data/App.sqlite is listed in the manifest but missing"),
+        ("extra-member", "stores/extra.txt is not in the manifest"),
+        ("dotdot", "stores/../../x is listed in the manifest with an unsafe name"),
+        ("dotdot-unlisted", "stores/../../x is an unexpected member"),
+        ("absolute", "/tmp/granary-escape-x is listed in the manifest with an unsafe name"),
+        ("symlink", "stores/link is a symlink to /etc/passwd"),
+        ("hardlink", "stores/hard is a hardlink to /etc/passwd"),
+        ("fifo", "stores/fifo is a special file"),
+        ("device", "stores/null is a special file"),
+        ("duplicate", "stores/Data/App.sqlite is in the archive twice"),
+        ("bigger-than-manifest", "stores/Data/App.sqlite declares"),
+        ("bomb", "stores/Data/App.sqlite declares 268468224 bytes, the manifest says 32768"),
+        ("manifest-not-json", "MANIFEST.json is not a valid manifest"),
+        ("manifest-newer", "MANIFEST.json has format 99"),
+        ("other-user", "MANIFEST.json belongs to user \"mallory@example.com\", not \"dave@example.com\""),
+        ("manifest-not-first", "comes first, where MANIFEST.json must be"),
+        ("corrupt-db", "stores/Data/App.sqlite fails integrity_check"),
+    ]
+
+    @Test("each broken or hostile archive exits 65 naming its fault, writes nothing outside the temporary folder and leaves none", arguments: faults)
+    func hostile(fault: String, message: String) throws {
+        let fixture = try Fixture()
+        let archive = try fixture.tampered(fault)
+        let before = try FileManager.default.subpathsOfDirectory(atPath: fixture.folder.path).sorted()
+        let result = try fixture.granary(["verify", archive])
+        #expect(result.status == 65, "\(result.stderr)")
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("granary: " + archive))
+        #expect(fixture.leftovers.isEmpty, "\(fixture.leftovers)")
+        // Only the verification record beside the archive is new; nothing escaped.
+        let after = try FileManager.default.subpathsOfDirectory(atPath: fixture.folder.path).sorted()
+        #expect(Set(after).subtracting(before).subtracting([".granary-tmp", "repo/.granary-tmp"]).allSatisfy { $0.hasSuffix(".verify.json") },
+                "\(Set(after).subtracting(before))")
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/granary-escape-x"))
+        #expect(!FileManager.default.fileExists(atPath: fixture.repo + "/x"))
+    }
+
+    @Test("an archive cut short at any of several offsets exits 65, and a file that is not an archive too")
+    func truncated() throws {
+        let fixture = try Fixture()
+        let good = try Data(contentsOf: URL(fileURLWithPath: fixture.archives("bob@example.com")[0]))
+        var second = 1
+        for cut in [0, 1, 100, 512, 1000, good.count / 2, good.count - 64, good.count - 1] {
+            let path = fixture.repo + "/bob@example.com/20250101T0000" + String(format: "%02d", second) + "Z-cut.tar.zst"
+            second += 1
+            try good.prefix(cut).write(to: URL(fileURLWithPath: path))
+            let result = try fixture.granary(["verify", path])
+            #expect(result.status == 65, "cut at \(cut): \(result.stderr)")
+            #expect(result.stderr.contains(path), "cut at \(cut): \(result.stderr)")
+        }
+        let text = fixture.repo + "/bob@example.com/20250102T000000Z-text.tar.zst"
+        try "not an archive\n".write(toFile: text, atomically: true, encoding: .utf8)
+        let gzip = fixture.repo + "/bob@example.com/20250102T000001Z-gz.tar.gz"
+        _ = try GranaryProcess.runExecutable("/bin/sh", ["-c", "echo hello | gzip > '\(gzip)'"])
+        for path in [text, gzip] {
+            let result = try fixture.granary(["verify", path])
+            #expect(result.status == 65)
+            #expect(result.stderr.contains("is not a readable archive"), "\(result.stderr)")
+        }
+        #expect(fixture.leftovers.isEmpty)
+    }
+
+    @Test("good archives verify with exit 0, are recorded, and list shows them verified until the file changes")
+    func goodAndRecorded() throws {
+        let fixture = try Fixture()
+        let result = try fixture.granary(["verify", "--all", "-v"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").filter { $0.hasPrefix("ok  ") }.count == 2)
+        let archive = fixture.archives("bob@example.com")[0]
+        #expect(FileManager.default.fileExists(atPath: VerificationRecord.path(for: archive)))
+        func states() throws -> [String: String] {
+            let list = try fixture.granary(["list", "--json"])
+            #expect(list.status == 0)
+            let document = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as! [String: Any]
+            let archives = document["archives"] as! [[String: Any]]
+            return Dictionary(uniqueKeysWithValues: archives.map { ($0["path"] as! String, $0["verified"] as! String) })
+        }
+        #expect(try states()[archive] == "verified")
+        // The bytes verified are no longer the bytes there: the record no longer counts.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: archive))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data([0]))
+        try handle.close()
+        #expect(try states()[archive] == "unverified")
+        // A bad one is listed as bad with its reason.
+        let bad = try fixture.tampered("flip-store")
+        #expect(try fixture.granary(["verify", bad]).status == 65)
+        #expect(try states()[bad] == "bad")
+        let text = try fixture.granary(["list", "dave@example.com"])
+        #expect(text.stdout.contains("bad") && text.stdout.contains("has SHA-256"), "\(text.stdout)")
+    }
+
+    @Test("verify finds archives by USER/NAME, by --user NAME and by unique stamp prefix; an unknown name exits 66 with close matches")
+    func names() throws {
+        let fixture = try Fixture()
+        let name = (fixture.archives("dave@example.com")[0] as NSString).lastPathComponent
+        #expect(try fixture.granary(["verify", "dave@example.com/" + name]).status == 0)
+        #expect(try fixture.granary(["verify", "--user", "dave@example.com", name]).status == 0)
+        #expect(try fixture.granary(["verify", "dave@example.com/" + String(name.prefix(16))]).status == 0)
+        let typo = String(name.dropLast(5)) + "x.tar.zst"
+        let missing = try fixture.granary(["verify", "dave@example.com/" + typo])
+        #expect(missing.status == 66)
+        #expect(missing.stderr.contains("did you mean " + name), "\(missing.stderr)")
+        #expect(try fixture.granary(["verify"]).status == 64)
+        #expect(try fixture.granary(["verify", "--user", "nobody@example.com"]).status == 66)
+    }
+
+    @Test("--latest verifies only each user's newest archive; --check quick runs quick_check")
+    func latestAndQuick() throws {
+        let fixture = try Fixture()
+        _ = try fixture.tampered("flip-store")  // older than the good one: not the latest
+        let latest = try fixture.granary(["verify", "--all", "--latest", "--check", "quick", "--json"])
+        #expect(latest.status == 0, "\(latest.stderr)")
+        let document = try JSONSerialization.jsonObject(with: Data(latest.stdout.utf8)) as! [String: Any]
+        #expect(document["check"] as? String == "quick")
+        #expect((document["archives"] as! [[String: Any]]).count == 2)
+        #expect(try fixture.granary(["verify", "--all"]).status == 65)
+    }
+
+    @Test("list shows each archive newest first with stores, label and size; an unreadable one is shown, not fatal")
+    func list() throws {
+        let fixture = try Fixture()
+        #expect(try GranaryProcess.run(["backup", "--root", fixture.root, "--repo", fixture.repo, "--label", "second", "dave@example.com"]).status == 0)
+        let broken = fixture.repo + "/dave@example.com/20250101T000000Z.tar.zst"
+        try "garbage".write(toFile: broken, atomically: true, encoding: .utf8)
+        let result = try fixture.granary(["list", "--json", "dave@example.com"])
+        #expect(result.status == 0)
+        let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let archives = document["archives"] as! [[String: Any]]
+        #expect(archives.count == 3)
+        #expect(archives[0]["label"] as? String == "second")
+        #expect(archives[0]["stores"] as? [String] == ["Data/App.sqlite"])
+        #expect(archives[2]["verified"] as? String == "unreadable")
+        #expect((archives[2]["problem"] as? String)?.contains("not a readable archive") == true)
+        #expect(try fixture.granary(["list", "nobody@example.com"]).status == 66)
+        let text = try fixture.granary(["list"])
+        #expect(text.stdout.contains("bob@example.com") && text.stdout.contains("Notes.sqlite"))
+    }
+}
