@@ -173,13 +173,13 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|backup|restore|reset|recover|config|help)
+    users|backup|list|verify|inspect|check|restore|reset|recover|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users backup restore reset recover config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'users backup list verify inspect check restore reset recover config help' -- "${cur}"))
         ;;
     esac
 }
@@ -263,6 +263,145 @@ _granary_backup() {
     case "${positional_number}" in
     *)
         __granary_add_completions -W "$(__granary_custom_complete ---completion backup -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_list() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion list -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_verify() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --user --check)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--user')
+        __granary_add_completions -W "$(__granary_custom_complete ---completion verify -- --user "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    '--check')
+        __granary_add_completions -W 'full'$'\n''quick'
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion verify -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_inspect() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config)
+    __granary_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    1)
+        __granary_add_completions -f
+        return
+        ;;
+    esac
+}
+
+_granary_check() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --max-age)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--max-age')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion check -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
         return
         ;;
     esac

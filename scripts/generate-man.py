@@ -31,7 +31,7 @@ for name in sorted(os.listdir(generated)):
     # The generator leaves an empty paragraph where an option's value list would go.
     text = re.sub(r"\n\.Pp\n(?=\.It )", "\n", text)
     # mdoc wants each sentence of running text on its own line.
-    text = "\n".join(line if line.startswith(".") else re.sub(r"(?<=[a-z0-9)][.!?]) +(?=[A-Z(])", "\n", line)
+    text = "\n".join(line if line.startswith(".") else re.sub(r"(?<=[A-Za-z0-9)][.!?]) +(?=[A-Z(])", "\n", line)
                       for line in text.split("\n"))
     with open(os.path.join(man, name), "w") as out:
         out.write(text)

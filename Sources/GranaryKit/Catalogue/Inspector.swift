@@ -1,0 +1,120 @@
+import Foundation
+
+/// What `granary inspect` reports about one store.
+public struct StoreInspection: Sendable, Codable {
+    /// One table and its row count.
+    public struct Table: Sendable, Codable {
+        public var name: String
+        public var rows: Int64
+    }
+
+    /// One Core Data entity and its row count (from `Z_PRIMARYKEY`).
+    public struct Entity: Sendable, Codable {
+        public var name: String
+        public var rows: Int64
+    }
+
+    /// Core Data's store metadata.
+    public struct CoreData: Sendable, Codable {
+        public var storeUUID: String?
+        public var modelVersionHashes: [String: String]
+        public var entities: [Entity]
+    }
+
+    public var name: String
+    public var size: Int64
+    public var pageSize: Int
+    public var pageCount: Int
+    public var journalMode: String
+    /// The SQLite version that last wrote the file (header offset 96).
+    public var sqliteVersion: String
+    public var tables: [Table]
+    public var coreData: CoreData?
+}
+
+/// What `granary inspect` reports about a path: one store, or every store of an archive.
+public struct Inspection: Sendable, Codable {
+    /// `store` or `archive`.
+    public var kind: String
+    public var path: String
+    /// For an archive: whose, when, and by which granary.
+    public var user: String?
+    public var created: Date?
+    public var toolVersion: String?
+    public var stores: [StoreInspection]
+}
+
+/// A path that `inspect` cannot read as a store or an archive.
+public struct InspectError: GranaryError, Sendable {
+    public let path: String
+    public let reason: String
+    public let status: ExitStatus
+    public var description: String { "\(path): \(reason)" }
+    public var hint: String? { status == .notFound ? nil : "inspect takes a SQLite store or a granary archive" }
+}
+
+/// Reads a store or an archive and describes it, without changing anything.
+///
+/// A store is opened read-only: its readers and writers go on (a read takes SQLite's shared
+/// lock for the moment of each count). An archive is fully verified into a private temporary
+/// folder first (the same `ArchiveVerifier` pass as `verify`, without the SQLite check), so a
+/// hostile archive is refused exactly as `verify` refuses it; the folder is always removed.
+public enum Inspector {
+    public static func inspect(path: String, temporaryFolder: String = NSTemporaryDirectory()) throws -> Inspection {
+        guard let info = FileSystem.status(path) else {
+            throw InspectError(path: path, reason: "no such file", status: .notFound)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw InspectError(path: path, reason: "is not a regular file", status: .dataError)
+        }
+        if FileSystem.head(path, count: 16) == StoreHeader.magic {
+            let name = (path as NSString).lastPathComponent
+            return Inspection(kind: "store", path: path, stores: [try store(at: path, name: name)])
+        }
+        let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
+        defer { FileSystem.removeTree(folder) }
+        let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .none)
+        let manifest = outcome.manifest
+        let stores = try manifest.stores.map { try store(at: folder + "/" + $0.path, name: $0.name) }
+        return Inspection(
+            kind: "archive", path: path, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
+            stores: stores)
+    }
+
+    /// Describes the store at `path`.
+    public static func store(at path: String, name: String) throws -> StoreInspection {
+        // Reading a WAL store may create its -wal/-shm: as root they must stay the owner's.
+        let companions = OwnerMatch(storePath: path)
+        defer { companions.fixCreatedCompanions() }
+        let db: Database
+        do { db = try Database(path: path, mode: .readOnly) } catch {
+            throw InspectError(path: path, reason: "cannot be opened by SQLite: \(error.message)", status: .dataError)
+        }
+        do {
+            var tables: [StoreInspection.Table] = []
+            for table in try db.tableNames() {
+                let quoted = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+                tables.append(.init(name: table, rows: try db.scalar("SELECT count(*) FROM \(quoted)")?.integer ?? 0))
+            }
+            var coreData: StoreInspection.CoreData?
+            if let metadata = try CoreDataMetadata.read(db) {
+                coreData = .init(
+                    storeUUID: metadata.storeUUID, modelVersionHashes: metadata.modelVersionHashes,
+                    entities: metadata.entityRowCounts.sorted { $0.key < $1.key }.map { .init(name: $0.key, rows: $0.value) })
+            }
+            return StoreInspection(
+                name: name, size: FileSystem.size(path), pageSize: try db.pageSize(), pageCount: try db.pageCount(),
+                journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(path), tables: tables, coreData: coreData)
+        } catch {
+            throw InspectError(path: path, reason: "cannot be read by SQLite: \(error.message)", status: .dataError)
+        }
+    }
+
+    /// The `SQLITE_VERSION_NUMBER` in the header at offset 96, as `3.40.1`.
+    static func sqliteVersion(_ path: String) -> String {
+        let header = FileSystem.head(path, count: 100)
+        guard header.count == 100 else { return "unknown" }
+        let number = header[96..<100].reduce(0) { $0 << 8 | Int($1) }
+        return "\(number / 1_000_000).\(number / 1000 % 1000).\(number % 1000)"
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import GranaryKit
+import Testing
+
+/// `granary inspect` and `granary check` against the sample data and real archives.
+@Suite("granary inspect and check")
+struct InspectCheckCommandTests {
+    final class Fixture {
+        let folder = TemporaryFolder()
+        var root: String { folder.child("root") }
+        var repo: String { folder.child("repo") }
+        init() throws { try GranaryProcess.run([root], tool: "granary-sample") }
+
+        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
+        }
+
+        func json(_ arguments: [String]) throws -> [String: Any] {
+            let result = try granary(arguments + ["--json"])
+            return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        }
+    }
+
+    @Test("inspect on the Core Data store shows its entities with row counts, model version hashes and store UUID")
+    func coreDataStore() throws {
+        let fixture = try Fixture()
+        let path = fixture.root + "/bob@example.com/Notes.sqlite"
+        let document = try fixture.json(["inspect", path])
+        #expect(document["kind"] as? String == "store")
+        let store = (document["stores"] as! [[String: Any]])[0]
+        #expect(store["journalMode"] as? String == "wal")
+        #expect(store["pageSize"] as? Int == 4096)
+        let coreData = store["coreData"] as! [String: Any]
+        let entities = coreData["entities"] as! [[String: Any]]
+        // The row counts are SQLite's, read independently here.
+        let db = try Database(path: path, mode: .readOnly)
+        for entity in entities {
+            let name = entity["name"] as! String
+            let rows = try db.scalar("SELECT count(*) FROM Z\(name.uppercased())")?.integer
+            #expect(Int64(entity["rows"] as! Int) == rows)
+        }
+        #expect(entities.map { $0["name"] as! String } == ["Folder", "Note"])
+        let hashes = coreData["modelVersionHashes"] as! [String: String]
+        #expect(Set(hashes.keys) == ["Folder", "Note"])
+        #expect(coreData["storeUUID"] as? String == (try db.scalar("SELECT Z_UUID FROM Z_METADATA")?.text))
+        let text = try fixture.granary(["inspect", path])
+        #expect(text.stdout.contains("model version hashes") && text.stdout.contains(hashes["Note"]!))
+    }
+
+    @Test("inspect on an archive describes its stores; on a rollback store its journal mode; on junk it exits 65, on nothing 66")
+    func archiveAndErrors() throws {
+        let fixture = try Fixture()
+        #expect(try fixture.granary(["backup", "alice@example.com"]).status == 0)
+        let archive = fixture.repo + "/alice@example.com/" + FileSystem.contents(of: fixture.repo + "/alice@example.com")[0]
+        let document = try fixture.json(["inspect", archive])
+        #expect(document["kind"] as? String == "archive")
+        #expect(document["user"] as? String == "alice@example.com")
+        let stores = document["stores"] as! [[String: Any]]
+        #expect(Set(stores.map { $0["name"] as! String }) == ["Local.sqlite", "Cloud.sqlite"])
+        let local = stores.first { $0["name"] as? String == "Local.sqlite" }!
+        let live = try Database(path: fixture.root + "/alice@example.com/Local.sqlite", mode: .readOnly)
+        let rows = ((local["tables"] as! [[String: Any]]).first { $0["name"] as? String == "items" })!["rows"] as! Int
+        #expect(Int64(rows) == (try live.scalar("SELECT count(*) FROM items")?.integer))
+        let legacy = try fixture.json(["inspect", fixture.root + "/carol@example.com/Legacy.db"])
+        #expect((legacy["stores"] as! [[String: Any]])[0]["journalMode"] as? String == "delete")
+        #expect(try fixture.granary(["inspect", fixture.root + "/carol@example.com/readme.txt"]).status == 65)
+        #expect(try fixture.granary(["inspect", fixture.root + "/nothing.db"]).status == 66)
+    }
+
+    @Test("check exits 1 naming users without archives or without a verified one, 0 once every user has a fresh verified archive")
+    func check() throws {
+        let fixture = try Fixture()
+        var result = try fixture.granary(["check"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("alice@example.com: has no archives"), "\(result.stdout)")
+        #expect(try fixture.granary(["backup", "--all"]).status == 0)
+        result = try fixture.granary(["check", "bob@example.com"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("has no verified archive"), "\(result.stdout)")
+        #expect(try fixture.granary(["verify", "--all"]).status == 0)
+        result = try fixture.granary(["check"])
+        #expect(result.status == 0, "\(result.stdout)")
+        #expect(result.stdout.isEmpty, "silent without a terminal when all pass")
+        let document = try fixture.json(["check"])
+        #expect(document["ok"] as? Bool == true)
+        #expect((document["users"] as! [[String: Any]]).count == 4)
+        // Older than the limit: the archive's time comes from its name.
+        sleep(2)
+        result = try fixture.granary(["check", "--max-age", "1s", "dave@example.com"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("over the 1s limit"), "\(result.stdout)")
+        #expect(try fixture.granary(["check", "--max-age", "soon"]).status == 64)
+    }
+}
