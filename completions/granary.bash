@@ -173,13 +173,13 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|backup|list|verify|inspect|check|restore|reset|recover|config|help)
+    users|backup|list|verify|inspect|check|delete|prune|restore|reset|recover|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users backup list verify inspect check restore reset recover config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover config help' -- "${cur}"))
         ;;
     esac
 }
@@ -218,7 +218,7 @@ _granary_users() {
 
 _granary_backup() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
@@ -402,6 +402,95 @@ _granary_check() {
     case "${positional_number}" in
     *)
         __granary_add_completions -W "$(__granary_custom_complete ---completion check -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_delete() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --force --dry-run --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --user)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--user')
+        __granary_add_completions -W "$(__granary_custom_complete ---completion delete -- --user "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion delete -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_prune() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--keep-last')
+        return
+        ;;
+    '--keep-hourly')
+        return
+        ;;
+    '--keep-daily')
+        return
+        ;;
+    '--keep-weekly')
+        return
+        ;;
+    '--keep-monthly')
+        return
+        ;;
+    '--keep-yearly')
+        return
+        ;;
+    '--keep-within')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion prune -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
         return
         ;;
     esac

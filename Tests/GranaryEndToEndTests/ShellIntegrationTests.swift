@@ -154,7 +154,7 @@ struct ShellIntegrationTests {
     func manPagesPresent() throws {
         for page in ["granary.1", "granary.toml.5", "granary-reopen.7", "granary.users.1", "granary.backup.1", "granary.restore.1",
             "granary.reset.1", "granary.recover.1", "granary.config.1", "granary.list.1", "granary.verify.1", "granary.inspect.1",
-            "granary.check.1"] {
+            "granary.check.1", "granary.delete.1", "granary.prune.1"] {
             #expect(Self.manPages.contains(page), "man/\(page) is missing: run make generate")
         }
     }

@@ -41,6 +41,9 @@ struct BackupCommand: ParsableCommand {
     @Option(name: .customLong("lock-timeout"), help: "Seconds to wait for another run on the same user.")
     var lockTimeout: Double?
 
+    @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
+    var prune = false
+
     func validate() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
@@ -55,6 +58,9 @@ struct BackupCommand: ParsableCommand {
         let settings = try global.settings()
         let root = try settings.requireRoot()
         let repository = try settings.requireRepository()
+        if prune && settings.retention.value.isEmpty {
+            throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
+        }
         var options = BackupOperation.Options()
         options.compression = compression ?? settings.compression.value
         options.level = level ?? settings.level.value
@@ -70,6 +76,18 @@ struct BackupCommand: ParsableCommand {
         var failures: [GranaryError] = []
         for outcome in outcomes {
             if let result = outcome.result {
+                if prune {
+                    // The policy runs under the user's lock, after the new archive is published.
+                    do {
+                        let lock = try UserLock.acquire(root: root, user: result.user, timeout: options.lockTimeout)
+                        defer { lock.release() }
+                        let plan = ArchiveRemoval.plan(user: result.user, repository: repository, policy: settings.retention.value)
+                        try ArchiveRemoval.remove(plan.filter { !$0.keep }.map(\.entry))
+                    } catch let error as GranaryError {
+                        failures.append(error)
+                        console.error(error)
+                    }
+                }
                 if (console.isTerminal || global.verbose) && !global.json {
                     console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) store\(result.stores.count == 1 ? "" : "s"), \(String(format: "%.1f", result.seconds)) s)")
                 }

@@ -1,0 +1,60 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A removal that would take away a user's last good archive.
+public struct RemovalRefused: GranaryError, Sendable {
+    public let archive: String
+    public var description: String { "refusing to delete \(archive): it is its user's newest verified archive" }
+    public var status: ExitStatus { .usage }
+    public var hint: String? { "pass --force if you really mean it, or verify a newer archive first" }
+}
+
+/// Removing archives: `delete` and `prune`. A user's newest verified archive is never removed
+/// by `prune`, and by `delete` only with `force`: it is the one a restore would fall back to.
+public enum ArchiveRemoval {
+    /// Why an archive is kept.
+    public static let newestVerifiedReason = "newest verified"
+
+    /// One archive in a prune plan.
+    public struct Item: Sendable {
+        public let entry: Repository.Entry
+        /// The rules that keep it (`last`, `daily`, …, `newest verified`); empty: removed.
+        public let keptBy: [String]
+        public var keep: Bool { !keptBy.isEmpty }
+    }
+
+    /// What `prune` does to one user's archives, newest first.
+    public static func plan(user: UserID, repository: Repository, policy: RetentionPolicy) -> [Item] {
+        let archives = repository.archives(of: user)
+        let decisions = Pruning.plan(archives.map(\.name.created), policy: policy)
+        let protected = Catalogue(repository: repository).newestVerified(of: user)?.path
+        return zip(archives, decisions).map { entry, decision in
+            var reasons = decision.keptBy.map(\.rawValue)
+            if entry.path == protected { reasons.append(newestVerifiedReason) }
+            return Item(entry: entry, keptBy: reasons)
+        }.reversed()
+    }
+
+    /// Refuses when any of `entries` is its user's newest verified archive (unless `force`).
+    public static func checkDeletable(_ entries: [Repository.Entry], repository: Repository, force: Bool) throws(RemovalRefused) {
+        guard !force else { return }
+        let catalogue = Catalogue(repository: repository)
+        for entry in entries where catalogue.newestVerified(of: entry.user)?.path == entry.path {
+            throw RemovalRefused(archive: entry.path)
+        }
+    }
+
+    /// Removes each archive and its verification record, then syncs each folder touched.
+    public static func remove(_ entries: [Repository.Entry]) throws(FileSystemError) {
+        var folders: Set<String> = []
+        for entry in entries {
+            try FileSystem.removeFile(entry.path)
+            VerificationRecord.remove(for: entry.path)
+            folders.insert((entry.path as NSString).deletingLastPathComponent)
+        }
+        for folder in folders.sorted() { try FileSystem.sync(folder) }
+    }
+}
