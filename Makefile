@@ -45,6 +45,7 @@ demo-restore: build
 bench: release
 	bash bench/run.sh
 	bash bench/restore.sh
+	bash bench/verify.sh
 
 # Man pages and completion scripts are generated from the command declarations and committed;
 # the date is pinned so that regenerating is reproducible (check-generated runs in CI).
