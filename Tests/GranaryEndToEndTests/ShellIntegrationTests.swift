@@ -135,6 +135,44 @@ struct ShellIntegrationTests {
         #expect(try complete("granary restore --root \(root) --repo \(repo) dave@example.com ") == archives)
     }
 
+    /// Types `line` and TAB twice into an interactive zsh (through zsh/zpty) with the committed
+    /// `_granary` on its fpath, and returns the screen text with escape sequences removed.
+    func zshComplete(_ zsh: String, _ line: String) throws -> String {
+        let script = """
+            zmodload zsh/zpty
+            zpty z zsh -f -i
+            zpty -w z "PROMPT='> '; fpath=('\(Self.package)/completions' \\$fpath); autoload -Uz compinit; compinit -u -D; zstyle ':completion:*' list-prompt ''; zstyle ':completion:*' menu no; unsetopt beep"
+            zpty -w -n z $'\(line)\\t\\t'
+            sleep 2
+            out=""
+            while zpty -r -t z chunk 2>/dev/null; do out+=$chunk; done
+            print -r -- "$out"
+            zpty -d z
+            """
+        let result = try GranaryProcess.runExecutable(
+            zsh, ["-f", "-c", script], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin"])
+        return result.stdout.replacingOccurrences(of: "\u{1B}\\[[0-9;?]*[a-zA-Z]", with: "", options: .regularExpression)
+    }
+
+    @Test("zsh completes granary restore <TAB> with the users and restore USER <TAB> with the user's archives")
+    func zshRestore() throws {
+        guard let zsh = Self.which("zsh") else {
+            Issue.record("zsh is not installed (make deps installs it)")
+            return
+        }
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        let repo = folder.child("repo")
+        #expect(try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "--label", "zsh", "carol@example.com"]).status == 0)
+        let archive = FileSystem.contents(of: repo + "/carol@example.com").first { !$0.hasPrefix(".") }!
+        let users = try zshComplete(zsh, "granary restore --root \(root) --repo \(repo) ")
+        for user in ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"] {
+            #expect(users.contains(user), "\(users)")
+        }
+        let archives = try zshComplete(zsh, "granary restore --root \(root) --repo \(repo) carol@example.com ")
+        #expect(archives.contains(archive), "\(archives)")
+    }
+
     @Test("zsh loads the committed _granary without errors")
     func zshLoads() throws {
         guard let zsh = Self.which("zsh") else {
