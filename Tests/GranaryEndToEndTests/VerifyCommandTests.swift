@@ -81,6 +81,29 @@ struct VerifyCommandTests {
         #expect(!FileManager.default.fileExists(atPath: fixture.repo + "/x"))
     }
 
+    @Test("inspect and restore refuse each broken or hostile archive with exit 65, leave no temporary folder and leave the live store as it was", arguments: faults)
+    func hostileInspectRestore(fault: String, message: String) throws {
+        let fixture = try Fixture()
+        let archive = try fixture.tampered(fault)
+        let live = fixture.root + "/dave@example.com/Data/App.sqlite"
+        let before = RestoreFixtures.sha256(live)
+        let inspect = try fixture.granary(["inspect", archive])
+        #expect(inspect.status == 65, "inspect: \(inspect.stderr)")
+        #expect(inspect.stderr.contains(fault == "corrupt-db" ? "App.sqlite" : message), "inspect: \(inspect.stderr)")
+        #expect(FileSystem.contents(of: NSTemporaryDirectory()).filter { $0.hasPrefix(".granary-inspect") }.isEmpty)
+        let restore = try fixture.granary(["restore", "dave@example.com", archive])
+        #expect(restore.status == 65, "restore: \(restore.stderr)")
+        #expect(restore.stderr.contains(message), "restore: \(restore.stderr)")
+        #expect(restore.stderr.contains("nothing was changed"), "restore: \(restore.stderr)")
+        #expect(RestoreFixtures.sha256(live) == before)
+        #expect(FileSystem.contents(of: fixture.root + "/.granary/restore").isEmpty, "\(FileSystem.contents(of: fixture.root + "/.granary/restore"))")
+        #expect(!FileManager.default.fileExists(atPath: "/tmp/granary-escape-x"))
+        // list does not verify: it shows what it can read of each archive and never fails on one.
+        let list = try fixture.granary(["list", "dave@example.com"])
+        #expect(list.status == 0)
+        #expect(list.stdout.contains((archive as NSString).lastPathComponent))
+    }
+
     @Test("an archive cut short at any of several offsets exits 65, and a file that is not an archive too")
     func truncated() throws {
         let fixture = try Fixture()

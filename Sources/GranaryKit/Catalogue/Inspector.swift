@@ -60,7 +60,12 @@ public struct InspectError: GranaryError, Sendable {
 /// folder first (the same `ArchiveVerifier` pass as `verify`, without the SQLite check), so a
 /// hostile archive is refused exactly as `verify` refuses it; the folder is always removed.
 public enum Inspector {
-    public static func inspect(path: String, temporaryFolder: String = NSTemporaryDirectory()) throws -> Inspection {
+    /// Describes `path`. For an archive, `expectedUser` (the user folder it lies in, inside the
+    /// repository) must match its manifest, and each store must pass `quick_check`: inspect
+    /// refuses whatever `verify` would refuse, bar the slower full `integrity_check`.
+    public static func inspect(
+        path: String, expectedUser: String? = nil, temporaryFolder: String = NSTemporaryDirectory()
+    ) throws -> Inspection {
         guard let info = FileSystem.status(path) else {
             throw InspectError(path: path, reason: "no such file", status: .notFound)
         }
@@ -73,7 +78,7 @@ public enum Inspector {
         }
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
-        let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .none)
+        let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .quick, expectedUser: expectedUser)
         let manifest = outcome.manifest
         let stores = try manifest.stores.map { try store(at: folder + "/" + $0.path, name: $0.name) }
         return Inspection(

@@ -256,7 +256,7 @@ public struct Restorer: Sendable {
     /// Stages `archive`; when it does not verify, finds the newest archive of the user that does, for the message.
     private func stageVerified(_ archive: String, into staging: String, user: UserID) throws -> Manifest {
         do {
-            return try Staging.extract(archive: archive, into: staging)
+            return try Staging.extract(archive: archive, into: staging, user: user.rawValue)
         } catch RestoreError.verificationFailed(let path, let reason, _) {
             var good: String?
             for candidate in (repository?.archives(of: user) ?? []).reversed() where candidate.path != archive {
@@ -264,7 +264,7 @@ public struct Restorer: Sendable {
                 FileSystem.removeTree(probe)
                 try FileSystem.makeDirectory(probe)
                 defer { FileSystem.removeTree(probe) }
-                if (try? Staging.extract(archive: candidate.path, into: probe)) != nil {
+                if (try? Staging.extract(archive: candidate.path, into: probe, user: user.rawValue)) != nil {
                     good = candidate.path
                     break
                 }

@@ -10,10 +10,11 @@ import Foundation
 public enum Staging {
     /// Extracts `archive` into `folder` (which must exist and be empty) and verifies it fully
     /// (`ArchiveVerifier`, with `integrity_check`). Returns the manifest. Throws
-    /// `RestoreError.verificationFailed` for anything wrong with the data.
-    public static func extract(archive: String, into folder: String) throws -> Manifest {
+    /// `RestoreError.verificationFailed` for anything wrong with the data, including an archive
+    /// whose manifest names another user than `user`.
+    public static func extract(archive: String, into folder: String, user: String? = nil) throws -> Manifest {
         do {
-            return try ArchiveVerifier.extract(archive: archive, into: folder, check: .full).manifest
+            return try ArchiveVerifier.extract(archive: archive, into: folder, check: .full, expectedUser: user).manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
             throw RestoreError.verificationFailed(archive: archive, reason: reason, newestGood: nil)

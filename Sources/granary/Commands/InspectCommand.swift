@@ -8,7 +8,8 @@ struct InspectCommand: ParsableCommand {
         abstract: "Describe a store or an archive: page size, journal mode, tables, row counts, Core Data metadata.",
         discussion: """
             PATH is a SQLite store (opened read-only; its owner keeps running) or a granary archive (verified \
-            member by member into a private temporary folder, which is always removed). For Core Data stores, \
+            member by member into a private temporary folder, which is always removed, and each store checked \
+            with quick_check; inside the repository, the archive must belong to the user folder it lies in). For Core Data stores, \
             the entities with their row counts and the model version hashes and store UUID from Z_METADATA. \
             Exit codes: 0, 65 not a store or a readable archive, 66 no such file.
             """
@@ -22,7 +23,16 @@ struct InspectCommand: ParsableCommand {
     func run() throws {
         Interruption.installHandlers()
         let console = global.console()
-        let inspection = try Inspector.inspect(path: path)
+        // Inside the repository, the user folder an archive lies in says whose it must be.
+        var expectedUser: String?
+        if let repo = (try? global.settings())?.repo?.value {
+            let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
+            let folder = (absolute as NSString).deletingLastPathComponent
+            if (folder as NSString).deletingLastPathComponent == (repo as NSString).standardizingPath {
+                expectedUser = (folder as NSString).lastPathComponent
+            }
+        }
+        let inspection = try Inspector.inspect(path: path, expectedUser: expectedUser)
         if global.json {
             console.json(InspectDocument(inspection: inspection))
             return
