@@ -13,7 +13,7 @@ DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev
 TOOLS     := sqlite3 zstd xz-utils tar python3 bash-completion zsh fish man-db mandoc groff-base
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated
+.PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak
 
 all: build
 
@@ -46,6 +46,17 @@ bench: release
 	bash bench/run.sh
 	bash bench/restore.sh
 	bash bench/verify.sh
+
+# granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
+SOAK_SECONDS ?= 120
+soak: build
+	bash scripts/soak.sh $(SOAK_SECONDS)
+
+# libFuzzer over the manifest parser and the archive verifier (a separate instrumented build).
+FUZZ_SECONDS ?= 60
+fuzz: build
+	GRANARY_FUZZ=1 $(SWIFT) build --build-path .build-fuzz --product granary-fuzz
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # Man pages and completion scripts are generated from the command declarations and committed;
 # the date is pinned so that regenerating is reproducible (check-generated runs in CI).
@@ -94,4 +105,4 @@ uninstall:
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
 
 clean:
-	rm -rf .build "$(DEMO)" bench/work
+	rm -rf .build .build-fuzz "$(DEMO)" bench/work

@@ -1,6 +1,16 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `make fuzz` sets GRANARY_FUZZ=1 (with its own --build-path): GranaryKit is then built with
+/// libFuzzer's coverage instrumentation and the `granary-fuzz` target exists. A normal build
+/// never sees either.
+let fuzzing = getenv("GRANARY_FUZZ") != nil
+let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+
 let package = Package(
     name: "granary",
     platforms: [.macOS(.v13)],
@@ -41,7 +51,8 @@ let package = Package(
                 "CSQLite", "CArchive", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
-            ]
+            ],
+            swiftSettings: fuzzFlags
         ),
         // The thin command-line front end.
         .executableTarget(
@@ -66,3 +77,14 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+if fuzzing {
+    package.targets.append(
+        .executableTarget(
+            name: "granary-fuzz",
+            dependencies: ["GranaryKit"],
+            path: "Fuzz",
+            swiftSettings: [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"])],
+            linkerSettings: [.unsafeFlags(["-sanitize=fuzzer,address"])]
+        ))
+}

@@ -191,7 +191,7 @@ struct BackupCommandTests {
         #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
     }
 
-    @Test("after a SIGKILL the next backup removes the dead run's leftovers")
+    @Test("after a SIGKILL, recover and the next backup remove the dead run's leftovers")
     func killed() throws {
         let fixture = try Fixture()
         let store = fixture.root + "/dave@example.com/Big.sqlite"
@@ -207,6 +207,12 @@ struct BackupCommandTests {
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         #expect(fixture.archives("dave@example.com").allSatisfy { $0.hasPrefix(".") }, "no published archive")
+        if fixture.allRepoEntries().contains(where: { $0.contains(".tmp-") }) {
+            let recovered = try GranaryProcess.run(["recover", "--root", fixture.root, "--repo", fixture.repo, "dave@example.com"])
+            #expect(recovered.status == 0, "\(recovered.stderr)")
+            #expect(recovered.stderr.contains("left by a run that died"), "\(recovered.stderr)")
+            #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+        }
         try FileManager.default.removeItem(atPath: store)
         let result = try fixture.backup(["dave@example.com"])
         #expect(result.status == 0, "\(result.stderr)")

@@ -6,7 +6,7 @@ struct RecoverCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "recover",
         abstract: "Finish or roll back a restore or reset that was interrupted.",
-        discussion: "Each store ends fully old or fully new. Without users, every user with a pending journal."
+        discussion: "Each store ends fully old or fully new. Without users, every user with a pending journal. Temporaries left in the repository by a backup or verify that died are removed."
     )
 
     @OptionGroup var global: GlobalOptions
@@ -27,6 +27,14 @@ struct RecoverCommand: ParsableCommand {
             let report = try Recovery.recover(root: root, user: id)
             if report.hadJournal { nothing = false }
             RecoverRendering.render(report, console: console)
+        }
+        // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
+        // backup would remove them, recover does it now.
+        if let repo = settings.repo.map({ Repository(path: $0.value) }) {
+            var removed = StaleTemporaries.clean(repo.path + "/.granary-tmp")
+            for user in users.isEmpty ? repo.users() : ids { removed += StaleTemporaries.clean(repo.folder(for: user)) }
+            for path in removed { console.info("removed \(path), left by a run that died") }
+            if !removed.isEmpty { nothing = false }
         }
         if nothing { console.info("nothing to recover") }
     }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make fuzz: libFuzzer over the manifest parser and the archive verifier, FUZZ_SECONDS each.
+# Seeds: a real archive of the sample data, its manifest, and every fault scripts/tamper-archive.py
+# derives from it. A crash, a leak report or a timeout fails the run and leaves the input in
+# .build-fuzz/findings/ (replay: GRANARY_FUZZ_TARGET=... .build-fuzz/debug/granary-fuzz FILE).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${1:-60}
+FUZZ=.build-fuzz/debug/granary-fuzz
+BIN=$(swift build --show-bin-path)
+W=.build-fuzz/work; rm -rf "$W"; mkdir -p "$W" .build-fuzz/findings .build-fuzz/corpus/manifest .build-fuzz/corpus/archive
+"$BIN/granary-sample" "$W/root" >/dev/null
+"$BIN/granary" backup --root "$W/root" --repo "$W/repo" --compression none dave@example.com bob@example.com
+for good in "$W"/repo/*/*.tar; do
+  user=$(basename "$(dirname "$good")")
+  cp "$good" ".build-fuzz/corpus/archive/good-$user.tar"
+  tar -xOf "$good" MANIFEST.json > ".build-fuzz/corpus/manifest/$user.json"
+  for fault in flip-store lie-sha drop-member extra-member dotdot symlink hardlink fifo duplicate manifest-not-json manifest-newer manifest-not-first; do
+    python3 scripts/tamper-archive.py "$good" ".build-fuzz/corpus/archive/$fault-$user.tar" "$fault"
+  done
+done
+for target in manifest archive; do
+  echo "== fuzzing the $target for ${SECONDS_EACH}s"
+  GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$([ $target = manifest ] && echo 65536 || echo 262144) \
+    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix=.build-fuzz/findings/$target- \
+    ".build-fuzz/corpus/$target" 2> "$W/$target.log" || { tail -40 "$W/$target.log"; echo "fuzz: $target FAILED (input in .build-fuzz/findings/)"; exit 1; }
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$W/$target.log" | grep -o '[0-9]*$')
+  cov=$(grep -o 'cov: [0-9]*' "$W/$target.log" | tail -1)
+  echo "   $runs inputs, $cov, no crash"
+done

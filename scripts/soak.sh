@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# make soak: granary under load for SOAK_SECONDS (default 120), then a full audit.
+#
+# granary-demo-owner owns alice's two stores and dave's store (one owner process per user,
+# each committing a row every 2 ms into its first store and acknowledging it in its log).
+# Meanwhile granary loops over random operations: backup, verify, restore (swap into the
+# running owner), reset, prune (--keep-within 1d, so nothing acknowledged is pruned away),
+# list, check, and a restore or backup killed with SIGKILL at a random moment followed by
+# `granary recover`. At the end:
+#   - every store passes integrity_check;
+#   - every write an owner acknowledged is in its live store or in one of the user's archives
+#     (restore and reset keep what they replace in -pre-restore / -pre-reset archives);
+#   - no temporary file, staging folder, journal or held lock is left;
+#   - the owners' pids never changed (they were never restarted).
+# Prints its counts; exits 1 on any violation.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-${SOAK_SECONDS:-120}}
+BIN=${BIN:-$(swift build --show-bin-path)}
+W=$(mktemp -d /var/tmp/granary-soak.XXXXXX)
+G() { "$BIN/granary" "$1" --root "$W/root" --repo "$W/repo" "${@:2}" >>"$W/granary.log" 2>&1; }
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; [ "${KEEP:-}" ] || rm -rf "$W"; }
+trap cleanup EXIT
+"$BIN/granary-sample" "$W/root" >/dev/null
+declare -A first=([alice@example.com]="Local.sqlite" [dave@example.com]="Data/App.sqlite")
+declare -A owner
+for user in alice@example.com dave@example.com; do
+  stores=("$W/root/$user/${first[$user]}")
+  [ "$user" = alice@example.com ] && stores+=("$W/root/$user/Cloud.sqlite")
+  "$BIN/granary-demo-owner" --interval-ms 2 --log "$W/$user.log" "${stores[@]}" & owner[$user]=$!; pids+=($!)
+  until grep -q READY "$W/$user.log" 2>/dev/null; do sleep 0.05; done
+done
+users=(alice@example.com dave@example.com bob@example.com carol@example.com)
+declare -A count=()
+bump() { count[$1]=$(( ${count[$1]:-0} + 1 )); }
+unexpected=0
+expect() { # expect "what" status allowed...
+  local what=$1 status=$2; shift 2
+  for ok in "$@"; do [ "$status" = "$ok" ] && return; done
+  echo "soak: $what exited $status: $(tail -2 "$W/granary.log" | tr "\n" " ")"; unexpected=$((unexpected + 1))
+}
+G backup --all; expect "first backup" $? 0
+end=$(( $(date +%s) + DURATION ))
+while [ "$(date +%s)" -lt "$end" ]; do
+  user=${users[RANDOM % ${#users[@]}]}
+  case $((RANDOM % 10)) in
+    0|1|2) G backup "$user"; expect "backup $user" $? 0; bump backup ;;
+    3) G verify --user "$user" --latest; expect "verify $user" $? 0; bump verify ;;
+    4|5) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
+    6) G reset "$user" --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
+    7) G prune "$user" --keep-within 1d >/dev/null; expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
+    8|9) # a run killed at a random moment, then recover
+      if [ $((RANDOM % 2)) = 0 ]; then op=(restore "$user" --owner-timeout 5); else op=(backup "$user"); fi
+      G "${op[@]}" >/dev/null 2>&1 & victim=$!
+      sleep "0.0$((RANDOM % 10))$((RANDOM % 10))"
+      kill -9 "$victim" 2>/dev/null && bump kill; wait "$victim" 2>/dev/null
+      G recover "$user" >/dev/null; expect "recover $user" $? 0; bump recover ;;
+  esac
+done
+for user in alice@example.com dave@example.com; do kill "${owner[$user]}"; done; wait 2>/dev/null; pids=()
+G recover >/dev/null; expect "final recover" $? 0
+
+# The audit.
+lost=0; checked=0; bytes=0; acked_total=0
+for store in $(find "$W/root" -path "$W/root/.granary" -prune -o -type f \( -name '*.sqlite' -o -name '*.db' \) -print); do
+  [ "$(sqlite3 "$store" 'pragma integrity_check')" = ok ] || { echo "soak: $store fails integrity_check"; unexpected=$((unexpected + 1)); }
+  checked=$((checked + 1)); bytes=$((bytes + $(stat -c %s "$store")))
+done
+for user in alice@example.com dave@example.com; do
+  grep -o '^ACK [0-9]*' "$W/$user.log" | cut -d' ' -f2 | sort -u > "$W/acked"
+  acked_total=$((acked_total + $(wc -l < "$W/acked")))
+  { sqlite3 "$W/root/$user/${first[$user]}" 'select id from demo_writes' 2>/dev/null
+    for archive in "$W/repo/$user"/*.tar.zst; do
+      x=$(mktemp -d "$W/x.XXXX"); tar --zstd -xf "$archive" -C "$x" "stores/${first[$user]}" 2>/dev/null \
+        && sqlite3 "$x/stores/${first[$user]}" 'select id from demo_writes' 2>/dev/null; rm -rf "$x"
+    done; } | sort -u > "$W/kept"
+  missing=$(comm -23 "$W/acked" "$W/kept" | wc -l)
+  [ "$missing" = 0 ] || echo "soak: $missing writes acknowledged by $user's owner are nowhere: $(comm -23 "$W/acked" "$W/kept" | head -5 | tr '\n' ' ')"
+  lost=$((lost + missing))
+  restarts=$(grep -c '^READY' "$W/$user.log"); [ "$restarts" = 1 ] || { echo "soak: $user's owner started $restarts times"; unexpected=$((unexpected + 1)); }
+done
+leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' | wc -l)
+[ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' | head; }
+held=0; for lock in "$W"/root/.granary/locks/*.lock; do [ -e "$lock" ] && ! flock -n "$lock" true && held=$((held + 1)); done
+echo "soak: ${DURATION}s; backups ${count[backup]:-0}, verifies ${count[verify]:-0}, restores ${count[restore]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}"
+echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits"
+[ "$lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ]
