@@ -40,6 +40,9 @@ public enum Interruption {
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGHUP)
         sigprocmask(SIG_UNBLOCK, &set, nil)
+        // Past a file-size limit (ulimit -f), write(2) fails with EFBIG only when SIGXFSZ is
+        // ignored; by default the signal kills us mid-write and leaves temporaries behind.
+        Glibc.signal(SIGXFSZ, SIG_IGN)
     }
 
     /// Installs SIGINT/SIGTERM handlers that only set the flag. A second signal exits at once.
