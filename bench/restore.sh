@@ -16,8 +16,6 @@ G="$BIN/granary"
 now_ms() { date +%s%3N; }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.2f\n", (a[NR/2]+a[NR/2+1])/2}'; }
 
-# make_archive: an archive in granary's format even before `granary backup` exists.
-source "$(dirname "$0")/../scripts/make-archive.sh"
 
 printf '%-8s %-26s %-12s %-12s %-14s %-14s\n' size "pause median (min-max) ms" "restore s" "pipeline s" "archive" "store"
 for mib in $SIZES; do
@@ -28,7 +26,8 @@ for mib in $SIZES; do
     sqlite3 "$store" "pragma journal_mode=wal; create table blobs(id integer primary key, body blob);
         with recursive n(i) as (select 1 union all select i+1 from n where i < $((mib * 256)))
         insert into blobs(body) select randomblob(2048) || zeroblob(2048) from n;" >/dev/null
-    archive=$(make_archive "$root/$user" "$repo" "$user")
+    "$G" backup "$user" --root "$root" --repo "$repo"
+    archive=$(ls "$repo/$user"/*.tar.zst | head -1)
     sleep 1
     "$BIN/granary-demo-owner" --log "$WORK/owner-$mib.log" --interval-ms 2 "$store" & owner=$!
     until grep -q READY "$WORK/owner-$mib.log" 2>/dev/null; do sleep 0.05; done

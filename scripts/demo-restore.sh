@@ -4,7 +4,6 @@
 # archive, lets the owner write more, restores, and shows the owner's log around the pause.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/make-archive.sh
 BIN=${BIN:-$(swift build --show-bin-path)}
 DEMO=${DEMO:-$PWD/demo}
 G() { "$BIN/granary" "$1" --root "$DEMO/root" --repo "$DEMO/repo" "${@:2}"; }
@@ -16,7 +15,7 @@ trap 'kill $owner 2>/dev/null || true' EXIT
 until grep -q READY "$log" 2>/dev/null; do sleep 0.05; done
 echo "== granary-demo-owner (pid $owner) is writing to $user's stores"
 sleep 0.5
-if "$BIN/granary" --help | grep -q "^  backup "; then G backup "$user" >/dev/null; else make_archive "$DEMO/root/$user" "$DEMO/repo" "$user" >/dev/null; fi
+G backup "$user"
 echo "== archived at ack $(grep -c '^ACK' "$log"); the owner goes on writing"
 sleep 1.2
 echo "== granary restore $user --dry-run"; G restore "$user" --dry-run

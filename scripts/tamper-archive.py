@@ -52,9 +52,19 @@ def manifest_of(members):
     return json.loads(members[0][1])
 
 
+def encode_manifest(manifest):
+    """The manifest as granary writes it: its checksum is the SHA-256 of these bytes with the
+    checksum's value left empty, so a tampered manifest here is still well-formed and the one
+    fault injected is the one a reader must report."""
+    manifest = dict(manifest, checksum="")
+    text = json.dumps(manifest, indent=2, sort_keys=True, separators=(",", " : ")) + "\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return text.replace('"checksum" : ""', '"checksum" : "%s"' % digest, 1).encode()
+
+
 def with_manifest(members, manifest):
     info, _ = members[0]
-    return [(info, json.dumps(manifest).encode())] + members[1:]
+    return [(info, encode_manifest(manifest))] + members[1:]
 
 
 def first_store(members):

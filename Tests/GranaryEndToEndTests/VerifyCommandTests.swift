@@ -20,8 +20,8 @@ struct VerifyCommandTests {
             #expect(made.status == 0, "\(made.stderr)")
         }
 
-        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
+        func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
+            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)
         }
 
         func archives(_ user: String) -> [String] {
@@ -87,10 +87,12 @@ struct VerifyCommandTests {
         let archive = try fixture.tampered(fault)
         let live = fixture.root + "/dave@example.com/Data/App.sqlite"
         let before = RestoreFixtures.sha256(live)
-        let inspect = try fixture.granary(["inspect", archive])
+        let scratch = fixture.folder.child("tmp")
+        try FileSystem.makeDirectory(scratch)
+        let inspect = try fixture.granary(["inspect", archive], environment: ["TMPDIR": scratch])
         #expect(inspect.status == 65, "inspect: \(inspect.stderr)")
         #expect(inspect.stderr.contains(fault == "corrupt-db" ? "App.sqlite" : message), "inspect: \(inspect.stderr)")
-        #expect(FileSystem.contents(of: NSTemporaryDirectory()).filter { $0.hasPrefix(".granary-inspect") }.isEmpty)
+        #expect(FileSystem.contents(of: scratch).isEmpty, "inspect left \(FileSystem.contents(of: scratch))")
         let restore = try fixture.granary(["restore", "dave@example.com", archive])
         #expect(restore.status == 65, "restore: \(restore.stderr)")
         #expect(restore.stderr.contains(message), "restore: \(restore.stderr)")
@@ -127,6 +129,48 @@ struct VerifyCommandTests {
             #expect(result.stderr.contains("is not a readable archive"), "\(result.stderr)")
         }
         #expect(fixture.leftovers.isEmpty)
+    }
+
+    @Test("a bit flipped anywhere in the compressed stream, at 60 offsets, is caught with exit 65")
+    func compressedBitFlips() throws {
+        let fixture = try Fixture()
+        let good = try Data(contentsOf: URL(fileURLWithPath: fixture.archives("bob@example.com")[0]))
+        for index in 0..<60 {
+            var bad = good
+            let offset = index * good.count / 60
+            bad[offset] ^= 0x10
+            let path = fixture.repo + "/bob@example.com/20250101T00" + String(format: "%02d%02d", index / 60, index % 60) + "Z-flip.tar.zst"
+            try bad.write(to: URL(fileURLWithPath: path))
+            let result = try fixture.granary(["verify", path])
+            #expect(result.status == 65, "flip at \(offset) of \(good.count): \(result.stderr)")
+        }
+        #expect(fixture.leftovers.isEmpty)
+    }
+
+    @Test("a bit flipped in the data of each member of an uncompressed archive is caught, naming the member")
+    func memberBitFlips() throws {
+        let fixture = try Fixture()
+        #expect(try fixture.granary(["backup", "--compression", "none", "bob@example.com"]).status == 0)
+        let archive = fixture.archives("bob@example.com").first { $0.hasSuffix(".tar") }!
+        // Member offsets from Python's tarfile (stock tar does not print them).
+        let listing = try GranaryProcess.runExecutable("/usr/bin/env", ["python3", "-c", """
+            import sys, tarfile
+            for m in tarfile.open(sys.argv[1]):
+                if m.isfile(): print(m.offset_data, m.size, m.name)
+            """, archive])
+        let members = listing.stdout.split(separator: "\n").map { $0.split(separator: " ", maxSplits: 2).map(String.init) }
+        #expect(members.count == 19, "MANIFEST.json, Notes.sqlite and 17 external files: \(members.count)")
+        let good = try Data(contentsOf: URL(fileURLWithPath: archive))
+        for (index, member) in members.enumerated() {
+            var bad = good
+            bad[Int(member[0])! + Int(member[1])! / 2] ^= 0x01
+            let path = fixture.repo + "/bob@example.com/20250102T0000" + String(format: "%02d", index) + "Z.tar"
+            try bad.write(to: URL(fileURLWithPath: path))
+            let result = try fixture.granary(["verify", path])
+            #expect(result.status == 65, "\(member[2]): \(result.stderr)")
+            let named = member[2] == "MANIFEST.json" ? "manifest is damaged" : member[2] + " has SHA-256"
+            #expect(result.stderr.contains(named), "\(member[2]): \(result.stderr)")
+        }
     }
 
     @Test("good archives verify with exit 0, are recorded, and list shows them verified until the file changes")

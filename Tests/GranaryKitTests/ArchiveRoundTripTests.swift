@@ -123,3 +123,37 @@ struct ArchiveRoundTripTests {
         return String(decoding: data, as: UTF8.self)
     }
 }
+
+@Suite("manifest checksum")
+struct ManifestChecksumTests {
+    static func sample() -> Manifest {
+        Manifest(
+            user: "alice@example.com", host: "h", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
+            compression: .zstd, stores: [], files: [Manifest.File(path: "stores/a.sqlite", size: 1, sha256: String(repeating: "0", count: 64), kind: "store")])
+    }
+
+    @Test("an encoded manifest carries the SHA-256 of its own bytes and decodes back")
+    func roundTrip() throws {
+        let bytes = Self.sample().encoded()
+        let decoded = try Manifest.decode(bytes, source: "test")
+        #expect(decoded.checksum?.count == 64)
+        #expect(decoded.user == "alice@example.com")
+    }
+
+    @Test("a flipped bit anywhere in an encoded manifest that still parses is reported as damage")
+    func flips() throws {
+        let bytes = Self.sample().encoded()
+        var caught = 0
+        for offset in bytes.indices {
+            var bad = bytes
+            bad[offset] ^= 0x01
+            do {
+                _ = try Manifest.decode(bad, source: "test")
+                Issue.record("a flip at \(offset) went unnoticed")
+            } catch {
+                caught += 1
+            }
+        }
+        #expect(caught == bytes.count)
+    }
+}

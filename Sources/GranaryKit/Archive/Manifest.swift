@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// `MANIFEST.json`, the first member of every archive: what the archive holds and how to check it.
@@ -97,6 +98,13 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var compression: Compression
     public var stores: [Store]
     public var files: [File]
+    /// SHA-256 of the manifest's own bytes with this value left empty (`"checksum" : ""`).
+    ///
+    /// Members are checked against the manifest, but nothing else would check the manifest:
+    /// zstd frames carry no checksum as libarchive writes them, and `--compression none` has
+    /// none at all, so a flipped bit in, say, a model version hash would go unnoticed. Set by
+    /// `encoded()`, checked by `decode` when present.
+    public var checksum: String?
 
     public init(
         user: String, host: String, created: Date, label: String?, compression: Compression, stores: [Store],
@@ -114,13 +122,47 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.files = files
     }
 
-    /// The manifest as JSON bytes.
+    /// The manifest as JSON bytes, with its `checksum` filled in.
     public func encoded() -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
+        var copy = self
+        copy.checksum = ""
         // Encoding our own plain value types cannot fail.
-        return Array(try! encoder.encode(self)) + [0x0A]
+        let blank = Array(try! encoder.encode(copy)) + [0x0A]
+        guard let range = Self.checksumRange(in: blank) else { return blank }
+        let digest = Array(SHA256.hash(data: blank).hex.utf8)
+        return Array(blank[..<range.lowerBound]) + digest + Array(blank[range.lowerBound...])
+    }
+
+    /// `"checksum" : "` as the encoder writes it.
+    private static let checksumKey = Array(#""checksum" : ""#.utf8)
+
+    /// Where the checksum's value (empty or 64 hex digits) starts and ends in `bytes`.
+    static func checksumRange(in bytes: [UInt8]) -> Range<Int>? {
+        let key = checksumKey
+        guard bytes.count >= key.count else { return nil }
+        for start in 0...(bytes.count - key.count) where bytes[start] == key[0] && Array(bytes[start..<start + key.count]) == key {
+            let from = start + key.count
+            guard let end = bytes[from...].firstIndex(of: 0x22) else { return nil }
+            return from..<end
+        }
+        return nil
+    }
+
+    /// Checks the manifest's checksum. Every manifest granary writes has one, so a missing or
+    /// unreadable checksum is damage too (a flip in the key's own letters would hide it).
+    static func verifyChecksum(_ bytes: [UInt8], source: String) throws(ManifestError) {
+        guard let range = checksumRange(in: bytes), range.count == 64 else {
+            throw .invalid(source: source, reason: "manifest is damaged: it has no readable \"checksum\"")
+        }
+        let recorded = String(decoding: bytes[range], as: UTF8.self)
+        let blank = Array(bytes[..<range.lowerBound]) + Array(bytes[range.upperBound...])
+        let actual = SHA256.hash(data: blank).hex
+        guard recorded == actual else {
+            throw .invalid(source: source, reason: "manifest is damaged: its checksum is \(recorded), its content hashes to \(actual)")
+        }
     }
 
     /// Parses manifest bytes; `source` names the archive in errors.
@@ -140,6 +182,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         guard header.format <= currentFormat, header.format >= 1 else {
             throw .unsupportedFormat(source: source, format: header.format)
         }
+        try verifyChecksum(bytes, source: source)
         do {
             return try decoder.decode(Manifest.self, from: data)
         } catch let DecodingError.keyNotFound(key, _) {
