@@ -1,0 +1,26 @@
+import Foundation
+
+/// Two pieces of work at once, on two threads, for stages that read the same data (a check
+/// and a hash of one snapshot). Both run to the end; the first error (of `a`, then `b`) is thrown.
+enum Parallel {
+    static func both<A: Sendable, B: Sendable>(
+        _ a: @escaping @Sendable () throws -> A, _ b: @escaping @Sendable () throws -> B
+    ) throws -> (A, B) {
+        let second = ResultBox<B>()
+        let done = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            second.result = Result { try b() }
+            done.signal()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+        let first = Result { try a() }
+        done.wait()
+        return (try first.get(), try second.result!.get())
+    }
+}
+
+/// A result handed from one thread to another; the semaphore in `Parallel.both` orders the accesses.
+private final class ResultBox<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
+}
