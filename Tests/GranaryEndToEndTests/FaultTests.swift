@@ -123,6 +123,27 @@ struct FaultTests {
         #expect(FileSystem.contents(of: fixture.root + "/.granary/restore").isEmpty)
     }
 
+    @Test("SIGTERM or SIGINT during verify exits 130, removes its temporary folder and records nothing", arguments: [SIGTERM, SIGINT])
+    func verifyInterrupted(signal: Int32) throws {
+        let fixture = try Fixture()
+        let store = fixture.root + "/dave@example.com/Big.sqlite"
+        try GranaryProcess.run(["big", store, "48"], tool: "granary-sample")
+        #expect(try fixture.granary(["backup", "dave@example.com", "--check", "none"]).status == 0)
+        let archive = fixture.repo + "/dave@example.com/" + FileSystem.contents(of: fixture.repo + "/dave@example.com")[0]
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
+        process.arguments = ["verify", archive, "--root", fixture.root, "--repo", fixture.repo]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until it is extracting (its private folder exists), then signal it.
+        for _ in 0..<2000 where FileSystem.contents(of: fixture.repo + "/.granary-tmp").isEmpty { usleep(2_000) }
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130)
+        #expect(FileSystem.contents(of: fixture.repo + "/.granary-tmp").isEmpty)
+        #expect(VerificationRecord.read(for: archive) == nil)
+    }
+
     @Test("with umask 000, archives, records and folders are still 0600 and 0700")
     func umask() throws {
         let fixture = try Fixture()
