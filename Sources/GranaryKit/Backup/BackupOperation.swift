@@ -186,24 +186,8 @@ public struct BackupOperation: Sendable {
 
     /// Size and SHA-256 of a file, read in chunks.
     static func entry(_ path: String, member: String, kind: String) throws -> Manifest.File {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw FileSystemError("open", path: path) }
-        defer { close(fd) }
-        var hasher = SHA256()
-        var size: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let n = read(fd, buffer.baseAddress, buffer.count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError("read", path: path)
-            }
-            if n == 0 { break }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            size += Int64(n)
-        }
-        return Manifest.File(path: member, size: size, sha256: hasher.finalize().hex, kind: kind)
+        let digest = try FileDigest.of(path)
+        return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind)
     }
 
     /// Renames without replacing; false when the name is taken (a same-second archive).

@@ -94,23 +94,7 @@ public enum SafetyArchive {
     }
 
     static func hash(_ path: String) throws -> (Int64, String) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw FileSystemError("open", path: path) }
-        defer { close(fd) }
-        var hasher = SHA256()
-        var total: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let n = read(fd, buffer.baseAddress, buffer.count)
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError("read", path: path)
-            }
-            if n == 0 { break }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-            total += Int64(n)
-        }
-        return (total, hasher.finalize().hex)
+        let digest = try FileDigest.of(path)
+        return (digest.size, digest.sha256)
     }
 }

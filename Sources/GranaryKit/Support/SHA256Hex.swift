@@ -1,4 +1,9 @@
 import Crypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension SHA256.Digest {
     /// Lower-case hex, as `sha256sum` prints it.
@@ -13,4 +18,28 @@ extension SHA256.Digest {
     }
 
     private static let digits: [Character] = Array("0123456789abcdef")
+}
+
+/// The size and SHA-256 of a file, read in 1 MiB chunks (memory stays flat).
+public enum FileDigest {
+    public static func of(_ path: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        defer { close(fd) }
+        var hasher = SHA256()
+        var total: Int64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = read(fd, buffer.baseAddress, buffer.count)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("read", path: path)
+            }
+            if n == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            total += Int64(n)
+        }
+        return (total, hasher.finalize().hex)
+    }
 }
