@@ -272,6 +272,30 @@ struct BackupCommandTests {
         #expect(result.stderr.contains("nobody@example.com"))
     }
 
+    @Test("run as root, the -wal and -shm that opening a store creates get the store owner's uid, gid and mode")
+    func ownerKept() throws {
+        let fixture = try Fixture()
+        let folder = fixture.root + "/bob@example.com"
+        let store = folder + "/Notes.sqlite"
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) }
+        #expect(chown(folder, 4321, 4322) == 0 && chown(store, 4321, 4322) == 0 && chmod(store, 0o640) == 0)
+        func rootOwned() throws -> Set<String> {
+            Set(try FileManager.default.contentsOfDirectory(atPath: folder).filter { FileSystem.status(folder + "/" + $0)?.st_uid == 0 })
+        }
+        let before = try rootOwned()
+        #expect(try fixture.backup(["bob@example.com"]).status == 0)
+        var created = 0
+        for suffix in ["-wal", "-shm"] {
+            guard let info = FileSystem.status(store + suffix) else { continue }
+            created += 1
+            #expect(info.st_uid == 4321 && info.st_gid == 4322, "\(suffix) is owned by \(info.st_uid):\(info.st_gid)")
+            #expect(info.st_mode & 0o777 == 0o640, "\(suffix) has mode \(String(info.st_mode & 0o777, radix: 8))")
+        }
+        #expect(created > 0, "opening the WAL store created no -wal/-shm: the test would prove nothing")
+        let stray = try rootOwned().subtracting(before)
+        #expect(stray.isEmpty, "root-owned files left in the user's folder: \(stray)")
+    }
+
     @Test("archives are 0600, folders 0700, quiet without a terminal")
     func modes() throws {
         let fixture = try Fixture()
