@@ -47,6 +47,10 @@ public struct Snapshotter: Sendable {
         owner.fixCreatedCompanions()
         let journalMode = try source.journalMode()
         let copy = try Database(path: destination, mode: .create)
+        // The snapshot is a scratch file: the archive made from it is what gets fsynced. With
+        // SQLite's defaults the backup's commit would fsync the whole copy (a second write-back
+        // of the store) and keep a rollback journal beside it.
+        try copy.execute("PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
         let backup = try SQLiteBackup(from: source, to: copy)
         var restarts = 0
         if journalMode == "wal" {
