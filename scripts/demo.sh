@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # make demo: the main job on the built-in sample data, end to end.
-#   sample users → granary users → backup --all while an owner writes → list → verify
+#   sample users → granary users → backup --all while an owner writes → verify → list → inspect
 #   → restore into the running owner (its pid unchanged) → the owner's log around the pause.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-$(swift build --show-bin-path)}
 DEMO=${DEMO:-$PWD/demo}
 G() { "$BIN/granary" "$1" --root "$DEMO/root" --repo "$DEMO/repo" "${@:2}"; }
-has() { "$BIN/granary" --help | grep -q "^  $1 "; }
 user=alice@example.com
 
 rm -rf "$DEMO"
@@ -27,8 +26,12 @@ echo "== granary backup --all   (granary-demo-owner, pid $owner, keeps writing t
 G backup --all --label demo -v 2>&1 || true
 acked=$(grep -c '^ACK' "$log")
 echo "   $acked writes acknowledged by the owner so far"
-if has list; then echo; echo "== granary list"; G list; fi
-if has verify; then echo; echo "== granary verify --all --latest"; G verify --all --latest; fi
+echo; echo "== granary verify --all --latest -v   (every member against the manifest, then integrity_check)"
+G verify --all --latest -v
+echo; echo "== granary list"
+G list
+echo; echo "== granary inspect bob's Core Data store"
+G inspect "$DEMO/root/bob@example.com/Notes.sqlite"
 
 sleep 1
 echo
@@ -41,6 +44,7 @@ sleep 0.3
 echo
 echo "== the owner's log around the pause (pid $owner still running: $(kill -0 $owner 2>/dev/null && echo yes || echo NO))"
 grep -E '^(PAUSE|PAUSED|REOPENED|RESUMED|EVENT)' "$log" | head -8 || true
-if has list; then echo; echo "== granary list $user   (the replaced content is kept as a pre-restore archive)"; G list "$user"; fi
+echo; echo "== granary list $user   (the replaced content is kept as a pre-restore archive)"
+G list "$user"
 echo
 echo "== done: try 'granary --root $DEMO/root --repo $DEMO/repo <command>' (see granary --help)"
