@@ -144,6 +144,31 @@ struct FaultTests {
         #expect(VerificationRecord.read(for: archive) == nil)
     }
 
+    @Test("a store granary cannot read fails its user's backup with exit 74 naming it, instead of being passed over")
+    func unreadableStore() throws {
+        let fixture = try Fixture()
+        try FileSystem.makeDirectory(fixture.repo)
+        // Root reads everything: run granary as nobody, over a root and repository nobody owns.
+        _ = try GranaryProcess.runExecutable("/bin/chown", ["-R", "65534:65534", fixture.root, fixture.repo])
+        _ = try GranaryProcess.runExecutable("/bin/chmod", ["0755", fixture.folder.path])
+        let store = fixture.root + "/carol@example.com/Legacy.db"
+        #expect(chmod(store, 0) == 0)
+        func asNobody(_ arguments: [String]) throws -> GranaryProcess.Result {
+            try GranaryProcess.runExecutable(
+                "/usr/bin/setpriv",
+                ["--reuid=65534", "--regid=65534", "--clear-groups", GranaryProcess.binDirectory + "/granary"] + arguments
+                    + ["--root", fixture.root, "--repo", fixture.repo])
+        }
+        let one = try asNobody(["backup", "carol@example.com"])
+        #expect(one.status == 74, "\(one.stderr)")
+        #expect(one.stderr.contains("cannot read " + store), "\(one.stderr)")
+        #expect(FileSystem.contents(of: fixture.repo + "/carol@example.com").filter { !$0.hasPrefix(".") }.isEmpty)
+        let all = try asNobody(["backup", "--all"])
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(FileSystem.contents(of: fixture.repo + "/dave@example.com").count == 1)
+        #expect(try asNobody(["users"]).stderr.contains("cannot read " + "Legacy.db"))
+    }
+
     @Test("with umask 000, archives, records and folders are still 0600 and 0700")
     func umask() throws {
         let fixture = try Fixture()

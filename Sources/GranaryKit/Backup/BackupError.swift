@@ -6,6 +6,8 @@ public enum BackupError: GranaryError, Sendable {
     case storeBusy(user: String, store: String)
     /// The repository filesystem filled up; nothing was published.
     case diskFull(repo: String, user: String)
+    /// Files or folders in the user's folder that cannot be read: they may be stores.
+    case unreadable(user: String, paths: [String])
 
     public var description: String {
         switch self {
@@ -13,6 +15,8 @@ public enum BackupError: GranaryError, Sendable {
             return "\(user): store \(store) failed its check: \(problem); no archive was written"
         case .storeBusy(let user, let store):
             return "\(user): store \(store) stayed busy; no archive was written"
+        case .unreadable(let user, let paths):
+            return "\(user): cannot read \(paths.prefix(3).joined(separator: ", "))\(paths.count > 3 ? " and \(paths.count - 3) more" : ""), which may \(paths.count == 1 ? "be a store" : "be stores"); no archive was written"
         case .diskFull(let repo, let user):
             return "\(user): the repository \(repo) is full; no archive was written"
         }
@@ -22,7 +26,7 @@ public enum BackupError: GranaryError, Sendable {
         switch self {
         case .checkFailed: return .dataError
         case .storeBusy: return .temporaryFailure
-        case .diskFull: return .ioError
+        case .diskFull, .unreadable: return .ioError
         }
     }
 
@@ -30,6 +34,7 @@ public enum BackupError: GranaryError, Sendable {
         switch self {
         case .checkFailed(_, let store, _): return "granary inspect \(store); restore the user from a verified archive"
         case .storeBusy: return "run the backup again later"
+        case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
         case .diskFull(let repo, _): return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
         }
     }

@@ -115,7 +115,11 @@ public struct BackupOperation: Sendable {
     private func snapshotAll(_ folder: UserFolder, into work: String) throws -> (stores: [Manifest.Store], files: [Packed]) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
-        for (index, store) in folder.stores().enumerated() {
+        let scan = folder.scan()
+        if !scan.unreadable.isEmpty {
+            throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { folder.path + "/" + $0 })
+        }
+        for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
             progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)

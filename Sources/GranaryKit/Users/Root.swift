@@ -67,22 +67,38 @@ public struct UserFolder: Sendable, Equatable {
     /// symlinks are not searched; `-wal`, `-shm` and `-journal` files belong to the store
     /// beside them and are never stores themselves.
     public func stores() -> [StoreFile] {
-        var found: [StoreFile] = []
-        collect(relative: "", depth: 0, into: &found)
-        return found.sorted { $0.name < $1.name }
+        scan().stores
     }
 
-    private func collect(relative: String, depth: Int, into found: inout [StoreFile]) {
+    /// The stores, and the files and folders that could not be read to tell whether they are
+    /// stores (relative names; folders end in `/`). A backup must not pass over an unreadable
+    /// file in silence: it may be a store.
+    public func scan() -> (stores: [StoreFile], unreadable: [String]) {
+        var found: [StoreFile] = []
+        var unreadable: [String] = []
+        collect(relative: "", depth: 0, into: &found, unreadable: &unreadable)
+        return (found.sorted { $0.name < $1.name }, unreadable.sorted())
+    }
+
+    private func collect(relative: String, depth: Int, into found: inout [StoreFile], unreadable: inout [String]) {
         let folder = relative.isEmpty ? path : path + "/" + relative
+        if access(folder, R_OK | X_OK) != 0 {
+            unreadable.append(relative.isEmpty ? "./" : relative + "/")
+            return
+        }
         for name in FileSystem.contents(of: folder) where !name.hasPrefix(".") {
             let rel = relative.isEmpty ? name : relative + "/" + name
             let full = folder + "/" + name
             guard let info = FileSystem.status(full) else { continue }
             switch info.st_mode & S_IFMT {
             case S_IFDIR:
-                if depth < UserFolder.searchDepth { collect(relative: rel, depth: depth + 1, into: &found) }
+                if depth < UserFolder.searchDepth { collect(relative: rel, depth: depth + 1, into: &found, unreadable: &unreadable) }
             case S_IFREG:
                 if name.hasSuffix("-wal") || name.hasSuffix("-shm") || name.hasSuffix("-journal") { continue }
+                if info.st_size > 0 && access(full, R_OK) != 0 {
+                    unreadable.append(rel)
+                    continue
+                }
                 guard let header = StoreHeader.read(full) else { continue }
                 let wal = FileSystem.status(full + "-wal")
                 let external = StoreFile.externalDataFolder(for: full)

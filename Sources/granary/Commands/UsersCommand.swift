@@ -44,6 +44,9 @@ struct UsersCommand: ParsableCommand {
                 if store.externalDataPath != nil { detail += ", external data" }
                 console.out(detail)
             }
+            for path in user.folder.scan().unreadable {
+                console.info("granary: \(user.folder.id): cannot read \(path), which may be a store (backup will refuse this user)")
+            }
         }
         for folder in ignored {
             console.info("granary: ignored folder \(folder.name.debugDescription): not a valid user id (it \(folder.reason))")
