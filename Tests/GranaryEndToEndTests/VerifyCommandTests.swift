@@ -100,10 +100,17 @@ struct VerifyCommandTests {
         #expect(RestoreFixtures.sha256(live) == before)
         #expect(FileSystem.contents(of: fixture.root + "/.granary/restore").isEmpty, "\(FileSystem.contents(of: fixture.root + "/.granary/restore"))")
         #expect(!FileManager.default.fileExists(atPath: "/tmp/granary-escape-x"))
-        // list does not verify: it shows what it can read of each archive and never fails on one.
+        // list reads only manifests: it refuses (65) what it can see there at once, and the rest
+        // once verify has recorded it as bad; it always lists every archive.
+        let headFaults = ["manifest-not-json", "manifest-newer", "manifest-not-first"]
         let list = try fixture.granary(["list", "dave@example.com"])
-        #expect(list.status == 0)
+        #expect(list.status == (headFaults.contains(fault) ? 65 : 0), "list: \(list.stderr)")
         #expect(list.stdout.contains((archive as NSString).lastPathComponent))
+        #expect(try fixture.granary(["verify", archive]).status == 65)
+        let after = try fixture.granary(["list", "dave@example.com"])
+        #expect(after.status == 65, "list after verify: \(after.stderr)")
+        #expect(after.stderr.contains((archive as NSString).lastPathComponent), "\(after.stderr)")
+        #expect(after.stdout.contains(fixture.archives("dave@example.com")[0].split(separator: "/").last.map(String.init)!))
     }
 
     @Test("an archive cut short at any of several offsets exits 65, and a file that is not an archive too")
@@ -183,7 +190,6 @@ struct VerifyCommandTests {
         #expect(FileManager.default.fileExists(atPath: VerificationRecord.path(for: archive)))
         func states() throws -> [String: String] {
             let list = try fixture.granary(["list", "--json"])
-            #expect(list.status == 0)
             let document = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as! [String: Any]
             let archives = document["archives"] as! [[String: Any]]
             return Dictionary(uniqueKeysWithValues: archives.map { ($0["path"] as! String, $0["verified"] as! String) })
@@ -200,7 +206,9 @@ struct VerifyCommandTests {
         #expect(try fixture.granary(["verify", bad]).status == 65)
         #expect(try states()[bad] == "bad")
         let text = try fixture.granary(["list", "dave@example.com"])
+        #expect(text.status == 65)
         #expect(text.stdout.contains("bad") && text.stdout.contains("has SHA-256"), "\(text.stdout)")
+        #expect(try fixture.granary(["list", "bob@example.com"]).status == 0)
     }
 
     @Test("verify finds archives by USER/NAME, by --user NAME and by unique stamp prefix; an unknown name exits 66 with close matches")
@@ -230,14 +238,14 @@ struct VerifyCommandTests {
         #expect(try fixture.granary(["verify", "--all"]).status == 65)
     }
 
-    @Test("list shows each archive newest first with stores, label and size; an unreadable one is shown, not fatal")
+    @Test("list shows each archive newest first with stores, label and size; an unreadable one is listed too, with exit 65")
     func list() throws {
         let fixture = try Fixture()
         #expect(try GranaryProcess.run(["backup", "--root", fixture.root, "--repo", fixture.repo, "--label", "second", "dave@example.com"]).status == 0)
         let broken = fixture.repo + "/dave@example.com/20250101T000000Z.tar.zst"
         try "garbage".write(toFile: broken, atomically: true, encoding: .utf8)
         let result = try fixture.granary(["list", "--json", "dave@example.com"])
-        #expect(result.status == 0)
+        #expect(result.status == 65, "an unreadable archive is listed, and the exit code says so")
         let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
         let archives = document["archives"] as! [[String: Any]]
         #expect(archives.count == 3)
@@ -247,6 +255,7 @@ struct VerifyCommandTests {
         #expect((archives[2]["problem"] as? String)?.contains("not a readable archive") == true)
         #expect(try fixture.granary(["list", "nobody@example.com"]).status == 66)
         let text = try fixture.granary(["list"])
+        #expect(text.status == 65)
         #expect(text.stdout.contains("bob@example.com") && text.stdout.contains("Notes.sqlite"))
     }
 }

@@ -9,7 +9,9 @@ struct ListCommand: ParsableCommand {
         discussion: """
             Only the manifest at the head of each archive is read. The verified state comes from the last \
             granary verify: verified, bad (with the reason), or unverified (never verified, or the file changed \
-            since). An archive whose head cannot be read is listed as unreadable.
+            since). An archive whose head cannot be read is listed as unreadable. \
+            Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
+            66 unknown user.
             """
     )
 
@@ -29,8 +31,18 @@ struct ListCommand: ParsableCommand {
             if !known { throw UserError.notFound(id.rawValue, root: repository.path) }
         }
         let items = Catalogue(repository: repository).items(users: ids)
+        // Everything is listed; the exit code then says whether any archive is known to be bad.
+        let bad = items.filter { $0.problem != nil || $0.verified == .bad }
+        defer {
+            if !bad.isEmpty {
+                if !global.json {
+                    console.info("granary: \(bad.count) archive\(bad.count == 1 ? " is" : "s are") unreadable or failed verification: \(bad.map { "\($0.user)/\($0.name)" }.joined(separator: ", "))")
+                }
+            }
+        }
         if global.json {
             console.json(ListDocument(repository: repository.path, items: items))
+            if !bad.isEmpty { throw ExitCode(ExitStatus.dataError.rawValue) }
             return
         }
         if items.isEmpty { console.info("no archives in \(repository.path)") }
@@ -56,6 +68,7 @@ struct ListCommand: ParsableCommand {
             }
             console.out(line)
         }
+        if !bad.isEmpty { throw ExitCode(ExitStatus.dataError.rawValue) }
     }
 }
 
