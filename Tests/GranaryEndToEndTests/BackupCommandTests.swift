@@ -169,21 +169,26 @@ struct BackupCommandTests {
         #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
     }
 
-    @Test("SIGTERM mid-run exits 130 and leaves no archive and no temporary file", arguments: [SIGTERM, SIGINT])
-    func interrupted(signal: Int32) throws {
-        let fixture = try Fixture()
-        let store = fixture.root + "/dave@example.com/Big.sqlite"
-        try GranaryProcess.run(["big", store, "64"], tool: "granary-sample")
+    /// Starts a slow backup of dave (a 64 MiB store, xz -6) and returns once it is packing
+    /// (its temporary archive exists), so that a signal lands mid-run.
+    static func startPacking(_ fixture: Fixture) throws -> Process {
+        try GranaryProcess.run(["big", fixture.root + "/dave@example.com/Big.sqlite", "64"], tool: "granary-sample")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
         process.arguments = ["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz", "--level", "6"]
         process.standardError = FileHandle.nullDevice
         try process.run()
-        // Wait until it is packing (a temporary archive exists), then signal it.
         for _ in 0..<2000 {
             if fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { break }
             usleep(5_000)
         }
+        return process
+    }
+
+    @Test("SIGTERM mid-run exits 130 and leaves no archive and no temporary file", arguments: [SIGTERM, SIGINT])
+    func interrupted(signal: Int32) throws {
+        let fixture = try Fixture()
+        let process = try Self.startPacking(fixture)
         kill(process.processIdentifier, signal)
         process.waitUntilExit()
         #expect(process.terminationStatus == 130)
@@ -194,16 +199,7 @@ struct BackupCommandTests {
     @Test("after a SIGKILL, recover and the next backup remove the dead run's leftovers")
     func killed() throws {
         let fixture = try Fixture()
-        let store = fixture.root + "/dave@example.com/Big.sqlite"
-        try GranaryProcess.run(["big", store, "64"], tool: "granary-sample")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        process.arguments = ["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz", "--level", "6"]
-        try process.run()
-        for _ in 0..<2000 {
-            if fixture.allRepoEntries().contains(where: { $0.hasPrefix("dave@example.com/.") }) { break }
-            usleep(5_000)
-        }
+        let process = try Self.startPacking(fixture)
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         #expect(fixture.archives("dave@example.com").allSatisfy { $0.hasPrefix(".") }, "no published archive")
@@ -213,7 +209,7 @@ struct BackupCommandTests {
             #expect(recovered.stderr.contains("left by a run that died"), "\(recovered.stderr)")
             #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
         }
-        try FileManager.default.removeItem(atPath: store)
+        try FileManager.default.removeItem(atPath: fixture.root + "/dave@example.com/Big.sqlite")
         let result = try fixture.backup(["dave@example.com"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(fixture.archives("dave@example.com").count == 1)
