@@ -19,12 +19,40 @@ struct Granary: ParsableCommand {
     static func main() {
         Interruption.unblockSignals()
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(Self.globalOptionsAfterCommand(Array(CommandLine.arguments.dropFirst())))
             try command.run()
         } catch let error as GranaryError {
             Console.standard.fail(error)
         } catch {
             exit(withError: error)
         }
+    }
+
+    /// The global options each subcommand declares (GlobalOptions), with whether they take a value.
+    static let globalOptions: [String: Bool] = [
+        "--root": true, "--repo": true, "--config": true, "--json": false, "-q": false, "--quiet": false,
+        "-v": false, "--verbose": false,
+    ]
+
+    /// `granary --root R --repo P users` is how PRODUCT.md writes a command line; ArgumentParser
+    /// only takes a subcommand's options after its name. Global options given before the
+    /// subcommand are moved after it; anything else is left exactly as it was.
+    static func globalOptionsAfterCommand(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let word = arguments[index]
+            let name = word.split(separator: "=", maxSplits: 1).first.map(String.init) ?? word
+            guard let takesValue = globalOptions[name] else { break }
+            leading.append(word)
+            if takesValue && !word.contains("=") {
+                guard index + 1 < arguments.count else { return arguments }
+                leading.append(arguments[index + 1])
+                index += 1
+            }
+            index += 1
+        }
+        guard !leading.isEmpty, index < arguments.count, !arguments[index].hasPrefix("-") else { return arguments }
+        return [arguments[index]] + leading + arguments[(index + 1)...]
     }
 }

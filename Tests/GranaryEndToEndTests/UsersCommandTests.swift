@@ -19,6 +19,20 @@ struct UsersCommandTests {
         #expect(!result.stdout.contains("old.sqlite"))
     }
 
+    @Test("global options work before the subcommand, as PRODUCT.md writes the command line, and after it")
+    func globalOptionsFirst() throws {
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        try GranaryProcess.run([root], tool: "granary-sample")
+        let before = try GranaryProcess.run(["--root", root, "--json", "users"])
+        let after = try GranaryProcess.run(["users", "--root", root, "--json"])
+        #expect(before.status == 0, "\(before.stderr)")
+        #expect(before.stdout == after.stdout)
+        #expect(try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"]).stdout
+            .contains("dave@example.com: has no archives"))
+        #expect(try GranaryProcess.run(["--root", root]).status == 64)
+    }
+
     @Test("--json gives a document with every user and store")
     func json() throws {
         let folder = TemporaryFolder()
