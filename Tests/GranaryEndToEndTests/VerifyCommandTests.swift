@@ -203,8 +203,13 @@ struct VerifyCommandTests {
             try bad.write(to: URL(fileURLWithPath: path))
             let result = try fixture.granary(["verify", path])
             #expect(result.status == 65, "\(member[2]): \(result.stderr)")
-            let named = member[2] == "MANIFEST.json" ? "manifest is damaged" : member[2] + " has SHA-256"
-            #expect(result.stderr.contains(named), "\(member[2]): \(result.stderr)")
+            if member[2] == "MANIFEST.json" {
+                // Depending on the byte hit, the JSON no longer parses or its checksum no longer matches.
+                #expect(result.stderr.contains("MANIFEST.json is not a valid manifest"), "\(result.stderr)")
+                #expect(result.stderr.contains("manifest is damaged") || result.stderr.contains("not valid JSON"), "\(result.stderr)")
+            } else {
+                #expect(result.stderr.contains(member[2] + " has SHA-256"), "\(member[2]): \(result.stderr)")
+            }
         }
     }
 
