@@ -137,20 +137,24 @@ struct ShellIntegrationTests {
 
     /// Types `line` and TAB twice into an interactive zsh (through zsh/zpty) with the committed
     /// `_granary` on its fpath, and returns the screen text with escape sequences removed.
-    func zshComplete(_ zsh: String, _ line: String) throws -> String {
+    /// Reads until `expect` shows up (or 20 s pass), so a slow machine only makes it slower.
+    func zshComplete(_ zsh: String, _ line: String, expect: String) throws -> String {
         let script = """
             zmodload zsh/zpty
             zpty z zsh -f -i
             zpty -w z "PROMPT='> '; fpath=('\(Self.package)/completions' \\$fpath); autoload -Uz compinit; compinit -u -D; zstyle ':completion:*' list-prompt ''; zstyle ':completion:*' menu no; unsetopt beep"
             zpty -w -n z $'\(line)\\t\\t'
-            sleep 2
             out=""
-            while zpty -r -t z chunk 2>/dev/null; do out+=$chunk; done
+            for i in {1..100}; do
+              while zpty -r -t z chunk 2>/dev/null; do out+=$chunk; done
+              [[ $out == *$EXPECT* ]] && break
+              sleep 0.2
+            done
             print -r -- "$out"
             zpty -d z
             """
         let result = try GranaryProcess.runExecutable(
-            zsh, ["-f", "-c", script], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin"])
+            zsh, ["-f", "-c", script], environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin", "EXPECT": expect])
         return result.stdout.replacingOccurrences(of: "\u{1B}\\[[0-9;?]*[a-zA-Z]", with: "", options: .regularExpression)
     }
 
@@ -165,11 +169,11 @@ struct ShellIntegrationTests {
         let repo = folder.child("repo")
         #expect(try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "--label", "zsh", "carol@example.com"]).status == 0)
         let archive = FileSystem.contents(of: repo + "/carol@example.com").first { !$0.hasPrefix(".") }!
-        let users = try zshComplete(zsh, "granary restore --root \(root) --repo \(repo) ")
+        let users = try zshComplete(zsh, "granary restore --root \(root) --repo \(repo) ", expect: "dave@example.com")
         for user in ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"] {
             #expect(users.contains(user), "\(users)")
         }
-        let archives = try zshComplete(zsh, "granary restore --root \(root) --repo \(repo) carol@example.com ")
+        let archives = try zshComplete(zsh, "granary restore --root \(root) --repo \(repo) carol@example.com ", expect: archive)
         #expect(archives.contains(archive), "\(archives)")
     }
 
