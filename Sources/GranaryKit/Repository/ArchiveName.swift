@@ -91,7 +91,7 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
         return utcCalendar.date(from: components)
     }
 
-    nonisolated(unsafe) static let utcCalendar: Calendar = {
+    static let utcCalendar: Calendar = {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
         return calendar
