@@ -57,7 +57,7 @@ public struct BackupOperation: Sendable {
     }
 
     /// The private folder for snapshots.
-    public var workFolder: String { repository.path + "/.granary-tmp" }
+    public var workFolder: String { repository.workFolder }
 
     /// Backs up `user` into a new archive.
     public func run(_ user: UserID) throws -> Result {

@@ -38,6 +38,18 @@ public enum ArchiveRemoval {
         }.reversed()
     }
 
+    /// Prunes one user's archives under the user's lock (when a root is given): plans with
+    /// `policy`, removes what nothing keeps (unless `dryRun`) and returns the plan.
+    public static func prune(
+        user: UserID, repository: Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration, dryRun: Bool = false
+    ) throws -> [Item] {
+        let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: user, timeout: lockTimeout) }
+        defer { lock?.release() }
+        let items = plan(user: user, repository: repository, policy: policy)
+        if !dryRun { try remove(items.filter { !$0.keep }.map(\.entry)) }
+        return items
+    }
+
     /// Refuses when any of `entries` is its user's newest verified archive (unless `force`).
     public static func checkDeletable(_ entries: [Repository.Entry], repository: Repository, force: Bool) throws(RemovalRefused) {
         guard !force else { return }

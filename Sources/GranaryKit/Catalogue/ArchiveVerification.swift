@@ -13,7 +13,7 @@ public enum ArchiveVerification {
     }
 
     /// The folder under the repository where verification extracts (beside backup's).
-    public static func workFolder(_ repository: Repository) -> String { repository.path + "/.granary-tmp" }
+    public static func workFolder(_ repository: Repository) -> String { repository.workFolder }
 
     /// Verifies each entry in turn. Data faults are outcomes; an interruption, a full disk or
     /// another error of the machine (not of the archive) is thrown.

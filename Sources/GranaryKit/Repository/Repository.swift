@@ -10,6 +10,10 @@ public struct Repository: Sendable {
         self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
     }
 
+    /// Where backup snapshots and verify extractions are made, always removed after; a dead
+    /// run's leftovers carry its pid (`StaleTemporaries`).
+    public var workFolder: String { path + "/.granary-tmp" }
+
     /// The folder of one user's archives (which may not exist yet).
     public func folder(for user: UserID) -> String { path + "/" + user.rawValue }
 

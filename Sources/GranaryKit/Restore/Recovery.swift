@@ -89,4 +89,12 @@ public enum Recovery {
         FileSystem.removeTree(folder)
         return report
     }
+
+    /// Removes the temporaries that backups and verifications which died left in `repository`
+    /// (its work folder, and the folders of `users`, every user when empty). Returns their paths.
+    public static func removeDeadTemporaries(in repository: Repository, users: [UserID] = []) -> [String] {
+        var removed = StaleTemporaries.clean(repository.workFolder)
+        for user in users.isEmpty ? repository.users() : users { removed += StaleTemporaries.clean(repository.folder(for: user)) }
+        return removed
+    }
 }

@@ -79,10 +79,9 @@ struct BackupCommand: ParsableCommand {
                 if prune {
                     // The policy runs under the user's lock, after the new archive is published.
                     do {
-                        let lock = try UserLock.acquire(root: root, user: result.user, timeout: options.lockTimeout)
-                        defer { lock.release() }
-                        let plan = ArchiveRemoval.plan(user: result.user, repository: repository, policy: settings.retention.value)
-                        try ArchiveRemoval.remove(plan.filter { !$0.keep }.map(\.entry))
+                        _ = try ArchiveRemoval.prune(
+                            user: result.user, repository: repository, policy: settings.retention.value, root: root,
+                            lockTimeout: options.lockTimeout)
                     } catch let error as GranaryError {
                         failures.append(error)
                         console.error(error)

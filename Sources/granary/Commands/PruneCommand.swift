@@ -80,10 +80,8 @@ struct PruneCommand: ParsableCommand {
         var failures = 0
         for id in ids {
             do {
-                let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: id, timeout: settings.lockTimeout.value) }
-                defer { lock?.release() }
-                let plan = ArchiveRemoval.plan(user: id, repository: repository, policy: policy)
-                if !dryRun { try ArchiveRemoval.remove(plan.filter { !$0.keep }.map(\.entry)) }
+                let plan = try ArchiveRemoval.prune(
+                    user: id, repository: repository, policy: policy, root: root, lockTimeout: settings.lockTimeout.value, dryRun: dryRun)
                 document.append(PruneDocument.User(id: id.rawValue, plan: plan))
                 if global.json { continue }
                 let removed = plan.filter { !$0.keep }.count

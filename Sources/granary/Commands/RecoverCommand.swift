@@ -31,8 +31,7 @@ struct RecoverCommand: ParsableCommand {
         // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
         // backup would remove them, recover does it now.
         if let repo = settings.repo.map({ Repository(path: $0.value) }) {
-            var removed = StaleTemporaries.clean(repo.path + "/.granary-tmp")
-            for user in users.isEmpty ? repo.users() : ids { removed += StaleTemporaries.clean(repo.folder(for: user)) }
+            let removed = Recovery.removeDeadTemporaries(in: repo, users: users.isEmpty ? [] : ids)
             for path in removed { console.info("removed \(path), left by a run that died") }
             if !removed.isEmpty { nothing = false }
         }
