@@ -8,7 +8,7 @@
 SWIFT     ?= swift
 PREFIX    ?= /usr/local
 DEMO      ?= $(CURDIR)/demo
-DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev
+DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev libzstd-dev
 # Tools the tests and the demo use besides the libraries.
 TOOLS     := sqlite3 zstd xz-utils tar python3 bash-completion zsh fish man-db mandoc groff-base
 BIN        = $(shell $(SWIFT) build --show-bin-path)

@@ -28,11 +28,16 @@ let package = Package(
         .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
     ],
     targets: [
-        // C at the edges: the two system libraries, wrapped once in GranaryKit/SQLite and GranaryKit/Archive.
+        // C at the edges: the system libraries, wrapped once in GranaryKit/SQLite and GranaryKit/Archive.
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZstd",
+            pkgConfig: "libzstd",
+            providers: [.apt(["libzstd-dev"])]
         ),
         .systemLibrary(
             name: "CArchive",
@@ -48,7 +53,7 @@ let package = Package(
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive", "GranaryOwner",
+                "CSQLite", "CArchive", "CZstd", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

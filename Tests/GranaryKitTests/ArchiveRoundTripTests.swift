@@ -63,6 +63,39 @@ struct ArchiveRoundTripTests {
         #expect(try String(contentsOfFile: out + "/MANIFEST.json", encoding: .utf8) == "{\"format\":1}\n")
     }
 
+    @Test("zstd with two workers: a file of several 4 MiB jobs comes back whole, and every frame has zstd's checksum")
+    func zstdJobs() throws {
+        let folder = TemporaryFolder()
+        // 13 MiB, half compressible: four jobs of ZstdOutput.jobSize.
+        var big = [UInt8](repeating: 0, count: 13 << 20)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        big.withUnsafeMutableBytes { bytes in
+            let words = bytes.bindMemory(to: UInt64.self)
+            for i in words.indices {
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                words[i] = i % 2 == 0 ? state : UInt64(i)
+            }
+        }
+        let source = folder.child("big.bin")
+        try Data(big).write(to: URL(fileURLWithPath: source))
+        let path = folder.child("jobs.tar.zst")
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd, threads: 2)
+        try writer.addFile(member: "big.bin", from: source)
+        try writer.finish()
+        close(fd)
+        let reader = try ArchiveReader(path: path)
+        let file = try #require(try reader.next())
+        var hasher = SHA256()
+        #expect(try reader.stream(limit: file.size) { hasher.update(bufferPointer: $0) } == Int64(big.count))
+        #expect(hasher.finalize() == SHA256.hash(data: big))
+        #expect(try reader.next() == nil)
+        // Stock zstd checks the content checksum (-v lists it as "XXH64").
+        let listing = try run("/usr/bin/zstd", ["-lv", path])
+        #expect(listing.contains("XXH64"), "\(listing)")
+        _ = try run("/usr/bin/zstd", ["-t", "-q", path])
+    }
+
     @Test("a file that is not an archive is refused as malformed")
     func notAnArchive() throws {
         let folder = TemporaryFolder()

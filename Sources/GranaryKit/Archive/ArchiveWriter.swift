@@ -23,12 +23,14 @@ public final class ArchiveWriter {
     /// The path written to, for messages.
     public let path: String
     private let modificationTime: time_t
+    /// The zstd compressor the tar stream goes through, for `.zstd` (kept alive for libarchive's callbacks).
+    private var zstd: ZstdOutput?
     /// Size of the chunks copied from files.
     public static let chunkSize = 1 << 20
 
     /// Starts an archive on an open file descriptor (the caller keeps ownership of `fd`).
     ///
-    /// `threads` is passed to zstd's multithreaded compressor (libarchive 3.6+); 0 leaves it single-threaded.
+    /// `threads` is the number of zstd workers; 0 or 1 compresses on the calling thread.
     public init(
         fileDescriptor fd: Int32, path: String, compression: Compression, level: Int? = nil, threads: Int = 0,
         modificationTime: Date = Date()
@@ -41,24 +43,39 @@ public final class ArchiveWriter {
         self.modificationTime = time_t(modificationTime.timeIntervalSince1970)
         try check(archive_write_set_format_pax_restricted(a))
         switch compression {
-        case .zstd: try check(archive_write_add_filter_zstd(a))
+        // zstd is done here, after libarchive (see ZstdOutput): libarchive writes plain tar.
+        case .zstd, .none: try check(archive_write_add_filter_none(a))
         case .gzip: try check(archive_write_add_filter_gzip(a))
         case .xz: try check(archive_write_add_filter_xz(a))
-        case .none: try check(archive_write_add_filter_none(a))
         }
-        if let level, compression != .none {
+        if let level, compression == .gzip || compression == .xz {
             try check(archive_write_set_filter_option(a, nil, "compression-level", String(level)))
-        }
-        if compression == .zstd && threads > 1 {
-            try check(archive_write_set_filter_option(a, "zstd", "threads", String(threads)))
         }
         if compression == .gzip {
             // Keep the gzip header free of the time, so equal input gives equal bytes.
             _ = archive_write_set_filter_option(a, "gzip", "timestamp", nil)
         }
-        // Write whole blocks straight to the fd; the last block is padded as tar requires.
+        // Write whole blocks; the last block is padded as tar requires.
         try check(archive_write_set_bytes_in_last_block(a, 1))
-        try check(archive_write_open_fd(a, fd))
+        if compression == .zstd {
+            let zstd = try ZstdOutput(
+                fileDescriptor: fd, path: path, level: level ?? Compression.zstd.defaultLevel!, threads: threads > 1 ? threads : 0)
+            self.zstd = zstd
+            try check(
+                archive_write_open2(
+                    a, Unmanaged.passUnretained(zstd).toOpaque(), nil,
+                    { _, client, buffer, length in
+                        let zstd = Unmanaged<ZstdOutput>.fromOpaque(client!).takeUnretainedValue()
+                        guard let buffer else { return 0 }
+                        return zstd.write(buffer, count: length) ? length : -1
+                    },
+                    { _, client in
+                        let zstd = Unmanaged<ZstdOutput>.fromOpaque(client!).takeUnretainedValue()
+                        return zstd.finish() ? ARCHIVE_OK : ARCHIVE_FATAL
+                    }, nil))
+        } else {
+            try check(archive_write_open_fd(a, fd))
+        }
     }
 
     deinit {
@@ -74,6 +91,8 @@ public final class ArchiveWriter {
     }
 
     private func error(from a: OpaquePointer) -> ArchiveError {
+        // A failure in the zstd stage reaches libarchive only as "-1": its own error says more.
+        if let failure = zstd?.failure { return failure }
         let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown libarchive error"
         return .writeFailed(path: path, message: message, code: archive_errno(a))
     }
