@@ -39,6 +39,7 @@ let package = Package(
             pkgConfig: "libzstd",
             providers: [.apt(["libzstd-dev"])]
         ),
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
@@ -53,7 +54,7 @@ let package = Package(
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive", "CZstd", "GranaryOwner",
+                "CSQLite", "CArchive", "CZstd", "CLinux", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

@@ -66,7 +66,7 @@ struct ArchiveRoundTripTests {
     @Test("zstd with two workers: a file of several 4 MiB jobs comes back whole, and every frame has zstd's checksum")
     func zstdJobs() throws {
         let folder = TemporaryFolder()
-        // 13 MiB, half compressible: four jobs of ZstdOutput.jobSize.
+        // 13 MiB, half compressible: four jobs of ArchiveOutput.zstdJobSize.
         var big = [UInt8](repeating: 0, count: 13 << 20)
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15
         big.withUnsafeMutableBytes { bytes in

@@ -23,8 +23,8 @@ public final class ArchiveWriter {
     /// The path written to, for messages.
     public let path: String
     private let modificationTime: time_t
-    /// The zstd compressor the tar stream goes through, for `.zstd` (kept alive for libarchive's callbacks).
-    private var zstd: ZstdOutput?
+    /// Where libarchive's output goes (zstd, the file, writeback); kept alive for its callbacks.
+    private var output: ArchiveOutput?
     /// Size of the chunks copied from files.
     public static let chunkSize = 1 << 20
 
@@ -43,7 +43,7 @@ public final class ArchiveWriter {
         self.modificationTime = time_t(modificationTime.timeIntervalSince1970)
         try check(archive_write_set_format_pax_restricted(a))
         switch compression {
-        // zstd is done here, after libarchive (see ZstdOutput): libarchive writes plain tar.
+        // zstd is done after libarchive, in ArchiveOutput: libarchive writes plain tar.
         case .zstd, .none: try check(archive_write_add_filter_none(a))
         case .gzip: try check(archive_write_add_filter_gzip(a))
         case .xz: try check(archive_write_add_filter_xz(a))
@@ -57,25 +57,22 @@ public final class ArchiveWriter {
         }
         // Write whole blocks; the last block is padded as tar requires.
         try check(archive_write_set_bytes_in_last_block(a, 1))
-        if compression == .zstd {
-            let zstd = try ZstdOutput(
-                fileDescriptor: fd, path: path, level: level ?? Compression.zstd.defaultLevel!, threads: threads > 1 ? threads : 0)
-            self.zstd = zstd
-            try check(
-                archive_write_open2(
-                    a, Unmanaged.passUnretained(zstd).toOpaque(), nil,
-                    { _, client, buffer, length in
-                        let zstd = Unmanaged<ZstdOutput>.fromOpaque(client!).takeUnretainedValue()
-                        guard let buffer else { return 0 }
-                        return zstd.write(buffer, count: length) ? length : -1
-                    },
-                    { _, client in
-                        let zstd = Unmanaged<ZstdOutput>.fromOpaque(client!).takeUnretainedValue()
-                        return zstd.finish() ? ARCHIVE_OK : ARCHIVE_FATAL
-                    }, nil))
-        } else {
-            try check(archive_write_open_fd(a, fd))
-        }
+        let output = try ArchiveOutput(
+            fileDescriptor: fd, path: path, zstdLevel: compression == .zstd ? level ?? Compression.zstd.defaultLevel : nil,
+            threads: threads > 1 ? threads : 0)
+        self.output = output
+        try check(
+            archive_write_open2(
+                a, Unmanaged.passUnretained(output).toOpaque(), nil,
+                { _, client, buffer, length in
+                    let output = Unmanaged<ArchiveOutput>.fromOpaque(client!).takeUnretainedValue()
+                    guard let buffer else { return 0 }
+                    return output.write(buffer, count: length) ? length : -1
+                },
+                { _, client in
+                    let output = Unmanaged<ArchiveOutput>.fromOpaque(client!).takeUnretainedValue()
+                    return output.finish() ? ARCHIVE_OK : ARCHIVE_FATAL
+                }, nil))
     }
 
     deinit {
@@ -91,8 +88,8 @@ public final class ArchiveWriter {
     }
 
     private func error(from a: OpaquePointer) -> ArchiveError {
-        // A failure in the zstd stage reaches libarchive only as "-1": its own error says more.
-        if let failure = zstd?.failure { return failure }
+        // A failure in ArchiveOutput reaches libarchive only as "-1": its own error says more.
+        if let failure = output?.failure { return failure }
         let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown libarchive error"
         return .writeFailed(path: path, message: message, code: archive_errno(a))
     }
