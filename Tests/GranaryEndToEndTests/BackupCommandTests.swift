@@ -314,5 +314,15 @@ struct BackupCommandTests {
         let users = document["users"] as! [[String: Any]]
         #expect(users.count == 4)
         #expect(users.allSatisfy { $0["ok"] as? Bool == true && FileManager.default.fileExists(atPath: $0["archive"] as! String) })
+        // Where the time went: four stages, none negative, together no more than the whole.
+        for user in users {
+            let stages = try #require(user["stages"] as? [String: Double], "\(user)")
+            #expect(Set(stages.keys) == ["snapshot", "checkAndHash", "pack", "sync"])
+            #expect(stages.values.allSatisfy { $0 >= 0 })
+            #expect(stages.values.reduce(0, +) <= (user["seconds"] as! Double) + 0.001)
+            #expect(stages["snapshot"]! > 0 && stages["pack"]! > 0, "\(stages)")
+        }
+        let verbose = try fixture.backup(["-v", "bob@example.com"])
+        #expect(verbose.stderr.contains("snapshot ") && verbose.stderr.contains(" s, sync "), "\(verbose.stderr)")
     }
 }

@@ -33,6 +33,19 @@ public struct BackupOperation: Sendable {
         public let integrity: String
     }
 
+    /// Where a backup's time went, in seconds (summed over the user's stores).
+    public struct Stages: Sendable, Encodable {
+        /// SQLite's backup API copying the live stores (and the external data) into scratch files.
+        public var snapshot = 0.0
+        /// The check and the SHA-256 of the snapshots (on two threads).
+        public var checkAndHash = 0.0
+        /// Writing the archive: tar and compression.
+        public var pack = 0.0
+        /// fsync of the archive, rename and fsync of its folder.
+        public var sync = 0.0
+        public init() {}
+    }
+
     /// A published archive.
     public struct Result: Sendable {
         public let user: UserID
@@ -41,6 +54,7 @@ public struct BackupOperation: Sendable {
         public let stores: [StoreResult]
         public let files: Int
         public let seconds: Double
+        public let stages: Stages
     }
 
     public let root: Root
@@ -78,20 +92,20 @@ public struct BackupOperation: Sendable {
         let work = try FileSystem.createTemporaryDirectory(in: workFolder, for: "snapshot")
         defer { FileSystem.removeTree(work) }
         do {
-            let taken = try snapshotAll(folder, into: work)
+            var stages = Stages()
+            let taken = try snapshotAll(folder, into: work, stages: &stages)
             let created = Date()
             let manifest = Manifest(
                 user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
                 compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
-            let (path, size) = try pack(manifest, files: taken.files, into: userFolder, created: created)
-            let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18
-                + Double((ContinuousClock.now - started).components.seconds)
+            let (path, size) = try pack(manifest, files: taken.files, into: userFolder, created: created, stages: &stages)
+            let seconds = Self.seconds(since: started)
             return Result(
                 user: user, archive: path, size: size,
                 stores: taken.stores.map {
                     StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
                 },
-                files: taken.files.count, seconds: seconds)
+                files: taken.files.count, seconds: seconds, stages: stages)
         } catch let error as FileSystemError where error.isDiskFull {
             throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
         } catch let error as ArchiveError {
@@ -112,7 +126,14 @@ public struct BackupOperation: Sendable {
         var file: Manifest.File
     }
 
-    private func snapshotAll(_ folder: UserFolder, into work: String) throws -> (stores: [Manifest.Store], files: [Packed]) {
+    private static func seconds(since start: ContinuousClock.Instant) -> Double {
+        let elapsed = (ContinuousClock.now - start).components
+        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+    }
+
+    private func snapshotAll(
+        _ folder: UserFolder, into work: String, stages: inout Stages
+    ) throws -> (stores: [Manifest.Store], files: [Packed]) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
         let scan = folder.scan()
@@ -123,6 +144,7 @@ public struct BackupOperation: Sendable {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
             progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)
+            let snapshotStarted = ContinuousClock.now
             let taken = try options.snapshotter.snapshot(store, to: snapshotPath)
             // External data is copied right after the snapshot, so that every file it references
             // is still there (Core Data deletes external files of deleted rows).
@@ -144,6 +166,8 @@ public struct BackupOperation: Sendable {
                     externalFiles.append(Packed(source: copy, file: try Self.entry(copy, member: member + "/" + name, kind: "external")))
                 }
             }
+            stages.snapshot += Self.seconds(since: snapshotStarted)
+            let checkStarted = ContinuousClock.now
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
             // just written): run them on two threads, so the slower one sets the time, not the sum.
             let member = Manifest.storesFolder + store.name
@@ -151,6 +175,7 @@ public struct BackupOperation: Sendable {
             let (check, hashed) = try Parallel.both(
                 { try Self.check(snapshotPath, mode: mode, user: user, store: name) },
                 { try Self.entry(snapshotPath, member: member, kind: "store") })
+            stages.checkAndHash += Self.seconds(since: checkStarted)
             let db = try Database(path: snapshotPath, mode: .readOnly)
             let coreData = try CoreDataMetadata.read(db)
             let pageSize = try db.pageSize()
@@ -206,7 +231,10 @@ public struct BackupOperation: Sendable {
     }
 
     /// Writes the archive to a temporary file, syncs it and publishes it under a new name.
-    private func pack(_ manifest: Manifest, files: [Packed], into folder: String, created: Date) throws -> (String, Int64) {
+    private func pack(
+        _ manifest: Manifest, files: [Packed], into folder: String, created: Date, stages: inout Stages
+    ) throws -> (String, Int64) {
+        let packStarted = ContinuousClock.now
         let first = ArchiveName(created: created, label: options.label, compression: options.compression)
         let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
         var published = false
@@ -233,6 +261,8 @@ public struct BackupOperation: Sendable {
             if interrupted { try Interruption.check() }
         }
         try writer.finish()
+        stages.pack = Self.seconds(since: packStarted)
+        let syncStarted = ContinuousClock.now
         if fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
         fchmod(fd, 0o600)
         var sequence = 1
@@ -246,6 +276,7 @@ public struct BackupOperation: Sendable {
         }
         published = true
         try FileSystem.syncParent(of: final)
+        stages.sync = Self.seconds(since: syncStarted)
         return (final, FileSystem.size(final))
     }
 }

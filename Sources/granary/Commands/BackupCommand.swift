@@ -89,6 +89,12 @@ struct BackupCommand: ParsableCommand {
                 }
                 if (console.isTerminal || global.verbose) && !global.json {
                     console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) store\(result.stores.count == 1 ? "" : "s"), \(String(format: "%.1f", result.seconds)) s)")
+                    if global.verbose {
+                        let s = result.stages
+                        console.info(String(
+                            format: "  snapshot %.2f s, check and hash %.2f s, pack %.2f s, sync %.2f s",
+                            s.snapshot, s.checkAndHash, s.pack, s.sync))
+                    }
                 }
             } else if let error = outcome.error {
                 failures.append(error)
@@ -117,6 +123,7 @@ struct BackupDocument: Encodable {
         let archive: String?
         let size: Int64?
         let seconds: Double?
+        let stages: BackupOperation.Stages?
         let stores: [Store]?
         let error: String?
         let exitCode: Int32?
@@ -130,12 +137,12 @@ struct BackupDocument: Encodable {
             if let r = outcome.result {
                 return User(
                     id: outcome.user.rawValue, ok: true, archive: r.archive, size: r.size, seconds: r.seconds,
-                    stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
+                    stages: r.stages, stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
                     error: nil, exitCode: nil)
             } else {
                 let error = outcome.error ?? UnexpectedError(description: "no result")
                 return User(
-                    id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stores: nil,
+                    id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stages: nil, stores: nil,
                     error: error.description, exitCode: error.status.rawValue)
             }
         }
