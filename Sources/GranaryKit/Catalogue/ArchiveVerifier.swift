@@ -1,3 +1,4 @@
+import CLinux
 import Crypto
 import Foundation
 
@@ -48,8 +49,10 @@ public enum ArchiveVerifier {
     ///
     /// `check` picks the SQLite check run on each extracted store (`.none` skips it: restore
     /// and verify never pass it). `expectedUser`, when given, must match the manifest's user.
+    /// `durable` files are written back as they grow and fsynced (restore's staging, which is
+    /// swapped in); otherwise the copy is scratch that is checked and removed (verify, inspect).
     public static func extract(
-        archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil
+        archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil, durable: Bool = true
     ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
@@ -103,7 +106,7 @@ public enum ArchiveVerifier {
                         throw fail(name, "declares \(entry.size) bytes, the manifest says \(file.size)")
                     }
                     try makeFolders(folder, (name as NSString).deletingLastPathComponent)
-                    let (size, digest) = try write(reader, to: target, limit: file.size, archive: archive, member: name)
+                    let (size, digest) = try write(reader, to: target, limit: file.size, durable: durable)
                     bytes += size
                     guard size == file.size else { throw fail(name, "has \(size) bytes, the manifest says \(file.size)") }
                     guard digest == file.sha256 else { throw fail(name, "has SHA-256 \(digest), the manifest says \(file.sha256)") }
@@ -164,7 +167,7 @@ public enum ArchiveVerifier {
         try FileSystem.makeDirectory(workFolder)
         let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
         defer { FileSystem.removeTree(folder) }
-        return try extract(archive: archive, into: folder, check: check, expectedUser: expectedUser)
+        return try extract(archive: archive, into: folder, check: check, expectedUser: expectedUser, durable: false)
     }
 
     /// A relative name made of ordinary components: no `/` at the start, no empty, `.` or `..`
@@ -190,27 +193,35 @@ public enum ArchiveVerifier {
     }
 
     /// Streams the current member into a new file at `target` (never an existing one), hashing
-    /// it on the way; reads at most `limit + 1` bytes.
+    /// it on the way; reads at most `limit + 1` bytes. A `durable` file is written back as it
+    /// grows (so the fsync at the end has little left) and fsynced.
     private static func write(
-        _ reader: ArchiveReader, to target: String, limit: Int64, archive: String, member: String
+        _ reader: ArchiveReader, to target: String, limit: Int64, durable: Bool
     ) throws -> (Int64, String) {
         let fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: target) }
         var hasher = SHA256()
         var failure: FileSystemError?
+        var written: Int64 = 0
+        var writebackFrom: Int64 = 0
         let size: Int64
         do {
             size = try reader.stream(limit: limit) { chunk in
                 hasher.update(bufferPointer: chunk)
                 if failure == nil {
                     do throws(FileSystemError) { try FileSystem.writeAll(fd, chunk, path: target) } catch { failure = error }
+                    written += Int64(chunk.count)
+                    if durable && written - writebackFrom >= ArchiveOutput.writebackStep {
+                        _ = granary_start_writeback(fd, writebackFrom, written - writebackFrom)
+                        writebackFrom = written
+                    }
                 }
             }
         } catch {
             close(fd)
             throw error
         }
-        let synced = fsync(fd)
+        let synced = durable ? fsync(fd) : 0
         close(fd)
         if let failure { throw failure }
         if synced != 0 { throw FileSystemError("fsync", path: target) }

@@ -78,7 +78,7 @@ public enum Inspector {
         }
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
-        let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .quick, expectedUser: expectedUser)
+        let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
         let manifest = outcome.manifest
         let stores = try manifest.stores.map { try store(at: folder + "/" + $0.path, name: $0.name) }
         return Inspection(
