@@ -65,25 +65,8 @@ struct ArchiveRoundTripTests {
 
     @Test("zstd with two workers: a file of several 4 MiB jobs comes back whole, and every frame has zstd's checksum")
     func zstdJobs() throws {
-        let folder = TemporaryFolder()
-        // 13 MiB, half compressible: four jobs of ArchiveOutput.zstdJobSize.
-        var big = [UInt8](repeating: 0, count: 13 << 20)
-        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
-        big.withUnsafeMutableBytes { bytes in
-            let words = bytes.bindMemory(to: UInt64.self)
-            for i in words.indices {
-                state ^= state << 13; state ^= state >> 7; state ^= state << 17
-                words[i] = i % 2 == 0 ? state : UInt64(i)
-            }
-        }
-        let source = folder.child("big.bin")
-        try Data(big).write(to: URL(fileURLWithPath: source))
-        let path = folder.child("jobs.tar.zst")
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd, threads: 2)
-        try writer.addFile(member: "big.bin", from: source)
-        try writer.finish()
-        close(fd)
+        let (folder, path, big) = try writeBig(.zstd)
+        defer { withExtendedLifetime(folder) {} }
         let reader = try ArchiveReader(path: path)
         let file = try #require(try reader.next())
         var hasher = SHA256()
@@ -94,6 +77,39 @@ struct ArchiveRoundTripTests {
         let listing = try run("/usr/bin/zstd", ["-lv", path])
         #expect(listing.contains("XXH64"), "\(listing)")
         _ = try run("/usr/bin/zstd", ["-t", "-q", path])
+    }
+
+    @Test("an uncompressed archive past several writeback steps (8 MiB) is whole, as stock tar sees it")
+    func writebackSteps() throws {
+        let (folder, path, big) = try writeBig(.none)
+        #expect(FileSystem.size(path) > 16 << 20, "two writeback steps of 8 MiB")
+        let out = folder.child("out")
+        try FileSystem.makeDirectory(out)
+        _ = try run("/usr/bin/tar", ["-xf", path, "-C", out])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: out + "/big.bin")) == Data(big))
+    }
+
+    /// A 21 MiB file, half compressible (several zstd jobs, several writeback steps), packed alone.
+    func writeBig(_ compression: Compression) throws -> (TemporaryFolder, String, [UInt8]) {
+        let folder = TemporaryFolder()
+        var big = [UInt8](repeating: 0, count: 21 << 20)
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        big.withUnsafeMutableBytes { bytes in
+            let words = bytes.bindMemory(to: UInt64.self)
+            for i in words.indices {
+                state ^= state << 13; state ^= state >> 7; state ^= state << 17
+                words[i] = i % 2 == 0 ? state : UInt64(i)
+            }
+        }
+        let source = folder.child("big.bin")
+        try Data(big).write(to: URL(fileURLWithPath: source))
+        let path = folder.child("big" + compression.fileExtension)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        defer { close(fd) }
+        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2)
+        try writer.addFile(member: "big.bin", from: source)
+        try writer.finish()
+        return (folder, path, big)
     }
 
     @Test("a file that is not an archive is refused as malformed")

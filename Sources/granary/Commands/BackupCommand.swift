@@ -10,10 +10,10 @@ struct BackupCommand: ParsableCommand {
         commandName: "backup",
         abstract: "Snapshot each user's stores into one new archive per user.",
         discussion: """
-            With -v each archive is printed with where the time went (snapshot, check and hash, pack, sync);             --json has the same as "stages".
-
             Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
-            check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 130 interrupted.
+            check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 130 interrupted. With -v each \
+            archive is printed with where the time went (snapshot, check and hash, pack, sync); --json has \
+            the same as "stages".
             """
     )
 
