@@ -5,6 +5,22 @@ import Testing
 
 @Suite("Archive writer and reader")
 struct ArchiveRoundTripTests {
+    /// `bytes` saved as `big.bin` in `folder`, and a writer (two zstd workers) on a new archive `NAME.tar…` beside it.
+    func startArchive(
+        _ folder: TemporaryFolder, _ bytes: [UInt8], _ name: String, _ compression: Compression
+    ) throws -> (source: String, path: String, fd: Int32, writer: ArchiveWriter) {
+        let source = folder.child("big.bin")
+        try Data(bytes).write(to: URL(fileURLWithPath: source))
+        let path = folder.child(name + compression.fileExtension)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        do {
+            return (source, path, fd, try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2))
+        } catch {
+            close(fd)
+            throw error
+        }
+    }
+
     /// Writes a manifest, a 3 MiB file (several writer chunks) and a folder, and returns the archive path.
     func writeSample(_ folder: TemporaryFolder, _ compression: Compression) throws -> (path: String, big: [UInt8]) {
         var big = [UInt8](repeating: 0, count: 3 << 20 + 17)
@@ -13,12 +29,8 @@ struct ArchiveRoundTripTests {
             state ^= state << 13; state ^= state >> 17; state ^= state << 5
             big[i] = i % 3 == 0 ? UInt8(truncatingIfNeeded: state) : UInt8(i % 251)
         }
-        let source = folder.child("big.bin")
-        try Data(big).write(to: URL(fileURLWithPath: source))
-        let path = folder.child("sample" + compression.fileExtension)
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let (source, path, fd, writer) = try startArchive(folder, big, "sample", compression)
         defer { close(fd) }
-        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2)
         try writer.addData(member: "MANIFEST.json", bytes: Array("{\"format\":1}\n".utf8))
         try writer.addDirectory(member: "stores/")
         var chunks = 0
@@ -101,12 +113,8 @@ struct ArchiveRoundTripTests {
                 words[i] = i % 2 == 0 ? state : UInt64(i)
             }
         }
-        let source = folder.child("big.bin")
-        try Data(big).write(to: URL(fileURLWithPath: source))
-        let path = folder.child("big" + compression.fileExtension)
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let (source, path, fd, writer) = try startArchive(folder, big, "big", compression)
         defer { close(fd) }
-        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2)
         try writer.addFile(member: "big.bin", from: source)
         try writer.finish()
         return (folder, path, big)
