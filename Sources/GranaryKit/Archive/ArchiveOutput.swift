@@ -54,8 +54,8 @@ final class ArchiveOutput {
         output = .allocate(byteCount: ZSTD_CStreamOutSize(), alignment: 16)
         try set(ZSTD_c_compressionLevel, Int32(zstdLevel))
         try set(ZSTD_c_checksumFlag, 1)
-        if threads > 0 {
-            try set(ZSTD_c_nbWorkers, Int32(threads))
+        // A libzstd built without threads refuses workers: it then compresses on this thread.
+        if threads > 0, ZSTD_isError(ZSTD_CCtx_setParameter(context, ZSTD_c_nbWorkers, Int32(threads))) == 0 {
             try set(ZSTD_c_jobSize, Self.zstdJobSize)
         }
     }
