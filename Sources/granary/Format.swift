@@ -13,6 +13,13 @@ enum Format {
         return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
     }
 
+    /// A short duration: `0.4 ms`, `12 ms`, `2.31 s`.
+    static func duration(_ seconds: Double) -> String {
+        if seconds < 0.01 { return String(format: "%.1f ms", seconds * 1000) }
+        if seconds < 1 { return String(format: "%.0f ms", seconds * 1000) }
+        return String(format: "%.2f s", seconds)
+    }
+
     static func age(_ seconds: TimeInterval) -> String {
         let s = Int(max(0, seconds))
         if s < 60 { return "\(s)s" }

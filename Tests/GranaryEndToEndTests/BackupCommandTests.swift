@@ -323,6 +323,6 @@ struct BackupCommandTests {
             #expect(stages["snapshot"]! > 0 && stages["pack"]! > 0, "\(stages)")
         }
         let verbose = try fixture.backup(["-v", "bob@example.com"])
-        #expect(verbose.stderr.contains("snapshot ") && verbose.stderr.contains(" s, sync "), "\(verbose.stderr)")
+        #expect(verbose.stderr.contains("  snapshot ") && verbose.stderr.contains(", pack ") && verbose.stderr.contains(", sync "), "\(verbose.stderr)")
     }
 }

@@ -93,9 +93,9 @@ struct BackupCommand: ParsableCommand {
                     console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) store\(result.stores.count == 1 ? "" : "s"), \(String(format: "%.1f", result.seconds)) s)")
                     if global.verbose {
                         let s = result.stages
-                        console.info(String(
-                            format: "  snapshot %.2f s, check and hash %.2f s, pack %.2f s, sync %.2f s",
-                            s.snapshot, s.checkAndHash, s.pack, s.sync))
+                        console.info(
+                            "  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), "
+                                + "pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync))")
                     }
                 }
             } else if let error = outcome.error {
