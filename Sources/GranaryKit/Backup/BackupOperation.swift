@@ -19,8 +19,11 @@ public struct BackupOperation: Sendable {
         public var check: CheckMode = .quick
         public var label: String?
         public var lockTimeout: Duration = .seconds(60)
-        /// zstd worker threads; 0 = one per core.
+        /// zstd worker threads; 0 = one per core, at most `defaultMaxThreads`.
         public var threads = 0
+        /// Two zstd workers at most by default: each keeps about 6 MiB, so a backup stays under
+        /// 64 MiB on any machine, and it runs beside the stores' owners, not instead of them.
+        public static let defaultMaxThreads = 2
         public var snapshotter = Snapshotter()
         public init() {}
     }
@@ -242,7 +245,8 @@ public struct BackupOperation: Sendable {
             close(fd)
             if !published { unlink(temporary) }
         }
-        let threads = options.threads > 0 ? options.threads : ProcessInfo.processInfo.activeProcessorCount
+        let threads = options.threads > 0
+            ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
         let writer = try ArchiveWriter(
             fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
             threads: options.compression == .zstd ? threads : 0, modificationTime: created)
