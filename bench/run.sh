@@ -19,6 +19,7 @@ sync
 "$BIN/granary-sample" write "$W/root/u/live.db" --interval-ms 1 > "$W/idle.log" & writer=$!
 sleep 5; kill $writer; wait $writer 2>/dev/null || true; writer=
 echo "writer alone: $(rate "$W/idle.log" 5)"
+alone=$(wc -l < "$W/idle.log")
 echo "store: ${MB} MiB; $RUNS rounds of granary (writer running) then the pipeline (no writer: its"
 echo ".backup restarts on every commit), each after a sync; the first touch of memory in this VM is"
 echo "slow for whichever runs first, so the median round is what counts."
@@ -30,6 +31,8 @@ for round in $(seq "$RUNS"); do
   t0=$(now); /usr/bin/time -f "%M" -o "$W/mem" "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --json > "$W/backup.json"; t1=$(now)
   g=$(echo "$t1 - $t0" | bc); gs=$(stat -c %s "$W"/repo/u/*.tar.zst)
   load=$(rate "$W/busy.log" "$g")
+  # The writer's share of its rate alone, and its worst commit in ms, for the targets below.
+  awk -v t="$g" -v a="$alone" '{n++; if ($2>m) m=$2} END {printf "%.3f %.1f\n", (n/t)/(a/5), m/1000}' "$W/busy.log" >> "$W/writer.all"
   kill $writer; wait $writer 2>/dev/null || true; writer=
   stages=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["users"][0]["stages"]; print("snapshot %.2f s, check and hash %.2f s, pack %.2f s, sync %.2f s" % (s["snapshot"], s["checkAndHash"], s["pack"], s["sync"]))' "$W/backup.json")
   sync
@@ -48,3 +51,12 @@ printf "granary backup      %6.2f s  %12d bytes  peak RSS %s KiB (largest round)
 printf "sqlite3+tar --zstd  %6.2f s  %12d bytes\n" "$p" "$ps_"
 printf "zstd -T0 -3 (floor) %6.2f s  %12d bytes\n" "$f" "$fs"
 echo "ratios (medians): time $(echo "scale=2; $g / $p" | bc)x, size $(echo "scale=3; $gs / $ps_" | bc)x"
+share=$(awk '{print $1}' "$W/writer.all" | sort -n | head -1); worst=$(awk '{print $2}' "$W/writer.all" | sort -n | tail -1)
+rss=$(sort -n "$W/mem.all" | tail -1)
+yes() { if [ "$1" = 1 ]; then echo met; else echo missed; fi; }
+echo "issue 3 targets (worst round for the writer and memory):"
+echo "  time <= 0.6x the pipeline:        $(yes "$(echo "$g / $p <= 0.6" | bc -l)")"
+echo "  size <= 1.02x the pipeline's:     $(yes "$(echo "$gs / $ps_ <= 1.02" | bc -l)")"
+echo "  writer keeps >= 80% of its rate:  $(yes "$(echo "$share >= 0.8" | bc -l)") (lowest $(printf %.0f "$(echo "$share * 100" | bc -l)")%)"
+echo "  no commit stalled over 100 ms:    $(yes "$(echo "$worst < 100" | bc -l)") (worst $worst ms)"
+echo "  peak RSS under 64 MiB:            $(yes "$(echo "$rss < 65536" | bc -l)") ($rss KiB)"
