@@ -180,7 +180,7 @@ struct BackupCommandTests {
         return (Int32(fields.first ?? -1), fields.count > 1 ? fields[1] : Int.max)
     }
 
-    @Test("memory stays flat: a 160 MiB store is backed up in under 64 MiB, and in no more than a 40 MiB store takes")
+    @Test("memory stays flat: a 160 MiB store is backed up and verified in under 64 MiB, and in no more than a 40 MiB store takes")
     func flatMemory() throws {
         let fixture = try Fixture()
         try GranaryProcess.run(["big", fixture.root + "/dave@example.com/Big.sqlite", "160"], tool: "granary-sample")
@@ -191,6 +191,12 @@ struct BackupCommandTests {
         #expect(big.status == 0 && small.status == 0)
         #expect(big.kib < 64 << 10, "peak RSS \(big.kib) KiB backing up 160 MiB")
         #expect(big.kib - small.kib < 4 << 10, "peak RSS grows with the store: \(small.kib) -> \(big.kib) KiB")
+        // verify streams the same archives back (extraction, hashing, integrity_check) just as flat.
+        let checkedBig = try Self.peakMemory(["verify", "--repo", fixture.repo, "--user", "dave@example.com", "--latest"])
+        let checkedSmall = try Self.peakMemory(["verify", "--repo", fixture.repo, "--user", "carol@example.com", "--latest"])
+        #expect(checkedBig.status == 0 && checkedSmall.status == 0)
+        #expect(checkedBig.kib < 64 << 10, "verify's peak RSS \(checkedBig.kib) KiB for 160 MiB")
+        #expect(checkedBig.kib - checkedSmall.kib < 4 << 10, "verify's peak RSS grows: \(checkedSmall.kib) -> \(checkedBig.kib) KiB")
     }
 
     /// Starts a slow backup of dave (a 64 MiB store, xz -6) and returns once it is packing
