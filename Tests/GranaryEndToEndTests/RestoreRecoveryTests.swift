@@ -123,6 +123,24 @@ struct RestoreRecoveryTests {
         #expect(FileSystem.contents(of: root + "/.granary/restore").isEmpty)
     }
 
+    @Test("the hint after a failed verification trusts verify's records: an archive recorded bad is passed over")
+    func corruptArchiveRecords() throws {
+        try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 20, walOnlyTail: 0)
+        let oldest = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "a")
+        // A sound archive that a (pretend) earlier verify recorded as bad: probing it would pass.
+        let recordedBad = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "b")
+        try #require(VerificationRecord(archive: recordedBad, good: false, reason: "test", check: .full)).write(for: recordedBad)
+        let newest = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "c")
+        var bytes = [UInt8](FileManager.default.contents(atPath: newest)!)
+        for i in (bytes.count / 2)..<(bytes.count / 2 + 16) { bytes[i] ^= 0xFF }
+        try Data(bytes).write(to: URL(fileURLWithPath: newest))
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 65, "\(result.stderr)")
+        #expect(result.stderr.contains((oldest as NSString).lastPathComponent), "\(result.stderr)")
+        #expect(!result.stderr.contains((recordedBad as NSString).lastPathComponent), "\(result.stderr)")
+        #expect(FileSystem.contents(of: root + "/.granary/restore").isEmpty)
+    }
+
     @Test("a Core Data store with another model is refused without --force")
     func modelMismatch() throws {
         try SampleData.makeCoreDataStore(user + "/Notes.sqlite", notes: 5)

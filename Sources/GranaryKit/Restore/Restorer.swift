@@ -258,13 +258,20 @@ public struct Restorer: Sendable {
         do {
             return try Staging.extract(archive: archive, into: staging, user: user.rawValue)
         } catch RestoreError.verificationFailed(let path, let reason, _) {
+            // The newest archive that verifies, for the hint: `verify`'s records answer for the
+            // archives they still match (a full check that passed, or a failure); the others are
+            // verified here, into scratch that is not synced.
             var good: String?
+            let work = (staging as NSString).deletingLastPathComponent
             for candidate in (repository?.archives(of: user) ?? []).reversed() where candidate.path != archive {
-                let probe = (staging as NSString).deletingLastPathComponent + "/probe"
-                FileSystem.removeTree(probe)
-                try FileSystem.makeDirectory(probe)
-                defer { FileSystem.removeTree(probe) }
-                if (try? Staging.extract(archive: candidate.path, into: probe, user: user.rawValue)) != nil {
+                if let record = VerificationRecord.read(for: candidate.path) {
+                    if !record.isGood { continue }
+                    if record.check == CheckMode.full.rawValue {
+                        good = candidate.path
+                        break
+                    }
+                }
+                if (try? ArchiveVerifier.verify(archive: candidate.path, workFolder: work, check: .full, expectedUser: user.rawValue)) != nil {
                     good = candidate.path
                     break
                 }
