@@ -40,6 +40,8 @@ let package = Package(
             providers: [.apt(["libzstd-dev"])]
         ),
         .systemLibrary(name: "CLinux"),
+        // A pass-through SQLite VFS that watches the snapshot's writes (overlapped pack).
+        .target(name: "CSnapshotTee", dependencies: ["CSQLite"]),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
@@ -54,7 +56,7 @@ let package = Package(
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive", "CZstd", "CLinux", "GranaryOwner",
+                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

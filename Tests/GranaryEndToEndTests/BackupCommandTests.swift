@@ -169,6 +169,90 @@ struct BackupCommandTests {
         #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
     }
 
+    /// A user `erin@example.com` with one generated WAL store of `megabytes` MiB: from 64 MiB on,
+    /// its `.tar.zst` is compressed while the store is snapshotted (OverlappedPack).
+    @discardableResult
+    static func bigUser(_ fixture: Fixture, megabytes: Int) throws -> String {
+        let folder = fixture.root + "/erin@example.com"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let store = folder + "/Big.sqlite"
+        try GranaryProcess.run(["big", store, String(megabytes)], tool: "granary-sample")
+        return store
+    }
+
+    /// zstd's count of skippable frames in `archive`: 1 when the first store was compressed during its snapshot.
+    static func skippableFrames(_ archive: String) throws -> Int {
+        let listing = try GranaryProcess.runExecutable("/usr/bin/zstd", ["-lv", archive]).stdout
+        let line = listing.split(separator: "\n").first { $0.contains("Skippable Frames:") }
+        return line.flatMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) } ?? 0
+    }
+
+    @Test("a 70 MiB store compressed while it is snapshotted, a writer committing: consistent, verified, read by stock tar and zstd")
+    func overlappedUnderWriter() throws {
+        let fixture = try Fixture()
+        let store = try Self.bigUser(fixture, megabytes: 70)
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-sample")
+        writer.arguments = ["write", store, "--interval-ms", "0"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        defer { writer.terminate(); writer.waitUntilExit() }
+        usleep(300_000)
+        for _ in 0..<2 {
+            let result = try fixture.backup(["erin@example.com"])
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        let archives = fixture.archives("erin@example.com")
+        #expect(archives.count == 2)
+        for archive in archives {
+            let path = fixture.repo + "/erin@example.com/" + archive
+            #expect(try Self.skippableFrames(path) == 1, "the overlapped path was not taken")
+            #expect(try GranaryProcess.runExecutable("/usr/bin/zstd", ["-tq", path]).status == 0)
+            let out = try fixture.extract(path)
+            let snapshot = out + "/stores/Big.sqlite"
+            #expect(try Self.sqlite(snapshot, "PRAGMA integrity_check") == "ok")
+            let summary = try Self.sqlite(snapshot, "SELECT count(*), min(id), max(id) FROM seq").split(separator: "|")
+            #expect(summary.count == 3 && summary[0] == summary[2] && summary[1] == "1", "ids are 1..k with no gap: \(summary)")
+        }
+        let verified = try GranaryProcess.run(["verify", "--repo", fixture.repo, "--user", "erin@example.com"])
+        #expect(verified.status == 0, "\(verified.stderr)")
+    }
+
+    @Test("a full disk while the first store is compressed during its snapshot leaves no archive and no temporary file")
+    func diskFullOverlapped() throws {
+        let fixture = try Fixture()
+        try Self.bigUser(fixture, megabytes: 70)
+        // 20 MiB per file: the 70 MiB snapshot hits the limit while the follower is compressing it.
+        let granary = GranaryProcess.binDirectory + "/granary"
+        let result = try GranaryProcess.runExecutable(
+            "/bin/bash", ["-c", "ulimit -f 20480; exec \"$0\" backup erin@example.com --root \"$1\" --repo \"$2\"", granary, fixture.root, fixture.repo])
+        #expect(result.status == 74, "\(result.stderr)")
+        #expect(result.stderr.contains(fixture.repo))
+        #expect(fixture.archives("erin@example.com").isEmpty)
+        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+    }
+
+    @Test("SIGTERM while the first store is compressed during its snapshot exits 130 and leaves nothing behind")
+    func interruptedOverlapped() throws {
+        let fixture = try Fixture()
+        try Self.bigUser(fixture, megabytes: 200)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
+        process.arguments = ["backup", "erin@example.com", "--root", fixture.root, "--repo", fixture.repo]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The temporary archive is created as the snapshot starts.
+        for _ in 0..<2000 {
+            if fixture.allRepoEntries().contains(where: { $0.hasPrefix("erin@example.com/.") }) { break }
+            usleep(2_000)
+        }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130)
+        #expect(fixture.archives("erin@example.com").isEmpty)
+        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+    }
+
     /// Peak RSS (KiB) of `granary ARGUMENTS`, from the kernel's accounting of a child Python waits for.
     static func peakMemory(_ arguments: [String]) throws -> (status: Int32, kib: Int) {
         let result = try GranaryProcess.runExecutable("/usr/bin/env", ["python3", "-c", """

@@ -34,7 +34,10 @@ struct ArchiveRoundTripTests {
         try writer.addData(member: "MANIFEST.json", bytes: Array("{\"format\":1}\n".utf8))
         try writer.addDirectory(member: "stores/")
         var chunks = 0
-        try writer.addFile(member: "stores/big.bin", from: source) { _ in chunks += 1 }
+        try writer.addFile(member: "stores/big.bin", from: source) { _ in
+            chunks += 1
+            return true
+        }
         try writer.finish()
         #expect(chunks == 4)
         return (path, big)

@@ -27,13 +27,18 @@ final class ArchiveOutput {
     static let writebackStep: Int64 = 8 << 20
 
     private let fd: Int32
-    private let path: String
+    let path: String
     private let compressor: OpaquePointer?
     private let output: UnsafeMutableRawBufferPointer?
     private var written: Int64 = 0
     private var writebackFrom: Int64 = 0
     /// The first failure, kept for `ArchiveWriter` (libarchive only sees "-1").
     private(set) var failure: ArchiveError?
+    /// In memory mode (no file): what has been written so far, while `capturing` is true.
+    private(set) var captured: [UInt8] = []
+    /// In memory mode: false drops what comes next (the padding and trailer of a writer
+    /// that is abandoned half-way through a member, see `OverlappedPack`).
+    var capturing = true
 
     /// An output to `fd`; `zstdLevel` compresses with zstd at that level with `threads` workers
     /// (0: compress on the calling thread), `nil` writes the bytes as they come.
@@ -58,6 +63,14 @@ final class ArchiveOutput {
         if threads > 0, ZSTD_isError(ZSTD_CCtx_setParameter(context, ZSTD_c_nbWorkers, Int32(threads))) == 0 {
             try set(ZSTD_c_jobSize, Self.zstdJobSize)
         }
+    }
+
+    /// An output to memory: the plain bytes, uncompressed, in `captured`.
+    init(capturingFor path: String) {
+        fd = -1
+        self.path = path
+        compressor = nil
+        output = nil
     }
 
     deinit {
@@ -107,6 +120,10 @@ final class ArchiveOutput {
 
     /// Writes to the file and starts writeback every `writebackStep` bytes.
     private func emit(_ bytes: UnsafeRawPointer, count: Int) -> Bool {
+        if fd < 0 {
+            if capturing { captured.append(contentsOf: UnsafeRawBufferPointer(start: bytes, count: count)) }
+            return true
+        }
         var offset = 0
         while offset < count {
             let n = Glibc.write(fd, bytes + offset, count - offset)

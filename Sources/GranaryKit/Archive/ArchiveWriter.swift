@@ -31,16 +31,27 @@ public final class ArchiveWriter {
     /// Starts an archive on an open file descriptor (the caller keeps ownership of `fd`).
     ///
     /// `threads` is the number of zstd workers; 0 or 1 compresses on the calling thread.
-    public init(
+    public convenience init(
         fileDescriptor fd: Int32, path: String, compression: Compression, level: Int? = nil, threads: Int = 0,
         modificationTime: Date = Date()
     ) throws(ArchiveError) {
+        let output = try ArchiveOutput(
+            fileDescriptor: fd, path: path, zstdLevel: compression == .zstd ? level ?? Compression.zstd.defaultLevel : nil,
+            threads: threads > 1 ? threads : 0)
+        try self.init(output: output, compression: compression, level: level, modificationTime: modificationTime)
+    }
+
+    /// Starts a plain tar stream into `output` (which may already hold the beginning of an
+    /// archive: `OverlappedPack` writes a member's data itself and the rest through this).
+    /// `finish()` ends `output` too.
+    init(output: ArchiveOutput, compression: Compression = .none, level: Int? = nil, modificationTime: Date) throws(ArchiveError) {
         guard let a = archive_write_new() else {
-            throw .writeFailed(path: path, message: "out of memory", code: ENOMEM)
+            throw .writeFailed(path: output.path, message: "out of memory", code: ENOMEM)
         }
         self.handle = a
-        self.path = path
+        self.path = output.path
         self.modificationTime = time_t(modificationTime.timeIntervalSince1970)
+        self.output = output
         try check(archive_write_set_format_pax_restricted(a))
         switch compression {
         // zstd is done after libarchive, in ArchiveOutput: libarchive writes plain tar.
@@ -58,10 +69,6 @@ public final class ArchiveWriter {
         // No 10 KiB tape records: each write goes straight on (1 MiB chunks of file data reach
         // zstd as they are, 5% less time packing), and the archive ends with tar's own trailer.
         try check(archive_write_set_bytes_per_block(a, 0))
-        let output = try ArchiveOutput(
-            fileDescriptor: fd, path: path, zstdLevel: compression == .zstd ? level ?? Compression.zstd.defaultLevel : nil,
-            threads: threads > 1 ? threads : 0)
-        self.output = output
         try check(
             archive_write_open2(
                 a, Unmanaged.passUnretained(output).toOpaque(), nil,
@@ -127,10 +134,15 @@ public final class ArchiveWriter {
 
     /// Adds the regular file at `source`, copying it in chunks. The file must not change
     /// size while it is copied (granary only archives its own snapshot files).
-    /// `onChunk` sees each chunk as it is written (for hashing or progress).
+    /// `onChunk` sees each chunk as it is written (for hashing or progress); when it returns
+    /// false the copy stops there, the member left short: the caller abandons the archive (an
+    /// interrupted backup does, at once, instead of after the rest of a big file).
+    ///
+    /// `dataLimit` writes the header of the whole file but only its first `dataLimit` bytes
+    /// (`OverlappedPack` writes the rest itself); the writer must then be abandoned, not finished.
     public func addFile(
-        member: String, from source: String, mode: mode_t = 0o600,
-        onChunk: ((UnsafeRawBufferPointer) -> Void)? = nil
+        member: String, from source: String, mode: mode_t = 0o600, dataLimit: Int64? = nil,
+        onChunk: ((UnsafeRawBufferPointer) -> Bool)? = nil
     ) throws(ArchiveError) {
         let fd = open(source, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw .writeFailed(path: path, message: "cannot open \(source): \(String(cString: strerror(errno)))", code: errno) }
@@ -142,8 +154,9 @@ public final class ArchiveWriter {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         var written: Int64 = 0
-        while written < size {
-            let n = read(fd, buffer.baseAddress, min(Self.chunkSize, Int(size - written)))
+        let end = min(size, dataLimit ?? size)
+        while written < end {
+            let n = read(fd, buffer.baseAddress, min(Self.chunkSize, Int(end - written)))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(errno)))", code: errno)
@@ -152,9 +165,9 @@ public final class ArchiveWriter {
                 throw .writeFailed(path: path, message: "\(source) shrank while it was archived", code: EIO)
             }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
-            onChunk?(chunk)
             try writeData(chunk)
             written += Int64(n)
+            if let onChunk, !onChunk(chunk) { return }
         }
     }
 

@@ -25,6 +25,12 @@ public struct BackupOperation: Sendable {
         /// 64 MiB on any machine, and it runs beside the stores' owners, not instead of them.
         public static let defaultMaxThreads = 2
         public var snapshotter = Snapshotter()
+        /// Compress the first store of a `.tar.zst` while it is being snapshotted (`OverlappedPack`).
+        public var overlap = true
+        /// Smaller first stores are packed in order: there is little to win.
+        public var overlapMinimumSize: Int64 = 64 << 20
+        /// The region reserved at the start of an overlapped archive for its first frame.
+        public var overlapPrefix: Int64 = 256 << 10
         public init() {}
     }
 
@@ -42,7 +48,8 @@ public struct BackupOperation: Sendable {
         public var snapshot = 0.0
         /// The check and the SHA-256 of the snapshots (on two threads).
         public var checkAndHash = 0.0
-        /// Writing the archive: tar and compression.
+        /// Writing the archive: tar and compression (when the first store was compressed while it
+        /// was snapshotted, only what was left to do after the snapshots and their checks).
         public var pack = 0.0
         /// fsync of the archive, rename and fsync of its folder.
         public var sync = 0.0
@@ -94,14 +101,17 @@ public struct BackupOperation: Sendable {
 
         let work = try FileSystem.createTemporaryDirectory(in: workFolder, for: "snapshot")
         defer { FileSystem.removeTree(work) }
+        var overlapped: OverlappedPack?
+        defer { overlapped?.discard() }
         do {
             var stages = Stages()
-            let taken = try snapshotAll(folder, into: work, stages: &stages)
+            let taken = try snapshotAll(folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
             let created = Date()
             let manifest = Manifest(
                 user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
                 compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
-            let (path, size) = try pack(manifest, files: taken.files, into: userFolder, created: created, stages: &stages)
+            let (path, size) = try pack(
+                manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped)
             let seconds = Self.seconds(since: started)
             return Result(
                 user: user, archive: path, size: size,
@@ -135,7 +145,7 @@ public struct BackupOperation: Sendable {
     }
 
     private func snapshotAll(
-        _ folder: UserFolder, into work: String, stages: inout Stages
+        _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String, overlapped: inout OverlappedPack?
     ) throws -> (stores: [Manifest.Store], files: [Packed]) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
@@ -148,7 +158,15 @@ public struct BackupOperation: Sendable {
             let snapshotPath = work + "/\(index).sqlite"
             progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)
             let snapshotStarted = ContinuousClock.now
-            let taken = try options.snapshotter.snapshot(store, to: snapshotPath)
+            if index == 0 && options.compression == .zstd && options.overlap && store.size >= options.overlapMinimumSize {
+                let name = ArchiveName(created: Date(), label: options.label, compression: options.compression).fileName
+                let pack = try OverlappedPack(
+                    folder: archiveFolder, name: name, prefix: options.overlapPrefix, level: options.level, threads: zstdThreads)
+                overlapped = pack
+                pack.follow(snapshotPath)
+            }
+            let taken = try options.snapshotter.snapshot(store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
+            if index == 0 { overlapped?.snapshotFinished() }
             // External data is copied right after the snapshot, so that every file it references
             // is still there (Core Data deletes external files of deleted rows).
             var externalMember: String?
@@ -198,7 +216,7 @@ public struct BackupOperation: Sendable {
     static func check(_ path: String, mode: CheckMode, user: String, store: String) throws -> String {
         guard mode != .none else { return "unchecked" }
         let db: Database
-        do { db = try Database(path: path, mode: .readOnly) } catch {
+        do { db = try Database.openFinished(path: path) } catch {
             throw BackupError.checkFailed(user: user, store: store, problem: error.message)
         }
         let problems = db.integrityCheck(full: mode == .full)
@@ -223,7 +241,7 @@ public struct BackupOperation: Sendable {
     }
 
     /// Renames without replacing; false when the name is taken (a same-second archive).
-    private static func publish(_ temporary: String, as final: String) throws -> Bool {
+    private static func rename(_ temporary: String, as final: String) throws -> Bool {
         do {
             try FileSystem.renameNoReplace(temporary, to: final)
             return true
@@ -233,11 +251,36 @@ public struct BackupOperation: Sendable {
         }
     }
 
+    /// zstd workers: `threads`, or one per core up to `defaultMaxThreads`.
+    private var zstdThreads: Int {
+        options.threads > 0 ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
+    }
+
     /// Writes the archive to a temporary file, syncs it and publishes it under a new name.
     private func pack(
-        _ manifest: Manifest, files: [Packed], into folder: String, created: Date, stages: inout Stages
+        _ manifest: Manifest, files: [Packed], into folder: String, created: Date, stages: inout Stages,
+        overlapped: OverlappedPack?
     ) throws -> (String, Int64) {
         let packStarted = ContinuousClock.now
+        let total = files.reduce(Int64(0)) { $0 + $1.file.size }
+        if let overlapped, let firstStore = manifest.stores.first {
+            var done = files.first?.file.size ?? 0
+            let completed = try overlapped.complete(
+                manifest: manifest, files: files, pageSize: firstStore.pageSize, created: created
+            ) { chunk in
+                done += Int64(chunk.count)
+                progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
+            }
+            if completed {
+                stages.pack = Self.seconds(since: packStarted)
+                let final = try publish(
+                    overlapped.fd, temporary: overlapped.temporary, in: folder, created: created, stages: &stages,
+                    onRenamed: overlapped.markPublished)
+                return (final, FileSystem.size(final))
+            }
+            // The follower gave up (see OverlappedPack): pack in order, as for a small store.
+            overlapped.discard()
+        }
         let first = ArchiveName(created: created, label: options.label, compression: options.compression)
         let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
         var published = false
@@ -245,14 +288,12 @@ public struct BackupOperation: Sendable {
             close(fd)
             if !published { unlink(temporary) }
         }
-        let threads = options.threads > 0
-            ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
+        let threads = zstdThreads
         let writer = try ArchiveWriter(
             fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
             threads: options.compression == .zstd ? threads : 0, modificationTime: created)
         try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
         try writer.addDirectory(member: Manifest.storesFolder)
-        let total = files.reduce(Int64(0)) { $0 + $1.file.size }
         var done: Int64 = 0
         for file in files {
             try Interruption.check()
@@ -261,11 +302,21 @@ public struct BackupOperation: Sendable {
                 done += Int64(chunk.count)
                 progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
                 if Interruption.isRequested { interrupted = true }
+                return !interrupted
             }
             if interrupted { try Interruption.check() }
         }
         try writer.finish()
         stages.pack = Self.seconds(since: packStarted)
+        let final = try publish(fd, temporary: temporary, in: folder, created: created, stages: &stages) { published = true }
+        return (final, FileSystem.size(final))
+    }
+
+    /// Syncs a written temporary archive, renames it to a new name in `folder` (calling
+    /// `onRenamed` right after) and syncs the folder; the final path.
+    private func publish(
+        _ fd: Int32, temporary: String, in folder: String, created: Date, stages: inout Stages, onRenamed: () -> Void
+    ) throws -> String {
         let syncStarted = ContinuousClock.now
         if fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
         fchmod(fd, 0o600)
@@ -275,12 +326,12 @@ public struct BackupOperation: Sendable {
             try Interruption.check()
             let name = ArchiveName(created: created, sequence: sequence, label: options.label, compression: options.compression)
             final = folder + "/" + name.fileName
-            if try Self.publish(temporary, as: final) { break }
+            if try Self.rename(temporary, as: final) { break }
             sequence += 1
         }
-        published = true
+        onRenamed()
         try FileSystem.syncParent(of: final)
         stages.sync = Self.seconds(since: syncStarted)
-        return (final, FileSystem.size(final))
+        return final
     }
 }

@@ -1,3 +1,5 @@
+import CSQLite
+import CSnapshotTee
 import Foundation
 
 /// Copies one live store into a self-contained database file with SQLite's online backup API.
@@ -39,14 +41,27 @@ public struct Snapshotter: Sendable {
     }
 
     /// Snapshots `store` into a new file at `destination` (which must not exist).
-    public func snapshot(_ store: StoreFile, to destination: String) throws -> Result {
+    ///
+    /// With `track`, the copy is written through the `granary-tee` VFS, which publishes in it
+    /// how far the file is final (`SnapshotFollower` compresses behind it). Only a WAL store's
+    /// single-step copy writes in order; for a rollback-journal store, whose stepwise copy
+    /// restarts, the track is marked broken at once and the follower gives up.
+    public func snapshot(_ store: StoreFile, to destination: String, track: UnsafeMutablePointer<granary_tee_track>? = nil) throws -> Result {
         let owner = OwnerMatch(storePath: store.path)
         defer { owner.fixCreatedCompanions() }
         let source = try Database(path: store.path, mode: .readWrite, busyTimeout: busyTimeout)
         try? source.keepWALOnClose()
         owner.fixCreatedCompanions()
         let journalMode = try source.journalMode()
-        let copy = try Database(path: destination, mode: .create)
+        if let track, granary_tee_register() != SQLITE_OK { granary_tee_break(track) }
+        let teed = track.map { granary_tee_broken($0) == 0 } ?? false
+        let copy = try Database(path: destination, mode: .create, vfs: teed ? "granary-tee" : nil)
+        if let track, teed {
+            track.pointee.page_size = Int64(try source.pageSize())
+            if journalMode != "wal" || sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) != SQLITE_OK {
+                granary_tee_break(track)
+            }
+        }
         // The snapshot is a scratch file: the archive made from it is what gets fsynced. With
         // SQLite's defaults the backup's commit would fsync the whole copy (a second write-back
         // of the store) and keep a rollback journal beside it.

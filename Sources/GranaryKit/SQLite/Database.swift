@@ -1,4 +1,5 @@
 import CSQLite
+import CSnapshotTee
 import Foundation
 
 /// One SQLite connection. It owns its handle and closes it in `deinit`.
@@ -36,11 +37,12 @@ public final class Database {
     /// The path this connection was opened with.
     public let path: String
 
-    /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock.
-    public init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
+    /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock;
+    /// `vfs` names a registered VFS (nil: the default).
+    public init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil) throws(SQLiteError) {
         var db: OpaquePointer?
         // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
-        let rc = sqlite3_open_v2(path, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, nil)
+        let rc = sqlite3_open_v2(path, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             let code = db.map { sqlite3_extended_errcode($0) } ?? rc
@@ -52,6 +54,16 @@ public final class Database {
         sqlite3_extended_result_codes(db, 1)
         let ms = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(db, Int32(clamping: ms))
+    }
+
+    /// Opens a file that nothing writes any more (a finished snapshot, an extracted store)
+    /// for reading with 1 MiB read-ahead: a check then makes one system call per megabyte
+    /// instead of one per page. Falls back to a plain read-only connection.
+    public static func openFinished(path: String) throws(SQLiteError) -> Database {
+        guard granary_tee_register() == SQLITE_OK else { return try Database(path: path, mode: .readOnly) }
+        let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee")
+        _ = sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_READAHEAD, nil)
+        return db
     }
 
     deinit {

@@ -13,7 +13,10 @@ struct BackupCommand: ParsableCommand {
             Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
             check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 130 interrupted. With -v each \
             archive is printed with where the time went (snapshot, check and hash, pack, sync); --json has \
-            the same as "stages".
+            the same as "stages". In a .tar.zst whose first store is a WAL store of 64 MiB or more, that store is compressed while \
+            SQLite's backup API is still copying it. The file then starts with a small zstd frame (the \
+            manifest, the first store's header and page 1) and a zstd skippable frame, which zstd, tar --zstd \
+            and libarchive pass over: the tar inside is the same.
             """
     )
 

@@ -1,0 +1,39 @@
+#ifndef GRANARY_TEE_H
+#define GRANARY_TEE_H
+// A pass-through SQLite VFS ("granary-tee") that watches the writes SQLite's backup API makes
+// to a snapshot file, so that another thread can compress the pages already written while the
+// copy goes on (BackupOperation's overlapped pack). It changes nothing that is written.
+//
+// Writes beyond page 1 that follow each other are gathered into 64 KiB before they reach the
+// file (one system call instead of one per page); `high` covers only what has reached it.
+//
+// The watched file publishes `high`: every byte at or beyond `page_size` and below `high` is
+// final as long as `broken` stays 0 — no write has gone behind it, none straddled page 1, no
+// truncate cut into it. Page 1 (bytes below `page_size`) is the backup's last write and is
+// read only once the copy is done. See Sources/GranaryKit/Backup/SnapshotFollower.swift.
+#include <stdint.h>
+#include <sqlite3.h>
+
+typedef struct granary_tee_track {
+    int64_t page_size;        // set by the caller before the copy starts
+    int64_t high;             // atomic: end of the highest write beyond page 1
+    int32_t broken;           // atomic: 1 once the order above no longer holds
+    int32_t writes;           // atomic: writes seen (tests)
+} granary_tee_track;
+
+// The file-control opcode that attaches a track to the main database file:
+// sqlite3_file_control(db, "main", GRANARY_TEE_FCNTL_TRACK, track).
+#define GRANARY_TEE_FCNTL_TRACK 0x47524e01
+// Turns on 1 MiB read-ahead for a file that nothing writes any more (a finished snapshot
+// being checked): one system call per block instead of one per page.
+#define GRANARY_TEE_FCNTL_READAHEAD 0x47524e02
+
+// Registers the "granary-tee" VFS over the default one (once; not as the default).
+// Returns SQLITE_OK or an SQLite error code.
+int granary_tee_register(void);
+
+int64_t granary_tee_high(const granary_tee_track *track);
+int granary_tee_broken(const granary_tee_track *track);
+int granary_tee_writes(const granary_tee_track *track);
+void granary_tee_break(granary_tee_track *track);
+#endif

@@ -1,0 +1,233 @@
+#include "granary_tee.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+// Read-ahead: TEE_SLOTS blocks of TEE_BLOCK bytes (1 MiB in all).
+#define TEE_BLOCK (64 << 10)
+#define TEE_SLOTS 16
+
+typedef struct TeeFile {
+    sqlite3_file base;            // pMethods = &tee_io_methods
+    granary_tee_track *track;     // NULL: plain pass-through
+    sqlite3_file *real;           // the wrapped file, in the same allocation, after this struct
+    // Write combining (tracked files): consecutive writes beyond page 1 gather here and reach
+    // the file as one write of up to 64 KiB, instead of one system call per page.
+    unsigned char *wbuf;
+    sqlite3_int64 wstart;
+    int wlen;
+    // Read-ahead (GRANARY_TEE_FCNTL_READAHEAD, for a file nothing writes any more): reads are
+    // served from a few aligned blocks, each read with one system call. A check walks a b-tree
+    // back and forth between neighbouring blocks, so one block would be read again and again.
+    unsigned char *rbuf;          // TEE_SLOTS blocks of TEE_BLOCK bytes
+    sqlite3_int64 rstart[TEE_SLOTS];  // -1: slot empty
+    unsigned rused[TEE_SLOTS];           // last use, for eviction
+    unsigned rclock;
+    sqlite3_int64 rsize;          // the file's size when read-ahead was turned on
+} TeeFile;
+
+// Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
+// length with 0x1ffff), so gathered writes stay below that.
+#define TEE_WBLOCK (64 << 10)
+
+static sqlite3_vfs tee_vfs;
+static sqlite3_vfs *real_vfs;
+static int register_rc = SQLITE_ERROR;
+static pthread_once_t register_once = PTHREAD_ONCE_INIT;
+
+#define REAL(f) (((TeeFile *)(f))->real)
+#define TRACK(f) (((TeeFile *)(f))->track)
+
+static int64_t load64(const int64_t *p) { return atomic_load((_Atomic int64_t *)p); }
+static void store64(int64_t *p, int64_t v) { atomic_store((_Atomic int64_t *)p, v); }
+static void store32(int32_t *p, int32_t v) { atomic_store((_Atomic int32_t *)p, v); }
+
+int64_t granary_tee_high(const granary_tee_track *t) { return load64(&t->high); }
+int granary_tee_broken(const granary_tee_track *t) { return atomic_load((_Atomic int32_t *)&t->broken); }
+int granary_tee_writes(const granary_tee_track *t) { return atomic_load((_Atomic int32_t *)&t->writes); }
+void granary_tee_break(granary_tee_track *t) { store32(&t->broken, 1); }
+
+// Writes what write combining holds, then publishes it.
+static int teeFlush(sqlite3_file *f) {
+    TeeFile *p = (TeeFile *)f;
+    if (p->wlen == 0) return SQLITE_OK;
+    int rc = REAL(f)->pMethods->xWrite(REAL(f), p->wbuf, p->wlen, p->wstart);
+    sqlite3_int64 end = p->wstart + p->wlen;
+    p->wlen = 0;
+    if (rc != SQLITE_OK) {
+        granary_tee_break(p->track);
+    } else {
+        store64(&p->track->high, end);
+    }
+    return rc;
+}
+
+static int teeClose(sqlite3_file *f) {
+    TeeFile *p = (TeeFile *)f;
+    int flushed = teeFlush(f);
+    int rc = REAL(f)->pMethods ? REAL(f)->pMethods->xClose(REAL(f)) : SQLITE_OK;
+    sqlite3_free(p->wbuf);
+    sqlite3_free(p->rbuf);
+    p->wbuf = p->rbuf = NULL;
+    f->pMethods = NULL;
+    return flushed != SQLITE_OK ? flushed : rc;
+}
+static void teeForget(TeeFile *p) {
+    for (int i = 0; i < TEE_SLOTS; i++) p->rstart[i] = -1;
+}
+static int teeRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
+    TeeFile *p = (TeeFile *)f;
+    int rc = teeFlush(f);
+    if (rc != SQLITE_OK) return rc;
+    if (p->rbuf != NULL && o >= 0 && o + n <= p->rsize) {
+        sqlite3_int64 block = o / TEE_BLOCK * TEE_BLOCK;
+        if (o + n <= block + TEE_BLOCK) {
+            int slot = -1;
+            for (int i = 0; i < TEE_SLOTS && slot < 0; i++) {
+                if (p->rstart[i] == block) slot = i;
+            }
+            if (slot < 0) {
+                // An empty slot, or else the least recently used.
+                slot = 0;
+                for (int i = 0; i < TEE_SLOTS; i++) {
+                    if (p->rstart[i] < 0) { slot = i; break; }
+                    if (p->rused[i] < p->rused[slot]) slot = i;
+                }
+                sqlite3_int64 length = p->rsize - block < TEE_BLOCK ? p->rsize - block : TEE_BLOCK;
+                p->rstart[slot] = -1;
+                rc = REAL(f)->pMethods->xRead(REAL(f), p->rbuf + (size_t)slot * TEE_BLOCK, (int)length, block);
+                if (rc != SQLITE_OK) return REAL(f)->pMethods->xRead(REAL(f), b, n, o);
+                p->rstart[slot] = block;
+            }
+            p->rused[slot] = ++p->rclock;
+            memcpy(b, p->rbuf + (size_t)slot * TEE_BLOCK + (o - block), (size_t)n);
+            return SQLITE_OK;
+        }
+    }
+    return REAL(f)->pMethods->xRead(REAL(f), b, n, o);
+}
+static int teeWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
+    TeeFile *p = (TeeFile *)f;
+    granary_tee_track *t = TRACK(f);
+    teeForget(p);
+    if (t != NULL && p->wbuf != NULL && o >= t->page_size && n <= TEE_WBLOCK) {
+        if (p->wlen > 0 && (o != p->wstart + p->wlen || p->wlen + n > TEE_WBLOCK)) {
+            int rc = teeFlush(f);
+            if (rc != SQLITE_OK) return rc;
+        }
+        if (p->wlen == 0) {
+            // A write that goes behind what is published breaks the order; it is made directly.
+            if (o < load64(&t->high)) {
+                granary_tee_break(t);
+                return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+            }
+            p->wstart = o;
+        }
+        atomic_fetch_add((_Atomic int32_t *)&t->writes, 1);
+        memcpy(p->wbuf + p->wlen, b, (size_t)n);
+        p->wlen += n;
+        return SQLITE_OK;
+    }
+    int flushed = teeFlush(f);
+    if (flushed != SQLITE_OK) return flushed;
+    int rc = REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+    if (t == NULL) return rc;
+    atomic_fetch_add((_Atomic int32_t *)&t->writes, 1);
+    int64_t end = (int64_t)o + n;
+    if (rc != SQLITE_OK) {
+        granary_tee_break(t);
+    } else if (o < t->page_size) {
+        if (end > t->page_size) granary_tee_break(t);
+    } else if (o < load64(&t->high)) {
+        granary_tee_break(t);
+    } else {
+        store64(&t->high, end);  // only the writing thread stores; readers load
+    }
+    return rc;
+}
+static int teeTruncate(sqlite3_file *f, sqlite3_int64 size) {
+    int rc = teeFlush(f);
+    if (rc != SQLITE_OK) return rc;
+    teeForget((TeeFile *)f);
+    granary_tee_track *t = TRACK(f);
+    if (t != NULL && size < load64(&t->high)) granary_tee_break(t);
+    return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+static int teeSync(sqlite3_file *f, int flags) {
+    int rc = teeFlush(f);
+    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int teeFileSize(sqlite3_file *f, sqlite3_int64 *s) {
+    int rc = teeFlush(f);
+    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xFileSize(REAL(f), s);
+}
+static int teeLock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
+static int teeUnlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
+static int teeCheckReservedLock(sqlite3_file *f, int *r) { return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r); }
+static int teeFileControl(sqlite3_file *f, int op, void *arg) {
+    TeeFile *p = (TeeFile *)f;
+    if (op == GRANARY_TEE_FCNTL_TRACK) {
+        if (p->track != NULL) return SQLITE_MISUSE;
+        p->wbuf = sqlite3_malloc(TEE_WBLOCK);
+        p->track = (granary_tee_track *)arg;
+        return SQLITE_OK;
+    }
+    if (op == GRANARY_TEE_FCNTL_READAHEAD) {
+        if (p->track != NULL) return SQLITE_MISUSE;
+        sqlite3_int64 size = 0;
+        int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
+        if (rc != SQLITE_OK) return rc;
+        if (p->rbuf == NULL) p->rbuf = sqlite3_malloc(TEE_BLOCK * TEE_SLOTS);
+        if (p->rbuf == NULL) return SQLITE_NOMEM;
+        p->rsize = size;
+        teeForget(p);
+        return SQLITE_OK;
+    }
+    int rc = teeFlush(f);
+    return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int teeSectorSize(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int teeDeviceCharacteristics(sqlite3_file *f) { return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
+static int teeShmMap(sqlite3_file *f, int i, int s, int e, void volatile **p) { return REAL(f)->pMethods->xShmMap(REAL(f), i, s, e, p); }
+static int teeShmLock(sqlite3_file *f, int o, int n, int fl) { return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl); }
+static void teeShmBarrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int teeShmUnmap(sqlite3_file *f, int d) { return REAL(f)->pMethods->xShmUnmap(REAL(f), d); }
+// No memory-mapped reads or writes through the tee: everything goes through xRead/xWrite.
+static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **p) { (void)f; (void)o; (void)n; *p = NULL; return SQLITE_OK; }
+static int teeUnfetch(sqlite3_file *f, sqlite3_int64 o, void *p) { (void)f; (void)o; (void)p; return SQLITE_OK; }
+
+static const sqlite3_io_methods tee_io_methods = {
+    3, teeClose, teeRead, teeWrite, teeTruncate, teeSync, teeFileSize, teeLock, teeUnlock,
+    teeCheckReservedLock, teeFileControl, teeSectorSize, teeDeviceCharacteristics,
+    teeShmMap, teeShmLock, teeShmBarrier, teeShmUnmap, teeFetch, teeUnfetch,
+};
+
+static int teeOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags, int *outFlags) {
+    (void)vfs;
+    TeeFile *p = (TeeFile *)f;
+    memset(p, 0, sizeof(TeeFile));
+    p->real = (sqlite3_file *)&p[1];
+    teeForget(p);
+    int rc = real_vfs->xOpen(real_vfs, name, p->real, flags, outFlags);
+    // SQLite calls xClose only when pMethods is set; the real file sets its own on success.
+    p->base.pMethods = p->real->pMethods ? &tee_io_methods : NULL;
+    return rc;
+}
+
+static void do_register(void) {
+    real_vfs = sqlite3_vfs_find(NULL);
+    if (real_vfs == NULL) return;
+    tee_vfs = *real_vfs;
+    tee_vfs.iVersion = real_vfs->iVersion;
+    tee_vfs.szOsFile = (int)sizeof(TeeFile) + real_vfs->szOsFile;
+    tee_vfs.pNext = NULL;
+    tee_vfs.zName = "granary-tee";
+    tee_vfs.xOpen = teeOpen;
+    register_rc = sqlite3_vfs_register(&tee_vfs, 0);
+}
+
+int granary_tee_register(void) {
+    pthread_once(&register_once, do_register);
+    return register_rc;
+}

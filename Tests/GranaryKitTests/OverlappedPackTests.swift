@@ -1,0 +1,166 @@
+import CSQLite
+import CSnapshotTee
+import Foundation
+import Testing
+
+@testable import GranaryKit
+
+/// The first store of a `.tar.zst` compressed while SQLite's backup API writes its snapshot
+/// (`OverlappedPack`, the `granary-tee` VFS): real sample stores, archives read back with
+/// stock `tar` and `zstd` and with `ArchiveVerifier`.
+@Suite("overlapped pack")
+struct OverlappedPackTests {
+    /// A sample root and a repository.
+    struct Fixture {
+        let folder = TemporaryFolder()
+        var root: String { folder.child("root") }
+        var repo: String { folder.child("repo") }
+        init() throws { try SampleData.generate(in: folder.child("root")) }
+
+        /// Backs `user` up with the overlap on for any store size (or off) and returns the archive.
+        func backup(_ user: String, overlap: Bool = true, prefix: Int64? = nil) throws -> String {
+            var options = BackupOperation.Options()
+            options.overlap = overlap
+            options.overlapMinimumSize = 0
+            if let prefix { options.overlapPrefix = prefix }
+            let operation = BackupOperation(root: Root(path: root), repository: Repository(path: repo), options: options)
+            return try operation.run(try UserID(user)).archive
+        }
+
+        /// Extracts `archive` with /usr/bin/tar into a new folder.
+        func extract(_ archive: String) throws -> String {
+            let out = folder.child("x-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+            try run("/usr/bin/tar", ["-xf", archive, "-C", out])
+            return out
+        }
+    }
+
+    @discardableResult
+    static func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let output = String(decoding: data, as: UTF8.self)
+        #expect(process.terminationStatus == 0, "\(tool) \(arguments) failed: \(output)")
+        return output
+    }
+
+    /// zstd's count of skippable frames in `archive` (`zstd -lv`).
+    static func skippableFrames(_ archive: String) throws -> Int {
+        let listing = try run("/usr/bin/zstd", ["-lv", archive])
+        let line = listing.split(separator: "\n").first { $0.contains("Skippable Frames:") }
+        return line.flatMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) } ?? 0
+    }
+
+    /// Every regular file under `folder`, relative name → contents.
+    static func files(_ folder: String) throws -> [String: Data] {
+        var result: [String: Data] = [:]
+        for name in FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] ?? [] {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: folder + "/" + name, isDirectory: &isFolder), !isFolder.boolValue {
+                result[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+            }
+        }
+        return result
+    }
+
+    @Test(
+        "stores compressed during their snapshot come out exactly as the in-order path packs them",
+        arguments: ["alice@example.com", "bob@example.com", "dave@example.com"])
+    func sameAsInOrder(user: String) throws {
+        let fixture = try Fixture()
+        let overlapped = try fixture.backup(user)
+        let inOrder = try fixture.backup(user, overlap: false)
+        // The reserved region ends in a skippable frame: the overlapped path was taken.
+        #expect(try Self.skippableFrames(overlapped) == 1)
+        #expect(try Self.skippableFrames(inOrder) == 0)
+        try Self.run("/usr/bin/zstd", ["-tq", overlapped])
+        let members = try Self.run("/usr/bin/tar", ["-tf", overlapped]).split(separator: "\n")
+        #expect(members.first == "MANIFEST.json")
+        #expect(members.dropFirst().first == "stores/")
+        let a = try Self.files(fixture.extract(overlapped) + "/stores")
+        let b = try Self.files(fixture.extract(inOrder) + "/stores")
+        #expect(!a.isEmpty)
+        #expect(a == b, "the stores and external files differ between the two paths")
+        let outcome = try ArchiveVerifier.verify(archive: overlapped, workFolder: fixture.repo + "/.granary-tmp", check: .full)
+        #expect(outcome.checks.values.allSatisfy { $0 == "ok" })
+        #expect(outcome.manifest.stores.count == (user == "alice@example.com" ? 2 : 1))
+    }
+
+    @Test("a first frame too large for its reserved region: the archive is rewritten without the region, and verifies")
+    func relocated() throws {
+        let fixture = try Fixture()
+        let archive = try fixture.backup("alice@example.com", prefix: 16)
+        #expect(try Self.skippableFrames(archive) == 0)
+        try Self.run("/usr/bin/zstd", ["-tq", archive])
+        let inOrder = try fixture.backup("alice@example.com", overlap: false)
+        #expect(try Self.files(fixture.extract(archive) + "/stores") == Self.files(fixture.extract(inOrder) + "/stores"))
+        _ = try ArchiveVerifier.verify(archive: archive, workFolder: fixture.repo + "/.granary-tmp", check: .full)
+        // Nothing is left behind: the first temporary archive is gone with the rewrite.
+        let names = try FileManager.default.contentsOfDirectory(atPath: fixture.repo + "/alice@example.com")
+        #expect(names.filter { $0.contains(".tmp-") }.isEmpty, "\(names)")
+    }
+
+    @Test("a rollback-journal store is not followed: its archive is packed in order")
+    func rollbackInOrder() throws {
+        let fixture = try Fixture()
+        let archive = try fixture.backup("carol@example.com")
+        #expect(try Self.skippableFrames(archive) == 0)
+        _ = try ArchiveVerifier.verify(archive: archive, workFolder: fixture.repo + "/.granary-tmp", check: .full)
+        let names = try FileManager.default.contentsOfDirectory(atPath: fixture.repo + "/carol@example.com")
+        #expect(names.filter { $0.contains(".tmp-") }.isEmpty, "\(names)")
+    }
+
+    @Test("the tee VFS publishes a WAL snapshot's pages in order, and marks a rollback store's copy broken")
+    func snapshotTrack() throws {
+        let fixture = try Fixture()
+        for (user, name, wal) in [("alice@example.com", "Local.sqlite", true), ("carol@example.com", "Legacy.db", false)] {
+            let store = try #require(try Root(path: fixture.root).user(UserID(user)).scan().stores.first { $0.name == name })
+            let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
+            defer { track.deallocate() }
+            track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0))
+            let copy = fixture.folder.child(UUID().uuidString)
+            _ = try Snapshotter().snapshot(store, to: copy, track: track)
+            if wal {
+                #expect(granary_tee_broken(track) == 0)
+                #expect(granary_tee_writes(track) > 0)
+                #expect(granary_tee_high(track) == FileSystem.size(copy), "everything beyond page 1 was published")
+                #expect(track.pointee.page_size == 4096)
+            } else {
+                #expect(granary_tee_broken(track) == 1)
+            }
+            let db = try Database(path: copy, mode: .readOnly)
+            #expect(db.integrityCheck(full: true) == ["ok"])
+        }
+    }
+
+    @Test("the tee VFS notices a write that goes behind what it published")
+    func writeBehind() throws {
+        let folder = TemporaryFolder()
+        #expect(granary_tee_register() == SQLITE_OK)
+        let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
+        defer { track.deallocate() }
+        track.initialize(to: granary_tee_track(page_size: 4096, high: 0, broken: 0, writes: 0))
+        let db = try Database(path: folder.child("t.db"), mode: .create, vfs: "granary-tee")
+        try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
+        #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
+        try db.execute("""
+            BEGIN;
+            CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO t SELECT i, hex(randomblob(100)) FROM n;
+            COMMIT;
+            """)
+        #expect(granary_tee_broken(track) == 0, "one transaction writes its pages in order")
+        // Row 1 lives on an early page: rewriting it writes behind what was published.
+        try db.execute("UPDATE t SET body = 'changed' WHERE id = 1")
+        #expect(granary_tee_broken(track) == 1)
+        #expect(db.integrityCheck(full: true) == ["ok"])
+    }
+}
