@@ -173,6 +173,7 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         p->track = (granary_tee_track *)arg;
         return SQLITE_OK;
     }
+    if (op == GRANARY_TEE_FCNTL_FLUSH) return teeFlush(f);
     if (op == GRANARY_TEE_FCNTL_READAHEAD) {
         if (p->track != NULL) return SQLITE_MISUSE;
         sqlite3_int64 size = 0;

@@ -27,6 +27,10 @@ typedef struct granary_tee_track {
 // Turns on 1 MiB read-ahead for a file that nothing writes any more (a finished snapshot
 // being checked): one system call per block instead of one per page.
 #define GRANARY_TEE_FCNTL_READAHEAD 0x47524e02
+// Writes what write combining still holds and returns the result (SQLITE_FULL on a full disk):
+// called once the copy is done, so that a failure there is not left to xClose, whose result
+// SQLite drops.
+#define GRANARY_TEE_FCNTL_FLUSH 0x47524e03
 
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.

@@ -89,6 +89,11 @@ public struct Snapshotter: Sendable {
             if !politeDone { try stepToEnd(backup) }
         }
         try backup.finish()
+        if teed {
+            // The last gathered writes reach the file here, where a full disk can still be reported.
+            let rc = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_FLUSH, nil)
+            if rc != SQLITE_OK { throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: destination, operation: "write") }
+        }
         return Result(journalMode: journalMode, restarts: restarts)
     }
 
