@@ -111,7 +111,9 @@ public struct BackupOperation: Sendable {
                 user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
                 compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
             let (path, size) = try pack(
-                manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped)
+                manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
+                // The snapshots are in the archive: free their page cache while the archive syncs.
+                written: { FileSystem.removeTree(work) })
             let seconds = Self.seconds(since: started)
             return Result(
                 user: user, archive: path, size: size,
@@ -259,7 +261,7 @@ public struct BackupOperation: Sendable {
     /// Writes the archive to a temporary file, syncs it and publishes it under a new name.
     private func pack(
         _ manifest: Manifest, files: [Packed], into folder: String, created: Date, stages: inout Stages,
-        overlapped: OverlappedPack?
+        overlapped: OverlappedPack?, written: () -> Void
     ) throws -> (String, Int64) {
         let packStarted = ContinuousClock.now
         let total = files.reduce(Int64(0)) { $0 + $1.file.size }
@@ -273,6 +275,7 @@ public struct BackupOperation: Sendable {
             }
             if completed {
                 stages.pack = Self.seconds(since: packStarted)
+                written()
                 let final = try publish(
                     overlapped.fd, temporary: overlapped.temporary, in: folder, created: created, stages: &stages,
                     onRenamed: overlapped.markPublished)
@@ -308,6 +311,7 @@ public struct BackupOperation: Sendable {
         }
         try writer.finish()
         stages.pack = Self.seconds(since: packStarted)
+        written()
         let final = try publish(fd, temporary: temporary, in: folder, created: created, stages: &stages) { published = true }
         return (final, FileSystem.size(final))
     }
