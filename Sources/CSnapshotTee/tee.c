@@ -11,6 +11,7 @@
 typedef struct TeeFile {
     sqlite3_file base;            // pMethods = &tee_io_methods
     granary_tee_track *track;     // NULL: plain pass-through
+    granary_tee_track own;        // the track of a file that only gathers writes (FCNTL_COMBINE)
     sqlite3_file *real;           // the wrapped file, in the same allocation, after this struct
     // Write combining (tracked files): consecutive writes beyond page 1 gather here and reach
     // the file as one write of up to 64 KiB, instead of one system call per page.
@@ -171,6 +172,14 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         if (p->track != NULL) return SQLITE_MISUSE;
         p->wbuf = sqlite3_malloc(TEE_WBLOCK);
         p->track = (granary_tee_track *)arg;
+        return SQLITE_OK;
+    }
+    if (op == GRANARY_TEE_FCNTL_COMBINE) {
+        if (p->track != NULL) return SQLITE_MISUSE;
+        p->wbuf = sqlite3_malloc(TEE_WBLOCK);
+        if (p->wbuf == NULL) return SQLITE_NOMEM;
+        p->own.page_size = *(const int64_t *)arg;
+        p->track = &p->own;
         return SQLITE_OK;
     }
     if (op == GRANARY_TEE_FCNTL_FLUSH) return teeFlush(f);

@@ -163,4 +163,38 @@ struct OverlappedPackTests {
         #expect(granary_tee_broken(track) == 1)
         #expect(db.integrityCheck(full: true) == ["ok"])
     }
+
+    @Test("a file that only gathers writes ends byte for byte as SQLite wrote it, through rewrites behind, reads and a vacuum")
+    func combineOnly() throws {
+        let folder = TemporaryFolder()
+        #expect(granary_tee_register() == SQLITE_OK)
+        let work = """
+            BEGIN;
+            CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) INSERT INTO t SELECT i, printf('%0200d', i) FROM n;
+            COMMIT;
+            UPDATE t SET body = 'changed' WHERE id = 1;
+            DELETE FROM t WHERE id % 3 = 0;
+            VACUUM;
+            INSERT INTO t(body) SELECT body || 'x' FROM t WHERE id < 500;
+            """
+        var files: [String] = []
+        for combine in [true, false] {
+            let path = folder.child(combine ? "combined.db" : "plain.db")
+            do {
+                let db = try Database(path: path, mode: .create, vfs: combine ? "granary-tee" : nil)
+                try db.execute("PRAGMA page_size=4096; PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=10")
+                if combine {
+                    var pageSize: Int64 = 4096
+                    #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize) == SQLITE_OK)
+                }
+                try db.execute(work)
+                #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 2333)
+                #expect(db.integrityCheck(full: true) == ["ok"])
+            }
+            files.append(path)
+        }
+        #expect(FileSystem.size(files[0]) > 500_000)
+        #expect(FileManager.default.contentsEqual(atPath: files[0], andPath: files[1]), "the gathered file differs from the plain one")
+    }
 }

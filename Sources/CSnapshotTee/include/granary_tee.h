@@ -32,6 +32,10 @@ typedef struct granary_tee_track {
 // SQLite drops.
 #define GRANARY_TEE_FCNTL_FLUSH 0x47524e03
 
+// Gathers writes like a tracked file, with a track of its own that nobody follows: for a
+// snapshot that is packed after it is written (another compression, a second store). Its
+// argument points to the page size, an int64_t.
+#define GRANARY_TEE_FCNTL_COMBINE 0x47524e04
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.
 int granary_tee_register(void);

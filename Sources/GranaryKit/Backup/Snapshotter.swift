@@ -53,13 +53,22 @@ public struct Snapshotter: Sendable {
         try? source.keepWALOnClose()
         owner.fixCreatedCompanions()
         let journalMode = try source.journalMode()
-        if let track, granary_tee_register() != SQLITE_OK { granary_tee_break(track) }
-        let teed = track.map { granary_tee_broken($0) == 0 } ?? false
-        let copy = try Database(path: destination, mode: .create, vfs: teed ? "granary-tee" : nil)
-        if let track, teed {
-            track.pointee.page_size = Int64(try source.pageSize())
-            if journalMode != "wal" || sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) != SQLITE_OK {
-                granary_tee_break(track)
+        // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
+        // at a time instead of one system call per page (in a VM, a third of the copy's time).
+        let registered = granary_tee_register() == SQLITE_OK
+        if let track, !registered { granary_tee_break(track) }
+        let copy = try Database(path: destination, mode: .create, vfs: registered ? "granary-tee" : nil)
+        if registered {
+            var pageSize = Int64(try source.pageSize())
+            if let track, journalMode == "wal" {
+                track.pointee.page_size = pageSize
+                if sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) != SQLITE_OK {
+                    granary_tee_break(track)
+                }
+            } else {
+                if let track { granary_tee_break(track) }
+                // Only a hint: without it the writes go one page at a time.
+                _ = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize)
             }
         }
         // The snapshot is a scratch file: the archive made from it is what gets fsynced. With
@@ -89,7 +98,7 @@ public struct Snapshotter: Sendable {
             if !politeDone { try stepToEnd(backup) }
         }
         try backup.finish()
-        if teed {
+        if registered {
             // The last gathered writes reach the file here, where a full disk can still be reported.
             let rc = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_FLUSH, nil)
             if rc != SQLITE_OK { throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: destination, operation: "write") }
