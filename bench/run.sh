@@ -12,6 +12,11 @@ mkdir -p "$W/root/u"; "$BIN/granary-sample" big "$W/root/u/live.db" "$MB"
 now() { date +%s.%N; }
 rate() { # commits/s and worst latency (ms) from a writer log over T seconds
   awk -v t="$2" '{n++; if ($2>m) m=$2} END {printf "%.0f commits/s, worst %.1f ms", n/t, m/1000}' "$1"; }
+# The CPU line of /proc/stat, for the share of time the hypervisor gave our CPUs to others
+# (steal): on a busy host it alone moves a round by 10% or more.
+cpu() { head -1 /proc/stat; }
+steal() { echo "$1
+$2" | awk '{t=0; for (i=2; i<=NF; i++) t+=$i; if (NR==1) {a=t; s=$9} else printf "%.0f%%", 100*($9-s)/(t-a)}'; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Every timed step starts with nothing dirty in the page cache: otherwise the kernel's writeback
 # of the generated store (or of the step before) lands on whichever contender runs next.
@@ -39,7 +44,8 @@ for round in $(seq "$RUNS"); do
   # (its rate drifts by 10% or more between minutes on this VM): the share is per round.
   "$BIN/granary-sample" write "$W/root/u/live.db" --interval-ms 1 >> "$W/busy.log" & writer=$!
   sleep 1; : > "$W/busy.log"; sleep 3; before=$(wc -l < "$W/busy.log"); : > "$W/busy.log"
-  t0=$(now); /usr/bin/time -f "%M" -o "$W/mem" "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --json > "$W/backup.json"; t1=$(now)
+  c0=$(cpu); t0=$(now); /usr/bin/time -f "%M" -o "$W/mem" "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --json > "$W/backup.json"; t1=$(now)
+  stolen=$(steal "$c0" "$(cpu)")
   g=$(echo "$t1 - $t0" | bc); gs=$(stat -c %s "$W"/repo/u/*.tar.zst)
   load=$(rate "$W/busy.log" "$g")
   # The writer's share of its rate alone, and its worst commit in ms, for the targets below.
@@ -58,8 +64,8 @@ for round in $(seq "$RUNS"); do
   rm -f "$W/x.db" "$W/x.tar.zst"; sync
   t0=$(now); sqlite3 "$W/root/u/live.db" ".backup $W/x.db" && tar --zstd -cf "$W/x.tar.zst" -C "$W" x.db; t1=$(now)
   q=$(echo "$t1 - $t0" | bc); echo "$q" >> "$W/q.times"
-  printf "round %d: granary %5.2f s (%s; peak RSS %s KiB; writer %s)  pipeline %5.2f s (writer on the copy %s; %.2f s with no writer)  ratio %.2fx\n" \
-    "$round" "$g" "$stages" "$(cat "$W/mem")" "$load, $share_r of its $(echo "$before / 3" | bc) alone just before" "$p" "$twin" "$q" "$(echo "scale=3; $g / $p" | bc)"
+  printf "round %d: granary %5.2f s (%s; peak RSS %s KiB; CPU stolen by the host %s; writer %s)  pipeline %5.2f s (writer on the copy %s; %.2f s with no writer)  ratio %.2fx\n" \
+    "$round" "$g" "$stages" "$(cat "$W/mem")" "$stolen" "$load, $share_r of its $(echo "$before / 3" | bc) alone just before" "$p" "$twin" "$q" "$(echo "scale=3; $g / $p" | bc)"
   echo "$g" >> "$W/g.times"; echo "$p" >> "$W/p.times"; echo "$(cat "$W/mem")" >> "$W/mem.all"
 done
 rm -f "$W/x.db" "$W"/twin.db*
