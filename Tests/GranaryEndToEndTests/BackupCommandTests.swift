@@ -44,30 +44,38 @@ struct BackupCommandTests {
     func consistentUnderWriter() throws {
         let fixture = try Fixture()
         let store = fixture.root + "/dave@example.com/Live.sqlite"
+        for path in try Self.backUpUnderWriter(fixture, store: store, user: "dave@example.com", times: 3) {
+            try Self.expectConsistent(try fixture.extract(path) + "/stores/Live.sqlite")
+        }
+    }
+
+    /// Starts `granary-sample write` on `store` (committing as fast as it can), backs `user` up
+    /// `times` times while it commits, stops it, and returns the archives' paths.
+    static func backUpUnderWriter(_ fixture: Fixture, store: String, user: String, times: Int) throws -> [String] {
         let writer = Process()
         writer.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-sample")
         writer.arguments = ["write", store, "--interval-ms", "0"]
         writer.standardOutput = FileHandle.nullDevice
         try writer.run()
         defer { writer.terminate(); writer.waitUntilExit() }
-        // Let the writer get going, then back up several times while it commits.
-        usleep(300_000)
-        for _ in 0..<3 {
-            let result = try fixture.backup(["dave@example.com"])
+        usleep(300_000)  // let the writer get going
+        for _ in 0..<times {
+            let result = try fixture.backup([user])
             #expect(result.status == 0, "\(result.stderr)")
         }
-        let archives = fixture.archives("dave@example.com")
-        #expect(archives.count == 3)
-        for archive in archives {
-            let out = try fixture.extract(fixture.repo + "/dave@example.com/" + archive)
-            let snapshot = out + "/stores/Live.sqlite"
-            #expect(try Self.sqlite(snapshot, "PRAGMA integrity_check") == "ok")
-            let summary = try Self.sqlite(snapshot, "SELECT count(*), min(id), max(id) FROM seq").split(separator: "|")
-            #expect(summary.count == 3)
-            #expect(summary[0] == summary[2], "ids are 1..k with no gap: \(summary)")
-            #expect(summary[1] == "1")
-            #expect(Int(summary[0]) ?? 0 > 0)
-        }
+        let archives = fixture.archives(user)
+        #expect(archives.count == times)
+        return archives.map { fixture.repo + "/" + user + "/" + $0 }
+    }
+
+    /// A snapshot of a `granary-sample write` store passes integrity_check and holds ids 1..k, no gap.
+    static func expectConsistent(_ snapshot: String) throws {
+        #expect(try Self.sqlite(snapshot, "PRAGMA integrity_check") == "ok")
+        let summary = try Self.sqlite(snapshot, "SELECT count(*), min(id), max(id) FROM seq").split(separator: "|")
+        #expect(summary.count == 3)
+        #expect(summary.count == 3 && summary[0] == summary[2], "ids are 1..k with no gap: \(summary)")
+        #expect(summary.count == 3 && summary[1] == "1")
+        #expect(Int(summary.first ?? "") ?? 0 > 0)
     }
 
     @Test("a commit held only in the -wal is in the archive")
@@ -160,12 +168,18 @@ struct BackupCommandTests {
         // A big store, and a file-size limit of 64 KiB on granary: writes fail with EFBIG.
         let store = fixture.root + "/dave@example.com/Big.sqlite"
         try GranaryProcess.run(["big", store, "4"], tool: "granary-sample")
+        try Self.expectDiskFull(fixture, user: "dave@example.com", limitKiB: 64, arguments: "--compression none")
+    }
+
+    /// Backs `user` up with a file-size limit of `limitKiB` on granary (writes beyond it fail with
+    /// EFBIG, as on a full disk): exit 74 naming the repository, no archive, no temporary file.
+    static func expectDiskFull(_ fixture: Fixture, user: String, limitKiB: Int, arguments: String = "") throws {
         let granary = GranaryProcess.binDirectory + "/granary"
         let result = try GranaryProcess.runExecutable(
-            "/bin/bash", ["-c", "ulimit -f 64; exec \"$0\" backup dave@example.com --root \"$1\" --repo \"$2\" --compression none", granary, fixture.root, fixture.repo])
+            "/bin/bash", ["-c", "ulimit -f \(limitKiB); exec \"$0\" backup \"$1\" --root \"$2\" --repo \"$3\" \(arguments)", granary, user, fixture.root, fixture.repo])
         #expect(result.status == 74, "\(result.stderr)")
         #expect(result.stderr.contains(fixture.repo))
-        #expect(fixture.archives("dave@example.com").isEmpty)
+        #expect(fixture.archives(user).isEmpty)
         #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
     }
 
@@ -191,28 +205,10 @@ struct BackupCommandTests {
     func overlappedUnderWriter() throws {
         let fixture = try Fixture()
         let store = try Self.bigUser(fixture, megabytes: 70)
-        let writer = Process()
-        writer.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-sample")
-        writer.arguments = ["write", store, "--interval-ms", "0"]
-        writer.standardOutput = FileHandle.nullDevice
-        try writer.run()
-        defer { writer.terminate(); writer.waitUntilExit() }
-        usleep(300_000)
-        for _ in 0..<2 {
-            let result = try fixture.backup(["erin@example.com"])
-            #expect(result.status == 0, "\(result.stderr)")
-        }
-        let archives = fixture.archives("erin@example.com")
-        #expect(archives.count == 2)
-        for archive in archives {
-            let path = fixture.repo + "/erin@example.com/" + archive
+        for path in try Self.backUpUnderWriter(fixture, store: store, user: "erin@example.com", times: 2) {
             #expect(try Self.skippableFrames(path) == 1, "the overlapped path was not taken")
             #expect(try GranaryProcess.runExecutable("/usr/bin/zstd", ["-tq", path]).status == 0)
-            let out = try fixture.extract(path)
-            let snapshot = out + "/stores/Big.sqlite"
-            #expect(try Self.sqlite(snapshot, "PRAGMA integrity_check") == "ok")
-            let summary = try Self.sqlite(snapshot, "SELECT count(*), min(id), max(id) FROM seq").split(separator: "|")
-            #expect(summary.count == 3 && summary[0] == summary[2] && summary[1] == "1", "ids are 1..k with no gap: \(summary)")
+            try Self.expectConsistent(try fixture.extract(path) + "/stores/Big.sqlite")
         }
         let verified = try GranaryProcess.run(["verify", "--repo", fixture.repo, "--user", "erin@example.com"])
         #expect(verified.status == 0, "\(verified.stderr)")
@@ -223,13 +219,7 @@ struct BackupCommandTests {
         let fixture = try Fixture()
         try Self.bigUser(fixture, megabytes: 70)
         // 20 MiB per file: the 70 MiB snapshot hits the limit while the follower is compressing it.
-        let granary = GranaryProcess.binDirectory + "/granary"
-        let result = try GranaryProcess.runExecutable(
-            "/bin/bash", ["-c", "ulimit -f 20480; exec \"$0\" backup erin@example.com --root \"$1\" --repo \"$2\"", granary, fixture.root, fixture.repo])
-        #expect(result.status == 74, "\(result.stderr)")
-        #expect(result.stderr.contains(fixture.repo))
-        #expect(fixture.archives("erin@example.com").isEmpty)
-        #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
+        try Self.expectDiskFull(fixture, user: "erin@example.com", limitKiB: 20480)
     }
 
     @Test("SIGTERM while the first store is compressed during its snapshot exits 130 and leaves nothing behind")

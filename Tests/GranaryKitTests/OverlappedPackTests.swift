@@ -102,9 +102,14 @@ struct OverlappedPackTests {
         try Self.run("/usr/bin/zstd", ["-tq", archive])
         let inOrder = try fixture.backup("alice@example.com", overlap: false)
         #expect(try Self.files(fixture.extract(archive) + "/stores") == Self.files(fixture.extract(inOrder) + "/stores"))
-        _ = try ArchiveVerifier.verify(archive: archive, workFolder: fixture.repo + "/.granary-tmp", check: .full)
         // Nothing is left behind: the first temporary archive is gone with the rewrite.
-        let names = try FileManager.default.contentsOfDirectory(atPath: fixture.repo + "/alice@example.com")
+        try Self.expectVerifiedAlone(archive, fixture: fixture, user: "alice@example.com")
+    }
+
+    /// `archive` passes a full verification, and no temporary file is left beside it.
+    static func expectVerifiedAlone(_ archive: String, fixture: Fixture, user: String) throws {
+        _ = try ArchiveVerifier.verify(archive: archive, workFolder: fixture.repo + "/.granary-tmp", check: .full)
+        let names = try FileManager.default.contentsOfDirectory(atPath: fixture.repo + "/" + user)
         #expect(names.filter { $0.contains(".tmp-") }.isEmpty, "\(names)")
     }
 
@@ -113,9 +118,7 @@ struct OverlappedPackTests {
         let fixture = try Fixture()
         let archive = try fixture.backup("carol@example.com")
         #expect(try Self.skippableFrames(archive) == 0)
-        _ = try ArchiveVerifier.verify(archive: archive, workFolder: fixture.repo + "/.granary-tmp", check: .full)
-        let names = try FileManager.default.contentsOfDirectory(atPath: fixture.repo + "/carol@example.com")
-        #expect(names.filter { $0.contains(".tmp-") }.isEmpty, "\(names)")
+        try Self.expectVerifiedAlone(archive, fixture: fixture, user: "carol@example.com")
     }
 
     @Test("the tee VFS publishes a WAL snapshot's pages in order, and marks a rollback store's copy broken")
