@@ -13,7 +13,7 @@ typedef struct TeeFile {
     granary_tee_track *track;     // NULL: plain pass-through
     granary_tee_track own;        // the track of a file that only gathers writes (FCNTL_COMBINE)
     sqlite3_file *real;           // the wrapped file, in the same allocation, after this struct
-    // Write combining (tracked files): consecutive writes beyond page 1 gather here and reach
+    // Write combining (tracked files and FCNTL_COMBINE ones): consecutive writes beyond page 1 gather here and reach
     // the file as one write of up to 64 KiB, instead of one system call per page.
     unsigned char *wbuf;
     sqlite3_int64 wstart;
@@ -166,21 +166,23 @@ static int teeFileSize(sqlite3_file *f, sqlite3_int64 *s) {
 static int teeLock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xLock(REAL(f), l); }
 static int teeUnlock(sqlite3_file *f, int l) { return REAL(f)->pMethods->xUnlock(REAL(f), l); }
 static int teeCheckReservedLock(sqlite3_file *f, int *r) { return REAL(f)->pMethods->xCheckReservedLock(REAL(f), r); }
+// Attaches `t` and starts write combining (without its buffer, writes go one at a time).
+static void teeAttach(TeeFile *p, granary_tee_track *t) {
+    p->wbuf = sqlite3_malloc(TEE_WBLOCK);
+    p->track = t;
+}
+
 static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     TeeFile *p = (TeeFile *)f;
-    if (op == GRANARY_TEE_FCNTL_TRACK) {
+    if (op == GRANARY_TEE_FCNTL_TRACK || op == GRANARY_TEE_FCNTL_COMBINE) {
         if (p->track != NULL) return SQLITE_MISUSE;
-        p->wbuf = sqlite3_malloc(TEE_WBLOCK);
-        p->track = (granary_tee_track *)arg;
-        return SQLITE_OK;
-    }
-    if (op == GRANARY_TEE_FCNTL_COMBINE) {
-        if (p->track != NULL) return SQLITE_MISUSE;
-        p->wbuf = sqlite3_malloc(TEE_WBLOCK);
-        if (p->wbuf == NULL) return SQLITE_NOMEM;
+        if (op == GRANARY_TEE_FCNTL_TRACK) {
+            teeAttach(p, (granary_tee_track *)arg);
+            return SQLITE_OK;
+        }
         p->own.page_size = *(const int64_t *)arg;
-        p->track = &p->own;
-        return SQLITE_OK;
+        teeAttach(p, &p->own);
+        return p->wbuf != NULL ? SQLITE_OK : SQLITE_NOMEM;
     }
     if (op == GRANARY_TEE_FCNTL_FLUSH) return teeFlush(f);
     if (op == GRANARY_TEE_FCNTL_READAHEAD) {

@@ -10,7 +10,7 @@
 // The watched file publishes `high`: every byte at or beyond `page_size` and below `high` is
 // final as long as `broken` stays 0 — no write has gone behind it, none straddled page 1, no
 // truncate cut into it. Page 1 (bytes below `page_size`) is the backup's last write and is
-// read only once the copy is done. See Sources/GranaryKit/Backup/SnapshotFollower.swift.
+// read only once the copy is done. See Sources/GranaryKit/Backup/OverlappedPack.swift.
 #include <stdint.h>
 #include <sqlite3.h>
 
