@@ -1,5 +1,6 @@
 #include "granary_tee.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -48,6 +49,17 @@ int64_t granary_tee_high(const granary_tee_track *t) { return load64(&t->high); 
 int granary_tee_broken(const granary_tee_track *t) { return atomic_load((_Atomic int32_t *)&t->broken); }
 int granary_tee_writes(const granary_tee_track *t) { return atomic_load((_Atomic int32_t *)&t->writes); }
 void granary_tee_break(granary_tee_track *t) { store32(&t->broken, 1); }
+// Dekker's handshake with sequentially consistent atomics: either the truncating thread sees
+// `reading` set and waits, or the follower sees `broken` set and does not map.
+int granary_tee_enter(granary_tee_track *t) {
+    store32(&t->reading, 1);
+    if (granary_tee_broken(t)) {
+        store32(&t->reading, 0);
+        return 0;
+    }
+    return 1;
+}
+void granary_tee_leave(granary_tee_track *t) { store32(&t->reading, 0); }
 
 // Writes what write combining holds, then publishes it.
 static int teeFlush(sqlite3_file *f) {
@@ -152,7 +164,10 @@ static int teeTruncate(sqlite3_file *f, sqlite3_int64 size) {
     if (rc != SQLITE_OK) return rc;
     teeForget((TeeFile *)f);
     granary_tee_track *t = TRACK(f);
-    if (t != NULL && size < load64(&t->high)) granary_tee_break(t);
+    if (t != NULL && size < load64(&t->high)) {
+        granary_tee_break(t);
+        while (atomic_load((_Atomic int32_t *)&t->reading)) sched_yield();
+    }
     return REAL(f)->pMethods->xTruncate(REAL(f), size);
 }
 static int teeSync(sqlite3_file *f, int flags) {

@@ -128,7 +128,7 @@ struct OverlappedPackTests {
             let store = try #require(try Root(path: fixture.root).user(UserID(user)).scan().stores.first { $0.name == name })
             let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
             defer { track.deallocate() }
-            track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0))
+            track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
             let copy = fixture.folder.child(UUID().uuidString)
             _ = try Snapshotter().snapshot(store, to: copy, track: track)
             if wal {
@@ -150,7 +150,7 @@ struct OverlappedPackTests {
         #expect(granary_tee_register() == SQLITE_OK)
         let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
         defer { track.deallocate() }
-        track.initialize(to: granary_tee_track(page_size: 4096, high: 0, broken: 0, writes: 0))
+        track.initialize(to: granary_tee_track(page_size: 4096, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
         let db = try Database(path: folder.child("t.db"), mode: .create, vfs: "granary-tee")
         try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
         #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
@@ -165,6 +165,46 @@ struct OverlappedPackTests {
         try db.execute("UPDATE t SET body = 'changed' WHERE id = 1")
         #expect(granary_tee_broken(track) == 1)
         #expect(db.integrityCheck(full: true) == ["ok"])
+    }
+
+    @Test("a truncate below what the tee published waits until the follower has let go of its mapping")
+    func truncateWaitsForFollower() throws {
+        let folder = TemporaryFolder()
+        #expect(granary_tee_register() == SQLITE_OK)
+        let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
+        defer { track.deallocate() }
+        track.initialize(to: granary_tee_track(page_size: 4096, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
+        let path = folder.child("t.db")
+        let db = try Database(path: path, mode: .create, vfs: "granary-tee")
+        try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
+        #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
+        try db.execute("""
+            BEGIN;
+            CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);
+            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO t SELECT i, hex(randomblob(100)) FROM n;
+            COMMIT;
+            """)
+        let before = FileSystem.size(path)
+        #expect(granary_tee_high(track) == before)
+        // The follower holds a mapping: a VACUUM that shrinks the file must not cut under it.
+        #expect(granary_tee_enter(track) == 1)
+        let finished = DispatchSemaphore(value: 0)
+        // The connection is used by one thread at a time: the test's waits order them.
+        nonisolated(unsafe) let shared = db
+        let shrink = Thread {
+            try? shared.execute("DELETE FROM t WHERE id > 10; VACUUM")
+            finished.signal()
+        }
+        shrink.start()
+        let waited = finished.wait(timeout: .now() + 1) == .timedOut
+        #expect(waited, "the truncate waits for the mapping")
+        #expect(granary_tee_broken(track) == 1, "the track broke before the truncate")
+        #expect(FileSystem.size(path) == before || !waited, "the file was not cut while mapped")
+        granary_tee_leave(track)
+        if waited { finished.wait() }
+        #expect(FileSystem.size(path) < before)
+        #expect(granary_tee_enter(track) == 0, "a broken track is not mapped again")
+        #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 10)
     }
 
     @Test("a file that only gathers writes ends byte for byte as SQLite wrote it, through rewrites behind, reads and a vacuum")

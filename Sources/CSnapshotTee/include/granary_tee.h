@@ -19,6 +19,8 @@ typedef struct granary_tee_track {
     int64_t high;             // atomic: end of the highest write beyond page 1
     int32_t broken;           // atomic: 1 once the order above no longer holds
     int32_t writes;           // atomic: writes seen (tests)
+    int32_t reading;          // atomic: 1 while the follower has a mapping of the file (see enter)
+    int32_t reserved;
 } granary_tee_track;
 
 // The file-control opcode that attaches a track to the main database file:
@@ -44,4 +46,11 @@ int64_t granary_tee_high(const granary_tee_track *track);
 int granary_tee_broken(const granary_tee_track *track);
 int granary_tee_writes(const granary_tee_track *track);
 void granary_tee_break(granary_tee_track *track);
+// The follower reads the file through memory mappings, and touching a mapped page that a
+// truncate cut off would kill the process (SIGBUS). It calls `enter` before it maps anything
+// and `leave` once it has unmapped it; `enter` returns 0 (and the follower must not map) when
+// the track is broken. A truncate that cuts below `high` breaks the track first and then waits
+// for `leave`, so it never cuts under a mapping.
+int granary_tee_enter(granary_tee_track *track);
+void granary_tee_leave(granary_tee_track *track);
 #endif

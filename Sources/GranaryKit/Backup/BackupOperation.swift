@@ -238,7 +238,9 @@ public struct BackupOperation: Sendable {
 
     /// Size and SHA-256 of a file, read in chunks.
     static func entry(_ path: String, member: String, kind: String) throws -> Manifest.File {
-        let digest = try FileDigest.of(path)
+        // A snapshot is private to this run and finished: hashed in place. External files are
+        // hard links to the user's own, which their owner could still truncate.
+        let digest = try FileDigest.of(path, mapped: kind == "store")
         return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind)
     }
 

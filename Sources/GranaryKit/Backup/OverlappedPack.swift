@@ -78,7 +78,7 @@ final class OverlappedPack: @unchecked Sendable {
             throw error
         }
         track = .allocate(capacity: 1)
-        track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0))
+        track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
     }
 
     deinit {
@@ -135,8 +135,6 @@ final class OverlappedPack: @unchecked Sendable {
     private var isSnapshotDone: Bool { lock.withLock { snapshotDone } }
 
     private func run(_ path: String) -> Outcome {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: ArchiveWriter.chunkSize, alignment: 16)
-        defer { buffer.deallocate() }
         var input: Int32 = -1
         defer { if input >= 0 { close(input) } }
         var position: Int64 = -1
@@ -159,16 +157,24 @@ final class OverlappedPack: @unchecked Sendable {
                 if input < 0 || position <= 0 { return .abandoned }
             }
             if position >= 0 && position < high {
-                let n = pread(input, buffer.baseAddress, Int(min(Int64(buffer.count), high - position)), off_t(position))
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return .failed(FileSystemError("read", path: path))
+                // The final part is read through a mapping (no copy out of the page cache); the
+                // tee holds back a truncate below `high` until the mapping is gone.
+                guard granary_tee_enter(track) != 0 else { return .abandoned }
+                defer { granary_tee_leave(track) }
+                let end = min(high, position + Int64(MappedReader.window))
+                do {
+                    var ok = true
+                    try MappedReader.read(input, from: position, to: end, path: path) { piece in
+                        ok = output.write(piece.baseAddress!, count: piece.count)
+                        return ok
+                    }
+                    guard ok else {
+                        return .failed(output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO))
+                    }
+                } catch {
+                    return .failed(error)
                 }
-                if n == 0 { return .abandoned }
-                guard output.write(buffer.baseAddress!, count: n) else {
-                    return .failed(output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO))
-                }
-                position += Int64(n)
+                position = end
                 continue
             }
             if done { return position > 0 ? .complete(size: position) : .abandoned }

@@ -20,14 +20,33 @@ extension SHA256.Digest {
     private static let digits: [Character] = Array("0123456789abcdef")
 }
 
-/// The size and SHA-256 of a file, read in 1 MiB chunks (memory stays flat).
+/// The size and SHA-256 of a file, read in 1 MiB pieces (memory stays flat).
 public enum FileDigest {
-    public static func of(_ path: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
+    /// With `mapped`, for a private file that nothing writes or truncates any more (a snapshot),
+    /// the pieces are mappings of the page cache, hashed in place (`MappedReader`); otherwise
+    /// they are read into a buffer, which is safe for a file someone else may still change.
+    public static func of(_ path: String, mapped: Bool = false) throws(FileSystemError) -> (size: Int64, sha256: String) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }
         var hasher = SHA256()
         var total: Int64 = 0
+        if mapped {
+            var info = stat()
+            if fstat(fd, &info) != 0 { throw FileSystemError("read", path: path) }
+            total = Int64(info.st_size)
+            do {
+                try MappedReader.read(fd, from: 0, to: total, path: path) { piece in
+                    hasher.update(bufferPointer: piece)
+                    return true
+                }
+            } catch let error as FileSystemError {
+                throw error
+            } catch {
+                throw FileSystemError("read", path: path, code: EIO)
+            }
+            return (total, hasher.finalize().hex)
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         while true {
