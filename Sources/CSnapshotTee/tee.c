@@ -1,6 +1,9 @@
 #include "granary_tee.h"
 #include <pthread.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
@@ -8,6 +11,18 @@
 // Read-ahead: TEE_SLOTS blocks of TEE_BLOCK bytes (1 MiB in all).
 #define TEE_BLOCK (64 << 10)
 #define TEE_SLOTS 16
+
+// Mapped pages: TEE_MAPS windows of TEE_MAP_WINDOW bytes (2 MiB in all) mapped at most.
+#define TEE_MAP_WINDOW (256 << 10)
+#define TEE_MAPS 8
+
+typedef struct TeeMap {
+    sqlite3_int64 start;          // -1: nothing mapped
+    unsigned char *addr;
+    size_t length;
+    int refs;                     // pages SQLite holds from this window
+    unsigned used;                // last use, for eviction
+} TeeMap;
 
 typedef struct TeeFile {
     sqlite3_file base;            // pMethods = &tee_io_methods
@@ -27,6 +42,16 @@ typedef struct TeeFile {
     unsigned rused[TEE_SLOTS];           // last use, for eviction
     unsigned rclock;
     sqlite3_int64 rsize;          // the file's size when read-ahead was turned on
+    // Mapped pages (also GRANARY_TEE_FCNTL_READAHEAD; used when the connection's mmap_size is
+    // set): SQLite's pager takes pages in place (xFetch) from a few read-only windows instead
+    // of copying each page out of the page cache, then out of a read-ahead block. A window
+    // stays mapped while SQLite holds a page of it; when every window is held, a fetch returns
+    // no page and SQLite reads it through xRead.
+    const char *name;             // the file's name, valid until xClose
+    int mapfd;                    // -1: no mapped pages
+    TeeMap maps[TEE_MAPS];
+    unsigned mclock;
+    sqlite3_int64 fetched;        // pages SQLite took in place (GRANARY_TEE_FCNTL_FETCHED, tests)
 } TeeFile;
 
 // Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
@@ -76,8 +101,22 @@ static int teeFlush(sqlite3_file *f) {
     return rc;
 }
 
+static void teeUnmapIdle(TeeFile *p) {
+    for (int i = 0; i < TEE_MAPS; i++) {
+        if (p->maps[i].start >= 0 && p->maps[i].refs == 0) {
+            munmap(p->maps[i].addr, p->maps[i].length);
+            p->maps[i].start = -1;
+        }
+    }
+}
+
 static int teeClose(sqlite3_file *f) {
     TeeFile *p = (TeeFile *)f;
+    // SQLite has released every page by now: nothing is held.
+    for (int i = 0; i < TEE_MAPS; i++) p->maps[i].refs = 0;
+    teeUnmapIdle(p);
+    if (p->mapfd >= 0) close(p->mapfd);
+    p->mapfd = -1;
     int flushed = teeFlush(f);
     int rc = REAL(f)->pMethods ? REAL(f)->pMethods->xClose(REAL(f)) : SQLITE_OK;
     sqlite3_free(p->wbuf);
@@ -200,6 +239,10 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         return p->wbuf != NULL ? SQLITE_OK : SQLITE_NOMEM;
     }
     if (op == GRANARY_TEE_FCNTL_FLUSH) return teeFlush(f);
+    if (op == GRANARY_TEE_FCNTL_FETCHED) {
+        *(sqlite3_int64 *)arg = p->fetched;
+        return SQLITE_OK;
+    }
     if (op == GRANARY_TEE_FCNTL_READAHEAD) {
         if (p->track != NULL) return SQLITE_MISUSE;
         sqlite3_int64 size = 0;
@@ -209,6 +252,7 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         if (p->rbuf == NULL) return SQLITE_NOMEM;
         p->rsize = size;
         teeForget(p);
+        if (p->mapfd < 0 && p->name != NULL) p->mapfd = open(p->name, O_RDONLY | O_CLOEXEC);
         return SQLITE_OK;
     }
     int rc = teeFlush(f);
@@ -220,9 +264,60 @@ static int teeShmMap(sqlite3_file *f, int i, int s, int e, void volatile **p) { 
 static int teeShmLock(sqlite3_file *f, int o, int n, int fl) { return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl); }
 static void teeShmBarrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
 static int teeShmUnmap(sqlite3_file *f, int d) { return REAL(f)->pMethods->xShmUnmap(REAL(f), d); }
-// No memory-mapped reads or writes through the tee: everything goes through xRead/xWrite.
-static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **p) { (void)f; (void)o; (void)n; *p = NULL; return SQLITE_OK; }
-static int teeUnfetch(sqlite3_file *f, sqlite3_int64 o, void *p) { (void)f; (void)o; (void)p; return SQLITE_OK; }
+// A page in place from a mapped window (a read-ahead file only; no page for any other file, whose
+// reads and writes all go through xRead and xWrite).
+static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) {
+    TeeFile *p = (TeeFile *)f;
+    *pp = NULL;
+    if (p->mapfd < 0 || o < 0 || n <= 0 || o + n > p->rsize) return SQLITE_OK;
+    sqlite3_int64 start = o / TEE_MAP_WINDOW * TEE_MAP_WINDOW;
+    if (o + n > start + TEE_MAP_WINDOW) return SQLITE_OK;
+    int slot = -1;
+    for (int i = 0; i < TEE_MAPS && slot < 0; i++) {
+        if (p->maps[i].start == start) slot = i;
+    }
+    if (slot < 0) {
+        // An empty window, or else the least recently used one that SQLite holds no page of.
+        for (int i = 0; i < TEE_MAPS; i++) {
+            if (p->maps[i].start < 0) { slot = i; break; }
+            if (p->maps[i].refs == 0 && (slot < 0 || p->maps[i].used < p->maps[slot].used)) slot = i;
+        }
+        if (slot < 0) return SQLITE_OK;
+        TeeMap *m = &p->maps[slot];
+        if (m->start >= 0) munmap(m->addr, m->length);
+        m->start = -1;
+        size_t length = (size_t)(p->rsize - start < TEE_MAP_WINDOW ? p->rsize - start : TEE_MAP_WINDOW);
+        void *addr = mmap(NULL, length, PROT_READ, MAP_SHARED | MAP_POPULATE, p->mapfd, (off_t)start);
+        if (addr == MAP_FAILED) return SQLITE_OK;
+        m->addr = addr;
+        m->length = length;
+        m->start = start;
+        m->refs = 0;
+    }
+    TeeMap *m = &p->maps[slot];
+    m->refs++;
+    m->used = ++p->mclock;
+    p->fetched++;
+    *pp = m->addr + (o - start);
+    return SQLITE_OK;
+}
+// SQLite releases a page it fetched (`page`), or, with NULL, asks that nothing stay mapped.
+static int teeUnfetch(sqlite3_file *f, sqlite3_int64 o, void *page) {
+    (void)o;
+    TeeFile *p = (TeeFile *)f;
+    if (page == NULL) {
+        teeUnmapIdle(p);
+        return SQLITE_OK;
+    }
+    for (int i = 0; i < TEE_MAPS; i++) {
+        TeeMap *m = &p->maps[i];
+        if (m->start >= 0 && (unsigned char *)page >= m->addr && (unsigned char *)page < m->addr + m->length) {
+            if (m->refs > 0) m->refs--;
+            break;
+        }
+    }
+    return SQLITE_OK;
+}
 
 static const sqlite3_io_methods tee_io_methods = {
     3, teeClose, teeRead, teeWrite, teeTruncate, teeSync, teeFileSize, teeLock, teeUnlock,
@@ -235,6 +330,9 @@ static int teeOpen(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flag
     TeeFile *p = (TeeFile *)f;
     memset(p, 0, sizeof(TeeFile));
     p->real = (sqlite3_file *)&p[1];
+    p->name = name;
+    p->mapfd = -1;
+    for (int i = 0; i < TEE_MAPS; i++) p->maps[i].start = -1;
     teeForget(p);
     int rc = real_vfs->xOpen(real_vfs, name, p->real, flags, outFlags);
     // SQLite calls xClose only when pMethods is set; the real file sets its own on success.

@@ -27,7 +27,10 @@ typedef struct granary_tee_track {
 // sqlite3_file_control(db, "main", GRANARY_TEE_FCNTL_TRACK, track).
 #define GRANARY_TEE_FCNTL_TRACK 0x47524e01
 // Turns on 1 MiB read-ahead for a file that nothing writes any more (a finished snapshot
-// being checked): one system call per block instead of one per page.
+// being checked): one system call per block instead of one per page. With the connection's
+// `PRAGMA mmap_size` above 0, SQLite then takes pages in place from a few read-only mapped
+// windows of the file (2 MiB at most) instead, and reads through the read-ahead only when
+// every window is held.
 #define GRANARY_TEE_FCNTL_READAHEAD 0x47524e02
 // Writes what write combining still holds and returns the result (SQLITE_FULL on a full disk):
 // called once the copy is done, so that a failure there is not left to xClose, whose result
@@ -38,6 +41,8 @@ typedef struct granary_tee_track {
 // snapshot that is packed after it is written (another compression, a second store). Its
 // argument points to the page size, an int64_t.
 #define GRANARY_TEE_FCNTL_COMBINE 0x47524e04
+// How many pages SQLite has taken in place from mapped windows (an int64_t; for tests).
+#define GRANARY_TEE_FCNTL_FETCHED 0x47524e05
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.
 int granary_tee_register(void);
