@@ -140,8 +140,11 @@ public final class ArchiveWriter {
     ///
     /// `dataLimit` writes the header of the whole file but only its first `dataLimit` bytes
     /// (`OverlappedPack` writes the rest itself); the writer must then be abandoned, not finished.
+    ///
+    /// `mapped` reads through `MappedReader` (no copy out of the page cache): only for a private
+    /// file that nothing writes or truncates any more, such as a snapshot.
     public func addFile(
-        member: String, from source: String, mode: mode_t = 0o600, dataLimit: Int64? = nil,
+        member: String, from source: String, mode: mode_t = 0o600, dataLimit: Int64? = nil, mapped: Bool = false,
         onChunk: ((UnsafeRawBufferPointer) -> Bool)? = nil
     ) throws(ArchiveError) {
         let fd = open(source, O_RDONLY | O_CLOEXEC)
@@ -151,6 +154,20 @@ public final class ArchiveWriter {
         fstat(fd, &info)
         let size = Int64(info.st_size)
         try writeHeader(member: member, type: Glibc.S_IFREG, mode: mode, size: size)
+        if mapped {
+            do {
+                try MappedReader.read(fd, from: 0, to: min(size, dataLimit ?? size), path: source) { chunk in
+                    try writeData(chunk)
+                    return onChunk?(chunk) ?? true
+                }
+            } catch let error as ArchiveError {
+                throw error
+            } catch {
+                let code = (error as? FileSystemError)?.code ?? EIO
+                throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(code)))", code: code)
+            }
+            return
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
         defer { buffer.deallocate() }
         var written: Int64 = 0

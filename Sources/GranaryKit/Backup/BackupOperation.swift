@@ -303,7 +303,7 @@ public struct BackupOperation: Sendable {
         for file in files {
             try Interruption.check()
             var interrupted = false
-            try writer.addFile(member: file.file.path, from: file.source) { chunk in
+            try writer.addFile(member: file.file.path, from: file.source, mapped: file.file.kind == "store") { chunk in
                 done += Int64(chunk.count)
                 progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
                 if Interruption.isRequested { interrupted = true }

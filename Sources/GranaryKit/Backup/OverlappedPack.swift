@@ -211,7 +211,7 @@ final class OverlappedPack: @unchecked Sendable {
         for file in files.dropFirst() {
             try Interruption.check()
             var interrupted = false
-            try rest.addFile(member: file.file.path, from: file.source) { chunk in
+            try rest.addFile(member: file.file.path, from: file.source, mapped: file.file.kind == "store") { chunk in
                 onChunk(chunk)
                 if Interruption.isRequested { interrupted = true }
                 return !interrupted
