@@ -287,7 +287,10 @@ static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) {
         if (m->start >= 0) munmap(m->addr, m->length);
         m->start = -1;
         size_t length = (size_t)(p->rsize - start < TEE_MAP_WINDOW ? p->rsize - start : TEE_MAP_WINDOW);
-        void *addr = mmap(NULL, length, PROT_READ, MAP_SHARED | MAP_POPULATE, p->mapfd, (off_t)start);
+        // Not populated: only the pages touched are mapped (the kernel maps 64 KiB around each
+        // fault). A full integrity_check looks index entries up all over the file, and mapping
+        // whole windows for one page each made `granary verify` slower than plain reads.
+        void *addr = mmap(NULL, length, PROT_READ, MAP_SHARED, p->mapfd, (off_t)start);
         if (addr == MAP_FAILED) return SQLITE_OK;
         m->addr = addr;
         m->length = length;

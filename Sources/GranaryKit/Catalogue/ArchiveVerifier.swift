@@ -142,7 +142,9 @@ public enum ArchiveVerifier {
             if check != .none {
                 let problems: [String]
                 do {
-                    let db = try Database(path: path, mode: .readWrite)
+                    // The extracted copy is private to this run and finished: the check takes its
+                    // pages in place (the tee's mapped windows) rather than copying each one out.
+                    let db = try Database.openFinished(path: path)
                     problems = db.integrityCheck(full: check == .full)
                 } catch {
                     throw fail(store.path, "cannot be opened by SQLite: \(error.message)")

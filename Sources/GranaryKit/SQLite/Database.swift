@@ -56,9 +56,13 @@ public final class Database {
         sqlite3_busy_timeout(db, Int32(clamping: ms))
     }
 
-    /// Opens a file that nothing writes any more (a finished snapshot, an extracted store)
-    /// for reading with 1 MiB read-ahead: a check then makes one system call per megabyte
-    /// instead of one per page. Falls back to a plain read-only connection.
+    /// Opens a file that nothing writes any more and nobody else can reach (a finished snapshot,
+    /// a store extracted into granary's private work folder) for reading through the tee: SQLite
+    /// takes its pages in place from a few mapped windows (2 MiB at most), and reads any other
+    /// page through 1 MiB of read-ahead. A check then makes no copy out of the page cache and
+    /// one system call per window instead of one per page. Falls back to a plain read-only
+    /// connection. Never for a user's live store: mapped pages of a file that another process
+    /// truncates kill the reader (SIGBUS).
     public static func openFinished(path: String) throws(SQLiteError) -> Database {
         guard granary_tee_register() == SQLITE_OK else { return try Database(path: path, mode: .readOnly) }
         let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee")
