@@ -126,9 +126,8 @@ struct OverlappedPackTests {
         let fixture = try Fixture()
         for (user, name, wal) in [("alice@example.com", "Local.sqlite", true), ("carol@example.com", "Legacy.db", false)] {
             let store = try #require(try Root(path: fixture.root).user(UserID(user)).scan().stores.first { $0.name == name })
-            let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
+            let track = Self.newTrack(pageSize: 0)
             defer { track.deallocate() }
-            track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
             let copy = fixture.folder.child(UUID().uuidString)
             _ = try Snapshotter().snapshot(store, to: copy, track: track)
             if wal {
@@ -144,14 +143,18 @@ struct OverlappedPackTests {
         }
     }
 
-    @Test("the tee VFS notices a write that goes behind what it published")
-    func writeBehind() throws {
-        let folder = TemporaryFolder()
-        #expect(granary_tee_register() == SQLITE_OK)
+    /// A track for a file with `pageSize`-byte pages, nothing published yet (the caller deallocates it).
+    static func newTrack(pageSize: Int64 = 4096) -> UnsafeMutablePointer<granary_tee_track> {
         let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
-        defer { track.deallocate() }
-        track.initialize(to: granary_tee_track(page_size: 4096, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
-        let db = try Database(path: folder.child("t.db"), mode: .create, vfs: "granary-tee")
+        track.initialize(to: granary_tee_track(page_size: pageSize, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
+        return track
+    }
+
+    /// A new database at `path` written through the tee with `track` attached: a table `t` of
+    /// 2000 rows, inserted in one transaction (its pages are written in order).
+    static func trackedTable(_ path: String, track: UnsafeMutablePointer<granary_tee_track>) throws -> Database {
+        #expect(granary_tee_register() == SQLITE_OK)
+        let db = try Database(path: path, mode: .create, vfs: "granary-tee")
         try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
         #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
         try db.execute("""
@@ -160,6 +163,15 @@ struct OverlappedPackTests {
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO t SELECT i, hex(randomblob(100)) FROM n;
             COMMIT;
             """)
+        return db
+    }
+
+    @Test("the tee VFS notices a write that goes behind what it published")
+    func writeBehind() throws {
+        let folder = TemporaryFolder()
+        let track = Self.newTrack()
+        defer { track.deallocate() }
+        let db = try Self.trackedTable(folder.child("t.db"), track: track)
         #expect(granary_tee_broken(track) == 0, "one transaction writes its pages in order")
         // Row 1 lives on an early page: rewriting it writes behind what was published.
         try db.execute("UPDATE t SET body = 'changed' WHERE id = 1")
@@ -170,20 +182,10 @@ struct OverlappedPackTests {
     @Test("a truncate below what the tee published waits until the follower has let go of its mapping")
     func truncateWaitsForFollower() throws {
         let folder = TemporaryFolder()
-        #expect(granary_tee_register() == SQLITE_OK)
-        let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
+        let track = Self.newTrack()
         defer { track.deallocate() }
-        track.initialize(to: granary_tee_track(page_size: 4096, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
         let path = folder.child("t.db")
-        let db = try Database(path: path, mode: .create, vfs: "granary-tee")
-        try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
-        #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
-        try db.execute("""
-            BEGIN;
-            CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);
-            WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO t SELECT i, hex(randomblob(100)) FROM n;
-            COMMIT;
-            """)
+        let db = try Self.trackedTable(path, track: track)
         let before = FileSystem.size(path)
         #expect(granary_tee_high(track) == before)
         // The follower holds a mapping: a VACUUM that shrinks the file must not cut under it.
