@@ -155,17 +155,19 @@ public final class ArchiveWriter {
         let size = Int64(info.st_size)
         try writeHeader(member: member, type: Glibc.S_IFREG, mode: mode, size: size)
         if mapped {
-            do {
+            var failure: ArchiveError?
+            do throws(FileSystemError) {
                 try MappedReader.read(fd, from: 0, to: min(size, dataLimit ?? size), path: source) { chunk in
-                    try writeData(chunk)
+                    do throws(ArchiveError) { try writeData(chunk) } catch {
+                        failure = error
+                        return false
+                    }
                     return onChunk?(chunk) ?? true
                 }
-            } catch let error as ArchiveError {
-                throw error
             } catch {
-                let code = (error as? FileSystemError)?.code ?? EIO
-                throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(code)))", code: code)
+                throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(error.code)))", code: error.code)
             }
+            if let failure { throw failure }
             return
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)

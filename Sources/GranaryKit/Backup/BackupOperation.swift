@@ -139,6 +139,12 @@ public struct BackupOperation: Sendable {
     struct Packed {
         var source: String
         var file: Manifest.File
+
+        /// Whether the source is read through mappings (`MappedReader`). A snapshot is private to
+        /// this run and finished; external files are hard links to the user's own, which their
+        /// owner could still truncate under a mapping (SIGBUS), so they are read with read(2).
+        var mapped: Bool { Self.mapped(kind: file.kind) }
+        static func mapped(kind: String) -> Bool { kind == "store" }
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
@@ -238,9 +244,7 @@ public struct BackupOperation: Sendable {
 
     /// Size and SHA-256 of a file, read in chunks.
     static func entry(_ path: String, member: String, kind: String) throws -> Manifest.File {
-        // A snapshot is private to this run and finished: hashed in place. External files are
-        // hard links to the user's own, which their owner could still truncate.
-        let digest = try FileDigest.of(path, mapped: kind == "store")
+        let digest = try FileDigest.of(path, mapped: Packed.mapped(kind: kind))
         return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind)
     }
 
@@ -303,7 +307,7 @@ public struct BackupOperation: Sendable {
         for file in files {
             try Interruption.check()
             var interrupted = false
-            try writer.addFile(member: file.file.path, from: file.source, mapped: file.file.kind == "store") { chunk in
+            try writer.addFile(member: file.file.path, from: file.source, mapped: file.mapped) { chunk in
                 done += Int64(chunk.count)
                 progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
                 if Interruption.isRequested { interrupted = true }

@@ -162,17 +162,17 @@ final class OverlappedPack: @unchecked Sendable {
                 guard granary_tee_enter(track) != 0 else { return .abandoned }
                 defer { granary_tee_leave(track) }
                 let end = min(high, position + Int64(MappedReader.window))
+                var ok = true
                 do {
-                    var ok = true
                     try MappedReader.read(input, from: position, to: end, path: path) { piece in
                         ok = output.write(piece.baseAddress!, count: piece.count)
                         return ok
                     }
-                    guard ok else {
-                        return .failed(output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO))
-                    }
                 } catch {
                     return .failed(error)
+                }
+                guard ok else {
+                    return .failed(output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO))
                 }
                 position = end
                 continue
@@ -211,7 +211,7 @@ final class OverlappedPack: @unchecked Sendable {
         for file in files.dropFirst() {
             try Interruption.check()
             var interrupted = false
-            try rest.addFile(member: file.file.path, from: file.source, mapped: file.file.kind == "store") { chunk in
+            try rest.addFile(member: file.file.path, from: file.source, mapped: file.mapped) { chunk in
                 onChunk(chunk)
                 if Interruption.isRequested { interrupted = true }
                 return !interrupted

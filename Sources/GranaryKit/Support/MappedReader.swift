@@ -18,12 +18,13 @@ enum MappedReader {
     static let window = 1 << 20
 
     /// Calls `body` with consecutive pieces of `[from, to)` of `fd`, in order, each at most
-    /// `window` bytes; stops early when `body` returns false. Throws `FileSystemError` for a
-    /// failed read (`path` names the file), or what `body` throws.
+    /// `window` bytes; stops early when `body` returns false (a caller whose work can fail keeps
+    /// its error and returns false). Throws `FileSystemError` for a failed read (`path` names
+    /// the file).
     static func read(
         _ fd: Int32, from: Int64, to: Int64, path: String, window: Int = window,
-        _ body: (UnsafeRawBufferPointer) throws -> Bool
-    ) throws {
+        _ body: (UnsafeRawBufferPointer) -> Bool
+    ) throws(FileSystemError) {
         let pageSize = Int64(sysconf(Int32(_SC_PAGESIZE)))
         var position = from
         var fallback: UnsafeMutableRawBufferPointer?
@@ -38,7 +39,7 @@ enum MappedReader {
                 defer { munmap(mapped, length) }
                 let piece = UnsafeRawBufferPointer(start: mapped + skip, count: length - skip)
                 position = start + Int64(length)
-                if try !body(piece) { return }
+                if !body(piece) { return }
                 continue
             }
             // No mapping: this window through a buffer.
@@ -52,7 +53,7 @@ enum MappedReader {
             }
             if n == 0 { throw FileSystemError("read", path: path, code: EIO) }
             position += Int64(n)
-            if try !body(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) { return }
+            if !body(UnsafeRawBufferPointer(rebasing: buffer[0..<n])) { return }
         }
     }
 }

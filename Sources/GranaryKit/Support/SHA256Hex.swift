@@ -35,15 +35,9 @@ public enum FileDigest {
             var info = stat()
             if fstat(fd, &info) != 0 { throw FileSystemError("read", path: path) }
             total = Int64(info.st_size)
-            do {
-                try MappedReader.read(fd, from: 0, to: total, path: path) { piece in
-                    hasher.update(bufferPointer: piece)
-                    return true
-                }
-            } catch let error as FileSystemError {
-                throw error
-            } catch {
-                throw FileSystemError("read", path: path, code: EIO)
+            try MappedReader.read(fd, from: 0, to: total, path: path) { piece in
+                hasher.update(bufferPointer: piece)
+                return true
             }
             return (total, hasher.finalize().hex)
         }
