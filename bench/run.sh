@@ -52,7 +52,7 @@ for round in $(seq "$RUNS"); do
   awk -v t="$g" -v a="$before" '{n++; if ($2>m) m=$2} END {printf "%.3f %.1f\n", (n/t)/(a/3), m/1000}' "$W/busy.log" >> "$W/writer.all"
   share_r=$(tail -1 "$W/writer.all" | awk '{printf "%.0f%%", $1 * 100}')
   kill $writer; wait $writer 2>/dev/null || true; writer=
-  stages=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["users"][0]["stages"]; print("snapshot %.2f s, check and hash %.2f s, pack %.2f s, sync %.2f s" % (s["snapshot"], s["checkAndHash"], s["pack"], s["sync"]))' "$W/backup.json")
+  stages=$(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["users"][0]; s=u["stages"]; print("snapshot %.2f s, check and hash %.2f s, pack %.2f s, sync %.2f s, CPU %s" % (s["snapshot"], s["checkAndHash"], s["pack"], s["sync"], u["priority"]))' "$W/backup.json")
   sync
   "$BIN/granary-sample" write "$W/twin.db" --interval-ms 1 >> "$W/twin.log" & writer=$!
   sleep 1; : > "$W/twin.log"

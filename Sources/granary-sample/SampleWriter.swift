@@ -25,9 +25,11 @@ enum SampleWriter {
                 try db.run("INSERT INTO seq(id, at, payload) VALUES (?, ?, ?)",
                            [.integer(next), .real(Date().timeIntervalSince1970), .text(String(repeating: "x", count: 100))])
                 let took = ContinuousClock.now - start
+                let at = Date().timeIntervalSince1970
                 let micros = took.components.seconds * 1_000_000 + took.components.attoseconds / 1_000_000_000_000
                 // Unbuffered: a reader must see every acknowledged id even when we are killed.
-                let line = "\(next)\t\(micros)\n"
+                // Third column: when the commit ended (seconds since the epoch), to place slow commits in time.
+                let line = "\(next)\t\(micros)\t\(String(format: "%.4f", at))\n"
                 _ = line.withCString { write(1, $0, strlen($0)) }
                 next += 1
                 if interval > 0 { usleep(UInt32(interval * 1000)) }

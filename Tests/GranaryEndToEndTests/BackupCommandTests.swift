@@ -428,5 +428,40 @@ struct BackupCommandTests {
         }
         let verbose = try fixture.backup(["-v", "bob@example.com"])
         #expect(verbose.stderr.contains("  snapshot ") && verbose.stderr.contains(", pack ") && verbose.stderr.contains(", sync "), "\(verbose.stderr)")
+        // As root a backup yields the CPU ("raised" if the other tests left it none for a second).
+        if getuid() == 0 { #expect(users.allSatisfy { ["yielded", "raised"].contains($0["priority"] as? String) }, "\(users)") }
+        let off = try GranaryProcess.run(
+            ["backup", "--root", fixture.root, "--repo", fixture.repo, "--json", "bob@example.com"], environment: ["GRANARY_YIELD": "0"])
+        #expect(off.status == 0, "\(off.stderr)")
+        let offUsers = try #require((try JSONSerialization.jsonObject(with: Data(off.stdout.utf8)) as? [String: Any])?["users"] as? [[String: Any]])
+        #expect(offUsers.first?["priority"] as? String == "normal", "\(off.stdout)")
+    }
+
+    @Test("a backup that other load leaves no CPU stops yielding and finishes at normal priority")
+    func starvedBackupIsRaised() throws {
+        try #require(getuid() == 0, "only root may come back from SCHED_IDLE by default")
+        let fixture = try Fixture()
+        // 8 MiB: its check and hash need tens of ms of CPU, which a SCHED_IDLE thread would get
+        // only after minutes beside these loops (each has 300 times its weight).
+        try Self.bigUser(fixture, megabytes: 8)
+        var hogs: [Process] = []
+        // SIGKILL: Foundation starts children with SIGTERM blocked.
+        defer { for hog in hogs { kill(hog.processIdentifier, SIGKILL); hog.waitUntilExit() } }
+        for _ in 0..<(2 * ProcessInfo.processInfo.activeProcessorCount) {
+            let hog = Process()
+            hog.executableURL = URL(fileURLWithPath: "/bin/sh")
+            hog.arguments = ["-c", "while :; do :; done"]
+            try hog.run()
+            hogs.append(hog)
+        }
+        // Bounded: a backup that stays idle beside the loops would not end (timeout exits 124).
+        let result = try GranaryProcess.runExecutable(
+            "/usr/bin/timeout",
+            ["120", GranaryProcess.binDirectory + "/granary", "backup", "--root", fixture.root, "--repo", fixture.repo, "--json", "erin@example.com"])
+        try #require(result.status == 0, "\(result.status) \(result.stderr)")
+        let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
+        let user = try #require((document["users"] as? [[String: Any]])?.first)
+        #expect(user["priority"] as? String == "raised", "\(user)")
+        #expect(fixture.archives("erin@example.com").count == 1)
     }
 }

@@ -65,6 +65,8 @@ public struct BackupOperation: Sendable {
         public let files: Int
         public let seconds: Double
         public let stages: Stages
+        /// How the CPU work was scheduled (see `CPUYield`).
+        public let priority: CPUYield.Mode
     }
 
     public let root: Root
@@ -104,23 +106,26 @@ public struct BackupOperation: Sendable {
         var overlapped: OverlappedPack?
         defer { overlapped?.discard() }
         do {
-            var stages = Stages()
-            let taken = try snapshotAll(folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
-            let created = Date()
-            let manifest = Manifest(
-                user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
-                compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
-            let (path, size) = try pack(
-                manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
-                // The snapshots are in the archive: free their page cache while the archive syncs.
-                written: { FileSystem.removeTree(work) })
-            let seconds = Self.seconds(since: started)
-            return Result(
-                user: user, archive: path, size: size,
-                stores: taken.stores.map {
-                    StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
-                },
-                files: taken.files.count, seconds: seconds, stages: stages)
+            // Everything but the snapshots themselves yields the CPU to the owners (CPUYield).
+            return try CPUYield.shared.yielding {
+                var stages = Stages()
+                let taken = try snapshotAll(folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
+                let created = Date()
+                let manifest = Manifest(
+                    user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
+                    compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
+                let (path, size) = try pack(
+                    manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
+                    // The snapshots are in the archive: free their page cache while the archive syncs.
+                    written: { FileSystem.removeTree(work) })
+                let seconds = Self.seconds(since: started)
+                return Result(
+                    user: user, archive: path, size: size,
+                    stores: taken.stores.map {
+                        StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
+                    },
+                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode)
+            }
         } catch let error as FileSystemError where error.isDiskFull {
             throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
         } catch let error as ArchiveError {
@@ -173,27 +178,32 @@ public struct BackupOperation: Sendable {
                 overlapped = pack
                 pack.follow(snapshotPath)
             }
-            let taken = try options.snapshotter.snapshot(store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
-            if index == 0 { overlapped?.snapshotFinished() }
-            // External data is copied right after the snapshot, so that every file it references
-            // is still there (Core Data deletes external files of deleted rows).
-            var externalMember: String?
-            var externalFiles: [Packed] = []
-            if let external = store.externalDataPath {
-                let member = Manifest.storesFolder + relative(external, to: folder.path)
-                externalMember = member
-                let copyFolder = work + "/\(index).external"
-                try FileSystem.makeDirectory(copyFolder)
-                for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
-                    try Interruption.check()
-                    let copy = copyFolder + "/" + name
-                    if link(external + "/" + name, copy) != 0 {
-                        do { try FileManager.default.copyItem(atPath: external + "/" + name, toPath: copy) } catch {
-                            throw FileSystemError("copy", path: external + "/" + name, code: (error as NSError).code == 640 ? ENOSPC : EIO)
+            // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
+            // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
+            let (taken, externalMember, externalFiles) = try CPUYield.shared.normal {
+                let taken = try options.snapshotter.snapshot(store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
+                if index == 0 { overlapped?.snapshotFinished() }
+                // External data is copied right after the snapshot, so that every file it references
+                // is still there (Core Data deletes external files of deleted rows).
+                var externalMember: String?
+                var externalFiles: [Packed] = []
+                if let external = store.externalDataPath {
+                    let member = Manifest.storesFolder + relative(external, to: folder.path)
+                    externalMember = member
+                    let copyFolder = work + "/\(index).external"
+                    try FileSystem.makeDirectory(copyFolder)
+                    for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
+                        try Interruption.check()
+                        let copy = copyFolder + "/" + name
+                        if link(external + "/" + name, copy) != 0 {
+                            do { try FileManager.default.copyItem(atPath: external + "/" + name, toPath: copy) } catch {
+                                throw FileSystemError("copy", path: external + "/" + name, code: (error as NSError).code == 640 ? ENOSPC : EIO)
+                            }
                         }
+                        externalFiles.append(Packed(source: copy, file: try Self.entry(copy, member: member + "/" + name, kind: "external")))
                     }
-                    externalFiles.append(Packed(source: copy, file: try Self.entry(copy, member: member + "/" + name, kind: "external")))
                 }
+                return (taken, externalMember, externalFiles)
             }
             stages.snapshot += Self.seconds(since: snapshotStarted)
             let checkStarted = ContinuousClock.now

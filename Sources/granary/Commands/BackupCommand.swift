@@ -16,7 +16,10 @@ struct BackupCommand: ParsableCommand {
             the same as "stages". In a .tar.zst whose first store is a WAL store of 64 MiB or more, that store is compressed while \
             SQLite's backup API is still copying it. The file then starts with a small zstd frame (the \
             manifest, the first store's header and page 1) and a zstd skippable frame, which zstd, tar --zstd \
-            and libarchive pass over: the tar inside is the same.
+            and libarchive pass over: the tar inside is the same. Compressing, checking and hashing the \
+            snapshots yields the CPU to every other program (SCHED_IDLE; the snapshot itself does not), and goes \
+            back to normal priority when other load leaves it no CPU for a second; --json says which \
+            ("priority": yielded, raised or normal). GRANARY_YIELD=0 turns this off.
             """
     )
 
@@ -98,7 +101,7 @@ struct BackupCommand: ParsableCommand {
                         let s = result.stages
                         console.info(
                             "  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), "
-                                + "pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync))")
+                                + "pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(result.priority.rawValue)")
                     }
                 }
             } else if let error = outcome.error {
@@ -129,6 +132,8 @@ struct BackupDocument: Encodable {
         let size: Int64?
         let seconds: Double?
         let stages: BackupOperation.Stages?
+        /// "yielded", "raised" or "normal" (see CPUYield).
+        let priority: String?
         let stores: [Store]?
         let error: String?
         let exitCode: Int32?
@@ -142,12 +147,12 @@ struct BackupDocument: Encodable {
             if let r = outcome.result {
                 return User(
                     id: outcome.user.rawValue, ok: true, archive: r.archive, size: r.size, seconds: r.seconds,
-                    stages: r.stages, stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
+                    stages: r.stages, priority: r.priority.rawValue, stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
                     error: nil, exitCode: nil)
             } else {
                 let error = outcome.error ?? UnexpectedError(description: "no result")
                 return User(
-                    id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stages: nil, stores: nil,
+                    id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stages: nil, priority: nil, stores: nil,
                     error: error.description, exitCode: error.status.rawValue)
             }
         }
