@@ -13,7 +13,9 @@ struct VerifyCommand: ParsableCommand {
             integrity_check (--check quick: quick_check); the folder is always removed. The result is recorded \
             beside the archive (.NAME.verify.json) for list and check. \
             Exit codes: 0 all good, 65 any archive bad (one line each, naming the member and what is wrong), \
-            66 an archive named that does not exist, 130 interrupted.
+            66 an archive named that does not exist, 130 interrupted. \
+            Like backup's compression, the work yields the CPU to every other program (SCHED_IDLE) until other \
+            load leaves it none for a second; --json says which ("priority"); GRANARY_YIELD=0 turns this off.
             """
     )
 
@@ -104,10 +106,13 @@ struct VerifyDocument: Encodable {
 
     let format = 1
     let check: String
+    /// "yielded", "raised" or "normal": how the work was scheduled (see CPUYield).
+    let priority: String
     let archives: [Archive]
 
     init(_ outcomes: [ArchiveVerification.Outcome], check: CheckMode) {
         self.check = check.rawValue
+        priority = CPUYield.shared.mode.rawValue
         archives = outcomes.map {
             Archive(
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path, ok: $0.failure == nil,
