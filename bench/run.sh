@@ -10,8 +10,9 @@ W=$(mktemp -d /var/tmp/granary-bench.XXXXXX); trap '[ -n "$writer" ] && kill $wr
 command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
 mkdir -p "$W/root/u"; "$BIN/granary-sample" big "$W/root/u/live.db" "$MB"
 now() { date +%s.%N; }
-rate() { # commits/s and worst latency (ms) from a writer log over T seconds
-  awk -v t="$2" '{n++; if ($2>m) m=$2} END {printf "%.0f commits/s, worst %.1f ms", n/t, m/1000}' "$1"; }
+rate() { # commits/s and worst latency (ms) from a writer log over T seconds; with a start time
+  # (s since the epoch), also when the worst commit began relative to it (column 3: its end).
+  awk -v t="$2" -v s="${3:-}" '{n++; if ($2>m) {m=$2; at=$3 - $2/1e6}} END {printf "%.0f commits/s, worst %.1f ms", n/t, m/1000; if (s != "") printf " (began at %+.2f s)", at - s}' "$1"; }
 # The CPU line of /proc/stat, for the share of time the hypervisor gave our CPUs to others
 # (steal): on a busy host it alone moves a round by 10% or more.
 cpu() { head -1 /proc/stat; }
@@ -49,7 +50,7 @@ for round in $(seq "$RUNS"); do
   c0=$(cpu); t0=$(now); /usr/bin/time -f "%M" -o "$W/mem" "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --json > "$W/backup.json"; t1=$(now)
   stolen=$(steal "$c0" "$(cpu)")
   g=$(echo "$t1 - $t0" | bc); gs=$(stat -c %s "$W"/repo/u/*.tar.zst)
-  load=$(rate "$W/busy.log" "$g")
+  load=$(rate "$W/busy.log" "$g" "$t0")
   # The writer's share of its rate alone, and its worst commit in ms, for the targets below.
   awk -v t="$g" -v a="$before" '{n++; if ($2>m) m=$2} END {printf "%.3f %.1f\n", (n/t)/(a/3), m/1000}' "$W/busy.log" >> "$W/writer.all"
   share_r=$(tail -1 "$W/writer.all" | awk '{printf "%.0f%%", $1 * 100}')
