@@ -364,6 +364,37 @@ struct BackupCommandTests {
         #expect(result.stderr.contains("dave@example.com"))
     }
 
+    @Test("--jobs 2 backs the other users up while the first one waits for its lock")
+    func jobsRunSideBySide() throws {
+        let fixture = try Fixture()
+        let users = try FileManager.default.contentsOfDirectory(atPath: fixture.root).filter { !$0.hasPrefix(".") }.sorted()
+        try #require(users.count >= 3, "\(users)")
+        // The first user's lock, held by this test the way granary takes it (flock on its lock file).
+        let held = users[0]
+        let lockFolder = fixture.root + "/.granary/locks"
+        try FileManager.default.createDirectory(atPath: lockFolder, withIntermediateDirectories: true)
+        let fd = open(lockFolder + "/" + held + ".lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(fd >= 0 && flock(fd, LOCK_EX) == 0)
+        var holding = true
+        defer { if holding { close(fd) } }
+        let backup = Process()
+        backup.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
+        backup.arguments = ["backup", "--root", fixture.root, "--repo", fixture.repo, "--jobs", "2", "--lock-timeout", "300"] + users
+        backup.standardOutput = FileHandle.nullDevice
+        try backup.run()
+        // Two jobs: one waits for the held lock, the other backs up everyone else meanwhile. With
+        // one job they would all wait behind the first user, and this loop would give up (60 s).
+        let others = users.dropFirst()
+        for _ in 0..<600 where !others.allSatisfy({ !fixture.archives($0).isEmpty }) { usleep(100_000) }
+        #expect(others.allSatisfy { fixture.archives($0).count == 1 }, "\(others.map { fixture.archives($0) })")
+        #expect(fixture.archives(held).isEmpty)
+        close(fd)
+        holding = false
+        backup.waitUntilExit()
+        #expect(backup.terminationStatus == 0)
+        #expect(fixture.archives(held).count == 1)
+    }
+
     @Test("an unknown user exits 66")
     func unknownUser() throws {
         let fixture = try Fixture()
