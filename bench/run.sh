@@ -21,7 +21,31 @@ $2" | awk '{t=0; for (i=2; i<=NF; i++) t+=$i; if (NR==1) {a=t; s=$9} else printf
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 # Every timed step starts with nothing dirty in the page cache: otherwise the kernel's writeback
 # of the generated store (or of the step before) lands on whichever contender runs next.
-sync
+# Nor right after the step before's files were deleted: on this VM (ext4 mounted `discard` on a
+# virtual disk) deleting a written 1.4 GB file slows the disk for several seconds afterwards, past
+# what the guest can see (no I/O in flight, no discard pending): a writer's fsync waited 140–165 ms
+# then, and at most 10–19 ms when the next round started 10 s or 20 s after the delete (measured
+# 2026-11-23). `settle` syncs, waits until the disk has had no discard and no I/O in flight for a
+# second (20 s at most), then BENCH_SETTLE seconds more (default 10), and reads the store once
+# more: this VM pages out page cache left idle for seconds (a DAMON `pageout` scheme), and every
+# contender is meant to start from the warm store the warm-up round left.
+disk() { awk -v d="$(basename "$(findmnt -no SOURCE --target "$W" 2>/dev/null)")" '$3==d {print $12, $15}' /proc/diskstats; }
+settle() {
+  sync
+  local quiet=0 last now_ i
+  last=$(disk)
+  # Not a block device in /proc/diskstats (tmpfs…): nothing to watch.
+  [ -n "$last" ] || { sleep "${BENCH_SETTLE:-10}"; cat "$W/root/u/live.db" > /dev/null; return 0; }
+  for i in $(seq 80); do
+    sleep 0.25; now_=$(disk)
+    if [ "$now_" = "$last" ] && [ "${now_%% *}" = 0 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+    last=$now_
+    [ "$quiet" -ge 4 ] && break
+  done
+  sleep "${BENCH_SETTLE:-10}"
+  cat "$W/root/u/live.db" > /dev/null
+}
+settle
 "$BIN/granary-sample" write "$W/root/u/live.db" --interval-ms 1 > "$W/idle.log" & writer=$!
 sleep 5; kill $writer; wait $writer 2>/dev/null || true; writer=
 echo "writer alone: $(rate "$W/idle.log" 5)"
@@ -40,7 +64,7 @@ sqlite3 "$W/root/u/live.db" ".backup $W/x.db" && tar --zstd -cf "$W/x.tar.zst" -
 rm -rf "$W/warm" "$W/x.db" "$W/x.tar.zst"
 for round in $(seq "$RUNS"); do
   rm -rf "$W/repo" "$W/x.db" "$W/x.tar.zst"
-  sync
+  settle
   # The writer's rate alone is taken right before each backup, from the same writer process
   # (its rate drifts by 10% or more between minutes on this VM): the share is per round.
   "$BIN/granary-sample" write "$W/root/u/live.db" --interval-ms 1 >> "$W/busy.log" & writer=$!
@@ -56,7 +80,7 @@ for round in $(seq "$RUNS"); do
   share_r=$(tail -1 "$W/writer.all" | awk '{printf "%.0f%%", $1 * 100}')
   kill $writer; wait $writer 2>/dev/null || true; writer=
   stages=$(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["users"][0]; s=u["stages"]; print("snapshot %.2f s, check and hash %.2f s, pack %.2f s, sync %.2f s, CPU %s" % (s["snapshot"], s["checkAndHash"], s["pack"], s["sync"], u["priority"]))' "$W/backup.json")
-  sync
+  settle
   "$BIN/granary-sample" write "$W/twin.db" --interval-ms 1 >> "$W/twin.log" & writer=$!
   sleep 1; : > "$W/twin.log"
   t0=$(now); sqlite3 "$W/root/u/live.db" ".backup $W/x.db" && tar --zstd -cf "$W/x.tar.zst" -C "$W" x.db; t1=$(now)
@@ -64,7 +88,7 @@ for round in $(seq "$RUNS"); do
   kill $writer; wait $writer 2>/dev/null || true; writer=
   twin=$(rate "$W/twin.log" "$p")
   # For reference, the pipeline once more with no writer anywhere (the bench's old condition).
-  rm -f "$W/x.db" "$W/x.tar.zst"; sync
+  rm -f "$W/x.db" "$W/x.tar.zst"; settle
   t0=$(now); sqlite3 "$W/root/u/live.db" ".backup $W/x.db" && tar --zstd -cf "$W/x.tar.zst" -C "$W" x.db; t1=$(now)
   q=$(echo "$t1 - $t0" | bc); echo "$q" >> "$W/q.times"
   printf "round %d: granary %5.2f s (%s; peak RSS %s KiB; CPU stolen by the host %s; writer %s)  pipeline %5.2f s (writer on the copy %s; %.2f s with no writer)  ratio %.2fx\n" \
@@ -72,7 +96,7 @@ for round in $(seq "$RUNS"); do
   echo "$g" >> "$W/g.times"; echo "$p" >> "$W/p.times"; echo "$(cat "$W/mem")" >> "$W/mem.all"
 done
 rm -f "$W/x.db" "$W"/twin.db*
-sync
+settle
 t0=$(now); zstd -q -T0 -3 -c "$W/root/u/live.db" > "$W/raw.zst"; t1=$(now)
 f=$(echo "$t1 - $t0" | bc); fs=$(stat -c %s "$W/raw.zst")
 g=$(median < "$W/g.times"); p=$(median < "$W/p.times")
