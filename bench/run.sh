@@ -53,7 +53,7 @@ alone=$(wc -l < "$W/idle.log")
 # The pipeline runs with the same writer load, on a twin of the store: the CLI's stepwise .backup
 # restarts whenever another connection commits to its source, so on the live store it never ends.
 cp "$W/root/u/live.db" "$W/twin.db"; [ -f "$W/root/u/live.db-wal" ] && cp "$W/root/u/live.db-wal" "$W/twin.db-wal"
-echo "store: ${MB} MiB; $RUNS rounds of granary then the pipeline, each after a sync, each with a writer"
+echo "store: ${MB} MiB; $RUNS rounds of granary then the pipeline, each after a settle (see settle), each with a writer"
 echo "committing every ms (on the store for granary, on a copy of it for the pipeline: sqlite3's .backup"
 echo "restarts on every commit to its source), after one warm-up round that is not timed; the"
 echo "median round is what counts."
