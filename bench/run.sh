@@ -34,13 +34,12 @@ settle() {
   sync
   local quiet=0 last now_ i
   last=$(disk)
-  # Not a block device in /proc/diskstats (tmpfs…): nothing to watch.
-  [ -n "$last" ] || { sleep "${BENCH_SETTLE:-10}"; cat "$W/root/u/live.db" > /dev/null; return 0; }
+  # Nothing to watch when it is not a block device in /proc/diskstats (tmpfs…).
   for i in $(seq 80); do
+    [ -n "$last" ] && [ "$quiet" -lt 4 ] || break
     sleep 0.25; now_=$(disk)
     if [ "$now_" = "$last" ] && [ "${now_%% *}" = 0 ]; then quiet=$((quiet + 1)); else quiet=0; fi
     last=$now_
-    [ "$quiet" -ge 4 ] && break
   done
   sleep "${BENCH_SETTLE:-10}"
   cat "$W/root/u/live.db" > /dev/null

@@ -180,31 +180,14 @@ public struct BackupOperation: Sendable {
             }
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
-            let (taken, externalMember, externalFiles) = try CPUYield.shared.normal {
+            let (taken, external) = try CPUYield.shared.normal {
                 let taken = try options.snapshotter.snapshot(store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
-                var externalMember: String?
-                var externalFiles: [Packed] = []
-                if let external = store.externalDataPath {
-                    let member = Manifest.storesFolder + relative(external, to: folder.path)
-                    externalMember = member
-                    let copyFolder = work + "/\(index).external"
-                    try FileSystem.makeDirectory(copyFolder)
-                    for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
-                        try Interruption.check()
-                        let copy = copyFolder + "/" + name
-                        if link(external + "/" + name, copy) != 0 {
-                            do { try FileManager.default.copyItem(atPath: external + "/" + name, toPath: copy) } catch {
-                                throw FileSystemError("copy", path: external + "/" + name, code: (error as NSError).code == 640 ? ENOSPC : EIO)
-                            }
-                        }
-                        externalFiles.append(Packed(source: copy, file: try Self.entry(copy, member: member + "/" + name, kind: "external")))
-                    }
-                }
-                return (taken, externalMember, externalFiles)
+                return (taken, try copyExternalData(of: store, in: folder, to: work + "/\(index).external"))
             }
+            let (externalMember, externalFiles) = external
             stages.snapshot += Self.seconds(since: snapshotStarted)
             let checkStarted = ContinuousClock.now
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
@@ -228,6 +211,26 @@ public struct BackupOperation: Sendable {
             files += externalFiles
         }
         return (stores, files)
+    }
+
+    /// Hard links (or copies) the files of `store`'s external-data folder into `copyFolder`: its
+    /// member name in the archive (nil without such a folder) and the files to pack.
+    private func copyExternalData(of store: StoreFile, in folder: UserFolder, to copyFolder: String) throws -> (String?, [Packed]) {
+        guard let external = store.externalDataPath else { return (nil, []) }
+        let member = Manifest.storesFolder + relative(external, to: folder.path)
+        try FileSystem.makeDirectory(copyFolder)
+        var files: [Packed] = []
+        for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
+            try Interruption.check()
+            let copy = copyFolder + "/" + name
+            if link(external + "/" + name, copy) != 0 {
+                do { try FileManager.default.copyItem(atPath: external + "/" + name, toPath: copy) } catch {
+                    throw FileSystemError("copy", path: external + "/" + name, code: (error as NSError).code == 640 ? ENOSPC : EIO)
+                }
+            }
+            files.append(Packed(source: copy, file: try Self.entry(copy, member: member + "/" + name, kind: "external")))
+        }
+        return (member, files)
     }
 
     /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.

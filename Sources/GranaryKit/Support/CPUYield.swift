@@ -129,19 +129,20 @@ public final class CPUYield: @unchecked Sendable {
         var window: [Times] = []
         while true {
             Thread.sleep(forTimeInterval: Self.tick)
-            let stop = lock.withLock { () -> Bool in
-                if active == 0 { monitoring = false }
-                return active == 0
+            let (stop, raised) = lock.withLock { () -> (Bool, Bool) in
+                if active == 0 {
+                    monitoring = false
+                } else if raisedFlag {
+                    // A thread started by a yielding one just before the raise may still be idle.
+                    raiseAll()
+                }
+                return (active == 0, raisedFlag)
             }
             if stop { return }
-            if raised {
-                // A thread started by a yielding one just before the raise may still be idle.
-                lock.withLock { raiseAll() }
-                continue
-            }
+            if raised { continue }
             var sum = Times()
             var current: [Int32: Times] = [:]
-            for tid in Self.threads() where sched_getscheduler(tid) == granary_sched_idle() {
+            for tid in Self.idleThreads() {
                 guard let times = Self.times(of: tid) else { continue }
                 current[tid] = times
                 if let before = previous[tid] {
@@ -177,28 +178,23 @@ public final class CPUYield: @unchecked Sendable {
 
     /// Every idle thread of the process back to `SCHED_OTHER` (under the lock).
     private func raiseAll() {
-        for tid in Self.threads() where sched_getscheduler(tid) == granary_sched_idle() {
-            _ = granary_set_idle(tid, 0)
-        }
+        for tid in Self.idleThreads() { _ = granary_set_idle(tid, 0) }
     }
 
     /// The process's threads.
     static func threads() -> [Int32] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []).compactMap { Int32($0) }
+        FileSystem.contents(of: "/proc/self/task").compactMap { Int32($0) }
+    }
+
+    /// The process's threads under `SCHED_IDLE`.
+    static func idleThreads() -> [Int32] {
+        threads().filter { sched_getscheduler($0) == granary_sched_idle() }
     }
 
     /// A thread's scheduler statistics (`/proc/self/task/TID/schedstat`: run time, wait time, slices).
     static func times(of tid: Int32) -> Times? {
-        let fd = open("/proc/self/task/\(tid)/schedstat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 96)
-        let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        let fields = buffer[..<count].split(separator: UInt8(ascii: " ")).compactMap {
-            Int64(String(decoding: $0, as: UTF8.self))
-        }
-        guard fields.count >= 2 else { return nil }
-        return Times(running: fields[0], waiting: fields[1])
+        let fields = FileSystem.head("/proc/self/task/\(tid)/schedstat", count: 96).split(separator: UInt8(ascii: " "))
+            .prefix(2).compactMap { Int64(String(decoding: $0, as: UTF8.self)) }
+        return fields.count == 2 ? Times(running: fields[0], waiting: fields[1]) : nil
     }
 }
