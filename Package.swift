@@ -42,6 +42,9 @@ let package = Package(
         .systemLibrary(name: "CLinux"),
         // A pass-through SQLite VFS that watches the snapshot's writes (overlapped pack).
         .target(name: "CSnapshotTee", dependencies: ["CSQLite"]),
+        // The trust boundary's system calls: openat2 beneath a folder, per-thread owner
+        // credentials, and SQLite's file access redirected beneath a folder (Users/Folder.swift).
+        .target(name: "CBeneath", dependencies: ["CSQLite"]),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
@@ -56,11 +59,12 @@ let package = Package(
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "GranaryOwner",
+                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
-            swiftSettings: fuzzFlags
+            // Test seams (crash injection) exist in debug builds only: see Support/TestHooks.swift.
+            swiftSettings: fuzzFlags + [.define("GRANARY_TEST_HOOKS", .when(configuration: .debug))]
         ),
         // The thin command-line front end.
         .executableTarget(

@@ -38,7 +38,15 @@ public final class ReopenClient {
     /// Connects to the owner of `store`, or returns nil when no process listens (no owner, or
     /// the owner died: the kernel freed its name). The owner must run as `storeOwnerUID` or root.
     public static func connect(store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError) -> ReopenClient? {
-        let address = try ReopenAddress(store: store)
+        try connect(address: try ReopenAddress(store: store), store: store, storeOwnerUID: storeOwnerUID, timeout: timeout)
+    }
+
+    /// Connects to the owner listening at `address` (a caller that knows the store's canonical path
+    /// without resolving it by name: ``ReopenAddress/init(canonicalPath:)``); `store` names it in
+    /// messages.
+    public static func connect(
+        address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration
+    ) throws(ReopenError) -> ReopenClient? {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         if fd < 0 { throw .socket(operation: "create", store: store, code: errno) }
         let rc = address.withSocketAddress { Glibc.connect(fd, $0, $1) }

@@ -11,16 +11,23 @@ enum RestoreRendering {
         if let target = report.target { line += " into \(target)" }
         console.out(line)
         for store in report.stores {
-            var detail = "  " + Format.pad(store.name, 24) + " " + Format.pad(store.method, 8)
+            var detail = "  " + Format.pad(store.name, 24) + " " + Format.pad(store.method.rawValue, 8)
             if let pid = store.ownerPID { detail += " owner pid \(pid)" }
             if !store.openBy.isEmpty && store.ownerPID == nil { detail += " open by \(store.openBy.map(String.init).joined(separator: ", "))" }
             if report.dryRun { detail += "  \(store.staged) -> \(store.live)" }
             console.out(detail)
         }
-        for window in report.pauseWindows {
-            console.info("owner paused for \(String(format: "%.1f", Double(window.components.attoseconds) / 1e15 + Double(window.components.seconds) * 1000)) ms")
+        for store in report.stores {
+            guard let window = store.paused else { continue }
+            let ms = Double(window.components.attoseconds) / 1e15 + Double(window.components.seconds) * 1000
+            console.info("\(store.name): owner paused for \(String(format: "%.1f", ms)) ms (from PAUSE sent to RESUMED received)")
         }
+        for warning in report.warnings { console.info("granary: warning: " + warning) }
         if let safety = report.safetyArchive { console.out("replaced content kept in \(safety)") }
+        if let pending = report.safetyArchivePending {
+            console.info("granary: restored; \(pending)")
+            console.info("Try: granary recover \(report.user) once the repository can take it")
+        }
     }
 }
 
@@ -32,5 +39,7 @@ enum RecoverRendering {
         for name in report.rolledBack { console.out("  \(Format.pad(name, 24)) old content kept") }
         for name in report.rolledForward { console.out("  \(Format.pad(name, 24)) new content kept") }
         if let safety = report.safetyArchive { console.out("replaced content kept in \(safety)") }
+        if let pending = report.safetyArchivePending { console.info("granary: \(pending)") }
+        for path in report.intruders { console.info("granary: moved away \(path), which appeared while its owner was paused") }
     }
 }

@@ -70,7 +70,12 @@ struct InspectCheckCommandTests {
     @Test("check exits 1 naming users without archives or without a verified one, 0 once every user has a fresh verified archive")
     func check() throws {
         let fixture = try Fixture()
+        // No repository yet: a typo in --repo must not look like an empty repository.
         var result = try fixture.granary(["check"])
+        #expect(result.status == 66, "\(result.stderr)")
+        #expect(result.stderr.contains("not a granary repository"), "\(result.stderr)")
+        #expect(try fixture.granary(["backup", "dave@example.com"]).status == 0)
+        result = try fixture.granary(["check"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("alice@example.com: has no archives"), "\(result.stdout)")
         #expect(try fixture.granary(["backup", "--all"]).status == 0)

@@ -27,11 +27,17 @@ enum RestoreFixtures {
             let backup = try SQLiteBackup(from: source, to: destination)
             while try backup.step(pages: -1) != .done { usleep(10_000) }
             try backup.finish()
-            items.append(SafetyArchive.Item(name: store.name, database: copy, external: store.externalDataPath))
+            let external = store.hasExternalData ? folder.path + "/" + store.externalDataName : nil
+            items.append(SafetyArchive.Item(name: store.name, database: copy, external: external))
         }
         // Archive names have one-second resolution; keep fixtures apart and in order.
         usleep(1_100_000)
         return try SafetyArchive.write(user: id, items: items, repository: Repository(path: repo), label: label)
+    }
+
+    /// The Core Data external-data folder of the store at `path`: `.<Name>_SUPPORT/_EXTERNAL_DATA` beside it.
+    static func externalFolder(of path: String) -> String {
+        (path as NSString).deletingLastPathComponent + "/" + StoreFile.externalDataName(for: (path as NSString).lastPathComponent)
     }
 
     /// Every `id` of `table` in the store at `path`.

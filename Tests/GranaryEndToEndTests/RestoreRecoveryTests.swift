@@ -192,7 +192,7 @@ struct RestoreRecoveryTests {
     func coreDataExternalData() throws {
         let store = user + "/Notes.sqlite"
         try SampleData.makeCoreDataStore(store, notes: 9)
-        let external = StoreFile.externalDataFolder(for: store)
+        let external = RestoreFixtures.externalFolder(of: store)
         let archived = FileSystem.contents(of: external)
         #expect(archived.count == 3)
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
@@ -206,7 +206,9 @@ struct RestoreRecoveryTests {
         let safety = try #require(FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains("pre-restore") })
         let extracted = folder.child("safety")
         try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: extracted)
-        #expect(FileSystem.contents(of: extracted + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA") == ["NEW-ATTACHMENT"])
+        // The safety archive holds the replaced store's attachments complete (those the restore
+        // removed and those it kept), so that restoring it gives back every attachment.
+        #expect(FileSystem.contents(of: extracted + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA") == (archived.dropFirst() + ["NEW-ATTACHMENT"]).sorted())
     }
 
     @Test("reset keeps a Core Data store's metadata, resets Z_MAX, and removes its external data")
@@ -221,7 +223,7 @@ struct RestoreRecoveryTests {
         #expect(try db.scalar("SELECT count(*) FROM ZFOLDER")?.integer == 0)
         #expect(try db.rows("SELECT Z_MAX FROM Z_PRIMARYKEY").map { $0[0].integer } == [0, 0])
         #expect(try RestoreFixtures.dump(store).components(separatedBy: "## ").first { $0.hasPrefix("Z_METADATA") } == metadata)
-        #expect(FileSystem.contents(of: StoreFile.externalDataFolder(for: store)).isEmpty)
+        #expect(FileSystem.contents(of: RestoreFixtures.externalFolder(of: store)).isEmpty)
         #expect(db.integrityCheck(full: true) == ["ok"])
         #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.hasSuffix("-pre-reset.tar.zst") })
     }
@@ -276,7 +278,8 @@ struct RestoreRecoveryTests {
         try SampleData.makeItemsStore(user + "/Extra.sqlite", rows: 3, walOnlyTail: 0)
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         try FileSystem.removeFile(user + "/Extra.sqlite")
-        chown(user, 65534, 65534)
+        // Everything in a user's folder belongs to the folder's owner.
+        for name in [""] + FileSystem.contents(of: user) { chown(name.isEmpty ? user : user + "/" + name, 65534, 65534) }
         let refused = try granary(["restore", "alice@example.com"])
         #expect(refused.status == 65)
         #expect(refused.stderr.contains("only in the archive: Extra.sqlite"))

@@ -32,9 +32,9 @@ struct UserDiscoveryTests {
         try FileSystem.makeDirectory(root + "/-oops")
         try Data("x".utf8).write(to: URL(fileURLWithPath: root + "/file-not-a-user"))
         let (users, ignored) = try Root(path: root).scan()
-        #expect(users.map(\.id.rawValue) == SampleData.users)
-        #expect(ignored.map(\.name) == ["-oops"])
-        #expect(ignored.map(\.reason) == ["starts with '-'"])
+        #expect(users.map(\.rawValue) == SampleData.users)
+        #expect(ignored.map(\.name) == ["-oops", "file-not-a-user"])
+        #expect(ignored.map(\.reason) == ["is not a valid user id: it starts with '-'", "is a file, not a folder"])
     }
 
     @Test("stores are found by content, not by name; companions and junk are not stores")
@@ -50,8 +50,12 @@ struct UserDiscoveryTests {
         try FileManager.default.createSymbolicLink(atPath: user + "/link.sqlite", withDestinationPath: user + "/data.bin")
         try FileSystem.makeDirectory(user + "/.hidden")
         try SampleData.makeRollbackStore(user + "/.hidden/secret.db", rows: 1)
-        let stores = UserFolder(id: try UserID("u"), path: user).stores()
+        let scan = UserFolder(id: try UserID("u"), folder: try Folder.open(path: user)).scan()
+        let stores = scan.stores
         #expect(stores.map(\.name) == ["data.bin"])
+        // What was passed over is said: the link and the hidden store (not the junk, which is no store).
+        #expect(scan.skipped.map(\.name) == [".hidden/secret.db", "link.sqlite"])
+        #expect(scan.skipped.last?.reason.contains("symbolic link") == true)
         let store = try #require(stores.first)
         #expect(store.header.isWAL)
         #expect(store.journalKind == "wal")
@@ -70,7 +74,8 @@ struct UserDiscoveryTests {
         let dave = try root.user(UserID("dave@example.com")).stores()
         #expect(dave.map(\.name) == ["Data/App.sqlite"])
         let bob = try root.user(UserID("bob@example.com")).stores()
-        #expect(bob.first?.externalDataPath?.hasSuffix("/.Notes_SUPPORT/_EXTERNAL_DATA") == true)
+        #expect(bob.first?.hasExternalData == true)
+        #expect(bob.first?.externalDataName == ".Notes_SUPPORT/_EXTERNAL_DATA")
         #expect(#expect(throws: UserError.self) { try root.user(UserID("zoe@example.com")) }?.status == .notFound)
     }
 

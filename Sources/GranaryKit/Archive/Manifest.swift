@@ -25,12 +25,40 @@ public struct Manifest: Codable, Sendable, Equatable {
         public var sha256: String
         /// `store` for a database snapshot, `external` for a Core Data external-data file.
         public var kind: String
+        /// The file's permission bits in the user's folder (external-data files; absent in
+        /// archives made before granary recorded them).
+        public var mode: UInt32?
 
-        public init(path: String, size: Int64, sha256: String, kind: String) {
+        public init(path: String, size: Int64, sha256: String, kind: String, mode: UInt32? = nil) {
             self.path = path
             self.size = size
             self.sha256 = sha256
             self.kind = kind
+            self.mode = mode
+        }
+    }
+
+    /// Who owned a file or folder in the user's folder, and its permission bits: by number, and by
+    /// name when the number had one on the host that made the archive.
+    public struct Ownership: Codable, Sendable, Equatable {
+        public var uid: UInt32
+        public var gid: UInt32
+        /// Permission bits (`st_mode & 07777`).
+        public var mode: UInt32
+        public var user: String?
+        public var group: String?
+
+        public init(uid: UInt32, gid: UInt32, mode: UInt32, user: String? = nil, group: String? = nil) {
+            self.uid = uid
+            self.gid = gid
+            self.mode = mode
+            self.user = user
+            self.group = group
+        }
+
+        /// The ownership of a file, with the names the host gives its uid and gid.
+        public static func of(uid: UInt32, gid: UInt32, mode: UInt32) -> Ownership {
+            Ownership(uid: uid, gid: gid, mode: mode & 0o7777, user: AccountNames.user(uid), group: AccountNames.group(gid))
         }
     }
 
@@ -69,6 +97,8 @@ public struct Manifest: Codable, Sendable, Equatable {
         /// Member folder of the Core Data external data, when the store has one.
         public var externalDataPath: String?
         public var coreData: CoreData?
+        /// The live database file's owner and mode when it was snapshotted.
+        public var owner: Ownership?
 
         public init(
             name: String, path: String, pageSize: Int, pageCount: Int, journalMode: String, sqliteVersion: String,
@@ -98,6 +128,13 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var compression: Compression
     public var stores: [Store]
     public var files: [File]
+    /// What the archive is: a regular backup (`backup`, also when absent), a `safety` archive (what
+    /// a restore or reset replaced), or a `final` archive (what a retired user left).
+    public var kind: ArchiveKind?
+    /// For a safety archive: the archive the restore put in place (nil for a reset).
+    public var restoredFrom: String?
+    /// The user's folder's owner and mode when the archive was made.
+    public var folder: Ownership?
     /// SHA-256 of the manifest's own bytes with this value left empty (`"checksum" : ""`).
     ///
     /// Members are checked against the manifest, but nothing else would check the manifest:
@@ -193,6 +230,38 @@ public struct Manifest: Codable, Sendable, Equatable {
         } catch {
             throw .invalid(source: source, reason: "manifest cannot be read: \(error)")
         }
+    }
+}
+
+/// What an archive is, as its manifest records it.
+public enum ArchiveKind: String, Codable, Sendable, CaseIterable {
+    /// A regular backup: what `restore` with no archive, `--at`, `verify --latest`, `check` and
+    /// `prune`'s rules consider.
+    case backup
+    /// What a restore or reset replaced (`…-pre-restore`, `…-pre-reset`): for `restore --undo`.
+    case safety
+    /// What a retired user left.
+    case final
+}
+
+/// The names of uids and gids on this host (for manifests and messages).
+public enum AccountNames {
+    /// The login name of `uid`, if the host has one.
+    public static func user(_ uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
+        return String(cString: name)
+    }
+
+    /// The name of group `gid`, if the host has one.
+    public static func group(_ gid: UInt32) -> String? {
+        var entry = SwiftGlibc.group()
+        var result: UnsafeMutablePointer<SwiftGlibc.group>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getgrgid_r(gid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.gr_name else { return nil }
+        return String(cString: name)
     }
 }
 

@@ -8,6 +8,14 @@ public enum BackupError: GranaryError, Sendable {
     case diskFull(repo: String, user: String)
     /// Files or folders in the user's folder that cannot be read: they may be stores.
     case unreadable(user: String, paths: [String])
+    /// The user's folder holds no SQLite store: an archive of nothing is not a backup.
+    case noStores(user: String, folder: String)
+    /// `backup --all` over a root with no user folder (an unmounted volume, a wrong --root).
+    case noUsers(root: String)
+    /// A label granary keeps for its own archives (safety and final).
+    case reservedLabel(String)
+    /// A file whose name granary cannot yet carry into an archive.
+    case unsupportedName(user: String, path: String)
 
     public var description: String {
         switch self {
@@ -19,12 +27,22 @@ public enum BackupError: GranaryError, Sendable {
             return "\(user): cannot read \(paths.prefix(3).joined(separator: ", "))\(paths.count > 3 ? " and \(paths.count - 3) more" : ""), which may \(paths.count == 1 ? "be a store" : "be stores"); no archive was written"
         case .diskFull(let repo, let user):
             return "\(user): the repository \(repo) is full; no archive was written"
+        case .noStores(let user, let folder):
+            return "\(user): no SQLite store found in \(folder); no archive was written"
+        case .reservedLabel(let label):
+            return "the label \(label) is granary's own (safety and final archives); no archive was written"
+        case .noUsers(let root):
+            return "no user folders under \(root); nothing was backed up"
+        case .unsupportedName(let user, let path):
+            return "\(user): \(path) has a name that is not valid UTF-8; no archive was written"
         }
     }
 
     public var status: ExitStatus {
         switch self {
-        case .checkFailed: return .dataError
+        case .checkFailed, .noStores, .unsupportedName: return .dataError
+        case .noUsers: return .notFound
+        case .reservedLabel: return .usage
         case .storeBusy: return .temporaryFailure
         case .diskFull, .unreadable: return .ioError
         }
@@ -36,6 +54,10 @@ public enum BackupError: GranaryError, Sendable {
         case .storeBusy: return "run the backup again later"
         case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
         case .diskFull(let repo, _): return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
+        case .noStores: return "granary users shows what granary sees in each user's folder"
+        case .unsupportedName: return "rename the file"
+        case .reservedLabel: return "choose another label"
+        case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
         }
     }
 }

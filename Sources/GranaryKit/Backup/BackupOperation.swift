@@ -67,6 +67,8 @@ public struct BackupOperation: Sendable {
         public let stages: Stages
         /// How the CPU work was scheduled (see `CPUYield`).
         public let priority: CPUYield.Mode
+        /// Entries of the user's folder the scan passed over, with why (warnings).
+        public let skipped: [UserFolder.Skipped]
     }
 
     public let root: Root
@@ -94,7 +96,9 @@ public struct BackupOperation: Sendable {
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
         _ = try Recovery.recover(root: root, user: user)
-        try FileSystem.makeDirectory(repository.path)
+        if let label = options.label, ArchiveName.reservedLabels.contains(label) { throw BackupError.reservedLabel(label) }
+        try repository.checkSeparate(from: root)
+        try repository.prepare()
         try FileSystem.makeDirectory(workFolder)
         let userFolder = repository.folder(for: user)
         try FileSystem.makeDirectory(userFolder)
@@ -111,9 +115,11 @@ public struct BackupOperation: Sendable {
                 var stages = Stages()
                 let taken = try snapshotAll(folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
                 let created = Date()
-                let manifest = Manifest(
+                var manifest = Manifest(
                     user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
                     compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
+                manifest.kind = .backup
+                manifest.folder = taken.folderOwner
                 let (path, size) = try pack(
                     manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
@@ -124,7 +130,7 @@ public struct BackupOperation: Sendable {
                     stores: taken.stores.map {
                         StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
                     },
-                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode)
+                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode, skipped: taken.skipped)
             }
         } catch let error as FileSystemError where error.isDiskFull {
             throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
@@ -159,13 +165,15 @@ public struct BackupOperation: Sendable {
 
     private func snapshotAll(
         _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String, overlapped: inout OverlappedPack?
-    ) throws -> (stores: [Manifest.Store], files: [Packed]) {
+    ) throws -> (stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
         let scan = folder.scan()
         if !scan.unreadable.isEmpty {
             throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { folder.path + "/" + $0 })
         }
+        guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
+        let folderInfo = try? folder.folder.descriptor.status()
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -185,7 +193,7 @@ public struct BackupOperation: Sendable {
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
-                return (taken, try copyExternalData(of: store, in: folder, to: work + "/\(index).external"))
+                return (taken, try copyExternalData(of: store, to: work + "/\(index).external"))
             }
             let (externalMember, externalFiles) = external
             stages.snapshot += Self.seconds(since: snapshotStarted)
@@ -202,33 +210,39 @@ public struct BackupOperation: Sendable {
             let coreData = try CoreDataMetadata.read(db)
             let pageSize = try db.pageSize()
             let pageCount = try db.pageCount()
-            stores.append(
-                Manifest.Store(
-                    name: store.name, path: member, pageSize: pageSize, pageCount: pageCount, journalMode: taken.journalMode,
-                    sqliteVersion: Database.libraryVersion, check: options.check.rawValue, integrity: check,
-                    externalDataPath: externalMember, coreData: coreData))
+            var entry = Manifest.Store(
+                name: store.name, path: member, pageSize: pageSize, pageCount: pageCount, journalMode: taken.journalMode,
+                sqliteVersion: Database.libraryVersion, check: options.check.rawValue, integrity: check,
+                externalDataPath: externalMember, coreData: coreData)
+            entry.owner = .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode))
+            stores.append(entry)
             files.append(Packed(source: snapshotPath, file: hashed))
             files += externalFiles
         }
-        return (stores, files)
+        let folderOwner = folderInfo.map { Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
+        return (stores, files, scan.skipped, folderOwner)
     }
 
-    /// Hard links (or copies) the files of `store`'s external-data folder into `copyFolder`: its
-    /// member name in the archive (nil without such a folder) and the files to pack.
-    private func copyExternalData(of store: StoreFile, in folder: UserFolder, to copyFolder: String) throws -> (String?, [Packed]) {
-        guard let external = store.externalDataPath else { return (nil, []) }
-        let member = Manifest.storesFolder + relative(external, to: folder.path)
+    /// Copies the files of `store`'s external-data folder into `copyFolder` (each opened beneath
+    /// the user's folder, hashed as it is copied): its member name in the archive (nil without
+    /// such a folder) and the files to pack. Anything in the folder that is not a regular file of
+    /// the folder's owner fails the backup: an attachment must not be passed over in silence.
+    private func copyExternalData(of store: StoreFile, to copyFolder: String) throws -> (String?, [Packed]) {
+        guard let external = try store.externalDataFolder() else { return (nil, []) }
+        let member = Manifest.storesFolder + store.externalDataName
         try FileSystem.makeDirectory(copyFolder)
         var files: [Packed] = []
-        for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
+        for (index, entry) in try external.entries().enumerated() {
             try Interruption.check()
-            let copy = copyFolder + "/" + name
-            if link(external + "/" + name, copy) != 0 {
-                do { try FileManager.default.copyItem(atPath: external + "/" + name, toPath: copy) } catch {
-                    throw FileSystemError("copy", path: external + "/" + name, code: (error as NSError).code == 640 ? ENOSPC : EIO)
-                }
+            guard entry.kind == .file else { throw FolderError.notRegular(path: external.path(entry.name), kind: entry.kind) }
+            guard FolderName.isUTF8(entry.name) else {
+                throw BackupError.unsupportedName(user: store.folder.display, path: external.path(entry.name))
             }
-            files.append(Packed(source: copy, file: try Self.entry(copy, member: member + "/" + name, kind: "external")))
+            let source = try external.openFile(entry.name)
+            let copy = copyFolder + "/\(index)"
+            let (size, digest) = try FileDigest.copy(from: source, to: copy)
+            let mode = UInt32(try source.status().st_mode & 0o7777)
+            files.append(Packed(source: copy, file: Manifest.File(path: member + "/" + entry.name, size: size, sha256: digest, kind: "external", mode: mode)))
         }
         return (member, files)
     }
@@ -245,14 +259,6 @@ public struct BackupOperation: Sendable {
             throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem")
         }
         return "ok"
-    }
-
-    /// `path` relative to `base`. Both are standardized first: Foundation's path helpers collapse
-    /// `//` (a root given as `/tmp//x` would otherwise lose the `.X_SUPPORT/` part of a member name).
-    private func relative(_ path: String, to base: String) -> String {
-        let path = (path as NSString).standardizingPath
-        let base = (base as NSString).standardizingPath
-        return path.hasPrefix(base + "/") ? String(path.dropFirst(base.count + 1)) : (path as NSString).lastPathComponent
     }
 
     /// Size and SHA-256 of a file, read in chunks.

@@ -15,10 +15,10 @@ import Foundation
 ///   `step(-1)` under one read lock: writers then wait for the length of one copy
 ///   (their busy timeout absorbs it), and the backup always finishes.
 ///
-/// The live store is opened read-write (a read-only connection cannot create a missing
-/// `-shm`) but never written; the checkpoint SQLite runs when the last connection closes is
-/// turned off, and any `-wal`/`-shm` that opening created gets the store owner's uid, gid
-/// and mode (`OwnerMatch`).
+/// The live store is opened read-only, beneath its folder (``Folder``): SQLite reaches the
+/// database, `-wal` and `-shm` only as regular files with one link owned by the folder's owner,
+/// with the owner's permissions, so a `-shm` that opening creates belongs to the owner. A
+/// read-only connection never checkpoints; the checkpoint on close is turned off all the same.
 public struct Snapshotter: Sendable {
     /// Pages copied per step in rollback mode.
     public var pagesPerStep: Int32 = 1024
@@ -48,11 +48,8 @@ public struct Snapshotter: Sendable {
     /// store, whose stepwise copy restarts, the track is marked broken at once and the follower
     /// gives up.
     public func snapshot(_ store: StoreFile, to destination: String, track: UnsafeMutablePointer<granary_tee_track>? = nil) throws -> Result {
-        let owner = OwnerMatch(storePath: store.path)
-        defer { owner.fixCreatedCompanions() }
-        let source = try Database(path: store.path, mode: .readWrite, busyTimeout: busyTimeout)
+        let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout)
         try? source.keepWALOnClose()
-        owner.fixCreatedCompanions()
         let journalMode = try source.journalMode()
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (in a VM, a third of the copy's time).

@@ -66,34 +66,51 @@ public enum Inspector {
     public static func inspect(
         path: String, expectedUser: String? = nil, temporaryFolder: String = NSTemporaryDirectory()
     ) throws -> Inspection {
-        guard let info = FileSystem.status(path) else {
+        // A store is opened beneath the folder that holds it, with that folder's owner's rules and
+        // permissions (the folder may be a user's): the name given is followed up to that folder,
+        // never through its last component.
+        let parentPath = (path as NSString).deletingLastPathComponent
+        let fileName = (path as NSString).lastPathComponent
+        let parent: Folder
+        do {
+            let opened = try Folder.open(path: parentPath.isEmpty ? "." : parentPath)
+            let info = try opened.descriptor.status()
+            parent = info.st_uid == geteuid() ? opened : try Folder.open(path: opened.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
+        } catch {
             throw InspectError(path: path, reason: "no such file", status: .notFound)
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw InspectError(path: path, reason: "is not a regular file", status: .dataError)
+        guard let info = parent.entry(fileName) else {
+            throw InspectError(path: path, reason: "no such file", status: .notFound)
         }
-        if FileSystem.head(path, count: 16) == StoreHeader.magic {
-            let name = (path as NSString).lastPathComponent
-            return Inspection(kind: "store", path: path, stores: [try store(at: path, name: name)])
+        guard info.kind == .file else {
+            throw InspectError(path: path, reason: "is \(FolderError.phrase(info.kind)), not a regular file", status: .dataError)
+        }
+        let head: [UInt8]
+        do { head = try parent.openFile(fileName).read(count: 16, at: 0) } catch {
+            throw InspectError(path: path, reason: "cannot be read: \(error)", status: .dataError)
+        }
+        if head == StoreHeader.magic {
+            return Inspection(kind: "store", path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
         }
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
         let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
         let manifest = outcome.manifest
-        let stores = try manifest.stores.map { try store(at: folder + "/" + $0.path, name: $0.name) }
+        let stores = try manifest.stores.map { entry in
+            let (parent, file) = try Folder.open(path: folder).parent(of: entry.path)
+            return try store(in: parent, fileName: file, name: entry.name)
+        }
         return Inspection(
             kind: "archive", path: path, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
             stores: stores)
     }
 
-    /// Describes the store at `path`.
-    public static func store(at path: String, name: String) throws -> StoreInspection {
-        // Reading a WAL store may create its -wal/-shm: as root they must stay the owner's.
-        let companions = OwnerMatch(storePath: path)
-        defer { companions.fixCreatedCompanions() }
+    /// Describes the store `fileName` of `folder`, opened read-only beneath the folder.
+    public static func store(in folder: Folder, fileName: String, name: String) throws -> StoreInspection {
+        let path = folder.path(fileName)
         let db: Database
-        do { db = try Database(path: path, mode: .readOnly) } catch {
-            throw InspectError(path: path, reason: "cannot be opened by SQLite: \(error.message)", status: .dataError)
+        do { db = try Database(try folder.sqliteName(fileName), mode: .readOnly) } catch {
+            throw InspectError(path: path, reason: "cannot be opened by SQLite: \(error)", status: .dataError)
         }
         do {
             var tables: [StoreInspection.Table] = []
@@ -107,17 +124,17 @@ public enum Inspector {
                     storeUUID: metadata.storeUUID, modelVersionHashes: metadata.modelVersionHashes,
                     entities: metadata.entityRowCounts.sorted { $0.key < $1.key }.map { .init(name: $0.key, rows: $0.value) })
             }
+            let header = (try? folder.openFile(fileName).read(count: 100, at: 0)) ?? []
             return StoreInspection(
-                name: name, size: FileSystem.size(path), pageSize: try db.pageSize(), pageCount: try db.pageCount(),
-                journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(path), tables: tables, coreData: coreData)
+                name: name, size: folder.entry(fileName)?.size ?? 0, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
+                journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(header: header), tables: tables, coreData: coreData)
         } catch {
-            throw InspectError(path: path, reason: "cannot be read by SQLite: \(error.message)", status: .dataError)
+            throw InspectError(path: path, reason: "cannot be read by SQLite: \(error)", status: .dataError)
         }
     }
 
     /// The `SQLITE_VERSION_NUMBER` in the header at offset 96, as `3.40.1`.
-    static func sqliteVersion(_ path: String) -> String {
-        let header = FileSystem.head(path, count: 100)
+    static func sqliteVersion(header: [UInt8]) -> String {
         guard header.count == 100 else { return "unknown" }
         let number = header[96..<100].reduce(0) { $0 << 8 | Int($1) }
         return "\(number / 1_000_000).\(number / 1000 % 1000).\(number % 1000)"

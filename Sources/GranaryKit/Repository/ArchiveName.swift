@@ -52,6 +52,25 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
 
     public var description: String { fileName }
 
+    /// The label of a safety archive written by a restore.
+    public static let preRestoreLabel = "pre-restore"
+    /// The label of a safety archive written by a reset.
+    public static let preResetLabel = "pre-reset"
+    /// The label of a retired user's final archive.
+    public static let finalLabel = "final"
+    /// Labels granary gives its own archives, which `backup --label` refuses.
+    public static let reservedLabels: Set<String> = [preRestoreLabel, preResetLabel, finalLabel]
+
+    /// What the archive is, by its label: safety and final archives carry reserved labels, which a
+    /// regular backup cannot take (the manifest's `kind` says the same).
+    public var kind: ArchiveKind {
+        switch label {
+        case ArchiveName.preRestoreLabel, ArchiveName.preResetLabel: return .safety
+        case ArchiveName.finalLabel: return .final
+        default: return .backup
+        }
+    }
+
     /// Labels: 1 to 64 of `a-z 0-9 -`, starting with a letter or digit.
     public static func isValidLabel(_ text: String) -> Bool {
         guard !text.isEmpty, text.utf8.count <= 64, let first = text.unicodeScalars.first,

@@ -5,16 +5,24 @@ import Foundation
 /// see the new content at their next transaction (the backup bumps the change counter, which
 /// makes every connection drop its page cache). See <https://www.sqlite.org/backup.html>.
 enum OnlineRestore {
-    /// Keeps the live content in `aside` (a backup-API snapshot) and then copies `staged` into `live`.
+    /// Keeps the live content in `aside` (a backup-API snapshot, written under a temporary name
+    /// and renamed, so that an aside file that exists is complete) unless it is there already,
+    /// then copies `staged` into the live store `file` of `folder` (opened beneath it).
     ///
     /// A WAL-mode destination must have the source's page size (the backup fails with
     /// SQLITE_READONLY otherwise, because a WAL database cannot change its page size). When they
     /// differ, the staged copy — ours to change — is rebuilt at the live page size first:
     /// `PRAGMA page_size` only takes effect through `VACUUM`, and `VACUUM` only changes the page
     /// size outside WAL mode, so the staged copy is switched to `journal_mode=DELETE` before.
-    static func restore(staged: String, into live: String, aside: String, busyTimeout: Duration) throws {
-        let liveDB = try Database(path: live, mode: .readWrite, busyTimeout: busyTimeout)
-        try copy(from: liveDB, to: Database(path: aside, mode: .create), busyTimeout: busyTimeout)
+    static func restore(staged: String, into folder: Folder, _ file: String, aside: String, busyTimeout: Duration) throws {
+        let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
+        if !FileSystem.isRegularFile(aside) {
+            try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
+            let temporary = aside + ".partial"
+            try FileSystem.removeFile(temporary)
+            try copy(from: liveDB, to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
+            try FileSystem.rename(temporary, to: aside)
+        }
         let source = try Database(path: staged, mode: .readWrite)
         let livePageSize = try liveDB.pageSize()
         if try liveDB.journalMode() == "wal", try source.pageSize() != livePageSize {
@@ -23,6 +31,13 @@ enum OnlineRestore {
             try source.execute("VACUUM")
         }
         try copy(from: source, to: liveDB, busyTimeout: busyTimeout)
+    }
+
+    /// Copies the kept-aside old content back into the live store (rolling back an online copy
+    /// made before a restore's commit point).
+    static func putBack(aside: String, into folder: Folder, _ file: String, busyTimeout: Duration) throws {
+        let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
+        try copy(from: Database(path: aside, mode: .readOnly), to: liveDB, busyTimeout: busyTimeout)
     }
 
     /// One backup, all pages in one step (so it cannot be restarted by a writer on the source),

@@ -7,24 +7,31 @@ import Foundation
 /// Which processes have a store open, found the way `fuser(1)` does: every `/proc/<pid>/fd/*`
 /// whose target is the same inode as the store's database, `-wal` or `-shm` file.
 ///
-/// This sees every process when granary runs as root (or as the processes' uid); a process
-/// of another uid whose `/proc/<pid>/fd` cannot be read is not seen, which is why the
-/// `offline` method also refuses when a checkpoint finds another connection.
+/// The store's files are named through the open folder that holds them (never followed by path),
+/// and matched by device and inode. This sees every process when granary runs as root (or as the
+/// processes' uid); a process of another uid whose `/proc/<pid>/fd` cannot be read is not seen,
+/// which is why the `offline` method also refuses when a checkpoint finds another connection.
 public enum OpenFiles {
-    /// Process ids (other than this one) that hold the store or its companions open.
-    public static func holders(of store: String) -> [Int32] {
-        holders(of: store, among: nil)
+    /// A file's identity.
+    public struct Identity: Hashable, Sendable {
+        public let device: UInt64
+        public let inode: UInt64
     }
 
-    /// Like ``holders(of:)`` but looking only at `pids` (nil: every process). Checking the few
-    /// processes that had the store open before a pause keeps the pause short: a full /proc scan
-    /// costs milliseconds on a busy machine.
-    public static func holders(of store: String, among candidates: [Int32]?) -> [Int32] {
-        var targets: Set<[UInt64]> = []
-        for path in [store, store + "-wal", store + "-shm"] {
-            var info = stat()
-            if stat(path, &info) == 0 { targets.insert([UInt64(info.st_dev), UInt64(info.st_ino)]) }
-        }
+    /// The identities of store `file` of `folder`, its `-wal` and its `-shm` (those that exist).
+    public static func identities(of file: String, in folder: Folder) -> Set<Identity> {
+        Set([file, file + "-wal", file + "-shm"].compactMap { folder.entry($0) }.map { Identity(device: $0.device, inode: $0.inode) })
+    }
+
+    /// Process ids (other than this one) that hold the store or its companions open.
+    public static func holders(of file: String, in folder: Folder, among candidates: [Int32]? = nil) -> [Int32] {
+        holders(of: identities(of: file, in: folder), among: candidates)
+    }
+
+    /// Process ids (other than this one) that hold any of `targets` open. Checking only the few
+    /// processes that had the store open before a pause (`candidates`) keeps the pause short: a
+    /// full /proc scan costs milliseconds on a busy machine.
+    public static func holders(of targets: Set<Identity>, among candidates: [Int32]?) -> [Int32] {
         if targets.isEmpty { return [] }
         let me = getpid()
         var found: [Int32] = []
@@ -34,7 +41,7 @@ public enum OpenFiles {
             for fd in FileSystem.contents(of: fdFolder) {
                 var info = stat()
                 // stat(2) follows the magic link to the open file itself, even when it was renamed or unlinked.
-                if stat(fdFolder + "/" + fd, &info) == 0, targets.contains([UInt64(info.st_dev), UInt64(info.st_ino)]) {
+                if stat(fdFolder + "/" + fd, &info) == 0, targets.contains(Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))) {
                     found.append(pid)
                     break
                 }
@@ -47,16 +54,14 @@ public enum OpenFiles {
     /// connection to a WAL database holds a shared POSIX lock on the "DMS" byte of the `-shm`
     /// file (offset 128, see `unixLockSharedMemory` in SQLite's os_unix.c), and `F_GETLK` reports it.
     /// This sees processes of any uid, in constant time.
-    public static func hasWALConnection(_ store: String) -> Bool {
-        let fd = open(store + "-shm", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd < 0 { return false }
-        defer { close(fd) }
+    public static func hasWALConnection(_ file: String, in folder: Folder) -> Bool {
+        guard let shm = try? folder.openFile(file + "-shm") else { return false }
         var query = flock()
         query.l_type = Int16(F_WRLCK)
         query.l_whence = Int16(SEEK_SET)
         query.l_start = 128
         query.l_len = 1
-        guard fcntl(fd, F_GETLK, &query) == 0 else { return false }
+        guard fcntl(shm.raw, F_GETLK, &query) == 0 else { return false }
         return query.l_type != Int16(F_UNLCK)
     }
 }

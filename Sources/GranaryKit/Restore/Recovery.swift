@@ -1,93 +1,208 @@
 import Foundation
+import GranaryOwner
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// Finishes or rolls back a swap that did not end, from its journal (``SwapJournal``).
+/// Finishes or rolls back a restore or reset that did not end, from its journal (``SwapJournal``).
 ///
-/// Per store, the filesystem says what happened: if the live path names the staged inode the
-/// commit happened and the swap is rolled forward (the old external-data files are moved aside,
-/// the old database is kept for the safety archive); otherwise it is rolled back (the aside
-/// link and the added external files are removed). Neither direction ever writes to a live
-/// database file, so it is safe while an owner has already resumed on it. Then the safety
-/// archive is written (once: its path is recorded in the journal) and the work folder removed.
+/// The journal's commit point decides, for the whole user: without it, nothing live was replaced
+/// yet, and every store is rolled back (what was linked in or set aside is removed); with it,
+/// every store is rolled forward — a store not switched yet is switched now, pausing its owner
+/// again if one serves it (after a crash the owners reopened on their own). So a user's stores
+/// end all old or all new. Then the safety archive is written (once: its path is recorded in the
+/// journal); if the repository cannot take it, the replaced files move to
+/// `<root>/.granary/safety-pending/` and every later recovery of the user tries again, without
+/// ever blocking the user's backups.
 public enum Recovery {
     /// What recovery did for one user.
     public struct Report: Sendable {
         public var user: String
-        /// Stores whose swap had committed: now fully new.
+        /// Stores whose restore had committed: now fully new.
         public var rolledForward: [String] = []
-        /// Stores whose swap had not committed: still fully old.
+        /// Stores whose restore had not committed: still fully old.
         public var rolledBack: [String] = []
         /// The safety archive written (or already written before the interruption).
         public var safetyArchive: String?
+        /// Why a safety archive could not be written yet, and where the replaced files wait.
+        public var safetyArchivePending: String?
+        /// Files an owner left beside a switched store while paused, moved away (see StoreSwap).
+        public var intruders: [String] = []
         /// Whether there was anything to recover.
         public var hadJournal: Bool
     }
 
-    /// The folder where a user's restores stage their files: `<root>/.granary/restore/<user>`.
-    public static func workFolder(root: Root, user: UserID) -> String {
-        root.stateFolder + "/restore/" + user.rawValue
+    /// The folder where a user's restores work: `<root>/.granary/restore/<user>`.
+    public static func work(root: Root, user: UserID) -> RestoreWork {
+        RestoreWork(path: root.stateFolderPath + "/restore/" + user.rawValue)
     }
 
-    /// The journal of a user's swap in progress.
-    public static func journal(root: Root, user: UserID) -> SwapJournal {
-        SwapJournal(path: workFolder(root: root, user: user) + "/journal")
+    /// Where replaced files wait for a repository that can take their safety archive.
+    static func pendingFolder(root: Root, user: UserID) -> String {
+        root.stateFolderPath + "/safety-pending/" + user.rawValue
     }
 
     /// Recovers `user` (the caller holds the user's lock). Does nothing when there is no journal,
-    /// apart from removing a staging folder left by a run that died before its plan was written.
-    public static func recover(root: Root, user: UserID) throws -> Report {
-        let journal = journal(root: root, user: user)
-        let folder = workFolder(root: root, user: user)
-        guard let (plan, steps) = journal.read() else {
-            FileSystem.removeTree(folder)
-            return Report(user: user.rawValue, hadJournal: false)
+    /// apart from removing a work folder left by a run that died before its plan was written, and
+    /// trying again to write safety archives that are pending.
+    public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws -> Report {
+        let work = work(root: root, user: user)
+        var report = Report(user: user.rawValue, hadJournal: false)
+        guard let (plan, steps) = work.journal.read() else {
+            FileSystem.removeTree(work.path)
+            report.safetyArchivePending = flushPending(root: root, user: user)
+            return report
         }
-        var report = Report(user: user.rawValue, hadJournal: true)
-        var replaced: [SafetyArchive.Item] = []
+        report.hadJournal = true
+        let folder = try root.user(user).folder
+        if !steps.contains(.commit) {
+            for entry in plan.stores where entry.method == .online && steps.contains(.switched(entry.name)) {
+                // Copied in before the commit point: its old content goes back the same way.
+                let (live, file) = try StoreSwap.live(entry.name, in: folder)
+                try OnlineRestore.putBack(aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout)
+            }
+            for entry in plan.stores { StoreSwap.rollBack(entry, user: folder, work: work) }
+            report.rolledBack = plan.stores.map(\.name)
+            try work.journal.remove()
+            FileSystem.removeTree(work.path)
+            return report
+        }
+        let mode = try StoreSwap.folderMode(folder)
         for entry in plan.stores {
-            if entry.method == "online" {
-                if steps.contains("online-commit \(entry.name)") {
-                    report.rolledForward.append(entry.name)
-                    replaced.append(SafetyArchive.Item(name: entry.name, database: entry.aside, external: nil))
-                } else {
-                    report.rolledBack.append(entry.name)
+            switch entry.method {
+            case .swap:
+                if !StoreSwap.isSwitched(entry, user: folder) {
+                    report.intruders += try switchAgain(entry, user: folder, work: work, ownerTimeout: ownerTimeout, folderMode: mode)
                 }
+            case .new:
+                try StoreSwap.switchIn(entry, user: folder, work: work, folderMode: mode)
+            case .online:
+                if !steps.contains(.switched(entry.name)) {
+                    let (live, file) = try StoreSwap.live(entry.name, in: folder)
+                    try OnlineRestore.restore(
+                        staged: work.stagedStore(entry.name), into: live, file, aside: work.asideStore(entry.name), busyTimeout: ownerTimeout)
+                    try work.journal.record(.switched(entry.name))
+                }
+            }
+            if !steps.contains(.cleaned(entry.name)) {
+                try StoreSwap.cleanOldExternal(entry, user: folder, work: work)
+                try work.journal.record(.cleaned(entry.name))
+            }
+            report.rolledForward.append(entry.name)
+        }
+        if let done = steps.compactMap({ step -> String? in if case .safetyArchive(let path) = step { return path } else { return nil } }).first {
+            report.safetyArchive = done
+        } else if let repository = plan.repository {
+            do {
+                let path = try writeSafetyArchive(plan: plan, work: work, repository: Repository(path: repository))
+                try work.journal.record(.safetyArchive(path), durable: true)
+                report.safetyArchive = path
+            } catch {
+                // The restore stands; its replaced files wait for the repository, out of the way of
+                // later restores and backups of the user.
+                let pending = pendingFolder(root: root, user: user) + "/" + ArchiveName.stamp(Date()) + "-\(getpid())"
+                try FileSystem.makeDirectory((pending as NSString).deletingLastPathComponent)
+                try FileSystem.rename(work.path, to: pending)
+                report.safetyArchivePending =
+                    "the safety archive could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); the replaced files are kept in \(pending)"
+                return report
+            }
+        }
+        try work.journal.remove()
+        FileSystem.removeTree(work.path)
+        report.safetyArchivePending = flushPending(root: root, user: user)
+        return report
+    }
+
+    /// Switches a store that was not switched when the restore stopped: its owner (which reopened
+    /// the old store when granary went away) is paused again, the old store checkpointed (so the
+    /// file kept aside has everything written since), the stale companions removed, and the staged
+    /// file renamed in under the commit lock.
+    static func switchAgain(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, ownerTimeout: Duration, folderMode: mode_t) throws -> [String] {
+        let (live, file) = try StoreSwap.live(entry.name, in: user)
+        var owner: ReopenClient?
+        if let info = live.entry(file) {
+            owner = try? Owners.connect(live, file, ownerUID: info.uid, timeout: ownerTimeout)
+        }
+        defer { owner?.close() }
+        if let owner { try owner.pause(lease: .seconds(30), timeout: ownerTimeout) }
+        defer { if let owner { try? owner.resume(timeout: ownerTimeout) } }
+        // The same preparation as before the commit point, again: what the owner wrote since it
+        // reopened the old store is checkpointed into the file kept aside.
+        try StoreSwap.prepare(entry, user: user, work: work)
+        let locks = try CommitLocks.take([live], until: .now + ownerTimeout)
+        defer { locks.release() }
+        if !OpenFiles.holders(of: file, in: live).isEmpty || OpenFiles.hasWALConnection(file, in: live) {
+            throw RestoreError.storeBusy(store: live.path(file), detail: "it is open; the restore committed before and will finish when it is not")
+        }
+        try StoreSwap.switchIn(entry, user: user, work: work, folderMode: folderMode)
+        return try StoreSwap.removeIntruders(entry, user: user, work: work)
+    }
+
+    /// Packs the work folder's `aside/` into the safety archive.
+    static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: Repository) throws -> String {
+        let user = try UserID(plan.user)
+        let items = plan.stores.compactMap { entry -> SafetyArchive.Item? in
+            guard FileSystem.isRegularFile(work.asideStore(entry.name)) else { return nil }
+            return SafetyArchive.Item(name: entry.name, database: work.asideStore(entry.name), external: work.asideExternal(entry.name))
+        }
+        guard !items.isEmpty else { throw RestoreError.storeBusy(store: work.aside, detail: "nothing was kept aside") }
+        return try SafetyArchive.write(
+            user: user, items: items, repository: repository, label: plan.label, kind: .safety,
+            restoredFrom: plan.archive.map { ($0 as NSString).lastPathComponent })
+    }
+
+    /// Tries again to write the safety archives of `user` that are pending; the reason the first
+    /// one still cannot be written, or nil when none is left.
+    static func flushPending(root: Root, user: UserID) -> String? {
+        let folder = pendingFolder(root: root, user: user)
+        for name in FileSystem.contents(of: folder) {
+            let work = RestoreWork(path: folder + "/" + name)
+            guard let (plan, steps) = work.journal.read() else {
+                FileSystem.removeTree(work.path)
                 continue
             }
-            if StoreSwap.isCommitted(entry) {
-                try StoreSwap.removeOldExternal(entry)
-                report.rolledForward.append(entry.name)
-                if FileSystem.isRegularFile(entry.aside) {
-                    let external = entry.asideExternal.flatMap { FileSystem.isDirectory($0) ? $0 : nil }
-                    replaced.append(SafetyArchive.Item(name: entry.name, database: entry.aside, external: external))
+            if !steps.contains(where: { if case .safetyArchive = $0 { return true } else { return false } }), let repository = plan.repository {
+                do {
+                    _ = try writeSafetyArchive(plan: plan, work: work, repository: Repository(path: repository))
+                } catch {
+                    return "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"
                 }
-            } else {
-                // Not committed: the live path still names the old database. Undo what was added.
-                if let liveExternal = entry.liveExternal, let staged = entry.stagedExternal {
-                    for name in entry.externalAdded {
-                        let live = FileSystem.status(liveExternal + "/" + name)
-                        let new = FileSystem.status(staged + "/" + name)
-                        if let live, let new, live.st_ino == new.st_ino { try FileSystem.removeFile(liveExternal + "/" + name) }
-                    }
-                }
-                try FileSystem.removeFile(entry.aside)
-                report.rolledBack.append(entry.name)
             }
+            FileSystem.removeTree(work.path)
         }
-        if let done = steps.first(where: { $0.hasPrefix("safety-archive ") }) {
-            report.safetyArchive = String(done.dropFirst("safety-archive ".count))
-        } else if let repository = plan.repository, !replaced.isEmpty {
-            let path = try SafetyArchive.write(
-                user: user, items: replaced, repository: Repository(path: repository), label: plan.label)
-            try journal.record("safety-archive \(path)", durable: true)
-            report.safetyArchive = path
+        return nil
+    }
+
+    /// What `granary recover` did.
+    public struct Run: Sendable {
+        public var reports: [Report] = []
+        /// Temporaries of dead backups and verifications removed from the repository.
+        public var removedTemporaries: [String] = []
+        /// Whether there was anything at all to do.
+        public var nothing: Bool { !reports.contains { $0.hadJournal || $0.safetyArchivePending != nil } && removedTemporaries.isEmpty }
+    }
+
+    /// The users with an unfinished restore or a pending safety archive.
+    public static func unfinishedUsers(root: Root) -> [UserID] {
+        let names = FileSystem.contents(of: root.stateFolderPath + "/restore") + FileSystem.contents(of: root.stateFolderPath + "/safety-pending")
+        return Set(names.compactMap { try? UserID($0) }).sorted()
+    }
+
+    /// Recovers `users` (every user with something unfinished when empty), each under its lock,
+    /// then removes the temporaries dead runs left in `repository`.
+    public static func run(root: Root, users: [UserID], repository: Repository?, lockTimeout: Duration, ownerTimeout: Duration = .seconds(10)) throws -> Run {
+        var run = Run()
+        for id in users.isEmpty ? unfinishedUsers(root: root) : users {
+            let lock = try UserLock.acquire(root: root, user: id, timeout: lockTimeout)
+            defer { lock.release() }
+            run.reports.append(try recover(root: root, user: id, ownerTimeout: ownerTimeout))
         }
-        try journal.remove()
-        FileSystem.removeTree(folder)
-        return report
+        // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
+        // backup would remove them, recover does it now.
+        if let repository { run.removedTemporaries = removeDeadTemporaries(in: repository, users: users) }
+        return run
     }
 
     /// Removes the temporaries that backups and verifications which died left in `repository`

@@ -5,9 +5,8 @@ import Foundation
 /// (the app must still recognise its store) and `Z_PRIMARYKEY.Z_MAX` is set back to 0; the
 /// external-data files go (the staged store has no external folder).
 enum ResetStager {
-    static func stage(live: StoreFile, into path: String, busyTimeout: Duration) throws {
+    static func stage(from source: Database, into path: String, busyTimeout: Duration) throws {
         try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
-        let source = try Database(path: live.path, mode: .readOnly, busyTimeout: busyTimeout)
         let copy = try Database(path: path, mode: .create)
         try OnlineRestore.copy(from: source, to: copy, busyTimeout: busyTimeout)
         try copy.execute("PRAGMA foreign_keys=OFF")

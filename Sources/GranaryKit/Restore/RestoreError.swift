@@ -8,7 +8,13 @@ public enum RestoreError: GranaryError, Sendable {
     case archiveNotFound(user: String, name: String)
     case nothingBefore(user: String, time: String)
     /// The archive failed verification; `newestGood` is the newest one of the user that verifies.
-    case verificationFailed(archive: String, reason: String, newestGood: String?)
+    case verificationFailed(archive: String, reason: String, newestGood: String?, user: String?)
+    /// `--undo` with no safety archive of the user.
+    case nothingToUndo(user: String)
+    /// The repository cannot take the safety archive; checked before anything live is touched.
+    case repositoryUnusable(repository: String, reason: String)
+    /// The restore committed but a later step failed: `granary recover` finishes it.
+    case unfinished(user: String, reason: String)
     case storesDiffer(user: String, detail: String)
     case modelMismatch(store: String, detail: String)
     case noOwner(store: String)
@@ -24,7 +30,12 @@ public enum RestoreError: GranaryError, Sendable {
         case .noArchives(let user): return "no archives of \(user) in the repository"
         case .archiveNotFound(let user, let name): return "no archive \(name) of \(user)"
         case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"
-        case .verificationFailed(let archive, let reason, _): return "\(archive) failed verification: \(reason); nothing was changed"
+        case .verificationFailed(let archive, let reason, _, _): return "\(archive) failed verification: \(reason); nothing was changed"
+        case .nothingToUndo(let user): return "no restore or reset of \(user) to undo: the repository has no safety archive of \(user)"
+        case .repositoryUnusable(let repository, let reason):
+            return "the repository \(repository) cannot take the safety archive: \(reason); nothing was changed"
+        case .unfinished(let user, let reason):
+            return "the restore of \(user) committed, but finishing it failed: \(reason); every store ends new once it is finished"
         case .storesDiffer(let user, let detail): return "the archive's stores differ from \(user)'s live stores: \(detail)"
         case .modelMismatch(let store, let detail): return "\(store): the archive's Core Data model differs from the live store's (\(detail))"
         case .noOwner(let store): return "no owner is registered for \(store) (nobody serves the reopen protocol for it)"
@@ -43,6 +54,9 @@ public enum RestoreError: GranaryError, Sendable {
         switch self {
         case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
         case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
+        case .nothingToUndo: return .notFound
+        case .repositoryUnusable: return .cannotCreate
+        case .unfinished: return .ioError
         case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
         case .differentFilesystem, .targetExists: return .cannotCreate
         case .owner(let error): return error.status
@@ -53,9 +67,12 @@ public enum RestoreError: GranaryError, Sendable {
         switch self {
         case .noArchives(let user): return "granary backup \(user)"
         case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(user)"
-        case .verificationFailed(_, _, let good):
-            return good.map { "granary restore USER \(($0 as NSString).lastPathComponent) (the newest archive that verifies)" }
+        case .verificationFailed(_, _, let good, let user):
+            return good.map { "granary restore \(user ?? "USER") \(($0 as NSString).lastPathComponent) (the newest archive that verifies)" }
                 ?? "no archive of this user verifies; check the repository with granary verify --all"
+        case .nothingToUndo(let user): return "granary list \(user)"
+        case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
+        case .unfinished(let user, _): return "granary recover \(user)"
         case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
         case .noOwner: return "use --method online, or start the owner"
         case .storeOpen: return "use --method online (or auto), or stop the processes first"

@@ -5,7 +5,7 @@ import GranaryOwner
     import Glibc
 #endif
 
-/// How a store's new content is put in place (PRODUCT.md, "Restore and the reopen protocol").
+/// How a store's new content is put in place.
 public enum RestoreMethod: String, Sendable, CaseIterable, Codable {
     /// Per store: `swap` when an owner serves the reopen protocol, `offline` when nobody has it
     /// open, `online` otherwise.
@@ -24,10 +24,13 @@ public struct RestoreRequest: Sendable {
     public enum Operation: String, Sendable { case restore, reset }
     public var operation: Operation = .restore
     public var user: UserID
-    /// An archive file name in the user's repository folder, or a path; nil: the newest (or per `at`).
+    /// An archive file name in the user's repository folder, or a path; nil: the newest regular
+    /// backup (or per `at`, or with `undo` the newest safety archive).
     public var archive: String?
-    /// The newest archive at or before this time.
+    /// The newest regular backup at or before this time.
     public var at: Date?
+    /// Put back what the last restore or reset of the user replaced (its safety archive).
+    public var undo = false
     /// Restore into this folder instead, touching nothing live.
     public var target: String?
     public var method: RestoreMethod = .auto
@@ -44,33 +47,49 @@ public struct RestoreRequest: Sendable {
 
 /// What a restore did (or, with `dryRun`, would do).
 public struct RestoreReport: Sendable {
+    /// How one store's new content went in.
+    public enum Method: String, Sendable, Codable {
+        case swap, offline, online
+        /// Not live before.
+        case new
+        /// Into `--to`'s folder.
+        case copy
+    }
+
     /// One store.
     public struct Store: Sendable {
         public var name: String
         public var live: String
-        /// `swap`, `offline`, `online`, or `new` (not live before), or `copy` (`--to`).
-        public var method: String
+        public var method: Method
         public var ownerPID: Int32?
         public var openBy: [Int32]
         public var staged: String
+        /// From PAUSE sent to RESUMED received (swap with an owner).
+        public var paused: Duration?
     }
     public var user: String
     public var archive: String?
     public var target: String?
     public var stores: [Store] = []
     public var dryRun: Bool
-    /// Pause windows of the owners (PAUSED received → RESUMED received).
-    public var pauseWindows: [Duration] = []
     public var safetyArchive: String?
+    /// Things that went wrong after the restore committed, or were refused on the way and worked
+    /// around (an owner that resumed late, a squatter on a reopen socket, files an owner left
+    /// beside a store while paused): the restore itself stands.
+    public var warnings: [String] = []
+    /// Why the safety archive could not be written (the restore stands; see `granary recover`).
+    public var safetyArchivePending: String?
     /// What recovery did first, when a previous run had been interrupted.
     public var recovered: Recovery.Report?
 }
 
 /// Restores or resets one user's stores: verify into staging, then swap, copy online, or rename.
 ///
-/// Reads top to bottom: lock → recover → choose archive → stage and verify → compare → pick
-/// methods → (dry run ends here) → online copies → pause owners → journalled swaps → resume
-/// → safety archive → clean up.
+/// Reads top to bottom: lock → recover → choose archive → stage and verify → compare → check
+/// room → pick methods → (dry run ends here) → plan → online copies → pause owners → prepare
+/// every store → commit point → switch every store → resume → safety archive → clean up.
+/// Before the commit point any failure rolls everything back; after it, everything rolls forward
+/// (``Recovery``), so a user's stores are one unit: all old or all new.
 public struct Restorer: Sendable {
     public let root: Root
     public let repository: Repository?
@@ -80,162 +99,233 @@ public struct Restorer: Sendable {
         self.repository = repository
     }
 
+    /// One store to put in place: its staged file and what the archive says of it.
+    struct Staged {
+        var name: String
+        var path: String
+        var external: String?
+        var owner: Manifest.Ownership?
+    }
+
     public func run(_ request: RestoreRequest) throws -> RestoreReport {
         let user = try root.user(request.user)
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
-        let recovered = try Recovery.recover(root: root, user: request.user)
+        let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
 
         let archive = request.operation == .restore ? try chooseArchive(request) : nil
         var report = RestoreReport(user: request.user.rawValue, archive: archive, target: request.target, dryRun: request.dryRun)
         if recovered.hadJournal { report.recovered = recovered }
+        if let pending = recovered.safetyArchivePending { report.warnings.append(pending) }
 
-        let work = Recovery.workFolder(root: root, user: request.user)
-        let staging = work + "/staged"
-        let asideFolder = work + "/aside"
-        try FileSystem.makeDirectory(staging)
-        try FileSystem.makeDirectory(asideFolder)
+        let work = Recovery.work(root: root, user: request.user)
+        try FileSystem.makeDirectory(work.staged)
+        try FileSystem.makeDirectory(work.aside)
         var finished = false
-        defer { if !finished, Recovery.journal(root: root, user: request.user).read() == nil { FileSystem.removeTree(work) } }
-        guard let stagingInfo = FileSystem.status(staging), let userInfo = FileSystem.status(user.path) else {
-            throw FileSystemError("stat", path: staging)
+        defer { if !finished, work.journal.read() == nil { FileSystem.removeTree(work.path) } }
+        guard let stagingInfo = FileSystem.status(work.staged), let userInfo = try? user.folder.descriptor.status() else {
+            throw FileSystemError("stat", path: work.staged)
         }
         if request.target == nil && stagingInfo.st_dev != userInfo.st_dev {
-            throw RestoreError.differentFilesystem(staging: staging, live: user.path)
+            throw RestoreError.differentFilesystem(staging: work.staged, live: user.path)
         }
 
         // Stage and verify.
-        let liveStores = user.stores()
-        var staged: [(name: String, path: String, external: String?)] = []
+        let liveStores = user.scan().stores
+        var staged: [Staged] = []
         if let archive {
-            let manifest = try stageVerified(archive, into: staging, user: request.user)
-            try compare(manifest, live: liveStores, staging: staging, force: request.force)
-            staged = manifest.stores.map { ($0.name, Staging.stagedPath(of: $0, in: staging), Staging.stagedExternal(of: $0, in: staging)) }
+            let manifest = try stageVerified(archive, into: work.staged, user: request.user)
+            if request.target == nil { try compare(manifest, live: liveStores, force: request.force) }
+            staged = manifest.stores.map {
+                Staged(name: $0.name, path: work.stagedStore($0.name), external: Staging.stagedExternal(of: $0, in: work.staged), owner: $0.owner)
+            }
         } else {
+            guard !liveStores.isEmpty else { throw BackupError.noStores(user: request.user.rawValue, folder: user.path) }
             for store in liveStores {
-                let path = staging + "/stores/" + store.name
-                try ResetStager.stage(live: store, into: path, busyTimeout: request.ownerTimeout)
-                staged.append((store.name, path, nil))
+                let path = work.stagedStore(store.name)
+                try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
+                let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout)
+                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
+                staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
             }
         }
 
         if let target = request.target {
             for store in staged {
-                report.stores.append(.init(name: store.name, live: target + "/" + store.name, method: "copy", openBy: [], staged: store.path))
+                report.stores.append(.init(name: store.name, live: target + "/" + store.name, method: .copy, openBy: [], staged: store.path))
             }
             if !request.dryRun { try place(staged, into: target) }
             finished = true
-            FileSystem.removeTree(work)
+            FileSystem.removeTree(work.path)
             return report
+        }
+        if request.safetyArchive && !request.dryRun, let repository {
+            try checkRoom(for: liveStores, in: repository, user: request.user)
         }
 
         // Pick a method per store.
         var owners: [String: ReopenClient] = [:]
+        defer { for owner in owners.values { owner.close() } }
         for store in staged {
-            let live = user.path + "/" + store.name
-            guard let info = FileSystem.status(live) else {
-                report.stores.append(.init(name: store.name, live: live, method: "new", openBy: [], staged: store.path))
+            let (folder, file) = try StoreSwap.live(store.name, in: user.folder, create: false)
+            guard let info = folder.entry(file) else {
+                report.stores.append(.init(name: store.name, live: folder.path(file), method: .new, openBy: [], staged: store.path))
                 continue
             }
-            let owner = request.method == .online
-                ? nil : try ReopenClient.connect(store: live, storeOwnerUID: info.st_uid, timeout: request.ownerTimeout)
-            let holders = OpenFiles.holders(of: live)
-            let method: RestoreMethod
+            var owner: ReopenClient?
+            var squatted = false
+            if request.method != .online {
+                switch Result(catching: { () throws(ReopenError) -> ReopenClient? in
+                    try Owners.connect(folder, file, ownerUID: info.uid, timeout: request.ownerTimeout)
+                }) {
+                case .success(let client): owner = client
+                case .failure(let error):
+                    // A process of another user holds the store's reopen socket: it is not the owner,
+                    // and it must not be able to block the restore.
+                    guard case .untrustedPeer(let path, let pid, let uid, let expected) = error, request.method != .swap else {
+                        throw RestoreError.owner(error)
+                    }
+                    report.warnings.append(
+                        "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))")
+                    squatted = true
+                }
+            }
+            let holders = OpenFiles.holders(of: file, in: folder)
+            let method: RestoreReport.Method
             switch request.method {
-            case .auto: method = owner != nil ? .swap : holders.isEmpty ? .offline : .online
+            case .auto: method = owner != nil ? .swap : holders.isEmpty && !squatted ? .offline : .online
             case .swap:
-                guard owner != nil else { throw RestoreError.noOwner(store: live) }
+                guard owner != nil else { throw RestoreError.noOwner(store: folder.path(file)) }
                 method = .swap
             case .offline:
                 guard owner == nil && holders.isEmpty else {
-                    throw RestoreError.storeOpen(store: live, pids: holders.isEmpty ? [owner!.ownerPID] : holders)
+                    throw RestoreError.storeOpen(store: folder.path(file), pids: holders.isEmpty ? [owner!.ownerPID] : holders)
                 }
                 method = .offline
             case .online: method = .online
             }
             if method == .swap { owners[store.name] = owner } else { owner?.close() }
-            report.stores.append(.init(name: store.name, live: live, method: method.rawValue, ownerPID: owner?.ownerPID, openBy: holders, staged: store.path))
+            report.stores.append(.init(name: store.name, live: folder.path(file), method: method, ownerPID: owner?.ownerPID, openBy: holders, staged: store.path))
         }
-        if request.dryRun {
-            for owner in owners.values { owner.close() }
-            return report
-        }
+        if request.dryRun { return report }
 
         // The journal's plan: every store, before anything live is touched.
         var entries: [SwapJournal.Entry] = []
-        for (store, plan) in zip(staged, report.stores) where plan.method != "new" {
-            entries.append(try makeEntry(store: store, live: plan.live, method: plan.method, asideFolder: asideFolder))
+        for (store, plan) in zip(staged, report.stores) {
+            entries.append(try makeEntry(store, method: plan.method, user: user.folder, work: work))
         }
-        let label = request.operation == .restore ? "pre-restore" : "pre-reset"
-        let journal = Recovery.journal(root: root, user: request.user)
-        try journal.begin(SwapJournal.Plan(
-            user: request.user.rawValue, operation: request.operation.rawValue, label: label, archive: archive,
-            repository: request.safetyArchive ? repository?.path : nil, stores: entries))
+        let journal = work.journal
+        try journal.begin(
+            SwapJournal.Plan(
+                user: request.user.rawValue, operation: request.operation.rawValue,
+                label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel, archive: archive,
+                repository: request.safetyArchive ? repository?.path : nil, stores: entries))
 
-        // Swaps: pause every owner, swap, resume. Any failure before a commit rolls back.
-        let swaps = entries.filter { $0.method == "swap" }
-        var pausedAt: [String: ContinuousClock.Instant] = [:]
+        // Up to the commit point: pause the owners, prepare every store, then check, under the
+        // commit locks, that every lease has room and nobody has a store open. Any failure rolls
+        // everything back: nothing live was replaced.
+        var pauseSent: [String: ContinuousClock.Instant] = [:]
+        var locks: CommitLocks?
         do {
-            // Online copies: SQLite's own locking makes each one atomic.
-            for entry in entries where entry.method == "online" {
-                try OnlineRestore.restore(staged: entry.staged, into: entry.live, aside: entry.aside, busyTimeout: request.ownerTimeout)
-                try journal.record("online-commit \(entry.name)", durable: true)
+            // Online copies first, before any owner is paused (their time must not eat a lease):
+            // SQLite's own locking makes each one atomic, and its old content is kept aside just
+            // before, so that a later failure can copy it back.
+            for entry in entries where entry.method == .online {
+                let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
+                try OnlineRestore.restore(
+                    staged: work.stagedStore(entry.name), into: folder, file, aside: work.asideStore(entry.name), busyTimeout: request.ownerTimeout)
+                try journal.record(.switched(entry.name))
             }
-            // Stores that were not live before: a plain rename into place.
-            for (store, plan) in zip(staged, report.stores) where plan.method == "new" {
-                try FileSystem.makeDirectory((plan.live as NSString).deletingLastPathComponent, mode: 0o755)
-                // Owned like the user's folder: granary never leaves root-owned files there.
-                if let owner = FileSystem.status(user.path) { chown(store.path, owner.st_uid, owner.st_gid) }
-                try FileSystem.renameNoReplace(store.path, to: plan.live)
-                try FileSystem.syncParent(of: plan.live)
+            for entry in entries {
+                guard let owner = owners[entry.name] else { continue }
+                pauseSent[entry.name] = .now
+                try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
             }
-            for entry in swaps {
-                if let owner = owners[entry.name] {
-                    try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
-                    pausedAt[entry.name] = .now
+            for entry in entries {
+                try StoreSwap.prepare(entry, user: user.folder, work: work)
+                try journal.record(.prepared(entry.name))
+            }
+            let renamed = entries.filter { $0.method != .online }
+            locks = try CommitLocks.take(
+                try renamed.compactMap { entry in
+                    entry.method == .swap ? try StoreSwap.live(entry.name, in: user.folder).0 : nil
+                }, until: .now + request.ownerTimeout)
+            for entry in renamed where entry.method == .swap {
+                if let owner = owners[entry.name], owner.leaseRemaining < StoreSwap.commitMargin {
+                    throw RestoreError.leaseTooShort(store: entry.name)
                 }
-            }
-            // Trust, but check: an owner that acknowledged without closing its connections (or a
-            // process outside the protocol) would keep writing to the old inode after the rename.
-            for entry in swaps {
+                // Trust, but check: an owner that acknowledged without closing its connections (or a
+                // process outside the protocol) would keep writing to the old inode after the rename.
+                let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
                 let before = report.stores.first { $0.name == entry.name }?.openBy ?? []
-                var holders = OpenFiles.holders(of: entry.live, among: before)
-                if holders.isEmpty && OpenFiles.hasWALConnection(entry.live) { holders = OpenFiles.holders(of: entry.live) }
-                if !holders.isEmpty || OpenFiles.hasWALConnection(entry.live) {
+                var holders = OpenFiles.holders(of: file, in: folder, among: before)
+                if holders.isEmpty && OpenFiles.hasWALConnection(file, in: folder) { holders = OpenFiles.holders(of: file, in: folder) }
+                if !holders.isEmpty || OpenFiles.hasWALConnection(file, in: folder) {
                     let who = holders.isEmpty ? "of another user" : holders.map(String.init).joined(separator: ", ")
-                    throw RestoreError.storeBusy(store: entry.live, detail: "still open by process \(who) after the pause")
+                    throw RestoreError.storeBusy(store: folder.path(file), detail: "still open by process \(who) after the pause")
                 }
             }
-            for entry in swaps { try StoreSwap.perform(entry, journal: journal, owner: owners[entry.name]) }
+            CrashPoint.reach()
+            try journal.record(.commit, durable: true)
         } catch {
-            // Roll back (or forward, for stores already committed) before the owners reopen.
-            _ = try? Recovery.recover(root: root, user: request.user)
-            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout); owner.close() }
+            locks?.release()
+            _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
+            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
             throw (error as? ReopenError).map { RestoreError.owner($0) } ?? error
         }
-        CrashPoint.reach()
-        for entry in swaps {
-            guard let owner = owners[entry.name] else { continue }
-            try owner.resume(timeout: request.ownerTimeout)
-            if let start = pausedAt[entry.name] { report.pauseWindows.append(.now - start) }
-            owner.close()
-        }
-        try journal.record("resumed")
 
-        // After the owners run again: the safety archive, then clean up.
+        // Past the commit point every store ends new: a failure from here on is finished by
+        // `granary recover` (or the next command on this user), never rolled back.
+        do {
+            let mode = try StoreSwap.folderMode(user.folder)
+            for entry in entries where entry.method != .online {
+                try StoreSwap.switchIn(entry, user: user.folder, work: work, folderMode: mode)
+                let intruders = try StoreSwap.removeIntruders(entry, user: user.folder, work: work)
+                for path in intruders {
+                    report.warnings.append("\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                }
+                try journal.record(.switched(entry.name))
+            }
+            locks?.release()
+            CrashPoint.reach()
+            for entry in entries {
+                guard let owner = owners[entry.name] else { continue }
+                do {
+                    try owner.resume(timeout: request.ownerTimeout)
+                } catch {
+                    report.warnings.append(
+                        "restored; the owner of \(entry.name) did not confirm it resumed within \(request.ownerTimeout) (it reopens on its own when its lease ends)")
+                }
+                if let sent = pauseSent[entry.name], let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
+                    report.stores[index].paused = .now - sent
+                }
+            }
+            try journal.record(.resumed)
+        } catch {
+            locks?.release()
+            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
+            throw RestoreError.unfinished(user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+        }
+
+        // After the owners run again: external-data clean-up, the safety archive, then clean up.
         CrashPoint.reach()
-        let done = try Recovery.recover(root: root, user: request.user)
+        let done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
         report.safetyArchive = done.safetyArchive
+        report.safetyArchivePending = done.safetyArchivePending
         finished = true
         return report
     }
 
+    /// The archive to restore: the one named, the newest regular backup (at or before `at`), or
+    /// with `undo` the newest safety archive. Safety and final archives are never chosen for a
+    /// plain `restore USER`.
     private func chooseArchive(_ request: RestoreRequest) throws -> String {
         if let name = request.archive, name.contains("/") {
             guard FileSystem.isRegularFile(name) else { throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name) }
             return name
         }
         guard let repository else { throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
+        try repository.requireExisting()
         let archives = repository.archives(of: request.user)
         if let name = request.archive {
             guard let entry = archives.first(where: { $0.name.fileName == name }) else {
@@ -243,27 +333,32 @@ public struct Restorer: Sendable {
             }
             return entry.path
         }
-        guard !archives.isEmpty else { throw RestoreError.noArchives(user: request.user.rawValue) }
+        if request.undo {
+            guard let entry = archives.last(where: { $0.name.kind == .safety }) else { throw RestoreError.nothingToUndo(user: request.user.rawValue) }
+            return entry.path
+        }
+        let backups = archives.filter { $0.name.kind == .backup }
+        guard !backups.isEmpty else { throw RestoreError.noArchives(user: request.user.rawValue) }
         if let at = request.at {
-            guard let entry = archives.last(where: { $0.name.created <= at }) else {
+            guard let entry = backups.last(where: { $0.name.created <= at }) else {
                 throw RestoreError.nothingBefore(user: request.user.rawValue, time: ArchiveName.stamp(at))
             }
             return entry.path
         }
-        return archives.last!.path
+        return backups.last!.path
     }
 
     /// Stages `archive`; when it does not verify, finds the newest archive of the user that does, for the message.
     private func stageVerified(_ archive: String, into staging: String, user: UserID) throws -> Manifest {
         do {
             return try Staging.extract(archive: archive, into: staging, user: user.rawValue)
-        } catch RestoreError.verificationFailed(let path, let reason, _) {
+        } catch RestoreError.verificationFailed(let path, let reason, _, _) {
             // The newest archive that verifies, for the hint: `verify`'s records answer for the
             // archives they still match (a full check that passed, or a failure); the others are
             // verified here, into scratch that is not synced.
             var good: String?
             let work = (staging as NSString).deletingLastPathComponent
-            for candidate in (repository?.archives(of: user) ?? []).reversed() where candidate.path != archive {
+            for candidate in (repository?.archives(of: user) ?? []).reversed() where candidate.path != archive && candidate.name.kind == .backup {
                 if let record = VerificationRecord.read(for: candidate.path) {
                     if !record.isGood { continue }
                     if record.check == CheckMode.full.rawValue {
@@ -276,12 +371,12 @@ public struct Restorer: Sendable {
                     break
                 }
             }
-            throw RestoreError.verificationFailed(archive: path, reason: reason, newestGood: good)
+            throw RestoreError.verificationFailed(archive: path, reason: reason, newestGood: good, user: user.rawValue)
         }
     }
 
     /// Same store names; Core Data stores with the same model version hashes (unless `force`).
-    private func compare(_ manifest: Manifest, live: [StoreFile], staging: String, force: Bool) throws {
+    private func compare(_ manifest: Manifest, live: [StoreFile], force: Bool) throws {
         let archived = Set(manifest.stores.map(\.name))
         let current = Set(live.map(\.name))
         if archived != current && !force {
@@ -297,7 +392,7 @@ public struct Restorer: Sendable {
             guard let liveStore = live.first(where: { $0.name == store.name }),
                 let archivedModel = store.coreData?.modelVersionHashes, !archivedModel.isEmpty
             else { continue }
-            let db = try Database(path: liveStore.path, mode: .readOnly)
+            let db = try Database(try liveStore.sqliteName(), mode: .readOnly)
             let liveModel = try CoreDataMetadata.read(db)?.modelVersionHashes ?? [:]
             if liveModel != archivedModel {
                 let differing = Set(liveModel.keys).union(archivedModel.keys).filter { liveModel[$0] != archivedModel[$0] }.sorted()
@@ -306,15 +401,53 @@ public struct Restorer: Sendable {
         }
     }
 
-    private func makeEntry(store: (name: String, path: String, external: String?), live: String, method: String, asideFolder: String) throws -> SwapJournal.Entry {
-        // The new file gets the live file's owner and mode: granary never leaves root-owned files in a user's folder.
-        if let info = FileSystem.status(live) {
-            chown(store.path, info.st_uid, info.st_gid)
-            chmod(store.path, info.st_mode & 0o7777)
+    /// Refuses before anything live is touched when the repository cannot take the safety archive:
+    /// it must be writable, and have room for the live stores (an upper bound of what it holds).
+    private func checkRoom(for stores: [StoreFile], in repository: Repository, user: UserID) throws {
+        do { try repository.prepare() } catch { throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description) }
+        let folder = repository.folder(for: user)
+        do {
+            try FileSystem.makeDirectory(folder)
+            let (fd, probe) = try FileSystem.createTemporaryFile(in: folder, for: "probe")
+            close(fd)
+            unlink(probe)
+        } catch {
+            throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description)
         }
+        var needed: Int64 = 0
+        for store in stores {
+            needed += store.size + (store.walSize ?? 0)
+            if let external = try? store.externalDataFolder() { needed += ((try? external.entries()) ?? []).reduce(0) { $0 + $1.size } }
+        }
+        var info = statvfs()
+        if statvfs(folder, &info) == 0 {
+            let free = Int64(info.f_bavail) * Int64(info.f_frsize)
+            if free < needed + (64 << 10) {
+                throw RestoreError.repositoryUnusable(
+                    repository: repository.path,
+                    reason: "it has \(free >> 10) KiB free and the safety archive may need up to \(needed >> 10) KiB")
+            }
+        }
+    }
+
+    /// The journal entry of one store: the staged file given the live file's owner and mode (or,
+    /// for a new store, the folder owner's uid and gid and the mode the archive recorded) and the
+    /// live store's journal mode, and which external-data files come, go and stay.
+    private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder, work: RestoreWork) throws -> SwapJournal.Entry {
+        let (folder, file) = try StoreSwap.live(store.name, in: user)
+        let live = method == .new ? nil : folder.entry(file)
+        let stagedFile = Descriptor(open(store.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), display: store.path)
+        guard stagedFile.raw >= 0 else { throw FileSystemError("open", path: store.path) }
+        // granary never leaves root-owned files in a user's folder.
+        let folderGID = try user.descriptor.status().st_gid
+        let (uid, gid) = (live?.uid ?? user.ownerUID ?? geteuid(), live?.gid ?? folderGID)
+        let mode = live?.mode ?? mode_t(store.owner?.mode ?? 0o600)
+        if geteuid() == 0 && fchown(stagedFile.raw, uid, gid) != 0 { throw FileSystemError("chown", path: store.path) }
+        if fchmod(stagedFile.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: store.path) }
         // The restored file keeps the live store's journal mode (WAL or rollback), which the header
         // records and every process opening the store follows; the archive's may differ.
-        if method != "online", let liveHeader = StoreHeader.read(live), let stagedHeader = StoreHeader.read(store.path),
+        if method != .online, let live, live.kind == .file, let liveFile = try? folder.openFile(file),
+            let liveHeader = StoreHeader((try? liveFile.read(count: 100, at: 0)) ?? []), let stagedHeader = StoreHeader.read(store.path),
             liveHeader.isWAL != stagedHeader.isWAL
         {
             let db = try Database(path: store.path, mode: .readWrite)
@@ -322,45 +455,61 @@ public struct Restorer: Sendable {
         }
         try FileSystem.removeFile(store.path + "-wal")
         try FileSystem.removeFile(store.path + "-shm")
-        try FileSystem.sync(store.path)
-        guard let staged = FileSystem.status(store.path) else { throw FileSystemError("stat", path: store.path) }
-        let aside = asideFolder + "/stores/" + store.name
-        try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
-        let liveExternal = StoreFile.externalDataFolder(for: live)
-        let oldFiles = Set(FileSystem.contents(of: liveExternal))
-        let newFiles = Set(store.external.map { FileSystem.contents(of: $0) } ?? [])
-        // A name in both must be the same file, or the old store would see new bytes before the commit.
-        for name in oldFiles.intersection(newFiles) {
-            let (_, a) = try SafetyArchive.hash(liveExternal + "/" + name)
-            let (_, b) = try SafetyArchive.hash(store.external! + "/" + name)
-            if a != b { throw RestoreError.storeBusy(store: live, detail: "external-data file \(name) differs in content with the same name") }
+        try stagedFile.sync()
+        let staged = try stagedFile.status()
+
+        // External data: the live folder's files against the staged ones (same name, same bytes).
+        let liveExternal = method == .new ? nil : try? folder.folder(StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName)
+        var oldFiles: Set<String> = []
+        for entry in (try liveExternal?.entries()) ?? [] {
+            guard entry.kind == .file else { throw FolderError.notRegular(path: liveExternal!.path(entry.name), kind: entry.kind) }
+            oldFiles.insert(entry.name)
         }
-        let hasExternal = !oldFiles.isEmpty || !newFiles.isEmpty
+        let newFiles = Set(store.external.map { FileSystem.contents(of: $0) } ?? [])
+        for name in newFiles {
+            // Added files go into the user's folder: the owner's, with the mode the archive recorded.
+            let path = store.external! + "/" + name
+            let fd = Descriptor(open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), display: path)
+            guard fd.raw >= 0 else { throw FileSystemError("open", path: path) }
+            if geteuid() == 0 && fchown(fd.raw, uid, gid) != 0 { throw FileSystemError("chown", path: path) }
+            _ = fchmod(fd.raw, 0o600)
+        }
+        for name in oldFiles.intersection(newFiles) {
+            // A name in both must be the same file, or the old store would see new bytes before the commit.
+            let old = try FileDigest.of(try liveExternal!.openFile(name)).sha256
+            let new = try SafetyArchive.hash(store.external! + "/" + name).1
+            if old != new {
+                throw RestoreError.storeBusy(store: folder.path(file), detail: "external-data file \(name) differs in content with the same name")
+            }
+        }
         return SwapJournal.Entry(
-            name: store.name, method: method == "online" ? "online" : "swap", live: live, staged: store.path, aside: aside,
+            name: store.name, method: method == .new ? .new : method == .online ? .online : .swap,
             stagedDevice: UInt64(staged.st_dev), stagedInode: UInt64(staged.st_ino),
-            liveExternal: hasExternal ? liveExternal : nil, stagedExternal: store.external,
-            asideExternal: hasExternal ? StoreFile.externalDataFolder(for: aside) : nil,
-            externalAdded: newFiles.subtracting(oldFiles).sorted(), externalRemoved: oldFiles.subtracting(newFiles).sorted())
+            externalAdded: newFiles.subtracting(oldFiles).sorted(), externalRemoved: oldFiles.subtracting(newFiles).sorted(),
+            externalKept: oldFiles.intersection(newFiles).sorted())
     }
 
     /// `--to DIR`: moves the verified stores into `target`, refusing to overwrite anything.
-    private func place(_ staged: [(name: String, path: String, external: String?)], into target: String) throws {
+    private func place(_ staged: [Staged], into target: String) throws {
         try FileSystem.makeDirectory(target)
-        for store in staged {
-            let destination = target + "/" + store.name
-            if FileSystem.status(destination) != nil { throw RestoreError.targetExists(path: destination) }
+        let destination = try Folder.open(path: target)
+        for store in staged where destination.entry(store.name.split(separator: "/").first.map(String.init) ?? store.name) != nil {
+            if (try? destination.parent(of: store.name))?.0.entry((store.name as NSString).lastPathComponent) != nil {
+                throw RestoreError.targetExists(path: destination.path(store.name))
+            }
         }
         for store in staged {
-            let destination = target + "/" + store.name
-            try FileSystem.makeDirectory((destination as NSString).deletingLastPathComponent)
-            try FileSystem.renameNoReplace(store.path, to: destination)
-            if let external = store.external {
-                let folder = StoreFile.externalDataFolder(for: destination)
-                try FileSystem.makeDirectory((folder as NSString).deletingLastPathComponent)
-                try FileSystem.rename(external, to: folder)
+            let parentName = (store.name as NSString).deletingLastPathComponent
+            let folder = parentName.isEmpty ? destination : try destination.makeFolders(parentName)
+            let (staging, stagedName) = try RestoreWork.parent(of: store.path)
+            try staging.rename(stagedName, to: folder, as: (store.name as NSString).lastPathComponent, .noReplace)
+            if let external = store.external, FileSystem.isDirectory(external) {
+                let support = try folder.makeFolder(StoreFile.supportFolderName(for: (store.name as NSString).lastPathComponent))
+                let (from, name) = try RestoreWork.parent(of: external)
+                try from.rename(name, to: support, as: StoreFile.externalDataFolderName, .noReplace)
+                try support.sync()
             }
-            try FileSystem.syncParent(of: destination)
+            try folder.sync()
         }
     }
 }

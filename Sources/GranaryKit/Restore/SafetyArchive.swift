@@ -5,12 +5,16 @@ import Foundation
     import Glibc
 #endif
 
-/// Packs the database files a restore or reset replaced into a labelled archive of the user
-/// (`…-pre-restore.tar.zst`), in the repository's normal format, so that an unwanted restore
-/// can itself be undone with `granary restore USER …-pre-restore.tar.zst`.
+/// Packs what a restore or reset replaced into a safety archive of the user
+/// (`…-pre-restore.tar.zst`, `…-pre-reset.tar.zst`), in the repository's normal format and marked
+/// as such in its manifest (`"kind": "safety"`, with the archive that was restored), so that
+/// `granary restore USER --undo` can put it back, and so that nothing that means "the user's
+/// backups" (the default archive of `restore`, `--at`, `verify --latest`, `check`, `prune`'s rules)
+/// ever takes it for one.
 ///
-/// The files are complete databases nobody has open (the swap checkpointed them before setting
-/// them aside), so they are archived as they are, without another snapshot.
+/// It is complete: every replaced database and every external-data file the old stores had
+/// (those removed by the restore and those kept), as they were kept aside by the swap — complete
+/// databases nobody has open (checkpointed before they were set aside), archived as they are.
 public enum SafetyArchive {
     /// One replaced store.
     public struct Item: Sendable {
@@ -28,68 +32,76 @@ public enum SafetyArchive {
         }
     }
 
-    /// Writes the archive and returns its path. It appears under its final name only when complete and synced.
-    public static func write(user: UserID, items: [Item], repository: Repository, label: String?, compression: Compression = .zstd) throws -> String {
+    /// Writes the archive and returns its path. It appears under its final name only when complete
+    /// and synced.
+    public static func write(
+        user: UserID, items: [Item], repository: Repository, label: String?, kind: ArchiveKind = .safety, restoredFrom: String? = nil,
+        compression: Compression = .zstd
+    ) throws -> String {
         let folder = repository.folder(for: user)
+        try repository.prepare()
         try FileSystem.makeDirectory(folder)
         var stores: [Manifest.Store] = []
         var files: [Manifest.File] = []
         var members: [(member: String, source: String)] = []
         for item in items {
+            try Interruption.check()
             let member = Manifest.storesFolder + item.name
             let (size, digest) = try hash(item.database)
             files.append(Manifest.File(path: member, size: size, sha256: digest, kind: "store"))
             members.append((member, item.database))
-            let db = try Database(path: item.database, mode: .readWrite)
+            let db = try Database(path: item.database, mode: .readOnly)
             var externalMember: String?
-            if let external = item.external {
-                let base = (member as NSString).deletingLastPathComponent
-                let storeBase = ((item.name as NSString).lastPathComponent as NSString).deletingPathExtension
-                let prefix = (base.isEmpty ? "" : base + "/") + "." + storeBase + "_SUPPORT/_EXTERNAL_DATA"
-                externalMember = prefix + "/"
+            if let external = item.external, FileSystem.isDirectory(external) {
+                let prefix = Manifest.storesFolder + StoreFile.externalDataName(for: item.name)
+                externalMember = prefix
                 for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
                     let (size, digest) = try hash(external + "/" + name)
-                    files.append(Manifest.File(path: prefix + "/" + name, size: size, sha256: digest, kind: "external"))
+                    let mode = FileSystem.status(external + "/" + name).map { UInt32($0.st_mode & 0o7777) }
+                    files.append(Manifest.File(path: prefix + "/" + name, size: size, sha256: digest, kind: "external", mode: mode))
                     members.append((prefix + "/" + name, external + "/" + name))
                 }
             }
             let problems = db.integrityCheck(full: false)
-            stores.append(
-                Manifest.Store(
-                    name: item.name, path: member, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
-                    journalMode: try db.journalMode(), sqliteVersion: Database.libraryVersion, check: "quick",
-                    integrity: problems == ["ok"] ? "ok" : problems.joined(separator: "; "),
-                    externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db)))
+            var store = Manifest.Store(
+                name: item.name, path: member, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
+                journalMode: try db.journalMode(), sqliteVersion: Database.libraryVersion, check: "quick",
+                integrity: problems == ["ok"] ? "ok" : problems.joined(separator: "; "),
+                externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db))
+            store.owner = FileSystem.status(item.database).map { .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
+            stores.append(store)
         }
         let now = Date()
-        let manifest = Manifest(
+        var manifest = Manifest(
             user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: now, label: label,
             compression: compression, stores: stores, files: files)
+        manifest.kind = kind
+        manifest.restoredFrom = restoredFrom
         let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: "safety")
-        do {
-            let writer = try ArchiveWriter(fileDescriptor: fd, path: temporary, compression: compression, modificationTime: now)
-            try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
-            for (member, source) in members { try writer.addFile(member: member, from: source) }
-            try writer.finish()
-            if fsync(fd) != 0 { throw FileSystemError("fsync", path: temporary) }
-            close(fd)
-            var sequence = 1
-            while true {
-                let name = ArchiveName(created: now, sequence: sequence, label: label, compression: compression)
-                let path = folder + "/" + name.fileName
-                // link(2) refuses an existing name: a second archive in the same second gets _2, _3, …
-                if link(temporary, path) != 0 {
-                    if errno == EEXIST { sequence += 1; continue }
-                    throw FileSystemError("publish", path: path)
+        let file = Descriptor(fd, display: temporary)
+        var published = false
+        defer { if !published { unlink(temporary) } }
+        let writer = try ArchiveWriter(fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now)
+        try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+        for (member, source) in members { try writer.addFile(member: member, from: source) }
+        try writer.finish()
+        try file.sync()
+        var sequence = 1
+        while true {
+            let name = ArchiveName(created: now, sequence: sequence, label: label, compression: compression)
+            let path = folder + "/" + name.fileName
+            // link(2) refuses an existing name: a second archive in the same second gets _2, _3, …
+            if link(temporary, path) != 0 {
+                if errno == EEXIST {
+                    sequence += 1
+                    continue
                 }
-                unlink(temporary)
-                try FileSystem.syncParent(of: path)
-                return path
+                throw FileSystemError("publish", path: path)
             }
-        } catch {
-            close(fd)
+            published = true
             unlink(temporary)
-            throw error
+            try FileSystem.syncParent(of: path)
+            return path
         }
     }
 

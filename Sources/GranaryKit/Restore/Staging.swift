@@ -17,7 +17,7 @@ public enum Staging {
             return try ArchiveVerifier.extract(archive: archive, into: folder, check: .full, expectedUser: user).manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
-            throw RestoreError.verificationFailed(archive: archive, reason: reason, newestGood: nil)
+            throw RestoreError.verificationFailed(archive: archive, reason: reason, newestGood: nil, user: user)
         }
     }
 

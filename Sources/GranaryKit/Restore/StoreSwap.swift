@@ -5,122 +5,215 @@ import GranaryOwner
     import Glibc
 #endif
 
-/// The journalled swap of one store's files, done while nobody has the store open (its owner
-/// is paused, or there is none). The order makes every instant safe:
+/// Where a restore of one user works: `<root>/.granary/restore/<user>/` holds `staged/` (the
+/// verified new content, `stores/<name>` as in the archive), `aside/` (the replaced content, kept
+/// for the safety archive, same layout) and the journal. It is granary's own folder, on the users'
+/// filesystem, so that a rename between it and a user's folder is atomic.
+public struct RestoreWork: Sendable {
+    public let path: String
+
+    public var staged: String { path + "/staged" }
+    public var aside: String { path + "/aside" }
+    public var journal: SwapJournal { SwapJournal(path: path + "/journal") }
+
+    /// The staged database of a store.
+    public func stagedStore(_ name: String) -> String { staged + "/" + Manifest.storesFolder + name }
+    /// The kept-aside database of a store.
+    public func asideStore(_ name: String) -> String { aside + "/" + Manifest.storesFolder + name }
+    /// The staged and kept-aside external-data folders of a store.
+    public func stagedExternal(_ name: String) -> String { staged + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name) }
+    public func asideExternal(_ name: String) -> String { aside + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name) }
+
+    /// Opens the folder holding `path` (in granary's work folder; made when missing with
+    /// `create`) and gives its last component.
+    static func parent(of path: String, create: Bool = false) throws -> (Folder, String) {
+        let folder = (path as NSString).deletingLastPathComponent
+        if create { try FileSystem.makeDirectory(folder) }
+        return (try Folder.open(path: folder), (path as NSString).lastPathComponent)
+    }
+}
+
+/// The steps of one store's swap. Each runs while nobody writes the store (its owner is paused,
+/// or nobody has it open), and each can run again after a crash (``Recovery``):
 ///
-/// 1. `checkpoint`: open the old store and `wal_checkpoint(TRUNCATE)` (a rollback store: read
-///    it, which rolls back a hot journal), so that the database file alone holds all of it;
-/// 2. `aside`: `link(live, aside)` keeps the old inode under a second name;
-/// 3. `external-add`: files only the new store has are linked into the external-data folder
+/// Before the user's commit point (``prepare(_:user:work:)``):
+/// 1. `checkpoint`: open the old store and `wal_checkpoint(TRUNCATE)` (a rollback store: read it,
+///    which rolls back a hot journal), so that the database file alone holds all of it;
+/// 2. `aside`: the old database and its external-data files are linked into `aside/` by their
+///    descriptors (the very inodes that were checked), so nothing of it can be lost;
+/// 3. `external-add`: files only the new store has are linked into the live external-data folder
 ///    (unreferenced by the old store, so harmless to it);
-/// 4. `stale`: the old `-wal` (empty now), `-shm` and `-journal` are removed *before* the commit,
-///    so that no stale WAL can ever be applied to the new database, even if the owner reopens
-///    at once after the commit;
-/// 5. `commit`: `rename(staged, live)` — the atomic commit, done only when the owner's lease has
-///    more than `commitMargin` left, under the folder's ``CommitLock`` which an owner whose lease
-///    expired takes before reopening (otherwise it could reopen the old file just before the rename
-///    and keep writing into a file that is no longer the store);
-/// 6. `external-remove`: files only the old store had are moved aside.
+/// 4. `stale`: the old `-wal` (empty now), `-shm` and `-journal` are removed, so that no stale WAL
+///    can ever be applied to the new database.
 ///
-/// Before 5, the live path still names the complete old database; after it, the complete new one.
-/// A crash anywhere is finished by ``Recovery``.
+/// After it (``switchIn(_:user:work:)``): `rename(staged, live)` — one atomic rename per store,
+/// descriptor to descriptor — then the old external-data files leave the live folder
+/// (``cleanOldExternal(_:user:work:)``).
 enum StoreSwap {
     /// The least lease left at which granary still commits.
     static let commitMargin: Duration = .seconds(2)
 
-    static func perform(_ entry: SwapJournal.Entry, journal: SwapJournal, owner: ReopenClient?) throws {
+    /// The live folder of a store and its file name there; with `create`, missing folders are
+    /// made (as the owner, with `mode`).
+    static func live(_ name: String, in user: Folder, create: Bool = false, mode: mode_t = 0o700) throws(FolderError) -> (Folder, String) {
+        let parentName = (name as NSString).deletingLastPathComponent
+        let file = (name as NSString).lastPathComponent
+        if parentName.isEmpty { return (user, file) }
+        return (create ? try user.makeFolders(parentName, mode: mode) : try user.folder(parentName), file)
+    }
+
+    // MARK: Before the commit point
+
+    static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
+        guard entry.method == .swap else { return }
         CrashPoint.reach()
-        try checkpoint(entry)
-        try journal.record("checkpoint \(entry.name)")
+        let (folder, file) = try live(entry.name, in: user)
+        // An aside link left by an earlier attempt (recovery prepares again after a crash) goes
+        // first: the live store must have its one link again to be opened.
+        let (asideFolder, asideName) = try RestoreWork.parent(of: work.asideStore(entry.name), create: true)
+        try asideFolder.remove(asideName)
+        try checkpoint(folder, file)
 
         CrashPoint.reach()
-        try FileSystem.removeFile(entry.aside)
-        if link(entry.live, entry.aside) != 0 { throw FileSystemError("link", path: entry.aside) }
-        try FileSystem.syncParent(of: entry.aside)
-        try journal.record("aside \(entry.name)")
+        let old = try folder.openFile(file, singleLink: true)
+        try asideFolder.link(old, as: asideName)
+        try asideFolder.sync()
 
         CrashPoint.reach()
-        if let liveExternal = entry.liveExternal, let staged = entry.stagedExternal, !entry.externalAdded.isEmpty {
-            try makeExternalFolder(liveExternal, like: entry.live)
-            for name in entry.externalAdded {
-                if link(staged + "/" + name, liveExternal + "/" + name) != 0 && errno != EEXIST {
-                    throw FileSystemError("link", path: liveExternal + "/" + name)
-                }
+        let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
+        if !entry.externalKept.isEmpty || !entry.externalRemoved.isEmpty {
+            let liveExternal = try folder.folder(externalName)
+            let asideExternal = try FileSystem.makeDirectoryHandle(work.asideExternal(entry.name))
+            for name in entry.externalKept + entry.externalRemoved {
+                try Interruption.check()
+                try asideExternal.remove(name)
+                try asideExternal.link(try liveExternal.openFile(name), as: name)
             }
-            try FileSystem.sync(liveExternal)
+            try asideExternal.sync()
         }
-        try journal.record("external-add \(entry.name)")
+        if !entry.externalAdded.isEmpty {
+            let liveExternal = try folder.makeFolders(externalName, mode: try folderMode(folder))
+            let stagedExternal = try Folder.open(path: work.stagedExternal(entry.name))
+            for name in entry.externalAdded where liveExternal.entry(name) == nil {
+                try Interruption.check()
+                try liveExternal.link(try stagedExternal.openFile(name), as: name)
+            }
+            try liveExternal.sync()
+        }
 
         CrashPoint.reach()
-        for suffix in ["-wal", "-shm", "-journal"] { try FileSystem.removeFile(entry.live + suffix) }
+        for suffix in ["-wal", "-shm", "-journal"] { try folder.remove(file + suffix) }
         // No fsync of the folder here: the one after the rename makes these unlinks durable with it
         // (a journalling filesystem commits metadata changes to one folder in order), and a power
         // loss that keeps neither leaves the old store with an empty -wal, which is harmless.
-        try journal.record("stale \(entry.name)")
-
-        CrashPoint.reach()
-        do {
-            // The commit lock keeps an owner whose lease just ran out from reopening between the check and the rename.
-            let lock = CommitLock(store: entry.live)
-            defer { lock?.release() }
-            if let owner, owner.leaseRemaining < commitMargin { throw RestoreError.leaseTooShort(store: entry.live) }
-            try FileSystem.rename(entry.staged, to: entry.live)
-            try FileSystem.syncParent(of: entry.live)
-        }
-        try journal.record("commit \(entry.name)")
-
-        CrashPoint.reach()
-        try removeOldExternal(entry)
-        try journal.record("external-remove \(entry.name)")
     }
 
     /// Step 1. Fails with `storeBusy` when another connection keeps the WAL from being emptied
     /// (someone outside the protocol has the store open).
-    static func checkpoint(_ entry: SwapJournal.Entry) throws {
-        let wal = FileSystem.status(entry.live + "-wal")
-        let journal = FileSystem.status(entry.live + "-journal")
+    static func checkpoint(_ folder: Folder, _ file: String) throws {
+        let wal = folder.entry(file + "-wal")
+        let journal = folder.entry(file + "-journal")
         if wal == nil && journal == nil { return }
+        let path = folder.path(file)
         do {
-            let db = try Database(path: entry.live, mode: .readWrite, busyTimeout: .seconds(2))
+            let db = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: .seconds(2))
             if try db.journalMode() == "wal" {
                 let result = try db.checkpoint(.truncate)
                 if result.logFrames != 0 && result.logFrames != result.checkpointedFrames {
-                    throw RestoreError.storeBusy(store: entry.live, detail: "its WAL could not be checkpointed")
+                    throw RestoreError.storeBusy(store: path, detail: "its WAL could not be checkpointed")
                 }
             } else {
                 _ = try db.scalar("SELECT count(*) FROM sqlite_schema")
             }
         } catch let error as SQLiteError where error.kind == .busy {
-            throw RestoreError.storeBusy(store: entry.live, detail: "another connection holds it (\(error.message))")
+            throw RestoreError.storeBusy(store: path, detail: "another connection holds it (\(error.message))")
         }
-        if let size = FileSystem.status(entry.live + "-wal")?.st_size, size > 0 {
-            throw RestoreError.storeBusy(store: entry.live, detail: "its -wal is not empty after a checkpoint")
+        if let size = folder.entry(file + "-wal")?.size, size > 0 {
+            throw RestoreError.storeBusy(store: path, detail: "its -wal is not empty after a checkpoint")
         }
-        try FileSystem.sync(entry.live)
+        try folder.openFile(file, .readWrite).sync()
     }
 
-    /// Step 6 (idempotent: Recovery runs it again after a crash).
-    static func removeOldExternal(_ entry: SwapJournal.Entry) throws {
-        guard let liveExternal = entry.liveExternal, let asideExternal = entry.asideExternal, !entry.externalRemoved.isEmpty else { return }
-        try FileSystem.makeDirectory(asideExternal)
-        for name in entry.externalRemoved where FileSystem.status(liveExternal + "/" + name) != nil {
-            try FileSystem.rename(liveExternal + "/" + name, to: asideExternal + "/" + name)
+    /// Undoes what ``prepare(_:user:work:)`` added (before the commit point only): the new
+    /// external-data files linked into the live folder (those that are still the staged inodes) and
+    /// the aside links. The live database was never replaced.
+    static func rollBack(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) {
+        if !entry.externalAdded.isEmpty, let (folder, file) = try? live(entry.name, in: user),
+            let liveExternal = try? folder.folder(StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName),
+            let stagedExternal = try? Folder.open(path: work.stagedExternal(entry.name))
+        {
+            for name in entry.externalAdded {
+                if let live = liveExternal.entry(name), let new = stagedExternal.entry(name), live.inode == new.inode, live.device == new.device {
+                    try? liveExternal.remove(name)
+                }
+            }
         }
-        try FileSystem.sync(liveExternal)
+        FileSystem.removeTree(work.asideStore(entry.name))
+        FileSystem.removeTree(work.asideExternal(entry.name))
     }
 
-    /// Creates `.<Store>_SUPPORT/_EXTERNAL_DATA` owned like the store.
-    static func makeExternalFolder(_ path: String, like store: String) throws {
-        let support = (path as NSString).deletingLastPathComponent
-        for folder in [support, path] where !FileSystem.isDirectory(folder) {
-            try FileSystem.makeDirectory(folder, mode: 0o755)
-            if let info = FileSystem.status(store) { chown(folder, info.st_uid, info.st_gid) }
-        }
+    // MARK: After the commit point
+
+    /// Whether the live name holds the staged inode: the store was switched.
+    static func isSwitched(_ entry: SwapJournal.Entry, user: Folder) -> Bool {
+        guard entry.method != .online, let (folder, file) = try? live(entry.name, in: user), let info = folder.entry(file) else { return false }
+        return info.inode == entry.stagedInode && info.device == entry.stagedDevice
     }
 
-    /// Whether the live path names the staged inode: the commit happened.
-    static func isCommitted(_ entry: SwapJournal.Entry) -> Bool {
-        guard let info = FileSystem.status(entry.live) else { return false }
-        return UInt64(info.st_ino) == entry.stagedInode && UInt64(info.st_dev) == entry.stagedDevice
+    /// Puts the staged database in place: one `renameat2` from granary's staging folder into the
+    /// live folder (replacing the old name for a swap; refusing to replace anything for a new
+    /// store, whose folders are made as the owner). Idempotent.
+    static func switchIn(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, folderMode: mode_t) throws {
+        precondition(entry.method != .online)
+        if isSwitched(entry, user: user) { return }
+        CrashPoint.reach()
+        let (folder, file) = try live(entry.name, in: user, create: entry.method == .new, mode: folderMode)
+        let (staging, stagedName) = try RestoreWork.parent(of: work.stagedStore(entry.name))
+        try staging.rename(stagedName, to: folder, as: file, entry.method == .new ? .noReplace : .replace)
+        try folder.sync()
+    }
+
+    /// What an owner (or a process outside the protocol) left beside a switched store while it
+    /// was paused: a `-wal`, `-shm` or `-journal` that appeared after the stale ones were removed
+    /// would be applied to the new database. Each is moved into the work folder; their names are
+    /// returned.
+    static func removeIntruders(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws -> [String] {
+        let (folder, file) = try live(entry.name, in: user)
+        var moved: [String] = []
+        for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
+            let quarantine = try FileSystem.makeDirectoryHandle(work.path + "/intruders")
+            let name = "\(moved.count)-" + (entry.name as NSString).lastPathComponent + suffix
+            try folder.rename(file + suffix, to: quarantine, as: name)
+            moved.append(folder.path(file + suffix))
+        }
+        if !moved.isEmpty { try folder.sync() }
+        return moved
+    }
+
+    /// Removes the old external-data files from the live folder (each is kept aside already) —
+    /// only names that still hold the inode kept aside. Idempotent.
+    static func cleanOldExternal(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
+        guard !entry.externalRemoved.isEmpty, let (folder, file) = try? live(entry.name, in: user),
+            let liveExternal = try? folder.folder(StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName)
+        else { return }
+        let aside = try? Folder.open(path: work.asideExternal(entry.name))
+        for name in entry.externalRemoved {
+            guard let current = liveExternal.entry(name) else { continue }
+            if let kept = aside?.entry(name), kept.inode == current.inode, kept.device == current.device { try liveExternal.remove(name) }
+        }
+        try liveExternal.sync()
+    }
+
+    /// The mode the restore gives folders it creates in a user's folder: the user folder's own.
+    static func folderMode(_ folder: Folder) throws -> mode_t {
+        mode_t(try folder.descriptor.status().st_mode & 0o7777)
+    }
+}
+
+extension FileSystem {
+    /// Creates `path` (and its parents, 0700) in granary's own folders and opens it.
+    static func makeDirectoryHandle(_ path: String) throws -> Folder {
+        try makeDirectory(path)
+        return try Folder.open(path: path)
     }
 }

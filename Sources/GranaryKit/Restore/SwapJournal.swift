@@ -4,47 +4,105 @@ import Foundation
     import Glibc
 #endif
 
-/// The journal of one swap: `<root>/.granary/restore/<user>/journal`, JSON lines.
+/// The journal of one restore or reset: `<root>/.granary/restore/<user>/journal`, JSON lines.
 ///
-/// The first line is the plan (`SwapJournal.Plan`), written and fsynced before any live file
-/// is touched; every later line records a step that has been done (see ``record(_:durable:)``). Whether a store was committed is never taken from the journal but from the
-/// filesystem: the store's path names the staged file's inode (recorded in the plan) exactly
-/// when `rename(staged, live)` happened, so there is no window between the commit and its record.
+/// The first line is the plan (``Plan``), written and fsynced before any live file is touched.
+/// Every later line is a ``Step`` that has been done. One of them is the commit point of the whole
+/// user: ``Step/commit``, written durably after every store has been prepared and before the
+/// first live file is replaced. Recovery reads it, and only it, to choose a direction: without it
+/// every store is rolled back (nothing live was replaced yet), with it every store is rolled
+/// forward. So a user's stores end all old or all new, whatever instant a crash hits.
+///
+/// Every name in the journal is relative (to the user's folder, or to the work folder): the
+/// journal never holds a path that recovery would follow into a user's folder.
 public final class SwapJournal {
-    /// What the swap will do to one store.
+    /// How one store's new content goes in.
+    public enum Method: String, Codable, Sendable {
+        /// Renamed into place while its owner is paused (or nobody has it open).
+        case swap
+        /// Not live before: renamed into place.
+        case new
+        /// Copied into the live database through the SQLite backup API (the owner does not speak
+        /// the reopen protocol).
+        case online
+    }
+
+    /// What the restore does to one store.
     public struct Entry: Codable, Sendable, Equatable {
-        /// The store's path relative to the user's folder.
+        /// The store's path relative to the user's folder (and to `stores/` in the work folders).
         public var name: String
-        /// `swap` (rename under a paused owner or with no one attached) or `online` (backup API).
-        public var method: String
-        public var live: String
-        public var staged: String
-        /// Where the replaced database file is kept (a hard link to the old inode for a swap).
-        public var aside: String
+        public var method: Method
+        /// The staged file's identity: the live name holds it exactly when the store was switched.
         public var stagedDevice: UInt64
         public var stagedInode: UInt64
-        /// The live external-data folder, when the old or the new store has one.
-        public var liveExternal: String?
-        public var stagedExternal: String?
-        public var asideExternal: String?
-        /// External-data files that only the new store has: linked into the live folder before the commit.
+        /// External-data files (names in the store's `_EXTERNAL_DATA`) only the new store has,
+        /// linked in before the commit (unreferenced by the old store, so harmless to it).
         public var externalAdded: [String]
-        /// External-data files that only the old store has: moved aside after the commit.
+        /// External-data files only the old store has: kept aside before the commit (linked),
+        /// removed from the live folder after it.
         public var externalRemoved: [String]
+        /// External-data files both have (the same bytes): kept aside too, so that the safety
+        /// archive holds the old store's attachments complete.
+        public var externalKept: [String]
     }
 
     /// The first line.
     public struct Plan: Codable, Sendable {
-        public var format = 1
+        public var format = 2
         public var user: String
         /// `restore` or `reset`.
         public var operation: String
         /// The label of the safety archive (`pre-restore`, `pre-reset`).
         public var label: String
+        /// The archive restored (nil for a reset).
         public var archive: String?
         /// Where the safety archive goes; nil with `--no-safety-archive`.
         public var repository: String?
         public var stores: [Entry]
+    }
+
+    /// A step that has been done.
+    public enum Step: Equatable, Sendable {
+        /// A store's old content is kept aside and its new content is in place beside it.
+        case prepared(String)
+        /// The commit point of the whole user (durable).
+        case commit
+        /// A store's new content is live (renamed, or copied online).
+        case switched(String)
+        /// The old external-data files of a store are gone from the live folder.
+        case cleaned(String)
+        /// The owners were told to resume.
+        case resumed
+        /// The safety archive was written (durable).
+        case safetyArchive(String)
+        /// A step recovery could not finish yet (the safety archive, say), with why.
+        case pending(String)
+
+        var line: String {
+            switch self {
+            case .prepared(let name): return "prepared " + name
+            case .commit: return "commit"
+            case .switched(let name): return "switched " + name
+            case .cleaned(let name): return "cleaned " + name
+            case .resumed: return "resumed"
+            case .safetyArchive(let path): return "safety-archive " + path
+            case .pending(let why): return "pending " + why
+            }
+        }
+
+        init?(line: String) {
+            let (word, rest) = line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) } ?? (line, "")
+            switch word {
+            case "prepared": self = .prepared(rest)
+            case "commit": self = .commit
+            case "switched": self = .switched(rest)
+            case "cleaned": self = .cleaned(rest)
+            case "resumed": self = .resumed
+            case "safety-archive": self = .safetyArchive(rest)
+            case "pending": self = .pending(rest)
+            default: return nil
+            }
+        }
     }
 
     /// The journal file.
@@ -60,49 +118,35 @@ public final class SwapJournal {
         try FileSystem.writeAtomically(line, to: path)
     }
 
-    /// Appends one step record; `durable` fsyncs it.
-    ///
-    /// Recovery decides from the filesystem (the live path's inode), not from step records, so
-    /// those are written for people reading the journal and need no fsync inside the owner's pause;
-    /// only the records recovery does read (`online-commit`, `safety-archive`) are made durable.
-    public func record(_ step: String, durable: Bool = false) throws {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+    /// Appends one step; `durable` fsyncs it (the commit point and the safety archive's record,
+    /// which recovery acts on; the others are also re-derived from the filesystem).
+    public func record(_ step: Step, durable: Bool = false) throws {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW)
         if fd < 0 { throw FileSystemError("open", path: path) }
-        defer { close(fd) }
-        let bytes = Array((step + "\n").utf8)
+        let file = Descriptor(fd, display: path)
+        let bytes = Array((step.line + "\n").utf8)
         let failure: FileSystemError? = bytes.withUnsafeBytes { buffer in
-            do throws(FileSystemError) { try FileSystem.writeAll(fd, buffer, path: path) } catch { return error }
+            do throws(FileSystemError) { try file.write(buffer) } catch { return error }
             return nil
         }
         if let failure { throw failure }
-        if durable && fsync(fd) != 0 { throw FileSystemError("fsync", path: path) }
+        if durable { try file.sync() }
     }
 
-    /// The plan and the step records, or nil when there is no journal or its plan never became complete
+    /// The plan and the steps, or nil when there is no journal or its plan never became complete
     /// (then nothing live was touched: steps start only after the plan is durable).
-    public func read() -> (plan: Plan, steps: [String])? {
+    public func read() -> (plan: Plan, steps: [Step])? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let lines = data.split(separator: 0x0A, omittingEmptySubsequences: true)
-        guard let first = lines.first, let plan = try? JSONDecoder().decode(Plan.self, from: Data(first)) else { return nil }
-        return (plan, lines.dropFirst().map { String(decoding: $0, as: UTF8.self) })
+        guard let first = lines.first, let plan = try? JSONDecoder().decode(Plan.self, from: Data(first)), plan.format == 2 else {
+            return nil
+        }
+        return (plan, lines.dropFirst().compactMap { Step(line: String(decoding: $0, as: UTF8.self)) })
     }
 
     /// Removes the journal durably.
     public func remove() throws {
         try FileSystem.removeFile(path)
         try? FileSystem.syncParent(of: path)
-    }
-}
-
-/// Test hook: `GRANARY_TEST_CRASH_AT_STEP=N` makes granary kill itself with SIGKILL just
-/// before its Nth swap step (counted from 1 across the whole run), to prove that a crash at
-/// any step leaves every store fully old or fully new after `granary recover`.
-enum CrashPoint {
-    nonisolated(unsafe) private static var count = 0
-    private static let target: Int? = ProcessInfo.processInfo.environment["GRANARY_TEST_CRASH_AT_STEP"].flatMap(Int.init)
-
-    static func reach() {
-        count += 1
-        if let target, count == target { kill(getpid(), SIGKILL) }
     }
 }

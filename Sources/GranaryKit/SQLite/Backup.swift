@@ -51,6 +51,7 @@ public final class SQLiteBackup {
     /// Copies up to `pages` pages (`-1`: all that remain).
     public func step(pages: Int32) throws(SQLiteError) -> StepResult {
         guard let handle else { return .done }
+        SQLiteName.clearRefusal()
         let rc = sqlite3_backup_step(handle, pages)
         switch rc {
         case SQLITE_DONE: return .done
@@ -64,6 +65,10 @@ public final class SQLiteBackup {
     }
 
     private func rethrowStep(_ error: SQLiteError, rc: Int32) throws(SQLiteError) -> StepResult {
+        // A file of a source beneath a user's folder that granary refused (its -wal, its -shm).
+        if let refusal = Database.refusal(near: source.path) {
+            throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step", refusal: refusal)
+        }
         // Report the source path when the failure came from reading it.
         if rc & 0xFF == SQLITE_CORRUPT || rc & 0xFF == SQLITE_NOTADB || rc & 0xFF == SQLITE_IOERR {
             throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step")

@@ -34,23 +34,40 @@ public final class Database {
 
     /// The raw handle, for the other wrapper types in this folder only.
     let handle: OpaquePointer
-    /// The path this connection was opened with.
+    /// The path this connection was opened with (for a store beneath a ``Folder``, its display path).
     public let path: String
+    /// For a connection beneath a folder: the registration SQLite's file names resolve through,
+    /// kept as long as the connection (released after the handle is closed).
+    private let beneath: SQLiteName?
 
     /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock;
     /// `vfs` names a registered VFS (nil: the default).
-    public init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil) throws(SQLiteError) {
+    public convenience init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil) throws(SQLiteError) {
+        try self.init(opening: path, display: path, beneath: nil, mode: mode, busyTimeout: busyTimeout, vfs: vfs)
+    }
+
+    /// Opens a file beneath a folder (``Folder/sqliteName(_:)``): SQLite reaches the database and
+    /// its `-wal`, `-shm` and `-journal` only beneath the folder's descriptor, never following a
+    /// link, and refuses any of them that is not a regular file with one link owned by the
+    /// folder's owner (the error then names the file and why: ``SQLiteError/refusal``).
+    public convenience init(_ name: SQLiteName, mode: OpenMode, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
+        try self.init(opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil)
+    }
+
+    private init(opening: String, display: String, beneath: SQLiteName?, mode: OpenMode, busyTimeout: Duration, vfs: String?) throws(SQLiteError) {
         var db: OpaquePointer?
+        SQLiteName.clearRefusal()
         // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
-        let rc = sqlite3_open_v2(path, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs)
+        let rc = sqlite3_open_v2(opening, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             let code = db.map { sqlite3_extended_errcode($0) } ?? rc
             if let db { sqlite3_close_v2(db) }
-            throw SQLiteError(code: code, message: message, path: path, operation: "open")
+            throw SQLiteError(code: code, message: message, path: display, operation: "open", refusal: Database.refusal(near: display))
         }
         self.handle = db
-        self.path = path
+        self.path = display
+        self.beneath = beneath
         sqlite3_extended_result_codes(db, 1)
         let ms = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
         sqlite3_busy_timeout(db, Int32(clamping: ms))
@@ -85,17 +102,29 @@ public final class Database {
             code: code == SQLITE_OK ? rc : code,
             message: String(cString: sqlite3_errmsg(handle)),
             path: path,
-            operation: operation)
+            operation: operation,
+            refusal: beneath == nil ? nil : Database.refusal(near: path))
+    }
+
+    /// The file beneath the folder that was refused on this thread (a `-wal` that is a hard link,
+    /// a `-shm` that is a FIFO…), as a display path, when one was.
+    static func refusal(near display: String) -> String? {
+        guard let refusal = SQLiteName.lastRefusal() else { return nil }
+        SQLiteName.clearRefusal()
+        return (display as NSString).deletingLastPathComponent + "/" + refusal
     }
 
     /// Runs one or more statements that return no rows we need.
     public func execute(_ sql: String) throws(SQLiteError) {
         var errmsg: UnsafeMutablePointer<CChar>?
+        if beneath != nil { SQLiteName.clearRefusal() }
         let rc = sqlite3_exec(handle, sql, nil, nil, &errmsg)
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(errmsg)
-            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: message, path: path, operation: sql)
+            throw SQLiteError(
+                code: sqlite3_extended_errcode(handle), message: message, path: path, operation: sql,
+                refusal: beneath == nil ? nil : Database.refusal(near: path))
         }
     }
 

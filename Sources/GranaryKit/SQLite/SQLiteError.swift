@@ -23,6 +23,9 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         case ioError
         /// The database is read-only: `SQLITE_READONLY`.
         case readOnly
+        /// A file of the store was refused by granary's checks (a link, a FIFO, a hard link, not
+        /// the folder owner's): see ``SQLiteError/refusal``.
+        case refused
         /// Any other result code.
         case other
     }
@@ -35,18 +38,23 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     public let path: String?
     /// The statement or operation that failed, when known.
     public let operation: String?
+    /// For a store opened beneath a user's folder: the file granary refused to let SQLite open
+    /// and why (`/srv/users/alice/Local.sqlite-wal: has more than one hard link`).
+    public let refusal: String?
 
-    public init(code: Int32, message: String, path: String? = nil, operation: String? = nil) {
+    public init(code: Int32, message: String, path: String? = nil, operation: String? = nil, refusal: String? = nil) {
         self.code = code
         self.message = message
         self.path = path
         self.operation = operation
+        self.refusal = refusal
     }
 
     /// The primary result code (the low byte of the extended code).
     public var primaryCode: Int32 { code & 0xFF }
 
     public var kind: Kind {
+        if refusal != nil { return .refused }
         switch primaryCode {
         case SQLITE_CANTOPEN: return .cannotOpen
         case SQLITE_NOTADB: return .notADatabase
@@ -60,6 +68,7 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     }
 
     public var description: String {
+        if let refusal { return refusal + "; granary does not open it" }
         var text = ""
         if let path { text += "\(path): " }
         text += message

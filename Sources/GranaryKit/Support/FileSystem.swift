@@ -47,15 +47,32 @@ public struct FileSystemError: GranaryError, Sendable {
 /// folders, rename) that atomic publishing depends on.
 public enum FileSystem {
     /// Creates `path` and any missing parents with `mode` (0700 by default), whatever the umask.
+    /// A symbolic link where the folder itself is expected is refused (ELOOP), never followed; its
+    /// existing parents are the administrator's path and are followed as given.
     public static func makeDirectory(_ path: String, mode: mode_t = 0o700) throws(FileSystemError) {
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
-            if isDirectory.boolValue { return }
-            throw FileSystemError("create folder", path: path, code: ENOTDIR)
+        try makeDirectory(path, mode: mode, followLink: false)
+    }
+
+    private static func makeDirectory(_ path: String, mode: mode_t, followLink: Bool) throws(FileSystemError) {
+        if let info = status(path) {
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: return
+            case S_IFLNK:
+                if followLink {
+                    let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    if fd >= 0 {
+                        close(fd)
+                        return
+                    }
+                }
+                throw FileSystemError("create folder", path: path, code: ELOOP)
+            default: throw FileSystemError("create folder", path: path, code: ENOTDIR)
+            }
         }
         let parent = (path as NSString).deletingLastPathComponent
-        if !parent.isEmpty && parent != path { try makeDirectory(parent, mode: mode) }
-        if mkdir(path, mode) != 0 && errno != EEXIST {
+        if !parent.isEmpty && parent != path { try makeDirectory(parent, mode: mode, followLink: true) }
+        if mkdir(path, mode) != 0 {
+            if errno == EEXIST && isDirectory(path) { return }
             throw FileSystemError("create folder", path: path)
         }
         // mkdir applies the umask; set the mode we mean.

@@ -56,3 +56,52 @@ public enum FileDigest {
         return (total, hasher.finalize().hex)
     }
 }
+
+extension FileDigest {
+    /// The size and SHA-256 of an open file (a user's, opened beneath their folder).
+    public static func of(_ file: Descriptor) throws(FileSystemError) -> (size: Int64, sha256: String) {
+        var hasher = SHA256()
+        var total: Int64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = pread(file.raw, buffer.baseAddress, buffer.count, off_t(total))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("read", path: file.display)
+            }
+            if n == 0 { break }
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            total += Int64(n)
+        }
+        return (total, hasher.finalize().hex)
+    }
+
+    /// Copies an open file (a user's, opened beneath their folder) into a new private file at
+    /// `destination`, hashing the bytes as they pass: the archive gets exactly the bytes that were
+    /// hashed, whatever the owner does to their file meanwhile. Reads in 1 MiB pieces.
+    public static func copy(from source: Descriptor, to destination: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
+        let fd = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 { throw FileSystemError("create", path: destination) }
+        let output = Descriptor(fd, display: destination)
+        var hasher = SHA256()
+        var total: Int64 = 0
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let n = pread(source.raw, buffer.baseAddress, buffer.count, off_t(total))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("read", path: source.display)
+            }
+            if n == 0 { break }
+            let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
+            hasher.update(bufferPointer: piece)
+            try output.write(piece)
+            total += Int64(n)
+        }
+        let code = output.close()
+        if code != 0 { throw FileSystemError("close", path: destination, code: code) }
+        return (total, hasher.finalize().hex)
+    }
+}

@@ -86,10 +86,20 @@ public struct Settings: Sendable {
         return Root(path: root.value)
     }
 
-    /// The repository, or a usage error saying how to set it.
-    public func requireRepository() throws(SettingsError) -> Repository {
-        guard let repo else { throw .missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
-        return Repository(path: repo.value)
+    /// The repository, or a usage error saying how to set it. It must not be the root, lie in it
+    /// or hold it; unless `forWriting` (backup, which creates it), it must exist already.
+    public func requireRepository(forWriting: Bool = false) throws -> Repository {
+        guard let repository = try repository() else { throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
+        if !forWriting { try repository.requireExisting() }
+        return repository
+    }
+
+    /// The repository when one is set (checked against the root as ``requireRepository(forWriting:)`` does).
+    public func repository() throws(RepositoryError) -> Repository? {
+        guard let repo else { return nil }
+        let repository = Repository(path: repo.value)
+        if let root { try repository.checkSeparate(from: Root(path: root.value)) }
+        return repository
     }
 }
 

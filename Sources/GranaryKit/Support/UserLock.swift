@@ -28,14 +28,21 @@ public final class UserLock: @unchecked Sendable {
 
     /// The lock file of a user.
     public static func path(root: Root, user: UserID) -> String {
-        root.stateFolder + "/locks/" + user.rawValue + ".lock"
+        root.stateFolderPath + "/locks/" + user.rawValue + ".lock"
     }
 
     /// Takes the user's lock, waiting up to `timeout` for another run to finish.
     public static func acquire(root: Root, user: UserID, timeout: Duration) throws(LockError) -> UserLock {
         let path = path(root: root, user: user)
         do {
-            try FileSystem.makeDirectory(root.stateFolder + "/locks", mode: 0o700)
+            // The state folder must be granary's own (checked once per lock, which every command that
+            // changes a user takes first).
+            _ = try root.stateFolder()
+        } catch {
+            throw .cannotCreate(path: path, underlying: FileSystemError("open", path: root.stateFolderPath, code: EACCES))
+        }
+        do {
+            try FileSystem.makeDirectory(root.stateFolderPath + "/locks", mode: 0o700)
         } catch {
             throw .cannotCreate(path: path, underlying: error)
         }

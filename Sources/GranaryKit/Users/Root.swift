@@ -1,9 +1,14 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The folder that holds one sub-folder per user.
 ///
-/// Hidden entries (a leading `.`) are granary's or the system's, never users: `.granary`
-/// holds granary's locks and restore journals. Symlinks are not followed.
+/// Hidden entries (a leading `.`) are granary's or the system's, never users: `.granary` holds
+/// granary's locks and restore journals. A user folder is opened beneath the root's descriptor
+/// (``Folder``): an entry that is a symbolic link is not a user.
 public struct Root: Sendable {
     public let path: String
 
@@ -14,104 +19,246 @@ public struct Root: Sendable {
         self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
     }
 
-    /// granary's state folder inside the root (locks, restore journals, staging).
-    public var stateFolder: String { path + "/" + Root.stateFolderName }
+    /// The display path of granary's state folder inside the root (locks, restore journals, staging).
+    public var stateFolderPath: String { path + "/" + Root.stateFolderName }
 
-    /// A folder name that is not a valid user id, and why.
+    /// An entry of the root that is not a user, and why.
     public struct Ignored: Sendable, Equatable {
         public let name: String
         public let reason: String
     }
 
-    /// The users under the root, sorted, and the folder names that are not valid ids.
-    public func scan() throws(UserError) -> (users: [UserFolder], ignored: [Ignored]) {
-        guard FileSystem.isDirectory(path) else { throw .rootMissing(path) }
-        var users: [UserFolder] = []
+    /// Opens the root folder. It must belong to root (or to granary's uid) and be writable by
+    /// nobody else (a sticky, world-writable folder such as /tmp is allowed: nobody can rename
+    /// what is not theirs in it): granary keeps its locks and journals in it, by name.
+    public func open() throws(UserError) -> Folder {
+        let folder: Folder
+        do {
+            folder = try Folder.open(path: path)
+        } catch {
+            if case .system(let failure) = error, failure.code == ENOENT || failure.code == ENOTDIR { throw .rootMissing(path) }
+            throw .unreadableRoot(path, error.description)
+        }
+        guard let info = try? folder.descriptor.status() else { throw .unreadableRoot(path, "cannot be examined") }
+        if info.st_uid != 0 && info.st_uid != geteuid() {
+            throw .unsafeRoot(path, "belongs to uid \(info.st_uid); the root must belong to root, the folders in it to their users")
+        }
+        if info.st_mode & 0o022 != 0 && info.st_mode & UInt32(S_ISVTX) == 0 {
+            throw .unsafeRoot(path, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+        }
+        return folder
+    }
+
+    /// The users under the root, sorted, and the entries that are not users, with why.
+    public func scan() throws(UserError) -> (users: [UserID], ignored: [Ignored]) {
+        let folder = try open()
+        let entries: [Folder.Entry]
+        do { entries = try folder.entries() } catch { throw .unreadableRoot(path, error.description) }
+        var users: [UserID] = []
         var ignored: [Ignored] = []
-        for name in FileSystem.contents(of: path) where !name.hasPrefix(".") {
-            let full = path + "/" + name
-            guard FileSystem.isDirectory(full) else { continue }
-            if let reason = UserID.problem(with: name) {
-                ignored.append(Ignored(name: name, reason: reason))
+        for entry in entries where !entry.name.hasPrefix(".") {
+            switch entry.kind {
+            case .folder: break
+            case .symbolicLink:
+                ignored.append(Ignored(name: entry.name, reason: "is a symbolic link; granary does not follow links in the root"))
+                continue
+            default:
+                ignored.append(Ignored(name: entry.name, reason: "is \(FolderError.phrase(entry.kind)), not a folder"))
                 continue
             }
-            users.append(UserFolder(id: try UserID(name), path: full))
+            if !FolderName.isUTF8(entry.name) {
+                ignored.append(Ignored(name: entry.name, reason: "is not valid UTF-8; a user id must be"))
+                continue
+            }
+            if let reason = UserID.problem(with: entry.name) {
+                ignored.append(Ignored(name: entry.name, reason: "is not a valid user id: it \(reason)"))
+                continue
+            }
+            users.append(try UserID(entry.name))
         }
         return (users, ignored)
     }
 
-    /// The folder of one user; throws `.notFound` when it does not exist.
+    /// Opens the folder of one user; throws `.notFound` when it does not exist and `.notAFolder`
+    /// when it is a link or a file.
     public func user(_ id: UserID) throws(UserError) -> UserFolder {
-        guard FileSystem.isDirectory(path) else { throw .rootMissing(path) }
-        let full = path + "/" + id.rawValue
-        guard FileSystem.isDirectory(full) else { throw .notFound(id.rawValue, root: path) }
-        return UserFolder(id: id, path: full)
+        let root = try open()
+        guard let entry = root.entry(id.rawValue) else { throw .notFound(id.rawValue, root: path) }
+        guard entry.kind == .folder else {
+            throw .notAFolder(id.rawValue, root: path, reason: "is \(FolderError.phrase(entry.kind))")
+        }
+        do {
+            return UserFolder(id: id, folder: try root.userFolder(id.rawValue))
+        } catch {
+            throw .notAFolder(id.rawValue, root: path, reason: error.description)
+        }
+    }
+
+    /// Opens granary's state folder inside the root, creating it (mode 0700) when missing. It must
+    /// be a real folder owned by granary's uid and closed to everyone else: the locks, journals and
+    /// staged files in it are trusted.
+    public func stateFolder() throws(FolderError) -> Folder {
+        let root: Folder
+        do { root = try open() } catch { throw .system(FileSystemError("open", path: path, code: ENOENT)) }
+        let state = try root.makeFolder(Root.stateFolderName, mode: 0o700)
+        let info: stat
+        do { info = try state.descriptor.status() } catch { throw .system(error) }
+        guard info.st_uid == geteuid() else { throw .notOwned(path: state.display, uid: info.st_uid, owner: geteuid()) }
+        if info.st_mode & 0o077 != 0 && fchmod(state.descriptor.raw, 0o700) != 0 {
+            throw .system(FileSystemError("chmod", path: state.display))
+        }
+        return state
     }
 }
 
-/// One user's folder and the stores in it.
-public struct UserFolder: Sendable, Equatable {
+/// One user's folder, open: the handle through which granary reaches the user's stores.
+public struct UserFolder: Sendable {
     public let id: UserID
-    public let path: String
+    /// The open folder (its owner is the owner of everything granary touches in it).
+    public let folder: Folder
 
-    public init(id: UserID, path: String) {
+    public init(id: UserID, folder: Folder) {
         self.id = id
-        self.path = path
+        self.folder = folder
     }
+
+    /// The folder's path, for messages.
+    public var path: String { folder.display }
 
     /// How deep below the user's folder stores are looked for.
     public static let searchDepth = 6
 
-    /// The stores in this folder, found by content: regular files that start with the
-    /// SQLite magic. Hidden folders (Core Data's `.X_SUPPORT`, granary's own) and
-    /// symlinks are not searched; `-wal`, `-shm` and `-journal` files belong to the store
-    /// beside them and are never stores themselves.
+    /// An entry the scan passed over, and why (every skip is reported: it may be a store).
+    public struct Skipped: Sendable, Equatable {
+        /// The name relative to the user's folder (folders end in `/`).
+        public let name: String
+        public let reason: String
+    }
+
+    /// What a scan found.
+    public struct Scan: Sendable {
+        /// The stores, sorted by name.
+        public var stores: [StoreFile]
+        /// Files and folders that could not be read to tell whether they are stores (relative
+        /// names; folders end in `/`): a backup must not pass over them in silence.
+        public var unreadable: [String]
+        /// Entries that were passed over on purpose, with why.
+        public var skipped: [Skipped]
+    }
+
+    /// The stores in this folder.
     public func stores() -> [StoreFile] {
         scan().stores
     }
 
-    /// The stores, and the files and folders that could not be read to tell whether they are
-    /// stores (relative names; folders end in `/`). A backup must not pass over an unreadable
-    /// file in silence: it may be a store.
-    public func scan() -> (stores: [StoreFile], unreadable: [String]) {
-        var found: [StoreFile] = []
-        var unreadable: [String] = []
-        collect(relative: "", depth: 0, into: &found, unreadable: &unreadable)
-        return (found.sorted { $0.name < $1.name }, unreadable.sorted())
+    /// The stores, found by content: regular files that start with the SQLite magic. `-wal`,
+    /// `-shm` and `-journal` files belong to the store beside them. Symbolic links, hidden entries,
+    /// special files and folders deeper than ``searchDepth`` are passed over and reported; a
+    /// Core Data `.X_SUPPORT` folder belongs to its store and is not.
+    public func scan() -> Scan {
+        var scan = Scan(stores: [], unreadable: [], skipped: [])
+        collect(folder, relative: "", depth: 0, into: &scan)
+        scan.stores.sort { $0.name < $1.name }
+        scan.unreadable.sort()
+        scan.skipped.sort { $0.name < $1.name }
+        return scan
     }
 
-    private func collect(relative: String, depth: Int, into found: inout [StoreFile], unreadable: inout [String]) {
-        let folder = relative.isEmpty ? path : path + "/" + relative
-        if access(folder, R_OK | X_OK) != 0 {
-            unreadable.append(relative.isEmpty ? "./" : relative + "/")
+    private static let companionSuffixes = ["-wal", "-shm", "-journal"]
+
+    private func collect(_ current: Folder, relative: String, depth: Int, into scan: inout Scan) {
+        let entries: [Folder.Entry]
+        do { entries = try current.entries() } catch {
+            scan.unreadable.append(relative.isEmpty ? "./" : relative + "/")
             return
         }
-        for name in FileSystem.contents(of: folder) where !name.hasPrefix(".") {
-            let rel = relative.isEmpty ? name : relative + "/" + name
-            let full = folder + "/" + name
-            guard let info = FileSystem.status(full) else { continue }
-            switch info.st_mode & S_IFMT {
-            case S_IFDIR:
-                if depth < UserFolder.searchDepth { collect(relative: rel, depth: depth + 1, into: &found, unreadable: &unreadable) }
-            case S_IFREG:
-                if name.hasSuffix("-wal") || name.hasSuffix("-shm") || name.hasSuffix("-journal") { continue }
-                if info.st_size > 0 && access(full, R_OK) != 0 {
-                    unreadable.append(rel)
-                    continue
+        let names = Set(entries.map(\.name))
+        for entry in entries {
+            let rel = relative.isEmpty ? entry.name : relative + "/" + entry.name
+            if entry.name.hasPrefix(".") {
+                if entry.kind == .folder && StoreFile.supportOwner(entry.name).map({ base in names.contains { StoreFile.baseName($0) == base } }) == true {
+                    continue  // a store's Core Data support folder
                 }
-                guard let header = StoreHeader.read(full) else { continue }
-                let wal = FileSystem.status(full + "-wal")
-                let external = StoreFile.externalDataFolder(for: full)
-                found.append(
-                    StoreFile(
-                        name: rel, path: full, size: Int64(info.st_size), header: header,
-                        walSize: wal.map { Int64($0.st_size) },
-                        hasSHM: FileSystem.isRegularFile(full + "-shm"),
-                        hasJournal: FileSystem.isRegularFile(full + "-journal"),
-                        externalDataPath: FileSystem.isDirectory(external) ? external : nil))
-            default:
+                if let found = sqliteFiles(in: current, entry: entry, depth: depth), !found.isEmpty {
+                    for name in found {
+                        scan.skipped.append(Skipped(name: relative.isEmpty ? name : relative + "/" + name, reason: "is in a hidden folder or hidden; granary does not back up hidden stores"))
+                    }
+                }
                 continue
             }
+            switch entry.kind {
+            case .folder:
+                if depth >= UserFolder.searchDepth {
+                    scan.skipped.append(Skipped(name: rel + "/", reason: "is deeper than \(UserFolder.searchDepth) levels; not searched"))
+                } else if entry.uid != current.ownerUID && current.ownerUID != nil {
+                    scan.skipped.append(Skipped(name: rel + "/", reason: "belongs to uid \(entry.uid), not to the folder's owner"))
+                } else if let child = try? current.folder(entry.name) {
+                    collect(child, relative: rel, depth: depth + 1, into: &scan)
+                } else {
+                    scan.unreadable.append(rel + "/")
+                }
+            case .symbolicLink:
+                scan.skipped.append(Skipped(name: rel, reason: "is a symbolic link; granary does not follow links in a user's folder"))
+            case .fifo, .socket, .device:
+                if Self.companionSuffixes.contains(where: { entry.name.hasSuffix($0) }) { continue }  // refused when its store is opened
+                scan.skipped.append(Skipped(name: rel, reason: "is \(FolderError.phrase(entry.kind)), not a regular file"))
+            case .file:
+                if entry.size == 0 { continue }
+                let file: Descriptor
+                do { file = try current.openFile(entry.name) } catch {
+                    if case .system(let failure) = error, failure.code == EACCES || failure.code == EPERM {
+                        scan.unreadable.append(rel)
+                    } else {
+                        scan.skipped.append(Skipped(name: rel, reason: error.description))
+                    }
+                    continue
+                }
+                guard let bytes = try? file.read(count: 100, at: 0) else {
+                    scan.unreadable.append(rel)
+                    continue
+                }
+                guard let header = StoreHeader(bytes) else { continue }
+                if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }) {
+                    let base = String(entry.name.dropLast(suffix.count))
+                    if names.contains(base) { continue }  // a companion that happens to start with the magic
+                    scan.skipped.append(Skipped(name: rel, reason: "is a SQLite database named like a \(suffix) file; rename it to back it up"))
+                    continue
+                }
+                if !FolderName.isUTF8(entry.name) {
+                    scan.skipped.append(Skipped(name: rel, reason: "has a name that is not valid UTF-8"))
+                    continue
+                }
+                let external = StoreFile.supportFolderName(for: entry.name)
+                let support = entries.first { $0.name == external }
+                let hasExternal = support?.kind == .folder && ((try? current.folder(external).entry(StoreFile.externalDataFolderName))?.kind == .folder)
+                scan.stores.append(
+                    StoreFile(
+                        name: rel, folder: current, fileName: entry.name, size: entry.size, allocated: entry.allocated,
+                        header: header, uid: entry.uid, gid: entry.gid, mode: entry.mode,
+                        walSize: entries.first { $0.name == entry.name + "-wal" }.map(\.size),
+                        hasSHM: names.contains(entry.name + "-shm"), hasJournal: names.contains(entry.name + "-journal"),
+                        hasExternalData: hasExternal))
+            }
+        }
+    }
+
+    /// The SQLite files in a hidden entry (itself, or inside it to the depth limit), for the report.
+    private func sqliteFiles(in current: Folder, entry: Folder.Entry, depth: Int) -> [String]? {
+        switch entry.kind {
+        case .file:
+            guard entry.size >= 100, let file = try? current.openFile(entry.name), let bytes = try? file.read(count: 16, at: 0),
+                bytes == StoreHeader.magic
+            else { return [] }
+            return [entry.name]
+        case .folder:
+            guard depth < UserFolder.searchDepth, let child = try? current.folder(entry.name) else { return [] }
+            var found: [String] = []
+            for item in (try? child.entries()) ?? [] {
+                found += (sqliteFiles(in: child, entry: item, depth: depth + 1) ?? []).map { entry.name + "/" + $0 }
+            }
+            return found
+        default:
+            return []
         }
     }
 }

@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What a store's first 100 bytes (the SQLite database header) say, read without opening it.
 ///
 /// Opening a store with SQLite could create `-wal`/`-shm` files or wait on locks; reading
@@ -23,36 +27,101 @@ public struct StoreHeader: Sendable, Equatable {
         pageCount = Int(bytes[28]) << 24 | Int(bytes[29]) << 16 | Int(bytes[30]) << 8 | Int(bytes[31])
     }
 
-    /// The header of the file at `path`, or `nil` when it is not a SQLite database.
+    /// The header of the file at `path` (a path in granary's own folders), or `nil` when it is
+    /// not a SQLite database.
     public static func read(_ path: String) -> StoreHeader? {
         StoreHeader(FileSystem.head(path, count: 100))
     }
 }
 
 /// One store in a user's folder, and the companion files that belong to it.
-public struct StoreFile: Sendable, Equatable {
+///
+/// A store is reached through the open folder that holds it (``folder``) and its name there
+/// (``fileName``), never by a path.
+public struct StoreFile: Sendable {
     /// Relative path inside the user's folder, for example `Local.sqlite` or `Data/Cloud.sqlite`.
     public let name: String
-    /// Absolute path of the database file.
-    public let path: String
+    /// The open folder that holds the store (the user's folder or one beneath it).
+    public let folder: Folder
+    /// The store's name in ``folder``.
+    public let fileName: String
     public let size: Int64
+    /// Bytes allocated on disk (below `size` for a sparse file).
+    public let allocated: Int64
     public let header: StoreHeader
+    /// The database file's owner and mode, as the scan saw them.
+    public let uid: uid_t
+    public let gid: gid_t
+    public let mode: mode_t
     /// Size of the `-wal`, when one exists.
     public let walSize: Int64?
     public let hasSHM: Bool
     public let hasJournal: Bool
-    /// The Core Data external-data folder, when one exists: `.<Name>_SUPPORT/_EXTERNAL_DATA`.
-    public let externalDataPath: String?
+    /// Whether the store has a Core Data external-data folder: `.<Name>_SUPPORT/_EXTERNAL_DATA`.
+    public let hasExternalData: Bool
+
+    public init(
+        name: String, folder: Folder, fileName: String, size: Int64, allocated: Int64, header: StoreHeader, uid: uid_t, gid: gid_t,
+        mode: mode_t, walSize: Int64?, hasSHM: Bool, hasJournal: Bool, hasExternalData: Bool
+    ) {
+        self.name = name
+        self.folder = folder
+        self.fileName = fileName
+        self.size = size
+        self.allocated = allocated
+        self.header = header
+        self.uid = uid
+        self.gid = gid
+        self.mode = mode
+        self.walSize = walSize
+        self.hasSHM = hasSHM
+        self.hasJournal = hasJournal
+        self.hasExternalData = hasExternalData
+    }
+
+    /// The database file's path, for messages.
+    public var path: String { folder.path(fileName) }
 
     /// `wal` or `rollback`, from the header.
     public var journalKind: String { header.isWAL ? "wal" : "rollback" }
 
-    /// The Core Data external-data folder for a store at `path`, whether or not it exists.
-    public static func externalDataFolder(for path: String) -> String {
-        let folder = (path as NSString).deletingLastPathComponent
-        var base = (path as NSString).lastPathComponent
-        if let dot = base.lastIndex(of: "."), dot != base.startIndex { base = String(base[..<dot]) }
-        return folder + "/." + base + "_SUPPORT/_EXTERNAL_DATA"
+    /// The name SQLite opens this store by, beneath its folder.
+    public func sqliteName() throws(FolderError) -> SQLiteName { try folder.sqliteName(fileName) }
+
+    /// Opens the store's external-data folder (nil when it has none).
+    public func externalDataFolder() throws(FolderError) -> Folder? {
+        guard hasExternalData else { return nil }
+        return try folder.folder(Self.supportFolderName(for: fileName) + "/" + Self.externalDataFolderName)
+    }
+
+    /// The external-data folder's path relative to the user's folder, whether or not it exists.
+    public var externalDataName: String { Self.externalDataName(for: name) }
+
+    /// `_EXTERNAL_DATA`, inside the support folder.
+    public static let externalDataFolderName = "_EXTERNAL_DATA"
+
+    /// `Notes.sqlite` → `Notes` (the name without its extension).
+    public static func baseName(_ fileName: String) -> String {
+        if let dot = fileName.lastIndex(of: "."), dot != fileName.startIndex { return String(fileName[..<dot]) }
+        return fileName
+    }
+
+    /// `Notes.sqlite` → `.Notes_SUPPORT`.
+    public static func supportFolderName(for fileName: String) -> String {
+        "." + baseName(fileName) + "_SUPPORT"
+    }
+
+    /// `.Notes_SUPPORT` → `Notes`; nil for any other name.
+    public static func supportOwner(_ folderName: String) -> String? {
+        guard folderName.hasPrefix("."), folderName.hasSuffix("_SUPPORT"), folderName.count > "._SUPPORT".count else { return nil }
+        return String(folderName.dropFirst().dropLast("_SUPPORT".count))
+    }
+
+    /// `Data/Notes.sqlite` → `Data/.Notes_SUPPORT/_EXTERNAL_DATA`.
+    public static func externalDataName(for storeName: String) -> String {
+        let file = (storeName as NSString).lastPathComponent
+        let folder = (storeName as NSString).deletingLastPathComponent
+        let support = supportFolderName(for: file) + "/" + externalDataFolderName
+        return folder.isEmpty ? support : folder + "/" + support
     }
 }
-

@@ -37,14 +37,22 @@ public struct UserID: Hashable, Comparable, Sendable, CustomStringConvertible {
 public enum UserError: GranaryError, Sendable {
     case invalidID(String, reason: String)
     case notFound(String, root: String)
+    /// The user's entry under the root is a link, a file or a folder that cannot be opened.
+    case notAFolder(String, root: String, reason: String)
     case rootMissing(String)
+    case unreadableRoot(String, String)
+    /// The root folder could be changed by someone else than root.
+    case unsafeRoot(String, String)
 
     public var description: String {
         switch self {
         case .invalidID(let id, let reason):
             return "invalid user id \(UserError.quoted(id)): it \(reason)"
         case .notFound(let id, let root): return "no user \(id) under \(root)"
+        case .notAFolder(let id, let root, let reason): return "user \(id) under \(root) cannot be used: \(reason)"
         case .rootMissing(let root): return "root folder \(root) does not exist"
+        case .unreadableRoot(let root, let reason): return "cannot read the root folder \(root): \(reason)"
+        case .unsafeRoot(let root, let reason): return "refusing the root folder \(root): it \(reason)"
         }
     }
 
@@ -52,6 +60,9 @@ public enum UserError: GranaryError, Sendable {
         switch self {
         case .invalidID: return .usage
         case .notFound, .rootMissing: return .notFound
+        case .notAFolder: return .dataError
+        case .unreadableRoot: return .ioError
+        case .unsafeRoot: return .cannotCreate
         }
     }
 
@@ -60,6 +71,9 @@ public enum UserError: GranaryError, Sendable {
         case .invalidID: return "a user id is the name of a folder under the root, such as alice@example.com"
         case .notFound: return "granary users lists the users under the root"
         case .rootMissing: return "pass --root DIR or set GRANARY_ROOT to the folder that holds one folder per user"
+        case .notAFolder: return "a user is a real folder directly under the root; granary does not follow links"
+        case .unreadableRoot: return "check the root folder's permissions"
+        case .unsafeRoot(let root, _): return "chown root \(root) && chmod go-w \(root)"
         }
     }
 

@@ -56,6 +56,9 @@ struct BackupCommand: ParsableCommand {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
         if let label, !ArchiveName.isValidLabel(label) { throw ValidationError("invalid label \(label.debugDescription)") }
+        if let label, ArchiveName.reservedLabels.contains(label) {
+            throw ValidationError("the label \(label) is granary's own (safety and final archives); choose another")
+        }
         if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
         if let lockTimeout, lockTimeout < 0 { throw ValidationError("--lock-timeout must not be negative") }
     }
@@ -65,7 +68,7 @@ struct BackupCommand: ParsableCommand {
         let console = global.console()
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let repository = try settings.requireRepository()
+        let repository = try settings.requireRepository(forWriting: true)
         if prune && settings.retention.value.isEmpty {
             throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
         }
@@ -75,7 +78,8 @@ struct BackupCommand: ParsableCommand {
         options.check = check ?? settings.check.value
         options.label = label
         options.lockTimeout = lockTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? settings.lockTimeout.value
-        let ids = all ? try root.scan().users.map(\.id) : try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = all ? try root.scan().users : try users.map { (id) throws(UserError) in try UserID(id) }
+        if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.isTerminal && !global.quiet && !global.json ? ProgressBar() : nil
         let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)
         let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)

@@ -17,24 +17,15 @@ struct RecoverCommand: ParsableCommand {
     func run() throws {
         let console = global.console()
         let settings = try global.settings()
-        let root = try settings.requireRoot()
-        var ids = try users.map { (id) throws(UserError) in try UserID(id) }
-        if ids.isEmpty { ids = FileSystem.contents(of: root.stateFolder + "/restore").compactMap { try? UserID($0) } }
-        var nothing = true
-        for id in ids {
-            let lock = try UserLock.acquire(root: root, user: id, timeout: settings.lockTimeout.value)
-            defer { lock.release() }
-            let report = try Recovery.recover(root: root, user: id)
-            if report.hadJournal { nothing = false }
-            RecoverRendering.render(report, console: console)
+        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let run = try Recovery.run(
+            root: try settings.requireRoot(), users: ids, repository: try settings.repository(), lockTimeout: settings.lockTimeout.value,
+            ownerTimeout: settings.ownerTimeout.value)
+        for report in run.reports { RecoverRendering.render(report, console: console) }
+        for path in run.removedTemporaries { console.info("removed \(path), left by a run that died") }
+        if run.nothing { console.info("nothing to recover") }
+        if let pending = run.reports.compactMap(\.safetyArchivePending).first {
+            throw RestoreError.repositoryUnusable(repository: settings.repo?.value ?? "", reason: pending)
         }
-        // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
-        // backup would remove them, recover does it now.
-        if let repo = settings.repo.map({ Repository(path: $0.value) }) {
-            let removed = Recovery.removeDeadTemporaries(in: repo, users: users.isEmpty ? [] : ids)
-            for path in removed { console.info("removed \(path), left by a run that died") }
-            if !removed.isEmpty { nothing = false }
-        }
-        if nothing { console.info("nothing to recover") }
     }
 }

@@ -43,7 +43,9 @@ struct ResetCommand: ParsableCommand {
         request.ownerTimeout = ownerTimeout.map { .milliseconds(Int64($0 * 1000)) } ?? settings.ownerTimeout.value
         request.lockTimeout = settings.lockTimeout.value
         request.safetyArchive = !noSafetyArchive
-        let restorer = Restorer(root: try settings.requireRoot(), repository: settings.repo.map { Repository(path: $0.value) })
-        RestoreRendering.render(try restorer.run(request), verb: "reset", console: console)
+        let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
+        let report = try restorer.run(request)
+        RestoreRendering.render(report, verb: "reset", console: console)
+        if report.safetyArchivePending != nil { throw ExitCode(ExitStatus.partialFailure.rawValue) }
     }
 }

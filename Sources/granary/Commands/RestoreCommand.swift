@@ -34,6 +34,9 @@ struct RestoreCommand: ParsableCommand {
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
 
+    @Flag(help: "Put back what the last restore or reset of the user replaced (its safety archive).")
+    var undo = false
+
     @Option(help: ArgumentHelp("Seconds an owner has to acknowledge the pause.", valueName: "seconds"))
     var ownerTimeout: Double?
 
@@ -47,6 +50,7 @@ struct RestoreCommand: ParsableCommand {
         if RestoreMethod(rawValue: method) == nil { throw ValidationError("--method must be auto, swap, online or offline") }
         if let at, RestoreCommand.parseTime(at) == nil { throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ") }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
+        if undo && (at != nil || archive != nil) { throw ValidationError("--undo picks the archive itself: give no archive and no --at") }
         if let ownerTimeout, ownerTimeout <= 0 { throw ValidationError("--owner-timeout must be positive") }
     }
 
@@ -59,6 +63,7 @@ struct RestoreCommand: ParsableCommand {
         let settings = try global.settings()
         var request = RestoreRequest(user: try UserID(user))
         request.archive = archive
+        request.undo = undo
         request.at = at.flatMap(RestoreCommand.parseTime)
         request.target = to
         request.method = RestoreMethod(rawValue: method) ?? .auto
@@ -67,7 +72,10 @@ struct RestoreCommand: ParsableCommand {
         request.lockTimeout = settings.lockTimeout.value
         request.force = force
         request.safetyArchive = !noSafetyArchive
-        let restorer = Restorer(root: try settings.requireRoot(), repository: settings.repo.map { Repository(path: $0.value) })
-        RestoreRendering.render(try restorer.run(request), verb: "restore", console: console)
+        let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
+        let report = try restorer.run(request)
+        RestoreRendering.render(report, verb: "restore", console: console)
+        // Restored, but the safety archive waits for the repository: its own exit status (1).
+        if report.safetyArchivePending != nil { throw ExitCode(ExitStatus.partialFailure.rawValue) }
     }
 }

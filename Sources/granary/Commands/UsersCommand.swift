@@ -19,7 +19,7 @@ struct UsersCommand: ParsableCommand {
         let root = try settings.requireRoot()
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
         let (summaries, ignored) = try Inventory.summarize(
-            root: root, repository: settings.repo.map { Repository(path: $0.value) }, only: ids)
+            root: root, repository: try settings.repository(), only: ids)
         if global.json {
             console.json(UsersDocument(root: root.path, users: summaries, ignored: ignored))
             return
@@ -27,7 +27,7 @@ struct UsersCommand: ParsableCommand {
         if summaries.isEmpty { console.info("no users under \(root.path)") }
         let now = Date()
         for user in summaries {
-            var line = console.bold(user.folder.id.rawValue)
+            var line = console.bold(user.id.rawValue)
             line += "  \(user.stores.count) store\(user.stores.count == 1 ? "" : "s"), \(Format.bytes(user.totalSize))"
             if let last = user.lastBackup {
                 line += ", last backup \(Format.time(last.name.created)) (\(Format.age(now.timeIntervalSince(last.name.created))) ago)"
@@ -41,15 +41,19 @@ struct UsersCommand: ParsableCommand {
                 if let wal = store.walSize { detail += ", -wal \(Format.bytes(wal))" }
                 if store.hasSHM { detail += ", -shm" }
                 if store.hasJournal { detail += ", -journal" }
-                if store.externalDataPath != nil { detail += ", external data" }
+                if store.hasExternalData { detail += ", external data" }
                 console.out(detail)
             }
-            for path in user.folder.scan().unreadable {
-                console.info("granary: \(user.folder.id): cannot read \(path), which may be a store (backup will refuse this user)")
+            if let problem = user.problem { console.info("granary: \(user.id): \(problem)") }
+            for path in user.scan.unreadable {
+                console.info("granary: \(user.id): cannot read \(path), which may be a store (backup will refuse this user)")
+            }
+            for skipped in user.scan.skipped {
+                console.info("granary: \(user.id): skipped \(skipped.name): \(skipped.reason)")
             }
         }
         for folder in ignored {
-            console.info("granary: ignored folder \(folder.name.debugDescription): not a valid user id (it \(folder.reason))")
+            console.info("granary: ignored \(folder.name.debugDescription): \(folder.reason)")
         }
     }
 }
@@ -75,6 +79,10 @@ struct UsersDocument: Encodable {
         let stores: [Store]
         let lastBackup: Date?
         let lastArchive: String?
+        /// Entries of the folder that were passed over, with why.
+        let skipped: [Ignored]
+        let unreadable: [String]
+        let problem: String?
     }
 
     struct Ignored: Encodable {
@@ -91,14 +99,16 @@ struct UsersDocument: Encodable {
         self.root = root
         self.users = users.map { user in
             User(
-                id: user.folder.id.rawValue, path: user.folder.path, size: user.totalSize,
+                id: user.id.rawValue, path: user.path, size: user.totalSize,
                 stores: user.stores.map {
                     Store(
                         name: $0.name, path: $0.path, size: $0.size, journalMode: $0.journalKind,
                         pageSize: $0.header.pageSize, walSize: $0.walSize, shm: $0.hasSHM, journal: $0.hasJournal,
-                        externalData: $0.externalDataPath != nil)
+                        externalData: $0.hasExternalData)
                 },
-                lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path)
+                lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path,
+                skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) }, unreadable: user.scan.unreadable,
+                problem: user.problem)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
     }

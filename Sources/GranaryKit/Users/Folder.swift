@@ -1,0 +1,554 @@
+import CBeneath
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// An open folder: the only way granary reaches anything inside a user's folder.
+///
+/// granary runs as root; each user's folder is controlled by its owner, who can put symbolic
+/// links, hard links, FIFOs and devices there and swap them while granary runs. So a `Folder`
+/// holds an open descriptor of the folder, checked once when it was opened, and every name under
+/// it is resolved beneath that descriptor one component at a time: no symbolic link is followed
+/// (not even in the last component), no mount point is crossed, nothing escapes it (openat2(2)
+/// with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`).
+/// What is opened is checked through its descriptor (`fstat`): a regular file, never a FIFO or a
+/// device (opens never block: `O_NONBLOCK`), owned by the folder's owner, and with one link
+/// when granary will write, rename or chown it. Metadata is changed through descriptors
+/// (`fchown`, `fchmod`), renames go from descriptor to descriptor (`renameat2`), and a file
+/// granary moves aside is linked by its descriptor (the very inode that was checked).
+///
+/// In a user's folder every call is made with the owner's file-system credentials (`setfsuid`,
+/// `setfsgid`, no supplementary groups, on the calling thread only): the kernel refuses what the
+/// owner could not do, and what granary creates there belongs to the owner by construction. Only
+/// moves between granary's own folders and a user's (restore's staged files, the replaced files
+/// kept aside) run as root, always between two checked descriptors.
+///
+/// SQLite opens its files by name; ``sqliteName(_:)`` gives it a name that resolves beneath this
+/// folder with the same rules (see `Sources/CBeneath/include/granary_beneath.h`).
+///
+/// Paths appear in a `Folder` only as `display` text for messages, never to reach a file.
+public final class Folder: Sendable, CustomStringConvertible {
+    /// Whose folder this is, and so which rules apply inside it.
+    public enum Control: Sendable, Equatable {
+        /// A user's folder (or one inside it): everything granary touches must belong to `uid`,
+        /// and every call is made with `uid`'s and `gid`'s file-system credentials.
+        case owner(uid: uid_t, gid: gid_t)
+        /// granary's own folder (the repository, the state folder, a staging folder): no owner
+        /// check and no change of credentials, but still no links followed.
+        case granary
+    }
+
+    /// The open folder.
+    public let descriptor: Descriptor
+    /// The path it was opened as, for messages only.
+    public let display: String
+    public let control: Control
+
+    private init(descriptor: Descriptor, display: String, control: Control) {
+        self.descriptor = descriptor
+        self.display = display
+        self.control = control
+    }
+
+    public var description: String { display }
+
+    /// The uid everything in this folder must belong to (nil for granary's own folders).
+    public var ownerUID: uid_t? {
+        if case .owner(let uid, _) = control { return uid }
+        return nil
+    }
+
+    /// Where the kernel says the open folder is now (`/proc/self/fd/N`), whatever name it was
+    /// opened by: the canonical path the reopen protocol derives a store's socket name from.
+    public var canonicalPath: String {
+        var buffer = [CChar](repeating: 0, count: 4097)
+        let n = readlink("/proc/self/fd/\(descriptor.raw)", &buffer, 4096)
+        guard n > 0 else { return display }
+        return FolderName.decode(buffer[0..<n].map { UInt8(bitPattern: $0) })
+    }
+
+    /// The display path of `name` in this folder.
+    public func path(_ name: String) -> String {
+        name.isEmpty ? display : (display == "/" ? "/" : display + "/") + name
+    }
+
+    // MARK: Opening folders
+
+    /// Opens a folder an administrator named (the root, the repository, `--to`): the path is
+    /// followed as given, but its last component must be a folder and not a symbolic link.
+    public static func open(path: String, control: Control = .granary) throws(FolderError) -> Folder {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        if fd < 0 {
+            let code = errno
+            if code == ELOOP { throw .symbolicLink(path: path) }
+            throw .system(FileSystemError("open folder", path: path, code: code))
+        }
+        return Folder(descriptor: Descriptor(fd, display: path), display: path, control: control)
+    }
+
+    /// Opens the user folder `name` directly inside this one (the root): a real folder, not a link,
+    /// whose owner becomes the owner of everything in it.
+    public func userFolder(_ name: String) throws(FolderError) -> Folder {
+        let child = try openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control)
+        let info = try child.statusOfSelf()
+        return Folder(descriptor: child.descriptor, display: child.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
+    }
+
+    /// Opens the folder at `relative` (components separated by `/`) beneath this one; each
+    /// component must be a real folder belonging to this folder's owner.
+    public func folder(_ relative: String) throws(FolderError) -> Folder {
+        var current = self
+        for part in relative.split(separator: "/", omittingEmptySubsequences: true) {
+            current = try current.openChild(String(part), flags: O_RDONLY | O_DIRECTORY, control: control)
+            try current.checkOwner(try current.statusOfSelf(), name: current.display)
+        }
+        return current
+    }
+
+    /// The folder holding `relative` and its last component: `Data/App.sqlite` → (`Data`, `App.sqlite`).
+    public func parent(of relative: String) throws(FolderError) -> (folder: Folder, name: String) {
+        guard let slash = relative.lastIndex(of: "/") else { return (self, relative) }
+        return (try folder(String(relative[..<slash])), String(relative[relative.index(after: slash)...]))
+    }
+
+    /// Opens `name` (one component) beneath this folder, not following it if it is a link.
+    private func openChild(_ name: String, flags: Int32, control: Control) throws(FolderError) -> Folder {
+        try Self.checkComponent(name, in: self)
+        let fd = try asOwner { () throws(FolderError) -> Int32 in
+            let fd = FolderName.withRaw(name) { granary_open_beneath(descriptor.raw, $0, flags | O_NONBLOCK, 0) }
+            if fd < 0 { throw classify(errno, name: name, operation: "open folder") }
+            return fd
+        }
+        return Folder(descriptor: Descriptor(fd, display: path(name)), display: path(name), control: control)
+    }
+
+    private func statusOfSelf() throws(FolderError) -> stat {
+        do { return try descriptor.status() } catch { throw .system(error) }
+    }
+
+    // MARK: Listing and looking
+
+    /// What kind of thing an entry is (never following a link).
+    public enum Kind: Sendable, Equatable {
+        case folder, file, symbolicLink, fifo, socket, device
+    }
+
+    /// One entry of a folder, as `fstatat(…, AT_SYMLINK_NOFOLLOW)` saw it.
+    public struct Entry: Sendable {
+        public let name: String
+        public let kind: Kind
+        public let size: Int64
+        /// Bytes actually allocated (`st_blocks * 512`): far below `size` for a sparse file.
+        public let allocated: Int64
+        public let uid: uid_t
+        public let gid: gid_t
+        public let mode: mode_t
+        public let links: Int
+        public let device: UInt64
+        public let inode: UInt64
+
+        init(name: String, _ info: stat) {
+            self.name = name
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR: kind = .folder
+            case S_IFREG: kind = .file
+            case S_IFLNK: kind = .symbolicLink
+            case S_IFIFO: kind = .fifo
+            case S_IFSOCK: kind = .socket
+            default: kind = .device
+            }
+            size = Int64(info.st_size)
+            allocated = Int64(info.st_blocks) * 512
+            uid = info.st_uid
+            gid = info.st_gid
+            mode = info.st_mode & 0o7777
+            links = Int(info.st_nlink)
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
+    }
+
+    /// The folder's entries (`.` and `..` left out), sorted by name. Names that are not valid
+    /// UTF-8 come back escaped so that they round-trip (see ``FolderName``).
+    public func entries() throws(FolderError) -> [Entry] {
+        try asOwner { () throws(FolderError) -> [Entry] in
+            let fd = granary_open_beneath(descriptor.raw, ".", O_RDONLY | O_DIRECTORY, 0)
+            if fd < 0 { throw classify(errno, name: "", operation: "read folder") }
+            guard let dir = fdopendir(fd) else {
+                let code = errno
+                Glibc.close(fd)
+                throw classify(code, name: "", operation: "read folder")
+            }
+            defer { closedir(dir) }
+            var result: [Entry] = []
+            while let item = readdir(dir) {
+                let raw = withUnsafeBytes(of: item.pointee.d_name) { bytes in
+                    Array(bytes.prefix { $0 != 0 })
+                }
+                if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
+                var info = stat()
+                let rc = raw.withUnsafeBufferPointer { buffer -> Int32 in
+                    (Array(buffer) + [0]).withUnsafeBufferPointer {
+                        $0.withMemoryRebound(to: CChar.self) { fstatat(descriptor.raw, $0.baseAddress!, &info, AT_SYMLINK_NOFOLLOW) }
+                    }
+                }
+                if rc != 0 { continue }  // gone since it was listed
+                result.append(Entry(name: FolderName.decode(raw), info))
+            }
+            return result.sorted { $0.name < $1.name }
+        }
+    }
+
+    /// `fstatat(name, AT_SYMLINK_NOFOLLOW)` for one component, or nil when there is nothing there.
+    public func entry(_ name: String) -> Entry? {
+        guard (try? Self.checkComponent(name, in: self)) != nil else { return nil }
+        var info = stat()
+        let rc = asOwnerQuietly { FolderName.withRaw(name) { fstatat(descriptor.raw, $0, &info, AT_SYMLINK_NOFOLLOW) } }
+        return rc == 0 ? Entry(name: name, info) : nil
+    }
+
+    // MARK: Files
+
+    /// How a file is opened.
+    public enum Access: Sendable {
+        /// To read it.
+        case read
+        /// To write it in place.
+        case readWrite
+    }
+
+    /// Opens the existing regular file `name` (one component). It must not be a link, a FIFO, a
+    /// device or a folder; in a user's folder it must belong to the owner; with `.readWrite`
+    /// (or `singleLink`) it must have exactly one link.
+    public func openFile(_ name: String, _ access: Access = .read, singleLink: Bool = false) throws(FolderError) -> Descriptor {
+        try Self.checkComponent(name, in: self)
+        let flags = (access == .read ? O_RDONLY : O_RDWR) | O_NONBLOCK
+        let fd = try asOwner { () throws(FolderError) -> Int32 in
+            let fd = FolderName.withRaw(name) { granary_open_beneath(descriptor.raw, $0, flags, 0) }
+            if fd < 0 { throw classify(errno, name: name, operation: "open") }
+            return fd
+        }
+        let file = Descriptor(fd, display: path(name))
+        try checkFile(file, name: name, singleLink: singleLink || access == .readWrite)
+        clearNonBlocking(fd)
+        return file
+    }
+
+    /// Creates the new file `name` (it must not exist) with `mode`, open for reading and writing.
+    /// In a user's folder it belongs to the owner.
+    public func createFile(_ name: String, mode: mode_t = 0o600) throws(FolderError) -> Descriptor {
+        try Self.checkComponent(name, in: self)
+        let fd = try asOwner { () throws(FolderError) -> Int32 in
+            let fd = FolderName.withRaw(name) { granary_open_beneath(descriptor.raw, $0, O_RDWR | O_CREAT | O_EXCL, mode) }
+            if fd < 0 { throw classify(errno, name: name, operation: "create") }
+            return fd
+        }
+        let file = Descriptor(fd, display: path(name))
+        if fchmod(fd, mode) != 0 { throw .system(FileSystemError("chmod", path: path(name))) }
+        return file
+    }
+
+    /// Creates the folder `name` with `mode` (an existing folder that passes the checks is
+    /// returned as it is) and opens it.
+    @discardableResult
+    public func makeFolder(_ name: String, mode: mode_t = 0o700) throws(FolderError) -> Folder {
+        try Self.checkComponent(name, in: self)
+        let rc = asOwnerQuietly { FolderName.withRaw(name) { mkdirat(descriptor.raw, $0, mode) } }
+        let created = rc == 0
+        if rc != 0 && errno != EEXIST { throw classify(errno, name: name, operation: "create folder") }
+        let child = try openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control)
+        try child.checkOwner(try child.statusOfSelf(), name: child.display)
+        if created && fchmod(child.descriptor.raw, mode) != 0 { throw .system(FileSystemError("chmod", path: child.display)) }
+        return child
+    }
+
+    /// Creates every missing folder of `relative` with `mode` and opens the last.
+    public func makeFolders(_ relative: String, mode: mode_t = 0o700) throws(FolderError) -> Folder {
+        var current = self
+        for part in relative.split(separator: "/", omittingEmptySubsequences: true) {
+            current = try current.makeFolder(String(part), mode: mode)
+        }
+        return current
+    }
+
+    /// Removes the entry `name` (one component; a file, link, FIFO…, never a folder). Nothing
+    /// there is not an error.
+    public func remove(_ name: String) throws(FolderError) {
+        try Self.checkComponent(name, in: self)
+        let rc = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, 0) } }
+        if rc != 0 && errno != ENOENT { throw classify(errno, name: name, operation: "remove") }
+    }
+
+    /// Removes `name` and, if it is a folder, everything in it, never following a link.
+    public func removeTree(_ name: String) {
+        guard let entry = entry(name) else { return }
+        if entry.kind == .folder, let child = try? openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control) {
+            for item in (try? child.entries()) ?? [] { child.removeTree(item.name) }
+            _ = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, AT_REMOVEDIR) } }
+        } else {
+            _ = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, 0) } }
+        }
+    }
+
+    /// How a rename treats an existing destination.
+    public enum RenameMode: UInt32, Sendable {
+        /// Replace it atomically (rename(2)).
+        case replace = 0
+        /// Fail with `EEXIST` when it exists (`RENAME_NOREPLACE`).
+        case noReplace = 1
+        /// Swap the two atomically (`RENAME_EXCHANGE`); both must exist.
+        case exchange = 2
+    }
+
+    /// Renames `name` in this folder to `newName` in `destination` (`renameat2`, descriptor to
+    /// descriptor). Within one user's folder it runs with the owner's credentials; between
+    /// granary's folders and a user's, as granary.
+    public func rename(_ name: String, to destination: Folder, as newName: String, _ mode: RenameMode = .replace) throws(FolderError) {
+        try Self.checkComponent(name, in: self)
+        try Self.checkComponent(newName, in: destination)
+        let body = {
+            FolderName.withRaw(name) { old in
+                FolderName.withRaw(newName) { new in granary_renameat2(self.descriptor.raw, old, destination.descriptor.raw, new, mode.rawValue) }
+            }
+        }
+        let rc = control == destination.control ? asOwnerQuietly(body) : body()
+        if rc != 0 {
+            let code = errno
+            throw .system(FileSystemError("rename \(path(name)) to", path: destination.path(newName), code: code))
+        }
+    }
+
+    /// Gives the open file `file` the name `name` in this folder: the very inode that was opened
+    /// and checked, whatever it is called now (`linkat` through `/proc/self/fd`).
+    public func link(_ file: Descriptor, as name: String) throws(FolderError) {
+        try Self.checkComponent(name, in: self)
+        let rc = FolderName.withRaw(name) { granary_link_descriptor(file.raw, descriptor.raw, $0) }
+        if rc != 0 { throw .system(FileSystemError("link \(file.display) as", path: path(name))) }
+    }
+
+    /// Flushes the folder's entries to stable storage (after a rename, link or unlink in it).
+    public func sync() throws(FolderError) {
+        do { try descriptor.sync() } catch { throw .system(error) }
+    }
+
+    /// Gives an open file the folder owner's uid and gid (in granary's own folders: nothing) and `mode`.
+    public func own(_ file: Descriptor, mode: mode_t) throws(FolderError) {
+        if case .owner(let uid, let gid) = control, geteuid() == 0, fchown(file.raw, uid, gid) != 0 {
+            throw .system(FileSystemError("chown", path: file.display))
+        }
+        if fchmod(file.raw, mode) != 0 { throw .system(FileSystemError("chmod", path: file.display)) }
+    }
+
+    // MARK: SQLite
+
+    /// A name under which SQLite opens `name` (one component of this folder) and its `-wal`,
+    /// `-shm` and `-journal` beneath this folder, with this folder's rules. Keep the value alive
+    /// as long as the connection.
+    public func sqliteName(_ name: String) throws(FolderError) -> SQLiteName {
+        try Self.checkComponent(name, in: self)
+        guard granary_beneath_install() == 0 else {
+            throw .system(FileSystemError("set up SQLite's file access for", path: display, code: ENOSYS))
+        }
+        let (uid, gid, check): (uid_t, gid_t, Int32) = {
+            switch control {
+            case .owner(let uid, let gid): return (uid, gid, 1)
+            case .granary: return (geteuid(), getegid(), 0)
+            }
+        }()
+        let token = granary_beneath_register(descriptor.raw, uid, gid, check)
+        if token < 0 { throw .system(FileSystemError("register", path: display)) }
+        return SQLiteName(token: token, name: name, display: path(name))
+    }
+
+    // MARK: Checks and credentials
+
+    /// A name granary may use as one component.
+    static func checkComponent(_ name: String, in folder: Folder) throws(FolderError) {
+        if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.utf8.contains(0) {
+            throw .badName(path: folder.path(name))
+        }
+    }
+
+    private func checkOwner(_ info: stat, name: String) throws(FolderError) {
+        if case .owner(let uid, _) = control, info.st_uid != uid {
+            throw .notOwned(path: name, uid: info.st_uid, owner: uid)
+        }
+    }
+
+    private func checkFile(_ file: Descriptor, name: String, singleLink: Bool) throws(FolderError) {
+        let info: stat
+        do { info = try file.status() } catch { throw .system(error) }
+        let kind = Entry(name: name, info).kind
+        guard kind == .file else { throw .notRegular(path: path(name), kind: kind) }
+        try checkOwner(info, name: path(name))
+        if singleLink && info.st_nlink != 1 { throw .hardLinked(path: path(name), links: Int(info.st_nlink)) }
+    }
+
+    private func clearNonBlocking(_ fd: Int32) {
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+    }
+
+    private func classify(_ code: Int32, name: String, operation: String) -> FolderError {
+        switch code {
+        case ELOOP: return .symbolicLink(path: path(name))
+        case EXDEV: return .crossesMount(path: path(name))
+        case ENXIO: return .notRegular(path: path(name), kind: .fifo)
+        default: return .system(FileSystemError(operation, path: path(name), code: code))
+        }
+    }
+
+    /// Runs `body` with the owner's file-system credentials (nothing changes in granary's folders).
+    func asOwner<T>(_ body: () throws(FolderError) -> T) throws(FolderError) -> T {
+        guard case .owner(let uid, let gid) = control else { return try body() }
+        let entered = granary_creds_enter(uid, gid)
+        if entered < 0 { throw .system(FileSystemError("take the credentials of uid \(uid) for", path: display)) }
+        defer { granary_creds_leave(entered) }
+        return try body()
+    }
+
+    /// `asOwner` for a system call whose result and errno the caller reads.
+    func asOwnerQuietly(_ body: () -> Int32) -> Int32 {
+        guard case .owner(let uid, let gid) = control else { return body() }
+        let entered = granary_creds_enter(uid, gid)
+        if entered < 0 { return -1 }
+        defer { granary_creds_leave(entered) }
+        return body()
+    }
+}
+
+/// A name that makes SQLite open a file beneath a ``Folder`` (see `Folder.sqliteName(_:)`).
+/// The registration ends when the value goes away.
+public final class SQLiteName: Sendable {
+    let token: Int32
+    /// What SQLite is given: `/.granary-beneath/<token>/<name>`.
+    public let path: String
+    /// The file's display path, for messages.
+    public let display: String
+
+    init(token: Int32, name: String, display: String) {
+        self.token = token
+        self.path = "/.granary-beneath/\(token)/" + name
+        self.display = display
+    }
+
+    deinit { granary_beneath_unregister(token) }
+
+    /// Why the calling thread's last open beneath a folder was refused, if it was (for example
+    /// `Local.sqlite-wal: has more than one hard link`).
+    public static func lastRefusal() -> String? {
+        let text = String(cString: granary_beneath_refusal())
+        return text.isEmpty ? nil : text
+    }
+
+    /// Forgets the calling thread's last refusal.
+    public static func clearRefusal() { granary_beneath_clear_refusal() }
+}
+
+/// Something in a user's folder that granary refuses to touch, or a failed call there.
+public enum FolderError: GranaryError, Sendable {
+    case symbolicLink(path: String)
+    case crossesMount(path: String)
+    case notRegular(path: String, kind: Folder.Kind)
+    case notOwned(path: String, uid: uid_t, owner: uid_t)
+    case hardLinked(path: String, links: Int)
+    case badName(path: String)
+    case system(FileSystemError)
+
+    public var description: String {
+        switch self {
+        case .symbolicLink(let path): return "\(path) is a symbolic link; granary does not follow links in a user's folder"
+        case .crossesMount(let path): return "\(path) is a mount point; granary does not cross mounts in a user's folder"
+        case .notRegular(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a regular file"
+        case .notOwned(let path, let uid, let owner):
+            return "\(path) belongs to uid \(uid), not to its folder's owner (uid \(owner))"
+        case .hardLinked(let path, let links): return "\(path) has \(links) hard links; granary only changes files with one"
+        case .badName(let path): return "\(path) is not a usable file name"
+        case .system(let error): return error.description
+        }
+    }
+
+    static func phrase(_ kind: Folder.Kind) -> String {
+        switch kind {
+        case .folder: return "a folder"
+        case .file: return "a file"
+        case .symbolicLink: return "a symbolic link"
+        case .fifo: return "a FIFO"
+        case .socket: return "a socket"
+        case .device: return "a device"
+        }
+    }
+
+    public var status: ExitStatus {
+        if case .system(let error) = self { return error.status }
+        return .dataError
+    }
+
+    public var hint: String? {
+        switch self {
+        case .system(let error): return error.hint
+        case .notOwned: return "give the file to the folder's owner (chown), or remove it"
+        default: return "remove or replace the file; it is not part of a store granary can take"
+        }
+    }
+}
+
+/// File names are bytes on Linux; granary's names are Swift strings. A name that is not valid
+/// UTF-8 is carried in a string reversibly: each byte that is not part of a valid UTF-8 sequence
+/// becomes U+10FF00 + byte (a private-use code point), and a name that really contains one of
+/// those code points has its bytes escaped the same way, so every byte string has exactly one
+/// string and back.
+public enum FolderName {
+    static let escapeBase: UInt32 = 0x10_FF00
+
+    /// The string for the bytes of a name.
+    public static func decode(_ bytes: [UInt8]) -> String {
+        var scalars = String.UnicodeScalarView()
+        var index = 0
+        while index < bytes.count {
+            if let (scalar, length) = decodeOne(bytes, at: index), !(escapeBase...(escapeBase + 0xFF)).contains(scalar.value) {
+                scalars.append(scalar)
+                index += length
+            } else {
+                scalars.append(Unicode.Scalar(escapeBase + UInt32(bytes[index]))!)
+                index += 1
+            }
+        }
+        return String(scalars)
+    }
+
+    /// The bytes of a name's string (the inverse of ``decode(_:)``).
+    public static func encode(_ name: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for scalar in name.unicodeScalars {
+            if (escapeBase...(escapeBase + 0xFF)).contains(scalar.value) {
+                bytes.append(UInt8(scalar.value - escapeBase))
+            } else {
+                bytes += Array(String(scalar).utf8)
+            }
+        }
+        return bytes
+    }
+
+    /// Whether the name's bytes are valid UTF-8 (it has no escaped byte).
+    public static func isUTF8(_ name: String) -> Bool {
+        !name.unicodeScalars.contains { (escapeBase...(escapeBase + 0xFF)).contains($0.value) }
+    }
+
+    /// Calls `body` with the name's bytes as a C string.
+    static func withRaw<T>(_ name: String, _ body: (UnsafePointer<CChar>) -> T) -> T {
+        let bytes = encode(name) + [0]
+        return bytes.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) } }
+    }
+
+    private static func decodeOne(_ bytes: [UInt8], at index: Int) -> (Unicode.Scalar, Int)? {
+        var iterator = bytes[index...].makeIterator()
+        var decoder = UTF8()
+        switch decoder.decode(&iterator) {
+        case .scalarValue(let scalar): return (scalar, String(scalar).utf8.count)
+        default: return nil
+        }
+    }
+}
