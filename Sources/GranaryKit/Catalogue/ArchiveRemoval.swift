@@ -26,16 +26,32 @@ public enum ArchiveRemoval {
         public var keep: Bool { !keptBy.isEmpty }
     }
 
-    /// What `prune` does to one user's archives, newest first.
-    public static func plan(user: UserID, repository: Repository, policy: RetentionPolicy) -> [Item] {
+    /// Why a safety archive is kept.
+    public static let safetyReason = "safety"
+    /// Why a final archive is kept.
+    public static let finalReason = "final"
+
+    /// What `prune` does to one user's archives, newest first. Regular backups follow the
+    /// policy's rules; safety archives (what a restore or reset replaced) and final archives
+    /// (what a retired user left) follow their own rule alone, measured from `now`, and never take a
+    /// regular backup's place in a `keep-*` count.
+    public static func plan(user: UserID, repository: Repository, policy: RetentionPolicy, now: Date = Date()) -> [Item] {
         let archives = repository.archives(of: user)
-        let decisions = Pruning.plan(archives.map(\.name.created), policy: policy)
-        let protected = Catalogue(repository: repository).newestVerified(of: user)?.path
-        return zip(archives, decisions).map { entry, decision in
-            var reasons = decision.keptBy.map(\.rawValue)
-            if entry.path == protected { reasons.append(newestVerifiedReason) }
-            return Item(entry: entry, keptBy: reasons)
-        }.reversed()
+        let backups = archives.filter { $0.name.kind == .backup }
+        var kept: [String: [String]] = [:]
+        for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {
+            kept[entry.path] = decision.keptBy.map(\.rawValue)
+        }
+        if let protected = Catalogue(repository: repository).newestVerified(of: user)?.path { kept[protected, default: []].append(newestVerifiedReason) }
+        for entry in archives where entry.name.kind != .backup {
+            let age = now.timeIntervalSince(entry.name.created)
+            switch entry.name.kind {
+            case .safety: kept[entry.path] = age < TimeInterval(policy.safetyKeepWithin) ? [safetyReason] : []
+            case .final: kept[entry.path] = policy.finalKeepWithin.map { age < TimeInterval($0) } ?? true ? [finalReason] : []
+            case .backup: break
+            }
+        }
+        return archives.map { Item(entry: $0, keptBy: kept[$0.path] ?? []) }.reversed()
     }
 
     /// Prunes one user's archives under the user's lock (when a root is given): plans with

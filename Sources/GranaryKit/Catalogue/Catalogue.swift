@@ -37,6 +37,8 @@ public struct Catalogue: Sendable {
             guard let record else { return .unverified }
             return record.isGood ? .verified : .bad
         }
+        /// What the archive is: its manifest's `kind`, else what its name's label says.
+        public var kind: ArchiveKind { manifest?.kind ?? name.kind }
         /// The store names the manifest lists.
         public var stores: [String] { manifest?.stores.map(\.name) ?? [] }
     }
@@ -67,8 +69,9 @@ public struct Catalogue: Sendable {
         return try Manifest.decode(try reader.readAll(limit: Manifest.sizeLimit), source: archive)
     }
 
-    /// A user's newest archive that passed verification, if any.
+    /// A user's newest regular backup that passed verification, if any (safety and final
+    /// archives are never "the user's backups").
     public func newestVerified(of user: UserID) -> Repository.Entry? {
-        repository.archives(of: user).last { VerificationRecord.read(for: $0.path)?.isGood == true }
+        repository.archives(of: user).last { $0.name.kind == .backup && VerificationRecord.read(for: $0.path)?.isGood == true }
     }
 }

@@ -26,7 +26,8 @@ public enum Freshness {
         users: [UserID], repository: Repository, maxAge: TimeInterval, now: Date = Date()
     ) -> [Report] {
         users.map { user in
-            let archives = repository.archives(of: user)
+            // Regular backups only: a safety archive is what a restore replaced, not a backup.
+            let archives = repository.archives(of: user).filter { $0.name.kind == .backup }
             let newest = archives.last
             let verified = archives.last { VerificationRecord.read(for: $0.path)?.isGood == true }
             guard let newest else {

@@ -7,13 +7,25 @@ public struct RetentionPolicy: Sendable, Equatable, Codable {
     public var keepWeekly: Int = 0
     public var keepMonthly: Int = 0
     public var keepYearly: Int = 0
-    /// Keep every archive younger than this many seconds.
+    /// Keep every archive taken within this many seconds of the user's newest archive.
     public var keepWithin: Int64 = 0
+    /// Safety archives (what a restore or reset replaced) follow this rule alone: each is kept
+    /// while younger than this many seconds (measured from now); 7 days by default.
+    public var safetyKeepWithin: Int64 = RetentionPolicy.defaultSafetyKeepWithin
+    /// Final archives (what a retired user left) follow this rule alone: each is kept while
+    /// younger than this many seconds; nil keeps them for ever (the default).
+    public var finalKeepWithin: Int64?
+
+    /// Seven days.
+    public static let defaultSafetyKeepWithin: Int64 = 7 * 86_400
 
     public init(
         keepLast: Int = 0, keepHourly: Int = 0, keepDaily: Int = 0, keepWeekly: Int = 0, keepMonthly: Int = 0,
-        keepYearly: Int = 0, keepWithin: Int64 = 0
+        keepYearly: Int = 0, keepWithin: Int64 = 0, safetyKeepWithin: Int64 = RetentionPolicy.defaultSafetyKeepWithin,
+        finalKeepWithin: Int64? = nil
     ) {
+        self.safetyKeepWithin = safetyKeepWithin
+        self.finalKeepWithin = finalKeepWithin
         self.keepLast = keepLast
         self.keepHourly = keepHourly
         self.keepDaily = keepDaily
@@ -23,7 +35,7 @@ public struct RetentionPolicy: Sendable, Equatable, Codable {
         self.keepWithin = keepWithin
     }
 
-    /// True when no rule keeps anything: prune refuses such a policy.
+    /// True when no rule keeps any regular backup: prune refuses such a policy.
     public var isEmpty: Bool {
         keepLast == 0 && keepHourly == 0 && keepDaily == 0 && keepWeekly == 0 && keepMonthly == 0 && keepYearly == 0
             && keepWithin == 0

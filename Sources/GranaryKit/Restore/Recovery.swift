@@ -142,6 +142,7 @@ public enum Recovery {
 
     /// Packs the work folder's `aside/` into the safety archive.
     static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: Repository) throws -> String {
+        if CrashPoint.failSafetyArchive { throw FileSystemError("write", path: repository.path, code: EROFS) }
         let user = try UserID(plan.user)
         let items = plan.stores.compactMap { entry -> SafetyArchive.Item? in
             guard FileSystem.isRegularFile(work.asideStore(entry.name)) else { return nil }

@@ -108,6 +108,8 @@ public struct Restorer: Sendable {
     }
 
     public func run(_ request: RestoreRequest) throws -> RestoreReport {
+        var request = request
+        if let lease = CrashPoint.lease { request.lease = lease }
         let user = try root.user(request.user)
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
@@ -459,7 +461,7 @@ public struct Restorer: Sendable {
         let staged = try stagedFile.status()
 
         // External data: the live folder's files against the staged ones (same name, same bytes).
-        let liveExternal = method == .new ? nil : try? folder.folder(StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName)
+        let liveExternal = method == .new ? nil : try StoreFile.externalDataFolder(of: file, in: folder)
         var oldFiles: Set<String> = []
         for entry in (try liveExternal?.entries()) ?? [] {
             guard entry.kind == .file else { throw FolderError.notRegular(path: liveExternal!.path(entry.name), kind: entry.kind) }

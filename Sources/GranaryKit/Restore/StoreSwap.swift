@@ -82,7 +82,9 @@ enum StoreSwap {
         CrashPoint.reach()
         let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
         if !entry.externalKept.isEmpty || !entry.externalRemoved.isEmpty {
-            let liveExternal = try folder.folder(externalName)
+            guard let liveExternal = try StoreFile.externalDataFolder(of: file, in: folder) else {
+                throw RestoreError.storeBusy(store: folder.path(externalName), detail: "its external-data folder went away")
+            }
             let asideExternal = try FileSystem.makeDirectoryHandle(work.asideExternal(entry.name))
             for name in entry.externalKept + entry.externalRemoved {
                 try Interruption.check()
@@ -139,7 +141,7 @@ enum StoreSwap {
     /// the aside links. The live database was never replaced.
     static func rollBack(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) {
         if !entry.externalAdded.isEmpty, let (folder, file) = try? live(entry.name, in: user),
-            let liveExternal = try? folder.folder(StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName),
+            let liveExternal = try? StoreFile.externalDataFolder(of: file, in: folder),
             let stagedExternal = try? Folder.open(path: work.stagedExternal(entry.name))
         {
             for name in entry.externalAdded {
@@ -194,7 +196,7 @@ enum StoreSwap {
     /// only names that still hold the inode kept aside. Idempotent.
     static func cleanOldExternal(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
         guard !entry.externalRemoved.isEmpty, let (folder, file) = try? live(entry.name, in: user),
-            let liveExternal = try? folder.folder(StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName)
+            let liveExternal = try StoreFile.externalDataFolder(of: file, in: folder)
         else { return }
         let aside = try? Folder.open(path: work.asideExternal(entry.name))
         for name in entry.externalRemoved {

@@ -24,6 +24,7 @@ public struct ConfigFile: Sendable {
     public static let keys = ["root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention"]
     public static let retentionKeys = [
         "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly", "keep_within",
+        "safety_keep_within", "final_keep_within",
     ]
 
     /// The file to read: the explicit one (which must exist), else the first default path that exists.
@@ -136,6 +137,8 @@ public struct ConfigFile: Sendable {
                     case "keep_monthly": policy.keepMonthly = try integer(item, full)
                     case "keep_yearly": policy.keepYearly = try integer(item, full)
                     case "keep_within": policy.keepWithin = try duration(item, full)
+                    case "safety_keep_within": policy.safetyKeepWithin = try duration(item, full)
+                    case "final_keep_within": policy.finalKeepWithin = try duration(item, full)
                     default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
                     }
                 }

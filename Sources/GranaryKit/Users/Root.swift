@@ -228,9 +228,13 @@ public struct UserFolder: Sendable {
                     scan.skipped.append(Skipped(name: rel, reason: "has a name that is not valid UTF-8"))
                     continue
                 }
-                let external = StoreFile.supportFolderName(for: entry.name)
-                let support = entries.first { $0.name == external }
-                let hasExternal = support?.kind == .folder && ((try? current.folder(external).entry(StoreFile.externalDataFolderName))?.kind == .folder)
+                var hasExternal = false
+                do {
+                    hasExternal = try StoreFile.externalDataFolder(of: entry.name, in: current) != nil
+                } catch {
+                    // The store's attachments cannot be taken: say so (the store itself still can).
+                    scan.skipped.append(Skipped(name: StoreFile.externalDataName(for: rel), reason: error.description + "; the store's external data is not backed up"))
+                }
                 scan.stores.append(
                     StoreFile(
                         name: rel, folder: current, fileName: entry.name, size: entry.size, allocated: entry.allocated,

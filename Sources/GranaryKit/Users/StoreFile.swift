@@ -91,7 +91,25 @@ public struct StoreFile: Sendable {
     /// Opens the store's external-data folder (nil when it has none).
     public func externalDataFolder() throws(FolderError) -> Folder? {
         guard hasExternalData else { return nil }
-        return try folder.folder(Self.supportFolderName(for: fileName) + "/" + Self.externalDataFolderName)
+        return try Self.externalDataFolder(of: fileName, in: folder)
+    }
+
+    /// Opens the external-data folder of store `file` in `folder`: nil when there is none, an error
+    /// when `.X_SUPPORT` or `_EXTERNAL_DATA` is there but is not a real folder of the owner's (a
+    /// link is never followed).
+    public static func externalDataFolder(of file: String, in folder: Folder) throws(FolderError) -> Folder? {
+        let support = supportFolderName(for: file)
+        guard let entry = folder.entry(support) else { return nil }
+        guard entry.kind == .folder else {
+            throw entry.kind == .symbolicLink ? .symbolicLink(path: folder.path(support)) : .notRegular(path: folder.path(support), kind: entry.kind)
+        }
+        let supportFolder = try folder.folder(support)
+        guard let inner = supportFolder.entry(externalDataFolderName) else { return nil }
+        guard inner.kind == .folder else {
+            let path = supportFolder.path(externalDataFolderName)
+            throw inner.kind == .symbolicLink ? .symbolicLink(path: path) : .notRegular(path: path, kind: inner.kind)
+        }
+        return try supportFolder.folder(externalDataFolderName)
     }
 
     /// The external-data folder's path relative to the user's folder, whether or not it exists.

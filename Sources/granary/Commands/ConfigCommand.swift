@@ -59,6 +59,7 @@ struct ConfigDocument: Encodable {
             Entry(key: "retention.keep_monthly", value: String(retention.keepMonthly), source: source),
             Entry(key: "retention.keep_yearly", value: String(retention.keepYearly), source: source),
             Entry(key: "retention.keep_within", value: "\(retention.keepWithin)s", source: source),
+            Entry(key: "retention.safety_keep_within", value: "\(retention.safetyKeepWithin)s", source: source),
         ]
     }
 }

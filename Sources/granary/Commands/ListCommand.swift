@@ -64,6 +64,8 @@ struct ListCommand: ParsableCommand {
                 line += " " + Format.pad(item.verified.rawValue, 11)
                 line += " " + item.stores.joined(separator: ", ")
                 if let label = item.name.label { line += "  [\(label)]" }
+                // Safety and final archives are not backups: say so where an operator looks.
+                if item.kind != .backup { line += "  (\(item.kind.rawValue) archive\(item.manifest?.restoredFrom.map { ", replaced by the restore of \($0)" } ?? ""))" }
                 if item.verified == .bad, let reason = item.record?.reason { line += "  (" + reason + ")" }
             }
             console.out(line)
@@ -82,6 +84,10 @@ struct ListDocument: Encodable {
         let size: Int64
         let compression: String
         let label: String?
+        /// `backup`, `safety` (what a restore or reset replaced) or `final` (what a retired user left).
+        let kind: String
+        /// For a safety archive: the archive whose restore replaced this content.
+        let restoredFrom: String?
         let stores: [String]
         /// `verified`, `bad`, `unverified`, or `unreadable`.
         let verified: String
@@ -98,7 +104,8 @@ struct ListDocument: Encodable {
         archives = items.map { item in
             Archive(
                 user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
-                compression: item.name.compression.rawValue, label: item.name.label, stores: item.stores,
+                compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind.rawValue,
+                restoredFrom: item.manifest?.restoredFrom, stores: item.stores,
                 verified: item.problem != nil ? "unreadable" : item.verified.rawValue, verifiedAt: item.record?.verified,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
         }

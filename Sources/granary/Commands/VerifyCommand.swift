@@ -68,7 +68,8 @@ struct VerifyCommand: ParsableCommand {
             }
             for user in users {
                 let all = repository.archives(of: user)
-                entries += latest ? Array(all.suffix(1)) : all.reversed()
+                // --latest means the user's newest regular backup, never a safety or final archive.
+                entries += latest ? Array(all.filter { $0.name.kind == .backup }.suffix(1)) : all.reversed()
             }
         }
         if entries.isEmpty { console.info("no archives to verify in \(repository.path)") }
