@@ -10,7 +10,7 @@ PREFIX    ?= /usr/local
 DEMO      ?= $(CURDIR)/demo
 DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev libzstd-dev
 # Tools the tests and the demo use besides the libraries.
-TOOLS     := sqlite3 zstd xz-utils tar python3 bash-completion zsh fish man-db mandoc groff-base
+TOOLS     := sqlite3 zstd xz-utils tar python3 bash-completion zsh fish man-db mandoc groff-base sudo
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
 .PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak

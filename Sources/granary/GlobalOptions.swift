@@ -1,3 +1,4 @@
+import Foundation
 import ArgumentParser
 import GranaryKit
 
@@ -26,7 +27,9 @@ struct GlobalOptions: ParsableArguments {
     /// Every setting with flag > environment > configuration file > default precedence.
     /// Throws a `ConfigError` (exit 64) when the configuration file is unreadable or wrong.
     func settings() throws -> Settings {
-        try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
+        let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
+        if !quiet { for note in settings.notes { FileHandle.standardError.write(Data(("granary: " + note + "\n").utf8)) } }
+        return settings
     }
 
     /// The console for this run.

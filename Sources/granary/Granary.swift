@@ -17,6 +17,10 @@ struct Granary: ParsableCommand {
     )
 
     static func main() {
+        // As root, nothing in the environment may choose a program to run (the Swift crash
+        // handler's SWIFT_BACKTRACE): re-executed without it before anything else happens.
+        RootEnvironment.scrubAndReexec()
+        CrashPoint.crashIfAsked()
         Interruption.unblockSignals()
         do {
             var command = try parseAsRoot(Self.globalOptionsAfterCommand(Array(CommandLine.arguments.dropFirst())))

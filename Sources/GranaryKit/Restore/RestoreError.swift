@@ -13,6 +13,8 @@ public enum RestoreError: GranaryError, Sendable {
     case nothingToUndo(user: String)
     /// The repository cannot take the safety archive; checked before anything live is touched.
     case repositoryUnusable(repository: String, reason: String)
+    /// A file appeared beside a store while its owner was paused (before the commit point).
+    case pausedOwnerWrote(file: String)
     /// The restore committed but a later step failed: `granary recover` finishes it.
     case unfinished(user: String, reason: String)
     case storesDiffer(user: String, detail: String)
@@ -34,6 +36,8 @@ public enum RestoreError: GranaryError, Sendable {
         case .nothingToUndo(let user): return "no restore or reset of \(user) to undo: the repository has no safety archive of \(user)"
         case .repositoryUnusable(let repository, let reason):
             return "the repository \(repository) cannot take the safety archive: \(reason); nothing was changed"
+        case .pausedOwnerWrote(let file):
+            return "\(file) appeared while its store's owner was paused (it would have been applied to the restored store); nothing was changed"
         case .unfinished(let user, let reason):
             return "the restore of \(user) committed, but finishing it failed: \(reason); every store ends new once it is finished"
         case .storesDiffer(let user, let detail): return "the archive's stores differ from \(user)'s live stores: \(detail)"
@@ -55,6 +59,7 @@ public enum RestoreError: GranaryError, Sendable {
         case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
         case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
         case .nothingToUndo: return .notFound
+        case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
         case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
@@ -73,6 +78,7 @@ public enum RestoreError: GranaryError, Sendable {
         case .nothingToUndo(let user): return "granary list \(user)"
         case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
         case .unfinished(let user, _): return "granary recover \(user)"
+        case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
         case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
         case .noOwner: return "use --method online, or start the owner"
         case .storeOpen: return "use --method online (or auto), or stop the processes first"

@@ -266,6 +266,13 @@ public struct Restorer: Sendable {
                     let who = holders.isEmpty ? "of another user" : holders.map(String.init).joined(separator: ", ")
                     throw RestoreError.storeBusy(store: folder.path(file), detail: "still open by process \(who) after the pause")
                 }
+                // The stale companions were removed when the store was prepared: one that is back was
+                // written while the store was paused (an owner putting back a saved -wal would apply
+                // the old store's pages to the new one). Nothing is committed then.
+                for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
+                    if owners[entry.name] != nil { throw RestoreError.pausedOwnerWrote(file: folder.path(file + suffix)) }
+                    throw RestoreError.storeBusy(store: folder.path(file), detail: "\(folder.path(file + suffix)) appeared while it was being swapped")
+                }
             }
             CrashPoint.reach()
             try journal.record(.commit, durable: true)

@@ -38,9 +38,15 @@ public struct ConfigFile: Sendable {
         return nil
     }
 
-    /// The default locations, in the order they are tried.
-    public static func defaultPaths(environment: [String: String]) -> [String] {
+    /// The default locations, in the order they are tried. Root acting for a user through sudo
+    /// (`SUDO_USER` set) reads `/etc/granary/config.toml` only: the user's `XDG_CONFIG_HOME` and
+    /// `HOME` must not choose root's configuration.
+    public static func defaultPaths(environment: [String: String], euid: uid_t = geteuid()) -> [String] {
         var paths: [String] = []
+        if RootEnvironment.isSudo(euid: euid, environment: environment) {
+            paths.append("/etc/granary/config.toml")
+            return paths
+        }
         if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
             paths.append(xdg + "/granary/config.toml")
         } else if let home = environment["HOME"], !home.isEmpty {
@@ -50,8 +56,11 @@ public struct ConfigFile: Sendable {
         return paths
     }
 
-    /// Reads and checks the file at `path`.
-    public static func load(path: String) throws(ConfigError) -> ConfigFile {
+    /// Reads and checks the file at `path`. As root, the file (and the folder holding it) must
+    /// belong to root and be writable by nobody else, as sudo and ssh demand of theirs: a
+    /// configuration another user can write would let them choose root's repository.
+    public static func load(path: String, euid: uid_t = geteuid()) throws(ConfigError) -> ConfigFile {
+        if euid == 0, let problem = ownershipProblem(path) { throw .untrusted(path: path, reason: problem) }
         let text: String
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
@@ -151,6 +160,26 @@ public struct ConfigFile: Sendable {
     }
 }
 
+extension ConfigFile {
+    /// Why root must not read the configuration file at `path` (nil when it may): not root's, or
+    /// writable by its group or others, or in a folder that is.
+    static func ownershipProblem(_ path: String) -> String? {
+        guard FileSystem.status(path) != nil else { return nil }
+        // A link (the administrator's own, /etc/granary/config.toml -> …) is followed: what it
+        // points to is judged, and the folder holding the name.
+        let parent = (path as NSString).deletingLastPathComponent
+        for (what, checked) in [("it", path), ("its folder \(parent)", parent.isEmpty ? "." : parent)] {
+            var resolved = stat()
+            guard stat(checked, &resolved) == 0 else { continue }
+            if resolved.st_uid != 0 { return "\(what) belongs to uid \(resolved.st_uid), not root" }
+            if resolved.st_mode & 0o022 != 0 && !(what != "it" && resolved.st_mode & UInt32(S_ISVTX) != 0) {
+                return "\(what) is writable by \(resolved.st_mode & 0o002 != 0 ? "everyone" : "its group")"
+            }
+        }
+        return nil
+    }
+}
+
 /// Finds the line a key is set on, by scanning the text: TOMLKit reports positions for
 /// parse errors only, not for the keys of a parsed table.
 struct KeyLocator {
@@ -223,6 +252,8 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
     case unknownKey(path: String, line: Int, key: String)
     case wrongType(path: String, line: Int, key: String, expected: String, found: String)
     case invalidValue(path: String, line: Int, key: String, message: String)
+    /// Root does not read a configuration file someone else could have written.
+    case untrusted(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -233,6 +264,8 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
         case .wrongType(let path, let line, let key, let expected, let found):
             return "\(path):\(line): \(key) must be \(expected), not a \(found)"
         case .invalidValue(let path, let line, let key, let message): return "\(path):\(line): \(key): \(message)"
+        case .untrusted(let path, let reason):
+            return "refusing the configuration file \(path) as root: \(reason)"
         }
     }
 
@@ -241,6 +274,7 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
     public var hint: String? {
         switch self {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
+        case .untrusted(let path, _): return "chown root \(path) && chmod go-w \(path), or use /etc/granary/config.toml"
         case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
             return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
         case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"

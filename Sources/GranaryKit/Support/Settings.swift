@@ -38,6 +38,10 @@ public struct Settings: Sendable {
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
+    /// Things a person should know about where the settings came from: a default configuration
+    /// file root did not read (someone else could write it), and, for root acting through sudo,
+    /// the root and repository the environment chose.
+    public var notes: [String] = []
 
     /// Resolves root and repository from flags and the environment, then every other setting
     /// from the configuration file (no command-line flag or variable overrides those here:
@@ -74,10 +78,23 @@ public struct Settings: Sendable {
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigError) -> Settings {
         var config: ConfigFile?
-        if let (path, _) = ConfigFile.locate(explicit: configFlag, environment: environment) {
-            config = try ConfigFile.load(path: path)
+        var notes: [String] = []
+        if let (path, required) = ConfigFile.locate(explicit: configFlag, environment: environment) {
+            do {
+                config = try ConfigFile.load(path: path)
+            } catch .untrusted(let path, let reason) where !required {
+                // A default path nobody asked for: root goes on without it, and says so.
+                notes.append("ignoring the configuration file \(path): \(reason); as root granary reads only root's")
+            }
         }
-        return resolve(rootFlag: rootFlag, repoFlag: repoFlag, config: config, environment: environment)
+        var settings = resolve(rootFlag: rootFlag, repoFlag: repoFlag, config: config, environment: environment)
+        if RootEnvironment.isSudo(environment: environment) {
+            for (name, setting, variable) in [("root", settings.root, "GRANARY_ROOT"), ("repository", settings.repo, "GRANARY_REPO")] {
+                if let setting, setting.source == .environment { notes.append("\(name) \(setting.value) comes from \(variable) in the environment") }
+            }
+        }
+        settings.notes = notes
+        return settings
     }
 
     /// The root, or a usage error saying how to set it.

@@ -15,8 +15,10 @@ import Foundation
 /// - `GRANARY_TEST_STALL_AT_STEP=N:MS` sleeps MS milliseconds there instead (a lease runs out);
 /// - `GRANARY_TEST_LEASE_MS=MS` asks owners for leases of MS milliseconds;
 /// - `GRANARY_TEST_FAIL_SAFETY_ARCHIVE=1` makes writing a safety archive fail (a repository that
-///   turned read-only after the restore committed).
-enum CrashPoint {
+///   turned read-only after the restore committed);
+/// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
+///   prove what the crash handler may and may not run.
+public enum CrashPoint {
     #if GRANARY_TEST_HOOKS
         nonisolated(unsafe) private static var count = 0
         private static let environment = ProcessInfo.processInfo.environment
@@ -33,10 +35,19 @@ enum CrashPoint {
             if let stall, count == stall.step { usleep(stall.ms * 1000) }
         }
 
+        public static func crashIfAsked() {
+            if environment["GRANARY_TEST_CRASH"] == "1" { fatalError("crash asked for by GRANARY_TEST_CRASH") }
+        }
+
         static var lease: Duration? { environment["GRANARY_TEST_LEASE_MS"].flatMap(Int64.init).map { .milliseconds($0) } }
         static var failSafetyArchive: Bool { environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1" }
     #else
         @inline(__always) static func reach() {}
+        @inline(__always) public static func crashIfAsked() {}
+        public static func crashIfAsked() {
+            if environment["GRANARY_TEST_CRASH"] == "1" { fatalError("crash asked for by GRANARY_TEST_CRASH") }
+        }
+
         static var lease: Duration? { nil }
         static var failSafetyArchive: Bool { false }
     #endif
