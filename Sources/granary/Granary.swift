@@ -21,6 +21,11 @@ struct Granary: ParsableCommand {
         // handler's SWIFT_BACKTRACE): re-executed without it before anything else happens.
         RootEnvironment.scrubAndReexec()
         CrashPoint.crashIfAsked()
+        // File names are bytes; UTF-8 is how they are shown and how tar headers carry them.
+        // libarchive converts names through the C library's character type: in the "C" locale
+        // every non-ASCII name would be marked as raw bytes (hdrcharset=BINARY), which GNU tar
+        // warns about. A name that is not UTF-8 is still stored exactly, as bytes.
+        setlocale(LC_CTYPE, "C.UTF-8")
         Interruption.unblockSignals()
         do {
             var command = try parseAsRoot(Self.globalOptionsAfterCommand(Array(CommandLine.arguments.dropFirst())))

@@ -86,11 +86,13 @@ public final class ArchiveReader {
         let rc = archive_read_next_header(a, &entry)
         if rc == ARCHIVE_EOF { current = nil; return nil }
         guard rc >= ARCHIVE_WARN, let entry else { throw malformed(a) }
+        // The name's bytes, as stored (a pax header marked hdrcharset=BINARY, or plain ustar bytes),
+        // carried reversibly in a string (FolderName); a UTF-8 pax name when the bytes are not to be had.
         let name: String
-        if let utf8 = archive_entry_pathname_utf8(entry) {
+        if let raw = archive_entry_pathname(entry) {
+            name = FolderName.decode(Array(UnsafeBufferPointer(start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))))
+        } else if let utf8 = archive_entry_pathname_utf8(entry) {
             name = String(cString: utf8)
-        } else if let raw = archive_entry_pathname(entry) {
-            name = String(cString: raw)
         } else {
             name = ""
         }

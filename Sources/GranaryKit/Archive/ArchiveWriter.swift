@@ -107,7 +107,13 @@ public final class ArchiveWriter {
             throw .writeFailed(path: path, message: "writer already finished", code: EINVAL)
         }
         defer { archive_entry_free(entry) }
-        archive_entry_set_pathname_utf8(entry, member)
+        // Names are bytes on Linux: the member name is set as the bytes of the file's name (granary
+        // carries a name that is not UTF-8 in its strings reversibly, see FolderName). libarchive's
+        // pax writer stores a non-ASCII name in a pax "path" header, marked hdrcharset=BINARY when
+        // it cannot vouch for its charset, so any byte name comes back exactly from GNU tar,
+        // bsdtar and granary. (Setting only the UTF-8 form crashed: the writer then asks for the
+        // name in the current locale, gets nothing, and takes its length.)
+        FolderName.withRaw(member) { archive_entry_copy_pathname(entry, $0) }
         archive_entry_set_filetype(entry, UInt32(type))
         archive_entry_set_perm(entry, mode)
         archive_entry_set_size(entry, size)
@@ -147,7 +153,7 @@ public final class ArchiveWriter {
         member: String, from source: String, mode: mode_t = 0o600, dataLimit: Int64? = nil, mapped: Bool = false,
         onChunk: ((UnsafeRawBufferPointer) -> Bool)? = nil
     ) throws(ArchiveError) {
-        let fd = open(source, O_RDONLY | O_CLOEXEC)
+        let fd = RawPath.open(source, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw .writeFailed(path: path, message: "cannot open \(source): \(String(cString: strerror(errno)))", code: errno) }
         defer { close(fd) }
         var info = stat()

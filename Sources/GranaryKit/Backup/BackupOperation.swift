@@ -235,9 +235,6 @@ public struct BackupOperation: Sendable {
         for (index, entry) in try external.entries().enumerated() {
             try Interruption.check()
             guard entry.kind == .file else { throw FolderError.notRegular(path: external.path(entry.name), kind: entry.kind) }
-            guard FolderName.isUTF8(entry.name) else {
-                throw BackupError.unsupportedName(user: store.folder.display, path: external.path(entry.name))
-            }
             let source = try external.openFile(entry.name)
             let copy = copyFolder + "/\(index)"
             let (size, digest) = try FileDigest.copy(from: source, to: copy)

@@ -173,11 +173,12 @@ public enum ArchiveVerifier {
     }
 
     /// A relative name made of ordinary components: no `/` at the start, no empty, `.` or `..`
-    /// component, no control characters.
+    /// component, no NUL. Any other byte is a valid name on Linux (a store may be called
+    /// `Café.sqlite`, or have a newline in its name); it is escaped wherever it is shown.
     static func isSafe(_ name: String) -> Bool {
         let parts = name.split(separator: "/", omittingEmptySubsequences: false)
         return !name.isEmpty && !name.hasPrefix("/") && !parts.contains("..") && !parts.contains(".") && !parts.contains("")
-            && name.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F }
+            && !name.utf8.contains(0)
     }
 
     /// Creates `relative` (and its parents) inside `base`, refusing to follow anything that is
@@ -200,7 +201,7 @@ public enum ArchiveVerifier {
     private static func write(
         _ reader: ArchiveReader, to target: String, limit: Int64, durable: Bool
     ) throws -> (Int64, String) {
-        let fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = RawPath.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: target) }
         var hasher = SHA256()
         var failure: FileSystemError?

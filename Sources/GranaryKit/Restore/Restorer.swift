@@ -445,7 +445,7 @@ public struct Restorer: Sendable {
     private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder, work: RestoreWork) throws -> SwapJournal.Entry {
         let (folder, file) = try StoreSwap.live(store.name, in: user)
         let live = method == .new ? nil : folder.entry(file)
-        let stagedFile = Descriptor(open(store.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), display: store.path)
+        let stagedFile = Descriptor(RawPath.open(store.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), display: store.path)
         guard stagedFile.raw >= 0 else { throw FileSystemError("open", path: store.path) }
         // granary never leaves root-owned files in a user's folder.
         let folderGID = try user.descriptor.status().st_gid
@@ -478,7 +478,7 @@ public struct Restorer: Sendable {
         for name in newFiles {
             // Added files go into the user's folder: the owner's, with the mode the archive recorded.
             let path = store.external! + "/" + name
-            let fd = Descriptor(open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), display: path)
+            let fd = Descriptor(RawPath.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), display: path)
             guard fd.raw >= 0 else { throw FileSystemError("open", path: path) }
             if geteuid() == 0 && fchown(fd.raw, uid, gid) != 0 { throw FileSystemError("chown", path: path) }
             _ = fchmod(fd.raw, 0o600)

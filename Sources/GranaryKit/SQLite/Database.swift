@@ -58,7 +58,9 @@ public final class Database {
         var db: OpaquePointer?
         SQLiteName.clearRefusal()
         // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
-        let rc = sqlite3_open_v2(opening, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs)
+        // A path of granary's own may hold a name that is not UTF-8 (escaped in the string): SQLite
+        // gets its bytes.
+        let rc = FolderName.withRaw(opening) { sqlite3_open_v2($0, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs) }
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             let code = db.map { sqlite3_extended_errcode($0) } ?? rc

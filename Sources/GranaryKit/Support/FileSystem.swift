@@ -59,7 +59,7 @@ public enum FileSystem {
             case S_IFDIR: return
             case S_IFLNK:
                 if followLink {
-                    let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    let fd = RawPath.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
                     if fd >= 0 {
                         close(fd)
                         return
@@ -71,17 +71,17 @@ public enum FileSystem {
         }
         let parent = (path as NSString).deletingLastPathComponent
         if !parent.isEmpty && parent != path { try makeDirectory(parent, mode: mode, followLink: true) }
-        if mkdir(path, mode) != 0 {
+        if RawPath.mkdir(path, mode) != 0 {
             if errno == EEXIST && isDirectory(path) { return }
             throw FileSystemError("create folder", path: path)
         }
         // mkdir applies the umask; set the mode we mean.
-        if chmod(path, mode) != 0 { throw FileSystemError("chmod", path: path) }
+        if RawPath.chmod(path, mode) != 0 { throw FileSystemError("chmod", path: path) }
     }
 
     /// Flushes a file or folder to stable storage.
     public static func sync(_ path: String) throws(FileSystemError) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }
         if fsync(fd) != 0 { throw FileSystemError("fsync", path: path) }
@@ -94,39 +94,37 @@ public enum FileSystem {
 
     /// Moves `from` to `to`, replacing `to` atomically (rename(2)).
     public static func rename(_ from: String, to: String) throws(FileSystemError) {
-        if Glibc.rename(from, to) != 0 { throw FileSystemError("rename \(from) to", path: to) }
+        if RawPath.rename(from, to) != 0 { throw FileSystemError("rename \(from) to", path: to) }
     }
 
     /// Moves `from` to `to` only if `to` does not exist: link(2) then unlink(2).
     /// Either `to` appears complete or not at all.
     public static func renameNoReplace(_ from: String, to: String) throws(FileSystemError) {
-        if link(from, to) != 0 { throw FileSystemError("publish", path: to) }
-        if unlink(from) != 0 { throw FileSystemError("remove", path: from) }
+        if RawPath.link(from, to) != 0 { throw FileSystemError("publish", path: to) }
+        if RawPath.unlink(from) != 0 { throw FileSystemError("remove", path: from) }
     }
 
     /// Removes a file; a missing file is not an error.
     public static func removeFile(_ path: String) throws(FileSystemError) {
-        if unlink(path) != 0 && errno != ENOENT { throw FileSystemError("remove", path: path) }
+        if RawPath.unlink(path) != 0 && errno != ENOENT { throw FileSystemError("remove", path: path) }
     }
 
     /// Removes a folder tree; a missing folder is not an error. Never follows symlinks.
     public static func removeTree(_ path: String) {
         var info = stat()
-        guard lstat(path, &info) == 0 else { return }
+        guard RawPath.lstat(path, &info) == 0 else { return }
         if (info.st_mode & S_IFMT) == S_IFDIR {
-            if let names = try? FileManager.default.contentsOfDirectory(atPath: path) {
-                for name in names { removeTree(path + "/" + name) }
-            }
-            rmdir(path)
+            for name in contents(of: path) { removeTree(path + "/" + name) }
+            RawPath.rmdir(path)
         } else {
-            unlink(path)
+            RawPath.unlink(path)
         }
     }
 
     /// `lstat(2)`, or `nil` when the path does not exist.
     public static func status(_ path: String) -> stat? {
         var info = stat()
-        return lstat(path, &info) == 0 ? info : nil
+        return RawPath.lstat(path, &info) == 0 ? info : nil
     }
 
     /// Whether `path` is a regular file (not following symlinks).
@@ -149,7 +147,7 @@ public enum FileSystem {
 
     /// Names in a folder, sorted; empty when it cannot be read.
     public static func contents(of path: String) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
+        RawPath.list(path).sorted()
     }
 
     /// A new, empty file created exclusively with mode 0600 in `directory`, named so that
@@ -157,7 +155,7 @@ public enum FileSystem {
     public static func createTemporaryFile(in directory: String, for name: String) throws(FileSystemError) -> (fd: Int32, path: String) {
         for _ in 0..<16 {
             let path = directory + "/" + temporaryName(for: name)
-            let fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let fd = RawPath.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             if fd >= 0 {
                 fchmod(fd, 0o600)
                 return (fd, path)
@@ -171,8 +169,8 @@ public enum FileSystem {
     public static func createTemporaryDirectory(in directory: String, for name: String) throws(FileSystemError) -> String {
         for _ in 0..<16 {
             let path = directory + "/" + temporaryName(for: name)
-            if mkdir(path, 0o700) == 0 {
-                chmod(path, 0o700)
+            if RawPath.mkdir(path, 0o700) == 0 {
+                RawPath.chmod(path, 0o700)
                 return path
             }
             if errno != EEXIST { throw FileSystemError("create folder", path: path) }
@@ -217,18 +215,52 @@ public enum FileSystem {
             try syncParent(of: path)
         } catch {
             close(fd)
-            unlink(temporary)
+            RawPath.unlink(temporary)
             throw error
         }
     }
 
     /// The first `count` bytes of a file (fewer when it is shorter); empty when unreadable.
     public static func head(_ path: String, count: Int) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         if fd < 0 { return [] }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: count)
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, count) }
         return n > 0 ? Array(buffer[0..<n]) : []
+    }
+}
+
+/// Path-based system calls on paths that may carry names that are not UTF-8 (escaped in granary's
+/// strings, see ``FolderName``): each path is turned back into its bytes before the call. Used for
+/// granary's own folders (repository, state folder, staging); a user's folder is reached only
+/// through ``Folder``.
+public enum RawPath {
+    public static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
+        FolderName.withRaw(path) { Glibc.open($0, flags, mode) }
+    }
+    @discardableResult public static func mkdir(_ path: String, _ mode: mode_t) -> Int32 { FolderName.withRaw(path) { Glibc.mkdir($0, mode) } }
+    @discardableResult public static func chmod(_ path: String, _ mode: mode_t) -> Int32 { FolderName.withRaw(path) { Glibc.chmod($0, mode) } }
+    @discardableResult public static func unlink(_ path: String) -> Int32 { FolderName.withRaw(path) { Glibc.unlink($0) } }
+    @discardableResult public static func rmdir(_ path: String) -> Int32 { FolderName.withRaw(path) { Glibc.rmdir($0) } }
+    public static func lstat(_ path: String, _ info: inout stat) -> Int32 { FolderName.withRaw(path) { Glibc.lstat($0, &info) } }
+    public static func link(_ from: String, _ to: String) -> Int32 {
+        FolderName.withRaw(from) { a in FolderName.withRaw(to) { b in Glibc.link(a, b) } }
+    }
+    public static func rename(_ from: String, _ to: String) -> Int32 {
+        FolderName.withRaw(from) { a in FolderName.withRaw(to) { b in Glibc.rename(a, b) } }
+    }
+
+    /// The names in a folder (`.` and `..` left out), unsorted; empty when it cannot be read.
+    public static func list(_ path: String) -> [String] {
+        guard let dir = FolderName.withRaw(path, { opendir($0) }) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let item = readdir(dir) {
+            let raw = withUnsafeBytes(of: item.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
+            names.append(FolderName.decode(raw))
+        }
+        return names
     }
 }

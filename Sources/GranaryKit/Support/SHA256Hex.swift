@@ -26,7 +26,7 @@ public enum FileDigest {
     /// the pieces are mappings of the page cache, hashed in place (`MappedReader`); otherwise
     /// they are read into a buffer, which is safe for a file someone else may still change.
     public static func of(_ path: String, mapped: Bool = false) throws(FileSystemError) -> (size: Int64, sha256: String) {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }
         var hasher = SHA256()
@@ -81,7 +81,7 @@ extension FileDigest {
     /// `destination`, hashing the bytes as they pass: the archive gets exactly the bytes that were
     /// hashed, whatever the owner does to their file meanwhile. Reads in 1 MiB pieces.
     public static func copy(from source: Descriptor, to destination: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
-        let fd = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let fd = RawPath.open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: destination) }
         let output = Descriptor(fd, display: destination)
         var hasher = SHA256()

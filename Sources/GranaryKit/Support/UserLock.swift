@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 #if canImport(Glibc)
@@ -26,9 +27,12 @@ public final class UserLock: @unchecked Sendable {
 
     deinit { release() }
 
-    /// The lock file of a user.
+    /// The lock file of a user: `<id>.lock`, or for an id too long to take a suffix (ids may have
+    /// 255 bytes, a file name too), its first bytes and a hash of the whole id.
     public static func path(root: Root, user: UserID) -> String {
-        root.stateFolderPath + "/locks/" + user.rawValue + ".lock"
+        let id = user.rawValue
+        let name = id.utf8.count + 5 <= 255 ? id : String(decoding: id.utf8.prefix(180), as: UTF8.self) + "-" + String(SHA256.hash(data: Array(id.utf8)).hex.prefix(32))
+        return root.stateFolderPath + "/locks/" + name + ".lock"
     }
 
     /// Takes the user's lock, waiting up to `timeout` for another run to finish.

@@ -79,7 +79,7 @@ public final class Folder: Sendable, CustomStringConvertible {
     /// Opens a folder an administrator named (the root, the repository, `--to`): the path is
     /// followed as given, but its last component must be a folder and not a symbolic link.
     public static func open(path: String, control: Control = .granary) throws(FolderError) -> Folder {
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = RawPath.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0 {
             let code = errno
             if code == ELOOP { throw .symbolicLink(path: path) }

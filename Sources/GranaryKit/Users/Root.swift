@@ -224,10 +224,6 @@ public struct UserFolder: Sendable {
                     scan.skipped.append(Skipped(name: rel, reason: "is a SQLite database named like a \(suffix) file; rename it to back it up"))
                     continue
                 }
-                if !FolderName.isUTF8(entry.name) {
-                    scan.skipped.append(Skipped(name: rel, reason: "has a name that is not valid UTF-8"))
-                    continue
-                }
                 var hasExternal = false
                 do {
                     hasExternal = try StoreFile.externalDataFolder(of: entry.name, in: current) != nil
