@@ -3,10 +3,13 @@
 #
 # granary-demo-owner owns alice's two stores and dave's store (one owner process per user,
 # each committing a row every 2 ms into its first store and acknowledging it in its log).
-# Meanwhile granary loops over random operations: backup, verify, restore (swap into the
-# running owner), reset, prune (--keep-within 1d, so nothing acknowledged is pruned away),
-# list, check, and a restore or backup killed with SIGKILL at a random moment followed by
-# `granary recover`. At the end:
+# Meanwhile granary loops over random operations: backup, verify, restore with no archive named
+# (swap into the running owner), restore --undo, reset (alice's two stores under one owner),
+# prune (--keep-within 1d, so nothing acknowledged is pruned away), list, check, a restore or
+# backup killed with SIGKILL at a random moment followed by `granary recover`, and a spell in
+# which the repository is read-only (a read-only bind mount: backups and restores must refuse,
+# changing nothing). After every operation alice's two stores must be both reset or both not
+# (a user's stores are one unit). At the end:
 #   - every store passes integrity_check;
 #   - every write an owner acknowledged is in its live store or in one of the user's archives
 #     (restore and reset keep what they replace in -pre-restore / -pre-reset archives);
@@ -41,13 +44,32 @@ expect() { # expect "what" status allowed...
   echo "soak: $what exited $status: $(tail -2 "$W/granary.log" | tr "\n" " ")"; unexpected=$((unexpected + 1))
 }
 G backup --all; expect "first backup" $? 0
+# alice's stores are one unit: after any operation, both have rows in items or neither has.
+split=0
+one_unit() {
+  local a b
+  [ -e "$W/root/.granary/restore/alice@example.com/journal" ] && return  # an interrupted run: recover decides
+  a=$(sqlite3 -readonly "$W/root/alice@example.com/Local.sqlite" 'select count(*) > 0 from items' 2>/dev/null)
+  b=$(sqlite3 -readonly "$W/root/alice@example.com/Cloud.sqlite" 'select count(*) > 0 from items' 2>/dev/null)
+  [ "$a" = "$b" ] || { echo "soak: alice's stores split after $1: Local has rows: $a, Cloud has rows: $b"; split=$((split + 1)); }
+}
+readonly_spells=0
+read_only_spell() { # the repository turns read-only for a while: nothing may half-happen
+  mount --bind "$W/repo" "$W/repo" 2>/dev/null || return
+  mount -o remount,bind,ro "$W/repo" || { umount "$W/repo"; return; }
+  G backup "$1"; expect "backup $1 (read-only repository)" $? 73 74
+  G restore "$1" --owner-timeout 5; expect "restore $1 (read-only repository)" $? 73 66 75
+  umount "$W/repo"; readonly_spells=$((readonly_spells + 1))
+}
 end=$(( $(date +%s) + DURATION ))
 while [ "$(date +%s)" -lt "$end" ]; do
   user=${users[RANDOM % ${#users[@]}]}
   case $((RANDOM % 10)) in
     0|1|2) G backup "$user"; expect "backup $user" $? 0; bump backup ;;
     3) G verify --user "$user" --latest; expect "verify $user" $? 0; bump verify ;;
-    4|5) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
+    4) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
+    5) if [ $((RANDOM % 2)) = 0 ]; then G restore "$user" --undo --owner-timeout 5; expect "restore --undo $user" $? 0 66 75; bump undo
+       else read_only_spell "$user"; fi ;;
     6) G reset "$user" --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
     7) G prune "$user" --keep-within 1d >/dev/null; expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
     8|9) # a run killed at a random moment, then recover
@@ -57,6 +79,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
       kill -9 "$victim" 2>/dev/null && bump kill; wait "$victim" 2>/dev/null
       G recover "$user" >/dev/null; expect "recover $user" $? 0; bump recover ;;
   esac
+  one_unit "$user's operation"
 done
 for user in alice@example.com dave@example.com; do kill "${owner[$user]}"; done; wait 2>/dev/null; pids=()
 G recover >/dev/null; expect "final recover" $? 0
@@ -80,9 +103,9 @@ for user in alice@example.com dave@example.com; do
   lost=$((lost + missing))
   restarts=$(grep -c '^READY' "$W/$user.log"); [ "$restarts" = 1 ] || { echo "soak: $user's owner started $restarts times"; unexpected=$((unexpected + 1)); }
 done
-leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' | wc -l)
+leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | wc -l)
 [ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' | head; }
 held=0; for lock in "$W"/root/.granary/locks/*.lock; do [ -e "$lock" ] && ! flock -n "$lock" true && held=$((held + 1)); done
-echo "soak: ${DURATION}s; backups ${count[backup]:-0}, verifies ${count[verify]:-0}, restores ${count[restore]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}"
-echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits"
-[ "$lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ]
+echo "soak: ${DURATION}s; backups ${count[backup]:-0}, verifies ${count[verify]:-0}, restores ${count[restore]:-0}, undos ${count[undo]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}, read-only spells $readonly_spells"
+echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits; alice's stores split $split times"
+[ "$lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ] && [ "$split" = 0 ]
