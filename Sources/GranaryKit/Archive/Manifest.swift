@@ -255,6 +255,33 @@ public enum AccountNames {
         return String(cString: name)
     }
 
+    /// The uid of login name `name`, if the host has one.
+    public static func uid(_ name: String) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_uid
+    }
+
+    /// The primary group of `uid`, if the host knows the uid.
+    public static func primaryGroup(of uid: UInt32) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.pw_gid
+    }
+
+    /// The gid of group `name`, if the host has one.
+    public static func gid(_ name: String) -> UInt32? {
+        var entry = SwiftGlibc.group()
+        var result: UnsafeMutablePointer<SwiftGlibc.group>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getgrnam_r(name, &entry, &buffer, buffer.count, &result) == 0, result != nil else { return nil }
+        return entry.gr_gid
+    }
+
     /// The name of group `gid`, if the host has one.
     public static func group(_ gid: UInt32) -> String? {
         var entry = SwiftGlibc.group()

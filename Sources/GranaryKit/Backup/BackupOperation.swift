@@ -89,14 +89,21 @@ public struct BackupOperation: Sendable {
 
     /// Backs up `user` into a new archive.
     public func run(_ user: UserID) throws -> Result {
-        let started = ContinuousClock.now
-        let folder = try root.user(user)
+        _ = try root.user(user)
         let lock = try UserLock.acquire(root: root, user: user, timeout: options.lockTimeout)
         defer { lock.release() }
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
         _ = try Recovery.recover(root: root, user: user)
         if let label = options.label, ArchiveName.reservedLabels.contains(label) { throw BackupError.reservedLabel(label) }
+        return try runLocked(user, kind: .backup)
+    }
+
+    /// The backup itself, for a caller that holds the user's lock and has recovered the user
+    /// (`retire` takes its final archive this way, with `kind` `.final` and the label `final`).
+    func runLocked(_ user: UserID, kind: ArchiveKind) throws -> Result {
+        let started = ContinuousClock.now
+        let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()
         try FileSystem.makeDirectory(workFolder)
@@ -118,7 +125,7 @@ public struct BackupOperation: Sendable {
                 var manifest = Manifest(
                     user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
                     compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
-                manifest.kind = .backup
+                manifest.kind = kind
                 manifest.folder = taken.folderOwner
                 let (path, size) = try pack(
                     manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
@@ -159,8 +166,7 @@ public struct BackupOperation: Sendable {
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
-        let elapsed = (ContinuousClock.now - start).components
-        return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+        (ContinuousClock.now - start).timeInterval
     }
 
     private func snapshotAll(
@@ -264,17 +270,6 @@ public struct BackupOperation: Sendable {
         return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind)
     }
 
-    /// Renames without replacing; false when the name is taken (a same-second archive).
-    private static func rename(_ temporary: String, as final: String) throws -> Bool {
-        do {
-            try FileSystem.renameNoReplace(temporary, to: final)
-            return true
-        } catch {
-            if error.code == EEXIST { return false }
-            throw error
-        }
-    }
-
     /// zstd workers: `threads`, or one per core up to `defaultMaxThreads`.
     private var zstdThreads: Int {
         options.threads > 0 ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
@@ -346,17 +341,11 @@ public struct BackupOperation: Sendable {
         let syncStarted = ContinuousClock.now
         if fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
         fchmod(fd, 0o600)
-        var sequence = 1
-        var final = ""
-        while true {
-            try Interruption.check()
-            let name = ArchiveName(created: created, sequence: sequence, label: options.label, compression: options.compression)
-            final = folder + "/" + name.fileName
-            if try Self.rename(temporary, as: final) { break }
-            sequence += 1
-        }
-        onRenamed()
-        try FileSystem.syncParent(of: final)
+        try Interruption.check()
+        let label = options.label, compression = options.compression
+        let final = try FileSystem.publishNew(
+            temporary, in: folder, name: { ArchiveName(created: created, sequence: $0, label: label, compression: compression).fileName },
+            onPublished: onRenamed)
         stages.sync = Self.seconds(since: syncStarted)
         return final
     }

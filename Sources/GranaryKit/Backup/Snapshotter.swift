@@ -87,7 +87,7 @@ public struct Snapshotter: Sendable {
                     let remaining = backup.remaining
                     if remaining > lastRemaining { restarts += 1 }
                     lastRemaining = remaining
-                    Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18)
+                    Thread.sleep(forTimeInterval: pause.timeInterval)
                 }
             }
             if !politeDone { try stepToEnd(backup) }

@@ -31,6 +31,8 @@ public enum Recovery {
         public var intruders: [String] = []
         /// Whether there was anything to recover.
         public var hadJournal: Bool
+        /// What was done to a retire that had stopped, if one had.
+        public var retire: Retirement.RecoveryOutcome?
     }
 
     /// The folder where a user's restores work: `<root>/.granary/restore/<user>`.
@@ -49,6 +51,7 @@ public enum Recovery {
     public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws -> Report {
         let work = work(root: root, user: user)
         var report = Report(user: user.rawValue, hadJournal: false)
+        report.retire = try Retirement.recover(root: root, user: user)
         guard let (plan, steps) = work.journal.read() else {
             FileSystem.removeTree(work.path)
             report.safetyArchivePending = flushPending(root: root, user: user)
@@ -182,12 +185,15 @@ public enum Recovery {
         /// Temporaries of dead backups and verifications removed from the repository.
         public var removedTemporaries: [String] = []
         /// Whether there was anything at all to do.
-        public var nothing: Bool { !reports.contains { $0.hadJournal || $0.safetyArchivePending != nil } && removedTemporaries.isEmpty }
+        public var nothing: Bool {
+            !reports.contains { $0.hadJournal || $0.safetyArchivePending != nil || $0.retire != nil } && removedTemporaries.isEmpty
+        }
     }
 
     /// The users with an unfinished restore or a pending safety archive.
     public static func unfinishedUsers(root: Root) -> [UserID] {
         let names = FileSystem.contents(of: root.stateFolderPath + "/restore") + FileSystem.contents(of: root.stateFolderPath + "/safety-pending")
+            + FileSystem.contents(of: root.stateFolderPath + "/retire")
         return Set(names.compactMap { try? UserID($0) }).sorted()
     }
 

@@ -9,6 +9,8 @@ public enum RestoreError: GranaryError, Sendable {
     case nothingBefore(user: String, time: String)
     /// The archive failed verification; `newestGood` is the newest one of the user that verifies.
     case verificationFailed(archive: String, reason: String, newestGood: String?, user: String?)
+    /// The user has no folder under the root (and `--create` was not given).
+    case noUser(user: String, root: String, createHint: String?)
     /// `--undo` with no safety archive of the user.
     case nothingToUndo(user: String)
     /// The repository cannot take the safety archive; checked before anything live is touched.
@@ -33,6 +35,7 @@ public enum RestoreError: GranaryError, Sendable {
         case .archiveNotFound(let user, let name): return "no archive \(name) of \(user)"
         case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"
         case .verificationFailed(let archive, let reason, _, _): return "\(archive) failed verification: \(reason); nothing was changed"
+        case .noUser(let user, let root, _): return "no user \(user) under \(root)"
         case .nothingToUndo(let user): return "no restore or reset of \(user) to undo: the repository has no safety archive of \(user)"
         case .repositoryUnusable(let repository, let reason):
             return "the repository \(repository) cannot take the safety archive: \(reason); nothing was changed"
@@ -58,7 +61,7 @@ public enum RestoreError: GranaryError, Sendable {
         switch self {
         case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
         case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
-        case .nothingToUndo: return .notFound
+        case .nothingToUndo, .noUser: return .notFound
         case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
@@ -76,6 +79,7 @@ public enum RestoreError: GranaryError, Sendable {
             return good.map { "granary restore \(user ?? "USER") \(($0 as NSString).lastPathComponent) (the newest archive that verifies)" }
                 ?? "no archive of this user verifies; check the repository with granary verify --all"
         case .nothingToUndo(let user): return "granary list \(user)"
+        case .noUser(_, _, let hint): return hint.map { $0 + " (creates the folder and restores into it)" } ?? "granary users lists the users under the root"
         case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
         case .unfinished(let user, _): return "granary recover \(user)"
         case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"

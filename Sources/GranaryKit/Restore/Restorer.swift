@@ -41,6 +41,24 @@ public struct RestoreRequest: Sendable {
     public var force = false
     public var safetyArchive = true
     public var lockTimeout: Duration = .seconds(60)
+    /// When the user's folder does not exist: create it (a new host, a user moved from another
+    /// server, a retired user brought back). Nil: a missing user is an error (66).
+    public var create: CreateFolder?
+
+    /// How to create a missing user's folder.
+    public struct CreateFolder: Sendable {
+        /// Its owner; nil: the owner the archive's manifest recorded (by name when this host
+        /// knows the name, else by number).
+        public var uid: uid_t?
+        public var gid: gid_t?
+        /// Its mode; nil: the mode the manifest recorded, else 0700.
+        public var mode: mode_t?
+        public init(uid: uid_t? = nil, gid: gid_t? = nil, mode: mode_t? = nil) {
+            self.uid = uid
+            self.gid = gid
+            self.mode = mode
+        }
+    }
 
     public init(user: UserID) { self.user = user }
 }
@@ -81,6 +99,8 @@ public struct RestoreReport: Sendable {
     public var safetyArchivePending: String?
     /// What recovery did first, when a previous run had been interrupted.
     public var recovered: Recovery.Report?
+    /// The user's folder was created (`--create`): its owner and mode.
+    public var createdFolder: Manifest.Ownership?
 }
 
 /// Restores or resets one user's stores: verify into staging, then swap, copy online, or rename.
@@ -105,17 +125,25 @@ public struct Restorer: Sendable {
         var path: String
         var external: String?
         var owner: Manifest.Ownership?
+        /// The modes the archive recorded for the store's external-data files, by name.
+        var externalModes: [String: UInt32] = [:]
     }
 
     public func run(_ request: RestoreRequest) throws -> RestoreReport {
         var request = request
         if let lease = CrashPoint.lease { request.lease = lease }
-        let user = try root.user(request.user)
+        _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
         let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
 
-        let archive = request.operation == .restore ? try chooseArchive(request) : nil
+        // The user's folder; a missing one is created after the archive has verified (--create), or
+        // is not needed at all (--to).
+        let existing = try root.existingUser(request.user)
+        if existing == nil && !(request.operation == .restore && (request.create != nil || request.target != nil)) {
+            throw RestoreError.noUser(user: request.user.rawValue, root: root.path, createHint: createHint(request))
+        }
+        let archive = request.operation == .restore ? try chooseArchive(request, forNewUser: existing == nil) : nil
         var report = RestoreReport(user: request.user.rawValue, archive: archive, target: request.target, dryRun: request.dryRun)
         if recovered.hadJournal { report.recovered = recovered }
         if let pending = recovered.safetyArchivePending { report.warnings.append(pending) }
@@ -125,24 +153,36 @@ public struct Restorer: Sendable {
         try FileSystem.makeDirectory(work.aside)
         var finished = false
         defer { if !finished, work.journal.read() == nil { FileSystem.removeTree(work.path) } }
-        guard let stagingInfo = FileSystem.status(work.staged), let userInfo = try? user.folder.descriptor.status() else {
+        guard let stagingInfo = FileSystem.status(work.staged),
+            let liveInfo = try? (existing?.folder ?? (try root.open())).descriptor.status()
+        else {
             throw FileSystemError("stat", path: work.staged)
         }
-        if request.target == nil && stagingInfo.st_dev != userInfo.st_dev {
-            throw RestoreError.differentFilesystem(staging: work.staged, live: user.path)
+        if request.target == nil && stagingInfo.st_dev != liveInfo.st_dev {
+            throw RestoreError.differentFilesystem(staging: work.staged, live: existing?.path ?? root.path)
         }
 
         // Stage and verify.
-        let liveStores = user.scan().stores
+        let liveStores = existing?.scan().stores ?? []
         var staged: [Staged] = []
+        var manifest: Manifest?
         if let archive {
-            let manifest = try stageVerified(archive, into: work.staged, user: request.user)
-            if request.target == nil { try compare(manifest, live: liveStores, force: request.force) }
-            staged = manifest.stores.map {
-                Staged(name: $0.name, path: work.stagedStore($0.name), external: Staging.stagedExternal(of: $0, in: work.staged), owner: $0.owner)
+            let verified = try stageVerified(archive, into: work.staged, user: request.user)
+            manifest = verified
+            if request.target == nil && existing != nil { try compare(verified, live: liveStores, force: request.force) }
+            staged = verified.stores.map { store in
+                let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+                var modes: [String: UInt32] = [:]
+                if let prefix {
+                    for file in verified.files where file.path.hasPrefix(prefix) { modes[String(file.path.dropFirst(prefix.count))] = file.mode }
+                }
+                return Staged(
+                    name: store.name, path: work.stagedStore(store.name), external: Staging.stagedExternal(of: store, in: work.staged),
+                    owner: store.owner, externalModes: modes)
             }
         } else {
-            guard !liveStores.isEmpty else { throw BackupError.noStores(user: request.user.rawValue, folder: user.path) }
+            guard let existing else { throw RestoreError.noUser(user: request.user.rawValue, root: root.path, createHint: nil) }
+            guard !liveStores.isEmpty else { throw BackupError.noStores(user: request.user.rawValue, folder: existing.path) }
             for store in liveStores {
                 let path = work.stagedStore(store.name)
                 try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
@@ -161,9 +201,25 @@ public struct Restorer: Sendable {
             FileSystem.removeTree(work.path)
             return report
         }
-        if request.safetyArchive && !request.dryRun, let repository {
+        if request.safetyArchive && !request.dryRun && existing != nil, let repository {
             try checkRoom(for: liveStores, in: repository, user: request.user)
         }
+        // A new user's folder, owned and moded as asked or as the archive recorded.
+        var createdHere = false
+        let user: UserFolder
+        if let existing {
+            user = existing
+        } else {
+            let ownership = try newFolderOwnership(request.create ?? .init(), manifest: manifest)
+            report.createdFolder = ownership
+            if request.dryRun {
+                report.stores = staged.map { .init(name: $0.name, live: root.path + "/" + request.user.rawValue + "/" + $0.name, method: .new, openBy: [], staged: $0.path) }
+                return report
+            }
+            user = try root.createUser(request.user, uid: ownership.uid, gid: ownership.gid, mode: mode_t(ownership.mode))
+            createdHere = true
+        }
+        defer { if createdHere && !finished { root.removeEmptyUser(request.user) } }
 
         // Pick a method per store.
         var owners: [String: ReopenClient] = [:]
@@ -326,9 +382,10 @@ public struct Restorer: Sendable {
     }
 
     /// The archive to restore: the one named, the newest regular backup (at or before `at`), or
-    /// with `undo` the newest safety archive. Safety and final archives are never chosen for a
-    /// plain `restore USER`.
-    private func chooseArchive(_ request: RestoreRequest) throws -> String {
+    /// with `undo` the newest safety archive. Safety archives are never chosen for a plain
+    /// `restore USER`; a final archive (what a retired user left) only for a user whose folder is
+    /// gone (`--create` brings a retired user back).
+    private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> String {
         if let name = request.archive, name.contains("/") {
             guard FileSystem.isRegularFile(name) else { throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name) }
             return name
@@ -346,7 +403,7 @@ public struct Restorer: Sendable {
             guard let entry = archives.last(where: { $0.name.kind == .safety }) else { throw RestoreError.nothingToUndo(user: request.user.rawValue) }
             return entry.path
         }
-        let backups = archives.filter { $0.name.kind == .backup }
+        let backups = archives.filter { $0.name.kind == .backup || (forNewUser && $0.name.kind == .final) }
         guard !backups.isEmpty else { throw RestoreError.noArchives(user: request.user.rawValue) }
         if let at = request.at {
             guard let entry = backups.last(where: { $0.name.created <= at }) else {
@@ -410,6 +467,25 @@ public struct Restorer: Sendable {
         }
     }
 
+    /// The exact command line that creates the missing user from the repository, for the message.
+    private func createHint(_ request: RestoreRequest) -> String? {
+        guard let entry = (try? chooseArchive(request, forNewUser: true)), let manifest = try? Catalogue.readManifest(entry) else {
+            return nil
+        }
+        let owner = manifest.folder.map { $0.user ?? String($0.uid) }
+        return "granary restore \(request.user.rawValue) --create" + (owner.map { " --owner \($0)" } ?? " --owner USER")
+    }
+
+    /// Who owns a folder created for a missing user: as asked, else as the manifest recorded (the
+    /// name when this host knows it, the number otherwise), else root.
+    private func newFolderOwnership(_ create: RestoreRequest.CreateFolder, manifest: Manifest?) throws -> Manifest.Ownership {
+        let recorded = manifest?.folder
+        let uid = create.uid ?? recorded.map { record in record.user.flatMap(AccountNames.uid) ?? record.uid } ?? 0
+        let gid = create.gid ?? recorded.map { record in record.group.flatMap(AccountNames.gid) ?? record.gid } ?? AccountNames.primaryGroup(of: uid) ?? 0
+        let mode = create.mode ?? recorded.map { mode_t($0.mode & 0o7777) } ?? 0o700
+        return .of(uid: uid, gid: gid, mode: UInt32(mode))
+    }
+
     /// Refuses before anything live is touched when the repository cannot take the safety archive:
     /// it must be writable, and have room for the live stores (an upper bound of what it holds).
     private func checkRoom(for stores: [StoreFile], in repository: Repository, user: UserID) throws {
@@ -450,7 +526,7 @@ public struct Restorer: Sendable {
         // granary never leaves root-owned files in a user's folder.
         let folderGID = try user.descriptor.status().st_gid
         let (uid, gid) = (live?.uid ?? user.ownerUID ?? geteuid(), live?.gid ?? folderGID)
-        let mode = live?.mode ?? mode_t(store.owner?.mode ?? 0o600)
+        let mode = live?.mode ?? mode_t((store.owner?.mode ?? 0o600) & 0o7777)
         if geteuid() == 0 && fchown(stagedFile.raw, uid, gid) != 0 { throw FileSystemError("chown", path: store.path) }
         if fchmod(stagedFile.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: store.path) }
         // The restored file keeps the live store's journal mode (WAL or rollback), which the header
@@ -481,7 +557,7 @@ public struct Restorer: Sendable {
             let fd = Descriptor(RawPath.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), display: path)
             guard fd.raw >= 0 else { throw FileSystemError("open", path: path) }
             if geteuid() == 0 && fchown(fd.raw, uid, gid) != 0 { throw FileSystemError("chown", path: path) }
-            _ = fchmod(fd.raw, 0o600)
+            _ = fchmod(fd.raw, mode_t(store.externalModes[name] ?? 0o600) & 0o7777)
         }
         for name in oldFiles.intersection(newFiles) {
             // A name in both must be the same file, or the old store would see new bytes before the commit.

@@ -86,23 +86,11 @@ public enum SafetyArchive {
         for (member, source) in members { try writer.addFile(member: member, from: source) }
         try writer.finish()
         try file.sync()
-        var sequence = 1
-        while true {
-            let name = ArchiveName(created: now, sequence: sequence, label: label, compression: compression)
-            let path = folder + "/" + name.fileName
-            // link(2) refuses an existing name: a second archive in the same second gets _2, _3, …
-            if link(temporary, path) != 0 {
-                if errno == EEXIST {
-                    sequence += 1
-                    continue
-                }
-                throw FileSystemError("publish", path: path)
-            }
-            published = true
-            unlink(temporary)
-            try FileSystem.syncParent(of: path)
-            return path
+        let path = try FileSystem.publishNew(temporary, in: folder) {
+            ArchiveName(created: now, sequence: $0, label: label, compression: compression).fileName
         }
+        published = true
+        return path
     }
 
     static func hash(_ path: String) throws -> (Int64, String) {

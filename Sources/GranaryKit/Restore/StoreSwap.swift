@@ -65,7 +65,17 @@ enum StoreSwap {
     // MARK: Before the commit point
 
     static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
-        guard entry.method == .swap else { return }
+        switch entry.method {
+        case .online: return
+        case .new:
+            // A store that was not live: only its external-data files go in before the commit
+            // (its folders made as the owner, with the user folder's mode).
+            let mode = try folderMode(user)
+            let (folder, file) = try live(entry.name, in: user, create: !entry.externalAdded.isEmpty, mode: mode)
+            try addExternal(entry, folder: folder, file: file, work: work, mode: mode)
+            return
+        case .swap: break
+        }
         CrashPoint.reach()
         let (folder, file) = try live(entry.name, in: user)
         // An aside link left by an earlier attempt (recovery prepares again after a crash) goes
@@ -93,21 +103,27 @@ enum StoreSwap {
             }
             try asideExternal.sync()
         }
-        if !entry.externalAdded.isEmpty {
-            let liveExternal = try folder.makeFolders(externalName, mode: try folderMode(folder))
-            let stagedExternal = try Folder.open(path: work.stagedExternal(entry.name))
-            for name in entry.externalAdded where liveExternal.entry(name) == nil {
-                try Interruption.check()
-                try liveExternal.link(try stagedExternal.openFile(name), as: name)
-            }
-            try liveExternal.sync()
-        }
+        try addExternal(entry, folder: folder, file: file, work: work, mode: try folderMode(folder))
 
         CrashPoint.reach()
         for suffix in ["-wal", "-shm", "-journal"] { try folder.remove(file + suffix) }
         // No fsync of the folder here: the one after the rename makes these unlinks durable with it
         // (a journalling filesystem commits metadata changes to one folder in order), and a power
         // loss that keeps neither leaves the old store with an empty -wal, which is harmless.
+    }
+
+    /// Step 3: links the external-data files only the new store has into the live folder (made as
+    /// the owner when missing). Idempotent.
+    static func addExternal(_ entry: SwapJournal.Entry, folder: Folder, file: String, work: RestoreWork, mode: mode_t) throws {
+        guard !entry.externalAdded.isEmpty else { return }
+        let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
+        let liveExternal = try folder.makeFolders(externalName, mode: mode)
+        let stagedExternal = try Folder.open(path: work.stagedExternal(entry.name))
+        for name in entry.externalAdded where liveExternal.entry(name) == nil {
+            try Interruption.check()
+            try liveExternal.link(try stagedExternal.openFile(name), as: name)
+        }
+        try liveExternal.sync()
     }
 
     /// Step 1. Fails with `storeBusy` when another connection keeps the WAL from being emptied

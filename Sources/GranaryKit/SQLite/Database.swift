@@ -71,8 +71,7 @@ public final class Database {
         self.path = display
         self.beneath = beneath
         sqlite3_extended_result_codes(db, 1)
-        let ms = busyTimeout.components.seconds * 1000 + busyTimeout.components.attoseconds / 1_000_000_000_000_000
-        sqlite3_busy_timeout(db, Int32(clamping: ms))
+        sqlite3_busy_timeout(db, busyTimeout.clampedMilliseconds)
     }
 
     /// Opens a file that nothing writes any more and nobody else can reach (a finished snapshot,

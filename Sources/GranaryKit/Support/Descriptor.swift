@@ -74,3 +74,17 @@ public final class Descriptor: @unchecked Sendable {
         return Array(buffer[0..<done])
     }
 }
+
+extension Duration {
+    /// The duration in seconds, whole and fractional (`components` splits them: a conversion that
+    /// reads only the attoseconds drops every whole second).
+    public var timeInterval: TimeInterval {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+
+    /// The duration in whole milliseconds, clamped to what an `Int32` holds (SQLite's busy timeout).
+    public var clampedMilliseconds: Int32 {
+        Int32(clamping: components.seconds.multipliedReportingOverflow(by: 1000).overflow ? Int64.max
+            : components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000)
+    }
+}

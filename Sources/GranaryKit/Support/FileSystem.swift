@@ -198,25 +198,51 @@ public enum FileSystem {
         }
     }
 
-    /// Writes `data` to `path` atomically: a temporary file, fsync, rename, fsync of the folder.
+    /// Writes `data` to `path` atomically: a temporary file, fsync, rename (replacing what was
+    /// there), fsync of the folder. The journal, verification records and the repository marker.
     public static func writeAtomically(_ data: [UInt8], to path: String, mode: mode_t = 0o600) throws(FileSystemError) {
         let directory = (path as NSString).deletingLastPathComponent
         let (fd, temporary) = try createTemporaryFile(in: directory, for: (path as NSString).lastPathComponent)
-        do throws(FileSystemError) {
-            let failure: FileSystemError? = data.withUnsafeBytes { buffer in
-                do throws(FileSystemError) { try writeAll(fd, buffer, path: temporary) } catch { return error }
-                return nil
+        let file = Descriptor(fd, display: temporary)
+        var published = false
+        defer { if !published { RawPath.unlink(temporary) } }
+        let failure: FileSystemError? = data.withUnsafeBytes { buffer in
+            do throws(FileSystemError) { try file.write(buffer) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+        fchmod(file.raw, mode)
+        try file.sync()
+        let code = file.close()
+        if code != 0 { throw FileSystemError("close", path: temporary, code: code) }
+        try rename(temporary, to: path)
+        published = true
+        try syncParent(of: path)
+    }
+
+    /// Publishes a finished, synced temporary file under a new name in `folder`, never replacing
+    /// anything: `name(1)`, or `name(2)`, `name(3)`… when that is taken (a second archive in the
+    /// same second); `onPublished` runs right after the rename, before the folder's fsync. Archives
+    /// (backups and safety archives) appear this way: complete under their final name, or not at all.
+    public static func publishNew(
+        _ temporary: String, in folder: String, name: (Int) -> String, onPublished: () -> Void = {}
+    ) throws(FileSystemError) -> String {
+        var sequence = 1
+        while true {
+            try? Interruption.check()
+            let final = folder + "/" + name(sequence)
+            do {
+                try renameNoReplace(temporary, to: final)
+            } catch {
+                if error.code == EEXIST {
+                    sequence += 1
+                    continue
+                }
+                throw error
             }
-            if let failure { throw failure }
-            fchmod(fd, mode)
-            if fsync(fd) != 0 { throw FileSystemError("fsync", path: temporary) }
-            close(fd)
-            try rename(temporary, to: path)
-            try syncParent(of: path)
-        } catch {
-            close(fd)
-            RawPath.unlink(temporary)
-            throw error
+            onPublished()
+            try syncParent(of: final)
+            return final
         }
     }
 

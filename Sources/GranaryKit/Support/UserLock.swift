@@ -70,8 +70,7 @@ public final class UserLock: @unchecked Sendable {
                 throw .held(user: user.rawValue, path: path, pid: holder)
             }
             let remaining = deadline - ContinuousClock.now
-            Thread.sleep(forTimeInterval: Double(min(delay, remaining).components.attoseconds) / 1e18
-                + Double(min(delay, remaining).components.seconds))
+            Thread.sleep(forTimeInterval: min(delay, remaining).timeInterval)
             delay = min(delay * 2, .milliseconds(500))
         }
         // We hold it: record our pid for whoever waits next.

@@ -94,6 +94,30 @@ public struct Root: Sendable {
         }
     }
 
+    /// The folder of one user, or nil when there is none (other problems are thrown).
+    public func existingUser(_ id: UserID) throws(UserError) -> UserFolder? {
+        let root = try open()
+        guard root.entry(id.rawValue) != nil else { return nil }
+        return try user(id)
+    }
+
+    /// Creates the folder of a user who has none (a restore with `--create`): made by root beneath
+    /// the root's descriptor, then given `uid`, `gid` and `mode` through its descriptor.
+    public func createUser(_ id: UserID, uid: uid_t, gid: gid_t, mode: mode_t) throws -> UserFolder {
+        let root = try open()
+        let made = try root.makeFolder(id.rawValue, mode: 0o700)
+        if geteuid() == 0 && fchown(made.descriptor.raw, uid, gid) != 0 { throw FileSystemError("chown", path: made.display) }
+        if fchmod(made.descriptor.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: made.display) }
+        try root.sync()
+        return try user(id)
+    }
+
+    /// Removes a user's folder that is empty (a `--create` that did not get to restore anything).
+    public func removeEmptyUser(_ id: UserID) {
+        guard let root = try? open() else { return }
+        _ = FolderName.withRaw(id.rawValue) { unlinkat(root.descriptor.raw, $0, AT_REMOVEDIR) }
+    }
+
     /// Opens granary's state folder inside the root, creating it (mode 0700) when missing. It must
     /// be a real folder owned by granary's uid and closed to everyone else: the locks, journals and
     /// staged files in it are trusted.
