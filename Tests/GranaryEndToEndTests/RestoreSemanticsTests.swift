@@ -207,6 +207,23 @@ struct RestoreSemanticsTests {
         #expect(FileSystem.contents(of: root + "/.granary/safety-pending/alice@example.com").isEmpty)
     }
 
+    @Test("a user holding the commit lock of their own folder cannot hold a restore forever: 75 within the owner timeout, nothing changed")
+    func heldFolderLockIsBounded() throws {
+        let store = user + "/Local.sqlite"
+        try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
+        #expect(try granary(["backup", "alice@example.com"]).status == 0)
+        try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
+        let fd = open(user, O_RDONLY | O_DIRECTORY)
+        defer { close(fd) }
+        #expect(flock(fd, LOCK_EX) == 0)
+        // Before: the offline restore blocked in flock(2) for ever, holding granary's lock.
+        let result = try granary(["restore", "alice@example.com", "--owner-timeout", "1"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains("commit lock"), "\(result.stderr)")
+        #expect(try RestoreFixtures.ids(store, table: "items") == Set(1...5))
+        #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com/journal"))
+    }
+
     @Test("a repository that cannot take the safety archive refuses the restore before anything live is touched")
     func readOnlyRepositoryRefusedFirst() throws {
         let store = user + "/Local.sqlite"
