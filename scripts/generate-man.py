@@ -2,7 +2,7 @@
 """Post-processes swift-argument-parser's generated mdoc pages into man/.
 
 The generator gives NAME, SYNOPSIS, DESCRIPTION and options from the command declarations;
-we drop its page for the built-in `help`, replace its generic EXIT STATUS with PRODUCT.md's
+we drop its page for the built-in `help`, replace its generic EXIT STATUS with granary's
 codes and add FILES, ENVIRONMENT and EXAMPLES from man/src/granary.1.sections.
 Usage: generate-man.py GENERATED_DIR MAN_DIR
 """

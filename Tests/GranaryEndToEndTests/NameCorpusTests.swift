@@ -89,18 +89,23 @@ struct NameCorpusTests {
         }
     }
 
-    @Test("a user id of 255 bytes is backed up, listed and restored")
+    @Test("a user id of 255 bytes with a store of a 247-byte name in a folder of 200 is backed up, listed and restored")
     func longUserID() throws {
         let id = String(repeating: "u", count: 255 - "@example.com".utf8.count) + "@example.com"
         #expect(id.utf8.count == 255)
-        try FileSystem.makeDirectory(root + "/" + id)
-        try SampleData.makeItemsStore(root + "/" + id + "/Local.sqlite", rows: 4, walOnlyTail: 0)
-        #expect(try granary(["backup", id]).status == 0)
+        // Before: the lock file's name overflowed, and a staged path of over 512 bytes was more
+        // than SQLite opens.
+        let folderName = String(repeating: "d", count: 200)
+        let store = folderName + "/" + String(repeating: "s", count: 240) + ".sqlite"
+        try FileSystem.makeDirectory(root + "/" + id + "/" + folderName)
+        try SampleData.makeItemsStore(root + "/" + id + "/" + store, rows: 4, walOnlyTail: 0)
+        let backup = try granary(["backup", id])
+        #expect(backup.status == 0, "\(backup.stderr)")
         #expect(try granary(["list", id]).stdout.contains(".tar.zst"))
-        try Database(path: root + "/" + id + "/Local.sqlite", mode: .readWrite).execute("DELETE FROM items")
+        try Database(path: root + "/" + id + "/" + store, mode: .readWrite).execute("DELETE FROM items")
         let restore = try granary(["restore", id])
         #expect(restore.status == 0, "\(restore.stderr)")
-        #expect(try RestoreFixtures.ids(root + "/" + id + "/Local.sqlite", table: "items").count == 4)
+        #expect(try RestoreFixtures.ids(root + "/" + id + "/" + store, table: "items").count == 4)
     }
 
     @Test("a name's string and its bytes convert both ways for every byte string")

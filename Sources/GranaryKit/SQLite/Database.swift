@@ -43,8 +43,21 @@ public final class Database {
     /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock;
     /// `vfs` names a registered VFS (nil: the default).
     public convenience init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil) throws(SQLiteError) {
+        // SQLite's unix VFS takes paths of at most 512 bytes; a store deep in granary's staging
+        // folder (a 255-byte user id, a long store name) is opened beneath its folder instead,
+        // under a short name.
+        if FolderName.encode(path).count > Database.longPath, let folder = try? Folder.open(path: (path as NSString).deletingLastPathComponent),
+            let name = try? folder.sqliteName((path as NSString).lastPathComponent)
+        {
+            try self.init(opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs)
+            return
+        }
         try self.init(opening: path, display: path, beneath: nil, mode: mode, busyTimeout: busyTimeout, vfs: vfs)
     }
+
+    /// Paths longer than this are opened beneath their folder (SQLite's limit is 512 bytes, and it
+    /// appends `-journal` to it).
+    static let longPath = 480
 
     /// Opens a file beneath a folder (``Folder/sqliteName(_:)``): SQLite reaches the database and
     /// its `-wal`, `-shm` and `-journal` only beneath the folder's descriptor, never following a

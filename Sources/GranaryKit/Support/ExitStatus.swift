@@ -1,4 +1,4 @@
-/// The exit codes of PRODUCT.md, in one place. The executable maps every error to one of these.
+/// The exit codes (granary(1), EXIT STATUS), in one place. The executable maps every error to one of these.
 public enum ExitStatus: Int32, Sendable, CaseIterable {
     /// Everything asked for was done.
     case success = 0

@@ -16,7 +16,7 @@ public struct Setting<Value: Sendable>: Sendable {
     }
 }
 
-/// The settings every command shares, resolved with the precedence of PRODUCT.md:
+/// The settings every command shares, resolved with the precedence granary.toml(5) documents:
 /// a flag beats the environment, which beats the configuration file, which beats the default.
 public struct Settings: Sendable {
     public var root: Setting<String>?
@@ -71,7 +71,7 @@ public struct Settings: Sendable {
         return settings
     }
 
-    /// Finds and reads the configuration file (PRODUCT.md's search order), then resolves.
+    /// Finds and reads the configuration file (the search order of granary.toml(5)), then resolves.
     /// An explicit `--config` file (or `GRANARY_CONFIG`) must exist; the default paths may not.
     public static func load(
         rootFlag: String?, repoFlag: String?, configFlag: String?,
