@@ -9,10 +9,12 @@ import Foundation
 ///
 /// Register each store with a `close` callback (close every connection the app has to it)
 /// and a `reopen` callback (open them again), and run every transaction on the store through
-/// ``withStore(_:_:)``. When granary asks to pause, new transactions wait, running ones
-/// finish, `close` is called and granary is told `PAUSED`; on `RESUME`, or when granary's
-/// connection drops, or when the lease it asked for runs out, `reopen` is called and the
-/// waiting transactions go on. No transaction runs between `close` and `reopen`.
+/// ``withStore(_:_:)`` (or ``withStores(_:_:)`` for one that uses several stores). When
+/// granary asks to pause, new transactions wait, running ones finish, `close` is called, the
+/// owner checks that no descriptor of the store is left open, and granary is told `PAUSED`;
+/// on `RESUME`, `BYE`, when granary's connection drops, or when the lease runs out, `reopen`
+/// is called and the waiting transactions go on. No transaction runs between `close` and
+/// `reopen`, and no transaction waits longer than the lease granary asked for.
 ///
 /// ```swift
 /// let owner = GranaryOwner()
@@ -20,7 +22,8 @@ import Foundation
 ///                    close: { pool.closeAll() }, reopen: { try pool.open() })
 /// try owner.withStore("/srv/users/alice/Local.sqlite") { try pool.writer.insert(item) }
 /// ```
-/// Threads only: one listening thread per store; callbacks run on it.
+/// Threads only: one listening thread per store, so that the stores' conversations never wait
+/// for each other (granary keeps one store paused while it pauses the next); callbacks run on it.
 public final class GranaryOwner: @unchecked Sendable {
     /// Something that happened, for the app's log.
     public struct Event: Sendable, CustomStringConvertible {
@@ -31,11 +34,14 @@ public final class GranaryOwner: @unchecked Sendable {
             case resumed
             /// `reopen` ran because the lease ran out.
             case leaseExpired = "lease-expired"
-            /// `reopen` ran because granary's connection closed while paused (granary died or gave up).
+            /// `reopen` ran because granary ended the conversation while paused (BYE, ERROR, the
+            /// connection closed: granary died or gave up).
             case peerGone = "peer-gone"
             /// A connection was refused (wrong uid, bad version, bad message).
             case refused
-            /// A callback failed.
+            /// A connection was closed after ``ReopenProtocol/idleTimeout`` without a line.
+            case idle
+            /// A callback failed, or `close` left a descriptor of the store open.
             case callbackFailed = "callback-failed"
         }
         public let kind: Kind
@@ -53,10 +59,32 @@ public final class GranaryOwner: @unchecked Sendable {
     private let lock = NSLock()
     private var gates: [String: Gate] = [:]
     private var aliases: [String: String] = [:]
+    let breaking: Set<ReopenRuleBreak>
+    let answerDelay: Duration
+    let idleTimeout: Duration
+    /// Held around each conversation when ``ReopenRuleBreak/oneThread`` is broken.
+    let conversationLock = NSLock()
 
     /// A new owner; `onEvent` sees pauses, resumes and refusals (called on the listening thread).
     public init(onEvent: (@Sendable (Event) -> Void)? = nil) {
         self.onEvent = onEvent
+        self.breaking = []
+        self.answerDelay = .zero
+        self.idleTimeout = ReopenProtocol.idleTimeout
+    }
+
+    /// An owner that breaks rules of the protocol on purpose, for conformance and hostile-owner
+    /// tests only (`granary-demo-owner --break`). `answerDelay` is the delay of
+    /// ``ReopenRuleBreak/slowAnswers``; `idleTimeout` shortens the idle timeout for unit tests.
+    @_spi(RuleBreaking)
+    public init(
+        onEvent: (@Sendable (Event) -> Void)? = nil, breaking: Set<ReopenRuleBreak>, answerDelay: Duration = .seconds(3),
+        idleTimeout: Duration = ReopenProtocol.idleTimeout
+    ) {
+        self.onEvent = onEvent
+        self.breaking = breaking
+        self.answerDelay = answerDelay
+        self.idleTimeout = idleTimeout
     }
 
     deinit { stop() }
@@ -99,6 +127,36 @@ public final class GranaryOwner: @unchecked Sendable {
         return try body()
     }
 
+    /// Runs `body` as one unit of work on several stores at once: it starts only when none of
+    /// them is pausing or paused, and holds them all until it returns. Taking the stores one by
+    /// one instead (a `withStore` inside another) can hold the first store while waiting for a
+    /// paused second one; granary pauses a user's stores one after another, so that outer store's
+    /// pause would then wait for the inner one and end in `ERROR busy`.
+    public func withStores<T>(_ paths: [String], _ body: () throws -> T) throws -> T {
+        var seen = Set<ObjectIdentifier>()
+        let all = paths.compactMap { gate(for: $0) }.filter { seen.insert(ObjectIdentifier($0)).inserted }
+            .sorted { $0.address.canonicalPath < $1.address.canonicalPath }
+        while true {
+            var entered: [Gate] = []
+            var blocked: Gate?
+            for gate in all {
+                guard gate.tryEnter() else {
+                    blocked = gate
+                    break
+                }
+                entered.append(gate)
+            }
+            if let blocked {
+                // Hold nothing while waiting, so that no pause waits for us.
+                for gate in entered.reversed() { gate.leave() }
+                blocked.waitUntilOpen()
+                continue
+            }
+            defer { for gate in entered.reversed() { gate.leave() } }
+            return try body()
+        }
+    }
+
     /// Stops serving one store: its socket closes (a pause in progress ends with `reopen`), and
     /// ``withStore(_:_:)`` no longer waits for it. For an app that closes the store for good.
     public func unregister(store path: String) {
@@ -135,6 +193,8 @@ public final class GranaryOwner: @unchecked Sendable {
     fileprivate func report(_ kind: Event.Kind, _ store: String, _ detail: String = "") {
         onEvent?(Event(kind: kind, store: store, detail: detail))
     }
+
+    fileprivate func breaks(_ rule: ReopenRuleBreak) -> Bool { breaking.contains(rule) }
 }
 
 /// One registered store: its socket, its pause state and the count of running transactions.
@@ -149,6 +209,8 @@ private final class Gate: @unchecked Sendable {
     private var pausing = false
     private var active = 0
     private var stopped = false
+    /// Conversations served so far (on the listening thread only).
+    private var conversations = 0
 
     init(address: ReopenAddress, listener: Int32, close: @escaping GranaryOwner.Callback,
          reopen: @escaping GranaryOwner.Callback, owner: GranaryOwner) {
@@ -171,6 +233,10 @@ private final class Gate: @unchecked Sendable {
         return stopped
     }
 
+    private func breaks(_ rule: ReopenRuleBreak) -> Bool { owner?.breaks(rule) ?? false }
+
+    // MARK: Transactions
+
     /// Per-thread nesting depth, so that a nested `withStore` does not wait for a pause that
     /// waits for the outer one (a deadlock).
     private var depthKey: String { "granary-owner-depth-\(ObjectIdentifier(self).hashValue)" }
@@ -183,6 +249,27 @@ private final class Gate: @unchecked Sendable {
         condition.lock()
         while paused || pausing { condition.wait() }
         active += 1
+        condition.unlock()
+    }
+
+    /// Enters without waiting; false (nothing entered) when the store is pausing or paused.
+    func tryEnter() -> Bool {
+        let thread = Thread.current.threadDictionary
+        let depth = thread[depthKey] as? Int ?? 0
+        if depth == 0 {
+            condition.lock()
+            defer { condition.unlock() }
+            if paused || pausing { return false }
+            active += 1
+        }
+        thread[depthKey] = depth + 1
+        return true
+    }
+
+    /// Waits until the store is neither pausing nor paused (entering nothing).
+    func waitUntilOpen() {
+        condition.lock()
+        while paused || pausing { condition.wait() }
         condition.unlock()
     }
 
@@ -204,12 +291,14 @@ private final class Gate: @unchecked Sendable {
     }
 
     /// Holds new transactions and waits for running ones, until `deadline`. False on timeout (nothing held then).
-    private func drain(until deadline: Date) -> Bool {
+    private func drain(until deadline: ContinuousClock.Instant) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         pausing = true
         while active > 0 {
-            if !condition.wait(until: deadline) && active > 0 {
+            let left = deadline - ContinuousClock.now
+            let waited = left > .zero && condition.wait(until: Date().addingTimeInterval(Double(left.milliseconds + 1) / 1000))
+            if !waited && active > 0 && ContinuousClock.now >= deadline {
                 pausing = false
                 condition.broadcast()
                 return false
@@ -230,8 +319,10 @@ private final class Gate: @unchecked Sendable {
         owner?.report(kind, address.canonicalPath, detail)
     }
 
-    /// The listening loop: one connection at a time (granary holds a per-user lock, so a
-    /// second client only ever waits behind the first).
+    // MARK: The conversation
+
+    /// The listening loop: one connection at a time per store; each store has its own thread,
+    /// so a paused store never keeps another store's conversation waiting.
     func serve() {
         defer { Glibc.close(listener) }
         while !isStopped {
@@ -241,61 +332,129 @@ private final class Gate: @unchecked Sendable {
             let fd = accept(listener, nil, nil)
             if fd < 0 { continue }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let channel = ReopenChannel(fd: fd)
+            let long = breaks(.longLines)
+            let channel = ReopenChannel(fd: fd, maxLine: long ? 65536 : ReopenProtocol.maxLine)
+            let oneThread = breaks(.oneThread)
+            if oneThread { owner?.conversationLock.lock() }
             handle(channel)
+            if oneThread { owner?.conversationLock.unlock() }
             channel.close()
         }
     }
 
+    /// Sends an answer (after the delay of ``ReopenRuleBreak/slowAnswers``, or replaced by a
+    /// huge line when ``ReopenRuleBreak/hugeAnswer`` is broken).
+    @discardableResult
+    private func answer(_ channel: ReopenChannel, _ answer: ReopenAnswer) -> Bool {
+        if breaks(.slowAnswers), let delay = owner?.answerDelay { Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000) }
+        if breaks(.hugeAnswer) { return channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20)) }
+        return channel.send(answer.line)
+    }
+
+    /// Sends a refusal that ends the conversation, and closes gracefully.
+    private func refuse(_ channel: ReopenChannel, _ refusal: ReopenRefusal, _ why: String) {
+        if breaks(.slowAnswers), let delay = owner?.answerDelay { Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000) }
+        channel.finish(with: refusal.line)
+        report(.refused, why)
+    }
+
+    private var idleTimeout: Duration { owner?.idleTimeout ?? ReopenProtocol.idleTimeout }
+
     private func handle(_ channel: ReopenChannel) {
         // Only our own uid or root may pause us.
-        guard let peer = PeerCredentials.of(channel.fd), peer.uid == getuid() || peer.uid == 0 else {
-            let uid = PeerCredentials.of(channel.fd).map { String($0.uid) } ?? "unknown"
-            channel.finish(with: "ERROR permission-denied")
-            report(.refused, "peer uid \(uid) is neither \(getuid()) nor root")
+        let peer = PeerCredentials.of(channel.fd)
+        guard let peer, peer.uid == getuid() || peer.uid == 0 || breaks(.anyUID) else {
+            refuse(channel, .permissionDenied, "peer uid \(peer.map { String($0.uid) } ?? "unknown") is neither \(getuid()) nor root")
             return
         }
+        conversations += 1
         let stop: () -> Bool = { [weak self] in self?.isStopped ?? true }
-        guard case .line(let hello) = channel.readLine(until: .now + .seconds(10), stop: stop) else { return }
-        let words = hello.split(separator: " ").map(String.init)
-        guard words.count >= 3, words[0] == "HELLO", words[1] == ReopenProtocol.name else {
-            channel.finish(with: "ERROR bad-hello")
-            report(.refused, "bad greeting")
+        // The first line, within the idle timeout.
+        let first: [UInt8]
+        switch channel.readLine(until: .now + idleTimeout, stop: stop) {
+        case .line(let line): first = line
+        case .timedOut:
+            report(.idle, "no HELLO within \(idleTimeout.milliseconds) ms")
+            return
+        case .closed, .overlong: return
+        }
+        let versions: [Int]
+        if breaks(.lenientHello) {
+            // Whitespace-split, leading zeros and signs taken: what the protocol refuses.
+            let words = String(decoding: first, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\t" })
+            guard words.count >= 3, words[0] == "HELLO", words[1] == Substring(ReopenProtocol.name) else {
+                refuse(channel, .badHello, "bad greeting \(ReopenLine.describe(first))")
+                return
+            }
+            versions = words[2...].compactMap { Int($0) }
+        } else {
+            guard case .success(.hello(let offered)) = ReopenRequest.parse(first) else {
+                refuse(channel, .badHello, "bad greeting \(ReopenLine.describe(first))")
+                return
+            }
+            versions = offered
+        }
+        var version = ReopenProtocol.version
+        if breaks(.anyVersion), let asked = versions.first {
+            version = asked
+        } else if !versions.contains(ReopenProtocol.version) {
+            refuse(channel, .unsupportedVersion(spoken: ReopenProtocol.versions), "client versions \(ReopenLine.describe(versions.map(String.init).joined(separator: ",")))")
             return
         }
-        guard words[2...].contains(String(ReopenProtocol.version)) else {
-            channel.finish(with: "ERROR unsupported-version \(ReopenProtocol.version)")
-            report(.refused, "client versions \(words[2...].joined(separator: ","))")
-            return
+        var greeting = ReopenAnswer.hello(version: version, pid: getpid()).line
+        if breaks(.helloWithoutPID) || (breaks(.dryRunDiffers) && conversations > 1) {
+            greeting = "HELLO \(ReopenProtocol.name) \(version)"
         }
-        channel.send("HELLO \(ReopenProtocol.name) \(ReopenProtocol.version) \(getpid())")
+        if breaks(.slowAnswers), let delay = owner?.answerDelay { Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000) }
+        if breaks(.hugeAnswer) { channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20)) } else { channel.send(greeting) }
+
         while true {
-            guard case .line(let line) = channel.readLine(until: nil, stop: stop) else { return }
-            let parts = line.split(separator: " ").map(String.init)
-            switch parts.first {
-            case "PAUSE":
-                guard parts.count == 2, let ms = Int(parts[1]), ms > 0, ms <= ReopenProtocol.maxLeaseMilliseconds else {
-                    channel.send("ERROR bad-lease")
+            let idle: ContinuousClock.Instant? = breaks(.noIdleTimeout) ? nil : .now + idleTimeout
+            let line: [UInt8]
+            switch channel.readLine(until: idle, stop: stop) {
+            case .line(let received): line = received
+            case .timedOut:
+                report(.idle, "no line for \(idleTimeout.milliseconds) ms")
+                return
+            case .closed, .overlong: return
+            }
+            switch ReopenRequest.parse(line) {
+            case .success(.pause(let ms)):
+                if breaks(.capLease) && ms > 60_000 {
+                    answer(channel, .error(.badLease))
                     continue
                 }
                 if !pause(channel, lease: .milliseconds(ms), stop: stop) { return }
-            case "RESUME":
+            case .failure(.lease):
+                if breaks(.lenientLease), let ms = Int(ReopenLine.words(line)?.last ?? "x"), ms >= 0 {
+                    if !pause(channel, lease: .milliseconds(ms), stop: stop) { return }
+                    continue
+                }
+                answer(channel, .error(.badLease))
+            case .success(.resume):
                 // Not paused: nothing to do; the answer is the same so that a retry is harmless.
-                channel.send("RESUMED")
-            case "BYE":
+                answer(channel, breaks(.refuseResumeWhenOpen) ? .error(.unknownCommand) : .resumed)
+            case .success(.bye):
                 return
-            default:
-                channel.send("ERROR unknown-command")
+            case .success(.error):
+                if breaks(.ignoreClientError) {
+                    answer(channel, .error(.unknownCommand))
+                    continue
+                }
+                return
+            case .success(.hello), .failure(.hello), .failure(.other):
+                if !breaks(.ignoreUnknown) { answer(channel, .error(.unknownCommand)) }
             }
         }
     }
 
-    /// One pause. Returns false when the connection is over.
+    /// One pause. Returns false when the conversation is over.
     private func pause(_ channel: ReopenChannel, lease: Duration, stop: @escaping () -> Bool) -> Bool {
-        // Running transactions get the lease to finish; past that, we refuse rather than stall the app.
-        let drainDeadline = Date().addingTimeInterval(Double(lease.milliseconds) / 1000)
-        guard drain(until: drainDeadline) else {
-            channel.send("ERROR busy")
+        // The lease counts from the moment PAUSE was read: finishing the running transactions
+        // and being paused share it, so no transaction of the app waits longer than the lease.
+        let leaseEnd = ContinuousClock.now + (breaks(.earlyExpiry) ? lease / 2 : lease)
+        guard drain(until: leaseEnd) else {
+            answer(channel, .error(.busy))
             return true
         }
         do {
@@ -303,35 +462,68 @@ private final class Gate: @unchecked Sendable {
         } catch {
             report(.callbackFailed, "close: \(error)")
             reopen(.callbackFailed)
-            channel.send("ERROR close-failed")
+            answer(channel, .error(.closeFailed))
+            return true
+        }
+        // Some SQLite bindings keep the file open after a close; a descriptor kept across the
+        // swap would read and write the replaced file, so it is a failed close.
+        if !breaks(.skipDescriptorCheck), let left = StoreDescriptors.open(store: address.canonicalPath), !left.isEmpty {
+            report(.callbackFailed, "close left descriptor\(left.count == 1 ? "" : "s") \(left.map(String.init).joined(separator: ", ")) of the store open")
+            reopen(.callbackFailed)
+            answer(channel, .error(.closeFailed))
+            return true
+        }
+        if ContinuousClock.now >= leaseEnd {
+            // Closing took the whole lease: the pause came too late to be of use.
+            report(.refused, "closing the store took the whole lease of \(lease.milliseconds) ms")
+            reopen(.callbackFailed)
+            answer(channel, .error(.busy))
             return true
         }
         setPausedLocked()
-        // The lease starts when PAUSED is sent; granary counts from before it sent PAUSE, so its
-        // own estimate of the deadline is always the earlier one.
-        let deadline = ContinuousClock.now + lease
-        guard channel.send("PAUSED") else {
+        guard answer(channel, .paused) else {
             reopen(.peerGone)
             return false
         }
         report(.paused, "lease \(lease.milliseconds) ms")
+        if breaks(.earlyResumed) {
+            Thread.sleep(forTimeInterval: 0.05)
+            reopen(.resumed)
+            channel.send(ReopenAnswer.resumed.line)
+            return true
+        }
         while true {
-            switch channel.readLine(until: deadline, stop: stop) {
-            case .line(let line) where line == "RESUME":
-                reopen(.resumed)
-                channel.send("RESUMED")
-                return true
-            case .line:
-                channel.send("ERROR unexpected-while-paused")
+            switch channel.readLine(until: leaseEnd, stop: stop) {
+            case .line(let line):
+                switch ReopenRequest.parse(line) {
+                case .success(.resume):
+                    reopen(.resumed)
+                    answer(channel, .resumed)
+                    return true
+                case .success(.bye) where !breaks(.stayPausedOnBye), .success(.error) where !breaks(.ignoreClientError):
+                    // The end of the conversation, as when the connection closes.
+                    reopen(.peerGone)
+                    return false
+                default:
+                    answer(channel, .error(.unexpectedWhilePaused))
+                    if breaks(.anyLineEndsPause) {
+                        reopen(.resumed)
+                        return true
+                    }
+                }
             case .timedOut:
                 // granary may be committing right now: wait for its commit lock, so that we open
                 // either the old file before the rename or the new one after it.
-                let lock = CommitLock(store: address.canonicalPath)
+                let lock = breaks(.noCommitLock) ? nil : CommitLock(store: address.canonicalPath)
                 reopen(.leaseExpired)
                 lock?.release()
-                channel.send("EXPIRED")
+                answer(channel, .expired)
                 return false
-            case .closed:
+            case .closed, .overlong:
+                if breaks(.stayPausedWhenGone) {
+                    let left = leaseEnd - ContinuousClock.now
+                    if left > .zero { Thread.sleep(forTimeInterval: Double(left.milliseconds) / 1000) }
+                }
                 reopen(.peerGone)
                 return false
             }
@@ -354,4 +546,56 @@ private final class Gate: @unchecked Sendable {
         }
         setPaused(false)
     }
+}
+
+/// A rule of `man 7 granary-reopen` that an owner can be told to break, for conformance and
+/// hostile-owner tests only (`granary-demo-owner --break`). Each names the check of
+/// `granary-reopen-check` that must then fail, where there is one.
+@_spi(RuleBreaking)
+public enum ReopenRuleBreak: String, CaseIterable, Sendable {
+    /// Answers HELLO without its pid (check `handshake`).
+    case helloWithoutPID = "hello-without-pid"
+    /// Answers HELLO with the client's first version, spoken or not (check `versions`).
+    case anyVersion = "any-version"
+    /// Takes a HELLO with doubled spaces, tabs, leading zeros or signs (check `bad-hello`).
+    case lenientHello = "lenient-hello"
+    /// Answers nothing to an unknown or malformed line (check `unknown-command`).
+    case ignoreUnknown = "ignore-unknown"
+    /// Takes a lease of 0, `+5`, `05` or over an hour (check `bad-lease`).
+    case lenientLease = "lenient-lease"
+    /// Refuses leases over a minute (check `lease-bounds`).
+    case capLease = "cap-lease"
+    /// Answers RESUME with an error when the store is open (check `resume-when-open`).
+    case refuseResumeWhenOpen = "refuse-resume-when-open"
+    /// Reopens on any line while paused (check `while-paused`).
+    case anyLineEndsPause = "any-line-ends-pause"
+    /// Stays paused after BYE (check `bye`).
+    case stayPausedOnBye = "stay-paused-on-bye"
+    /// Stays paused until the lease ends when the connection closes (check `peer-gone`).
+    case stayPausedWhenGone = "stay-paused-when-gone"
+    /// Answers a client's ERROR instead of ending the conversation (check `client-error`).
+    case ignoreClientError = "ignore-client-error"
+    /// Expires at half the lease (check `expire`).
+    case earlyExpiry = "early-expiry"
+    /// Reopens at the lease's end without the commit lock (check `commit-lock`).
+    case noCommitLock = "no-commit-lock"
+    /// Never closes an idle connection (check `idle-timeout`).
+    case noIdleTimeout = "no-idle-timeout"
+    /// Takes lines of up to 64 KiB (check `overlong-line`).
+    case longLines = "long-lines"
+    /// Talks to a peer of any uid (check `credentials`, as root).
+    case anyUID = "any-uid"
+    /// Serves one conversation at a time over all its stores (check `several-stores`).
+    case oneThread = "one-thread"
+    /// Sends RESUMED 50 ms after PAUSED, unasked, and reopens (check `pause-resume`).
+    case earlyResumed = "early-resumed"
+    /// Answers PAUSED without checking that its close left no descriptor of the store open.
+    case skipDescriptorCheck = "skip-descriptor-check"
+    /// Answers the first conversation's HELLO correctly and every later one without its pid,
+    /// so that a dry run sees a good owner and the restore after it a malformed answer.
+    case dryRunDiffers = "dry-run-differs"
+    /// Waits `answerDelay` before every answer.
+    case slowAnswers = "slow-answers"
+    /// Answers everything with 1 MiB of `x` and no line feed.
+    case hugeAnswer = "huge-answer"
 }

@@ -4,16 +4,24 @@ import Foundation
     import Glibc
 #endif
 
-/// The protocol's constants.
+/// The protocol's constants (`man 7 granary-reopen`).
 public enum ReopenProtocol {
     /// The protocol name in `HELLO`.
     public static let name = "granary-reopen"
     /// The protocol version this build speaks.
     public static let version = 1
-    /// The longest line either side accepts, newline included.
+    /// The versions this build speaks, as an owner lists them in `ERROR unsupported-version`.
+    public static let versions = [1]
+    /// The longest line either side accepts, line feed (and carriage return) included.
     public static let maxLine = 1024
     /// The longest lease an owner grants, in milliseconds (one hour).
     public static let maxLeaseMilliseconds = 3_600_000
+    /// The largest version number a line may carry (nine digits).
+    public static let maxVersion = 999_999_999
+    /// An owner closes a connection on which nothing arrived for this long while the store is
+    /// not paused (the first line included), so that a stuck or idle client cannot keep a
+    /// store's one conversation, and every restore, waiting.
+    public static let idleTimeout: Duration = .seconds(10)
 }
 
 /// The credentials of the process at the other end of a Unix socket (`SO_PEERCRED`).
@@ -23,8 +31,9 @@ public struct PeerCredentials: Sendable, Equatable {
     public let gid: UInt32
 
     /// Reads `SO_PEERCRED` of a connected Unix socket. The kernel records them at
-    /// `connect(2)`/`listen(2)` time, so they cannot be forged by the peer.
-    static func of(_ fd: Int32) -> PeerCredentials? {
+    /// `connect(2)`/`listen(2)` time (the effective uid then), so the peer cannot forge them.
+    /// The pid is in this process's pid namespace (0 when the peer's is not visible from it).
+    public static func of(_ fd: Int32) -> PeerCredentials? {
         // `struct ucred { pid_t pid; uid_t uid; gid_t gid; }` — Glibc's module hides it behind
         // _GNU_SOURCE, so read the three 32-bit fields directly.
         var credentials: (Int32, UInt32, UInt32) = (0, 0, 0)
@@ -34,18 +43,41 @@ public struct PeerCredentials: Sendable, Equatable {
     }
 }
 
-/// A connected stream socket read and written one `\n`-terminated ASCII line at a time,
-/// with deadlines (poll(2)), so that neither side can hang the other.
-final class ReopenChannel {
-    let fd: Int32
+/// A connected stream socket read and written one line at a time, with deadlines (poll(2)),
+/// so that neither side can hang the other. It frames lines and nothing more: what a line
+/// means is ``ReopenRequest`` and ``ReopenAnswer``'s business. Public for conformance tools
+/// such as `granary-reopen-check`, which must also send what the protocol forbids.
+public final class ReopenChannel {
+    public let fd: Int32
+    /// The longest line accepted, line feed included.
+    let maxLine: Int
     private var buffer: [UInt8] = []
-    private(set) var isClosed = false
+    public private(set) var isClosed = false
 
-    init(fd: Int32) { self.fd = fd }
+    /// Wraps a connected socket; the channel closes it.
+    public init(fd: Int32, maxLine: Int = ReopenProtocol.maxLine) {
+        self.fd = fd
+        self.maxLine = maxLine
+    }
+
+    /// Connects to the owner at `address`: nil when nobody listens there (`ECONNREFUSED`:
+    /// no owner, or its process died and the kernel freed the name).
+    public static func connect(to address: ReopenAddress) throws(ReopenError) -> ReopenChannel? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        if fd < 0 { throw .socket(operation: "create", store: address.canonicalPath, code: errno) }
+        let rc = address.withSocketAddress { Glibc.connect(fd, $0, $1) }
+        if rc != 0 {
+            let code = errno
+            Glibc.close(fd)
+            if code == ECONNREFUSED || code == ENOENT { return nil }
+            throw .socket(operation: "connect to", store: address.canonicalPath, code: code)
+        }
+        return ReopenChannel(fd: fd)
+    }
 
     deinit { close() }
 
-    func close() {
+    public func close() {
         if !isClosed {
             isClosed = true
             Glibc.close(fd)
@@ -53,29 +85,34 @@ final class ReopenChannel {
     }
 
     /// The outcome of waiting for a line.
-    enum Received: Equatable {
-        case line(String)
-        /// The peer closed the connection (or reset it, or sent garbage).
+    public enum Received: Equatable, Sendable {
+        /// A line's bytes, without its line feed.
+        case line([UInt8])
+        /// More than `maxLine` bytes came without a line feed: the conversation is over.
+        case overlong
+        /// The peer closed the connection (or reset it).
         case closed
         case timedOut
     }
 
     /// Waits until `deadline` (nil: forever, checking `stop` every 100 ms) for one line.
-    func readLine(until deadline: ContinuousClock.Instant?, stop: (() -> Bool)? = nil) -> Received {
+    /// A deadline in the past still returns a line that has already arrived.
+    public func readLine(until deadline: ContinuousClock.Instant?, stop: (() -> Bool)? = nil) -> Received {
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
-                var line = Array(buffer[..<newline])
+                if newline + 1 > maxLine { return .overlong }
+                let line = Array(buffer[..<newline])
                 buffer.removeSubrange(...newline)
-                if line.last == 0x0D { line.removeLast() }
-                return .line(String(decoding: line, as: UTF8.self))
+                return .line(line)
             }
-            if buffer.count >= ReopenProtocol.maxLine { return .closed }
+            if buffer.count >= maxLine { return .overlong }
+            if isClosed { return .closed }
             var wait: Int32 = 100
             if let deadline {
                 let left = deadline - ContinuousClock.now
-                if left <= .zero { return .timedOut }
-                let ms = left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1
+                let ms = max(0, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
                 wait = Int32(clamping: min(ms, 100))
+                if left <= .zero { wait = 0 }
             }
             if stop?() == true { return .closed }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -84,9 +121,12 @@ final class ReopenChannel {
                 if errno == EINTR { continue }
                 return .closed
             }
-            if ready == 0 { continue }
-            var chunk = [UInt8](repeating: 0, count: 512)
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 512, 0) }
+            if ready == 0 {
+                if let deadline, ContinuousClock.now >= deadline { return .timedOut }
+                continue
+            }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 4096, 0) }
             if n < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 return .closed
@@ -96,10 +136,17 @@ final class ReopenChannel {
         }
     }
 
+    /// Whether a line (or the end of the connection) is waiting to be read, without waiting.
+    public var hasInput: Bool {
+        if !buffer.isEmpty || isClosed { return true }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&pfd, 1, 0) > 0
+    }
+
     /// Sends a last line and closes gracefully: closing a Unix socket with unread input makes
     /// the peer's read fail with ECONNRESET before it sees our line, so our side stops writing,
     /// then reads and discards what the peer still sends (for at most half a second).
-    func finish(with line: String) {
+    public func finish(with line: String) {
         send(line)
         shutdown(fd, Int32(SHUT_WR))
         let deadline = ContinuousClock.now + .milliseconds(500)
@@ -107,10 +154,16 @@ final class ReopenChannel {
         close()
     }
 
-    /// Sends one line (a `\n` is added). Returns false when the peer is gone.
+    /// Sends one line (a line feed is added). Returns false when the peer is gone.
     @discardableResult
-    func send(_ line: String) -> Bool {
-        let bytes = Array((line + "\n").utf8)
+    public func send(_ line: String) -> Bool {
+        sendBytes(Array((line + "\n").utf8))
+    }
+
+    /// Sends bytes as they are (a conformance checker sends what the protocol forbids).
+    @discardableResult
+    public func sendBytes(_ bytes: [UInt8]) -> Bool {
+        if isClosed { return false }
         var offset = 0
         while offset < bytes.count {
             // MSG_NOSIGNAL: a peer that went away must not kill us with SIGPIPE.

@@ -9,34 +9,92 @@ import Foundation
 ///
 /// ```swift
 /// if let owner = try ReopenClient.connect(store: path, storeOwnerUID: uid, timeout: .seconds(10)) {
-///     try owner.pause(lease: .seconds(60), timeout: .seconds(10))
-///     // … swap files, checking owner.leaseRemaining before the commit …
-///     try owner.resume(timeout: .seconds(10))
+///     try owner.pause(lease: .seconds(30), timeout: .seconds(10))
+///     // … swap files; under the commit lock: owner.leaseRemaining, try owner.confirmPaused(), rename …
+///     let pause = try owner.endPause(timeout: .seconds(10))   // .resumed, .late, .expired or .unanswered
+///     owner.close()
 /// }
 /// ```
+///
+/// Everything the owner sends is parsed strictly (``ReopenAnswer``); a line that is not the
+/// answer the protocol allows is a ``ReopenError/protocolViolation(store:detail:)`` whose
+/// detail quotes it escaped (``ReopenLine/describe(_:)``), so no peer text reaches a terminal raw.
 public final class ReopenClient {
-    private let channel: ReopenChannel
-    /// The store this client talks about.
+    private var channel: ReopenChannel
+    /// The store this client talks about (for messages).
     public let store: String
-    /// The owner's process id, from SO_PEERCRED.
-    public let ownerPID: Int32
+    /// Where its owner listens.
+    private let address: ReopenAddress
+    private let storeOwnerUID: UInt32
+    /// The owner's process id, from SO_PEERCRED (in granary's pid namespace).
+    public private(set) var ownerPID: Int32
     /// The owner's uid, from SO_PEERCRED.
-    public let ownerUID: UInt32
+    public private(set) var ownerUID: UInt32
+    /// The pid the owner named in its HELLO answer: informational only (it differs from
+    /// ``ownerPID`` when the owner runs in another pid namespace); never trusted.
+    public private(set) var announcedPID: Int32
     /// The instant granary must treat as the end of the lease: measured from before PAUSE was
     /// sent, so it is never later than the owner's own deadline.
     public private(set) var leaseDeadline: ContinuousClock.Instant?
+    /// When the last line was sent: an owner drops a connection idle for ``ReopenProtocol/idleTimeout``.
+    private var lastSent: ContinuousClock.Instant
+    private var pauseSent: ContinuousClock.Instant?
+    private var pausedReceived: ContinuousClock.Instant?
+    /// The last pause, once ended by ``endPause(timeout:)`` (or ``resume(timeout:)``).
+    public private(set) var lastPause: PauseReport?
 
-    private init(channel: ReopenChannel, store: String, peer: PeerCredentials) {
+    /// How a pause ended and how long it took, for granary's report.
+    public struct PauseReport: Sendable, Equatable {
+        public enum Ending: String, Sendable, Equatable {
+            /// RESUMED within the owner timeout.
+            case resumed
+            /// RESUMED after the owner timeout (before granary gave up): the owner reopened, late.
+            case late
+            /// EXPIRED: the lease had run out before RESUME reached the owner, which reopened by
+            /// itself (taking the commit lock first).
+            case expired
+            /// No answer before granary gave up: it closed the connection, which also makes the
+            /// owner reopen (as soon as it can).
+            case unanswered
+        }
+        public let ending: Ending
+        /// PAUSE sent.
+        public let pauseSent: ContinuousClock.Instant
+        /// PAUSED received.
+        public let pausedReceived: ContinuousClock.Instant
+        /// RESUME sent.
+        public let resumeSent: ContinuousClock.Instant
+        /// RESUMED or EXPIRED received; when granary gave up for `unanswered`.
+        public let ended: ContinuousClock.Instant
+
+        /// The pause: PAUSE sent → RESUMED (or EXPIRED) received. The owner's transactions were
+        /// held for no longer than this (they start waiting when PAUSE arrives).
+        public var pause: Duration { ended - pauseSent }
+        /// PAUSE sent → PAUSED received: how long the owner took to close the store.
+        public var acknowledgement: Duration { pausedReceived - pauseSent }
+        /// RESUME sent → RESUMED (or EXPIRED) received: how long the owner took to reopen.
+        public var reopening: Duration { ended - resumeSent }
+    }
+
+    private init(channel: ReopenChannel, address: ReopenAddress, store: String, storeOwnerUID: UInt32, peer: PeerCredentials, announcedPID: Int32) {
         self.channel = channel
+        self.address = address
         self.store = store
+        self.storeOwnerUID = storeOwnerUID
         self.ownerPID = peer.pid
         self.ownerUID = peer.uid
+        self.announcedPID = announcedPID
+        self.lastSent = .now
     }
 
     deinit { channel.close() }
 
     /// Connects to the owner of `store`, or returns nil when no process listens (no owner, or
     /// the owner died: the kernel freed its name). The owner must run as `storeOwnerUID` or root.
+    ///
+    /// The wait for the HELLO answer is `timeout` plus ``ReopenProtocol/idleTimeout``: an owner
+    /// serves one conversation per store at a time, and ours may wait in its queue behind one
+    /// that it drops only after that long without a line.
     public static func connect(store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError) -> ReopenClient? {
         try connect(address: try ReopenAddress(store: store), store: store, storeOwnerUID: storeOwnerUID, timeout: timeout)
     }
@@ -47,40 +105,60 @@ public final class ReopenClient {
     public static func connect(
         address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration
     ) throws(ReopenError) -> ReopenClient? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        if fd < 0 { throw .socket(operation: "create", store: store, code: errno) }
-        let rc = address.withSocketAddress { Glibc.connect(fd, $0, $1) }
-        if rc != 0 {
-            let code = errno
-            Glibc.close(fd)
-            if code == ECONNREFUSED || code == ENOENT { return nil }
-            throw .socket(operation: "connect to", store: store, code: code)
+        guard let (channel, peer, pid) = try handshake(address: address, store: store, storeOwnerUID: storeOwnerUID, timeout: timeout) else {
+            return nil
         }
-        let channel = ReopenChannel(fd: fd)
-        guard let peer = PeerCredentials.of(fd) else {
+        return ReopenClient(channel: channel, address: address, store: store, storeOwnerUID: storeOwnerUID, peer: peer, announcedPID: pid)
+    }
+
+    private static func handshake(address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError)
+        -> (ReopenChannel, PeerCredentials, Int32)?
+    {
+        guard let channel = try ReopenChannel.connect(to: address) else { return nil }
+        guard let peer = PeerCredentials.of(channel.fd) else {
             throw .socket(operation: "read the credentials of", store: store, code: errno)
         }
         // A process of another user must not be able to pose as the owner and stall or mislead us.
         guard peer.uid == storeOwnerUID || peer.uid == 0 else {
             throw .untrustedPeer(store: store, pid: peer.pid, uid: peer.uid, expected: storeOwnerUID)
         }
-        let client = ReopenClient(channel: channel, store: store, peer: peer)
-        channel.send("HELLO \(ReopenProtocol.name) \(ReopenProtocol.version)")
-        let reply = try client.expect("HELLO", waitingFor: "HELLO", timeout: timeout)
-        let words = reply.split(separator: " ")
-        guard words.count >= 3, words[1] == Substring(ReopenProtocol.name), words[2] == Substring(String(ReopenProtocol.version)) else {
-            throw .protocolViolation(store: store, detail: "unexpected greeting \"\(reply)\"")
+        channel.send(ReopenRequest.hello(versions: [ReopenProtocol.version]).line)
+        let answer = try read(channel, store: store, waitingFor: "HELLO", until: .now + timeout + ReopenProtocol.idleTimeout, timeout: timeout + ReopenProtocol.idleTimeout)
+        switch answer {
+        case .hello(let version, let pid) where version == ReopenProtocol.version:
+            return (channel, peer, pid)
+        case .error(let refusal):
+            channel.close()
+            throw .refused(store: store, reason: refusal.word)
+        default:
+            channel.close()
+            throw .protocolViolation(store: store, detail: "it answered HELLO with \(ReopenLine.describe(answer.line))")
         }
-        return client
     }
 
     /// Asks the owner to pause under a lease of `lease`; returns when it has acknowledged
     /// (all its connections to the store are closed). Throws `.timedOut` after `timeout`.
+    ///
+    /// A connection that has been quiet for half the idle timeout is replaced by a new one
+    /// first (HELLO again, with the same checks), since the owner may be dropping it.
     public func pause(lease: Duration, timeout: Duration) throws(ReopenError) {
+        if ContinuousClock.now - lastSent >= ReopenProtocol.idleTimeout / 2 {
+            try reconnect(timeout: timeout)
+        }
+        try expectSilence(before: "PAUSE")
         let start = ContinuousClock.now
-        channel.send("PAUSE \(max(1, lease.milliseconds))")
-        _ = try expect("PAUSED", waitingFor: "PAUSE", timeout: timeout)
-        leaseDeadline = start + lease
+        send(.pause(leaseMilliseconds: Int(min(max(1, lease.milliseconds), Int64(ReopenProtocol.maxLeaseMilliseconds)))))
+        pauseSent = start
+        switch try Self.read(channel, store: store, waitingFor: "PAUSE", until: .now + timeout, timeout: timeout) {
+        case .paused:
+            pausedReceived = .now
+            leaseDeadline = start + lease
+        case .error(let refusal):
+            throw .refused(store: store, reason: refusal.word)
+        case let other:
+            channel.close()
+            throw .protocolViolation(store: store, detail: "it answered PAUSE with \(ReopenLine.describe(other.line))")
+        }
     }
 
     /// Time left before the owner may reopen on its own (zero when not paused or past it).
@@ -89,32 +167,166 @@ public final class ReopenClient {
         return max(.zero, leaseDeadline - ContinuousClock.now)
     }
 
-    /// Tells the owner to reopen the store; returns when it has.
+    /// Throws unless the owner is still paused as far as the connection tells, without waiting:
+    /// it sent nothing since PAUSED (no RESUMED before RESUME, no EXPIRED) and did not close the
+    /// connection. Call it under the commit lock, right before the `rename(2)` that commits.
+    public func confirmPaused() throws(ReopenError) {
+        guard pausedReceived != nil else {
+            throw .protocolViolation(store: store, detail: "it was never paused on this connection")
+        }
+        try expectSilence(before: "the commit")
+    }
+
+    /// Tells the owner to reopen the store and waits for RESUMED: for `timeout` on time, then
+    /// until the lease would have ended (at least `timeout` more) as late. The store is open
+    /// again (or reopening) whatever this returns. Throws when the owner refuses or breaks the
+    /// protocol: it sent RESUMED before RESUME, EXPIRED before the lease ran out, closed the
+    /// connection, or answered something else.
+    public func endPause(timeout: Duration) throws(ReopenError) -> PauseReport {
+        try finishPause(timeout: timeout, latePatience: true)
+    }
+
+    /// Tells the owner to reopen the store; returns when it has (RESUMED, or EXPIRED when the
+    /// lease ran out first). Throws `.timedOut` when it does not answer within `timeout`.
+    /// On a connection that was not paused, the owner answers RESUMED at once.
     public func resume(timeout: Duration) throws(ReopenError) {
-        channel.send("RESUME")
+        if pausedReceived != nil {
+            if try finishPause(timeout: timeout, latePatience: false).ending == .unanswered {
+                throw .timedOut(store: store, waitingFor: "RESUME", after: timeout)
+            }
+            return
+        }
         leaseDeadline = nil
-        _ = try expect("RESUMED", waitingFor: "RESUME", timeout: timeout)
+        try expectSilence(before: "RESUME")
+        send(.resume)
+        switch try Self.read(channel, store: store, waitingFor: "RESUME", until: .now + timeout, timeout: timeout) {
+        case .resumed: return
+        case .error(let refusal): throw .refused(store: store, reason: refusal.word)
+        case let other:
+            channel.close()
+            throw .protocolViolation(store: store, detail: "it answered RESUME with \(ReopenLine.describe(other.line))")
+        }
+    }
+
+    private func finishPause(timeout: Duration, latePatience: Bool) throws(ReopenError) -> PauseReport {
+        guard let pauseSent, let pausedReceived else {
+            throw .protocolViolation(store: store, detail: "it was never paused on this connection")
+        }
+        let deadline = leaseDeadline
+        self.pauseSent = nil
+        self.pausedReceived = nil
+        leaseDeadline = nil
+        func report(_ ending: PauseReport.Ending, _ resumeSent: ContinuousClock.Instant) -> PauseReport {
+            let report = PauseReport(ending: ending, pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: resumeSent, ended: .now)
+            lastPause = report
+            return report
+        }
+        // Anything the owner sent while paused is read before RESUME goes out, so that an
+        // unasked RESUMED cannot pass for the answer.
+        if channel.hasInput {
+            switch channel.readLine(until: .now) {
+            case .line(let line) where ReopenAnswer.parse(line) == .expired:
+                channel.close()
+                if let deadline, ContinuousClock.now < deadline {
+                    throw .protocolViolation(
+                        store: store, detail: "it sent EXPIRED \((deadline - .now).milliseconds) ms before the lease it was given ran out")
+                }
+                return report(.expired, .now)
+            case .line(let line):
+                channel.close()
+                throw .protocolViolation(store: store, detail: "it sent \(ReopenLine.describe(line)) while paused, before RESUME")
+            case .overlong:
+                channel.close()
+                throw .protocolViolation(store: store, detail: "it sent a line over \(ReopenProtocol.maxLine) bytes while paused")
+            case .closed, .timedOut:
+                channel.close()
+                throw .protocolViolation(store: store, detail: "it closed the connection while paused, before RESUME")
+            }
+        }
+        let resumeSent = ContinuousClock.now
+        send(.resume)
+        let onTime = resumeSent + timeout
+        let giveUp = latePatience ? max(resumeSent + timeout * 2, deadline ?? onTime) : onTime
+        do throws(ReopenError) {
+            switch try Self.read(channel, store: store, waitingFor: "RESUME", until: giveUp, timeout: giveUp - resumeSent) {
+            case .resumed:
+                return report(ContinuousClock.now <= onTime ? .resumed : .late, resumeSent)
+            case .expired:
+                // The lease ran out as RESUME travelled: the owner reopened by itself.
+                channel.close()
+                return report(.expired, resumeSent)
+            case .error(let refusal):
+                throw ReopenError.refused(store: store, reason: refusal.word)
+            case let other:
+                channel.close()
+                throw ReopenError.protocolViolation(store: store, detail: "it answered RESUME with \(ReopenLine.describe(other.line))")
+            }
+        } catch {
+            guard case .timedOut = error else { throw error }
+            channel.close()
+            return report(.unanswered, resumeSent)
+        }
     }
 
     /// Ends the conversation. A paused owner resumes on its own when the connection closes.
     public func close() {
-        channel.send("BYE")
+        if !channel.isClosed { send(.bye) }
         channel.close()
     }
 
-    private func expect(_ word: String, waitingFor: String, timeout: Duration) throws(ReopenError) -> String {
-        switch channel.readLine(until: .now + timeout) {
+    // MARK: Lines
+
+    private func send(_ request: ReopenRequest) {
+        channel.send(request.line)
+        lastSent = .now
+    }
+
+    /// A new connection, HELLO again, with the same checks; the owner may have changed.
+    private func reconnect(timeout: Duration) throws(ReopenError) {
+        close()
+        guard let (channel, peer, pid) = try Self.handshake(address: address, store: store, storeOwnerUID: storeOwnerUID, timeout: timeout) else {
+            throw .protocolViolation(store: store, detail: "it stopped serving the store (nobody listens on its socket any more)")
+        }
+        self.channel = channel
+        ownerPID = peer.pid
+        ownerUID = peer.uid
+        announcedPID = pid
+        lastSent = .now
+    }
+
+    /// Throws when the owner sent something unasked, or closed the connection.
+    private func expectSilence(before what: String) throws(ReopenError) {
+        guard channel.hasInput else { return }
+        let detail: String
+        switch channel.readLine(until: .now) {
+        case .line(let line): detail = "it sent \(ReopenLine.describe(line)) unasked, before \(what)"
+        case .overlong: detail = "it sent a line over \(ReopenProtocol.maxLine) bytes unasked, before \(what)"
+        case .closed, .timedOut: detail = "it closed the connection before \(what)"
+        }
+        channel.close()
+        throw .protocolViolation(store: store, detail: detail)
+    }
+
+    /// Reads one answer, strictly.
+    private static func read(
+        _ channel: ReopenChannel, store: String, waitingFor: String, until deadline: ContinuousClock.Instant, timeout: Duration
+    ) throws(ReopenError) -> ReopenAnswer {
+        switch channel.readLine(until: deadline) {
         case .line(let line):
-            if line == word || line.hasPrefix(word + " ") { return line }
-            if line.hasPrefix("ERROR") {
-                throw .refused(store: store, reason: String(line.dropFirst(5)).trimmingCharacters(in: .whitespaces))
+            guard let answer = ReopenAnswer.parse(line) else {
+                channel.close()
+                throw .protocolViolation(store: store, detail: "it answered \(waitingFor) with \(ReopenLine.describe(line)), which is no answer of the protocol")
             }
-            throw .protocolViolation(store: store, detail: "expected \(word), got \"\(line)\"")
+            return answer
+        case .overlong:
+            channel.close()
+            throw .protocolViolation(store: store, detail: "it answered \(waitingFor) with a line over \(ReopenProtocol.maxLine) bytes")
         case .timedOut:
             channel.close()
             throw .timedOut(store: store, waitingFor: waitingFor, after: timeout)
         case .closed:
-            throw .protocolViolation(store: store, detail: "the connection closed while waiting for \(word)")
+            channel.close()
+            throw .protocolViolation(store: store, detail: "it closed the connection instead of answering \(waitingFor)")
         }
     }
 }
