@@ -3,6 +3,7 @@
 #   make test     set up, build and run every test
 #   make bench    compare granary with the pipeline a user would otherwise write
 #   make install  PREFIX=/usr/local (DESTDIR supported); make uninstall
+#                 (granary, granary-reopen-check, the man pages and completions)
 #   make generate regenerate completions/ and man/ from the command declarations
 
 SWIFT     ?= swift
@@ -84,12 +85,14 @@ check-generated: generate
 install: release
 	$(MAKE) install-files BINARY="$$($(SWIFT) build -c release --show-bin-path)/granary"
 
-# Copies an already built BINARY, the man pages and completions under $(DESTDIR)$(PREFIX).
+# Copies an already built BINARY (and granary-reopen-check beside it), the man pages and
+# completions under $(DESTDIR)$(PREFIX).
 install-files:
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/man/man5" \
 		"$(DESTDIR)$(PREFIX)/share/man/man7" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d"
 	install -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/granary"
+	install -m 0755 "$(dir $(BINARY))granary-reopen-check" "$(DESTDIR)$(PREFIX)/bin/granary-reopen-check"
 	for page in $(MANPAGES); do \
 		install -m 0644 "$$page" "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/"; done
 	install -m 0644 completions/granary.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary"
@@ -97,7 +100,7 @@ install-files:
 	install -m 0644 completions/granary.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
 
 uninstall:
-	rm -f "$(DESTDIR)$(PREFIX)/bin/granary"
+	rm -f "$(DESTDIR)$(PREFIX)/bin/granary" "$(DESTDIR)$(PREFIX)/bin/granary-reopen-check"
 	for page in $(notdir $(MANPAGES)); do \
 		rm -f "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/$$page"; done
 	rm -f "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary" \

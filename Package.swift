@@ -21,6 +21,8 @@ let package = Package(
         // What an owning process links to speak the reopen protocol: no libarchive, no SQLite.
         .library(name: "GranaryOwner", targets: ["GranaryOwner"]),
         .executable(name: "granary-demo-owner", targets: ["granary-demo-owner"]),
+        // The reopen protocol's conformance checker, for anyone writing an owner.
+        .executable(name: "granary-reopen-check", targets: ["granary-reopen-check"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -82,7 +84,12 @@ let package = Package(
         // An app server in miniature that owns a user's stores through GranaryOwner (tests, make demo).
         .executableTarget(
             name: "granary-demo-owner",
-            dependencies: ["GranaryKit", "GranaryOwner"]
+            dependencies: ["GranaryKit", "GranaryOwner", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        // Checks that an owner follows man 7 granary-reopen; needs only GranaryOwner.
+        .executableTarget(
+            name: "granary-reopen-check",
+            dependencies: ["GranaryOwner", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner"]),

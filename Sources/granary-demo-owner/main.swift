@@ -1,6 +1,7 @@
+import ArgumentParser
 import Foundation
 import GranaryKit
-import GranaryOwner
+@_spi(RuleBreaking) import GranaryOwner
 
 #if canImport(Glibc)
     import Glibc
@@ -9,16 +10,115 @@ import GranaryOwner
 // granary-demo-owner: an app server in miniature. It owns the stores given on the command line
 // through GranaryOwner: one writer commits rows with sequential ids into the first store
 // (table demo_writes), one reader reads every store, and `granary restore` can pause it.
-//
-// usage: granary-demo-owner [--log FILE] [--interval-ms N] [--start-id N] STORE...
-//
-// It logs, one line each, flushed at once (to --log FILE, else standard output):
-//   READY pid=<pid>                     every store is registered and open
-//   ACK <id>                            the row <id> is committed (acknowledged to its "client")
-//   PAUSED <store>                      the store's connections are closed for granary
-//   REOPENED <store> rows=<n> max=<id>  reopened after RESUME (or lease end / granary gone)
-//   EVENT <what>                        GranaryOwner's event for the store
-//   READ <store> rows=<n> max=<id>      what a reader saw
+// With --break it breaks a rule of the reopen protocol on purpose, for tests.
+
+struct DemoOwnerCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "granary-demo-owner",
+        abstract: "An app server in miniature that owns SQLite stores through GranaryOwner and keeps writing to them.",
+        discussion: """
+            One writer commits a row with a sequential id into the first store (table demo_writes) every \
+            interval; one reader reads every store every 100 ms; `granary restore` pauses and resumes it \
+            through the reopen protocol (man 7 granary-reopen). It runs until killed.
+
+            It logs one line per event, flushed at once (to --log FILE, else standard output):
+              READY pid=<pid>            every store is open and served
+              ACK <id>                   row <id> is committed (acknowledged)
+              WRITE-FAILED <id> <why>    a write failed
+              PAUSED <store>             the store is closed for granary
+              REOPENED <store> rows=<n> max=<id>
+                                         reopened (RESUME, lease end, granary gone)
+              EVENT <what>               GranaryOwner's event for a store
+              READ <store> rows=<n> max=<id>
+                                         what the reader saw
+              HOSTILE <what>             what a --break behaviour did
+
+            --break makes it break a rule on purpose, for tests of granary-reopen-check (each rule \
+            names the check that must then fail) and of granary restore against hostile owners. \
+            Never use it for anything else.
+            """)
+
+    @Option(help: ArgumentHelp("Append the log to this file instead of standard output.", valueName: "file"))
+    var log: String?
+
+    @Option(name: .customLong("interval-ms"), help: ArgumentHelp("Milliseconds between two writes.", valueName: "ms"))
+    var intervalMs = 5
+
+    @Option(name: .customLong("start-id"), help: ArgumentHelp("The id of the first row written.", valueName: "id"))
+    var startID: Int64 = 1
+
+    @Option(
+        name: .customLong("break"),
+        help: ArgumentHelp("Break this rule of the reopen protocol on purpose (repeatable; for tests only).", valueName: "rule"))
+    var breaks: [Breakage] = []
+
+    @Option(name: .customLong("delay-ms"), help: ArgumentHelp("The delay of --break slow-answers.", valueName: "ms"))
+    var delayMs = 3000
+
+    @Argument(help: ArgumentHelp("The stores to own (each must exist).", valueName: "store"))
+    var stores: [String] = []
+
+    func validate() throws {
+        if stores.isEmpty { throw ValidationError("give at least one store to own") }
+        if intervalMs < 0 || intervalMs > 3_600_000 { throw ValidationError("--interval-ms must be from 0 to 3600000") }
+        if startID < 1 { throw ValidationError("--start-id must be at least 1") }
+        if delayMs < 0 || delayMs > 3_600_000 { throw ValidationError("--delay-ms must be from 0 to 3600000") }
+    }
+
+    func run() throws {
+        Interruption.unblockSignals()
+        DemoOwner(self).run()
+    }
+}
+
+/// A rule broken on purpose: one of GranaryOwner's, or something the app itself does.
+struct Breakage: ExpressibleByArgument, Hashable, Sendable {
+    let name: String
+
+    /// Every value, with what it does and what catches it.
+    static let table: [(name: String, help: String)] = [
+        ("hello-without-pid", "answer HELLO without the pid (check handshake)"),
+        ("any-version", "answer HELLO with the client's first version, spoken or not (check versions)"),
+        ("lenient-hello", "take a HELLO with doubled spaces, tabs, leading zeros or signs (check bad-hello)"),
+        ("ignore-unknown", "answer nothing to an unknown or malformed line (check unknown-command)"),
+        ("lenient-lease", "take a lease of 0, +5, 05 or over an hour (check bad-lease)"),
+        ("cap-lease", "refuse leases over a minute (check lease-bounds)"),
+        ("refuse-resume-when-open", "answer RESUME with an error when not paused (check resume-when-open)"),
+        ("any-line-ends-pause", "reopen on any line while paused (check while-paused)"),
+        ("stay-paused-on-bye", "stay paused after BYE (check bye)"),
+        ("stay-paused-when-gone", "stay paused until the lease ends when the connection closes (check peer-gone)"),
+        ("ignore-client-error", "answer a client's ERROR instead of ending the conversation (check client-error)"),
+        ("early-expiry", "expire at half the lease (check expire)"),
+        ("no-commit-lock", "reopen at the lease's end without taking the commit lock (check commit-lock)"),
+        ("no-idle-timeout", "never close an idle connection (check idle-timeout)"),
+        ("long-lines", "take lines of up to 64 KiB (check overlong-line)"),
+        ("any-uid", "talk to a peer of any uid (check credentials, run as root)"),
+        ("one-thread", "serve one conversation at a time over all stores (check several-stores)"),
+        ("early-resumed", "send RESUMED 50 ms after PAUSED, unasked, and reopen (check pause-resume)"),
+        ("skip-descriptor-check", "answer PAUSED without checking that no descriptor of the store is left open"),
+        ("keep-descriptor", "answer PAUSED while keeping a descriptor of the store open (check pause-resume)"),
+        ("write-while-paused", "between PAUSED and RESUME, open the store again and commit a row through a new connection every interval"),
+        ("reinject-wal", "save the -wal before closing and write it back when granary unlinks the stale -shm, before RESUME"),
+        ("dry-run-differs", "answer each store's first HELLO correctly and every later one without the pid (a dry run passes, the restore after it must not)"),
+        ("slow-answers", "wait --delay-ms before every answer"),
+        ("huge-answer", "answer everything with 1 MiB of x and no line feed"),
+    ]
+
+    init?(argument: String) {
+        guard Self.table.contains(where: { $0.name == argument }) else { return nil }
+        name = argument
+    }
+
+    static var allValueStrings: [String] { table.map(\.name) }
+    static var allValueDescriptions: [String: String] { Dictionary(uniqueKeysWithValues: table.map { ($0.name, $0.help) }) }
+    var defaultValueDescription: String { name }
+
+    /// GranaryOwner's part of it.
+    var rules: Set<ReopenRuleBreak> {
+        if name == "keep-descriptor" { return [.skipDescriptorCheck] }
+        return ReopenRuleBreak(rawValue: name).map { [$0] } ?? []
+    }
+}
 
 /// Appends lines to the log with one write(2) each, so that a kill never leaves half a line.
 final class Log: @unchecked Sendable {
@@ -26,7 +126,10 @@ final class Log: @unchecked Sendable {
     init(path: String?) {
         if let path {
             fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-            precondition(fd >= 0, "cannot open \(path)")
+            if fd < 0 {
+                FileHandle.standardError.write(Data("granary-demo-owner: cannot open \(path): \(String(cString: strerror(errno)))\n".utf8))
+                exit(73)
+            }
         } else {
             fd = STDOUT_FILENO
         }
@@ -80,74 +183,192 @@ final class Connections: @unchecked Sendable {
     }
 }
 
-Interruption.unblockSignals()
-var logPath: String?
-var interval = 5
-var nextID: Int64 = 1
-var stores: [String] = []
-var arguments = CommandLine.arguments.dropFirst()
-while let argument = arguments.popFirst() {
-    switch argument {
-    case "--log": logPath = arguments.popFirst()
-    case "--interval-ms": interval = Int(arguments.popFirst() ?? "") ?? 5
-    case "--start-id": nextID = Int64(arguments.popFirst() ?? "") ?? 1
-    default: stores.append(argument)
-    }
-}
-guard !stores.isEmpty else {
-    FileHandle.standardError.write(Data("usage: granary-demo-owner [--log FILE] [--interval-ms N] [--start-id N] STORE...\n".utf8))
-    exit(64)
-}
-let log = Log(path: logPath)
-let owner = GranaryOwner(onEvent: { event in log.line("EVENT \(event)") })
-let connections = stores.map { Connections(path: $0) }
-for store in connections {
-    do {
-        try owner.register(
-            store: store.path,
-            close: {
-                store.close()
-                log.line("PAUSED \(store.path)")
-            },
-            reopen: {
-                let summary = try store.withWriter { store.summary($0) }
-                log.line("REOPENED \(store.path) \(summary)")
-            })
-        _ = try store.withWriter { _ in }
-    } catch {
-        FileHandle.standardError.write(Data("granary-demo-owner: \(error)\n".utf8))
-        exit(1)
-    }
-}
-log.line("READY pid=\(getpid())")
+/// What the app does wrong while a store is paused (--break keep-descriptor, write-while-paused,
+/// reinject-wal), started by `close` and ended by `reopen`.
+final class Misdeeds: @unchecked Sendable {
+    let store: Connections
+    let breaks: Set<String>
+    let log: Log
+    let interval: Int
+    private let lock = NSLock()
+    private var keptDescriptor: Int32 = -1
+    private var pausedSince: Int = 0
+    private var running = false
+    private var nextPausedWrite: Int64 = 900_000_000
+    private var savedWAL: [UInt8]?
+    private var savedSHM: [UInt8]?
 
-// Readers: each store, every 100 ms, through the owner so that a pause holds them too.
-let readerThread = Thread {
-    while true {
+    init(store: Connections, breaks: Set<String>, log: Log, interval: Int) {
+        self.store = store
+        self.breaks = breaks
+        self.log = log
+        self.interval = interval
+    }
+
+    /// Before the app's connections close.
+    func beforeClose() {
+        if breaks.contains("reinject-wal") {
+            savedWAL = read(store.path + "-wal")
+            savedSHM = read(store.path + "-shm")
+        }
+    }
+
+    /// After they closed (PAUSED is sent next).
+    func afterClose() {
+        lock.lock()
+        running = true
+        lock.unlock()
+        if breaks.contains("keep-descriptor") {
+            keptDescriptor = open(store.path, O_RDONLY | O_CLOEXEC)
+            log.line("HOSTILE kept descriptor \(keptDescriptor) of \(store.path) open")
+        }
+        if breaks.contains("reinject-wal"), let wal = savedWAL, !wal.isEmpty {
+            // A stale -shm for granary to unlink; the moment it does, the old -wal comes back.
+            write(savedSHM ?? [UInt8](repeating: 0, count: 32768), to: store.path + "-shm")
+            Thread {
+                while self.isRunning {
+                    if access(self.store.path + "-shm", F_OK) != 0 {
+                        self.write(wal, to: self.store.path + "-wal")
+                        self.log.line("HOSTILE reinjected \(wal.count) bytes of -wal into \(self.store.path)")
+                        return
+                    }
+                    usleep(200)
+                }
+            }.start()
+        }
+        if breaks.contains("write-while-paused") {
+            Thread {
+                usleep(20_000)
+                while self.isRunning {
+                    self.lock.lock()
+                    let id = self.nextPausedWrite
+                    self.nextPausedWrite += 1
+                    self.lock.unlock()
+                    do {
+                        let db = try Database(path: self.store.path, mode: .readWrite, busyTimeout: .seconds(1))
+                        try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+                        self.log.line("HOSTILE wrote row \(id) into \(self.store.path) while paused")
+                    } catch {
+                        self.log.line("HOSTILE write of row \(id) while paused failed: \(error)")
+                    }
+                    usleep(useconds_t(max(self.interval, 1) * 1000))
+                }
+            }.start()
+        }
+    }
+
+    /// Before the app reopens.
+    func beforeReopen() {
+        lock.lock()
+        running = false
+        lock.unlock()
+        if keptDescriptor >= 0 {
+            close(keptDescriptor)
+            keptDescriptor = -1
+        }
+    }
+
+    private var isRunning: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return running
+    }
+
+    private func read(_ path: String) -> [UInt8]? {
+        FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+    }
+
+    private func write(_ bytes: [UInt8], to path: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return }
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    }
+}
+
+/// The running app.
+struct DemoOwner {
+    let options: DemoOwnerCommand
+    init(_ options: DemoOwnerCommand) { self.options = options }
+
+    func run() -> Never {
+        let log = Log(path: options.log)
+        let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }
+        let names = Set(options.breaks.map(\.name))
+        let event: @Sendable (GranaryOwner.Event) -> Void = { event in log.line("EVENT \(event)") }
+        let owner = rules.isEmpty
+            ? GranaryOwner(onEvent: event)
+            : GranaryOwner(onEvent: event, breaking: rules, answerDelay: .milliseconds(options.delayMs))
+        let connections = options.stores.map { Connections(path: $0) }
         for store in connections {
-            if let summary = try? owner.withStore(store.path, { try store.withReader { store.summary($0) } }) {
-                log.line("READ \(store.path) \(summary)")
+            let misdeeds = Misdeeds(store: store, breaks: names, log: log, interval: options.intervalMs)
+            do {
+                try owner.register(
+                    store: store.path,
+                    close: {
+                        misdeeds.beforeClose()
+                        store.close()
+                        log.line("PAUSED \(store.path)")
+                        misdeeds.afterClose()
+                    },
+                    reopen: {
+                        misdeeds.beforeReopen()
+                        let summary = try store.withWriter { store.summary($0) }
+                        log.line("REOPENED \(store.path) \(summary)")
+                    })
+                _ = try store.withWriter { _ in }
+            } catch let error as ReopenError {
+                fail("\(error)", status: error.isNotFound ? 66 : 75)
+            } catch {
+                fail("\(store.path): \(error)", status: 74)
             }
         }
-        usleep(100_000)
-    }
-}
-readerThread.start()
+        log.line("READY pid=\(getpid())")
 
-// The writer: one committed row per interval, its id logged only after COMMIT returned.
-let main = connections[0]
-while true {
-    let id = nextID
-    do {
-        try owner.withStore(main.path) {
-            try main.withWriter { db in
-                try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+        // Readers: each store, every 100 ms, through the owner so that a pause holds them too.
+        let readerThread = Thread {
+            while true {
+                for store in connections {
+                    if let summary = try? owner.withStore(store.path, { try store.withReader { store.summary($0) } }) {
+                        log.line("READ \(store.path) \(summary)")
+                    }
+                }
+                usleep(100_000)
             }
         }
-        log.line("ACK \(id)")
-        nextID += 1
-    } catch {
-        log.line("WRITE-FAILED \(id) \(error)")
+        readerThread.start()
+
+        // The writer: one committed row per interval, its id logged only after COMMIT returned.
+        let main = connections[0]
+        var nextID = options.startID
+        while true {
+            let id = nextID
+            do {
+                try owner.withStore(main.path) {
+                    try main.withWriter { db in
+                        try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+                    }
+                }
+                log.line("ACK \(id)")
+                nextID += 1
+            } catch {
+                log.line("WRITE-FAILED \(id) \(error)")
+            }
+            usleep(useconds_t(options.intervalMs * 1000))
+        }
     }
-    usleep(useconds_t(interval * 1000))
+
+    private func fail(_ message: String, status: Int32) -> Never {
+        FileHandle.standardError.write(Data("granary-demo-owner: \(message)\n".utf8))
+        exit(status)
+    }
 }
+
+extension ReopenError {
+    var isNotFound: Bool {
+        if case .storeNotFound = self { return true }
+        return false
+    }
+}
+
+DemoOwnerCommand.main()

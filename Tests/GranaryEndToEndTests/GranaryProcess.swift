@@ -10,6 +10,10 @@ enum GranaryProcess {
         return package.appendingPathComponent(".build/debug").path
     }()
 
+    /// The package's own folder (for files of the source tree such as examples/).
+    static let packageDirectory: String = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().path
+
     struct Result {
         let status: Int32
         let stdout: String

@@ -77,10 +77,18 @@ final class DemoOwner {
     let process = Process()
     let log: String
 
-    init(stores: [String], log: String, intervalMs: Int = 3, startID: Int64 = 1) throws {
+    /// `granary-demo-owner` (with `breaking`: `--break` each), or with `python`, `examples/owner.py`.
+    init(stores: [String], log: String, intervalMs: Int = 3, startID: Int64 = 1, breaking: [String] = [], python: Bool = false) throws {
         self.log = log
-        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-demo-owner")
-        process.arguments = ["--log", log, "--interval-ms", String(intervalMs), "--start-id", String(startID)] + stores
+        let options = ["--log", log, "--interval-ms", String(intervalMs), "--start-id", String(startID)]
+            + breaking.flatMap { ["--break", $0] }
+        if python {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [GranaryProcess.packageDirectory + "/examples/owner.py"] + options + stores
+        } else {
+            process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-demo-owner")
+            process.arguments = options + stores
+        }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
@@ -95,8 +103,16 @@ final class DemoOwner {
         (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
     }
 
-    /// Acknowledged write ids, in log order.
-    var acked: [Int64] { lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.dropFirst(4)) : nil } }
+    /// Acknowledged write ids, in log order (`ACK <id>`, or `ACK <id> <store>` from owner.py).
+    var acked: [Int64] { lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.split(separator: " ")[1]) : nil } }
+
+    /// Acknowledged write ids into `store` (owner.py's `ACK <id> <store>` lines).
+    func acked(into store: String) -> Set<Int64> {
+        Set(lines.compactMap { line in
+            let words = line.split(separator: " ", maxSplits: 2)
+            return words.count == 3 && words[0] == "ACK" && words[2] == store ? Int64(words[1]) : nil
+        })
+    }
 
     /// Waits (up to 20 s) until `condition` holds for the log's lines.
     func waitFor(_ condition: ([String]) -> Bool) throws {

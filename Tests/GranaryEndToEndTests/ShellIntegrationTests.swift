@@ -233,7 +233,8 @@ struct InstallTests {
             "-s", "-C", package, "install-files", "PREFIX=\(prefix)", "BINARY=\(GranaryProcess.binDirectory)/granary",
         ])
         #expect(result.status == 0, "\(result.stderr)")
-        for file in ["bin/granary", "share/man/man1/granary.1", "share/man/man5/granary.toml.5",
+        for file in ["bin/granary", "bin/granary-reopen-check", "share/man/man1/granary.1", "share/man/man5/granary.toml.5",
+            "share/man/man1/granary-reopen-check.1", "share/man/man7/granary-reopen.7",
             "share/bash-completion/completions/granary", "share/zsh/site-functions/_granary",
             "share/fish/vendor_completions.d/granary.fish"]
         {
@@ -245,6 +246,9 @@ struct InstallTests {
         result = try GranaryProcess.runExecutable("/usr/bin/man", ["5", "granary.toml"],
             environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
         #expect(result.status == 0 && result.stdout.contains("keep_within"), "\(result.stderr)")
+        result = try GranaryProcess.runExecutable("/usr/bin/man", ["granary-reopen-check"],
+            environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
+        #expect(result.status == 0 && result.stdout.contains("idle-timeout"), "\(result.stderr)")
         result = try GranaryProcess.runExecutable("/usr/bin/make", ["-s", "-C", package, "uninstall", "PREFIX=\(prefix)"])
         #expect(result.status == 0, "\(result.stderr)")
         let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String }

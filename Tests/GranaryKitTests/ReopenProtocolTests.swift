@@ -1,6 +1,6 @@
 import Foundation
 import GranaryKit
-import GranaryOwner
+@_spi(RuleBreaking) import GranaryOwner
 import Testing
 
 #if canImport(Glibc)
@@ -240,5 +240,252 @@ struct ReopenProtocolTests {
             guard case ReopenError.untrustedPeer(_, _, let uid, _) = error else { return false }
             return uid == 65534
         }
+    }
+
+    /// A fake owner written in Python: it binds the store's socket and answers each line it
+    /// receives with the next of `answers` (raw bytes, `\n` added; `-` for silence), printing
+    /// every line it received.
+    static let scriptedOwner = """
+        import socket, sys, time
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.bind("\\0" + sys.argv[1]); s.listen(1)
+        print("listening", flush=True)
+        answers = [bytes(a, "latin-1").decode("unicode_escape").encode("latin-1") for a in sys.argv[2:]]
+        c, _ = s.accept()
+        f = c.makefile("rb")
+        for answer in answers:
+            line = f.readline()
+            if not line: break
+            if answer != b"-": c.sendall(answer + b"\\n")
+        time.sleep(3)
+        """
+
+    /// Starts the scripted owner for `store` and waits until it listens.
+    func scripted(_ store: String, _ answers: [String]) throws -> Process {
+        let name = try ReopenAddress(store: store).name
+        let (process, pipe) = try python(Self.scriptedOwner, arguments: [name] + answers, wait: false)
+        _ = pipe.fileHandleForReading.availableData
+        return process
+    }
+
+    func refusal(_ error: any Error) -> String? {
+        guard case ReopenError.refused(_, let reason) = error else { return nil }
+        return reason
+    }
+
+    func violation(_ error: any Error) -> String? {
+        guard case ReopenError.protocolViolation(_, let detail) = error else { return nil }
+        return detail
+    }
+
+    @Test("granary refuses a HELLO answer without a pid, with an extra word, or with control bytes, and quotes it escaped")
+    func malformedGreetings() throws {
+        let cases: [(answer: String, quoted: String)] = [
+            ("HELLO granary-reopen 1", #""HELLO granary-reopen 1""#),
+            ("HELLO granary-reopen 1 4242 restored", #""HELLO granary-reopen 1 4242 restored""#),
+            ("HELLO granary-reopen 2 4242", #""HELLO granary-reopen 2 4242""#),
+            (#"ERROR \x1b[2J\x1b[Hrestored alice"#, #""ERROR \x1b[2J\x1b[Hrestored alice""#),
+        ]
+        for (index, test) in cases.enumerated() {
+            let store = try makeStore(in: folder.child("greeting-\(index)"))
+            let owner = try scripted(store, [test.answer])
+            defer { owner.terminate() }
+            do {
+                _ = try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5))
+                Issue.record("\(test.answer) was accepted")
+            } catch {
+                let text = "\(error)"
+                #expect(text.contains(test.quoted) || violation(error)?.contains("HELLO granary-reopen 2") == true, "\(text)")
+                #expect(!text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "raw control bytes in \(text)")
+                #expect(violation(error) != nil, "\(error)")
+            }
+        }
+    }
+
+    @Test("an ERROR answer is a refusal that names only a reason of the protocol")
+    func refusedHello() throws {
+        let store = try makeStore(in: folder.child("refused"))
+        let owner = try scripted(store, ["ERROR busy"])
+        defer { owner.terminate() }
+        #expect {
+            _ = try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5))
+        } throws: { refusal($0) == "busy" }
+    }
+
+    @Test("BYE while paused ends the pause: the owner reopens and closes the connection without a word")
+    func byeWhilePaused() throws {
+        let store = try makeStore(in: folder.child("bye"))
+        let calls = Calls()
+        let owner = GranaryOwner(onEvent: { calls.add($0.kind.rawValue) })
+        try owner.register(store: store, close: { calls.add("close") }, reopen: { calls.add("reopen") })
+        defer { owner.stop() }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        try client.pause(lease: .seconds(30), timeout: .seconds(5))
+        client.close()
+        for _ in 0..<300 where owner.isPaused(store) { usleep(10_000) }
+        #expect(!owner.isPaused(store))
+        #expect(calls.all == ["close", "paused", "reopen", "peer-gone"])
+    }
+
+    @Test("a connection quiet after HELLO is closed after the idle timeout, and the next client is served")
+    func idleConnectionDropped() throws {
+        let store = try makeStore(in: folder.child("idle"))
+        let calls = Calls()
+        let owner = GranaryOwner(onEvent: { calls.add($0.kind.rawValue) }, breaking: [], idleTimeout: .milliseconds(300))
+        try owner.register(store: store, close: {}, reopen: {})
+        defer { owner.stop() }
+        let idler = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        // The next client waits in the queue until the idler is dropped.
+        let next = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        #expect(calls.all == ["idle"])
+        try next.pause(lease: .seconds(5), timeout: .seconds(5))
+        try next.resume(timeout: .seconds(5))
+        #expect(throws: ReopenError.self) { try idler.pause(lease: .seconds(5), timeout: .seconds(1)) }
+    }
+
+    @Test("a close that leaves a descriptor of the store open is refused with ERROR close-failed and the store reopened")
+    func descriptorLeftOpen() throws {
+        let store = try makeStore(in: folder.child("descriptor"))
+        let calls = Calls()
+        let kept = Kept()
+        let owner = GranaryOwner(onEvent: { calls.add($0.kind.rawValue) })
+        // Like a binding whose close leaves a zombie connection behind.
+        try owner.register(store: store, close: { kept.fd = open(store, O_RDONLY) }, reopen: { calls.add("reopen") })
+        defer { owner.stop(); close(kept.fd) }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        #expect {
+            try client.pause(lease: .seconds(10), timeout: .seconds(5))
+        } throws: { refusal($0) == "close-failed" }
+        #expect(calls.all == ["callback-failed", "reopen"])
+        #expect(!owner.isPaused(store))
+    }
+
+    final class Kept: @unchecked Sendable { var fd: Int32 = -1 }
+
+    @Test("the lease covers both finishing the running transactions and the pause, so no transaction waits longer than it")
+    func leaseIncludesDraining() throws {
+        let store = try makeStore(in: folder.child("drain"))
+        let calls = Calls()
+        let owner = GranaryOwner(onEvent: { calls.add($0.kind.rawValue) })
+        try owner.register(store: store, close: {}, reopen: {})
+        defer { owner.stop() }
+        let long = Thread { _ = try? owner.withStore(store) { usleep(1_000_000) } }
+        long.start()
+        usleep(50_000)
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        let start = ContinuousClock.now
+        try client.pause(lease: .milliseconds(1500), timeout: .seconds(5))
+        for _ in 0..<500 where !calls.all.contains("lease-expired") { usleep(10_000) }
+        // Counted from PAUSED instead, the lease would end 1 s + 1.5 s after PAUSE.
+        #expect(calls.all == ["paused", "lease-expired"])
+        #expect(ContinuousClock.now - start < .milliseconds(2300))
+    }
+
+    @Test("a transaction over two stores taken with withStores never makes the pause of either busy")
+    func transactionOverTwoStores() throws {
+        let first = try makeStore(in: folder.child("two-a"))
+        let second = try makeStore(in: folder.child("two-b"))
+        let owner = GranaryOwner()
+        try owner.register(store: first, close: {}, reopen: {})
+        try owner.register(store: second, close: {}, reopen: {})
+        defer { owner.stop() }
+        let running = Running()
+        let worker = Thread {
+            while running.value {
+                _ = try? owner.withStores([second, first]) { usleep(5_000) }
+            }
+        }
+        worker.start()
+        defer { running.value = false }
+        usleep(50_000)
+        for _ in 0..<5 {
+            let a = try #require(try ReopenClient.connect(store: first, storeOwnerUID: getuid(), timeout: .seconds(5)))
+            let b = try #require(try ReopenClient.connect(store: second, storeOwnerUID: getuid(), timeout: .seconds(5)))
+            try a.pause(lease: .seconds(2), timeout: .seconds(5))
+            try b.pause(lease: .seconds(2), timeout: .seconds(5))
+            #expect(owner.isPaused(first) && owner.isPaused(second))
+            _ = try b.endPause(timeout: .seconds(5))
+            _ = try a.endPause(timeout: .seconds(5))
+            a.close()
+            b.close()
+        }
+    }
+
+    final class Running: @unchecked Sendable {
+        private let lock = NSLock()
+        private var flag = true
+        var value: Bool {
+            get { lock.lock(); defer { lock.unlock() }; return flag }
+            set { lock.lock(); flag = newValue; lock.unlock() }
+        }
+    }
+
+    @Test("an owner that sends RESUMED before RESUME is caught before the commit and when resuming")
+    func earlyResumed() throws {
+        let store = try makeStore(in: folder.child("early"))
+        let owner = GranaryOwner(breaking: [.earlyResumed])
+        try owner.register(store: store, close: {}, reopen: {})
+        defer { owner.stop() }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        try client.pause(lease: .seconds(10), timeout: .seconds(5))
+        usleep(200_000)
+        #expect { try client.confirmPaused() } throws: { violation($0)?.contains(#""RESUMED" unasked"#) == true }
+        let again = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        try again.pause(lease: .seconds(10), timeout: .seconds(5))
+        usleep(200_000)
+        #expect { _ = try again.endPause(timeout: .seconds(5)) } throws: { violation($0)?.contains("before RESUME") == true }
+    }
+
+    @Test("endPause reports a pause that ended on time, late, by the lease's end, and with no answer")
+    func pauseEndings() throws {
+        let store = try makeStore(in: folder.child("endings"))
+        do {
+            let owner = GranaryOwner()
+            try owner.register(store: store, close: {}, reopen: {})
+            defer { owner.stop() }
+            let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+            try client.pause(lease: .seconds(10), timeout: .seconds(5))
+            let report = try client.endPause(timeout: .seconds(5))
+            #expect(report.ending == .resumed)
+            #expect(report.pause >= report.acknowledgement && report.pause >= report.reopening)
+            #expect(client.lastPause == report)
+            // The lease ran out before RESUME: EXPIRED, and the owner reopened by itself.
+            try client.pause(lease: .milliseconds(200), timeout: .seconds(5))
+            usleep(500_000)
+            #expect(try client.endPause(timeout: .seconds(5)).ending == .expired)
+        }
+        usleep(300_000)  // the stopped owner's listening thread closes its socket within 100 ms
+        do {
+            // Every answer 300 ms late; on time means within 100 ms.
+            let owner = GranaryOwner(breaking: [.slowAnswers], answerDelay: .milliseconds(300))
+            try owner.register(store: store, close: {}, reopen: {})
+            defer { owner.stop() }
+            let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+            try client.pause(lease: .seconds(10), timeout: .seconds(5))
+            let report = try client.endPause(timeout: .milliseconds(100))
+            #expect(report.ending == .late)
+            #expect(report.reopening >= .milliseconds(300))
+            client.close()
+        }
+        usleep(300_000)
+        let silent = try scripted(store, ["HELLO granary-reopen 1 4242", "PAUSED", "-"])
+        defer { silent.terminate() }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        try client.pause(lease: .milliseconds(300), timeout: .seconds(5))
+        #expect(try client.endPause(timeout: .milliseconds(100)).ending == .unanswered)
+    }
+
+    @Test("a client quiet for half the idle timeout says HELLO again before PAUSE")
+    func reconnectBeforePause() throws {
+        let store = try makeStore(in: folder.child("reconnect"))
+        // An owner that drops quiet connections after 1 s (a conforming one waits 10 s).
+        let owner = GranaryOwner(breaking: [], idleTimeout: .seconds(1))
+        try owner.register(store: store, close: {}, reopen: {})
+        defer { owner.stop() }
+        let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        usleep(5_100_000)
+        try client.pause(lease: .seconds(5), timeout: .seconds(5))
+        #expect(owner.isPaused(store))
+        #expect(try client.endPause(timeout: .seconds(5)).ending == .resumed)
     }
 }

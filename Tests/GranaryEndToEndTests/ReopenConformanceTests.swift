@@ -1,0 +1,276 @@
+import Foundation
+import GranaryKit
+import GranaryOwner
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// man 7 granary-reopen against real owners: `granary-reopen-check` against granary-demo-owner,
+/// against examples/owner.py and against owners that break one rule each; `granary restore`
+/// into owner.py, past an idle connection, and against hostile owners.
+@Suite("reopen protocol conformance", .serialized)
+struct ReopenConformanceTests {
+    let folder = TemporaryFolder("granary-conformance")
+    var root: String { folder.child("root") }
+    var repo: String { folder.child("repo") }
+    var user: String { root + "/alice@example.com" }
+    var store: String { user + "/Local.sqlite" }
+    var cloud: String { user + "/Cloud.sqlite" }
+
+    init() throws {
+        try FileSystem.makeDirectory(user)
+        try SampleData.makeItemsStore(store, rows: 50, walOnlyTail: 5)
+        try SampleData.makeItemsStore(cloud, rows: 20, walOnlyTail: 3)
+    }
+
+    func check(_ arguments: [String]) throws -> GranaryProcess.Result {
+        try GranaryProcess.run(arguments, tool: "granary-reopen-check")
+    }
+
+    func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+        try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
+    }
+
+    /// The check lines of the checker's output, by name: "pass", "FAIL" or "skip".
+    func verdicts(_ output: String) -> [String: String] {
+        var verdicts: [String: String] = [:]
+        for line in output.split(separator: "\n") {
+            let words = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
+            if words.count >= 2, ["pass", "FAIL", "skip"].contains(words[0]) { verdicts[String(words[1])] = String(words[0]) }
+        }
+        return verdicts
+    }
+
+    /// Sends SIGTERM; true when the owner exits 0 within 10 s with STOPPED as its last line.
+    func stopsOnSIGTERM(_ owner: DemoOwner) -> Bool {
+        kill(owner.pid, SIGTERM)
+        for _ in 0..<1000 where owner.process.isRunning { usleep(10_000) }
+        guard !owner.process.isRunning else { return false }
+        return owner.process.terminationReason == .exit && owner.process.terminationStatus == 0 && owner.lines.last == "STOPPED"
+    }
+
+    @Test("granary-reopen-check passes every check against granary-demo-owner serving two stores")
+    func demoOwnerConforms() throws {
+        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"))
+        defer { owner.stop() }
+        let result = try check([store, cloud])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let verdicts = verdicts(result.stdout)
+        #expect(verdicts.count == 18 && verdicts.values.allSatisfy { $0 == "pass" }, "\(result.stdout)")
+        #expect(result.stdout.contains("18 checks: 18 passed, 0 failed, 0 skipped"))
+        #expect(owner.process.isRunning)
+    }
+
+    @Test("granary-reopen-check passes every check against examples/owner.py serving two stores, which stops cleanly on SIGTERM")
+    func pythonOwnerConforms() throws {
+        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"), python: true)
+        defer { owner.stop() }
+        let result = try check([store, cloud])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("18 checks: 18 passed, 0 failed, 0 skipped"), "\(result.stdout)")
+        #expect(stopsOnSIGTERM(owner))
+    }
+
+    /// Each rule broken on purpose (`granary-demo-owner --break`) and the check that must catch it.
+    static let brokenRules: [(rule: String, check: String)] = [
+        ("hello-without-pid", "handshake"), ("any-version", "versions"), ("lenient-hello", "bad-hello"),
+        ("ignore-unknown", "unknown-command"), ("lenient-lease", "bad-lease"), ("cap-lease", "lease-bounds"),
+        ("refuse-resume-when-open", "resume-when-open"), ("any-line-ends-pause", "while-paused"),
+        ("stay-paused-on-bye", "bye"), ("stay-paused-when-gone", "peer-gone"), ("ignore-client-error", "client-error"),
+        ("early-expiry", "expire"), ("no-commit-lock", "commit-lock"), ("no-idle-timeout", "idle-timeout"),
+        ("long-lines", "overlong-line"), ("one-thread", "several-stores"), ("early-resumed", "pause-resume"),
+        ("keep-descriptor", "pause-resume"),
+    ] + (getuid() == 0 ? [("any-uid", "credentials")] : [])
+
+    @Test("an owner that breaks one rule on purpose fails the check of that rule")
+    func brokenRuleFailsItsCheck() throws {
+        for (rule, name) in Self.brokenRules {
+            let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner-\(rule).log"), intervalMs: 20, breaking: [rule])
+            defer { owner.stop() }
+            let result = try check(["--check", name, "--timeout", "2", store, cloud])
+            #expect(result.status == 1, "\(rule): \(result.stdout)")
+            #expect(verdicts(result.stdout) == [name: "FAIL"], "\(rule): \(result.stdout)")
+            owner.stop()
+            usleep(200_000)  // the kernel frees the socket names
+        }
+    }
+
+    @Test("granary-reopen-check exits 66 for a missing store, 1 when nobody serves the store, 64 for an unknown check")
+    func checkerUsage() throws {
+        #expect(try check([folder.child("missing.sqlite")]).status == 66)
+        let unowned = try check(["--check", "handshake", store])
+        #expect(unowned.status == 1)
+        #expect(unowned.stdout.contains("nobody serves the reopen protocol"), "\(unowned.stdout)")
+        #expect(try check(["--check", "nonsense", store]).status == 64)
+        let list = try check(["--list"])
+        #expect(list.status == 0 && list.stdout.split(separator: "\n").count == 18)
+    }
+
+    @Test("a same-uid process idling after HELLO does not keep a restore from swapping under the owner")
+    func idleClientDoesNotBlockRestore() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"))
+        defer { owner.stop() }
+        try owner.waitForMoreWrites(10)
+        // Connects, says HELLO, reads the answer, then sits there.
+        let idler = Process()
+        idler.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        idler.arguments = ["-c", """
+            import hashlib, os, socket, sys, time
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect("\\0granary-reopen/v1/" + hashlib.sha256(os.fsencode(os.path.realpath(sys.argv[1]))).hexdigest())
+            s.sendall(b"HELLO granary-reopen 1\\n")
+            print(s.recv(100).decode().strip(), flush=True)
+            time.sleep(60)
+            """, store]
+        let pipe = Pipe()
+        idler.standardOutput = pipe
+        try idler.run()
+        defer { idler.terminate() }
+        let greeting = String(decoding: pipe.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(greeting.hasPrefix("HELLO granary-reopen 1 \(owner.pid)"))
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.components(separatedBy: "swap").count == 3, "\(result.stdout)")
+        let canonical = try ReopenAddress(store: store).canonicalPath
+        #expect(owner.lines.contains { $0.hasPrefix("EVENT idle \(canonical) ") }, "\(owner.lines.filter { $0.hasPrefix("EVENT") })")
+        try owner.waitFor { $0.filter { $0.hasPrefix("REOPENED") }.count == 2 }
+    }
+
+    @Test("a restore into examples/owner.py under continuous writes to both stores loses no acknowledged write")
+    func restoreIntoPythonOwner() throws {
+        let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let extracted = folder.child("archived")
+        try RestoreFixtures.extract(archive, into: extracted)
+        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"), intervalMs: 2, python: true)
+        defer { owner.stop() }
+        try owner.waitForMoreWrites(50)
+        let pid = owner.pid
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("owner pid \(pid)"), "\(result.stdout)")
+        try owner.waitFor { $0.filter { $0.hasPrefix("REOPENED") && $0.hasSuffix(" resume") }.count == 2 }
+        try owner.waitForMoreWrites(50)
+        #expect(stopsOnSIGTERM(owner))
+        let safety = try #require(result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        let replaced = folder.child("replaced")
+        try RestoreFixtures.extract(safety, into: replaced)
+        for (path, name) in [(store, "Local.sqlite"), (cloud, "Cloud.sqlite")] {
+            let acked = owner.acked(into: try ReopenAddress(store: path).canonicalPath)
+            #expect(!acked.isEmpty)
+            let live = try RestoreFixtures.ids(path)
+            let kept = try RestoreFixtures.ids(replaced + "/stores/" + name)
+            #expect(acked.subtracting(live).subtracting(kept).isEmpty, "\(name): acknowledged writes lost")
+            // The archived content came back: the items table as archived, and the archive's writes.
+            let archived = try RestoreFixtures.ids(extracted + "/stores/" + name)
+            #expect(archived.isSubset(of: live), "\(name): archived rows missing")
+            #expect(try RestoreFixtures.ids(path, table: "items") == RestoreFixtures.ids(extracted + "/stores/" + name, table: "items"))
+            #expect(try Database(path: path, mode: .readOnly).integrityCheck(full: true) == ["ok"])
+        }
+    }
+
+    @Test("a dry run says HELLO and BYE to the owner and nothing else")
+    func dryRunConversation() throws {
+        try FileSystem.removeFile(cloud)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let recorded = folder.child("recorded")
+        let owner = try FakeOwner(store: store, greeting: nil, record: recorded)
+        defer { owner.stop() }
+        let result = try granary(["restore", "alice@example.com", "--dry-run"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("would restore"))
+        usleep(200_000)
+        #expect((try? String(contentsOfFile: recorded, encoding: .utf8)) == "HELLO granary-reopen 1\nBYE\n")
+    }
+
+    @Test("an owner's text reaches the admin's terminal escaped, and a malformed greeting changes nothing")
+    func ownerTextEscaped() throws {
+        try FileSystem.removeFile(cloud)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let before = try RestoreFixtures.dump(store)
+        let owner = try FakeOwner(
+            store: store, greeting: #"ERROR \x1b[2J\x1b[Hrestored alice@example.com from a.tar.zst\x0aerror: none"#, record: nil)
+        defer { owner.stop() }
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(!(result.stdout + result.stderr).contains("\u{1B}"), "a raw escape reached the terminal")
+        #expect(!result.stdout.contains("restored"))
+        #expect(result.stderr.contains(#"\x1b[2J\x1b[Hrestored"#), "\(result.stderr)")
+        #expect(result.stderr.split(separator: "\n").count == 2, "\(result.stderr)")
+        #expect(try RestoreFixtures.dump(store) == before)
+    }
+
+    @Test("an owner whose HELLO answer lacks its pid only after the dry run makes the restore exit 75 and change nothing")
+    func dryRunDiffers() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"), breaking: ["dry-run-differs"])
+        defer { owner.stop() }
+        let dry = try granary(["restore", "alice@example.com", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("owner pid \(owner.pid)"))
+        let before = try RestoreFixtures.ids(store, table: "items")
+        let result = try granary(["restore", "alice@example.com"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains(#"it answered HELLO with "HELLO granary-reopen 1""#), "\(result.stderr)")
+        #expect(!owner.lines.contains { $0.hasPrefix("PAUSED") })
+        #expect(try RestoreFixtures.ids(store, table: "items") == before)
+    }
+
+    @Test("granary-demo-owner --help prints its usage and the rules it can break, and opens nothing")
+    func demoOwnerHelp() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-demo-owner")
+        process.arguments = ["--help"]
+        process.currentDirectoryURL = URL(fileURLWithPath: folder.path)
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(output.contains("USAGE: granary-demo-owner"))
+        for (rule, _) in Self.brokenRules { #expect(output.contains(rule)) }
+        for hostile in ["write-while-paused", "reinject-wal", "dry-run-differs", "slow-answers", "huge-answer"] {
+            #expect(output.contains(hostile))
+        }
+        #expect(FileSystem.contents(of: folder.path).sorted() == ["root"])
+    }
+}
+
+/// A fake owner in Python bound to a store's socket: it answers HELLO with `greeting` (raw, with
+/// `\xNN` escapes; nil: a correct one) and records every line it receives into `record`.
+final class FakeOwner {
+    let process = Process()
+
+    init(store: String, greeting: String?, record: String?) throws {
+        let name = try ReopenAddress(store: store).name
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", """
+            import os, socket, sys
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind("\\0" + sys.argv[1]); s.listen(1)
+            print("listening", flush=True)
+            greeting = sys.argv[2].encode("latin-1").decode("unicode_escape").encode("latin-1") if sys.argv[2] else None
+            record = open(sys.argv[3], "a") if sys.argv[3] else None
+            while True:
+                c, _ = s.accept()
+                f = c.makefile("rb")
+                for line in f:
+                    if record: record.write(line.decode()); record.flush()
+                    if line.startswith(b"HELLO"):
+                        c.sendall((greeting or b"HELLO granary-reopen 1 %d" % os.getpid()) + b"\\n")
+                c.close()
+            """, name, greeting ?? "", record ?? ""]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        _ = pipe.fileHandleForReading.availableData
+    }
+
+    func stop() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+}
