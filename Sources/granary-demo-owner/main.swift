@@ -236,9 +236,13 @@ final class Misdeeds: @unchecked Sendable {
                 }
             }.start()
         }
+    }
+
+    /// Right after PAUSED was sent (GranaryOwner's `paused` event, on its listening thread,
+    /// which reads RESUME only after this returns).
+    func afterPaused() {
         if breaks.contains("write-while-paused") {
             Thread {
-                usleep(20_000)
                 while self.isRunning {
                     self.lock.lock()
                     let id = self.nextPausedWrite
@@ -295,13 +299,22 @@ struct DemoOwner {
         let log = Log(path: options.log)
         let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }
         let names = Set(options.breaks.map(\.name))
-        let event: @Sendable (GranaryOwner.Event) -> Void = { event in log.line("EVENT \(event)") }
+        let misdeeds = Dictionary(uniqueKeysWithValues: options.stores.map { path in
+            (path, Misdeeds(store: Connections(path: path), breaks: names, log: log, interval: options.intervalMs))
+        })
+        let byCanonicalPath = Dictionary(
+            misdeeds.values.compactMap { deeds in (try? ReopenAddress(store: deeds.store.path)).map { ($0.canonicalPath, deeds) } },
+            uniquingKeysWith: { first, _ in first })
+        let event: @Sendable (GranaryOwner.Event) -> Void = { event in
+            log.line("EVENT \(event)")
+            if event.kind == .paused { byCanonicalPath[event.store]?.afterPaused() }
+        }
         let owner = rules.isEmpty
             ? GranaryOwner(onEvent: event)
             : GranaryOwner(onEvent: event, breaking: rules, answerDelay: .milliseconds(options.delayMs))
-        let connections = options.stores.map { Connections(path: $0) }
+        let connections = options.stores.map { misdeeds[$0]!.store }
         for store in connections {
-            let misdeeds = Misdeeds(store: store, breaks: names, log: log, interval: options.intervalMs)
+            let misdeeds = misdeeds[store.path]!
             do {
                 try owner.register(
                     store: store.path,

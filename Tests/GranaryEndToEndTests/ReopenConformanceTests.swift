@@ -218,6 +218,35 @@ struct ReopenConformanceTests {
         #expect(try RestoreFixtures.ids(store, table: "items") == before)
     }
 
+    @Test("each hostile behaviour of granary-demo-owner does what its --help says while a restore runs")
+    func hostileBehaviours() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        // (flag, the owner's log line that shows it, what granary must answer when settled: status, message)
+        let cases: [(flags: [String], evidence: String, expected: (Int32, String)?)] = [
+            (["keep-descriptor"], "HOSTILE kept descriptor", (75, "still open by process")),
+            (["write-while-paused"], "HOSTILE wr", nil),
+            (["reinject-wal"], "HOSTILE reinjected", nil),
+            (["early-resumed"], "EVENT resumed", nil),
+            (["slow-answers"], "READY", (75, "did not answer PAUSE within 500 ms")),
+            (["huge-answer"], "READY", (75, "answered HELLO with a line over 1024 bytes")),
+        ]
+        for (index, test) in cases.enumerated() {
+            let owner = try DemoOwner(
+                stores: [store], log: folder.child("hostile-\(index).log"), intervalMs: 2, startID: Int64(index + 1) * 1_000_000,
+                breaking: test.flags)
+            defer { owner.stop() }
+            try owner.waitForMoreWrites(20)
+            let result = try granary(["restore", "alice@example.com", "--owner-timeout", "0.5"])
+            if let (status, message) = test.expected {
+                #expect(result.status == status, "\(test.flags): \(result.stderr)")
+                #expect(result.stderr.contains(message), "\(test.flags): \(result.stderr)")
+            }
+            try owner.waitFor { $0.contains { $0.hasPrefix(test.evidence) } }
+            owner.stop()
+            usleep(200_000)
+        }
+    }
+
     @Test("granary-demo-owner --help prints its usage and the rules it can break, and opens nothing")
     func demoOwnerHelp() throws {
         let process = Process()
