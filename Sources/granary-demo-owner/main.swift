@@ -222,49 +222,65 @@ final class Misdeeds: @unchecked Sendable {
             keptDescriptor = open(store.path, O_RDONLY | O_CLOEXEC)
             log.line("HOSTILE kept descriptor \(keptDescriptor) of \(store.path) open")
         }
-        if breaks.contains("reinject-wal"), let wal = savedWAL, !wal.isEmpty {
+        if breaks.contains("reinject-wal"), savedWAL?.isEmpty == false {
             // A stale -shm for granary to unlink; the moment it does, the old -wal comes back.
             write(savedSHM ?? [UInt8](repeating: 0, count: 32768), to: store.path + "-shm")
             Thread {
                 while self.isRunning {
-                    if access(self.store.path + "-shm", F_OK) != 0 {
-                        self.write(wal, to: self.store.path + "-wal")
-                        self.log.line("HOSTILE reinjected \(wal.count) bytes of -wal into \(self.store.path)")
-                        return
-                    }
+                    if self.reinjectIfUnlinked() { return }
                     usleep(200)
                 }
             }.start()
         }
     }
 
+    /// Writes the saved -wal back once granary has unlinked the stale -shm (at most once).
+    @discardableResult
+    private func reinjectIfUnlinked() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let wal = savedWAL, !wal.isEmpty, access(store.path + "-shm", F_OK) != 0 else { return false }
+        savedWAL = nil
+        write(wal, to: store.path + "-wal")
+        log.line("HOSTILE reinjected \(wal.count) bytes of -wal into \(store.path)")
+        return true
+    }
+
     /// Right after PAUSED was sent (GranaryOwner's `paused` event, on its listening thread,
     /// which reads RESUME only after this returns).
     func afterPaused() {
-        if breaks.contains("write-while-paused") {
-            Thread {
-                while self.isRunning {
-                    self.lock.lock()
-                    let id = self.nextPausedWrite
-                    self.nextPausedWrite += 1
-                    self.lock.unlock()
-                    do {
-                        let db = try Database(path: self.store.path, mode: .readWrite, busyTimeout: .seconds(1))
-                        try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
-                        self.log.line("HOSTILE wrote row \(id) into \(self.store.path) while paused")
-                    } catch {
-                        self.log.line("HOSTILE write of row \(id) while paused failed: \(error)")
-                    }
-                    usleep(useconds_t(max(self.interval, 1) * 1000))
-                }
-            }.start()
+        guard breaks.contains("write-while-paused") else { return }
+        // The first write here, before RESUME can be read: at least one lands inside the pause.
+        writeWhilePaused()
+        Thread {
+            while self.isRunning {
+                usleep(useconds_t(max(self.interval, 1) * 1000))
+                self.writeWhilePaused()
+            }
+        }.start()
+    }
+
+    private func writeWhilePaused() {
+        lock.lock()
+        let id = nextPausedWrite
+        nextPausedWrite += 1
+        lock.unlock()
+        do {
+            let db = try Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1))
+            try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+            log.line("HOSTILE wrote row \(id) into \(store.path) while paused")
+        } catch {
+            log.line("HOSTILE write of row \(id) while paused failed: \(error)")
         }
     }
 
-    /// Before the app reopens.
+    /// Before the app reopens (RESUMED is sent after it).
     func beforeReopen() {
+        // A watcher thread that has not run yet must not miss its moment: still before RESUMED.
+        reinjectIfUnlinked()
         lock.lock()
         running = false
+        savedWAL = nil
         lock.unlock()
         if keptDescriptor >= 0 {
             close(keptDescriptor)

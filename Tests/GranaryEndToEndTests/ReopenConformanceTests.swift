@@ -241,7 +241,11 @@ struct ReopenConformanceTests {
                 #expect(result.status == status, "\(test.flags): \(result.stderr)")
                 #expect(result.stderr.contains(message), "\(test.flags): \(result.stderr)")
             }
-            try owner.waitFor { $0.contains { $0.hasPrefix(test.evidence) } }
+            do {
+                try owner.waitFor { $0.contains { $0.hasPrefix(test.evidence) } }
+            } catch {
+                Issue.record("\(test.flags): no \"\(test.evidence)\" in the owner's log; granary exited \(result.status): \(result.stdout)\(result.stderr)")
+            }
             owner.stop()
             usleep(200_000)
         }
