@@ -73,25 +73,38 @@ struct ReopenConformanceTests {
         #expect(stopsOnSIGTERM(owner))
     }
 
-    /// Each rule broken on purpose (`granary-demo-owner --break`) and the check that must catch it.
-    static let brokenRules: [(rule: String, check: String)] = [
-        ("hello-without-pid", "handshake"), ("any-version", "versions"), ("lenient-hello", "bad-hello"),
-        ("ignore-unknown", "unknown-command"), ("lenient-lease", "bad-lease"), ("cap-lease", "lease-bounds"),
-        ("refuse-resume-when-open", "resume-when-open"), ("any-line-ends-pause", "while-paused"),
-        ("stay-paused-on-bye", "bye"), ("stay-paused-when-gone", "peer-gone"), ("ignore-client-error", "client-error"),
-        ("early-expiry", "expire"), ("no-commit-lock", "commit-lock"), ("no-idle-timeout", "idle-timeout"),
-        ("long-lines", "overlong-line"), ("one-thread", "several-stores"), ("early-resumed", "pause-resume"),
-        ("keep-descriptor", "pause-resume"),
-    ] + (getuid() == 0 ? [("any-uid", "credentials")] : [])
+    /// Each rule broken on purpose (`granary-demo-owner --break`), the check that must catch it,
+    /// and what that check must say.
+    static let brokenRules: [(rule: String, check: String, says: String)] = [
+        ("hello-without-pid", "handshake", #"was answered "HELLO granary-reopen 1";"#),
+        ("any-version", "versions", #"was answered "HELLO granary-reopen 999999999 "#),
+        ("lenient-hello", "bad-hello", #"the first line "HELLO  granary-reopen 1" was answered "HELLO granary-reopen 1 "#),
+        ("ignore-unknown", "unknown-command", #"the line "" was answered nothing (no answer in time)"#),
+        ("lenient-lease", "bad-lease", #""PAUSE 0" was answered "ERROR busy""#),
+        ("cap-lease", "lease-bounds", #""PAUSE 3600000" was answered "ERROR bad-lease""#),
+        ("refuse-resume-when-open", "resume-when-open", #""RESUME" was answered "ERROR unknown-command""#),
+        ("any-line-ends-pause", "while-paused", #""PAUSE 100" was answered "PAUSED""#),
+        ("stay-paused-on-bye", "bye", #"after BYE while paused the owner sent "ERROR unexpected-while-paused""#),
+        ("stay-paused-when-gone", "peer-gone", "after the paused connection closed, a new conversation failed"),
+        ("ignore-client-error", "client-error", #"after ERROR busy from the client the owner sent "ERROR unknown-command""#),
+        ("early-expiry", "expire", "after PAUSE 1000: before the lease ran out"),
+        ("no-commit-lock", "commit-lock", #"while the commit lock was held past the lease the owner sent "EXPIRED""#),
+        ("no-idle-timeout", "idle-timeout", "the owner kept the connection open"),
+        ("long-lines", "overlong-line", #"after a line of 1025 bytes the owner sent "ERROR unknown-command""#),
+        ("one-thread", "several-stores", "HELLO granary-reopen 1 was answered nothing (no answer in time)"),
+        ("early-resumed", "pause-resume", #"while paused the owner sent "RESUMED" before RESUME"#),
+        ("keep-descriptor", "pause-resume", "still has descriptor"),
+    ] + (getuid() == 0 ? [("any-uid", "credentials", #"was answered "HELLO granary-reopen 1 "#)] : [])
 
-    @Test("an owner that breaks one rule on purpose fails the check of that rule")
+    @Test("an owner that breaks one rule on purpose fails the check of that rule, saying what it saw")
     func brokenRuleFailsItsCheck() throws {
-        for (rule, name) in Self.brokenRules {
+        for (rule, name, says) in Self.brokenRules {
             let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner-\(rule).log"), intervalMs: 20, breaking: [rule])
             defer { owner.stop() }
             let result = try check(["--check", name, "--timeout", "2", store, cloud])
             #expect(result.status == 1, "\(rule): \(result.stdout)")
             #expect(verdicts(result.stdout) == [name: "FAIL"], "\(rule): \(result.stdout)")
+            #expect(result.stdout.contains(says), "\(rule): \(result.stdout)")
             owner.stop()
             usleep(200_000)  // the kernel frees the socket names
         }
@@ -264,7 +277,7 @@ struct ReopenConformanceTests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         #expect(output.contains("USAGE: granary-demo-owner"))
-        for (rule, _) in Self.brokenRules { #expect(output.contains(rule)) }
+        for broken in Self.brokenRules { #expect(output.contains(broken.rule)) }
         for hostile in ["write-while-paused", "reinject-wal", "dry-run-differs", "slow-answers", "huge-answer"] {
             #expect(output.contains(hostile))
         }
