@@ -136,6 +136,7 @@ public enum Recovery {
         try StoreSwap.prepare(entry, user: user, work: work)
         let locks = try CommitLocks.take([live], until: .now + ownerTimeout)
         defer { locks.release() }
+        try owner?.confirmPaused()
         if !OpenFiles.holders(of: file, in: live).isEmpty || OpenFiles.hasWALConnection(file, in: live) {
             throw RestoreError.storeBusy(store: live.path(file), detail: "it is open; the restore committed before and will finish when it is not")
         }

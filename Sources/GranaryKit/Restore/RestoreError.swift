@@ -45,7 +45,7 @@ public enum RestoreError: GranaryError, Sendable {
             return "the restore of \(user) committed, but finishing it failed: \(reason); every store ends new once it is finished"
         case .storesDiffer(let user, let detail): return "the archive's stores differ from \(user)'s live stores: \(detail)"
         case .modelMismatch(let store, let detail): return "\(store): the archive's Core Data model differs from the live store's (\(detail))"
-        case .noOwner(let store): return "no owner is registered for \(store) (nobody serves the reopen protocol for it)"
+        case .noOwner(let store): return "nobody serves the reopen protocol for \(store)"
         case .storeOpen(let store, let pids):
             return "\(store) is open by process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", "))"
         case .differentFilesystem(let staging, let live):
@@ -53,7 +53,8 @@ public enum RestoreError: GranaryError, Sendable {
         case .leaseTooShort(let store): return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
         case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
         case .targetExists(let path): return "\(path) already exists"
-        case .owner(let error): return error.description
+        // Thrown only before the commit point: the owner's refusal or fault changed nothing.
+        case .owner(let error): return error.description.contains("nothing was changed") ? error.description : error.description + "; nothing was changed"
         }
     }
 

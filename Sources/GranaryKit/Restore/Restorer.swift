@@ -282,7 +282,6 @@ public struct Restorer: Sendable {
         // Up to the commit point: pause the owners, prepare every store, then check, under the
         // commit locks, that every lease has room and nobody has a store open. Any failure rolls
         // everything back: nothing live was replaced.
-        var pauseSent: [String: ContinuousClock.Instant] = [:]
         var locks: CommitLocks?
         do {
             // Online copies first, before any owner is paused (their time must not eat a lease):
@@ -296,8 +295,9 @@ public struct Restorer: Sendable {
             }
             for entry in entries {
                 guard let owner = owners[entry.name] else { continue }
-                pauseSent[entry.name] = .now
                 try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
+                // pause() may have reconnected: name the process that was paused.
+                if let index = report.stores.firstIndex(where: { $0.name == entry.name }) { report.stores[index].ownerPID = owner.ownerPID }
             }
             for entry in entries {
                 try StoreSwap.prepare(entry, user: user.folder, work: work)
@@ -309,8 +309,10 @@ public struct Restorer: Sendable {
                     entry.method == .swap ? try StoreSwap.live(entry.name, in: user.folder).0 : nil
                 }, until: .now + request.ownerTimeout)
             for entry in renamed where entry.method == .swap {
-                if let owner = owners[entry.name], owner.leaseRemaining < StoreSwap.commitMargin {
-                    throw RestoreError.leaseTooShort(store: entry.name)
+                if let owner = owners[entry.name] {
+                    if owner.leaseRemaining < StoreSwap.commitMargin { throw RestoreError.leaseTooShort(store: entry.name) }
+                    // An owner that said RESUMED (or anything) unasked while paused is not paused.
+                    try owner.confirmPaused()
                 }
                 // Trust, but check: an owner that acknowledged without closing its connections (or a
                 // process outside the protocol) would keep writing to the old inode after the rename.
@@ -355,14 +357,22 @@ public struct Restorer: Sendable {
             CrashPoint.reach()
             for entry in entries {
                 guard let owner = owners[entry.name] else { continue }
+                // Past the commit point whatever the owner does is reported, and the restore stands.
                 do {
-                    try owner.resume(timeout: request.ownerTimeout)
+                    let ended = try owner.endPause(timeout: request.ownerTimeout)
+                    if let index = report.stores.firstIndex(where: { $0.name == entry.name }) { report.stores[index].paused = ended.pause }
+                    switch ended.ending {
+                    case .resumed: break
+                    case .late:
+                        report.warnings.append("restored; the owner of \(entry.name) resumed late (\(Int(ended.reopening.timeInterval * 1000)) ms after RESUME)")
+                    case .expired:
+                        report.warnings.append("restored; the owner of \(entry.name) reopened by itself: its lease had run out before RESUME")
+                    case .unanswered:
+                        report.warnings.append(
+                            "restored; the owner of \(entry.name) did not confirm it resumed (it reopens on its own when granary's connection closes)")
+                    }
                 } catch {
-                    report.warnings.append(
-                        "restored; the owner of \(entry.name) did not confirm it resumed within \(request.ownerTimeout) (it reopens on its own when its lease ends)")
-                }
-                if let sent = pauseSent[entry.name], let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
-                    report.stores[index].paused = .now - sent
+                    report.warnings.append("restored; the owner of \(entry.name): \(error.description)")
                 }
             }
             try journal.record(.resumed)
