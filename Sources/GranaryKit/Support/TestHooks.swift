@@ -13,6 +13,8 @@ import Foundation
 ///   (counted from 1 across the whole run), to prove that a crash at any step leaves every store
 ///   of the user fully old or fully new after `granary recover`;
 /// - `GRANARY_TEST_STALL_AT_STEP=N:MS` sleeps MS milliseconds there instead (a lease runs out);
+/// - `GRANARY_TEST_PAUSE_AT_STEP=N` stops granary (SIGSTOP) there, so that the attack tests can
+///   swap a path in a user's folder for a link at exactly that step, then SIGCONT it;
 /// - `GRANARY_TEST_LEASE_MS=MS` asks owners for leases of MS milliseconds;
 /// - `GRANARY_TEST_FAIL_SAFETY_ARCHIVE=1` makes writing a safety archive fail (a repository that
 ///   turned read-only after the restore committed);
@@ -28,11 +30,13 @@ public enum CrashPoint {
             guard parts.count == 2, let step = Int(parts[0]), let ms = UInt32(parts[1]) else { return nil }
             return (step, ms)
         }
+        private static let pause: Int? = environment["GRANARY_TEST_PAUSE_AT_STEP"].flatMap(Int.init)
 
         static func reach() {
             count += 1
             if let target, count == target { kill(getpid(), SIGKILL) }
             if let stall, count == stall.step { usleep(stall.ms * 1000) }
+            if let pause, count == pause { kill(getpid(), SIGSTOP) }
         }
 
         public static func crashIfAsked() {
