@@ -116,10 +116,19 @@ public final class Folder: Sendable, CustomStringConvertible {
     /// Opens `name` (one component) beneath this folder, not following it if it is a link.
     private func openChild(_ name: String, flags: Int32, control: Control) throws(FolderError) -> Folder {
         try Self.checkComponent(name, in: self)
-        let fd = try asOwner { () throws(FolderError) -> Int32 in
-            let fd = FolderName.withRaw(name) { granary_open_beneath(descriptor.raw, $0, flags | O_NONBLOCK, 0) }
-            if fd < 0 { throw classify(errno, name: name, operation: "open folder") }
-            return fd
+        let fd: Int32
+        do {
+            fd = try asOwner { () throws(FolderError) -> Int32 in
+                let fd = FolderName.withRaw(name) { granary_open_beneath(descriptor.raw, $0, flags | O_NONBLOCK, 0) }
+                if fd < 0 { throw classify(errno, name: name, operation: "open folder") }
+                return fd
+            }
+        } catch {
+            // O_DIRECTORY with O_NOFOLLOW fails with ENOTDIR on a link as on a file: say which it is.
+            if case .system(let failure) = error, failure.code == ENOTDIR, let found = entry(name) {
+                throw found.kind == .symbolicLink ? .symbolicLink(path: path(name)) : .notAFolder(path: path(name), kind: found.kind)
+            }
+            throw error
         }
         return Folder(descriptor: Descriptor(fd, display: path(name)), display: path(name), control: control)
     }
@@ -453,6 +462,7 @@ public enum FolderError: GranaryError, Sendable {
     case crossesMount(path: String)
     case notRegular(path: String, kind: Folder.Kind)
     case notOwned(path: String, uid: uid_t, owner: uid_t)
+    case notAFolder(path: String, kind: Folder.Kind)
     case hardLinked(path: String, links: Int)
     case badName(path: String)
     case system(FileSystemError)
@@ -464,6 +474,7 @@ public enum FolderError: GranaryError, Sendable {
         case .notRegular(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a regular file"
         case .notOwned(let path, let uid, let owner):
             return "\(path) belongs to uid \(uid), not to its folder's owner (uid \(owner))"
+        case .notAFolder(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a folder"
         case .hardLinked(let path, let links): return "\(path) has \(links) hard links; granary only changes files with one"
         case .badName(let path): return "\(path) is not a usable file name"
         case .system(let error): return error.description
