@@ -401,6 +401,9 @@ public final class Folder: Sendable, CustomStringConvertible {
     }
 
     private func classify(_ code: Int32, name: String, operation: String) -> FolderError {
+        // Opened with the owner's credentials: the kernel refused what the owner could not open
+        // (a root-only file hard-linked in, say), not something granary cannot write.
+        if (code == EACCES || code == EPERM) && ownerUID != nil && operation.hasPrefix("open") { return .ownerCannotOpen(path: path(name)) }
         switch code {
         case ELOOP: return .symbolicLink(path: path(name))
         case EXDEV: return .crossesMount(path: path(name))
@@ -462,6 +465,8 @@ public enum FolderError: GranaryError, Sendable {
     case crossesMount(path: String)
     case notRegular(path: String, kind: Folder.Kind)
     case notOwned(path: String, uid: uid_t, owner: uid_t)
+    /// The folder's owner may not open it (granary opens files in a user's folder as the owner).
+    case ownerCannotOpen(path: String)
     case notAFolder(path: String, kind: Folder.Kind)
     case hardLinked(path: String, links: Int)
     case badName(path: String)
@@ -474,6 +479,7 @@ public enum FolderError: GranaryError, Sendable {
         case .notRegular(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a regular file"
         case .notOwned(let path, let uid, let owner):
             return "\(path) belongs to uid \(uid), not to its folder's owner (uid \(owner))"
+        case .ownerCannotOpen(let path): return "\(path) cannot be opened with its folder owner's permissions; granary opens nothing there that the owner could not"
         case .notAFolder(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a folder"
         case .hardLinked(let path, let links): return "\(path) has \(links) hard links; granary only changes files with one"
         case .badName(let path): return "\(path) is not a usable file name"
@@ -500,7 +506,7 @@ public enum FolderError: GranaryError, Sendable {
     public var hint: String? {
         switch self {
         case .system(let error): return error.hint
-        case .notOwned: return "give the file to the folder's owner (chown), or remove it"
+        case .notOwned, .ownerCannotOpen: return "give the file to the folder's owner (chown), or remove it"
         default: return "remove or replace the file; it is not part of a store granary can take"
         }
     }

@@ -230,7 +230,9 @@ public struct UserFolder: Sendable {
                 if entry.size == 0 { continue }
                 let file: Descriptor
                 do { file = try current.openFile(entry.name) } catch {
-                    if case .system(let failure) = error, failure.code == EACCES || failure.code == EPERM {
+                    if case .ownerCannotOpen = error {
+                        scan.unreadable.append(rel)
+                    } else if case .system(let failure) = error, failure.code == EACCES || failure.code == EPERM {
                         scan.unreadable.append(rel)
                     } else {
                         scan.skipped.append(Skipped(name: rel, reason: error.description))
