@@ -228,6 +228,11 @@ public struct UserFolder: Sendable {
                 scan.skipped.append(Skipped(name: rel, reason: "is \(FolderError.phrase(entry.kind)), not a regular file"))
             case .file:
                 if entry.size == 0 { continue }
+                // A companion is its store's: SQLite opens it (beneath the folder, with the checks)
+                // when it opens the store. It is not opened here.
+                if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }), names.contains(String(entry.name.dropLast(suffix.count))) {
+                    continue
+                }
                 let file: Descriptor
                 do { file = try current.openFile(entry.name) } catch {
                     if case .ownerCannotOpen = error {
@@ -245,8 +250,6 @@ public struct UserFolder: Sendable {
                 }
                 guard let header = StoreHeader(bytes) else { continue }
                 if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }) {
-                    let base = String(entry.name.dropLast(suffix.count))
-                    if names.contains(base) { continue }  // a companion that happens to start with the magic
                     scan.skipped.append(Skipped(name: rel, reason: "is a SQLite database named like a \(suffix) file; rename it to back it up"))
                     continue
                 }
