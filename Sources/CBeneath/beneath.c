@@ -224,7 +224,7 @@ static int beneath_open(const char *path, int flags, int mode) {
     return fd;
 }
 
-static int beneath_stat_common(const char *path, struct stat *buf, stat_fn real) {
+static int beneath_stat_common(const char *path, struct stat *buf, stat_fn real, int refuse_links) {
     Slot slot;
     const char *name;
     int ours = lookup(path, &slot, &name);
@@ -239,12 +239,22 @@ static int beneath_stat_common(const char *path, struct stat *buf, stat_fn real)
     int creds = granary_creds_enter(slot.uid, slot.gid);
     if (creds < 0) return -1;
     int rc = fstatat(slot.fd, name, buf, AT_SYMLINK_NOFOLLOW);
+    int saved = errno;
     granary_creds_leave(creds);
+    // SQLite's path canonicalisation lstat()s the database name and would readlink() a link
+    // (which fails here): refuse it now, with the reason, as an open would. (Its stat() calls ask
+    // whether a -journal or -wal exists: a link does, and the open that follows refuses it.)
+    if (rc == 0 && refuse_links && S_ISLNK(buf->st_mode)) {
+        refuse(name, "is a symbolic link");
+        errno = ELOOP;
+        return -1;
+    }
+    errno = saved;
     return rc;
 }
 
-static int beneath_stat(const char *path, struct stat *buf) { return beneath_stat_common(path, buf, real_stat); }
-static int beneath_lstat(const char *path, struct stat *buf) { return beneath_stat_common(path, buf, real_lstat); }
+static int beneath_stat(const char *path, struct stat *buf) { return beneath_stat_common(path, buf, real_stat, 0); }
+static int beneath_lstat(const char *path, struct stat *buf) { return beneath_stat_common(path, buf, real_lstat, 1); }
 
 static int beneath_access(const char *path, int mode) {
     Slot slot;
@@ -294,7 +304,7 @@ static int beneath_rmdir(const char *path) {
     return real_rmdir(path);
 }
 
-// Nothing under the prefix is a link (lstat never says so); a readlink there is refused.
+// Nothing under the prefix is a link (lstat refuses one); a readlink there is refused.
 static ssize_t beneath_readlink(const char *path, char *buf, size_t size) {
     if (strncmp(path, PREFIX, PREFIX_LEN) == 0) {
         errno = EINVAL;
