@@ -62,16 +62,27 @@ public final class ReopenChannel {
 
     /// Connects to the owner at `address`: nil when nobody listens there (`ECONNREFUSED`:
     /// no owner, or its process died and the kernel freed the name).
-    public static func connect(to address: ReopenAddress) throws(ReopenError) -> ReopenChannel? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    ///
+    /// A listener that never accepts (anyone can bind the name first, and fill its backlog on
+    /// purpose) would keep a blocking connect(2) waiting for ever; the connect is made without
+    /// blocking, retried while the backlog is full, and given up after `timeout`
+    /// (`ReopenError.unreachable`).
+    public static func connect(to address: ReopenAddress, timeout: Duration = .seconds(10)) throws(ReopenError) -> ReopenChannel? {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         if fd < 0 { throw .socket(operation: "create", store: address.canonicalPath, code: errno) }
-        let rc = address.withSocketAddress { Glibc.connect(fd, $0, $1) }
-        if rc != 0 {
+        let deadline = ContinuousClock.now + timeout
+        while address.withSocketAddress({ Glibc.connect(fd, $0, $1) }) != 0 {
             let code = errno
+            if (code == EAGAIN || code == EINTR) && ContinuousClock.now < deadline {
+                usleep(10_000)
+                continue
+            }
             Glibc.close(fd)
             if code == ECONNREFUSED || code == ENOENT { return nil }
+            if code == EAGAIN { throw .unreachable(store: address.canonicalPath, after: timeout) }
             throw .socket(operation: "connect to", store: address.canonicalPath, code: code)
         }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         return ReopenChannel(fd: fd)
     }
 

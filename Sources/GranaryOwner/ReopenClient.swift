@@ -114,7 +114,7 @@ public final class ReopenClient {
     private static func handshake(address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError)
         -> (ReopenChannel, PeerCredentials, Int32)?
     {
-        guard let channel = try ReopenChannel.connect(to: address) else { return nil }
+        guard let channel = try ReopenChannel.connect(to: address, timeout: timeout) else { return nil }
         guard let peer = PeerCredentials.of(channel.fd) else {
             throw .socket(operation: "read the credentials of", store: store, code: errno)
         }

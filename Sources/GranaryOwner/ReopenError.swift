@@ -18,6 +18,8 @@ public enum ReopenError: Error, Sendable, CustomStringConvertible {
     case refused(store: String, reason: String)
     /// The owner did not answer in time.
     case timedOut(store: String, waitingFor: String, after: Duration)
+    /// Whoever holds the store's socket accepted no connection in time (its backlog stayed full).
+    case unreachable(store: String, after: Duration)
     /// The owner closed the connection or answered something the protocol does not allow.
     case protocolViolation(store: String, detail: String)
 
@@ -32,6 +34,8 @@ public enum ReopenError: Error, Sendable, CustomStringConvertible {
         case .refused(let store, let reason): return "the owner of \(store) refused: \(reason)"
         case .timedOut(let store, let what, let after):
             return "the owner of \(store) did not answer \(what) within \(after.milliseconds) ms; nothing was changed"
+        case .unreachable(let store, let after):
+            return "the reopen socket of \(store) accepted no connection within \(after.milliseconds) ms (whoever holds it does not answer)"
         case .protocolViolation(let store, let detail): return "the owner of \(store) broke the reopen protocol: \(detail)"
         }
     }

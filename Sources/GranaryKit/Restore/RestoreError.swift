@@ -101,13 +101,14 @@ extension ReopenError: GranaryError {
         case .storeNotFound: return .notFound
         case .untrustedPeer: return .dataError
         case .socket: return .ioError
-        case .alreadyOwned, .refused, .timedOut, .protocolViolation: return .temporaryFailure
+        case .alreadyOwned, .refused, .timedOut, .unreachable, .protocolViolation: return .temporaryFailure
         }
     }
 
     public var hint: String? {
         switch self {
         case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
+        case .unreachable: return "use --method online (or auto), or stop the process that holds the socket"
         case .untrustedPeer: return "stop the process that poses as the owner"
         case .refused, .protocolViolation: return "run again; see the owner's log"
         default: return nil

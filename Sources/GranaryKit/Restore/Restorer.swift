@@ -238,13 +238,16 @@ public struct Restorer: Sendable {
                 }) {
                 case .success(let client): owner = client
                 case .failure(let error):
-                    // A process of another user holds the store's reopen socket: it is not the owner,
-                    // and it must not be able to block the restore.
-                    guard case .untrustedPeer(let path, let pid, let uid, let expected) = error, request.method != .swap else {
-                        throw RestoreError.owner(error)
+                    // A process of another user holds the store's reopen socket (or one that never
+                    // accepts a connection): it is not the owner, and it must not block the restore.
+                    switch error {
+                    case .untrustedPeer(let path, let pid, let uid, let expected) where request.method != .swap:
+                        report.warnings.append(
+                            "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))")
+                    case .unreachable where request.method != .swap:
+                        report.warnings.append("ignored the reopen socket of \(folder.path(file)): \(error.description)")
+                    default: throw RestoreError.owner(error)
                     }
-                    report.warnings.append(
-                        "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))")
                     squatted = true
                 }
             }
