@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -62,6 +63,31 @@ public struct Repository: Sendable {
         if info.st_mode & 0o022 != 0 {
             throw .unsafe(path, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
         }
+        try checkEntries()
+    }
+
+    /// The repositories whose entries this process has checked: once a repository is granary's
+    /// alone nobody else can add to it, so once is enough (a `backup --all` over many users does
+    /// not list the repository once per user).
+    private static let checked = Mutex<Set<String>>([])
+
+    /// What others planted while the repository was open to them (a fresh tmpfs is 1777; the fix
+    /// the refusal suggests is a chmod) must not be used: their own `.granary-tmp` or user folder
+    /// would let them swap what granary writes there, or plant archives, through descriptors they
+    /// kept open. Every entry must be granary's, and no folder in it writable by anyone else.
+    func checkEntries() throws(RepositoryError) {
+        if Self.checked.withLock({ $0.contains(path) }) { return }
+        for name in FileSystem.contents(of: path) {
+            let entry = path + "/" + name
+            guard let info = FileSystem.status(entry) else { continue }
+            let kind = info.st_mode & S_IFMT
+            if kind == S_IFLNK { throw .planted(entry, "is a symbolic link") }
+            if info.st_uid != geteuid() { throw .planted(entry, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())") }
+            if kind == S_IFDIR && info.st_mode & 0o022 != 0 {
+                throw .planted(entry, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+            }
+        }
+        Self.checked.withLock { _ = $0.insert(path) }
     }
 
     /// Refuses a repository that is the root, lies inside it, or holds it: a user's folder must
@@ -132,6 +158,8 @@ public enum RepositoryError: GranaryError, Sendable {
     case notARepository(String)
     case parentMissing(String)
     case unsafe(String, String)
+    /// An entry of the repository that is not granary's alone.
+    case planted(String, String)
     case overlapsRoot(String, root: String, String)
     case cannotCreate(String, FileSystemError)
 
@@ -140,6 +168,7 @@ public enum RepositoryError: GranaryError, Sendable {
         case .notARepository(let path): return "not a granary repository: \(path)"
         case .parentMissing(let path): return "cannot create the repository \(path): its parent folder does not exist"
         case .unsafe(let path, let why): return "refusing the repository \(path): it \(why)"
+        case .planted(let path, let why): return "refusing the repository: \(path) \(why); someone else may have made it"
         case .overlapsRoot(let path, let root, let why): return "the repository \(path) \(why) \(root); keep them apart"
         case .cannotCreate(let path, let error): return "cannot create the repository \(path): \(error.description)"
         }
@@ -148,7 +177,7 @@ public enum RepositoryError: GranaryError, Sendable {
     public var status: ExitStatus {
         switch self {
         case .notARepository: return .notFound
-        case .parentMissing, .unsafe, .cannotCreate: return .cannotCreate
+        case .parentMissing, .unsafe, .planted, .cannotCreate: return .cannotCreate
         case .overlapsRoot: return .usage
         }
     }
@@ -158,6 +187,7 @@ public enum RepositoryError: GranaryError, Sendable {
         case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
         case .parentMissing(let path): return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
         case .unsafe(let path, _): return "chown root \(path) && chmod 0700 \(path), or choose another --repo"
+        case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
         case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
         case .cannotCreate(_, let error): return error.hint
         }
