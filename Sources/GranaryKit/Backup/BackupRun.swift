@@ -24,6 +24,9 @@ public enum BackupRun {
                 }
                 do {
                     results.set(index, Outcome(user: user, result: try operation.run(user)))
+                } catch _ where Interruption.isRequested {
+                    // Whatever the signal cut short (a wait for a lock, say) failed because of it.
+                    results.set(index, Outcome(user: user, error: (InterruptedError(signal: Interruption.signal))))
                 } catch let error as any GranaryError & Sendable {
                     results.set(index, Outcome(user: user, error: (error)))
                 } catch {

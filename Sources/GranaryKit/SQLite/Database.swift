@@ -2,6 +2,21 @@ import CSQLite
 import CSnapshotTee
 import Foundation
 
+/// SQLite's own busy timeout (`sqlite3_busy_timeout`), with the same delays, that also gives up
+/// at once when SIGINT or SIGTERM has arrived: a lock another process holds (a user can hold
+/// their own store's forever) must not keep an interrupted run waiting out the whole timeout.
+/// The context is the timeout in milliseconds; `count` is how many times it was called for this lock.
+private let busyWait: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Int32 = { context, count in
+    let delays: [Int32] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
+    let timeout = Int32(clamping: Int(bitPattern: context))
+    let index = Int(min(count, Int32(delays.count - 1)))
+    let waited = count < Int32(delays.count) ? delays[..<index].reduce(0, +) : delays.reduce(0, +) + (count - Int32(delays.count)) * 100
+    if Interruption.isRequested || waited >= timeout { return 0 }
+    let delay = min(delays[index], timeout - waited)
+    usleep(useconds_t(delay) * 1000)
+    return Interruption.isRequested ? 0 : 1
+}
+
 /// One SQLite connection. It owns its handle and closes it in `deinit`.
 ///
 /// Opening is explicit about flags (we never want SQLite to create a missing store by
@@ -84,7 +99,7 @@ public final class Database {
         self.path = display
         self.beneath = beneath
         sqlite3_extended_result_codes(db, 1)
-        sqlite3_busy_timeout(db, busyTimeout.clampedMilliseconds)
+        sqlite3_busy_handler(db, busyWait, UnsafeMutableRawPointer(bitPattern: Int(max(0, busyTimeout.clampedMilliseconds))))
     }
 
     /// Opens a file that nothing writes any more and nobody else can reach (a finished snapshot,
