@@ -225,11 +225,13 @@ public struct Restorer: Sendable {
         var owners: [String: ReopenClient] = [:]
         defer { for owner in owners.values { owner.close() } }
         for store in staged {
-            let (folder, file) = try StoreSwap.live(store.name, in: user.folder, create: false)
-            guard let info = folder.entry(file) else {
-                report.stores.append(.init(name: store.name, live: folder.path(file), method: .new, openBy: [], staged: store.path))
+            // A store whose folder is gone is new, like one whose file is gone (a link or anything
+            // else in the folder's place is refused).
+            guard let located = try StoreSwap.liveIfPresent(store.name, in: user.folder), let info = located.0.entry(located.1) else {
+                report.stores.append(.init(name: store.name, live: user.folder.path(store.name), method: .new, openBy: [], staged: store.path))
                 continue
             }
+            let (folder, file) = located
             var owner: ReopenClient?
             var squatted = false
             if request.method != .online {
@@ -532,7 +534,8 @@ public struct Restorer: Sendable {
     /// for a new store, the folder owner's uid and gid and the mode the archive recorded) and the
     /// live store's journal mode, and which external-data files come, go and stay.
     private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder, work: RestoreWork) throws -> SwapJournal.Entry {
-        let (folder, file) = try StoreSwap.live(store.name, in: user)
+        // A new store's folder may not exist yet (the switch makes it): nothing live is read then.
+        let (folder, file) = method == .new ? (user, (store.name as NSString).lastPathComponent) : try StoreSwap.live(store.name, in: user)
         let live = method == .new ? nil : folder.entry(file)
         let stagedFile = Descriptor(RawPath.open(store.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), display: store.path)
         guard stagedFile.raw >= 0 else { throw FileSystemError("open", path: store.path) }

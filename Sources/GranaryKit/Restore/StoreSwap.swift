@@ -62,6 +62,16 @@ enum StoreSwap {
         return (create ? try user.makeFolders(parentName, mode: mode) : try user.folder(parentName), file)
     }
 
+    /// ``live(_:in:create:mode:)``, or nil when a folder on the way does not exist.
+    static func liveIfPresent(_ name: String, in user: Folder) throws(FolderError) -> (Folder, String)? {
+        do {
+            return try live(name, in: user)
+        } catch {
+            if case .system(let failure) = error, failure.code == ENOENT { return nil }
+            throw error
+        }
+    }
+
     // MARK: Before the commit point
 
     static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
@@ -69,9 +79,11 @@ enum StoreSwap {
         case .online: return
         case .new:
             // A store that was not live: only its external-data files go in before the commit
-            // (its folders made as the owner, with the user folder's mode).
+            // (its folders made as the owner, with the user folder's mode; without any, the switch
+            // makes its folders).
+            guard !entry.externalAdded.isEmpty else { return }
             let mode = try folderMode(user)
-            let (folder, file) = try live(entry.name, in: user, create: !entry.externalAdded.isEmpty, mode: mode)
+            let (folder, file) = try live(entry.name, in: user, create: true, mode: mode)
             try addExternal(entry, folder: folder, file: file, work: work, mode: mode)
             return
         case .swap: break
