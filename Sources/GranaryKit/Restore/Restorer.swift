@@ -388,8 +388,14 @@ public struct Restorer: Sendable {
         }
 
         // After the owners run again: external-data clean-up, the safety archive, then clean up.
+        // Still past the commit point: a failure here is finished by `granary recover` too.
         CrashPoint.reach()
-        let done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
+        let done: Recovery.Report
+        do {
+            done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
+        } catch {
+            throw RestoreError.unfinished(user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+        }
         report.safetyArchive = done.safetyArchive
         report.safetyArchivePending = done.safetyArchivePending
         finished = true

@@ -66,6 +66,15 @@ extension AttackTests {
                     let context = "step \(step), \(path) swapped for a link: \(swapped)"
                     outcomes.append("\(step):\(path):\(outcome.status)")
                     Lab.expectDocumented(outcome, context)
+                    // A run that failed after its commit point leaves its journal: the message must
+                    // say that it committed and that recover finishes it.
+                    if outcome.status != 0
+                        && FileManager.default.fileExists(atPath: lab.root + "/.granary/restore/attacker/journal")
+                    {
+                        #expect(
+                            outcome.stderr.contains("committed") && outcome.stderr.contains("granary recover attacker"),
+                            "\(context): \(outcome)")
+                    }
                     if outcome.status != 0 {
                         Lab.expectRefused(
                             outcome, context, codes: [65, 74, 75], naming: (path as NSString).lastPathComponent)
