@@ -498,7 +498,7 @@ _granary_prune() {
 
 _granary_restore() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --force --no-safety-archive --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --config --at --to --method --owner-timeout)
     __granary_offer_flags_options 2
