@@ -135,6 +135,10 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var restoredFrom: String?
     /// The user's folder's owner and mode when the archive was made.
     public var folder: Ownership?
+    /// The folders inside the user's folder that hold stores or their external data (`Data`,
+    /// `.Notes_SUPPORT`, `.Notes_SUPPORT/_EXTERNAL_DATA`), by path relative to the user's folder,
+    /// with their owner and mode: a restore that makes them makes them alike.
+    public var folders: [String: Ownership]?
     /// SHA-256 of the manifest's own bytes with this value left empty (`"checksum" : ""`).
     ///
     /// Members are checked against the manifest, but nothing else would check the manifest:

@@ -12,6 +12,8 @@ public enum BackupError: GranaryError, Sendable {
     case noStores(user: String, folder: String)
     /// `backup --all` over a root with no user folder (an unmounted volume, a wrong --root).
     case noUsers(root: String)
+    /// The snapshots would not fit in the repository (checked before a byte is written).
+    case noRoom(user: String, repo: String, needed: Int64, free: Int64, store: String, sparse: Int64?)
     /// A label granary keeps for its own archives (safety and final).
     case reservedLabel(String)
     /// A file whose name granary cannot yet carry into an archive.
@@ -29,6 +31,9 @@ public enum BackupError: GranaryError, Sendable {
             return "\(user): the repository \(repo) is full; no archive was written"
         case .noStores(let user, let folder):
             return "\(user): no SQLite store found in \(folder); no archive was written"
+        case .noRoom(let user, let repo, let needed, let free, let store, let sparse):
+            let why = sparse.map { "; \(store) takes only \($0 >> 10) KiB on disk but claims more: its snapshot writes every page" } ?? ""
+            return "\(user): the snapshots need up to \(needed >> 20) MiB and the repository \(repo) has \(free >> 20) MiB free\(why); nothing was written"
         case .reservedLabel(let label):
             return "the label \(label) is granary's own (safety and final archives); no archive was written"
         case .noUsers(let root):
@@ -42,6 +47,7 @@ public enum BackupError: GranaryError, Sendable {
         switch self {
         case .checkFailed, .noStores, .unsupportedName: return .dataError
         case .noUsers: return .notFound
+        case .noRoom: return .ioError
         case .reservedLabel: return .usage
         case .storeBusy: return .temporaryFailure
         case .diskFull, .unreadable: return .ioError
@@ -57,6 +63,8 @@ public enum BackupError: GranaryError, Sendable {
         case .noStores: return "granary users shows what granary sees in each user's folder"
         case .unsupportedName: return "rename the file"
         case .reservedLabel: return "choose another label"
+        case .noRoom(_, let repo, _, _, _, let sparse):
+            return sparse != nil ? "look at that store: a sparse SQLite file is no store an app wrote" : "free space in \(repo) (granary prune), then run again"
         case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
         }
     }

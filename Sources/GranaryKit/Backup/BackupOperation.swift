@@ -127,6 +127,7 @@ public struct BackupOperation: Sendable {
                     compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
                 manifest.kind = kind
                 manifest.folder = taken.folderOwner
+                manifest.folders = taken.folders.isEmpty ? nil : taken.folders
                 let (path, size) = try pack(
                     manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
@@ -171,7 +172,10 @@ public struct BackupOperation: Sendable {
 
     private func snapshotAll(
         _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String, overlapped: inout OverlappedPack?
-    ) throws -> (stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?) {
+    ) throws -> (
+        stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
+        folders: [String: Manifest.Ownership]
+    ) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
         let scan = folder.scan()
@@ -179,7 +183,9 @@ public struct BackupOperation: Sendable {
             throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
+        try checkRoom(for: scan.stores, user: folder.id, scratch: work)
         let folderInfo = try? folder.folder.descriptor.status()
+        let folders = Self.folderOwnerships(of: scan.stores, in: folder)
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -226,7 +232,56 @@ public struct BackupOperation: Sendable {
             files += externalFiles
         }
         let folderOwner = folderInfo.map { Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
-        return (stores, files, scan.skipped, folderOwner)
+        return (stores, files, scan.skipped, folderOwner, folders)
+    }
+
+    /// Refuses, before a byte is written, a user whose snapshots could not fit: each store is
+    /// copied page by page into the repository's scratch folder, so a store that claims more pages
+    /// than it has blocks on disk (a sparse file: a few KiB for its owner, hundreds of GiB for
+    /// granary) would fill the repository and fail every other user's backup. The snapshot of a
+    /// store needs up to the larger of its size and its header's page count, plus its -wal.
+    func checkRoom(for stores: [StoreFile], user: UserID, scratch: String) throws {
+        var needed: Int64 = 0
+        var largest: StoreFile?
+        for store in stores {
+            let claimed = max(store.size, Int64(store.header.pageCount) * Int64(store.header.pageSize))
+            let size = claimed + (store.walSize ?? 0)
+            if largest.map({ size > max($0.size, Int64($0.header.pageCount) * Int64($0.header.pageSize)) }) ?? true { largest = store }
+            needed += size
+        }
+        var info = statvfs()
+        guard statvfs(scratch, &info) == 0, let largest else { return }
+        let free = Int64(info.f_bavail) * Int64(info.f_frsize)
+        if needed > free {
+            let claimed = max(largest.size, Int64(largest.header.pageCount) * Int64(largest.header.pageSize))
+            throw BackupError.noRoom(
+                user: user.rawValue, repo: repository.path, needed: needed, free: free, store: largest.path,
+                sparse: largest.allocated < claimed / 16 ? largest.allocated : nil)
+        }
+    }
+
+    /// The owner and mode of every folder that holds a store or its external data, by path
+    /// relative to the user's folder (a restore that makes them makes them alike).
+    static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
+        var result: [String: Manifest.Ownership] = [:]
+        func record(_ path: String) {
+            guard result[path] == nil, let folder = try? user.folder.folder(path), let info = try? folder.descriptor.status() else { return }
+            result[path] = .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode))
+        }
+        for store in stores {
+            let parent = (store.name as NSString).deletingLastPathComponent
+            var path = ""
+            for part in parent.split(separator: "/") {
+                path += (path.isEmpty ? "" : "/") + part
+                record(path)
+            }
+            if store.hasExternalData {
+                let support = (parent.isEmpty ? "" : parent + "/") + StoreFile.supportFolderName(for: store.fileName)
+                record(support)
+                record(support + "/" + StoreFile.externalDataFolderName)
+            }
+        }
+        return result
     }
 
     /// Copies the files of `store`'s external-data folder into `copyFolder` (each opened beneath

@@ -127,6 +127,8 @@ public struct Restorer: Sendable {
         var owner: Manifest.Ownership?
         /// The modes the archive recorded for the store's external-data files, by name.
         var externalModes: [String: UInt32] = [:]
+        /// The modes the archive recorded for folders inside the user's folder, by path.
+        var folderModes: [String: UInt32]?
     }
 
     public func run(_ request: RestoreRequest) throws -> RestoreReport {
@@ -163,7 +165,10 @@ public struct Restorer: Sendable {
         }
 
         // Stage and verify.
-        let liveStores = existing?.scan().stores ?? []
+        let scan = existing?.scan()
+        let liveStores = scan?.stores ?? []
+        // What the scan passed over is said: a store left out must not be left out in silence.
+        for skipped in scan?.skipped ?? [] { report.warnings.append("passed over \(skipped.name): \(skipped.reason)") }
         var staged: [Staged] = []
         var manifest: Manifest?
         if let archive {
@@ -178,7 +183,7 @@ public struct Restorer: Sendable {
                 }
                 return Staged(
                     name: store.name, path: work.stagedStore(store.name), external: Staging.stagedExternal(of: store, in: work.staged),
-                    owner: store.owner, externalModes: modes)
+                    owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
             }
         } else {
             guard let existing else { throw RestoreError.noUser(user: request.user.rawValue, root: root.path, createHint: nil) }
@@ -593,7 +598,7 @@ public struct Restorer: Sendable {
             name: store.name, method: method == .new ? .new : method == .online ? .online : .swap,
             stagedDevice: UInt64(staged.st_dev), stagedInode: UInt64(staged.st_ino),
             externalAdded: newFiles.subtracting(oldFiles).sorted(), externalRemoved: oldFiles.subtracting(newFiles).sorted(),
-            externalKept: oldFiles.intersection(newFiles).sorted())
+            externalKept: oldFiles.intersection(newFiles).sorted(), folderModes: store.folderModes)
     }
 
     /// `--to DIR`: moves the verified stores into `target`, refusing to overwrite anything.

@@ -55,11 +55,14 @@ enum StoreSwap {
 
     /// The live folder of a store and its file name there; with `create`, missing folders are
     /// made (as the owner, with `mode`).
-    static func live(_ name: String, in user: Folder, create: Bool = false, mode: mode_t = 0o700) throws(FolderError) -> (Folder, String) {
+    static func live(
+        _ name: String, in user: Folder, create: Bool = false, mode: mode_t = 0o700, modes: [String: UInt32]? = nil
+    ) throws(FolderError) -> (Folder, String) {
         let parentName = (name as NSString).deletingLastPathComponent
         let file = (name as NSString).lastPathComponent
         if parentName.isEmpty { return (user, file) }
-        return (create ? try user.makeFolders(parentName, mode: mode) : try user.folder(parentName), file)
+        guard create else { return (try user.folder(parentName), file) }
+        return (try user.makeFolders(parentName) { path in modes?[path].map { mode_t($0 & 0o7777) } ?? mode }, file)
     }
 
     /// ``live(_:in:create:mode:)``, or nil when a folder on the way does not exist.
@@ -83,7 +86,7 @@ enum StoreSwap {
             // makes its folders).
             guard !entry.externalAdded.isEmpty else { return }
             let mode = try folderMode(user)
-            let (folder, file) = try live(entry.name, in: user, create: true, mode: mode)
+            let (folder, file) = try live(entry.name, in: user, create: true, mode: mode, modes: entry.folderModes)
             try addExternal(entry, folder: folder, file: file, work: work, mode: mode)
             return
         case .swap: break
@@ -129,7 +132,10 @@ enum StoreSwap {
     static func addExternal(_ entry: SwapJournal.Entry, folder: Folder, file: String, work: RestoreWork, mode: mode_t) throws {
         guard !entry.externalAdded.isEmpty else { return }
         let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
-        let liveExternal = try folder.makeFolders(externalName, mode: mode)
+        let parent = (entry.name as NSString).deletingLastPathComponent
+        let liveExternal = try folder.makeFolders(externalName) { path in
+            entry.mode(forFolder: parent.isEmpty ? path : parent + "/" + path, default: mode)
+        }
         let stagedExternal = try Folder.open(path: work.stagedExternal(entry.name))
         for name in entry.externalAdded where liveExternal.entry(name) == nil {
             try Interruption.check()
@@ -197,7 +203,7 @@ enum StoreSwap {
         precondition(entry.method != .online)
         if isSwitched(entry, user: user) { return }
         CrashPoint.reach()
-        let (folder, file) = try live(entry.name, in: user, create: entry.method == .new, mode: folderMode)
+        let (folder, file) = try live(entry.name, in: user, create: entry.method == .new, mode: folderMode, modes: entry.folderModes)
         let (staging, stagedName) = try RestoreWork.parent(of: work.stagedStore(entry.name))
         try staging.rename(stagedName, to: folder, as: file, entry.method == .new ? .noReplace : .replace)
         try folder.sync()

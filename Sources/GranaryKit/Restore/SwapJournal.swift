@@ -44,6 +44,14 @@ public final class SwapJournal {
         /// External-data files both have (the same bytes): kept aside too, so that the safety
         /// archive holds the old store's attachments complete.
         public var externalKept: [String]
+        /// The modes of folders the restore may make for this store, by path relative to the
+        /// user's folder (as the archive recorded them); others get the user folder's mode.
+        public var folderModes: [String: UInt32]?
+
+        /// The mode for a folder at `path` (relative to the user's folder) that the restore makes.
+        func mode(forFolder path: String, default fallback: mode_t) -> mode_t {
+            folderModes?[path].map { mode_t($0 & 0o7777) } ?? fallback
+        }
     }
 
     /// The first line.

@@ -275,9 +275,17 @@ public final class Folder: Sendable, CustomStringConvertible {
 
     /// Creates every missing folder of `relative` with `mode` and opens the last.
     public func makeFolders(_ relative: String, mode: mode_t = 0o700) throws(FolderError) -> Folder {
+        try makeFolders(relative) { _ in mode }
+    }
+
+    /// Creates every missing folder of `relative`, each with the mode `modeFor` gives its path
+    /// (relative to this folder, `Data` then `Data/Sub`), and opens the last.
+    public func makeFolders(_ relative: String, modeFor: (String) -> mode_t) throws(FolderError) -> Folder {
         var current = self
+        var path = ""
         for part in relative.split(separator: "/", omittingEmptySubsequences: true) {
-            current = try current.makeFolder(String(part), mode: mode)
+            path += (path.isEmpty ? "" : "/") + part
+            current = try current.makeFolder(String(part), mode: modeFor(path))
         }
         return current
     }

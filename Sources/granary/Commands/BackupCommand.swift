@@ -88,6 +88,10 @@ struct BackupCommand: ParsableCommand {
         var failures: [GranaryError] = []
         for outcome in outcomes {
             if let result = outcome.result {
+                // Every entry the scan passed over is said (a store must not be left out in silence).
+                if !global.quiet && !global.json {
+                    for skipped in result.skipped { console.error(BackupWarning(user: result.user, skipped: skipped)) }
+                }
                 if prune {
                     // The policy runs under the user's lock, after the new archive is published.
                     do {
@@ -121,6 +125,14 @@ struct BackupCommand: ParsableCommand {
     }
 }
 
+/// A warning for an entry of a user's folder that a backup passed over (printed, not failed).
+struct BackupWarning: GranaryError {
+    let user: UserID
+    let skipped: UserFolder.Skipped
+    var description: String { "warning: \(user): passed over \(skipped.name): \(skipped.reason)" }
+    var status: ExitStatus { .success }
+}
+
 /// `granary backup --json`: format version 1.
 struct BackupDocument: Encodable {
     struct Store: Encodable {
@@ -139,8 +151,15 @@ struct BackupDocument: Encodable {
         /// "yielded", "raised" or "normal" (see CPUYield).
         let priority: String?
         let stores: [Store]?
+        /// Entries of the user's folder the backup passed over, with why.
+        let skipped: [Skipped]?
         let error: String?
         let exitCode: Int32?
+    }
+
+    struct Skipped: Encodable {
+        let name: String
+        let reason: String
     }
 
     let format = 1
@@ -152,12 +171,12 @@ struct BackupDocument: Encodable {
                 return User(
                     id: outcome.user.rawValue, ok: true, archive: r.archive, size: r.size, seconds: r.seconds,
                     stages: r.stages, priority: r.priority.rawValue, stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
-                    error: nil, exitCode: nil)
+                    skipped: r.skipped.map { Skipped(name: $0.name, reason: $0.reason) }, error: nil, exitCode: nil)
             } else {
                 let error = outcome.error ?? UnexpectedError(description: "no result")
                 return User(
                     id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stages: nil, priority: nil, stores: nil,
-                    error: error.description, exitCode: error.status.rawValue)
+                    skipped: nil, error: error.description, exitCode: error.status.rawValue)
             }
         }
     }
