@@ -43,4 +43,8 @@ static inline int granary_can_leave_idle(void) {
     pthread_join(thread, 0);
     return result;
 }
+// A pipe whose ends are closed on exec from the start: another thread's child never inherits
+// them (a leaked write end would keep a reader waiting for an end that never comes).
+static inline int granary_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
 #endif

@@ -5,6 +5,12 @@ import Foundation
     import Glibc
 #endif
 
+/// Bytes read front to back (a download): `read` fills `buffer` and returns the count, 0 at the
+/// end, -1 on an error (which the stream keeps for its owner to report).
+public protocol ArchiveByteStream: AnyObject {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int
+}
+
 /// One member of an archive, as its header describes it.
 public struct ArchiveEntry: Sendable {
     /// What kind of file the header describes.
@@ -64,6 +70,44 @@ public final class ArchiveReader {
             }
         }
     }
+
+    /// Reads an archive from `stream` (a download from a remote repository), front to back:
+    /// `name` names it in messages. The stream is read through a buffer of `blockSize`
+    /// bytes; memory stays flat whatever the archive's size.
+    public init(stream: any ArchiveByteStream, name: String, blockSize: Int = 1 << 20) throws(ArchiveError) {
+        self.path = name
+        guard let a = archive_read_new() else { throw .cannotOpen(path: name, message: "out of memory") }
+        handle = a
+        archive_read_support_filter_all(a)
+        archive_read_support_format_tar(a)
+        let box = StreamBox(stream: stream, blockSize: blockSize)
+        streamBox = box
+        let read: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeRawPointer?>?) -> Int = {
+            _, client, buffer in
+            let box = Unmanaged<StreamBox>.fromOpaque(client!).takeUnretainedValue()
+            let n = box.stream.read(into: box.buffer)
+            buffer?.pointee = UnsafeRawPointer(box.buffer.baseAddress)
+            return n
+        }
+        if archive_read_open(a, Unmanaged.passUnretained(box).toOpaque(), nil, read, nil) != ARCHIVE_OK {
+            let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown error"
+            archive_read_free(a)
+            handle = nil
+            throw .malformed(path: name, message: message)
+        }
+    }
+
+    /// The stream and the buffer libarchive reads it into (kept alive as long as the reader).
+    private final class StreamBox {
+        let stream: any ArchiveByteStream
+        let buffer: UnsafeMutableRawBufferPointer
+        init(stream: any ArchiveByteStream, blockSize: Int) {
+            self.stream = stream
+            buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: blockSize, alignment: 16)
+        }
+        deinit { buffer.deallocate() }
+    }
+    private var streamBox: StreamBox?
 
     deinit {
         if let handle { archive_read_free(handle) }

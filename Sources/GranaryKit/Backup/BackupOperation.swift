@@ -10,7 +10,12 @@ import Foundation
 /// Snapshots go to a private folder `<repo>/.granary-tmp/.USER.tmp-PID-RAND/` on the repository's
 /// filesystem and are always removed. The archive is written to `<repo>/<user>/.NAME.tmp-PID-RAND`,
 /// fsynced, renamed without replacing anything, and the folder fsynced. Leftovers of runs that
-/// were killed (SIGKILL) are removed by the next run (`StaleTemporaries`).
+/// were killed (SIGKILL) are removed by the next run (`StaleTemporaries`). For a remote
+/// repository the snapshots and the archive are written to the local work folder, and the
+/// finished archive is uploaded (see ``RcloneRepository``).
+///
+/// Then the new archive is sent to each mirror, from the finished local file: a mirror that
+/// fails is reported in the result (``Result/mirrors``), and the archive stays published.
 public struct BackupOperation: Sendable {
     /// How to back up.
     public struct Options: Sendable {
@@ -69,17 +74,38 @@ public struct BackupOperation: Sendable {
         public let priority: CPUYield.Mode
         /// Entries of the user's folder the scan passed over, with why (warnings).
         public let skipped: [UserFolder.Skipped]
+        /// The archive as published in the repository.
+        public let entry: RepositoryEntry
+        /// What each mirror made of the new archive, in the order of the mirrors.
+        public var mirrors: [MirrorUpload] = []
+    }
+
+    /// One mirror's copy of a new archive.
+    public struct MirrorUpload: Sendable {
+        /// The mirror's location.
+        public let location: String
+        /// Where the archive is on the mirror, when it got there.
+        public let archive: String?
+        /// Why it did not.
+        public let error: (any GranaryError & Sendable)?
+        /// Seconds the upload took.
+        public let seconds: Double
     }
 
     public let root: Root
-    public let repository: Repository
+    public let repository: any Repository
+    /// Where each new archive is sent after it is published.
+    public let mirrors: [any Repository]
     public let options: Options
     public let progress: (any BackupProgress)?
 
-    /// A backup of users under `root` into `repository`.
-    public init(root: Root, repository: Repository, options: Options, progress: (any BackupProgress)? = nil) {
+    /// A backup of users under `root` into `repository`, then to each of `mirrors`.
+    public init(
+        root: Root, repository: any Repository, mirrors: [any Repository] = [], options: Options, progress: (any BackupProgress)? = nil
+    ) {
         self.root = root
         self.repository = repository
+        self.mirrors = mirrors
         self.options = options
         self.progress = progress
     }
@@ -106,11 +132,9 @@ public struct BackupOperation: Sendable {
         let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()
-        try FileSystem.makeDirectory(workFolder)
-        let userFolder = repository.folder(for: user)
-        try FileSystem.makeDirectory(userFolder)
-        StaleTemporaries.clean(workFolder)
-        StaleTemporaries.clean(userFolder)
+        let workFolder = try repository.prepareWorkFolder()
+        let userFolder = try repository.stagingFolder(for: user)
+        _ = repository.removeDeadTemporaries(users: [user])
 
         let work = try FileSystem.createTemporaryDirectory(in: workFolder, for: "snapshot")
         defer { FileSystem.removeTree(work) }
@@ -128,17 +152,20 @@ public struct BackupOperation: Sendable {
                 manifest.kind = kind
                 manifest.folder = taken.folderOwner
                 manifest.folders = taken.folders.isEmpty ? nil : taken.folders
-                let (path, size) = try pack(
-                    manifest, files: taken.files, into: userFolder, created: created, stages: &stages, overlapped: overlapped,
+                let (entry, mirrored) = try pack(
+                    manifest, files: taken.files, into: userFolder, user: user, created: created, stages: &stages, overlapped: overlapped,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
                     written: { FileSystem.removeTree(work) })
                 let seconds = Self.seconds(since: started)
-                return Result(
-                    user: user, archive: path, size: size,
+                var result = Result(
+                    user: user, archive: entry.path, size: entry.size,
                     stores: taken.stores.map {
                         StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
                     },
-                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode, skipped: taken.skipped)
+                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode, skipped: taken.skipped,
+                    entry: entry)
+                result.mirrors = mirrored
+                return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
             throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
@@ -330,11 +357,12 @@ public struct BackupOperation: Sendable {
         options.threads > 0 ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
     }
 
-    /// Writes the archive to a temporary file, syncs it and publishes it under a new name.
+    /// Writes the archive to a temporary file, syncs it, publishes it under a new name and sends
+    /// it to the mirrors.
     private func pack(
-        _ manifest: Manifest, files: [Packed], into folder: String, created: Date, stages: inout Stages,
+        _ manifest: Manifest, files: [Packed], into folder: String, user: UserID, created: Date, stages: inout Stages,
         overlapped: OverlappedPack?, written: () -> Void
-    ) throws -> (String, Int64) {
+    ) throws -> (RepositoryEntry, [MirrorUpload]) {
         let packStarted = ContinuousClock.now
         let total = files.reduce(Int64(0)) { $0 + $1.file.size }
         if let overlapped, let firstStore = manifest.stores.first {
@@ -348,10 +376,9 @@ public struct BackupOperation: Sendable {
             if completed {
                 stages.pack = Self.seconds(since: packStarted)
                 written()
-                let final = try publish(
-                    overlapped.fd, temporary: overlapped.temporary, in: folder, created: created, stages: &stages,
+                return try publish(
+                    overlapped.fd, temporary: overlapped.temporary, user: user, created: created, stages: &stages,
                     onRenamed: overlapped.markPublished)
-                return (final, FileSystem.size(final))
             }
             // The follower gave up (see OverlappedPack): pack in order, as for a small store.
             overlapped.discard()
@@ -384,24 +411,67 @@ public struct BackupOperation: Sendable {
         try writer.finish()
         stages.pack = Self.seconds(since: packStarted)
         written()
-        let final = try publish(fd, temporary: temporary, in: folder, created: created, stages: &stages) { published = true }
-        return (final, FileSystem.size(final))
+        return try publish(fd, temporary: temporary, user: user, created: created, stages: &stages) { published = true }
     }
 
-    /// Syncs a written temporary archive, renames it to a new name in `folder` (calling
-    /// `onRenamed` right after) and syncs the folder; the final path.
+    /// Syncs a written temporary archive and publishes it under a new name (a local repository:
+    /// renamed in its folder, calling `onRenamed` right after, and the folder synced; a remote
+    /// one: uploaded, the temporary file then removed by the caller); then sends it to each mirror.
     private func publish(
-        _ fd: Int32, temporary: String, in folder: String, created: Date, stages: inout Stages, onRenamed: () -> Void
-    ) throws -> String {
+        _ fd: Int32, temporary: String, user: UserID, created: Date, stages: inout Stages, onRenamed: () -> Void
+    ) throws -> (RepositoryEntry, [MirrorUpload]) {
         let syncStarted = ContinuousClock.now
-        if fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
+        if repository.isLocal, fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
         fchmod(fd, 0o600)
         try Interruption.check()
         let label = options.label, compression = options.compression
-        let final = try FileSystem.publishNew(
-            temporary, in: folder, name: { ArchiveName(created: created, sequence: $0, label: label, compression: compression).fileName },
-            onPublished: onRenamed)
+        let entry = try repository.publish(temporary, user: user) { sequence in
+            ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
+        }
+        if repository.isLocal { onRenamed() }
         stages.sync = Self.seconds(since: syncStarted)
-        return final
+        // The finished archive, still on this machine: the published file, or the temporary one
+        // that was uploaded.
+        let local = repository.isLocal ? entry.path : temporary
+        let uploads = mirrors.map { mirror in Self.send(local, as: entry, to: mirror) }
+        return (entry, uploads)
+    }
+
+    /// Sends the archive in the local file `file` (published as `entry`) to `mirror`, under
+    /// the same name; a failure is the upload's outcome, not thrown.
+    static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> MirrorUpload {
+        let started = ContinuousClock.now
+        do {
+            try mirror.prepare()
+            let object = entry.user.rawValue + "/" + entry.name.fileName
+            guard try mirror.write(object, from: file) else {
+                throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
+            }
+            return MirrorUpload(location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started))
+        } catch let error as any GranaryError & Sendable {
+            return MirrorUpload(location: mirror.location, archive: nil, error: error, seconds: seconds(since: started))
+        } catch {
+            return MirrorUpload(
+                location: mirror.location, archive: nil, error: UnexpectedError(description: "\(mirror.location): \(error)"),
+                seconds: seconds(since: started))
+        }
+    }
+}
+
+/// A mirror that cannot take an archive.
+public enum MirrorError: GranaryError, Sendable {
+    /// The mirror has another archive under the new archive's name.
+    case nameTaken(mirror: String, archive: String)
+
+    public var description: String {
+        switch self {
+        case .nameTaken(_, let archive): return "\(archive) already exists and is not this archive"
+        }
+    }
+    public var status: ExitStatus { .cannotCreate }
+    public var hint: String? {
+        switch self {
+        case .nameTaken(let mirror, _): return "a mirror takes the archives of one primary repository; check the mirrors of \(mirror)"
+        }
     }
 }

@@ -16,14 +16,14 @@ public struct ArchiveNotFound: GranaryError, Sendable {
 /// Finds archives from what a user types: a path, `USER/NAME`, or a `NAME` with a user given
 /// separately. A name that matches nothing gets close matches suggested.
 public struct ArchiveLocator: Sendable {
-    public let repository: Repository
+    public let repository: any Repository
 
-    public init(repository: Repository) {
+    public init(repository: any Repository) {
         self.repository = repository
     }
 
     /// The archive `text` names. `user` is used for a bare `NAME`.
-    public func locate(_ text: String, user: UserID? = nil) throws -> Repository.Entry {
+    public func locate(_ text: String, user: UserID? = nil) throws -> RepositoryEntry {
         // A path to an existing file: the user is the folder it is in.
         if text.contains("/") || user == nil, FileSystem.isRegularFile(text) {
             let folder = ((text as NSString).deletingLastPathComponent as NSString).lastPathComponent
@@ -34,7 +34,7 @@ public struct ArchiveLocator: Sendable {
             }
             let owner = (try? UserID(folder)) ?? user
             guard let owner else { throw ArchiveNotFound(name: text, suggestions: []) }
-            return Repository.Entry(user: owner, name: name, path: text, size: FileSystem.size(text))
+            return RepositoryEntry(user: owner, name: name, path: text, size: FileSystem.size(text))
         }
         var owner = user
         var file = text
@@ -42,12 +42,12 @@ public struct ArchiveLocator: Sendable {
             owner = try? UserID(String(text[..<slash]))
             file = String(text[text.index(after: slash)...])
         }
-        let candidates = owner.map { repository.archives(of: $0) } ?? repository.users().flatMap { repository.archives(of: $0) }
+        let candidates = try owner.map { try repository.archives(of: $0) } ?? repository.users().flatMap { try repository.archives(of: $0) }
         // Exact name, then a name without its extension, then a unique prefix (a bare stamp).
         if let hit = candidates.first(where: { $0.name.fileName == file }) { return hit }
         let prefixed = candidates.filter { $0.name.fileName.hasPrefix(file) }
         if prefixed.count == 1, !file.isEmpty { return prefixed[0] }
-        let label = { (entry: Repository.Entry) in owner == nil ? entry.user.rawValue + "/" + entry.name.fileName : entry.name.fileName }
+        let label = { (entry: RepositoryEntry) in owner == nil ? entry.user.rawValue + "/" + entry.name.fileName : entry.name.fileName }
         let ranked = candidates.map { (label($0), Self.distance(file, $0.name.fileName)) }
             .filter { $0.1 <= max(4, file.count / 3) || $0.0.hasPrefix(String(file.prefix(8))) }
             .sorted { $0.1 < $1.1 }

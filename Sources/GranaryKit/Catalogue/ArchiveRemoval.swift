@@ -20,7 +20,7 @@ public enum ArchiveRemoval {
 
     /// One archive in a prune plan.
     public struct Item: Sendable {
-        public let entry: Repository.Entry
+        public let entry: RepositoryEntry
         /// The rules that keep it (`last`, `daily`, …, `newest verified`); empty: removed.
         public let keptBy: [String]
         public var keep: Bool { !keptBy.isEmpty }
@@ -35,14 +35,14 @@ public enum ArchiveRemoval {
     /// policy's rules; safety archives (what a restore or reset replaced) and final archives
     /// (what a retired user left) follow their own rule alone, measured from `now`, and never take a
     /// regular backup's place in a `keep-*` count.
-    public static func plan(user: UserID, repository: Repository, policy: RetentionPolicy, now: Date = Date()) -> [Item] {
-        let archives = repository.archives(of: user)
+    public static func plan(user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date()) throws -> [Item] {
+        let archives = try repository.archives(of: user)
         let backups = archives.filter { $0.name.kind == .backup }
         var kept: [String: [String]] = [:]
         for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {
             kept[entry.path] = decision.keptBy.map(\.rawValue)
         }
-        if let protected = Catalogue(repository: repository).newestVerified(of: user)?.path { kept[protected, default: []].append(newestVerifiedReason) }
+        if let protected = try Catalogue(repository: repository).newestVerified(of: user)?.path { kept[protected, default: []].append(newestVerifiedReason) }
         for entry in archives where entry.name.kind != .backup {
             let age = now.timeIntervalSince(entry.name.created)
             switch entry.name.kind {
@@ -57,32 +57,27 @@ public enum ArchiveRemoval {
     /// Prunes one user's archives under the user's lock (when a root is given): plans with
     /// `policy`, removes what nothing keeps (unless `dryRun`) and returns the plan.
     public static func prune(
-        user: UserID, repository: Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration, dryRun: Bool = false
+        user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration, dryRun: Bool = false
     ) throws -> [Item] {
         let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: user, timeout: lockTimeout) }
         defer { lock?.release() }
-        let items = plan(user: user, repository: repository, policy: policy)
-        if !dryRun { try remove(items.filter { !$0.keep }.map(\.entry)) }
+        let items = try plan(user: user, repository: repository, policy: policy)
+        if !dryRun { try repository.remove(items.filter { !$0.keep }.map(\.entry)) }
         return items
     }
 
     /// Refuses when any of `entries` is its user's newest verified archive (unless `force`).
-    public static func checkDeletable(_ entries: [Repository.Entry], repository: Repository, force: Bool) throws(RemovalRefused) {
+    public static func checkDeletable(_ entries: [RepositoryEntry], repository: any Repository, force: Bool) throws {
         guard !force else { return }
         let catalogue = Catalogue(repository: repository)
-        for entry in entries where catalogue.newestVerified(of: entry.user)?.path == entry.path {
+        for entry in entries where try catalogue.newestVerified(of: entry.user)?.path == entry.path {
             throw RemovalRefused(archive: entry.path)
         }
     }
 
-    /// Removes each archive and its verification record, then syncs each folder touched.
-    public static func remove(_ entries: [Repository.Entry]) throws(FileSystemError) {
-        var folders: Set<String> = []
-        for entry in entries {
-            try FileSystem.removeFile(entry.path)
-            VerificationRecord.remove(for: entry.path)
-            folders.insert((entry.path as NSString).deletingLastPathComponent)
-        }
-        for folder in folders.sorted() { try FileSystem.sync(folder) }
+    /// Removes each archive and its verification record from `repository` (a local folder is
+    /// synced after each removal).
+    public static func remove(_ entries: [RepositoryEntry], from repository: any Repository) throws {
+        try repository.remove(entries)
     }
 }

@@ -5,36 +5,48 @@ import Foundation
 public enum ArchiveVerification {
     /// One archive's result.
     public struct Outcome: Sendable {
-        public let entry: Repository.Entry
+        public let entry: RepositoryEntry
         /// What is wrong, or `nil` when the archive is good.
         public let failure: VerificationFailure?
         public let stores: Int
         public let bytes: Int64
     }
 
-    /// The folder under the repository where verification extracts (beside backup's).
-    public static func workFolder(_ repository: Repository) -> String { repository.workFolder }
+    /// The local folder where verification extracts (beside backup's).
+    public static func workFolder(_ repository: any Repository) throws -> String { try repository.prepareWorkFolder() }
 
-    /// Verifies each entry in turn. Data faults are outcomes; an interruption, a full disk or
-    /// another error of the machine (not of the archive) is thrown.
-    public static func run(_ entries: [Repository.Entry], repository: Repository, check: CheckMode) throws -> [Outcome] {
+    /// Verifies each entry in turn. Data faults are outcomes; an interruption, a full disk, a
+    /// failed download or another error of the machine (not of the archive) is thrown, and
+    /// records nothing.
+    public static func run(_ entries: [RepositoryEntry], repository: any Repository, check: CheckMode) throws -> [Outcome] {
         var outcomes: [Outcome] = []
+        let work = try workFolder(repository)
         for entry in entries {
             try Interruption.check()
             do {
                 // Work on granary's own files only: it yields the CPU to the owners (CPUYield).
                 let result = try CPUYield.shared.yielding {
                     try ArchiveVerifier.verify(
-                        archive: entry.path, workFolder: workFolder(repository), check: check, expectedUser: entry.user.rawValue)
+                        source: try repository.open(entry), name: entry.path, workFolder: work, check: check,
+                        expectedUser: entry.user.rawValue)
                 }
-                try VerificationRecord(archive: entry.path, good: true, reason: nil, check: check)?.write(for: entry.path)
+                try record(entry, good: true, reason: nil, check: check, in: repository)
                 outcomes.append(Outcome(entry: entry, failure: nil, stores: result.manifest.stores.count, bytes: result.bytes))
             } catch let failure as VerificationFailure {
                 let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
-                try? VerificationRecord(archive: entry.path, good: false, reason: reason, check: check)?.write(for: entry.path)
+                try? record(entry, good: false, reason: reason, check: check, in: repository)
                 outcomes.append(Outcome(entry: entry, failure: failure, stores: 0, bytes: 0))
             }
         }
         return outcomes
+    }
+
+    /// Writes the verification record of `entry`.
+    static func record(_ entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, in repository: any Repository) throws {
+        if entry.object == nil {
+            try VerificationRecord(archive: entry.path, good: good, reason: reason, check: check)?.write(for: entry.path)
+        } else {
+            try repository.writeRecord(VerificationRecord(entry: entry, good: good, reason: reason, check: check), for: entry)
+        }
     }
 }

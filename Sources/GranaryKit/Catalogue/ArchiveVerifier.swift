@@ -54,11 +54,37 @@ public enum ArchiveVerifier {
     public static func extract(
         archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil, durable: Bool = true
     ) throws -> Outcome {
+        try extract(source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser, durable: durable)
+    }
+
+    /// Extracts the archive `source` gives (a local file, or a download read front to back)
+    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:)``.
+    /// A download that fails (a cut connection, a server error) is reported as the transfer's
+    /// failure, never as a fault of the archive. `name` names the archive in messages.
+    public static func extract(
+        source: ArchiveSource, name: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
+        durable: Bool = true
+    ) throws -> Outcome {
+        let outcome: Outcome
+        do {
+            outcome = try extractVerified(
+                source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable)
+        } catch {
+            if let failure = source.transferFailure() { throw failure }
+            throw error
+        }
+        if let failure = source.transferFailure() { throw failure }
+        return outcome
+    }
+
+    private static func extractVerified(
+        source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?, durable: Bool
+    ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
         }
         let reader: ArchiveReader
-        do { reader = try ArchiveReader(path: archive) } catch {
+        do { reader = try source.reader(name: archive) } catch {
             if error.status == .dataError { throw fail(nil, "is not a readable archive: \(error.message)") }
             throw error
         }
@@ -170,6 +196,16 @@ public enum ArchiveVerifier {
         let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
         defer { FileSystem.removeTree(folder) }
         return try extract(archive: archive, into: folder, check: check, expectedUser: expectedUser, durable: false)
+    }
+
+    /// Verifies the archive `source` gives, as ``verify(archive:workFolder:check:expectedUser:)``.
+    public static func verify(
+        source: ArchiveSource, name: String, workFolder: String, check: CheckMode = .full, expectedUser: String? = nil
+    ) throws -> Outcome {
+        try FileSystem.makeDirectory(workFolder)
+        let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
+        defer { FileSystem.removeTree(folder) }
+        return try extract(source: source, name: name, into: folder, check: check, expectedUser: expectedUser, durable: false)
     }
 
     /// A relative name made of ordinary components: no `/` at the start, no empty, `.` or `..`

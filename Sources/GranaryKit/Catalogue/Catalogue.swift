@@ -3,9 +3,9 @@ import Foundation
 /// The archives in the repository as an operator sees them: each with what its manifest
 /// says and whether it verified. Reads only the manifest at the head of each archive.
 public struct Catalogue: Sendable {
-    public let repository: Repository
+    public let repository: any Repository
 
-    public init(repository: Repository) {
+    public init(repository: any Repository) {
         self.repository = repository
     }
 
@@ -44,20 +44,63 @@ public struct Catalogue: Sendable {
     }
 
     /// The archives of `users` (every user in the repository when empty), newest first within
-    /// each user, users in order.
-    public func items(users: [UserID] = []) -> [Item] {
-        let ids = users.isEmpty ? repository.users() : users
-        return ids.flatMap { user in repository.archives(of: user).reversed().map(Self.item) }
+    /// each user, users in order. A remote repository's heads are read a few at a time.
+    public func items(users: [UserID] = []) throws -> [Item] {
+        let ids = users.isEmpty ? try repository.users() : users
+        var items: [Item] = []
+        for user in ids {
+            let entries = Array(try repository.archives(of: user).reversed())
+            let records = repository.records(for: entries)
+            let heads = try Self.concurrently(entries, width: repository.isLocal ? 1 : 4) { entry in try head(entry) }
+            for (entry, head) in zip(entries, heads) {
+                items.append(
+                    Item(
+                        user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: head.0, problem: head.1,
+                        record: records[entry.path]))
+            }
+        }
+        return items
     }
 
     /// Reads one archive's head.
-    public static func item(_ entry: Repository.Entry) -> Item {
-        var manifest: Manifest?
-        var problem: String?
-        do { manifest = try readManifest(entry.path) } catch { problem = (error as? GranaryError)?.description ?? "\(error)" }
+    public func item(_ entry: RepositoryEntry) throws -> Item {
+        let (manifest, problem) = try head(entry)
         return Item(
             user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: manifest, problem: problem,
-            record: VerificationRecord.read(for: entry.path))
+            record: repository.record(for: entry))
+    }
+
+    /// The manifest of `entry`, or why it cannot be read; a failed download is thrown (it says
+    /// nothing of the archive).
+    private func head(_ entry: RepositoryEntry) throws -> (Manifest?, String?) {
+        do {
+            return (try repository.readManifest(entry), nil)
+        } catch let error as RepositoryError {
+            throw error
+        } catch {
+            return (nil, (error as? GranaryError)?.description ?? "\(error)")
+        }
+    }
+
+    /// `body` over `items`, `width` at a time, results in order.
+    static func concurrently<T: Sendable, R: Sendable>(_ items: [T], width: Int, _ body: @Sendable @escaping (T) throws -> R) throws -> [R] {
+        guard width > 1, items.count > 1 else { return try items.map(body) }
+        let results = ResultsBox<R>(count: items.count)
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = width
+        for (index, item) in items.enumerated() {
+            queue.addOperation { results.set(index, Result { try body(item) }) }
+        }
+        queue.waitUntilAllOperationsAreFinished()
+        return try results.all.map { try $0.get() }
+    }
+
+    private final class ResultsBox<R>: @unchecked Sendable {
+        private let lock = NSLock()
+        private var items: [Result<R, any Error>?]
+        init(count: Int) { items = Array(repeating: nil, count: count) }
+        func set(_ index: Int, _ result: Result<R, any Error>) { lock.withLock { items[index] = result } }
+        var all: [Result<R, any Error>] { lock.withLock { items.map { $0! } } }
     }
 
     /// The manifest at the head of `archive`, reading nothing after it.
@@ -71,7 +114,9 @@ public struct Catalogue: Sendable {
 
     /// A user's newest regular backup that passed verification, if any (safety and final
     /// archives are never "the user's backups").
-    public func newestVerified(of user: UserID) -> Repository.Entry? {
-        repository.archives(of: user).last { $0.name.kind == .backup && VerificationRecord.read(for: $0.path)?.isGood == true }
+    public func newestVerified(of user: UserID) throws -> RepositoryEntry? {
+        let backups = try repository.archives(of: user).filter { $0.name.kind == .backup }
+        let records = repository.records(for: backups)
+        return backups.last { records[$0.path]?.isGood == true }
     }
 }

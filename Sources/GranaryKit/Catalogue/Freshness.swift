@@ -9,44 +9,90 @@ public enum Freshness {
     /// One user's standing.
     public struct Report: Sendable {
         public let user: UserID
-        /// Whether the user passes.
+        /// Whether the user passes (in the repository and on every mirror).
         public let ok: Bool
         /// The newest verified archive, if any.
-        public let newestVerified: Repository.Entry?
+        public let newestVerified: RepositoryEntry?
         /// Its age in seconds.
         public let age: TimeInterval?
         /// The newest archive of any state, if any.
-        public let newest: Repository.Entry?
+        public let newest: RepositoryEntry?
         /// Why the user fails (`nil` when ok).
         public let reason: String?
+        /// Each mirror's standing for the user (empty without mirrors).
+        public var mirrors: [Mirror] = []
     }
 
-    /// Evaluates `users` against `maxAge` seconds at `now`.
+    /// A user's standing on one mirror.
+    public struct Mirror: Sendable {
+        /// The mirror's location.
+        public let location: String
+        /// The user's newest regular archive there, if any.
+        public let newest: RepositoryEntry?
+        /// Why the mirror fails the user (`nil` when it is up to date).
+        public let problem: String?
+    }
+
+    /// Evaluates `users` against `maxAge` seconds at `now`. With `mirrors`, a user also fails
+    /// when the newest regular archive of the repository is missing from a mirror, or when the
+    /// mirror's newest regular archive is older than `maxAge`.
     public static func evaluate(
-        users: [UserID], repository: Repository, maxAge: TimeInterval, now: Date = Date()
-    ) -> [Report] {
-        users.map { user in
-            // Regular backups only: a safety archive is what a restore replaced, not a backup.
-            let archives = repository.archives(of: user).filter { $0.name.kind == .backup }
-            let newest = archives.last
-            let verified = archives.last { VerificationRecord.read(for: $0.path)?.isGood == true }
-            guard let newest else {
-                return Report(user: user, ok: false, newestVerified: nil, age: nil, newest: nil, reason: "has no archives")
-            }
-            guard let verified else {
-                let state = VerificationRecord.read(for: newest.path).map { $0.isGood ? "verified" : "bad" } ?? "not verified"
-                return Report(
-                    user: user, ok: false, newestVerified: nil, age: nil, newest: newest,
-                    reason: "has no verified archive (newest, \(newest.name), is \(state))")
-            }
-            let age = now.timeIntervalSince(verified.name.created)
-            if age > maxAge {
-                return Report(
-                    user: user, ok: false, newestVerified: verified, age: age, newest: newest,
-                    reason: "newest verified archive \(verified.name) is \(describe(age)) old, over the \(describe(maxAge)) limit")
-            }
-            return Report(user: user, ok: true, newestVerified: verified, age: age, newest: newest, reason: nil)
+        users: [UserID], repository: any Repository, maxAge: TimeInterval, now: Date = Date(), mirrors: [any Repository] = []
+    ) throws -> [Report] {
+        try users.map { user in
+            var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
+            guard !mirrors.isEmpty else { return report }
+            let standings = mirrors.map { mirror($0, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now) }
+            let problems = standings.compactMap { standing in standing.problem.map { "mirror \(standing.location): \($0)" } }
+            let reason = ([report.reason].compactMap { $0 } + problems).joined(separator: "; ")
+            report = Report(
+                user: user, ok: report.ok && problems.isEmpty, newestVerified: report.newestVerified, age: report.age,
+                newest: report.newest, reason: reason.isEmpty ? nil : reason, mirrors: standings)
+            return report
         }
+    }
+
+    private static func evaluate(_ user: UserID, repository: any Repository, maxAge: TimeInterval, now: Date) throws -> Report {
+        // Regular backups only: a safety archive is what a restore replaced, not a backup.
+        let archives = try repository.archives(of: user).filter { $0.name.kind == .backup }
+        let records = repository.records(for: archives)
+        let newest = archives.last
+        let verified = archives.last { records[$0.path]?.isGood == true }
+        guard let newest else {
+            return Report(user: user, ok: false, newestVerified: nil, age: nil, newest: nil, reason: "has no archives")
+        }
+        guard let verified else {
+            let state = records[newest.path].map { $0.isGood ? "verified" : "bad" } ?? "not verified"
+            return Report(
+                user: user, ok: false, newestVerified: nil, age: nil, newest: newest,
+                reason: "has no verified archive (newest, \(newest.name), is \(state))")
+        }
+        let age = now.timeIntervalSince(verified.name.created)
+        if age > maxAge {
+            return Report(
+                user: user, ok: false, newestVerified: verified, age: age, newest: newest,
+                reason: "newest verified archive \(verified.name) is \(describe(age)) old, over the \(describe(maxAge)) limit")
+        }
+        return Report(user: user, ok: true, newestVerified: verified, age: age, newest: newest, reason: nil)
+    }
+
+    private static func mirror(
+        _ mirror: any Repository, user: UserID, primaryNewest: RepositoryEntry?, maxAge: TimeInterval, now: Date
+    ) -> Mirror {
+        let archives: [RepositoryEntry]
+        do { archives = try mirror.archives(of: user).filter { $0.name.kind == .backup } } catch {
+            return Mirror(location: mirror.location, newest: nil, problem: "cannot be listed: \(error.description)")
+        }
+        let newest = archives.last
+        if let primaryNewest, !archives.contains(where: { $0.name == primaryNewest.name }) {
+            return Mirror(location: mirror.location, newest: newest, problem: "lacks the newest archive \(primaryNewest.name) (granary sync sends it)")
+        }
+        guard let newest else { return Mirror(location: mirror.location, newest: nil, problem: "has no archives") }
+        let age = now.timeIntervalSince(newest.name.created)
+        if age > maxAge {
+            return Mirror(location: mirror.location, newest: newest, problem: "newest archive \(newest.name) is \(describe(age)) old, over the \(describe(maxAge)) limit")
+        }
+        return Mirror(location: mirror.location, newest: newest, problem: nil)
     }
 
     /// `90061` → `1d1h1m`.

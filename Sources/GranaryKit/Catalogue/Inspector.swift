@@ -105,6 +105,26 @@ public enum Inspector {
             stores: stores)
     }
 
+    /// Describes an archive read from `source` (a remote archive, streamed: no local copy is kept
+    /// but the extracted stores, in a private temporary folder that is always removed). `name`
+    /// names it; `expectedUser`, when given, must match its manifest.
+    public static func inspect(
+        archive source: ArchiveSource, name: String, expectedUser: String? = nil, temporaryFolder: String = NSTemporaryDirectory()
+    ) throws -> Inspection {
+        let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
+        defer { FileSystem.removeTree(folder) }
+        let outcome = try ArchiveVerifier.extract(
+            source: source, name: name, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
+        let manifest = outcome.manifest
+        let stores = try manifest.stores.map { entry in
+            let (parent, file) = try Folder.open(path: folder).parent(of: entry.path)
+            return try store(in: parent, fileName: file, name: entry.name)
+        }
+        return Inspection(
+            kind: "archive", path: name, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
+            stores: stores)
+    }
+
     /// Describes the store `fileName` of `folder`, opened read-only beneath the folder.
     public static func store(in folder: Folder, fileName: String, name: String) throws -> StoreInspection {
         let path = folder.path(fileName)

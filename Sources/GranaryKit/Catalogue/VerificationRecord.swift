@@ -5,11 +5,12 @@ import Foundation
 #endif
 
 /// The result of the last `granary verify` of an archive, kept beside it as
-/// `.<archive name>.verify.json` (mode 0600, written atomically).
+/// `.<archive name>.verify.json` (mode 0600, written atomically; in a remote repository, a
+/// sidecar object of the same name).
 ///
-/// The record holds the archive's size and modification time: a record that no longer
-/// matches its archive (the file was replaced or touched) is ignored, so `list` and `check`
-/// never vouch for bytes that were not the ones verified.
+/// The record holds the archive's name, size and modification stamp (a file's mtime, a remote
+/// object's upload time): a record that no longer matches its archive (the file was replaced or
+/// touched) is ignored, so `list` and `check` never vouch for bytes that were not the ones verified.
 public struct VerificationRecord: Codable, Sendable, Equatable {
     /// `ok` or `bad`.
     public var result: String
@@ -23,6 +24,8 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     public var archiveSize: Int64
     /// The archive's modification time, in nanoseconds since 1970.
     public var archiveModified: Int64
+    /// The archive's file name (records written before it was kept have none).
+    public var archive: String?
 
     /// Whether the archive passed.
     public var isGood: Bool { result == "ok" }
@@ -43,6 +46,39 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         toolVersion = GranaryVersion.current
         archiveSize = Int64(info.st_size)
         archiveModified = Self.modified(info)
+        self.archive = (archive as NSString).lastPathComponent
+    }
+
+    /// A record for `entry` as it was listed.
+    public init(entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, at date: Date = Date()) {
+        result = good ? "ok" : "bad"
+        self.reason = reason
+        verified = date
+        self.check = check.rawValue
+        toolVersion = GranaryVersion.current
+        archiveSize = entry.size
+        archiveModified = entry.modified
+        archive = entry.name.fileName
+    }
+
+    /// The record in `bytes`, when it belongs to `entry` as listed.
+    public static func decode(_ bytes: [UInt8], matching entry: RepositoryEntry) -> VerificationRecord? {
+        guard bytes.count < 1 << 16 else { return nil }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        guard let record = try? decoder.decode(VerificationRecord.self, from: Data(bytes)),
+            record.archiveSize == entry.size, record.archiveModified == entry.modified,
+            record.archive == nil || record.archive == entry.name.fileName
+        else { return nil }
+        return record
+    }
+
+    /// The record as it is stored.
+    public func encoded() -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return Array((try? encoder.encode(self)) ?? Data()) + [0x0A]
     }
 
     /// The record of `archive`, when there is one and it still matches the archive.
@@ -61,11 +97,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
 
     /// Writes the record beside `archive`.
     public func write(for archive: String) throws(FileSystemError) {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
-        let data = (try? encoder.encode(self)) ?? Data()
-        try FileSystem.writeAtomically(Array(data), to: Self.path(for: archive))
+        try FileSystem.writeAtomically(encoded(), to: Self.path(for: archive))
     }
 
     /// Removes the record of `archive`, if any.
@@ -73,7 +105,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         unlink(path(for: archive))
     }
 
-    private static func modified(_ info: stat) -> Int64 {
+    static func modified(_ info: stat) -> Int64 {
         Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
     }
 }

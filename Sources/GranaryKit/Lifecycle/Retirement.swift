@@ -20,9 +20,9 @@ import Foundation
 /// `restore --create` brings the user back from it.
 public struct Retirement: Sendable {
     public let root: Root
-    public let repository: Repository
+    public let repository: any Repository
 
-    public init(root: Root, repository: Repository) {
+    public init(root: Root, repository: any Repository) {
         self.root = root
         self.repository = repository
     }
@@ -71,10 +71,13 @@ public struct Retirement: Sendable {
         options.lockTimeout = lockTimeout
         let backup = try BackupOperation(root: root, repository: repository, options: options).runLocked(user, kind: .final)
         CrashPoint.reach()
+        let published = backup.entry
         let verified = try CPUYield.shared.yielding {
-            try ArchiveVerifier.verify(archive: backup.archive, workFolder: repository.workFolder, check: .full, expectedUser: user.rawValue)
+            try ArchiveVerifier.verify(
+                source: try repository.open(published), name: backup.archive, workFolder: try repository.prepareWorkFolder(), check: .full,
+                expectedUser: user.rawValue)
         }
-        try VerificationRecord(archive: backup.archive, good: true, reason: nil, check: .full)?.write(for: backup.archive)
+        try repository.writeRecord(VerificationRecord(entry: published, good: true, reason: nil, check: .full), for: published)
         _ = verified
 
         // The journal, then the one rename that makes the user gone.
@@ -144,9 +147,9 @@ public struct Retirement: Sendable {
     }
 
     /// Whether `user` is retired: no folder under the root, and a final archive is their newest.
-    public static func isRetired(_ user: UserID, root: Root, repository: Repository) -> Bool {
+    public static func isRetired(_ user: UserID, root: Root, repository: any Repository) -> Bool {
         guard let root = try? root.open(), root.entry(user.rawValue) == nil else { return false }
-        return repository.archives(of: user).last?.name.kind == .final
+        return (try? repository.archives(of: user))?.last?.name.kind == .final
     }
 }
 

@@ -1,155 +1,288 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// The folder where archives go: `<repo>/<user id>/<archive name>`.
+/// Where archives live: `<repository>/<user id>/<archive name>`, each archive with its
+/// verification record beside it as a small sidecar object (`.<archive name>.verify.json`).
 ///
-/// The repository is granary's alone: created 0700 (archives 0600: they hold users' data) and
-/// marked by `.granary-repository`; an existing one must be a real folder owned by granary's uid
-/// and writable by nobody else, or granary refuses it (another user could otherwise swap what
-/// granary writes there, or read it). It is never inside the root, nor the root inside it.
-public struct Repository: Sendable {
+/// A repository is a location: a local folder (``LocalRepository``), or a remote one reached
+/// through rclone (``RcloneRepository``: `s3:BUCKET/PREFIX`, `rclone:REMOTE:PATH`). Every
+/// command works through this interface only, so every command works on each:
+///
+/// - list: the user folders, and the objects of one folder (name, size, modification stamp);
+/// - read: an object as a stream, or only its head (a manifest is the first member);
+/// - write: an object, atomically and never over an existing one: it is visible under its
+///   final name only when complete, on every backend;
+/// - delete: an object and its sidecar;
+/// - the sidecar: a small object beside an archive (the verification record).
+///
+/// Names are relative to the repository: `USER` for a folder, `USER/NAME` for an object.
+/// ``Repositories/open(_:)`` turns what a person typed into the right implementation.
+public protocol Repository: Sendable {
+    /// The location as given, to show (it never holds a credential).
+    var location: String { get }
+    /// The folder, for a local repository; nil for a remote one.
+    var localPath: String? { get }
+    /// A local folder, granary's own, where backups write their snapshots (and, for a remote
+    /// repository, the archive before it is uploaded) and verifications extract.
+    var workFolder: String { get }
+
+    /// Whether the repository exists (has its marker, or archives made by an older granary).
+    func exists() throws(RepositoryError) -> Bool
+    /// For commands that read: the repository must exist (a typo must not look like an empty
+    /// repository), and a local one must be granary's alone.
+    func requireExisting() throws(RepositoryError)
+    /// For commands that write: creates the repository (and its marker) or checks the existing one.
+    func prepare() throws(RepositoryError)
+    /// Refuses a repository that is the root, lies in it or holds it.
+    func checkSeparate(from root: Root) throws(RepositoryError)
+    /// Creates the work folder (private, granary's) and returns it.
+    func prepareWorkFolder() throws(RepositoryError) -> String
+
+    /// The folders at the top of the repository (not hidden ones), sorted.
+    func folders() throws(RepositoryError) -> [String]
+    /// The objects directly in `folder` (hidden ones included), in no particular order.
+    func objects(in folder: String) throws(RepositoryError) -> [RepositoryObject]
+    /// Reads `object` (of `size` bytes, as listed) front to back; only its first `head` bytes
+    /// when given.
+    func read(_ object: String, size: Int64, head: Int64?) throws(RepositoryError) -> ArchiveSource
+    /// Makes `file` (a finished local file) the object `object`, atomically: nothing is visible
+    /// under that name until all of it is. Returns false, writing nothing, when the name is taken.
+    func write(_ object: String, from file: String) throws(RepositoryError) -> Bool
+    /// Deletes `object` and its sidecar; a missing one is not an error.
+    func delete(_ object: String) throws(RepositoryError)
+    /// The sidecar of `object`, if there is one.
+    func readSidecar(of object: String) -> [UInt8]?
+    /// Every sidecar in `folder`, by the name of the object it belongs to.
+    func readSidecars(in folder: String) -> [String: [UInt8]]
+    /// Writes (or replaces) the sidecar of `object`, atomically.
+    func writeSidecar(_ bytes: [UInt8], of object: String) throws(RepositoryError)
+
+    /// The local folder where a new archive of `user` is written before ``write(_:from:)``
+    /// publishes it (the user's folder, for a local repository, so that publishing is a rename).
+    func stagingFolder(for user: UserID) throws -> String
+    /// Whether the repository can take an archive of about `bytes` bytes for `user` now
+    /// (writable, and room where that can be known). Nothing is left behind.
+    func checkRoom(for user: UserID, bytes: Int64) throws(RepositoryError)
+    /// Removes what runs that died left behind (temporary files, partial uploads) in the work
+    /// folder and in the folders of `users` (every user when empty); what was removed.
+    func removeDeadTemporaries(users: [UserID]) -> [String]
+    /// How `object` is shown: a path, or the location followed by the object's name.
+    func display(_ object: String) -> String
+}
+
+/// An object as a listing gives it.
+public struct RepositoryObject: Sendable, Equatable {
+    /// Its name within its folder.
+    public let name: String
+    public let size: Int64
+    /// Its modification stamp in nanoseconds since 1970 (a local file's mtime, a remote object's
+    /// upload time): a verification record holds it and no longer applies when it changes.
+    public let modified: Int64
+
+    public init(name: String, size: Int64, modified: Int64) {
+        self.name = name
+        self.size = size
+        self.modified = modified
+    }
+}
+
+/// One archive in a repository.
+public struct RepositoryEntry: Sendable, Equatable {
+    public let user: UserID
+    public let name: ArchiveName
+    /// Where it is, to show: a local path, or the remote location followed by `USER/NAME`.
     public let path: String
+    public let size: Int64
+    /// Its modification stamp as listed (see ``RepositoryObject/modified``).
+    public let modified: Int64
+    /// Its name in the repository (`USER/NAME`); nil for a local file named by its path,
+    /// which is read where it is.
+    public let object: String?
 
-    public init(path: String) {
-        self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+    public init(user: UserID, name: ArchiveName, path: String, size: Int64, modified: Int64 = 0, object: String? = nil) {
+        self.user = user
+        self.name = name
+        self.path = path
+        self.size = size
+        self.modified = modified
+        self.object = object
     }
+}
 
-    /// The file that marks a folder as a repository (it holds the repository's format version).
-    public static let markerName = ".granary-repository"
-    /// The repository format this granary writes.
-    public static let format = 1
+/// Where an archive's bytes come from.
+public enum ArchiveSource {
+    /// A local file, read in place.
+    case file(String)
+    /// A download, read front to back.
+    case stream(RepositoryStream)
 
-    /// Whether the folder exists and is a repository: it has the marker, or (made by an older
-    /// granary) user folders of archives.
-    public var exists: Bool {
-        guard FileSystem.isDirectory(path) else { return false }
-        if FileSystem.isRegularFile(path + "/" + Repository.markerName) { return true }
-        return users().contains { !archives(of: $0).isEmpty }
-    }
-
-    /// For commands that read: the repository must exist (a typo must not look like an empty repository).
-    public func requireExisting() throws(RepositoryError) {
-        guard exists else { throw .notARepository(path) }
-        try checkOwnership()
-    }
-
-    /// For commands that write archives: creates the repository (mode 0700, with its marker) when
-    /// its parent folder exists, or checks the existing one.
-    public func prepare() throws(RepositoryError) {
-        if FileSystem.status(path) == nil {
-            let parent = (path as NSString).deletingLastPathComponent
-            guard FileSystem.isDirectory(parent.isEmpty ? "." : parent) else { throw .parentMissing(path) }
-            if mkdir(path, 0o700) != 0 && errno != EEXIST { throw .cannotCreate(path, FileSystemError("create folder", path: path)) }
-        }
-        try checkOwnership()
-        if !FileSystem.isRegularFile(path + "/" + Repository.markerName) {
-            do {
-                try FileSystem.writeAtomically(Array("granary repository \(Repository.format)\n".utf8), to: path + "/" + Repository.markerName)
-            } catch { throw .cannotCreate(path, error) }
+    /// Opens an archive reader on it. `name` names it in messages.
+    public func reader(name: String, blockSize: Int = 1 << 20) throws(ArchiveError) -> ArchiveReader {
+        switch self {
+        case .file(let path): return try ArchiveReader(path: path, blockSize: blockSize)
+        case .stream(let stream): return try ArchiveReader(stream: stream, name: name, blockSize: blockSize)
         }
     }
 
-    /// The repository folder must be a real folder, granary's own, closed to everyone else.
-    func checkOwnership() throws(RepositoryError) {
-        guard let info = FileSystem.status(path) else { throw .notARepository(path) }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else {
-            throw .unsafe(path, (info.st_mode & S_IFMT) == S_IFLNK ? "is a symbolic link" : "is not a folder")
-        }
-        guard info.st_uid == geteuid() else { throw .unsafe(path, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())") }
-        if info.st_mode & 0o022 != 0 {
-            throw .unsafe(path, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
-        }
-        try checkEntries()
-    }
-
-    /// The repositories whose entries this process has checked: once a repository is granary's
-    /// alone nobody else can add to it, so once is enough (a `backup --all` over many users does
-    /// not list the repository once per user).
-    private static let checked = Mutex<Set<String>>([])
-
-    /// What others planted while the repository was open to them (a fresh tmpfs is 1777; the fix
-    /// the refusal suggests is a chmod) must not be used: their own `.granary-tmp` or user folder
-    /// would let them swap what granary writes there, or plant archives, through descriptors they
-    /// kept open. Every entry must be granary's, and no folder in it writable by anyone else.
-    func checkEntries() throws(RepositoryError) {
-        if Self.checked.withLock({ $0.contains(path) }) { return }
-        for name in FileSystem.contents(of: path) {
-            let entry = path + "/" + name
-            guard let info = FileSystem.status(entry) else { continue }
-            let kind = info.st_mode & S_IFMT
-            if kind == S_IFLNK { throw .planted(entry, "is a symbolic link") }
-            if info.st_uid != geteuid() { throw .planted(entry, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())") }
-            if kind == S_IFDIR && info.st_mode & 0o022 != 0 {
-                throw .planted(entry, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
-            }
-        }
-        Self.checked.withLock { _ = $0.insert(path) }
-    }
-
-    /// Refuses a repository that is the root, lies inside it, or holds it: a user's folder must
-    /// never become the repository, and the repository must never look like a user.
-    public func checkSeparate(from root: Root) throws(RepositoryError) {
-        let repo = Self.canonical(path)
-        let base = Self.canonical(root.path)
-        if repo == base { throw .overlapsRoot(path, root: root.path, "is the root itself") }
-        if repo.hasPrefix(base == "/" ? "/" : base + "/") { throw .overlapsRoot(path, root: root.path, "is inside the root") }
-        if base.hasPrefix(repo == "/" ? "/" : repo + "/") { throw .overlapsRoot(path, root: root.path, "holds the root") }
-    }
-
-    /// The real path of `path` (of its longest existing ancestor, for a path not made yet).
-    static func canonical(_ path: String) -> String {
-        var missing: [String] = []
-        var current = path.isEmpty ? "." : path
-        while true {
-            if let resolved = realpath(current, nil) {
-                defer { free(resolved) }
-                var text = String(cString: resolved)
-                for part in missing.reversed() { text += (text == "/" ? "" : "/") + part }
-                return text
-            }
-            let parent = (current as NSString).deletingLastPathComponent
-            if parent == current || parent.isEmpty { return path }
-            missing.append((current as NSString).lastPathComponent)
-            current = parent
+    /// After reading (whatever the outcome): the transfer's own failure, if it failed. A download
+    /// cut short must be reported as what it is (74/75), never as a damaged archive.
+    public func transferFailure() -> RepositoryError? {
+        switch self {
+        case .file: return nil
+        case .stream(let stream): return stream.finish()
         }
     }
+}
 
-    /// Where backup snapshots and verify extractions are made, always removed after; a dead
-    /// run's leftovers carry its pid (`StaleTemporaries`).
-    public var workFolder: String { path + "/.granary-tmp" }
+extension Repository {
+    /// One archive in the repository (the type's older name).
+    public typealias Entry = RepositoryEntry
 
-    /// The folder of one user's archives (which may not exist yet).
-    public func folder(for user: UserID) -> String { path + "/" + user.rawValue }
+    /// Whether this is a local folder.
+    public var isLocal: Bool { localPath != nil }
 
-    /// One archive in the repository.
-    public struct Entry: Sendable, Equatable {
-        public let user: UserID
-        public let name: ArchiveName
-        public let path: String
-        public let size: Int64
+    /// Shown in messages: the location.
+    public var path: String { location }
+
+    /// The users that have a folder in the repository, sorted.
+    public func users() throws(RepositoryError) -> [UserID] {
+        try folders().compactMap { try? UserID($0) }
     }
 
-    /// A user's archives, oldest first. Temporary files and other names are skipped.
-    public func archives(of user: UserID) -> [Entry] {
-        let folder = folder(for: user)
-        return FileSystem.contents(of: folder).compactMap { file -> Entry? in
-            guard !file.hasPrefix("."), let name = ArchiveName(fileName: file) else { return nil }
-            let full = folder + "/" + file
-            guard let info = FileSystem.status(full), (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-            return Entry(user: user, name: name, path: full, size: Int64(info.st_size))
+    /// A user's archives, oldest first. Temporary files, sidecars and other names are skipped.
+    public func archives(of user: UserID) throws(RepositoryError) -> [Entry] {
+        try objects(in: user.rawValue).compactMap { object -> Entry? in
+            guard !object.name.hasPrefix("."), let name = ArchiveName(fileName: object.name) else { return nil }
+            let key = user.rawValue + "/" + object.name
+            return Entry(user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
         }.sorted { $0.name < $1.name }
     }
 
-    /// The users that have a folder in the repository, sorted.
-    public func users() -> [UserID] {
-        FileSystem.contents(of: path).compactMap { name in
-            guard !name.hasPrefix("."), FileSystem.isDirectory(path + "/" + name) else { return nil }
-            return try? UserID(name)
+    /// Opens `entry` for reading (the whole archive, or its first `head` bytes).
+    public func open(_ entry: Entry, head: Int64? = nil) throws(RepositoryError) -> ArchiveSource {
+        guard let object = entry.object else { return .file(entry.path) }
+        return try read(object, size: entry.size, head: head)
+    }
+
+    /// The verification record of `entry`, when there is one and it still matches the archive.
+    public func record(for entry: Entry) -> VerificationRecord? {
+        guard let object = entry.object else { return VerificationRecord.read(for: entry.path) }
+        return readSidecar(of: object).flatMap { VerificationRecord.decode($0, matching: entry) }
+    }
+
+    /// The records of `entries` (which are in one folder or several), read with as few requests
+    /// as the repository allows.
+    public func records(for entries: [Entry]) -> [String: VerificationRecord] {
+        var result: [String: VerificationRecord] = [:]
+        var byFolder: [String: [Entry]] = [:]
+        for entry in entries {
+            if entry.object == nil {
+                result[entry.path] = VerificationRecord.read(for: entry.path)
+            } else {
+                byFolder[entry.user.rawValue, default: []].append(entry)
+            }
         }
+        for (folder, entries) in byFolder {
+            let sidecars = readSidecars(in: folder)
+            for entry in entries {
+                if let bytes = sidecars[entry.name.fileName], let record = VerificationRecord.decode(bytes, matching: entry) {
+                    result[entry.path] = record
+                }
+            }
+        }
+        return result
+    }
+
+    /// Records the result of a verification of `entry`.
+    public func writeRecord(_ record: VerificationRecord, for entry: Entry) throws(RepositoryError) {
+        guard let object = entry.object else {
+            do { try record.write(for: entry.path) } catch { throw .local(error) }
+            return
+        }
+        try writeSidecar(record.encoded(), of: object)
+    }
+
+    /// Removes each archive and its verification record.
+    public func remove(_ entries: [Entry]) throws(RepositoryError) {
+        for entry in entries {
+            guard let object = entry.object else {
+                do { try FileSystem.removeFile(entry.path) } catch { throw .local(error) }
+                VerificationRecord.remove(for: entry.path)
+                continue
+            }
+            try delete(object)
+        }
+    }
+
+    /// Publishes the finished archive `file` as a new archive of `user`: under the first name
+    /// `name(sequence)` that is free (sequence 1, 2, …: a second archive in the same second gets
+    /// `_2`). `file` is consumed (moved, or uploaded and left for the caller to remove).
+    public func publish(_ file: String, user: UserID, name: (Int) -> ArchiveName) throws -> Entry {
+        var sequence = 1
+        while true {
+            try Interruption.check()
+            let archive = name(sequence)
+            let key = user.rawValue + "/" + archive.fileName
+            if try write(key, from: file) {
+                let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
+                return Entry(
+                    user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file), modified: listed?.modified ?? 0,
+                    object: key)
+            }
+            sequence += 1
+        }
+    }
+
+    /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a
+    /// ranged read of its first bytes; the whole object only for a manifest that does not fit).
+    public func readManifest(_ entry: Entry) throws -> Manifest {
+        if entry.object == nil || isLocal { return try Catalogue.readManifest(entry.path) }
+        let head: Int64 = 1 << 20
+        do {
+            return try Self.manifest(in: try open(entry, head: min(head, entry.size)), name: entry.path)
+        } catch let error as RepositoryError {
+            throw error
+        } catch where entry.size > head {
+            // A manifest larger than the head (many attachments): read on until it ends.
+            return try Self.manifest(in: try open(entry), name: entry.path)
+        }
+    }
+
+    private static func manifest(in source: ArchiveSource, name: String) throws -> Manifest {
+        do {
+            let reader = try source.reader(name: name, blockSize: 64 * 1024)
+            guard let first = try reader.next(), first.name == Manifest.memberName, first.kind == .regular else {
+                throw ManifestError.missing(source: name)
+            }
+            let manifest = try Manifest.decode(try reader.readAll(limit: Manifest.sizeLimit), source: name)
+            if case .stream(let stream) = source { stream.stop() }
+            return manifest
+        } catch {
+            if let failure = source.transferFailure() { throw failure }
+            throw error
+        }
+    }
+}
+
+/// Turns a location as typed (`--repo`, `GRANARY_REPO`, `repo =`, `--mirror`) into a repository.
+public enum Repositories {
+    /// A local path, `s3:BUCKET[/PREFIX]`, or `rclone:REMOTE:PATH`. A remote location needs
+    /// rclone, found when it is first used.
+    public static func open(
+        _ location: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(RepositoryError) -> any Repository {
+        if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
+            return try RcloneRepository(location: location, environment: environment)
+        }
+        return LocalRepository(path: location)
+    }
+
+    /// Whether `location` names a remote repository.
+    public static func isRemote(_ location: String) -> Bool {
+        location.hasPrefix("s3:") || location.hasPrefix("rclone:")
     }
 }
 
@@ -162,6 +295,20 @@ public enum RepositoryError: GranaryError, Sendable {
     case planted(String, String)
     case overlapsRoot(String, root: String, String)
     case cannotCreate(String, FileSystemError)
+    /// A location that is not one granary understands.
+    case badLocation(String, String)
+    /// A remote repository, and no rclone on this machine.
+    case rcloneMissing
+    /// A remote operation failed: `temporary` when retrying later may help (exit 75), else 74.
+    case transport(location: String, detail: String, temporary: Bool)
+    /// A remote object or folder that is not there.
+    case missing(location: String, detail: String)
+    /// The remote refused access (credentials, permissions).
+    case denied(location: String, detail: String)
+    /// A local file operation on the repository's behalf failed.
+    case local(FileSystemError)
+    /// Not enough free space for what is about to be written.
+    case noRoom(String, free: Int64, needed: Int64)
 
     public var description: String {
         switch self {
@@ -171,14 +318,25 @@ public enum RepositoryError: GranaryError, Sendable {
         case .planted(let path, let why): return "refusing the repository: \(path) \(why); someone else may have made it"
         case .overlapsRoot(let path, let root, let why): return "the repository \(path) \(why) \(root); keep them apart"
         case .cannotCreate(let path, let error): return "cannot create the repository \(path): \(error.description)"
+        case .badLocation(let location, let why): return "cannot use the repository location \(location): \(why)"
+        case .rcloneMissing: return "remote repositories need rclone, which is not installed"
+        case .transport(let location, let detail, _): return "\(location): \(detail)"
+        case .missing(let location, let detail): return "\(location): \(detail)"
+        case .denied(let location, let detail): return "\(location): access denied: \(detail)"
+        case .local(let error): return error.description
+        case .noRoom(_, let free, let needed): return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
         }
     }
 
     public var status: ExitStatus {
         switch self {
-        case .notARepository: return .notFound
-        case .parentMissing, .unsafe, .planted, .cannotCreate: return .cannotCreate
-        case .overlapsRoot: return .usage
+        case .notARepository, .missing: return .notFound
+        case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom: return .cannotCreate
+        // No rclone: the configuration asks for what this machine cannot do (EX_UNAVAILABLE, 69,
+        // is not one of granary's codes; usage is the closest: fix the setup, then run again).
+        case .overlapsRoot, .badLocation, .rcloneMissing: return .usage
+        case .transport(_, _, let temporary): return temporary ? .temporaryFailure : .ioError
+        case .local(let error): return error.status
         }
     }
 
@@ -190,6 +348,14 @@ public enum RepositoryError: GranaryError, Sendable {
         case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
         case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
         case .cannotCreate(_, let error): return error.hint
+        case .badLocation: return "a repository is a local folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (see granary(1), REPOSITORIES)"
+        case .rcloneMissing: return "apt-get install rclone"
+        case .transport(_, _, let temporary):
+            return temporary ? "run again later (cron may retry)" : "check the network and the remote, then run again"
+        case .missing: return "check the location (the bucket must exist) and --repo"
+        case .denied: return "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the rclone remote's) and the bucket's policy"
+        case .local(let error): return error.hint
+        case .noRoom(let path, _, _): return "free space in \(path)"
         }
     }
 }

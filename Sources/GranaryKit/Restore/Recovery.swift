@@ -98,7 +98,7 @@ public enum Recovery {
             report.safetyArchive = done
         } else if let repository = plan.repository {
             do {
-                let path = try writeSafetyArchive(plan: plan, work: work, repository: Repository(path: repository))
+                let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
                 try work.journal.record(.safetyArchive(path), durable: true)
                 report.safetyArchive = path
             } catch {
@@ -145,7 +145,7 @@ public enum Recovery {
     }
 
     /// Packs the work folder's `aside/` into the safety archive.
-    static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: Repository) throws -> String {
+    static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: any Repository) throws -> String {
         if CrashPoint.failSafetyArchive { throw FileSystemError("write", path: repository.path, code: EROFS) }
         let user = try UserID(plan.user)
         let items = plan.stores.compactMap { entry -> SafetyArchive.Item? in
@@ -170,7 +170,7 @@ public enum Recovery {
             }
             if !steps.contains(where: { if case .safetyArchive = $0 { return true } else { return false } }), let repository = plan.repository {
                 do {
-                    _ = try writeSafetyArchive(plan: plan, work: work, repository: Repository(path: repository))
+                    _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
                 } catch {
                     return "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"
                 }
@@ -200,7 +200,7 @@ public enum Recovery {
 
     /// Recovers `users` (every user with something unfinished when empty), each under its lock,
     /// then removes the temporaries dead runs left in `repository`.
-    public static func run(root: Root, users: [UserID], repository: Repository?, lockTimeout: Duration, ownerTimeout: Duration = .seconds(10)) throws -> Run {
+    public static func run(root: Root, users: [UserID], repository: (any Repository)?, lockTimeout: Duration, ownerTimeout: Duration = .seconds(10)) throws -> Run {
         var run = Run()
         for id in users.isEmpty ? unfinishedUsers(root: root) : users {
             let lock = try UserLock.acquire(root: root, user: id, timeout: lockTimeout)
@@ -209,15 +209,13 @@ public enum Recovery {
         }
         // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
         // backup would remove them, recover does it now.
-        if let repository { run.removedTemporaries = removeDeadTemporaries(in: repository, users: users) }
+        if let repository { run.removedTemporaries = repository.removeDeadTemporaries(users: users) }
         return run
     }
 
     /// Removes the temporaries that backups and verifications which died left in `repository`
     /// (its work folder, and the folders of `users`, every user when empty). Returns their paths.
-    public static func removeDeadTemporaries(in repository: Repository, users: [UserID] = []) -> [String] {
-        var removed = StaleTemporaries.clean(repository.workFolder)
-        for user in users.isEmpty ? repository.users() : users { removed += StaleTemporaries.clean(repository.folder(for: user)) }
-        return removed
+    public static func removeDeadTemporaries(in repository: any Repository, users: [UserID] = []) -> [String] {
+        repository.removeDeadTemporaries(users: users)
     }
 }

@@ -112,9 +112,9 @@ public struct RestoreReport: Sendable {
 /// (``Recovery``), so a user's stores are one unit: all old or all new.
 public struct Restorer: Sendable {
     public let root: Root
-    public let repository: Repository?
+    public let repository: (any Repository)?
 
-    public init(root: Root, repository: Repository?) {
+    public init(root: Root, repository: (any Repository)?) {
         self.root = root
         self.repository = repository
     }
@@ -145,7 +145,8 @@ public struct Restorer: Sendable {
         if existing == nil && !(request.operation == .restore && (request.create != nil || request.target != nil)) {
             throw RestoreError.noUser(user: request.user.rawValue, root: root.path, createHint: createHint(request))
         }
-        let archive = request.operation == .restore ? try chooseArchive(request, forNewUser: existing == nil) : nil
+        let chosen = request.operation == .restore ? try chooseArchive(request, forNewUser: existing == nil) : nil
+        let archive = chosen?.path
         var report = RestoreReport(user: request.user.rawValue, archive: archive, target: request.target, dryRun: request.dryRun)
         if recovered.hadJournal { report.recovered = recovered }
         if let pending = recovered.safetyArchivePending { report.warnings.append(pending) }
@@ -171,8 +172,8 @@ public struct Restorer: Sendable {
         for skipped in scan?.skipped ?? [] { report.warnings.append("passed over \(skipped.name): \(skipped.reason)") }
         var staged: [Staged] = []
         var manifest: Manifest?
-        if let archive {
-            let verified = try stageVerified(archive, into: work.staged, user: request.user)
+        if let chosen {
+            let verified = try stageVerified(chosen, into: work.staged, user: request.user)
             manifest = verified
             if request.target == nil && existing != nil { try compare(verified, live: liveStores, force: request.force) }
             staged = verified.stores.map { store in
@@ -411,23 +412,24 @@ public struct Restorer: Sendable {
     /// with `undo` the newest safety archive. Safety archives are never chosen for a plain
     /// `restore USER`; a final archive (what a retired user left) only for a user whose folder is
     /// gone (`--create` brings a retired user back).
-    private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> String {
+    /// A path given (a local file, outside any repository) has no entry.
+    private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> (path: String, entry: RepositoryEntry?) {
         if let name = request.archive, name.contains("/") {
             guard FileSystem.isRegularFile(name) else { throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name) }
-            return name
+            return (name, nil)
         }
         guard let repository else { throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
         try repository.requireExisting()
-        let archives = repository.archives(of: request.user)
+        let archives = try repository.archives(of: request.user)
         if let name = request.archive {
             guard let entry = archives.first(where: { $0.name.fileName == name }) else {
                 throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name)
             }
-            return entry.path
+            return (entry.path, entry)
         }
         if request.undo {
             guard let entry = archives.last(where: { $0.name.kind == .safety }) else { throw RestoreError.nothingToUndo(user: request.user.rawValue) }
-            return entry.path
+            return (entry.path, entry)
         }
         let backups = archives.filter { $0.name.kind == .backup || (forNewUser && $0.name.kind == .final) }
         guard !backups.isEmpty else { throw RestoreError.noArchives(user: request.user.rawValue) }
@@ -435,30 +437,36 @@ public struct Restorer: Sendable {
             guard let entry = backups.last(where: { $0.name.created <= at }) else {
                 throw RestoreError.nothingBefore(user: request.user.rawValue, time: ArchiveName.stamp(at))
             }
-            return entry.path
+            return (entry.path, entry)
         }
-        return backups.last!.path
+        return (backups.last!.path, backups.last!)
     }
 
     /// Stages `archive`; when it does not verify, finds the newest archive of the user that does, for the message.
-    private func stageVerified(_ archive: String, into staging: String, user: UserID) throws -> Manifest {
+    private func stageVerified(_ chosen: (path: String, entry: RepositoryEntry?), into staging: String, user: UserID) throws -> Manifest {
+        let archive = chosen.path
         do {
-            return try Staging.extract(archive: archive, into: staging, user: user.rawValue)
+            // A remote archive streams through the verifier into staging: no other local copy.
+            let source = try chosen.entry.flatMap { try repository?.open($0) } ?? .file(archive)
+            return try Staging.extract(source: source, name: archive, into: staging, user: user.rawValue)
         } catch RestoreError.verificationFailed(let path, let reason, _, _) {
             // The newest archive that verifies, for the hint: `verify`'s records answer for the
             // archives they still match (a full check that passed, or a failure); the others are
             // verified here, into scratch that is not synced.
             var good: String?
             let work = (staging as NSString).deletingLastPathComponent
-            for candidate in (repository?.archives(of: user) ?? []).reversed() where candidate.path != archive && candidate.name.kind == .backup {
-                if let record = VerificationRecord.read(for: candidate.path) {
+            let candidates = ((try? repository?.archives(of: user)) ?? nil) ?? []
+            for candidate in candidates.reversed() where candidate.path != archive && candidate.name.kind == .backup {
+                if let record = repository?.record(for: candidate) {
                     if !record.isGood { continue }
                     if record.check == CheckMode.full.rawValue {
                         good = candidate.path
                         break
                     }
                 }
-                if (try? ArchiveVerifier.verify(archive: candidate.path, workFolder: work, check: .full, expectedUser: user.rawValue)) != nil {
+                if let repository, let source = try? repository.open(candidate),
+                    (try? ArchiveVerifier.verify(source: source, name: candidate.path, workFolder: work, check: .full, expectedUser: user.rawValue)) != nil
+                {
                     good = candidate.path
                     break
                 }
@@ -495,7 +503,9 @@ public struct Restorer: Sendable {
 
     /// The exact command line that creates the missing user from the repository, for the message.
     private func createHint(_ request: RestoreRequest) -> String? {
-        guard let entry = (try? chooseArchive(request, forNewUser: true)), let manifest = try? Catalogue.readManifest(entry) else {
+        guard let chosen = (try? chooseArchive(request, forNewUser: true)),
+            let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) }) ?? Catalogue.readManifest(chosen.path)
+        else {
             return nil
         }
         let owner = manifest.folder.map { $0.user ?? String($0.uid) }
@@ -514,30 +524,14 @@ public struct Restorer: Sendable {
 
     /// Refuses before anything live is touched when the repository cannot take the safety archive:
     /// it must be writable, and have room for the live stores (an upper bound of what it holds).
-    private func checkRoom(for stores: [StoreFile], in repository: Repository, user: UserID) throws {
-        do { try repository.prepare() } catch { throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description) }
-        let folder = repository.folder(for: user)
-        do {
-            try FileSystem.makeDirectory(folder)
-            let (fd, probe) = try FileSystem.createTemporaryFile(in: folder, for: "probe")
-            close(fd)
-            unlink(probe)
-        } catch {
-            throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description)
-        }
+    private func checkRoom(for stores: [StoreFile], in repository: any Repository, user: UserID) throws {
         var needed: Int64 = 0
         for store in stores {
             needed += store.size + (store.walSize ?? 0)
             if let external = try? store.externalDataFolder() { needed += ((try? external.entries()) ?? []).reduce(0) { $0 + $1.size } }
         }
-        var info = statvfs()
-        if statvfs(folder, &info) == 0 {
-            let free = Int64(info.f_bavail) * Int64(info.f_frsize)
-            if free < needed + (64 << 10) {
-                throw RestoreError.repositoryUnusable(
-                    repository: repository.path,
-                    reason: "it has \(free >> 10) KiB free and the safety archive may need up to \(needed >> 10) KiB")
-            }
+        do { try repository.checkRoom(for: user, bytes: needed) } catch {
+            throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description)
         }
     }
 

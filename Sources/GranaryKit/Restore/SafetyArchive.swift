@@ -35,12 +35,11 @@ public enum SafetyArchive {
     /// Writes the archive and returns its path. It appears under its final name only when complete
     /// and synced.
     public static func write(
-        user: UserID, items: [Item], repository: Repository, label: String?, kind: ArchiveKind = .safety, restoredFrom: String? = nil,
+        user: UserID, items: [Item], repository: any Repository, label: String?, kind: ArchiveKind = .safety, restoredFrom: String? = nil,
         compression: Compression = .zstd
     ) throws -> String {
-        let folder = repository.folder(for: user)
         try repository.prepare()
-        try FileSystem.makeDirectory(folder)
+        let folder = try repository.stagingFolder(for: user)
         var stores: [Manifest.Store] = []
         var files: [Manifest.File] = []
         var members: [(member: String, source: String)] = []
@@ -86,11 +85,12 @@ public enum SafetyArchive {
         for (member, source) in members { try writer.addFile(member: member, from: source) }
         try writer.finish()
         try file.sync()
-        let path = try FileSystem.publishNew(temporary, in: folder) {
-            ArchiveName(created: now, sequence: $0, label: label, compression: compression).fileName
+        // Published without replacing anything: a second archive in the same second gets _2, _3, …
+        let entry = try repository.publish(temporary, user: user) { sequence in
+            ArchiveName(created: now, sequence: sequence, label: label, compression: compression)
         }
-        published = true
-        return path
+        published = repository.isLocal
+        return entry.path
     }
 
     static func hash(_ path: String) throws -> (Int64, String) {

@@ -13,8 +13,14 @@ public enum Staging {
     /// `RestoreError.verificationFailed` for anything wrong with the data, including an archive
     /// whose manifest names another user than `user`.
     public static func extract(archive: String, into folder: String, user: String? = nil) throws -> Manifest {
+        try extract(source: .file(archive), name: archive, into: folder, user: user)
+    }
+
+    /// Extracts the archive `source` gives (a local file, or a remote archive streamed) as
+    /// ``extract(archive:into:user:)`` does; `name` names it in messages.
+    public static func extract(source: ArchiveSource, name archive: String, into folder: String, user: String? = nil) throws -> Manifest {
         do {
-            return try ArchiveVerifier.extract(archive: archive, into: folder, check: .full, expectedUser: user).manifest
+            return try ArchiveVerifier.extract(source: source, name: archive, into: folder, check: .full, expectedUser: user).manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
             throw RestoreError.verificationFailed(archive: archive, reason: reason, newestGood: nil, user: user)

@@ -19,9 +19,11 @@ public struct ConfigFile: Sendable {
     public var ownerTimeout: Duration?
     public var jobs: Int?
     public var retention: RetentionPolicy?
+    /// Repositories each new archive is also sent to (`[[mirror]]` tables, each with `repo`).
+    public var mirrors: [String]?
 
     /// The top-level keys and the `[retention]` keys the file may hold, for messages and docs.
-    public static let keys = ["root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention"]
+    public static let keys = ["root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror"]
     public static let retentionKeys = [
         "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly", "keep_within",
         "safety_keep_within", "final_keep_within",
@@ -73,6 +75,27 @@ public struct ConfigFile: Sendable {
 
     /// Parses configuration text; `path` names the file in messages.
     public static func parse(_ text: String, path: String) throws(ConfigError) -> ConfigFile {
+        let locator = KeyLocator(text: text)
+        /// `[[mirror]]` tables: each has `repo`, a location, and nothing else.
+        func mirrors(_ value: TOMLValueConvertible) throws(ConfigError) -> [String] {
+            guard let array = value.array else {
+                throw .wrongType(path: path, line: locator.line(of: "mirror"), key: "mirror", expected: "an array of tables ([[mirror]])", found: value.type.description)
+            }
+            var locations: [String] = []
+            for item in array {
+                guard let table = item.table else {
+                    throw .wrongType(path: path, line: locator.line(of: "mirror"), key: "mirror", expected: "an array of tables ([[mirror]])", found: item.type.description)
+                }
+                for key in table.keys.sorted() where key != "repo" {
+                    throw .unknownKey(path: path, line: locator.line(of: "mirror." + key), key: "mirror." + key)
+                }
+                guard let repo = table["repo"]?.string, !repo.isEmpty else {
+                    throw .invalidValue(path: path, line: locator.line(of: "mirror"), key: "mirror.repo", message: "each [[mirror]] needs repo = \"LOCATION\"")
+                }
+                locations.append(repo)
+            }
+            return locations
+        }
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
@@ -83,7 +106,6 @@ public struct ConfigFile: Sendable {
             throw .unparseable(path: path, line: 1, column: 1, message: "\(error)")
         }
         var config = ConfigFile(path: path)
-        let locator = KeyLocator(text: text)
 
         func fail(_ key: String, expected: String, found: TOMLValueConvertible) -> ConfigError {
             .wrongType(path: path, line: locator.line(of: key), key: key, expected: expected, found: found.type.description)
@@ -152,6 +174,7 @@ public struct ConfigFile: Sendable {
                     }
                 }
                 config.retention = policy
+            case "mirror": config.mirrors = try mirrors(value)
             default:
                 throw .unknownKey(path: path, line: locator.line(of: key), key: key)
             }

@@ -35,6 +35,8 @@ public struct Settings: Sendable {
     public var jobs = Setting(1, from: .defaultValue)
     /// The retention policy `prune` and `backup --prune` apply (`[retention]`).
     public var retention = Setting(RetentionPolicy(), from: .defaultValue)
+    /// Where each new archive is also sent (`[[mirror]]`, or `--mirror`, which replaces them).
+    public var mirrors = Setting([String](), from: .defaultValue)
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
@@ -68,6 +70,7 @@ public struct Settings: Sendable {
         if let value = config.ownerTimeout { settings.ownerTimeout = Setting(value, from: .file) }
         if let value = config.jobs { settings.jobs = Setting(value, from: .file) }
         if let value = config.retention { settings.retention = Setting(value, from: .file) }
+        if let value = config.mirrors { settings.mirrors = Setting(value, from: .file) }
         return settings
     }
 
@@ -105,18 +108,32 @@ public struct Settings: Sendable {
 
     /// The repository, or a usage error saying how to set it. It must not be the root, lie in it
     /// or hold it; unless `forWriting` (backup, which creates it), it must exist already.
-    public func requireRepository(forWriting: Bool = false) throws -> Repository {
+    public func requireRepository(forWriting: Bool = false) throws -> any Repository {
         guard let repository = try repository() else { throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
         if !forWriting { try repository.requireExisting() }
         return repository
     }
 
     /// The repository when one is set (checked against the root as ``requireRepository(forWriting:)`` does).
-    public func repository() throws(RepositoryError) -> Repository? {
+    public func repository() throws(RepositoryError) -> (any Repository)? {
         guard let repo else { return nil }
-        let repository = Repository(path: repo.value)
+        let repository = try Repositories.open(repo.value)
         if let root { try repository.checkSeparate(from: Root(path: root.value)) }
         return repository
+    }
+
+    /// The mirrors (``mirrors``, or `flags` when any is given), each checked against the root as
+    /// the repository is, and none the repository itself.
+    public func mirrorRepositories(flags: [String] = []) throws(RepositoryError) -> [any Repository] {
+        let locations = flags.isEmpty ? mirrors.value : flags
+        var result: [any Repository] = []
+        for location in locations {
+            if location == repo?.value { throw .badLocation(location, "it is the repository itself; a mirror is another location") }
+            let mirror = try Repositories.open(location)
+            if let root { try mirror.checkSeparate(from: Root(path: root.value)) }
+            result.append(mirror)
+        }
+        return result
     }
 }
 

@@ -8,7 +8,7 @@ public struct UserSummary: Sendable {
     /// What the scan of the user's folder found (stores, unreadable entries, skipped entries).
     public let scan: UserFolder.Scan
     /// The newest archive in the repository, when a repository is configured and has one.
-    public let lastBackup: Repository.Entry?
+    public let lastBackup: RepositoryEntry?
     /// Why the user's folder could not be opened, when it could not (the user is still listed).
     public let problem: String?
 
@@ -22,15 +22,15 @@ public struct UserSummary: Sendable {
 public enum Inventory {
     /// Every user under `root`, or only `only` when given (each must exist).
     public static func summarize(
-        root: Root, repository: Repository?, only: [UserID] = []
-    ) throws(UserError) -> (users: [UserSummary], ignored: [Root.Ignored]) {
+        root: Root, repository: (any Repository)?, only: [UserID] = []
+    ) throws -> (users: [UserSummary], ignored: [Root.Ignored]) {
         var ids = only
         var ignored: [Root.Ignored] = []
         if only.isEmpty { (ids, ignored) = try root.scan() }
         var users: [UserSummary] = []
         for id in ids {
-            let lastBackup = repository?.archives(of: id).last
-            do {
+            let lastBackup = try repository?.archives(of: id).last
+            do throws(UserError) {
                 let folder = try root.user(id)
                 users.append(UserSummary(id: id, path: folder.path, scan: folder.scan(), lastBackup: lastBackup, problem: nil))
             } catch {

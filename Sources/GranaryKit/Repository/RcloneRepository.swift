@@ -1,0 +1,446 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A repository on a remote reached through rclone: `s3:BUCKET[/PREFIX]` or `rclone:REMOTE:PATH`.
+///
+/// - `s3:` needs no rclone configuration: its remote is defined for each rclone run through
+///   rclone's `RCLONE_CONFIG_GRANARYS3_*` variables, from `AWS_REGION` (or
+///   `AWS_DEFAULT_REGION`) and `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`, for MinIO, Ceph,
+///   R2…); the keys themselves (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+///   `AWS_SESSION_TOKEN`, or an instance role) are read by rclone from the environment it
+///   inherits. The bucket must exist: granary never creates one.
+/// - `rclone:REMOTE:PATH` is any remote of the administrator's rclone configuration, `crypt`
+///   remotes included (rclone encrypts before anything leaves the host). Connection strings
+///   with parameters (`:s3,key=…:`) are refused: they would put settings, maybe secrets, on
+///   rclone's command line.
+///
+/// The repository exists when its marker object `.granary-repository` does. An archive is
+/// made visible only when complete: on object stores (S3 and the other bucket-based backends,
+/// where a PUT or a multipart completion is atomic) it is uploaded under its final name; on
+/// other backends it is uploaded under a hidden temporary name and moved server-side. A run that
+/// is killed or cut off leaves at most a hidden temporary object (removed by the next run of
+/// the user, `sync` and `recover`) or an unfinished multipart upload, which lists nothing.
+/// Archives are first written to a local work folder (`$TMPDIR` or `/var/tmp`, in a folder
+/// `granary-UID` of mode 0700), then uploaded with `rclone copyto`.
+public struct RcloneRepository: Repository {
+    public let location: String
+    /// The repository's root as rclone names it (`granarys3:bucket/prefix`, `remote:path`).
+    let root: String
+    /// Variables added to rclone's environment (the `s3:` remote's definition).
+    let extra: [String: String]
+    /// Arguments given to every rclone run.
+    let common: [String]
+    let rclone: Rclone
+    /// Objects are uploaded under their final name (object stores), else under a temporary
+    /// name then moved; nil until asked of rclone.
+    private let features: FeatureCache
+    public let workFolder: String
+
+    /// The name of the remote an `s3:` location defines.
+    static let s3Remote = "granarys3"
+
+    public init(location: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(RepositoryError) {
+        self.location = location
+        var environment = environment
+        var extra: [String: String] = [:]
+        let common = ["--quiet", "--use-server-modtime"]
+        let features = FeatureCache()
+        if location.hasPrefix("s3:") {
+            var rest = String(location.dropFirst(3))
+            if rest.hasPrefix("//") { rest = String(rest.dropFirst(2)) }
+            while rest.hasSuffix("/") { rest = String(rest.dropLast()) }
+            let bucket = rest.split(separator: "/", maxSplits: 1).first.map(String.init) ?? ""
+            guard !bucket.isEmpty, !rest.hasPrefix("/"), !rest.contains("//") else {
+                throw .badLocation(location, "s3: needs a bucket, as in s3:BUCKET or s3:BUCKET/PREFIX")
+            }
+            root = Self.s3Remote + ":" + rest
+            let prefix = "RCLONE_CONFIG_" + Self.s3Remote.uppercased() + "_"
+            let endpoint = environment["AWS_ENDPOINT_URL_S3"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["AWS_ENDPOINT_URL"]
+            let region = environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["AWS_DEFAULT_REGION"]
+            extra[prefix + "TYPE"] = "s3"
+            extra[prefix + "PROVIDER"] = endpoint?.isEmpty == false ? "Other" : "AWS"
+            extra[prefix + "ENV_AUTH"] = "true"
+            if let region, !region.isEmpty { extra[prefix + "REGION"] = region }
+            if let endpoint, !endpoint.isEmpty { extra[prefix + "ENDPOINT"] = endpoint }
+            // The bucket is the administrator's to create (with its region, policy, versioning).
+            extra[prefix + "NO_CHECK_BUCKET"] = "true"
+            // A multipart upload is checked part by part (Content-MD5) by the server; rclone 1.60's
+            // extra HEAD …?versionId=null after it is refused by some S3 servers (moto 5).
+            extra[prefix + "NO_HEAD"] = "true"
+            // rclone 1.60's S3 client cannot load a CA bundle named by AWS_CA_BUNDLE (it fails on
+            // every request); its own --ca-cert takes the same file.
+            if let bundle = environment["AWS_CA_BUNDLE"] {
+                environment["AWS_CA_BUNDLE"] = nil
+                if environment["RCLONE_CA_CERT"] == nil, !bundle.isEmpty { extra["RCLONE_CA_CERT"] = bundle }
+            }
+            features.set(direct: true)
+        } else if location.hasPrefix("rclone:") {
+            let rest = String(location.dropFirst(7))
+            guard let colon = rest.firstIndex(of: ":"), colon != rest.startIndex || rest.count > 1 else {
+                throw .badLocation(location, "rclone: needs a remote, as in rclone:REMOTE:PATH")
+            }
+            var remote = String(rest[..<colon])
+            if remote.isEmpty, let second = rest[rest.index(after: colon)...].firstIndex(of: ":") {
+                remote = String(rest[..<second])
+            }
+            if remote.contains(",") || remote.contains("=") {
+                throw .badLocation(location, "connection-string parameters would go on rclone's command line, where every user can read them; define the remote in rclone's configuration (or RCLONE_CONFIG_NAME_* variables)")
+            }
+            if remote == "" || remote == ":local" || remote.hasPrefix("/") || remote.hasPrefix(".") {
+                throw .badLocation(location, "a local folder is a repository by its path, with the checks a local repository gets")
+            }
+            root = rest
+        } else {
+            throw .badLocation(location, "not a remote location")
+        }
+        if geteuid() == 0 {
+            // Root reads root's rclone configuration, never one chosen by a sudo user's HOME or
+            // XDG_CONFIG_HOME, and only when nobody else can write it.
+            if RootEnvironment.isSudo(environment: environment) && environment["RCLONE_CONFIG"] == nil {
+                let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
+                environment["RCLONE_CONFIG"] = home + "/.config/rclone/rclone.conf"
+            }
+            if location.hasPrefix("rclone:") {
+                let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
+                let config = environment["RCLONE_CONFIG"] ?? (environment["XDG_CONFIG_HOME"].map { $0 + "/rclone/rclone.conf" } ?? home + "/.config/rclone/rclone.conf")
+                if let problem = ConfigFile.ownershipProblem(config) {
+                    throw .badLocation(location, "refusing the rclone configuration \(config) as root: \(problem)")
+                }
+            }
+        }
+        self.extra = extra
+        self.common = common
+        self.features = features
+        rclone = try Rclone.locate(environment: environment)
+        let base = environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/var/tmp"
+        workFolder = base + "/granary-\(geteuid())"
+    }
+
+    public var localPath: String? { nil }
+
+    /// `root` joined with `name`.
+    func remote(_ name: String) -> String {
+        name.isEmpty ? root : root.hasSuffix(":") || root.hasSuffix("/") ? root + name : root + "/" + name
+    }
+
+    public func display(_ object: String) -> String {
+        location.hasSuffix(":") || location.hasSuffix("/") ? location + object : location + "/" + object
+    }
+
+    /// Runs rclone to completion; throws what a failure means.
+    @discardableResult
+    func run(_ arguments: [String], what: String) throws(RepositoryError) -> [UInt8] {
+        let output = try rclone.run(common + arguments, extra: extra)
+        guard output.status == 0 else { throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: what) }
+        return output.standardOutput
+    }
+
+    /// What an rclone failure means: its exit status (3 folder not found, 4 file not found,
+    /// 5 temporary, 7 fatal, …) and the last error it printed.
+    static func failure(status: Int32, diagnostics: String, location: String) -> RepositoryError {
+        let lines = diagnostics.split(separator: "\n").map { line -> String in
+            var text = String(line)
+            // "2026/11/23 20:24:29 ERROR : name: what" → "name: what"
+            if let range = text.range(of: #"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (ERROR|NOTICE|INFO|DEBUG|CRITICAL) ?: ?"#, options: .regularExpression) {
+                text.removeSubrange(range)
+            } else if let range = text.range(of: #"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} "#, options: .regularExpression) {
+                text.removeSubrange(range)
+            }
+            return text.trimmingCharacters(in: .whitespaces)
+        }.filter { !$0.isEmpty && !$0.hasPrefix("Config file") }
+        var detail = lines.last { !$0.hasPrefix("Attempt ") } ?? lines.last ?? "rclone exited with status \(status)"
+        if detail.count > 400 { detail = String(detail.prefix(400)) + "…" }
+        let lower = diagnostics.lowercased()
+        if status == 3 || status == 4 || lower.contains("nosuchbucket") || lower.contains("directory not found") {
+            return .missing(location: location, detail: detail)
+        }
+        if ["accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "403 forbidden", "status code: 403"].contains(where: lower.contains) {
+            return .denied(location: location, detail: detail)
+        }
+        let temporary =
+            status == 5 || status >= 128
+            || ["connection refused", "connection reset", "timeout", "timed out", "503", "slowdown", "serviceunavailable", "unexpected eof", "broken pipe", "no such host", "500", "internalerror"].contains(where: lower.contains)
+        return .transport(location: location, detail: detail, temporary: temporary)
+    }
+
+    // MARK: Existence
+
+    public func exists() throws(RepositoryError) -> Bool {
+        do {
+            return try objects(in: "").contains { $0.name == LocalRepository.markerName }
+        } catch .missing {
+            return false
+        }
+    }
+
+    public func requireExisting() throws(RepositoryError) {
+        guard try exists() else { throw .notARepository(location) }
+    }
+
+    public func prepare() throws(RepositoryError) {
+        if try exists() { return }
+        let folder = try prepareWorkFolder()
+        let file = folder + "/.granary-repository.\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(file) }
+        do {
+            try FileSystem.writeAtomically(Array("granary repository \(LocalRepository.format)\n".utf8), to: file)
+        } catch { throw .local(error) }
+        try run(["copyto", "--no-check-dest", file, remote(LocalRepository.markerName)], what: location)
+    }
+
+    /// A remote repository is not a folder of this machine: it can neither be the root nor hold it.
+    public func checkSeparate(from root: Root) throws(RepositoryError) {}
+
+    /// `$TMPDIR/granary-UID` (else `/var/tmp/granary-UID`): made 0700, and refused unless it is
+    /// a real folder of granary's uid closed to everyone else (the folder above is shared).
+    public func prepareWorkFolder() throws(RepositoryError) -> String {
+        if RawPath.mkdir(workFolder, 0o700) != 0 && errno != EEXIST {
+            throw .cannotCreate(workFolder, FileSystemError("create folder", path: workFolder))
+        }
+        guard let info = FileSystem.status(workFolder) else { throw .cannotCreate(workFolder, FileSystemError("stat", path: workFolder)) }
+        guard (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+            throw .unsafe(workFolder, "is not a folder of uid \(geteuid()) closed to everyone else (granary's work folder for remote repositories)")
+        }
+        return workFolder
+    }
+
+    // MARK: Listing
+
+    private struct Listed: Decodable {
+        let Name: String
+        let Size: Int64
+        let ModTime: String?
+        let IsDir: Bool
+    }
+
+    private func list(_ folder: String, directories: Bool) throws(RepositoryError) -> [Listed] {
+        let bytes = try run(["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype", remote(folder)], what: display(folder))
+        do {
+            return try JSONDecoder().decode([Listed].self, from: Data(bytes))
+        } catch {
+            throw .transport(location: display(folder), detail: "rclone's listing cannot be read: \(error)", temporary: false)
+        }
+    }
+
+    public func folders() throws(RepositoryError) -> [String] {
+        do {
+            return try list("", directories: true).map(\.Name).filter { !$0.hasPrefix(".") }.sorted()
+        } catch .missing(let location, let detail) {
+            throw .missing(location: location, detail: detail)
+        }
+    }
+
+    public func objects(in folder: String) throws(RepositoryError) -> [RepositoryObject] {
+        let listed: [Listed]
+        do { listed = try list(folder, directories: false) } catch .missing(let location, let detail) {
+            // A user folder that does not exist is empty; the repository itself must be there.
+            if folder.isEmpty { throw .missing(location: location, detail: detail) }
+            return []
+        }
+        return listed.map { RepositoryObject(name: $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? "")) }
+    }
+
+    /// `2026-11-23T20:10:31.000000000Z` → nanoseconds since 1970 (0 when unreadable).
+    static func nanoseconds(_ text: String) -> Int64 {
+        guard text.count >= 20 else { return 0 }
+        let seconds = String(text.prefix(19)) + "Z"
+        let formatter = ISO8601DateFormatter()
+        guard let date = formatter.date(from: seconds) else { return 0 }
+        var nanos: Int64 = 0
+        if let dot = text.firstIndex(of: ".") {
+            let digits = text[text.index(after: dot)...].prefix { $0.isNumber }
+            nanos = Int64((digits + String(repeating: "0", count: max(0, 9 - digits.count))).prefix(9)) ?? 0
+        }
+        return Int64(date.timeIntervalSince1970) * 1_000_000_000 + nanos
+    }
+
+    // MARK: Reading
+
+    public func read(_ object: String, size: Int64, head: Int64?) throws(RepositoryError) -> ArchiveSource {
+        var arguments = common + ["cat"]
+        if let head { arguments += ["--count", String(head)] }
+        arguments.append(remote(object))
+        let process = try rclone.start(arguments, extra: extra)
+        return .stream(RepositoryStream(process: process, location: display(object), expected: head.map { min($0, size) } ?? size))
+    }
+
+    // MARK: Writing
+
+    /// Whether uploads go straight to the final name (object stores, where they appear whole).
+    func uploadsDirectly() throws(RepositoryError) -> Bool {
+        if let direct = features.direct { return direct }
+        let bytes = try run(["backend", "features", remote("")], what: location)
+        struct Features: Decodable {
+            struct Flags: Decodable { let BucketBased: Bool? }
+            let Features: Flags?
+        }
+        let direct = (try? JSONDecoder().decode(Features.self, from: Data(bytes)))?.Features?.BucketBased ?? false
+        features.set(direct: direct)
+        return direct
+    }
+
+    public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
+        let (folder, name) = Self.split(object)
+        if try objects(in: folder).contains(where: { $0.name == name }) { return false }
+        if try uploadsDirectly() {
+            try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
+            return true
+        }
+        let temporary = (folder.isEmpty ? "" : folder + "/") + Self.temporaryName(for: name)
+        do {
+            try run(["copyto", "--no-check-dest", file, remote(temporary)], what: display(object))
+            try run(["moveto", remote(temporary), remote(object)], what: display(object))
+        } catch {
+            _ = try? rclone.run(common + ["deletefile", "--retries", "1", remote(temporary)], extra: extra)
+            throw error
+        }
+        return true
+    }
+
+    /// `USER/NAME` → (`USER`, `NAME`).
+    static func split(_ object: String) -> (String, String) {
+        guard let slash = object.lastIndex(of: "/") else { return ("", object) }
+        return (String(object[..<slash]), String(object[object.index(after: slash)...]))
+    }
+
+    /// The marker in the hidden names of uploads not yet moved to their final name.
+    static let uploadMarker = ".upload-"
+
+    /// `.NAME.upload-HOST-PID-RAND`: hidden (no listing shows it), and telling which run made it.
+    static func temporaryName(for name: String) -> String {
+        ".\(name)\(uploadMarker)\(ProcessInfo.processInfo.hostName)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    public func delete(_ object: String) throws(RepositoryError) {
+        try run(["deletefile", remote(object)], what: display(object))
+        _ = try? rclone.run(common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra)
+    }
+
+    /// `USER/.NAME.verify.json`.
+    static func sidecar(of object: String) -> String {
+        let (folder, name) = split(object)
+        return (folder.isEmpty ? "" : folder + "/") + "." + name + ".verify.json"
+    }
+
+    public func readSidecar(of object: String) -> [UInt8]? {
+        guard let output = try? rclone.run(common + ["cat", remote(Self.sidecar(of: object))], extra: extra), output.status == 0,
+            !output.standardOutput.isEmpty
+        else { return nil }
+        return output.standardOutput
+    }
+
+    /// One `rclone cat` of the folder's sidecars: the records are JSON objects, one after the
+    /// other, each naming its archive.
+    public func readSidecars(in folder: String) -> [String: [UInt8]] {
+        guard
+            let output = try? rclone.run(
+                common + ["cat", "--max-depth", "1", "--include", "/.*.verify.json", remote(folder)], extra: extra),
+            output.status == 0
+        else { return [:] }
+        var result: [String: [UInt8]] = [:]
+        struct Named: Decodable { let archive: String? }
+        for object in Self.jsonObjects(output.standardOutput) {
+            if let name = (try? JSONDecoder().decode(Named.self, from: Data(object)))?.archive { result[name] = object }
+        }
+        return result
+    }
+
+    /// Splits concatenated JSON objects.
+    static func jsonObjects(_ bytes: [UInt8]) -> [[UInt8]] {
+        var objects: [[UInt8]] = []
+        var depth = 0
+        var start = 0
+        var inString = false
+        var escaped = false
+        for (index, byte) in bytes.enumerated() {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "{"):
+                if depth == 0 { start = index }
+                depth += 1
+            case UInt8(ascii: "}"):
+                depth -= 1
+                if depth == 0 { objects.append(Array(bytes[start...index])) }
+                if depth < 0 { depth = 0 }
+            default: break
+            }
+        }
+        return objects
+    }
+
+    public func writeSidecar(_ bytes: [UInt8], of object: String) throws(RepositoryError) {
+        let folder = try prepareWorkFolder()
+        let file = folder + "/" + Self.temporaryName(for: "sidecar")
+        defer { unlink(file) }
+        do { try FileSystem.writeAtomically(bytes, to: file) } catch { throw .local(error) }
+        try run(["copyto", "--no-check-dest", file, remote(Self.sidecar(of: object))], what: display(object))
+    }
+
+    public func stagingFolder(for user: UserID) throws -> String {
+        try prepareWorkFolder()
+    }
+
+    /// The repository takes a small probe object in the user's folder (which is removed), and
+    /// the local work folder, where the archive is written before its upload, has the room.
+    public func checkRoom(for user: UserID, bytes: Int64) throws(RepositoryError) {
+        try prepare()
+        let folder = try prepareWorkFolder()
+        var info = statvfs()
+        if statvfs(folder, &info) == 0 {
+            let free = Int64(info.f_bavail) * Int64(info.f_frsize)
+            if free < bytes + (64 << 10) { throw .noRoom(folder, free: free, needed: bytes) }
+        }
+        let probe = user.rawValue + "/" + Self.temporaryName(for: "probe")
+        let file = folder + "/" + Self.temporaryName(for: "probe")
+        defer { unlink(file) }
+        do { try FileSystem.writeAtomically([], to: file) } catch { throw .local(error) }
+        try run(["copyto", "--no-check-dest", file, remote(probe)], what: display(probe))
+        _ = try? rclone.run(common + ["deletefile", "--retries", "1", remote(probe)], extra: extra)
+    }
+
+    /// Hidden uploads of runs that died: this host's whose process is gone, any host's older than
+    /// a day. (An unfinished S3 multipart upload lists nothing; `sync` asks the backend to
+    /// clean those up.)
+    public func removeDeadTemporaries(users: [UserID]) -> [String] {
+        var removed = StaleTemporaries.clean(workFolder)
+        let ids = users.isEmpty ? ((try? self.users()) ?? []) : users
+        let host = ProcessInfo.processInfo.hostName
+        let now = Int64(Date().timeIntervalSince1970) * 1_000_000_000
+        for user in ids {
+            for object in (try? objects(in: user.rawValue)) ?? [] where object.name.hasPrefix(".") {
+                guard let marker = object.name.range(of: Self.uploadMarker, options: .backwards) else { continue }
+                var parts = object.name[marker.upperBound...].split(separator: "-", omittingEmptySubsequences: false)
+                guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]) else { continue }
+                parts.removeLast(2)
+                let dead = parts.joined(separator: "-") == host && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
+                let old = object.modified > 0 && now - object.modified > 86_400 * 1_000_000_000
+                guard dead || old else { continue }
+                let key = user.rawValue + "/" + object.name
+                if (try? run(["deletefile", remote(key)], what: display(key))) != nil { removed.append(display(key)) }
+            }
+        }
+        return removed
+    }
+
+    /// Asks an object store to drop its unfinished multipart uploads older than a day (S3:
+    /// `rclone backend cleanup`); other backends have none.
+    public func cleanUpUnfinishedUploads() {
+        guard location.hasPrefix("s3:") else { return }
+        _ = try? rclone.run(common + ["backend", "cleanup", remote(""), "-o", "max-age=24h"], extra: extra)
+    }
+}
+
+/// Remembers what rclone said of a remote's features (a `Sendable` box: repositories are values).
+final class FeatureCache: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Bool?
+    var direct: Bool? { lock.withLock { value } }
+    func set(direct: Bool) { lock.withLock { value = direct } }
+}
