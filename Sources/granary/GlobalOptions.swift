@@ -8,7 +8,7 @@ struct GlobalOptions: ParsableArguments {
         completion: .directory)
     var root: String?
 
-    @Option(name: .long, help: ArgumentHelp("Folder where archives go (env GRANARY_REPO).", valueName: "dir"),
+    @Option(name: .long, help: ArgumentHelp("Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).", valueName: "location"),
         completion: .directory)
     var repo: String?
 

@@ -13,7 +13,7 @@ struct Granary: ParsableCommand {
             73 cannot create output, 74 I/O error, 75 temporary failure (retry), 130 interrupted.
             """,
         version: GranaryVersion.current,
-        subcommands: [UsersCommand.self, BackupCommand.self, ListCommand.self, VerifyCommand.self, InspectCommand.self, CheckCommand.self, DeleteCommand.self, PruneCommand.self, RestoreCommand.self, ResetCommand.self, RecoverCommand.self, ConfigCommand.self]
+        subcommands: [UsersCommand.self, BackupCommand.self, ListCommand.self, VerifyCommand.self, InspectCommand.self, CheckCommand.self, DeleteCommand.self, PruneCommand.self, RestoreCommand.self, ResetCommand.self, RecoverCommand.self, SyncCommand.self, ConfigCommand.self]
     )
 
     static func main() {

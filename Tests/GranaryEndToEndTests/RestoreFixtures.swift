@@ -32,7 +32,7 @@ enum RestoreFixtures {
         }
         // Archive names have one-second resolution; keep fixtures apart and in order.
         usleep(1_100_000)
-        return try SafetyArchive.write(user: id, items: items, repository: Repository(path: repo), label: label)
+        return try SafetyArchive.write(user: id, items: items, repository: LocalRepository(path: repo), label: label)
     }
 
     /// The Core Data external-data folder of the store at `path`: `.<Name>_SUPPORT/_EXTERNAL_DATA` beside it.

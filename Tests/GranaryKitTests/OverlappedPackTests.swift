@@ -23,7 +23,7 @@ struct OverlappedPackTests {
             options.overlap = overlap
             options.overlapMinimumSize = 0
             if let prefix { options.overlapPrefix = prefix }
-            let operation = BackupOperation(root: Root(path: root), repository: Repository(path: repo), options: options)
+            let operation = BackupOperation(root: Root(path: root), repository: LocalRepository(path: repo), options: options)
             return try operation.run(try UserID(user)).archive
         }
 

@@ -19,7 +19,10 @@ struct BackupCommand: ParsableCommand {
             and libarchive pass over: the tar inside is the same. Compressing, checking and hashing the \
             snapshots yields the CPU to every other program (SCHED_IDLE; the snapshot itself does not), and goes \
             back to normal priority when other load leaves it no CPU for a second; --json says which \
-            ("priority": yielded, raised or normal). GRANARY_YIELD=0 turns this off.
+            ("priority": yielded, raised or normal). GRANARY_YIELD=0 turns this off. \
+            With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \
+            repository first, then sent to every mirror; a mirror that fails is reported on its own line (the \
+            archive stays in the repository, granary sync sends it later) and the run exits 1.
             """
     )
 
@@ -52,6 +55,9 @@ struct BackupCommand: ParsableCommand {
     @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
     var prune = false
 
+    @Option(name: .customLong("mirror"), help: ArgumentHelp("Also send each new archive to this repository (repeatable; replaces the configured mirrors).", valueName: "location"))
+    var mirror: [String] = []
+
     func validate() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
@@ -81,7 +87,8 @@ struct BackupCommand: ParsableCommand {
         let ids = all ? try root.scan().users : try users.map { (id) throws(UserError) in try UserID(id) }
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.isTerminal && !global.quiet && !global.json ? ProgressBar() : nil
-        let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)
+        let mirrors = try settings.mirrorRepositories(flags: mirror)
+        let operation = BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
         let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)
         progress?.clear()
 
@@ -103,6 +110,14 @@ struct BackupCommand: ParsableCommand {
                         console.error(error)
                     }
                 }
+                for upload in result.mirrors {
+                    if let error = upload.error {
+                        failures.append(error)
+                        if !global.json { console.error(MirrorUploadFailed(user: result.user.rawValue, mirror: upload.location, error: error)) }
+                    } else if global.verbose && !global.json {
+                        console.info("  sent to \(upload.archive ?? upload.location) (\(Format.duration(upload.seconds)))")
+                    }
+                }
                 if (console.isTerminal || global.verbose) && !global.json {
                     console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) store\(result.stores.count == 1 ? "" : "s"), \(String(format: "%.1f", result.seconds)) s)")
                     if global.verbose {
@@ -120,7 +135,7 @@ struct BackupCommand: ParsableCommand {
         }
         if global.json { console.json(BackupDocument(outcomes)) }
         if failures.isEmpty { return }
-        if ids.count == 1, let error = failures.first { console.fail(error) }
+        if ids.count == 1, let error = failures.first, outcomes.first?.result == nil { console.fail(error) }
         throw ExitCode(ExitStatus.partialFailure.rawValue)
     }
 }
@@ -155,6 +170,17 @@ struct BackupDocument: Encodable {
         let skipped: [Skipped]?
         let error: String?
         let exitCode: Int32?
+        /// The new archive on each mirror (absent without mirrors).
+        let mirrors: [Mirror]?
+    }
+
+    struct Mirror: Encodable {
+        let repository: String
+        let ok: Bool
+        let archive: String?
+        let seconds: Double
+        let error: String?
+        let exitCode: Int32?
     }
 
     struct Skipped: Encodable {
@@ -171,12 +197,19 @@ struct BackupDocument: Encodable {
                 return User(
                     id: outcome.user.rawValue, ok: true, archive: r.archive, size: r.size, seconds: r.seconds,
                     stages: r.stages, priority: r.priority.rawValue, stores: r.stores.map { Store(name: $0.name, journalMode: $0.journalMode, integrity: $0.integrity) },
-                    skipped: r.skipped.map { Skipped(name: $0.name, reason: $0.reason) }, error: nil, exitCode: nil)
+                    skipped: r.skipped.map { Skipped(name: $0.name, reason: $0.reason) }, error: nil, exitCode: nil,
+                    mirrors: r.mirrors.isEmpty
+                        ? nil
+                        : r.mirrors.map {
+                            Mirror(
+                                repository: $0.location, ok: $0.error == nil, archive: $0.archive, seconds: $0.seconds,
+                                error: $0.error?.description, exitCode: $0.error?.status.rawValue)
+                        })
             } else {
                 let error = outcome.error ?? UnexpectedError(description: "no result")
                 return User(
                     id: outcome.user.rawValue, ok: false, archive: nil, size: nil, seconds: nil, stages: nil, priority: nil, stores: nil,
-                    skipped: nil, error: error.description, exitCode: error.status.rawValue)
+                    skipped: nil, error: error.description, exitCode: error.status.rawValue, mirrors: nil)
             }
         }
     }
@@ -208,4 +241,15 @@ final class ProgressBar: BackupProgress, @unchecked Sendable {
     func clear() {
         FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
     }
+}
+
+/// A new archive a mirror did not take: the archive is in the repository; the run exits 1.
+struct MirrorUploadFailed: GranaryError {
+    let user: String
+    let mirror: String
+    let error: any GranaryError
+
+    var description: String { "\(user): the new archive did not reach the mirror \(mirror): \(error.description)" }
+    var status: ExitStatus { .partialFailure }
+    var hint: String? { error.hint.map { $0 + "; then granary sync \(user)" } ?? "granary sync \(user) sends it" }
 }

@@ -10,11 +10,16 @@ struct CheckCommand: ParsableCommand {
             Users are those named, else every user under the root and every user with archives in the repository. \
             Only an archive whose last granary verify passed, and which has not changed since, counts. \
             Prints one line per failing user saying why (silent when all pass, unless on a terminal or -v). \
+            With mirrors ([[mirror]] in the configuration, or --mirror), a user also fails when the repository's \
+            newest regular archive is missing from a mirror, or the mirror's newest is older than --max-age. \
             Exit codes: 0 every user passes, 1 some user fails.
             """
     )
 
     @OptionGroup var global: GlobalOptions
+
+    @Option(name: .customLong("mirror"), help: ArgumentHelp("Also watch this mirror (repeatable; replaces the configured mirrors).", valueName: "location"))
+    var mirror: [String] = []
 
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
@@ -35,10 +40,11 @@ struct CheckCommand: ParsableCommand {
         var ids = try users.map { (id) throws(UserError) in try UserID(id) }
         if ids.isEmpty {
             let live = (try? settings.requireRoot().scan().users) ?? []
-            ids = Array(Set(live + repository.users())).sorted { $0.rawValue < $1.rawValue }
+            ids = Array(Set(live + (try repository.users()))).sorted { $0.rawValue < $1.rawValue }
         }
         let limit = TimeInterval(DurationText.seconds(maxAge) ?? 86_400)
-        let reports = Freshness.evaluate(users: ids, repository: repository, maxAge: limit)
+        let reports = try Freshness.evaluate(
+            users: ids, repository: repository, maxAge: limit, mirrors: try settings.mirrorRepositories(flags: mirror))
         if global.json {
             console.json(CheckDocument(maxAge: limit, reports: reports))
         } else {
@@ -63,6 +69,15 @@ struct CheckDocument: Encodable {
         let ageSeconds: Int64?
         let newest: String?
         let reason: String?
+        /// Each mirror's standing (absent without mirrors).
+        let mirrors: [Mirror]?
+    }
+
+    struct Mirror: Encodable {
+        let repository: String
+        let newest: String?
+        let ok: Bool
+        let reason: String?
     }
 
     let format = 1
@@ -76,7 +91,9 @@ struct CheckDocument: Encodable {
         users = reports.map {
             User(
                 id: $0.user.rawValue, ok: $0.ok, newestVerified: $0.newestVerified?.path, ageSeconds: $0.age.map { Int64($0) },
-                newest: $0.newest?.path, reason: $0.reason)
+                newest: $0.newest?.path, reason: $0.reason,
+                mirrors: $0.mirrors.isEmpty
+                    ? nil : $0.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) })
         }
     }
 }

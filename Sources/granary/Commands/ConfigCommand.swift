@@ -52,6 +52,9 @@ struct ConfigDocument: Encodable {
             entry("lock_timeout", settings.lockTimeout, seconds),
             entry("owner_timeout", settings.ownerTimeout, seconds),
             entry("jobs", settings.jobs) { String($0) },
+            Entry(
+                key: "mirror", value: settings.mirrors.value.isEmpty ? nil : settings.mirrors.value.joined(separator: ", "),
+                source: settings.mirrors.value.isEmpty ? "unset" : settings.mirrors.source.rawValue),
             Entry(key: "retention.keep_last", value: String(retention.keepLast), source: source),
             Entry(key: "retention.keep_hourly", value: String(retention.keepHourly), source: source),
             Entry(key: "retention.keep_daily", value: String(retention.keepDaily), source: source),

@@ -47,7 +47,7 @@ struct DeleteCommand: ParsableCommand {
                 locks.append(try UserLock.acquire(root: root, user: user, timeout: settings.lockTimeout.value))
             }
         }
-        try ArchiveRemoval.remove(entries)
+        try ArchiveRemoval.remove(entries, from: repository)
         if console.isTerminal || global.verbose {
             for entry in entries { console.out("removed \(entry.path)") }
         }

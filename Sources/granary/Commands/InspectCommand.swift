@@ -9,7 +9,8 @@ struct InspectCommand: ParsableCommand {
         discussion: """
             PATH is a SQLite store (opened read-only; its owner keeps running) or a granary archive (verified \
             member by member into a private temporary folder, which is always removed, and each store checked \
-            with quick_check; inside the repository, the archive must belong to the user folder it lies in). For Core Data stores, \
+            with quick_check; inside the repository, the archive must belong to the user folder it lies in). With a \
+            remote repository, PATH may also be one of its archives, USER/NAME, streamed from it. For Core Data stores, \
             the entities with their row counts and the model version hashes and store UUID from Z_METADATA. \
             Exit codes: 0, 65 not a store or a readable archive, 66 no such file.
             """
@@ -23,9 +24,20 @@ struct InspectCommand: ParsableCommand {
     func run() throws {
         Interruption.installHandlers()
         let console = global.console()
+        // Not a file here, and the repository is remote: an archive of it (USER/NAME), streamed.
+        let settings = try? global.settings()
+        if FileSystem.status(path) == nil, let location = settings?.repo?.value, Repositories.isRemote(location),
+            let repository = try settings?.repository()
+        {
+            let entry = try ArchiveLocator(repository: repository).locate(path)
+            let inspection = try Inspector.inspect(
+                archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
+                temporaryFolder: try repository.prepareWorkFolder())
+            return render(inspection, console: console)
+        }
         // Inside the repository, the user folder an archive lies in says whose it must be.
         var expectedUser: String?
-        if let repo = (try? global.settings())?.repo?.value {
+        if let repo = settings?.repo?.value {
             let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
             let folder = (absolute as NSString).deletingLastPathComponent
             if (folder as NSString).deletingLastPathComponent == (repo as NSString).standardizingPath {
@@ -33,6 +45,10 @@ struct InspectCommand: ParsableCommand {
             }
         }
         let inspection = try Inspector.inspect(path: path, expectedUser: expectedUser)
+        render(inspection, console: console)
+    }
+
+    func render(_ inspection: Inspection, console: Console) {
         if global.json {
             console.json(InspectDocument(inspection: inspection))
             return

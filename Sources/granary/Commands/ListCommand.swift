@@ -25,12 +25,13 @@ struct ListCommand: ParsableCommand {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
-        for id in ids where !FileSystem.isDirectory(repository.folder(for: id)) {
+        let folders = ids.isEmpty ? [] : Set(try repository.folders())
+        for id in ids where !folders.contains(id.rawValue) {
             // A user of the root that was never backed up has no archives; anyone else is unknown.
             let known = (try? settings.requireRoot().user(id)) != nil
             if !known { throw UserError.notFound(id.rawValue, root: repository.path) }
         }
-        let items = Catalogue(repository: repository).items(users: ids)
+        let items = try Catalogue(repository: repository).items(users: ids)
         // Everything is listed; the exit code then says whether any archive is known to be bad.
         let bad = items.filter { $0.problem != nil || $0.verified == .bad }
         defer {

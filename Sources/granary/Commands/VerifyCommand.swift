@@ -49,25 +49,25 @@ struct VerifyCommand: ParsableCommand {
         let settings = try global.settings()
         // Archives named by path can be verified without a configured repository: the folder
         // above the user's folder is taken as the repository (for its work folder).
-        let repository: Repository
+        let repository: any Repository
         if settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) }) {
             let absolute = first.hasPrefix("/") ? first : FileManager.default.currentDirectoryPath + "/" + first
-            repository = Repository(path: ((absolute as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
+            repository = LocalRepository(path: ((absolute as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
         } else {
             repository = try settings.requireRepository()
         }
         let owner = try user.map { (id) throws(UserError) in try UserID(id) }
-        var entries: [Repository.Entry] = []
+        var entries: [RepositoryEntry] = []
         if !archives.isEmpty {
             let locator = ArchiveLocator(repository: repository)
             entries = try archives.map { try locator.locate($0, user: owner) }
         } else {
-            let users = owner.map { [$0] } ?? repository.users()
-            if let owner, !FileSystem.isDirectory(repository.folder(for: owner)) {
+            let users = try owner.map { [$0] } ?? repository.users()
+            if let owner, try !repository.folders().contains(owner.rawValue) {
                 throw UserError.notFound(owner.rawValue, root: repository.path)
             }
             for user in users {
-                let all = repository.archives(of: user)
+                let all = try repository.archives(of: user)
                 // --latest means the user's newest regular backup, never a safety or final archive.
                 entries += latest ? Array(all.filter { $0.name.kind == .backup }.suffix(1)) : all.reversed()
             }
