@@ -11,10 +11,13 @@ PREFIX    ?= /usr/local
 DEMO      ?= $(CURDIR)/demo
 DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev libzstd-dev
 # Tools the tests and the demo use besides the libraries.
-TOOLS     := sqlite3 zstd xz-utils tar python3 bash-completion zsh fish man-db mandoc groff-base sudo
+TOOLS     := sqlite3 zstd xz-utils tar python3 python3-venv bash-completion zsh fish man-db mandoc groff-base sudo rclone
+# The S3 server the remote-repository tests start on loopback (moto, from PyPI), in a virtual
+# environment of its own: git-ignored, made once.
+MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak
+.PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto
 
 all: build
 
@@ -30,10 +33,16 @@ deps:
 build: deps
 	$(SWIFT) build
 
+# moto for the remote-repository tests. A machine where it cannot be installed still runs every
+# other test: those tests are then skipped, saying so.
+moto: deps
+	@test -x $(MOTO) || { python3 -m venv .build-tools/moto && .build-tools/moto/bin/pip install -q 'moto[server]'; } \
+		|| { rm -rf .build-tools/moto; echo "moto could not be installed: the remote-repository tests will be skipped"; }
+
 release: deps
 	$(SWIFT) build -c release
 
-test: build
+test: build moto
 	$(SWIFT) test
 
 demo: build
@@ -108,4 +117,4 @@ uninstall:
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
 
 clean:
-	rm -rf .build .build-fuzz "$(DEMO)" bench/work
+	rm -rf .build .build-fuzz .build-tools "$(DEMO)" bench/work

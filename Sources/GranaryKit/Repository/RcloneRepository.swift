@@ -87,7 +87,9 @@ public struct RcloneRepository: Repository {
                 remote = String(rest[..<second])
             }
             if remote.contains(",") || remote.contains("=") {
-                throw .badLocation(location, "connection-string parameters would go on rclone's command line, where every user can read them; define the remote in rclone's configuration (or RCLONE_CONFIG_NAME_* variables)")
+                // The parameters may hold a secret: they are not shown either.
+                let shown = "rclone:" + remote.prefix { $0 != "," } + ",…"
+                throw .badLocation(shown, "connection-string parameters would go on rclone's command line, where every user can read them; define the remote in rclone's configuration (or RCLONE_CONFIG_NAME_* variables)")
             }
             if remote == "" || remote == ":local" || remote.hasPrefix("/") || remote.hasPrefix(".") {
                 throw .badLocation(location, "a local folder is a repository by its path, with the checks a local repository gets")

@@ -1,0 +1,164 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A TCP proxy on a loopback port between rclone and the S3 server, that breaks things on
+/// request: it cuts connections once a number of bytes went up (an upload) or down (a download),
+/// holds every answer back for a while, answers every request with an HTTP error, or calls back
+/// (to kill the server) in the middle of an upload. Only 127.0.0.1 on both sides; it stops with
+/// the value.
+final class FaultProxy: @unchecked Sendable {
+    enum Mode: Sendable {
+        /// Bytes pass untouched.
+        case pass
+        /// A connection is cut once it has carried this many bytes towards the server.
+        case cutUpload(after: Int)
+        /// A connection is cut once it has carried this many bytes towards the client.
+        case cutDownload(after: Int)
+        /// Every chunk from the server is held back this long.
+        case delay(milliseconds: Int)
+        /// Every request gets this HTTP status (500, 503) and the connection is closed.
+        case status(Int)
+        /// Once a connection has carried this many bytes towards the server, `action` runs (once).
+        case callback(after: Int, action: @Sendable () -> Void)
+    }
+
+    let port: Int
+    private let upstream: Int
+    private let listener: Int32
+    private let lock = NSLock()
+    private var _mode: Mode = .pass
+    private var stopped = false
+    private var fired = false
+
+    var mode: Mode {
+        get { lock.withLock { _mode } }
+        set { lock.withLock { _mode = newValue; fired = false } }
+    }
+
+    init(upstream: Int) throws {
+        self.upstream = upstream
+        port = try S3Server.freePort()
+        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var yes: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = Self.loopback(port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 64) == 0 else { throw S3ServerError.noPort }
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        lock.withLock { stopped = true }
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    static func loopback(_ port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 {
+                if lock.withLock({ stopped }) { return }
+                if errno == EINTR { continue }
+                return
+            }
+            Thread.detachNewThread { [self] in serve(client) }
+        }
+    }
+
+    private func serve(_ client: Int32) {
+        let mode = self.mode
+        if case .status(let code) = mode {
+            answer(client, status: code)
+            return
+        }
+        let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = Self.loopback(upstream)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(server)
+            close(client)
+            return
+        }
+        let done = DispatchGroup()
+        done.enter()
+        Thread.detachNewThread { [self] in
+            pump(from: client, to: server, upward: true)
+            done.leave()
+        }
+        pump(from: server, to: client, upward: false)
+        done.wait()
+        close(server)
+        close(client)
+    }
+
+    /// Reads the request head, answers `status`, closes.
+    private func answer(_ client: Int32, status: Int) {
+        var head: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !head.suffix(4).elementsEqual([13, 10, 13, 10]) && head.count < 64 * 1024 {
+            let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, 1, 0) }
+            if n <= 0 { break }
+            head.append(buffer[0])
+        }
+        let reason = status == 503 ? "Service Unavailable" : status == 500 ? "Internal Server Error" : "Error"
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>\(status == 503 ? "SlowDown" : "InternalError")</Code><Message>\(reason)</Message></Error>"
+        let response = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/xml\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        _ = response.withCString { send(client, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        shutdown(client, Int32(SHUT_RDWR))
+        close(client)
+    }
+
+    private func pump(from source: Int32, to target: Int32, upward: Bool) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var carried = 0
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            carried += n
+            switch mode {
+            case .cutUpload(let after) where upward && carried > after, .cutDownload(let after) where !upward && carried > after:
+                // Part of the chunk goes through, then the connection is gone.
+                let part = max(0, n - (carried - after))
+                _ = buffer.withUnsafeBytes { send(target, $0.baseAddress, part, Int32(MSG_NOSIGNAL)) }
+                shutdown(source, Int32(SHUT_RDWR))
+                shutdown(target, Int32(SHUT_RDWR))
+                return
+            case .delay(let ms) where !upward:
+                usleep(UInt32(ms) * 1000)
+            case .callback(let after, let action) where upward && carried > after:
+                let first = lock.withLock { () -> Bool in
+                    defer { fired = true }
+                    return !fired
+                }
+                if first { action() }
+            default: break
+            }
+            var sent = 0
+            while sent < n {
+                let m = buffer.withUnsafeBytes { send(target, $0.baseAddress! + sent, n - sent, Int32(MSG_NOSIGNAL)) }
+                if m <= 0 { break }
+                sent += m
+            }
+            if sent < n { break }
+        }
+        shutdown(target, Int32(SHUT_WR))
+        shutdown(source, Int32(SHUT_RD))
+    }
+}
