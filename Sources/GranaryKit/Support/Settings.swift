@@ -123,12 +123,12 @@ public struct Settings: Sendable {
     }
 
     /// The mirrors (``mirrors``, or `flags` when any is given), each checked against the root as
-    /// the repository is, and none the repository itself.
+    /// the repository is. A mirror given as the repository (`--repo` naming the mirror, to work
+    /// from it alone) is not its own mirror.
     public func mirrorRepositories(flags: [String] = []) throws(RepositoryError) -> [any Repository] {
         let locations = flags.isEmpty ? mirrors.value : flags
         var result: [any Repository] = []
-        for location in locations {
-            if location == repo?.value { throw .badLocation(location, "it is the repository itself; a mirror is another location") }
+        for location in locations where location != repo?.value {
             let mirror = try Repositories.open(location)
             if let root { try mirror.checkSeparate(from: Root(path: root.value)) }
             result.append(mirror)

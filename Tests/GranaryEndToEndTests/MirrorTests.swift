@@ -1,0 +1,130 @@
+import Foundation
+import GranaryKit
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Mirrors on a real S3 server: the machine's repository lost, everything from the mirror alone.
+@Suite("mirrors on a real S3 server", .serialized, .enabled(if: S3Server.available, S3Server.unavailableReason))
+struct MirrorTests {
+    let folder = TemporaryFolder("granary-mirror")
+    var root: String { folder.child("root") }
+    var repo: String { folder.child("repo") }
+    var config: String { folder.child("config.toml") }
+    let bucket: String
+    let server: S3Server
+    var mirror: String { "s3:\(bucket)/mirror" }
+
+    init() throws {
+        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
+        self.server = server
+        bucket = "m" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        try server.makeBucket(bucket)
+        try FileSystem.makeDirectory(root + "/alice@example.com")
+        try FileSystem.makeDirectory(root + "/bob@example.com")
+        try SampleData.makeItemsStore(root + "/alice@example.com/Local.sqlite", rows: 60, walOnlyTail: 5)
+        try SampleData.makeItemsStore(root + "/bob@example.com/Notes.sqlite", rows: 30, walOnlyTail: 0)
+        try "repo = \"\(repo)\"\n\n[[mirror]]\nrepo = \"\(mirror)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+    }
+
+    func granary(_ arguments: [String], repo: String? = nil, proxy: FaultProxy? = nil) throws -> GranaryProcess.Result {
+        var arguments = arguments + ["--root", root, "--config", config]
+        if let repo { arguments += ["--repo", repo] }
+        return try GranaryProcess.run(arguments, environment: server.environment(endpointPort: proxy?.port))
+    }
+
+    /// Archive names per user in a repository, as granary lists them.
+    func archives(_ location: String) throws -> [String: Set<String>] {
+        let list = try granary(["list", "--json"], repo: location)
+        #expect(list.status == 0, "\(list.stderr)")
+        struct Document: Decodable {
+            struct Archive: Decodable { let user: String; let name: String }
+            let archives: [Archive]
+        }
+        let document = try JSONDecoder().decode(Document.self, from: Data(list.stdout.utf8))
+        return Dictionary(grouping: document.archives, by: \.user).mapValues { Set($0.map(\.name)) }
+    }
+
+    @Test("backup --all with a mirror, the local repository lost: list, verify, restore --to and a restore in place under a running owner from the mirror alone; then prune and sync converge both repositories")
+    func loseTheMachine() throws {
+        let backup = try granary(["backup", "--all", "--json"])
+        #expect(backup.status == 0, "\(backup.stderr)")
+        #expect(backup.stdout.contains("\"repository\" : \"\(mirror)\""), "\(backup.stdout)")
+        let first = try archives(mirror)
+        #expect(first.keys.sorted() == ["alice@example.com", "bob@example.com"])
+        #expect(try archives(repo) == first, "the mirror has what the repository has")
+
+        // The machine's repository is lost.
+        FileSystem.removeTree(repo)
+
+        #expect(try granary(["verify", "--all"], repo: mirror).status == 0)
+        let drill = folder.child("drill")
+        let restoreTo = try granary(["restore", "bob@example.com", "--to", drill], repo: mirror)
+        #expect(restoreTo.status == 0, "\(restoreTo.stderr)")
+        #expect(try RestoreFixtures.dump(drill + "/Notes.sqlite") == RestoreFixtures.dump(root + "/bob@example.com/Notes.sqlite"))
+
+        // alice's store is in use: a running owner writes to it and is swapped under.
+        let store = root + "/alice@example.com/Local.sqlite"
+        let archived = try RestoreFixtures.ids(store, table: "items")
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"), startID: 10_000)
+        try owner.waitForMoreWrites(20)
+        let restore = try granary(["restore", "alice@example.com"], repo: mirror)
+        #expect(restore.status == 0, "\(restore.stderr)")
+        #expect(restore.stdout.contains("swap") && restore.stdout.contains("owner pid \(owner.pid)"), "\(restore.stdout)")
+        try owner.waitForMoreWrites(10)
+        owner.stop()
+        #expect(try RestoreFixtures.ids(store, table: "items") == archived, "the archive's rows are back")
+        #expect(try archives(mirror)["alice@example.com"]?.contains { $0.contains("-pre-restore") } == true, "the safety archive went to the mirror")
+
+        // A new repository on the machine; prune it, then sync: both hold the same archives.
+        usleep(1_100_000)
+        #expect(try granary(["backup", "--all"]).status == 0)
+        #expect(try granary(["verify", "--all"]).status == 0)
+        #expect(try granary(["prune", "--all", "--keep-last", "1"]).status == 0)
+        let sync = try granary(["sync", "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(sync.stdout.contains("\"removed\""), "\(sync.stdout)")
+        let primary = try archives(repo)
+        #expect(primary.values.allSatisfy { $0.count == 1 })
+        #expect(try archives(mirror) == primary, "sync removed what the repository no longer has")
+        // The verification records came along: check passes on the mirror alone.
+        let check = try granary(["check"], repo: mirror)
+        #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
+        let again = try granary(["sync", "--json"])
+        #expect(again.status == 0 && !again.stdout.contains("\"uploaded\" : [\n        \""), "a second sync has nothing to do: \(again.stdout)")
+    }
+
+    @Test("a mirror that fails: backup exits 1 naming it and keeps the archive; check fails the user until sync sends it")
+    func mirrorFails() throws {
+        let proxy = try FaultProxy(upstream: server.port)
+        #expect(try granary(["backup", "alice@example.com"], proxy: proxy).status == 0)
+        #expect(try granary(["verify", "--all"]).status == 0)
+        usleep(1_100_000)
+        proxy.mode = .status(503)
+        let backup = try granary(["backup", "alice@example.com"], proxy: proxy)
+        #expect(backup.status == 1, "\(backup.stderr)")
+        #expect(backup.stderr.contains("did not reach the mirror \(mirror)"), "\(backup.stderr)")
+        #expect(backup.stderr.contains("granary sync alice@example.com"), "\(backup.stderr)")
+        proxy.mode = .pass
+        #expect(try archives(repo)["alice@example.com"]?.count == 2, "the archive stays in the repository")
+        #expect(try granary(["verify", "--all"]).status == 0)
+        let check = try granary(["check", "alice@example.com"], proxy: proxy)
+        #expect(check.status == 1)
+        #expect(check.stdout.contains("mirror \(mirror): lacks the newest archive"), "\(check.stdout)")
+        let sync = try granary(["sync", "alice@example.com"], proxy: proxy)
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try granary(["check", "alice@example.com"], proxy: proxy).status == 0)
+        #expect(try archives(mirror) == archives(repo))
+    }
+
+    @Test("sync never empties a mirror: a user the repository has no archive of is left alone there")
+    func emptyPrimaryLeavesMirror() throws {
+        #expect(try granary(["backup", "--all"]).status == 0)
+        FileSystem.removeTree(repo + "/bob@example.com")
+        let sync = try granary(["sync", "bob@example.com"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(try archives(mirror)["bob@example.com"]?.count == 1)
+    }
+}
