@@ -52,10 +52,11 @@ demo: build
 demo-restore: build
 	@bash scripts/demo-restore.sh
 
-bench: release
+bench: release moto
 	bash bench/run.sh
 	bash bench/restore.sh
 	bash bench/verify.sh
+	bash bench/upload.sh
 
 # granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
 SOAK_SECONDS ?= 120

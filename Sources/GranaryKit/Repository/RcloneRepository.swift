@@ -171,8 +171,11 @@ public struct RcloneRepository: Repository {
     // MARK: Existence
 
     public func exists() throws(RepositoryError) -> Bool {
+        if features.exists == true { return true }
         do {
-            return try objects(in: "").contains { $0.name == LocalRepository.markerName }
+            let found = try objects(in: "").contains { $0.name == LocalRepository.markerName }
+            if found { features.set(exists: true) }
+            return found
         } catch .missing {
             return false
         }
@@ -191,6 +194,7 @@ public struct RcloneRepository: Repository {
             try FileSystem.writeAtomically(Array("granary repository \(LocalRepository.format)\n".utf8), to: file)
         } catch { throw .local(error) }
         try run(["copyto", "--no-check-dest", file, remote(LocalRepository.markerName)], what: location)
+        features.set(exists: true)
     }
 
     /// A remote repository is not a folder of this machine: it can neither be the root nor hold it.
@@ -439,10 +443,15 @@ public struct RcloneRepository: Repository {
     }
 }
 
-/// Remembers what rclone said of a remote's features (a `Sendable` box: repositories are values).
+/// Remembers what rclone said of a remote (a `Sendable` box: repositories are values): its
+/// features, and that the repository exists once that was seen (a repository is never removed
+/// by granary, so one run asks once).
 final class FeatureCache: @unchecked Sendable {
     private let lock = NSLock()
     private var value: Bool?
+    private var seen: Bool?
     var direct: Bool? { lock.withLock { value } }
     func set(direct: Bool) { lock.withLock { value = direct } }
+    var exists: Bool? { lock.withLock { seen } }
+    func set(exists: Bool) { lock.withLock { seen = exists } }
 }
