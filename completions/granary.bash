@@ -173,13 +173,13 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|backup|list|verify|inspect|check|delete|prune|restore|reset|recover|config|help)
+    users|backup|list|verify|inspect|check|delete|prune|restore|reset|recover|sync|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover sync config help' -- "${cur}"))
         ;;
     esac
 }
@@ -219,7 +219,7 @@ _granary_users() {
 _granary_backup() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
-    repeating_options=()
+    repeating_options=(--mirror)
     non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
 
@@ -255,6 +255,9 @@ _granary_backup() {
         return
         ;;
     '--lock-timeout')
+        return
+        ;;
+    '--mirror')
         return
         ;;
     esac
@@ -375,7 +378,7 @@ _granary_inspect() {
 _granary_check() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
-    repeating_options=()
+    repeating_options=(--mirror)
     non_repeating_options=(--root --repo --config --max-age)
     __granary_offer_flags_options -1
 
@@ -391,6 +394,9 @@ _granary_check() {
         ;;
     '--config')
         __granary_add_completions -f
+        return
+        ;;
+    '--mirror')
         return
         ;;
     '--max-age')
@@ -612,6 +618,41 @@ _granary_recover() {
     case "${positional_number}" in
     *)
         __granary_add_completions -W "$(__granary_custom_complete ---completion recover -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        return
+        ;;
+    esac
+}
+
+_granary_sync() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --version -h --help)
+    repeating_options=(--mirror)
+    non_repeating_options=(--root --repo --config)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--mirror')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -W "$(__granary_custom_complete ---completion sync -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
         return
         ;;
     esac

@@ -110,14 +110,6 @@ struct BackupCommand: ParsableCommand {
                         console.error(error)
                     }
                 }
-                for upload in result.mirrors {
-                    if let error = upload.error {
-                        failures.append(error)
-                        if !global.json { console.error(MirrorUploadFailed(user: result.user.rawValue, mirror: upload.location, error: error)) }
-                    } else if global.verbose && !global.json {
-                        console.info("  sent to \(upload.archive ?? upload.location) (\(Format.duration(upload.seconds)))")
-                    }
-                }
                 if (console.isTerminal || global.verbose) && !global.json {
                     console.info("\(result.user): \(result.archive) (\(Format.bytes(result.size)), \(result.stores.count) store\(result.stores.count == 1 ? "" : "s"), \(String(format: "%.1f", result.seconds)) s)")
                     if global.verbose {
@@ -125,6 +117,14 @@ struct BackupCommand: ParsableCommand {
                         console.info(
                             "  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), "
                                 + "pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(result.priority.rawValue)")
+                    }
+                }
+                for upload in result.mirrors {
+                    if let error = upload.error {
+                        failures.append(error)
+                        if !global.json { console.error(MirrorUploadFailed(user: result.user.rawValue, mirror: upload.location, error: error)) }
+                    } else if global.verbose && !global.json {
+                        console.info("  sent to \(upload.archive ?? upload.location) (\(Format.duration(upload.seconds)))")
                     }
                 }
             } else if let error = outcome.error {
