@@ -21,7 +21,7 @@ for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench-secret AWS_REGION=us-east-1 AWS_ENDPOINT_URL="http://127.0.0.1:$PORT"
 unset AWS_CA_BUNDLE
 export RCLONE_CONFIG_BENCH_TYPE=s3 RCLONE_CONFIG_BENCH_PROVIDER=Other RCLONE_CONFIG_BENCH_ENV_AUTH=true \
-  RCLONE_CONFIG_BENCH_ENDPOINT="$AWS_ENDPOINT_URL" RCLONE_CONFIG_BENCH_NO_CHECK_BUCKET=true RCLONE_CONFIG_BENCH_NO_HEAD=true
+  RCLONE_CONFIG_BENCH_ENDPOINT="$AWS_ENDPOINT_URL" RCLONE_CONFIG_BENCH_NO_HEAD=true
 rclone -q mkdir bench:bench
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -30,7 +30,8 @@ echo "store: $MB MiB; S3 server: moto on 127.0.0.1:$PORT; $RUNS rounds, medians 
 for round in $(seq "$RUNS"); do
   rm -rf "$W/repo" "$W/x.db" "$W/x.tar.zst"; sync
   t0=$(now)
-  "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --mirror "s3:bench/granary-$round" --json > "$W/backup.json"
+  "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --mirror "s3:bench/granary-$round" --json > "$W/backup.json" \
+    || { cat "$W/backup.json"; exit 1; }
   t1=$(now)
   g=$(echo "$t1 - $t0" | bc)
   gu=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["users"][0]["mirrors"][0]["seconds"])' "$W/backup.json")

@@ -156,7 +156,10 @@ public struct RcloneRepository: Repository {
         var detail = lines.last { !$0.hasPrefix("Attempt ") } ?? lines.last ?? "rclone exited with status \(status)"
         if detail.count > 400 { detail = String(detail.prefix(400)) + "…" }
         let lower = diagnostics.lowercased()
-        if status == 3 || status == 4 || lower.contains("nosuchbucket") || lower.contains("directory not found") {
+        if lower.contains("nosuchbucket") || lower.contains("status code: 404") {
+            return .missing(location: location, detail: "no such bucket, or no such object (\(detail))")
+        }
+        if status == 3 || status == 4 || lower.contains("directory not found") {
             return .missing(location: location, detail: detail)
         }
         if ["accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "403 forbidden", "status code: 403"].contains(where: lower.contains) {
