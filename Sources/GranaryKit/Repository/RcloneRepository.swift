@@ -6,7 +6,7 @@ import Foundation
 
 /// A repository on a remote reached through rclone: `s3:BUCKET[/PREFIX]` or `rclone:REMOTE:PATH`.
 ///
-/// - `s3:` needs no rclone configuration: its remote is defined for each rclone run through
+/// - `s3:` needs no rclone configuration (and reads none): its remote is defined for each rclone run through
 ///   rclone's `RCLONE_CONFIG_GRANARYS3_*` variables, from `AWS_REGION` (or
 ///   `AWS_DEFAULT_REGION`) and `AWS_ENDPOINT_URL` (or `AWS_ENDPOINT_URL_S3`, for MinIO, Ceph,
 ///   R2…); the keys themselves (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
@@ -65,6 +65,9 @@ public struct RcloneRepository: Repository {
             extra[prefix + "ENV_AUTH"] = "true"
             if let region, !region.isEmpty { extra[prefix + "REGION"] = region }
             if let endpoint, !endpoint.isEmpty { extra[prefix + "ENDPOINT"] = endpoint }
+            // No configuration file at all: nothing in one (a user's, under sudo -E) can add to
+            // or change this remote.
+            extra["RCLONE_CONFIG"] = "/dev/null"
             // The bucket is the administrator's to create (with its region, policy, versioning).
             extra[prefix + "NO_CHECK_BUCKET"] = "true"
             // A multipart upload is checked part by part (Content-MD5) by the server; rclone 1.60's

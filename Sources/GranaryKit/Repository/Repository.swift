@@ -227,6 +227,11 @@ extension Repository {
             let archive = name(sequence)
             let key = user.rawValue + "/" + archive.fileName
             if try write(key, from: file) {
+                if let localPath, let info = FileSystem.status(localPath + "/" + key) {
+                    return Entry(
+                        user: user, name: archive, path: display(key), size: Int64(info.st_size), modified: VerificationRecord.modified(info),
+                        object: key)
+                }
                 let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
                 return Entry(
                     user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file), modified: listed?.modified ?? 0,
