@@ -68,18 +68,25 @@ let package = Package(
             // Test seams (crash injection) exist in debug builds only: see Support/TestHooks.swift.
             swiftSettings: fuzzFlags + [.define("GRANARY_TEST_HOOKS", .when(configuration: .debug))]
         ),
-        // The thin command-line front end.
+        // The command line: parsing, rendering (text and JSON), errors to exit codes. A library so
+        // that the fuzz target can feed argument vectors to the same parser.
+        .target(
+            name: "GranaryCLI",
+            dependencies: [
+                "GranaryKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: fuzzFlags
+        ),
+        // The `granary` executable: GranaryCLI's entry point and nothing else.
+        .executableTarget(name: "granary", dependencies: ["GranaryCLI"]),
+        // Generates the built-in sample data that `make demo` and the tests share.
         .executableTarget(
-            name: "granary",
+            name: "granary-sample",
             dependencies: [
                 "GranaryKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
-        ),
-        // Generates the built-in sample data that `make demo` and the tests share.
-        .executableTarget(
-            name: "granary-sample",
-            dependencies: ["GranaryKit"]
         ),
         // An app server in miniature that owns a user's stores through GranaryOwner (tests, make demo).
         .executableTarget(
@@ -93,6 +100,7 @@ let package = Package(
         ),
         .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner"]),
+        .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit"]),
     ],
     swiftLanguageModes: [.v6]
 )
@@ -101,7 +109,7 @@ if fuzzing {
     package.targets.append(
         .executableTarget(
             name: "granary-fuzz",
-            dependencies: ["GranaryKit"],
+            dependencies: ["GranaryKit", "GranaryCLI"],
             path: "Fuzz",
             swiftSettings: [.unsafeFlags(["-sanitize=fuzzer,address", "-parse-as-library"])],
             linkerSettings: [.unsafeFlags(["-sanitize=fuzzer,address"])]

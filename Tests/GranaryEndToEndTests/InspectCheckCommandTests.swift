@@ -62,12 +62,12 @@ struct InspectCheckCommandTests {
         let rows = ((local["tables"] as! [[String: Any]]).first { $0["name"] as? String == "items" })!["rows"] as! Int
         #expect(Int64(rows) == (try live.scalar("SELECT count(*) FROM items")?.integer))
         let legacy = try fixture.json(["inspect", fixture.root + "/carol@example.com/Legacy.db"])
-        #expect((legacy["stores"] as! [[String: Any]])[0]["journalMode"] as? String == "delete")
+        #expect((legacy["stores"] as! [[String: Any]])[0]["journalMode"] as? String == "rollback")
         #expect(try fixture.granary(["inspect", fixture.root + "/carol@example.com/readme.txt"]).status == 65)
         #expect(try fixture.granary(["inspect", fixture.root + "/nothing.db"]).status == 66)
     }
 
-    @Test("check exits 1 naming users without archives or without a verified one, 0 once every user has a fresh verified archive")
+    @Test("check exits 1 naming each failing user on standard error (also with -q), 0 once every user has a fresh verified archive")
     func check() throws {
         let fixture = try Fixture()
         // No repository yet: a typo in --repo must not look like an empty repository.
@@ -77,11 +77,14 @@ struct InspectCheckCommandTests {
         #expect(try fixture.granary(["backup", "dave@example.com"]).status == 0)
         result = try fixture.granary(["check"])
         #expect(result.status == 1)
-        #expect(result.stdout.contains("alice@example.com: has no archives"), "\(result.stdout)")
+        #expect(result.stderr.contains("granary: FAIL alice@example.com: has no archives"), "\(result.stderr)")
+        #expect(result.stdout.isEmpty, "failures are diagnostics: \(result.stdout)")
+        let quiet = try fixture.granary(["check", "-q"])
+        #expect(quiet.status == 1 && quiet.stderr == result.stderr, "-q keeps the FAIL lines: \(quiet.stderr)")
         #expect(try fixture.granary(["backup", "--all"]).status == 0)
         result = try fixture.granary(["check", "bob@example.com"])
         #expect(result.status == 1)
-        #expect(result.stdout.contains("has no verified archive"), "\(result.stdout)")
+        #expect(result.stderr.contains("has no verified archive"), "\(result.stderr)")
         #expect(try fixture.granary(["verify", "--all"]).status == 0)
         result = try fixture.granary(["check"])
         #expect(result.status == 0, "\(result.stdout)")
@@ -93,7 +96,7 @@ struct InspectCheckCommandTests {
         sleep(2)
         result = try fixture.granary(["check", "--max-age", "1s", "dave@example.com"])
         #expect(result.status == 1)
-        #expect(result.stdout.contains("over the 1s limit"), "\(result.stdout)")
+        #expect(result.stderr.contains("over the 1s limit"), "\(result.stderr)")
         #expect(try fixture.granary(["check", "--max-age", "soon"]).status == 64)
     }
 }

@@ -29,7 +29,7 @@ struct UsersCommandTests {
         #expect(before.status == 0, "\(before.stderr)")
         #expect(before.stdout == after.stdout)
         #expect(try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "backup", "alice@example.com"]).status == 0)
-        #expect(try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"]).stdout
+        #expect(try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"]).stderr
             .contains("dave@example.com: has no archives"))
         #expect(try GranaryProcess.run(["--root", root]).status == 64)
     }

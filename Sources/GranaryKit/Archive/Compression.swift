@@ -42,4 +42,13 @@ public enum Compression: String, Sendable, CaseIterable, Codable {
         case .none: return nil
         }
     }
+
+    /// Why `level` cannot be used with this compression, or `nil` when it can.
+    public func problem(withLevel level: Int) -> String? {
+        guard let levels else { return "compression none takes no level" }
+        guard levels.contains(level) else {
+            return "level \(level) is out of range for \(rawValue): it must be \(levels.lowerBound) to \(levels.upperBound)"
+        }
+        return nil
+    }
 }

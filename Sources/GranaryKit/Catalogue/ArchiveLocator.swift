@@ -13,6 +13,20 @@ public struct ArchiveNotFound: GranaryError, Sendable {
     }
 }
 
+/// An archive named by a prefix that more than one archive starts with.
+public struct AmbiguousArchive: GranaryError, Sendable {
+    public let name: String
+    /// The archives it matches (`USER/NAME`), newest first.
+    public let matches: [String]
+
+    public var description: String {
+        let shown = matches.prefix(5).joined(separator: ", ")
+        return "ambiguous: \(name) matches \(matches.count > 5 ? "\(matches.count) archives, among them " : "")\(shown)"
+    }
+    public var status: ExitStatus { .usage }
+    public var hint: String? { "name one archive in full, as USER/NAME" }
+}
+
 /// Finds archives from what a user types: a path, `USER/NAME`, or a `NAME` with a user given
 /// separately. A name that matches nothing gets close matches suggested.
 public struct ArchiveLocator: Sendable {
@@ -47,6 +61,10 @@ public struct ArchiveLocator: Sendable {
         if let hit = candidates.first(where: { $0.name.fileName == file }) { return hit }
         let prefixed = candidates.filter { $0.name.fileName.hasPrefix(file) }
         if prefixed.count == 1, !file.isEmpty { return prefixed[0] }
+        if prefixed.count > 1, !file.isEmpty {
+            let newestFirst = prefixed.sorted { ($0.name.created, $0.user.rawValue) > ($1.name.created, $1.user.rawValue) }
+            throw AmbiguousArchive(name: text, matches: newestFirst.map { $0.user.rawValue + "/" + $0.name.fileName })
+        }
         let label = { (entry: RepositoryEntry) in owner == nil ? entry.user.rawValue + "/" + entry.name.fileName : entry.name.fileName }
         let ranked = candidates.map { (label($0), Self.distance(file, $0.name.fileName)) }
             .filter { $0.1 <= max(4, file.count / 3) || $0.0.hasPrefix(String(file.prefix(8))) }

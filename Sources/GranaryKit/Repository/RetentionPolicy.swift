@@ -7,7 +7,8 @@ public struct RetentionPolicy: Sendable, Equatable, Codable {
     public var keepWeekly: Int = 0
     public var keepMonthly: Int = 0
     public var keepYearly: Int = 0
-    /// Keep every archive taken within this many seconds of the user's newest archive.
+    /// Keep every archive taken within this many seconds of the user's newest archive (not of
+    /// now: a backup job that stopped never lets the rule empty a user).
     public var keepWithin: Int64 = 0
     /// Safety archives (what a restore or reset replaced) follow this rule alone: each is kept
     /// while younger than this many seconds (measured from now); 7 days by default.

@@ -21,6 +21,8 @@ public struct ConfigFile: Sendable {
     public var retention: RetentionPolicy?
     /// Repositories each new archive is also sent to (`[[mirror]]` tables, each with `repo`).
     public var mirrors: [String]?
+    /// The `[retention]` keys the file sets (`keep_daily`, …): the others keep their default.
+    public var retentionKeysSet: Set<String> = []
 
     /// The top-level keys and the `[retention]` keys the file may hold, for messages and docs.
     public static let keys = ["root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror"]
@@ -60,18 +62,36 @@ public struct ConfigFile: Sendable {
 
     /// Reads and checks the file at `path`. As root, the file (and the folder holding it) must
     /// belong to root and be writable by nobody else, as sudo and ssh demand of theirs: a
-    /// configuration another user can write would let them choose root's repository.
+    /// configuration another user can write would let them choose root's repository. Only a
+    /// regular file is read (opened without blocking, so a FIFO named by mistake is refused
+    /// instead of hanging), and at most `maximumSize` bytes of it.
     public static func load(path: String, euid: uid_t = geteuid()) throws(ConfigError) -> ConfigFile {
         if euid == 0, let problem = ownershipProblem(path) { throw .untrusted(path: path, reason: problem) }
-        let text: String
-        do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
-        } catch {
-            let reason = FileManager.default.fileExists(atPath: path) ? "cannot be read" : "does not exist"
-            throw .unreadable(path: path, reason: reason)
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw .unreadable(path: path, reason: errno == ENOENT ? "does not exist" : "cannot be read (\(String(cString: strerror(errno))))")
+        }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { throw .unreadable(path: path, reason: "is not a regular file") }
+        guard info.st_size <= maximumSize else { throw .unreadable(path: path, reason: "is larger than \(maximumSize) bytes") }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
+        var count = 0
+        while count < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw .unreadable(path: path, reason: "cannot be read (\(String(cString: strerror(errno))))") }
+            if n == 0 { break }
+            count += n
+        }
+        guard count <= maximumSize, let text = String(validating: bytes[0..<count], as: UTF8.self) else {
+            throw .unreadable(path: path, reason: "is not UTF-8 text")
         }
         return try parse(text, path: path)
     }
+
+    /// The largest configuration file read (a configuration is a few hundred bytes).
+    public static let maximumSize = 1 << 20
 
     /// Parses configuration text; `path` names the file in messages.
     public static func parse(_ text: String, path: String) throws(ConfigError) -> ConfigFile {
@@ -110,10 +130,11 @@ public struct ConfigFile: Sendable {
         func fail(_ key: String, expected: String, found: TOMLValueConvertible) -> ConfigError {
             .wrongType(path: path, line: locator.line(of: key), key: key, expected: expected, found: found.type.description)
         }
-        func integer(_ value: TOMLValueConvertible, _ key: String, minimum: Int = 0) throws(ConfigError) -> Int {
+        func integer(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
             guard let int = value.int else { throw fail(key, expected: "an integer", found: value) }
-            guard int >= minimum else {
-                throw .invalidValue(path: path, line: locator.line(of: key), key: key, message: "must be at least \(minimum)")
+            guard range.contains(int) else {
+                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                    message: "\(int) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
             }
             return int
         }
@@ -122,13 +143,26 @@ public struct ConfigFile: Sendable {
             return string
         }
         func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> Int64 {
-            if let seconds = value.int, seconds >= 0 { return Int64(seconds) }
+            if let seconds = value.int, seconds >= 0, seconds <= SettingLimits.longestDuration { return Int64(seconds) }
             guard let text = value.string else { throw fail(key, expected: "a duration such as \"30s\" or \"7d\"", found: value) }
-            guard let seconds = DurationText.seconds(text) else {
+            guard let seconds = DurationText.seconds(text), seconds <= SettingLimits.longestDuration else {
                 throw .invalidValue(path: path, line: locator.line(of: key), key: key,
                     message: "\"\(text)\" is not a duration (use a number with s, m, h, d or w, e.g. \"30d\")")
             }
             return seconds
+        }
+        /// A timeout: whole or fractional seconds, or a duration text, within `range`.
+        func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError) -> Duration {
+            var parsed: Duration?
+            if let seconds = value.int { parsed = seconds >= 0 && seconds <= SettingLimits.longestDuration ? .seconds(seconds) : nil }
+            else if let seconds = value.double { parsed = DurationText.duration(String(seconds)) }
+            else if let text = value.string { parsed = DurationText.duration(text) }
+            else { throw fail(key, expected: "a duration such as \"30s\" or \"2m\"", found: value) }
+            guard let parsed, range.contains(parsed) else {
+                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                    message: "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2m\"")
+            }
+            return parsed
         }
 
         for key in table.keys.sorted() {
@@ -143,7 +177,7 @@ public struct ConfigFile: Sendable {
                         message: "\"\(name)\" is not one of \(Compression.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.compression = compression
-            case "level": config.level = try integer(value, key, minimum: 0)
+            case "level": config.level = try integer(value, key, SettingLimits.levels)
             case "check":
                 let name = try string(value, key)
                 guard let mode = CheckMode(rawValue: name) else {
@@ -151,33 +185,38 @@ public struct ConfigFile: Sendable {
                         message: "\"\(name)\" is not one of \(CheckMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.check = mode
-            case "lock_timeout": config.lockTimeout = .seconds(try duration(value, key))
-            case "owner_timeout": config.ownerTimeout = .seconds(try duration(value, key))
-            case "jobs": config.jobs = try integer(value, key, minimum: 1)
+            case "lock_timeout": config.lockTimeout = try timeout(value, key, SettingLimits.lockTimeout)
+            case "owner_timeout": config.ownerTimeout = try timeout(value, key, SettingLimits.ownerTimeout)
+            case "jobs": config.jobs = try integer(value, key, SettingLimits.jobs)
             case "retention":
                 guard let retention = value.table else { throw fail(key, expected: "a table", found: value) }
                 var policy = RetentionPolicy()
                 for inner in retention.keys.sorted() {
                     guard let item = retention[inner] else { continue }
                     let full = "retention." + inner
+                    let count = SettingLimits.retentionCount
                     switch inner {
-                    case "keep_last": policy.keepLast = try integer(item, full)
-                    case "keep_hourly": policy.keepHourly = try integer(item, full)
-                    case "keep_daily": policy.keepDaily = try integer(item, full)
-                    case "keep_weekly": policy.keepWeekly = try integer(item, full)
-                    case "keep_monthly": policy.keepMonthly = try integer(item, full)
-                    case "keep_yearly": policy.keepYearly = try integer(item, full)
+                    case "keep_last": policy.keepLast = try integer(item, full, count)
+                    case "keep_hourly": policy.keepHourly = try integer(item, full, count)
+                    case "keep_daily": policy.keepDaily = try integer(item, full, count)
+                    case "keep_weekly": policy.keepWeekly = try integer(item, full, count)
+                    case "keep_monthly": policy.keepMonthly = try integer(item, full, count)
+                    case "keep_yearly": policy.keepYearly = try integer(item, full, count)
                     case "keep_within": policy.keepWithin = try duration(item, full)
                     case "safety_keep_within": policy.safetyKeepWithin = try duration(item, full)
                     case "final_keep_within": policy.finalKeepWithin = try duration(item, full)
                     default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
                     }
+                    config.retentionKeysSet.insert(inner)
                 }
                 config.retention = policy
             case "mirror": config.mirrors = try mirrors(value)
             default:
                 throw .unknownKey(path: path, line: locator.line(of: key), key: key)
             }
+        }
+        if let level = config.level, let problem = (config.compression ?? .zstd).problem(withLevel: level) {
+            throw .invalidValue(path: path, line: locator.line(of: "level"), key: "level", message: problem)
         }
         return config
     }
@@ -235,7 +274,8 @@ struct KeyLocator {
     }
 }
 
-/// Durations written as text: `30s`, `15m`, `12h`, `30d`, `2w`, or sums such as `1d12h`.
+/// Durations written as text: `30s`, `15m`, `12h`, `30d`, `2w`, or sums such as `1d12h`;
+/// timeouts also take milliseconds (`500ms`) and plain, possibly fractional, seconds (`0.5`).
 public enum DurationText {
     /// The number of seconds `text` stands for, or `nil` when it is not a duration.
     public static func seconds(_ text: String) -> Int64? {
@@ -259,13 +299,95 @@ public enum DurationText {
             guard let number = Int64(digits) else { return nil }
             let (product, overflow) = number.multipliedReportingOverflow(by: unit)
             guard !overflow else { return nil }
-            total += product
+            let (sum, overflowed) = total.addingReportingOverflow(product)
+            guard !overflowed else { return nil }
+            total = sum
             digits = ""
             sawUnit = true
         }
         guard digits.isEmpty, sawUnit else { return nil }
         return total
     }
+
+    /// The duration `text` stands for, to the millisecond: a duration text (`2m`, `1m30s`,
+    /// `500ms`) or a plain number of seconds (`30`, `0.5`). `nil` for anything else, including
+    /// `nan`, `inf`, exponents, negative numbers and values past 100 years.
+    public static func duration(_ text: String) -> Duration? {
+        let limit = Int64(SettingLimits.longestDuration) * 1000
+        if let dot = text.firstIndex(of: "."), !text.contains(where: { !$0.isASCII || !($0.isNumber || $0 == ".") }) {
+            // Plain seconds with a fraction: digits, one dot, digits.
+            let whole = text[..<dot], fraction = text[text.index(after: dot)...]
+            guard !(whole.isEmpty && fraction.isEmpty), !fraction.contains("."), whole.count <= 12 else { return nil }
+            let milliseconds = (Int64(whole) ?? 0) * 1000 + Int64((fraction + "000").prefix(3))!
+            return milliseconds <= limit ? .milliseconds(milliseconds) : nil
+        }
+        if !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            guard text.count <= 12, let seconds = Int64(text), seconds * 1000 <= limit else { return nil }
+            return .seconds(seconds)
+        }
+        var milliseconds: Int64 = 0
+        var rest = Substring(text)
+        guard !rest.isEmpty else { return nil }
+        while !rest.isEmpty {
+            let digits = rest.prefix { $0.isASCII && $0.isNumber }
+            guard !digits.isEmpty, digits.count <= 12, let number = Int64(digits) else { return nil }
+            rest = rest.dropFirst(digits.count)
+            let unit: Int64
+            if rest.hasPrefix("ms") { unit = 1; rest = rest.dropFirst(2) }
+            else {
+                switch rest.first {
+                case "s": unit = 1000
+                case "m": unit = 60_000
+                case "h": unit = 3_600_000
+                case "d": unit = 86_400_000
+                case "w": unit = 604_800_000
+                default: return nil
+                }
+                rest = rest.dropFirst()
+            }
+            let (product, overflow) = number.multipliedReportingOverflow(by: unit)
+            guard !overflow, product <= limit else { return nil }
+            milliseconds += product
+            guard milliseconds <= limit else { return nil }
+        }
+        return .milliseconds(milliseconds)
+    }
+
+    /// Whole seconds as the shortest duration text: `0s`, `45s`, `1m30s`, `2d`, `30d1h`.
+    public static func format(seconds: Int64) -> String {
+        guard seconds > 0 else { return "0s" }
+        var rest = seconds
+        var text = ""
+        for (unit, name) in [(Int64(86_400), "d"), (3600, "h"), (60, "m"), (1, "s")] where rest >= unit {
+            text += "\(rest / unit)\(name)"
+            rest %= unit
+        }
+        return text
+    }
+
+    /// A duration as text that `duration(_:)` reads back: `2m`, `1m30s`, `500ms`, `1s500ms`.
+    public static func format(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let seconds = milliseconds / 1000, rest = milliseconds % 1000
+        if rest == 0 { return format(seconds: seconds) }
+        return (seconds > 0 ? format(seconds: seconds) : "") + "\(rest)ms"
+    }
+}
+
+/// The bounds of every numeric setting, shared by the configuration file and the command line.
+public enum SettingLimits {
+    /// Users backed up at once (`jobs`, `--jobs`).
+    public static let jobs = 1...64
+    /// Any compression level; each compression accepts part of it (`Compression.levels`).
+    public static let levels = 0...19
+    /// Each `keep_*` count of a retention policy.
+    public static let retentionCount = 0...1_000_000
+    /// How long to wait for a user's lock (`lock_timeout`, `--lock-timeout`): up to a week.
+    public static let lockTimeout = Duration.zero...Duration.seconds(7 * 86_400)
+    /// How long an owner has to acknowledge a pause (`owner_timeout`, `--owner-timeout`).
+    public static let ownerTimeout = Duration.milliseconds(1)...Duration.seconds(3600)
+    /// The longest duration anywhere (`keep_within`, `--max-age`): 100 years, in seconds.
+    public static let longestDuration: Int64 = 100 * 366 * 86_400
 }
 
 /// A configuration file that cannot be used. Every case names the file; most the line and key.

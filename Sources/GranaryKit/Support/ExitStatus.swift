@@ -16,6 +16,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case ioError = 74
     /// Temporary: a lock is held, an owner did not acknowledge, a store is busy. Retry later.
     case temporaryFailure = 75
+    /// Ended by SIGHUP (the terminal went away), cleaned up like an interruption.
+    case hangup = 129
     /// Interrupted by SIGINT or SIGTERM.
     case interrupted = 130
 }

@@ -5,15 +5,19 @@ import Synchronization
     import Glibc
 #endif
 
-/// SIGINT and SIGTERM as a flag that long-running work polls.
+/// SIGINT, SIGTERM and SIGHUP as a flag that long-running work polls.
 ///
 /// The executable calls `installHandlers()`; the core checks `Interruption.check()` between
 /// chunks and throws `InterruptedError`, so every `defer` and `catch` that removes a
-/// temporary file runs before the process exits with 130.
+/// temporary file runs before the process exits with 130 (129 after SIGHUP).
+///
+/// The handlers are installed without `SA_RESTART`: a system call blocked when the first
+/// signal arrives (an `open(2)` of a FIFO, a `flock(2)`) returns `EINTR` instead of going back
+/// to sleep, so the code that made it can check `isRequested` and give up.
 public enum Interruption {
     private static let flag = Atomic<Int32>(0)
 
-    /// Whether SIGINT or SIGTERM has arrived.
+    /// Whether SIGINT, SIGTERM or SIGHUP has arrived.
     public static var isRequested: Bool { flag.load(ordering: .relaxed) != 0 }
 
     /// The signal that arrived, or 0.
@@ -45,21 +49,33 @@ public enum Interruption {
         Glibc.signal(SIGXFSZ, SIG_IGN)
     }
 
-    /// Installs SIGINT/SIGTERM handlers that only set the flag. A second signal exits at once.
+    /// Installs SIGINT, SIGTERM and SIGHUP handlers that only set the flag (without
+    /// `SA_RESTART`). A second signal exits at once, with 128 + its number.
     public static func installHandlers() {
         unblockSignals()
-        let handler: @convention(c) (Int32) -> Void = { signal in
-            if Interruption.flag.load(ordering: .relaxed) != 0 { _exit(130) }
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { signal in
+            if Interruption.flag.load(ordering: .relaxed) != 0 { _exit(128 + signal) }
             Interruption.flag.store(signal, ordering: .relaxed)
         }
-        Glibc.signal(SIGINT, handler)
-        Glibc.signal(SIGTERM, handler)
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0
+        for signal in [SIGINT, SIGTERM, SIGHUP] { sigaction(signal, &action, nil) }
     }
 }
 
 /// The run was interrupted by a signal.
 public struct InterruptedError: GranaryError, Sendable {
     public let signal: Int32
-    public var description: String { "interrupted by \(signal == SIGTERM ? "SIGTERM" : "SIGINT"); nothing was left half-written" }
-    public var status: ExitStatus { .interrupted }
+    public var description: String { "interrupted by \(InterruptedError.name(signal)); nothing was left half-written" }
+    public var status: ExitStatus { signal == SIGHUP ? .hangup : .interrupted }
+
+    /// `SIGINT`, `SIGTERM` or `SIGHUP`.
+    public static func name(_ signal: Int32) -> String {
+        switch signal {
+        case SIGTERM: return "SIGTERM"
+        case SIGHUP: return "SIGHUP"
+        default: return "SIGINT"
+        }
+    }
 }

@@ -27,9 +27,9 @@ public struct Settings: Sendable {
     public var level = Setting<Int?>(nil, from: .defaultValue)
     /// The check `backup` runs on each snapshot (`check`).
     public var check = Setting(CheckMode.quick, from: .defaultValue)
-    /// How long to wait for a user's lock (`lock_timeout`, seconds).
+    /// How long to wait for a user's lock (`lock_timeout`).
     public var lockTimeout = Setting(Duration.seconds(60), from: .defaultValue)
-    /// How long an owner has to acknowledge a pause (`owner_timeout`, seconds).
+    /// How long an owner has to acknowledge a pause (`owner_timeout`).
     public var ownerTimeout = Setting(Duration.seconds(10), from: .defaultValue)
     /// Users backed up at once by `backup --all` (`jobs`).
     public var jobs = Setting(1, from: .defaultValue)
@@ -37,6 +37,8 @@ public struct Settings: Sendable {
     public var retention = Setting(RetentionPolicy(), from: .defaultValue)
     /// Where each new archive is also sent (`[[mirror]]`, or `--mirror`, which replaces them).
     public var mirrors = Setting([String](), from: .defaultValue)
+    /// The `[retention]` keys the configuration file sets; the others are defaults.
+    public var retentionKeysFromFile: Set<String> = []
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
@@ -71,6 +73,7 @@ public struct Settings: Sendable {
         if let value = config.jobs { settings.jobs = Setting(value, from: .file) }
         if let value = config.retention { settings.retention = Setting(value, from: .file) }
         if let value = config.mirrors { settings.mirrors = Setting(value, from: .file) }
+        settings.retentionKeysFromFile = config.retentionKeysSet
         return settings
     }
 

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -8,14 +9,56 @@ import Foundation
 /// One run per user at a time: an exclusive `flock(2)` on `<root>/.granary/locks/<user>.lock`.
 ///
 /// The kernel drops a `flock` when its holder exits, however it exits, so a crashed run
-/// never leaves a stale lock. The holder writes its pid into the file so that a waiting
+/// never leaves a stale lock. The holder records its pid, its command and when it took the
+/// lock in the file (three lines: `1234`, `granary backup`, Unix seconds), so that a waiting
 /// run can name it. Acquiring retries with backoff until the timeout (restic's habit).
+///
+/// The program says once what its runs are (`UserLock.configure(command:onWait:)`): the
+/// command recorded for whoever waits next, and a callback told when an acquire has to wait,
+/// so that a program at a terminal can say so at once (the core itself never prints).
 ///
 /// ```swift
 /// let lock = try UserLock.acquire(root: root, user: id, timeout: .seconds(30))
 /// defer { lock.release() }
 /// ```
 public final class UserLock: @unchecked Sendable {
+    /// Who holds a lock, as the holder recorded it; each part is `nil` when it was not recorded.
+    public struct Holder: Sendable, Equatable {
+        public var pid: Int32?
+        /// The holder's command, such as `granary backup`.
+        public var command: String?
+        /// When the holder took the lock.
+        public var since: Date?
+
+        public init(pid: Int32? = nil, command: String? = nil, since: Date? = nil) {
+            self.pid = pid
+            self.command = command
+            self.since = since
+        }
+    }
+
+    /// An acquire that found the lock held and is about to wait for it.
+    public struct Wait: Sendable {
+        public let user: UserID
+        public let path: String
+        public let holder: Holder
+        /// How long it will wait at most.
+        public let timeout: Duration
+    }
+
+    private struct Configuration {
+        var command = "granary"
+        var onWait: (@Sendable (Wait) -> Void)?
+    }
+
+    private static let configuration = Mutex(Configuration())
+
+    /// Sets the command this process records as a lock's holder, and what to call when an
+    /// acquire has to wait (once per acquire, before the first wait).
+    public static func configure(command: String, onWait: (@Sendable (Wait) -> Void)?) {
+        configuration.withLock { $0 = Configuration(command: command, onWait: onWait) }
+    }
+
     private var fd: Int32
     /// The lock file.
     public let path: String
@@ -54,6 +97,9 @@ public final class UserLock: @unchecked Sendable {
         if fd < 0 { throw .cannotCreate(path: path, underlying: FileSystemError("open", path: path)) }
         let deadline = ContinuousClock.now + timeout
         var delay = Duration.milliseconds(10)
+        let (command, onWait) = configuration.withLock { ($0.command, $0.onWait) }
+        var told = false
+        var attempts = 0
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR else {
                 let error = FileSystemError("lock", path: path)
@@ -65,26 +111,40 @@ public final class UserLock: @unchecked Sendable {
                 throw .interrupted(path: path)
             }
             if ContinuousClock.now >= deadline {
-                let holder = holderPID(fd)
+                let holder = Self.holder(fd)
                 close(fd)
-                throw .held(user: user.rawValue, path: path, pid: holder)
+                throw .held(user: user.rawValue, path: path, holder: holder)
+            }
+            attempts += 1
+            // The holder writes its record just after taking the lock: give it a few tries.
+            if !told, let onWait, case let holder = Self.holder(fd), holder.pid != nil || attempts > 3 {
+                told = true
+                onWait(Wait(user: user, path: path, holder: holder, timeout: timeout))
             }
             let remaining = deadline - ContinuousClock.now
             Thread.sleep(forTimeInterval: min(delay, remaining).timeInterval)
             delay = min(delay * 2, .milliseconds(500))
         }
-        // We hold it: record our pid for whoever waits next.
+        // We hold it: record who we are for whoever waits next.
         ftruncate(fd, 0)
-        let text = "\(getpid())\n"
+        let oneLine = command.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\u{7F}" }
+        let text = "\(getpid())\n\(String(String.UnicodeScalarView(oneLine)))\n\(Int64(Date().timeIntervalSince1970))\n"
         _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
         return UserLock(fd: fd, path: path)
     }
 
-    private static func holderPID(_ fd: Int32) -> Int32? {
-        var buffer = [UInt8](repeating: 0, count: 32)
-        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 31, 0) }
-        guard n > 0 else { return nil }
-        return Int32(String(decoding: buffer[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    /// The holder recorded in the lock file open at `fd` (a file written before pids were
+    /// followed by a command and a time has only the pid).
+    static func holder(_ fd: Int32) -> Holder {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 511, 0) }
+        guard n > 0 else { return Holder() }
+        let lines = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        var holder = Holder()
+        holder.pid = lines.first.flatMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
+        if lines.count > 1, !lines[1].isEmpty { holder.command = String(lines[1]) }
+        if lines.count > 2, let seconds = Int64(lines[2]) { holder.since = Date(timeIntervalSince1970: TimeInterval(seconds)) }
+        return holder
     }
 
     /// Releases the lock (also done when the value goes away or the process exits).
@@ -98,14 +158,18 @@ public final class UserLock: @unchecked Sendable {
 
 /// The user's lock could not be taken.
 public enum LockError: GranaryError, Sendable {
-    case held(user: String, path: String, pid: Int32?)
+    case held(user: String, path: String, holder: UserLock.Holder)
     case cannotCreate(path: String, underlying: FileSystemError)
     case interrupted(path: String)
 
     public var description: String {
         switch self {
-        case .held(let user, _, let pid):
-            return "another granary run holds the lock of \(user)" + (pid.map { " (pid \($0))" } ?? "")
+        case .held(let user, _, let holder):
+            var who: [String] = []
+            if let pid = holder.pid { who.append("pid \(pid)") }
+            if let command = holder.command { who.append(command) }
+            if let since = holder.since { who.append("since " + LockError.clockTime(since)) }
+            return "another granary run holds the lock of \(user)" + (who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")")
         case .cannotCreate(let path, let underlying): return "cannot take the lock \(path): \(underlying.description)"
         case .interrupted: return "interrupted while waiting for a lock"
         }
@@ -115,15 +179,25 @@ public enum LockError: GranaryError, Sendable {
         switch self {
         case .held: return .temporaryFailure
         case .cannotCreate(_, let underlying): return underlying.status
-        case .interrupted: return .interrupted
+        case .interrupted: return InterruptedError(signal: Interruption.signal).status
         }
     }
 
     public var hint: String? {
         switch self {
-        case .held: return "wait for it to finish, or pass --lock-timeout SECONDS to wait longer"
+        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10m)"
         case .cannotCreate(_, let underlying): return underlying.hint
         case .interrupted: return nil
         }
+    }
+}
+
+extension LockError {
+    /// `HH:MM:SS` in local time, as a person at the machine reads a clock.
+    public static func clockTime(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        localtime_r(&seconds, &parts)
+        return String(format: "%02d:%02d:%02d", parts.tm_hour, parts.tm_min, parts.tm_sec)
     }
 }

@@ -2,7 +2,11 @@ import Foundation
 import ArgumentParser
 import GranaryKit
 
-/// The options every command takes (PRODUCT.md's global options).
+/// The options every command takes, before or after the command's name.
+///
+/// The root command declares them, so `granary --help` lists them and they may come first
+/// (`granary --root R users`); each command declares them too (ArgumentParser hands the
+/// parent's parsed values down), so they may also come after the command's name.
 struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Folder holding one sub-folder per user (env GRANARY_ROOT).", valueName: "dir"),
         completion: .directory)
@@ -15,7 +19,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("Configuration file (env GRANARY_CONFIG; see granary.toml(5)).", valueName: "file"), completion: .file())
     var config: String?
 
-    @Flag(name: .long, help: "Print a JSON document instead of text.")
+    @Flag(name: .long, help: "Print one JSON document on standard output, errors included.")
     var json = false
 
     @Flag(name: [.short, .long], help: "Print errors only.")
@@ -23,6 +27,10 @@ struct GlobalOptions: ParsableArguments {
 
     @Flag(name: [.short, .long], help: "Print more detail.")
     var verbose = false
+
+    func validate() throws {
+        if quiet && verbose { throw ValidationError("pass -q or -v, not both") }
+    }
 
     /// Every setting with flag > environment > configuration file > default precedence.
     /// Throws a `ConfigError` (exit 64) when the configuration file is unreadable or wrong.
@@ -32,8 +40,10 @@ struct GlobalOptions: ParsableArguments {
         return settings
     }
 
-    /// The console for this run.
-    func console() -> Console {
-        Console(quiet: quiet, verbose: verbose)
-    }
+    /// The option names, and whether each takes a value (for scanning a command line that
+    /// ArgumentParser refused).
+    static let names: [String: Bool] = [
+        "--root": true, "--repo": true, "--config": true, "--json": false, "-q": false, "--quiet": false,
+        "-v": false, "--verbose": false,
+    ]
 }

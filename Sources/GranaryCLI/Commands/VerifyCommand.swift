@@ -2,27 +2,31 @@ import ArgumentParser
 import Foundation
 import GranaryKit
 
-struct VerifyCommand: ParsableCommand {
+struct VerifyCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Re-read archives: every member against the manifest, then SQLite's integrity check.",
         discussion: """
             Each archive is streamed once: MANIFEST.json must come first, every member must be listed with the \
             size and SHA-256 it has, nothing may be missing, extra or unsafe (absolute names, .., links, devices). \
-            The stores are extracted into a private temporary folder under the repository and checked with \
-            integrity_check (--check quick: quick_check); the folder is always removed. The result is recorded \
-            beside the archive (.NAME.verify.json) for list and check. \
-            Exit codes: 0 all good, 65 any archive bad (one line each, naming the member and what is wrong), \
-            66 an archive named that does not exist, 130 interrupted. \
-            Like backup's compression, the work yields the CPU to every other program (SCHED_IDLE) until other \
-            load leaves it none for a second; --json says which ("priority"); GRANARY_YIELD=0 turns this off.
+            The stores are extracted into a private temporary folder under the repository, checked, and removed. \
+            The result is recorded beside the archive for list and check. Each bad archive gets one line \
+            naming the member and what is wrong. \
+            Exit codes: 0 all good, 65 any archive bad, 66 an archive named that does not exist, 129 or 130 interrupted.
             """
     )
+    static let cleansUpOnSignals = true
 
-    @OptionGroup var global: GlobalOptions
+    /// The checks verify runs (backup's `none` is not one of them).
+    enum Check: String, ExpressibleByArgument, CaseIterable {
+        case full, quick
+        var mode: CheckMode { self == .full ? .full : .quick }
+    }
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
 
     @Argument(help: ArgumentHelp("Archives: a path, USER/NAME, or NAME with --user.", valueName: "archive"),
-              completion: .custom(Completions.archives))
+              completion: .custom(Completions.archivesOrUsers))
     var archives: [String] = []
 
     @Option(help: ArgumentHelp("Verify this user's archives.", valueName: "user"), completion: .custom(Completions.users))
@@ -34,18 +38,15 @@ struct VerifyCommand: ParsableCommand {
     @Flag(help: "Only each user's newest archive.")
     var latest = false
 
-    @Option(help: "full (integrity_check, the default) or quick (quick_check).", completion: .list(["full", "quick"]))
-    var check: CheckMode = .full
+    @Option(help: "integrity_check (full) or quick_check (quick).")
+    var check: Check = .full
 
     func validate() throws {
         if archives.isEmpty && user == nil && !all { throw ValidationError("name archives, or pass --user USER or --all") }
         if all && (user != nil || !archives.isEmpty) { throw ValidationError("pass --all alone, not with archives or --user") }
-        if check == .none { throw ValidationError("--check must be full or quick") }
     }
 
-    func run() throws {
-        Interruption.installHandlers()
-        let console = global.console()
+    func execute(_ console: Console) throws -> VerifyResult {
         let settings = try global.settings()
         // Archives named by path can be verified without a configured repository: the folder
         // above the user's folder is taken as the repository (for its work folder).
@@ -64,7 +65,7 @@ struct VerifyCommand: ParsableCommand {
         } else {
             let users = try owner.map { [$0] } ?? repository.users()
             if let owner, try !repository.folders().contains(owner.rawValue) {
-                throw UserError.notFound(owner.rawValue, root: repository.path)
+                throw NoArchivesError(user: owner, repository: repository.path, root: try? settings.requireRoot())
             }
             for user in users {
                 let all = try repository.archives(of: user)
@@ -72,26 +73,20 @@ struct VerifyCommand: ParsableCommand {
                 entries += latest ? Array(all.filter { $0.name.kind == .backup }.suffix(1)) : all.reversed()
             }
         }
-        if entries.isEmpty { console.info("no archives to verify in \(repository.path)") }
-        let outcomes = try ArchiveVerification.run(entries, repository: repository, check: check)
-        var bad = 0
-        for outcome in outcomes {
-            if let failure = outcome.failure {
-                bad += 1
-                if !global.json { console.error(failure) }
-            } else if (console.isTerminal || global.verbose) && !global.json {
-                console.out("ok  \(outcome.entry.user)/\(outcome.entry.name)  \(outcome.stores) store\(outcome.stores == 1 ? "" : "s"), \(Format.bytes(outcome.bytes)) checked (\(check.rawValue))")
-            }
-        }
-        if global.json { console.json(VerifyDocument(outcomes, check: check)) }
-        if bad > 0 { throw ExitCode(ExitStatus.dataError.rawValue) }
+        let outcomes = try ArchiveVerification.run(entries, repository: repository, check: check.mode)
+        return VerifyResult(outcomes, check: check.mode, repository: repository.path)
     }
 }
 
-/// `granary verify --json`: format version 1.
-struct VerifyDocument: Encodable {
+/// `granary verify`: each archive, good or with what is wrong.
+struct VerifyResult: CommandResult {
+    /// What is wrong with an archive: an error, with the member at fault.
     struct Fault: Encodable {
-        let member: String?
+        let code: Int32
+        let message: String
+        @Null var hint: String?
+        @Null var member: String?
+        /// What is wrong, without the archive's and the member's names.
         let reason: String
     }
 
@@ -102,22 +97,41 @@ struct VerifyDocument: Encodable {
         let ok: Bool
         let stores: Int
         let bytes: Int64
-        let error: Fault?
+        @Null var error: Fault?
     }
 
-    let format = 1
     let check: String
-    /// "yielded", "raised" or "normal": how the work was scheduled (see CPUYield).
+    /// `yielded`, `raised` or `normal`: how the work was scheduled.
     let priority: String
     let archives: [Archive]
+    private let repository: String
+    private let failures: [Failure]
 
-    init(_ outcomes: [ArchiveVerification.Outcome], check: CheckMode) {
+    enum CodingKeys: String, CodingKey { case check, priority, archives }
+
+    init(_ outcomes: [ArchiveVerification.Outcome], check: CheckMode, repository: String) {
         self.check = check.rawValue
+        self.repository = repository
         priority = CPUYield.shared.mode.rawValue
         archives = outcomes.map {
             Archive(
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path, ok: $0.failure == nil,
-                stores: $0.stores, bytes: $0.bytes, error: $0.failure.map { Fault(member: $0.member, reason: $0.reason) })
+                stores: $0.stores, bytes: $0.bytes,
+                error: $0.failure.map {
+                    Fault(code: $0.status.rawValue, message: $0.description, hint: $0.hint, member: $0.member, reason: $0.reason)
+                })
+        }
+        failures = outcomes.compactMap { $0.failure.map(Failure.init) }
+    }
+
+    var problems: [Failure] { failures }
+    var status: ExitStatus { failures.isEmpty ? .success : .dataError }
+    var notes: [String] { archives.isEmpty ? ["no archives to verify in \(repository)"] : [] }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        guard detail.summaries else { return }
+        for archive in archives where archive.ok {
+            text.line("ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))")
         }
     }
 }

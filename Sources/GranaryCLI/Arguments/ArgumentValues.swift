@@ -1,0 +1,53 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+extension Compression: ExpressibleByArgument {}
+extension RestoreMethod: ExpressibleByArgument {}
+
+/// The checks on option values that ArgumentParser does not make: durations and bounds.
+///
+/// Every numeric option is checked at parse time (or, where it combines with the
+/// configuration file, right after the settings are read), before any work: a value out of
+/// its bounds is a usage error (64) that names the option and its bounds.
+enum ArgumentValues {
+    /// A transform for a timeout option: a duration (`30s`, `2m`, `1m30s`, `500ms`) or plain
+    /// seconds (`30`, `0.5`) within `range`. `nan`, `inf`, `1e300` and negative values are refused.
+    static func timeout(within range: ClosedRange<Duration>) -> @Sendable (String) throws -> Duration {
+        { text in
+            guard let duration = DurationText.duration(text) else {
+                throw ValidationError("not a duration such as 30s, 2m, 1m30s or 0.5")
+            }
+            guard range.contains(duration) else {
+                throw ValidationError("must be \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound))")
+            }
+            return duration
+        }
+    }
+
+    /// A transform for a span of time in whole seconds (`30m`, `26h`, `7d`, `1d12h`), at least
+    /// `minimum` and at most 100 years.
+    static func span(minimum: Int64) -> @Sendable (String) throws -> Int64 {
+        { text in
+            guard let seconds = DurationText.seconds(text) else {
+                throw ValidationError("not a duration such as 30m, 12h, 7d or 1d12h")
+            }
+            guard seconds >= minimum, seconds <= SettingLimits.longestDuration else {
+                throw ValidationError("must be \(DurationText.format(seconds: minimum)) to \(DurationText.format(seconds: SettingLimits.longestDuration))")
+            }
+            return seconds
+        }
+    }
+
+    /// Throws a usage error when `value` is outside `range`.
+    static func check(_ value: Int?, _ option: String, within range: ClosedRange<Int>) throws {
+        guard let value, !range.contains(value) else { return }
+        throw ValidationError("\(option) \(value) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
+    }
+
+    /// Throws a usage error when `level` cannot be used with `compression`.
+    static func check(level: Int?, compression: Compression) throws {
+        guard let level, let problem = compression.problem(withLevel: level) else { return }
+        throw ValidationError("--level: " + problem)
+    }
+}

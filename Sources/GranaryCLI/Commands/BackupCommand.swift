@@ -1,0 +1,209 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+extension CheckMode: ExpressibleByArgument {}
+
+struct BackupCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Snapshot each user's stores into one new archive per user.",
+        discussion: """
+            Each store is copied with SQLite's backup API while its owner keeps writing, checked, and packed \
+            with a SHA-256 manifest into <repo>/<user>/<UTC stamp>[-label].tar.zst, published only once \
+            complete and synced. Silent on success without a terminal; -v prints each archive with where the \
+            time went (snapshot, check and hash, pack, sync). \
+            Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
+            check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted.
+            """
+    )
+    static let cleansUpOnSignals = true
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Users to back up.", valueName: "user"), completion: .custom(Completions.users))
+    var users: [String] = []
+
+    @Flag(help: "Back up every user under the root.")
+    var all = false
+
+    @Option(help: "The archive's compression.")
+    var compression: Compression?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Compression level: zstd 1-19 (default 3), gzip and xz 0-9 (default 6).", valueName: "n"))
+    var level: Int?
+
+    @Option(help: "The check run on each snapshot (default: quick).")
+    var check: CheckMode?
+
+    @Option(help: "A label added to the archive name (letters, digits, - and _).")
+    var label: String?
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Users backed up at the same time, 1-64 (default 1).", valueName: "n"))
+    var jobs: Int?
+
+    @Option(
+        name: .customLong("lock-timeout"), parsing: .unconditional,
+        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
+        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
+    var lockTimeout: Duration?
+
+    @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
+    var prune = false
+
+    func validate() throws {
+        if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
+        if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
+        if let label, !ArchiveName.isValidLabel(label) { throw ValidationError("invalid label \(label.debugDescription)") }
+        try ArgumentValues.check(jobs, "--jobs", within: SettingLimits.jobs)
+        try ArgumentValues.check(level, "--level", within: SettingLimits.levels)
+        if let compression { try ArgumentValues.check(level: level, compression: compression) }
+    }
+
+    func execute(_ console: Console) throws -> BackupResult {
+        let settings = try global.settings()
+        let root = try settings.requireRoot()
+        let repository = try settings.requireRepository()
+        if prune && settings.retention.value.isEmpty {
+            throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
+        }
+        var options = BackupOperation.Options()
+        options.compression = compression ?? settings.compression.value
+        // A level given without --compression is checked against the configured compression.
+        options.level = level ?? (compression == nil ? settings.level.value : nil)
+        try ArgumentValues.check(level: options.level, compression: options.compression)
+        options.check = check ?? settings.check.value
+        options.label = label
+        options.lockTimeout = lockTimeout ?? settings.lockTimeout.value
+        let ids = all ? try root.scan().users.map(\.id) : try users.map { (id) throws(UserError) in try UserID(id) }
+        let progress = console.showsProgress ? ProgressBar(console) : nil
+        let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)
+        let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)
+        progress?.clear()
+
+        var users: [BackupResult.User] = []
+        for outcome in outcomes {
+            if let error = outcome.error as? InterruptedError { throw error }
+            var pruned: [ArchiveRemoval.Item]?
+            var pruneError: (any GranaryError)?
+            if let result = outcome.result, prune {
+                // The policy runs under the user's lock, after the new archive is published.
+                do {
+                    pruned = try ArchiveRemoval.prune(
+                        user: result.user, repository: repository, policy: settings.retention.value, root: root,
+                        lockTimeout: options.lockTimeout)
+                } catch let error as any GranaryError {
+                    pruneError = error
+                }
+            }
+            users.append(BackupResult.User(outcome, pruned: pruned, pruneError: pruneError))
+        }
+        return BackupResult(users: users, single: ids.count == 1)
+    }
+}
+
+/// `granary backup`: one entry per user, with its archive or its error.
+struct BackupResult: CommandResult {
+    struct Store: Encodable {
+        let name: String
+        /// `wal` or `rollback`.
+        let journalMode: String
+        let integrity: String
+    }
+
+    struct User: Encodable {
+        let id: String
+        let ok: Bool
+        @Null var archive: String?
+        @Null var size: Int64?
+        @Null var seconds: Double?
+        @Null var stages: BackupOperation.Stages?
+        /// `yielded`, `raised` or `normal` (how the CPU work was scheduled).
+        @Null var priority: String?
+        @Null var stores: [Store]?
+        /// With `--prune`: the user's archives after the backup, each kept (and by which rules) or removed.
+        @Null var prune: PruneResult.Plan?
+        @Null var error: Failure?
+
+        init(_ outcome: BackupRun.Outcome, pruned: [ArchiveRemoval.Item]?, pruneError: (any GranaryError)?) {
+            id = outcome.user.rawValue
+            let result = outcome.result
+            archive = result?.archive
+            size = result?.size
+            seconds = result?.seconds
+            stages = result?.stages
+            priority = result?.priority.rawValue
+            stores = result?.stores.map { Store(name: $0.name, journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
+            prune = pruned.map { PruneResult.Plan($0) }
+            let failure: (any GranaryError)? = outcome.error ?? pruneError
+                ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
+            ok = failure == nil
+            error = failure.map(Failure.init)
+        }
+    }
+
+    let users: [User]
+    /// One user was named: its failure is the run's.
+    private let single: Bool
+
+    enum CodingKeys: String, CodingKey { case users }
+
+    init(users: [User], single: Bool) {
+        self.users = users
+        self.single = single
+    }
+
+    var problems: [Failure] { users.compactMap(\.error) }
+
+    var status: ExitStatus {
+        guard let first = problems.first else { return .success }
+        return single ? first.status : .partialFailure
+    }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        guard detail.summaries else { return }
+        for user in users {
+            guard let archive = user.archive, let size = user.size, let stores = user.stores else { continue }
+            text.line("\(bold: user.id): \((archive as NSString).lastPathComponent) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)")
+            if detail.verbose, let s = user.stages {
+                text.line("  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(user.priority ?? "normal")")
+            }
+            if let plan = user.prune {
+                let removed = plan.archives.filter { !$0.keep }
+                text.line("  pruned: kept \(plan.archives.count - removed.count), removed \(removed.count)")
+                if detail.verbose { plan.render(&text, dryRun: false) }
+            }
+        }
+    }
+}
+
+/// A one-line progress bar on standard error: bytes, rate, ETA.
+final class ProgressBar: BackupProgress, @unchecked Sendable {
+    private let console: Console
+    private let lock = NSLock()
+    private let started = Date()
+    private var lastDraw = Date.distantPast
+
+    init(_ console: Console) { self.console = console }
+
+    func update(user: String, phase: String, done: Int64, total: Int64) {
+        lock.lock()
+        defer { lock.unlock() }
+        let now = Date()
+        guard now.timeIntervalSince(lastDraw) > 0.2 || done == total else { return }
+        lastDraw = now
+        let elapsed = max(now.timeIntervalSince(started), 0.001)
+        let rate = Double(done) / elapsed
+        let eta = rate > 0 ? Double(total - done) / rate : 0
+        let percent = total > 0 ? Int(Double(done) * 100 / Double(total)) : 100
+        let width = 20
+        let filled = max(0, min(width, percent * width / 100))
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let line: TextLine = "\(user) \(phase) [\(bar)] \(Format.bytes(done))/\(Format.bytes(total)) \(Format.bytes(Int64(rate)))/s ETA \(Int(min(eta, 1e9)))s"
+        console.draw("\r" + line.rendered(color: false) + "\u{1B}[K")
+    }
+
+    func clear() {
+        console.draw("\r\u{1B}[K")
+    }
+}

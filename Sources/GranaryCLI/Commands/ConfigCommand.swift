@@ -1,0 +1,87 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct ConfigCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "config",
+        abstract: "Print the effective settings and where each came from (flag, environment, file, default)."
+    )
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    func execute(_ console: Console) throws -> ConfigResult {
+        ConfigResult(try global.settings())
+    }
+}
+
+/// `granary config`: every setting with its value and where the value came from. The keys
+/// are the configuration file's; each value is written as the file would hold it.
+struct ConfigResult: CommandResult {
+    /// A setting's value: a string, an integer, or `null` when unset.
+    enum Value: Encodable, Sendable {
+        case string(String), integer(Int), unset
+
+        func encode(to encoder: Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .string(let text): try container.encode(text)
+            case .integer(let number): try container.encode(number)
+            case .unset: try container.encodeNil()
+            }
+        }
+
+        var text: String {
+            switch self {
+            case .string(let text): return text
+            case .integer(let number): return String(number)
+            case .unset: return "(unset)"
+            }
+        }
+    }
+
+    struct Entry: Encodable {
+        let key: String
+        let value: Value
+        /// `flag`, `environment`, `file` or `default`.
+        let source: String
+    }
+
+    @Null var file: String?
+    let settings: [Entry]
+
+    init(_ settings: Settings) {
+        file = settings.configPath
+        func entry<V>(_ key: String, _ setting: Setting<V>?, _ value: (V) -> Value) -> Entry {
+            Entry(key: key, value: setting.map { value($0.value) } ?? .unset, source: setting?.source.rawValue ?? "default")
+        }
+        let policy = settings.retention.value
+        func retention(_ key: String, _ value: Value) -> Entry {
+            Entry(key: "retention." + key, value: value, source: settings.retentionKeysFromFile.contains(key) ? "file" : "default")
+        }
+        self.settings = [
+            entry("root", settings.root) { .string($0) },
+            entry("repo", settings.repo) { .string($0) },
+            entry("compression", settings.compression) { .string($0.rawValue) },
+            entry("level", settings.level) { $0.map { .integer($0) } ?? .unset },
+            entry("check", settings.check) { .string($0.rawValue) },
+            entry("lock_timeout", settings.lockTimeout) { .string(DurationText.format($0)) },
+            entry("owner_timeout", settings.ownerTimeout) { .string(DurationText.format($0)) },
+            entry("jobs", settings.jobs) { .integer($0) },
+            retention("keep_last", .integer(policy.keepLast)),
+            retention("keep_hourly", .integer(policy.keepHourly)),
+            retention("keep_daily", .integer(policy.keepDaily)),
+            retention("keep_weekly", .integer(policy.keepWeekly)),
+            retention("keep_monthly", .integer(policy.keepMonthly)),
+            retention("keep_yearly", .integer(policy.keepYearly)),
+            retention("keep_within", .string(DurationText.format(seconds: policy.keepWithin))),
+        ]
+    }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        text.line("config file: \(file ?? "none")")
+        for entry in settings {
+            text.line("\(entry.key, width: 24) \(entry.value.text, width: 20) \(entry.source)")
+        }
+    }
+}

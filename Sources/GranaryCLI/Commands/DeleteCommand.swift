@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct DeleteCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete",
+        abstract: "Remove archives (refuses a user's newest verified archive without --force).",
+        discussion: """
+            ARCHIVE is a path, USER/NAME, or NAME with --user; a NAME may be a unique prefix, such as the stamp. \
+            Every name is checked before anything is removed: one that matches nothing exits 66 (with close \
+            matches), one that matches several exits 64, and nothing is removed; a user's newest verified \
+            archive is refused (exit 64) unless --force. The archive's verification record goes with it.
+            """
+    )
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Archives to remove.", valueName: "archive"), completion: .custom(Completions.archivesOrUsers))
+    var archives: [String]
+
+    @Option(help: ArgumentHelp("The user of archives given by NAME alone.", valueName: "user"), completion: .custom(Completions.users))
+    var user: String?
+
+    @Flag(help: "Remove even a user's newest verified archive.")
+    var force = false
+
+    @Flag(help: "Show what would be removed; remove nothing.")
+    var dryRun = false
+
+    @Option(
+        name: .customLong("lock-timeout"), parsing: .unconditional,
+        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
+        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
+    var lockTimeout: Duration?
+
+    func execute(_ console: Console) throws -> DeleteResult {
+        let settings = try global.settings()
+        let repository = try settings.requireRepository()
+        let owner = try user.map { (id) throws(UserError) in try UserID(id) }
+        let locator = ArchiveLocator(repository: repository)
+        let entries = try archives.map { try locator.locate($0, user: owner) }
+        try ArchiveRemoval.checkDeletable(entries, repository: repository, force: force)
+        if dryRun { return DeleteResult(entries: entries, dryRun: true) }
+        let root = try? settings.requireRoot()
+        var locks: [UserLock] = []
+        defer { for lock in locks { lock.release() } }
+        if let root {
+            for user in Set(entries.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
+                locks.append(try UserLock.acquire(root: root, user: user, timeout: lockTimeout ?? settings.lockTimeout.value))
+            }
+        }
+        try ArchiveRemoval.remove(entries)
+        return DeleteResult(entries: entries, dryRun: false)
+    }
+}
+
+/// `granary delete`: the archives removed (or, with `--dry-run`, that would be).
+struct DeleteResult: CommandResult {
+    struct Archive: Encodable {
+        let user: String
+        let name: String
+        let path: String
+    }
+
+    let dryRun: Bool
+    let archives: [Archive]
+
+    init(entries: [Repository.Entry], dryRun: Bool) {
+        self.dryRun = dryRun
+        archives = entries.map { Archive(user: $0.user.rawValue, name: $0.name.fileName, path: $0.path) }
+    }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        guard dryRun || detail.summaries else { return }
+        for archive in archives { text.line("\(dryRun ? "would remove" : "removed") \(archive.path)") }
+    }
+}

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct InspectCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "Describe a store or an archive: page size, journal mode, tables, row counts, Core Data metadata.",
+        discussion: """
+            PATH is a SQLite store (opened read-only; its owner keeps running), a granary archive, or an archive \
+            of the repository named as USER/NAME (or a unique prefix of NAME, such as its stamp). An archive is \
+            verified member by member into a private temporary folder, which is always removed, and each store \
+            checked with quick_check; inside the repository, the archive must belong to the user folder it lies \
+            in. For Core Data stores: the entities with their row counts, the model version hashes and the \
+            store UUID. \
+            Exit codes: 0, 64 a name that matches several archives, 65 not a store or a readable archive, 66 not found.
+            """
+    )
+    static let cleansUpOnSignals = true
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("A store file, an archive file, or USER/NAME.", valueName: "path"),
+              completion: .custom(Completions.filesOrArchives))
+    var path: String
+
+    func execute(_ console: Console) throws -> InspectResult {
+        let repository = (try? global.settings())?.repo.map { Repository(path: $0.value) }
+        if FileSystem.status(path) == nil, let repository {
+            // Not a file here: an archive of the repository, as verify and delete take them.
+            let entry = try ArchiveLocator(repository: repository).locate(path)
+            return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
+        }
+        // Inside the repository, the user folder an archive lies in says whose it must be.
+        var expectedUser: String?
+        if let repository {
+            let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
+            let folder = (absolute as NSString).deletingLastPathComponent
+            if (folder as NSString).deletingLastPathComponent == (repository.path as NSString).standardizingPath {
+                expectedUser = (folder as NSString).lastPathComponent
+            }
+        }
+        return InspectResult(try Inspector.inspect(path: path, expectedUser: expectedUser))
+    }
+}
+
+/// `granary inspect`: one store, or the stores of an archive.
+struct InspectResult: CommandResult {
+    struct Table: Encodable {
+        let name: String
+        let rows: Int64
+    }
+
+    struct CoreData: Encodable, Sendable {
+        @Null var storeUUID: String?
+        let modelVersionHashes: [String: String]
+        let entities: [Entity]
+
+        struct Entity: Encodable, Sendable {
+            let name: String
+            let rows: Int64
+        }
+    }
+
+    struct Store: Encodable {
+        let name: String
+        let size: Int64
+        let pageSize: Int
+        let pageCount: Int
+        /// `wal` or `rollback`.
+        let journalMode: String
+        let sqliteVersion: String
+        let tables: [Table]
+        @Null var coreData: CoreData?
+    }
+
+    /// `store` or `archive`.
+    let kind: String
+    let path: String
+    @Null var user: String?
+    @Null var created: Date?
+    @Null var toolVersion: String?
+    let stores: [Store]
+
+    init(_ inspection: Inspection) {
+        kind = inspection.kind
+        path = inspection.path
+        user = inspection.user
+        created = inspection.created
+        toolVersion = inspection.toolVersion
+        stores = inspection.stores.map { store in
+            Store(
+                name: store.name, size: store.size, pageSize: store.pageSize, pageCount: store.pageCount,
+                journalMode: JournalMode.name(store.journalMode), sqliteVersion: store.sqliteVersion,
+                tables: store.tables.map { Table(name: $0.name, rows: $0.rows) },
+                coreData: store.coreData.map {
+                    CoreData(
+                        storeUUID: $0.storeUUID, modelVersionHashes: $0.modelVersionHashes,
+                        entities: $0.entities.map { CoreData.Entity(name: $0.name, rows: $0.rows) })
+                })
+        }
+    }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        if kind == "archive" {
+            var line: TextLine = "archive \(path)"
+            if let user { line += " of \(user)" }
+            if let created { line += ", taken \(Format.time(created))" }
+            if let toolVersion { line += " by granary \(toolVersion)" }
+            text.line(line)
+        }
+        for store in stores {
+            text.line("\(bold: store.name)  \(Format.bytes(store.size)), \(store.pageCount) pages of \(store.pageSize) bytes, journal mode \(store.journalMode), SQLite \(store.sqliteVersion)")
+            let width = max(12, (store.tables.map(\.name.count).max() ?? 0) + 2)
+            text.line("  tables")
+            for table in store.tables { text.line("    \(table.name, width: width)\(table.rows) rows") }
+            if let coreData = store.coreData {
+                text.line("  Core Data store \(coreData.storeUUID ?? "(no UUID)")")
+                text.line("  entities")
+                for entity in coreData.entities { text.line("    \(entity.name, width: width)\(entity.rows) rows") }
+                text.line("  model version hashes")
+                for (entity, hash) in coreData.modelVersionHashes.sorted(by: { $0.key < $1.key }) {
+                    text.line("    \(entity, width: width)\(hash)")
+                }
+            }
+        }
+    }
+}

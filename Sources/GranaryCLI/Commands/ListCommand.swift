@@ -1,0 +1,105 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct ListCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list",
+        abstract: "List archives, newest first: time, age, size, compression, stores, label, verified state.",
+        discussion: """
+            Only the manifest at the head of each archive is read. The verified state comes from the last \
+            granary verify: verified, bad (with the reason), or unverified (never verified, or the file changed \
+            since). An archive whose head cannot be read is listed as unreadable. \
+            Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
+            66 a user with no archives who is not a user under the root either.
+            """
+    )
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
+    var users: [String] = []
+
+    func execute(_ console: Console) throws -> ListResult {
+        let settings = try global.settings()
+        let repository = try settings.requireRepository()
+        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        for id in ids where !FileSystem.isDirectory(repository.folder(for: id)) {
+            // A user of the root that was never backed up has no archives; anyone else is unknown.
+            let error = NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
+            if !error.existsUnderRoot { throw error }
+        }
+        return ListResult(repository: repository.path, items: Catalogue(repository: repository).items(users: ids))
+    }
+}
+
+/// `granary list`: every archive, newest first, with its verified state.
+struct ListResult: CommandResult {
+    struct Archive: Encodable {
+        let user: String
+        let name: String
+        let path: String
+        let created: Date
+        let size: Int64
+        let compression: String
+        @Null var label: String?
+        let stores: [String]
+        /// `verified`, `bad`, `unverified` or `unreadable`.
+        let verified: String
+        @Null var verifiedAt: Date?
+        /// Why it is unreadable or bad.
+        @Null var problem: String?
+    }
+
+    let repository: String
+    let archives: [Archive]
+
+    enum CodingKeys: String, CodingKey { case repository, archives }
+
+    init(repository: String, items: [Catalogue.Item]) {
+        self.repository = repository
+        archives = items.map { item in
+            Archive(
+                user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
+                compression: item.name.compression.rawValue, label: item.name.label, stores: item.stores,
+                verified: item.problem != nil ? "unreadable" : item.verified.rawValue, verifiedAt: item.record?.verified,
+                problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
+        }
+    }
+
+    private var bad: [Archive] { archives.filter { $0.verified == "unreadable" || $0.verified == "bad" } }
+
+    var status: ExitStatus { bad.isEmpty ? .success : .dataError }
+
+    var problems: [Failure] {
+        let bad = self.bad
+        guard !bad.isEmpty else { return [] }
+        return [Failure(
+            code: .dataError,
+            message: "\(bad.count) archive\(bad.count == 1 ? " is" : "s are") unreadable or failed verification: "
+                + bad.map { "\($0.user)/\($0.name)" }.joined(separator: ", "),
+            hint: "granary verify " + bad.map { ShellWord.quote("\($0.user)/\($0.name)") }.joined(separator: " "))]
+    }
+
+    var notes: [String] { archives.isEmpty ? ["no archives in \(repository)"] : [] }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        let now = Date()
+        var user: String?
+        for archive in archives {
+            if archive.user != user {
+                user = archive.user
+                text.line("\(bold: archive.user)")
+            }
+            var line: TextLine = "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5)"
+            if archive.verified == "unreadable" {
+                line += " unreadable: \(archive.problem ?? "")"
+            } else {
+                line += " \(archive.verified, width: 11) \(archive.stores.joined(separator: ", "))"
+                if let label = archive.label { line += "  [\(label)]" }
+                if archive.verified == "bad", let problem = archive.problem { line += "  (\(problem))" }
+            }
+            text.line(line)
+        }
+    }
+}

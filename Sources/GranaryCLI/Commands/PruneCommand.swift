@@ -1,0 +1,170 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct PruneCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "prune",
+        abstract: "Remove the archives a retention policy does not keep (restic's forget rules).",
+        discussion: """
+            Archives are taken newest first. --keep-last N keeps the N newest. --keep-hourly, --keep-daily, \
+            --keep-weekly, --keep-monthly and --keep-yearly N keep the newest archive of each of the N most \
+            recent hours, days, ISO weeks (Monday to Sunday), months or years that have an archive: periods \
+            without one do not count. Periods are in UTC. --keep-within DURATION keeps every archive taken \
+            within DURATION of the user's newest archive (not of now, so a stalled backup job never lets prune \
+            empty a user). The rules are OR'd. A user's newest verified archive is always kept. \
+            Without --keep-* options the configured [retention] policy applies; an empty policy is refused \
+            (exit 64). --dry-run and -v list each archive, kept (with the rules that keep it) or removed. \
+            Exit codes: 0, 1 some users failed, 64 empty policy, 66 unknown user, 75 lock held.
+            """
+    )
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Users whose archives to prune.", valueName: "user"), completion: .custom(Completions.users))
+    var users: [String] = []
+
+    @Flag(help: "Prune every user in the repository.")
+    var all = false
+
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the N newest archives.", valueName: "n")) var keepLast: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N hours that have one.", valueName: "n")) var keepHourly: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N days that have one.", valueName: "n")) var keepDaily: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N ISO weeks that have one.", valueName: "n")) var keepWeekly: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N months that have one.", valueName: "n")) var keepMonthly: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N years that have one.", valueName: "n")) var keepYearly: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Keep every archive taken within this long of the user's newest archive (30m, 12h, 7d, 1d12h).", valueName: "duration"),
+        transform: ArgumentValues.span(minimum: 1))
+    var keepWithin: Int64?
+
+    @Option(
+        name: .customLong("lock-timeout"), parsing: .unconditional,
+        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
+        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
+    var lockTimeout: Duration?
+
+    @Flag(help: "Show what would be kept (and by which rule) and removed; remove nothing.")
+    var dryRun = false
+
+    func validate() throws {
+        if users.isEmpty && !all { throw ValidationError("name users to prune, or pass --all") }
+        if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
+        for (value, option) in [(keepLast, "--keep-last"), (keepHourly, "--keep-hourly"), (keepDaily, "--keep-daily"),
+            (keepWeekly, "--keep-weekly"), (keepMonthly, "--keep-monthly"), (keepYearly, "--keep-yearly")] {
+            try ArgumentValues.check(value, option, within: SettingLimits.retentionCount)
+        }
+    }
+
+    /// The policy from the flags, when any is given.
+    var flagPolicy: RetentionPolicy? {
+        guard [keepLast, keepHourly, keepDaily, keepWeekly, keepMonthly, keepYearly].contains(where: { $0 != nil }) || keepWithin != nil
+        else { return nil }
+        return RetentionPolicy(
+            keepLast: keepLast ?? 0, keepHourly: keepHourly ?? 0, keepDaily: keepDaily ?? 0, keepWeekly: keepWeekly ?? 0,
+            keepMonthly: keepMonthly ?? 0, keepYearly: keepYearly ?? 0, keepWithin: keepWithin ?? 0)
+    }
+
+    func execute(_ console: Console) throws -> PruneResult {
+        let settings = try global.settings()
+        let repository = try settings.requireRepository()
+        let policy = flagPolicy ?? settings.retention.value
+        if policy.isEmpty {
+            throw ValidationError("the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file")
+        }
+        let ids = all ? repository.users() : try users.map { (id) throws(UserError) in try UserID(id) }
+        for id in ids where !FileSystem.isDirectory(repository.folder(for: id)) {
+            throw NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
+        }
+        let root = try? settings.requireRoot()
+        var result = PruneResult(dryRun: dryRun, single: ids.count == 1)
+        for id in ids {
+            do {
+                let plan = try ArchiveRemoval.prune(
+                    user: id, repository: repository, policy: policy, root: root,
+                    lockTimeout: lockTimeout ?? settings.lockTimeout.value, dryRun: dryRun)
+                result.users.append(PruneResult.User(id: id.rawValue, plan: plan))
+            } catch let error as any GranaryError {
+                if ids.count == 1 { throw error }
+                result.users.append(PruneResult.User(id: id.rawValue, error: error))
+            }
+        }
+        return result
+    }
+}
+
+/// `granary prune`: per user, each archive kept (with the rules that keep it) or removed.
+struct PruneResult: CommandResult {
+    struct Archive: Encodable, Sendable {
+        let name: String
+        let path: String
+        let keep: Bool
+        /// The rules that keep it: `last`, `hourly`, `daily`, `weekly`, `monthly`, `yearly`,
+        /// `within`, `newest verified`; empty when it is removed.
+        let keptBy: [String]
+    }
+
+    /// One user's archives after the policy, newest first.
+    struct Plan: Encodable, Sendable {
+        let archives: [Archive]
+
+        init(_ items: [ArchiveRemoval.Item]) {
+            archives = items.map { Archive(name: $0.entry.name.fileName, path: $0.entry.path, keep: $0.keep, keptBy: $0.keptBy) }
+        }
+
+        /// One line per archive: `keep NAME rules` or `remove NAME` (`removed` once done).
+        func render(_ text: inout TextOutput, dryRun: Bool) {
+            for archive in archives {
+                let verb = archive.keep ? (dryRun ? "keep" : "kept") : (dryRun ? "remove" : "removed")
+                text.line("  \(verb, width: 8)\(archive.name, width: 40)\(archive.keep ? archive.keptBy.joined(separator: ", ") : "kept by no rule")")
+            }
+        }
+    }
+
+    struct User: Encodable {
+        let id: String
+        let archives: [Archive]
+        @Null var error: Failure?
+
+        init(id: String, plan: [ArchiveRemoval.Item]) {
+            self.id = id
+            archives = Plan(plan).archives
+        }
+
+        init(id: String, error: any GranaryError) {
+            self.id = id
+            archives = []
+            self.error = Failure(error)
+        }
+    }
+
+    let dryRun: Bool
+    var users: [User] = []
+    private let single: Bool
+
+    enum CodingKeys: String, CodingKey { case dryRun, users }
+
+    init(dryRun: Bool, single: Bool) {
+        self.dryRun = dryRun
+        self.single = single
+    }
+
+    var problems: [Failure] { users.compactMap(\.error) }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        for user in users where user.error == nil {
+            let removed = user.archives.filter { !$0.keep }.count
+            if dryRun {
+                text.line("\(bold: user.id)  keep \(user.archives.count - removed), remove \(removed)")
+            } else if detail.summaries {
+                text.line("\(bold: user.id): kept \(user.archives.count - removed), removed \(removed)")
+            }
+            if dryRun || detail.verbose { Plan(archives: user.archives).render(&text, dryRun: dryRun) }
+        }
+    }
+}
+
+extension PruneResult.Plan {
+    init(archives: [PruneResult.Archive]) { self.archives = archives }
+}

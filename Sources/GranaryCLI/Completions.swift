@@ -1,0 +1,95 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+/// Dynamic shell completion: user ids and archive names, read from the folders only.
+///
+/// Each function gets the words on the command line (as typed, quotes included), the index
+/// of the word being completed and its prefix (as typed). They list one or two folders (no
+/// store scanning, so a root with 1,000 users stays well under 100 ms) and never throw or
+/// print: a missing root, repository or bad configuration file completes nothing.
+///
+/// Candidates are names that end users influence (a folder named after the e-mail address an
+/// app's user registered may hold `$`, quotes, backquotes, parentheses and spaces), so they are
+/// data to the shells: the completion scripts never evaluate or split them (see
+/// scripts/patch-completions.py), and a candidate that a script could not carry intact (with
+/// a newline or a tab) is not offered.
+enum Completions {
+    /// The user ids under the root (`--root` on the line, else GRANARY_ROOT, else the config file).
+    @Sendable static func users(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        guard let root = settings(words)?.root?.value else { return [] }
+        return deliverable(CompletionCandidates.users(root: root, prefix: ShellWord.dequote(prefix)))
+    }
+
+    /// The archive names of the user named earlier on the line (`--user USER`, else the last
+    /// preceding word that is a user folder in the repository), newest first.
+    @Sendable static func archives(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        guard let repo = settings(words)?.repo?.value else { return [] }
+        let before = Array(words.prefix(max(0, min(index, words.count)))).map(ShellWord.dequote)
+        var user: String?
+        if let flag = before.lastIndex(of: "--user"), flag + 1 < before.count { user = before[flag + 1] }
+        if user == nil {
+            user = before.dropFirst().last { word in
+                !word.hasPrefix("-") && (try? UserID(word)) != nil && FileSystem.isDirectory(repo + "/" + word)
+            }
+        }
+        guard let user else { return [] }
+        return deliverable(CompletionCandidates.archives(repository: repo, user: user, prefix: ShellWord.dequote(prefix)))
+    }
+
+    /// For ARCHIVE arguments that take `USER/NAME` (verify, delete): with `--user` on the
+    /// line, that user's archive names; else `USER/` for each user with archives, and once the
+    /// word holds a `/`, that user's archives as `USER/NAME`.
+    @Sendable static func archivesOrUsers(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        if words.prefix(max(0, min(index, words.count))).map(ShellWord.dequote).contains("--user") {
+            return archives(words, index, prefix)
+        }
+        guard let repo = settings(words)?.repo?.value else { return [] }
+        let typed = ShellWord.dequote(prefix)
+        if let slash = typed.firstIndex(of: "/") {
+            let user = String(typed[..<slash])
+            let name = String(typed[typed.index(after: slash)...])
+            return deliverable(CompletionCandidates.archives(repository: repo, user: user, prefix: name).map { user + "/" + $0 })
+        }
+        return deliverable(CompletionCandidates.users(root: repo, prefix: typed).map { $0 + "/" })
+    }
+
+    /// For inspect's PATH: files, and the repository's archives as `USER/NAME`.
+    @Sendable static func filesOrArchives(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        let typed = ShellWord.dequote(prefix)
+        var candidates = archivesOrUsers(words, index, prefix)
+        // Paths: the entries of the folder the word is in.
+        let folder = typed.contains("/") ? String(typed[...typed.lastIndex(of: "/")!]) : ""
+        let listed = (try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder)) ?? []
+        for name in listed.sorted() where (folder + name).hasPrefix(typed) && (!name.hasPrefix(".") || typed.hasSuffix("/.") || typed.hasPrefix(".")) {
+            let path = folder + name
+            let candidate = FileSystem.isDirectory(path) ? path + "/" : path
+            if !candidates.contains(candidate) { candidates.append(candidate) }
+        }
+        return deliverable(candidates)
+    }
+
+    /// The compression names, for `--compression`.
+    @Sendable static func compressions(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        Compression.allCases.map(\.rawValue).filter { $0.hasPrefix(prefix) }
+    }
+
+    /// Leaves out candidates that no completion script can carry intact.
+    static func deliverable(_ candidates: [String]) -> [String] {
+        candidates.filter { !$0.contains("\n") && !$0.contains("\t") && !$0.contains("\r") }
+    }
+
+    /// The settings as the command being completed would see them; `nil` when they cannot be read.
+    static func settings(_ words: [String]) -> Settings? {
+        let words = words.map(ShellWord.dequote)
+        func option(_ name: String) -> String? {
+            var value: String?
+            for (offset, word) in words.enumerated() {
+                if word == name, offset + 1 < words.count { value = words[offset + 1] }
+                if word.hasPrefix(name + "=") { value = String(word.dropFirst(name.count + 1)) }
+            }
+            return value
+        }
+        return try? Settings.load(rootFlag: option("--root"), repoFlag: option("--repo"), configFlag: option("--config"))
+    }
+}

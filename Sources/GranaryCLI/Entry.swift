@@ -1,0 +1,89 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The `granary` program: parse, run one command, print its result, exit with its status.
+///
+/// Every way a run can end goes through here: a command's result (`Console.emit`), an error
+/// of the core (`GranaryError`: `granary: …` and `Try: …` with its exit code), a usage error
+/// from ArgumentParser or from the command line check (the same format, exit 64), help and
+/// version text (standard output, exit 0), and a failed write on standard output (exit 74).
+public enum GranaryMain {
+    /// Runs the command line of this process and exits.
+    public static func main() -> Never {
+        StandardStreams.prepare()
+        Interruption.unblockSignals()
+        let status = run(Array(CommandLine.arguments.dropFirst()))
+        exit(StandardStreams.finish(status))
+    }
+
+    /// Runs `arguments` (without the program name) and returns the exit status.
+    static func run(_ arguments: [String]) -> Int32 {
+        let words = CommandLineWords(arguments)
+        var console = Console(json: words.has("--json"), quiet: words.has("-q", "--quiet"), verbose: words.has("-v", "--verbose"))
+        do {
+            try words.check()
+            let command = try Granary.parseAsRoot(arguments)
+            guard let command = command as? any GranaryCommand else {
+                var other = command
+                try other.run()
+                return 0
+            }
+            console = Console(command.global)
+            return try command.perform(console).rawValue
+        } catch {
+            return report(error, console: console, words: words)
+        }
+    }
+
+    /// Prints `error` in granary's one format and returns the exit status it stands for.
+    static func report(_ error: Error, console: Console, words: CommandLineWords) -> Int32 {
+        switch error {
+        case let error as any GranaryError:
+            console.fail(Failure(error))
+            return error.status.rawValue
+        case let error as CommandLineWords.Problem:
+            if error.showsHelp { StandardStreams.error(Granary.helpMessage() + "\n") }
+            console.fail(error.failure)
+            return ExitStatus.usage.rawValue
+        case let code as ExitCode:
+            return code.rawValue
+        default:
+            // ArgumentParser's own errors, help and version requests included.
+            let code = Granary.exitCode(for: error)
+            if code == .success {
+                StandardStreams.output(Granary.fullMessage(for: error) + "\n")
+                return 0
+            }
+            let message = Granary.message(for: error)
+            let usage = code == .validationFailure
+            let command = words.command.map { " " + $0 } ?? ""
+            console.fail(Failure(
+                code: usage ? .usage : .partialFailure, message: CommandLineWords.sentence(message),
+                hint: usage ? "granary\(command) --help" : nil))
+            return usage ? ExitStatus.usage.rawValue : code.rawValue
+        }
+    }
+
+    /// What the command line `arguments` parses to, without running anything or printing:
+    /// `nil` when it parses and validates, else the exit status its error stands for. For
+    /// the fuzz target, which feeds it argument vectors.
+    public static func parseOnly(_ arguments: [String]) -> Int32? {
+        let words = CommandLineWords(arguments)
+        do {
+            try words.check()
+            _ = try Granary.parseAsRoot(arguments)
+            return nil
+        } catch let error as any GranaryError {
+            return error.status.rawValue
+        } catch is CommandLineWords.Problem {
+            return ExitStatus.usage.rawValue
+        } catch {
+            return Granary.exitCode(for: error).rawValue
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import GranaryKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where the executable writes: results to standard output, diagnostics to standard error.
+///
+/// Text is quiet without a terminal (cron); `--quiet` prints errors only; `--json` prints one
+/// document on standard output, errors included; `NO_COLOR` turns colour off and `TERM=dumb`
+/// every escape sequence (colour, the progress bar). Every line of text is escaped
+/// (`TerminalText`) on its way out.
+final class Console: Sendable {
+    let json: Bool
+    let quiet: Bool
+    let verbose: Bool
+    /// Standard error is a terminal: someone is watching.
+    let interactive: Bool
+    /// Bold and dim on standard output.
+    let color: Bool
+    /// Escape sequences on standard error (the progress bar).
+    let escapes: Bool
+
+    init(json: Bool = false, quiet: Bool = false, verbose: Bool = false,
+         environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.json = json
+        self.quiet = quiet
+        self.verbose = verbose
+        interactive = isatty(STDERR_FILENO) == 1
+        let dumb = environment["TERM"].map { $0 == "dumb" } ?? false
+        let noColor = environment["NO_COLOR"].map { !$0.isEmpty } ?? false
+        escapes = interactive && !dumb
+        color = escapes && !noColor && isatty(STDOUT_FILENO) == 1
+    }
+
+    /// The console the global options ask for.
+    convenience init(_ options: GlobalOptions) {
+        self.init(json: options.json, quiet: options.quiet, verbose: options.verbose)
+    }
+
+    var detail: TextDetail { TextDetail(verbose: verbose, interactive: interactive) }
+
+    /// Whether a progress bar may be drawn on standard error.
+    var showsProgress: Bool { escapes && !quiet && !json }
+
+    /// Prints `result` (its document under `--json`, else its text unless `--quiet`), then its
+    /// problems and notes on standard error, and returns its exit status.
+    func emit(_ result: some CommandResult) -> ExitStatus {
+        if json {
+            StandardStreams.output(Console.encode(JSONDocument(result: result)))
+        } else if !quiet {
+            var text = TextOutput()
+            result.render(&text, detail)
+            StandardStreams.output(text.lines.map { $0.rendered(color: color) + "\n" }.joined())
+        }
+        for problem in result.problems { printError(problem) }
+        for note in result.notes { self.note(note) }
+        return result.status
+    }
+
+    /// Prints a failure of the whole run: `granary: …` and `Try: …` on standard error, and
+    /// under `--json` also `{"format": 1, "error": {…}}` on standard output.
+    func fail(_ failure: Failure) {
+        if json { StandardStreams.output(Console.encode(JSONDocument(result: ErrorDocument(error: failure)))) }
+        printError(failure)
+    }
+
+    /// A remark for a person, on standard error (not with `--quiet`): `granary: …`.
+    func note(_ text: String) {
+        guard !quiet else { return }
+        StandardStreams.error(TextLine(stringLiteral: "granary: " + text).rendered(color: false) + "\n")
+    }
+
+    /// Text drawn on standard error as it is (the progress bar's own escapes).
+    func draw(_ text: String) {
+        StandardStreams.error(text)
+    }
+
+    private func printError(_ failure: Failure) {
+        var text = TextLine(stringLiteral: "granary: " + failure.message).rendered(color: false) + "\n"
+        if let hint = failure.hint { text += TextLine(stringLiteral: "Try: " + hint).rendered(color: false) + "\n" }
+        StandardStreams.error(text)
+    }
+
+    /// A value as pretty-printed JSON with sorted keys, and a newline.
+    static func encode(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        do {
+            return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
+        } catch {
+            return "{\"error\": {\"code\": 74, \"hint\": null, \"message\": \"the result could not be encoded as JSON\"}, \"format\": 1}\n"
+        }
+    }
+}

@@ -1,0 +1,48 @@
+/// Text made safe to print on a terminal.
+///
+/// Names come from users (folder names, store names, archive labels) and may hold anything a
+/// file name can: escape sequences that rewrite the screen, carriage returns that hide what
+/// came before, line separators, and bidirectional overrides (U+202E) that make a name read
+/// backwards. Every piece of text granary prints in text form goes through `escape`, so each
+/// name is shown the same way everywhere: printable characters as they are, the others as
+/// `\e`, `\n`, `\r`, `\t`, `\xHH` (other C0 controls and DEL) or `\u{HHHH}` (C1 controls,
+/// U+2028/U+2029 and the bidirectional controls), and a backslash as `\\`, so that what is
+/// shown maps back to exactly one name. JSON output carries the exact string instead.
+enum TerminalText {
+    static func escape(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 8)
+        for scalar in text.unicodeScalars {
+            guard needsEscape(scalar) else {
+                out.unicodeScalars.append(scalar)
+                continue
+            }
+            switch scalar.value {
+            case 0x5C: out += "\\\\"
+            case 0x1B: out += "\\e"
+            case 0x0A: out += "\\n"
+            case 0x0D: out += "\\r"
+            case 0x09: out += "\\t"
+            case 0..<0x20, 0x7F: out += "\\x" + hex(scalar.value, width: 2)
+            default: out += "\\u{" + hex(scalar.value, width: 4) + "}"
+            }
+        }
+        return out
+    }
+
+    /// Whether `scalar` is shown escaped.
+    static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x5C, 0..<0x20, 0x7F, 0x80...0x9F: return true
+        case 0x2028, 0x2029: return true  // line and paragraph separators
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true  // bidirectional controls
+        default: return false
+        }
+    }
+
+    private static func hex(_ value: UInt32, width: Int) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+}

@@ -1,0 +1,3 @@
+import GranaryCLI
+
+GranaryMain.main()

@@ -1,0 +1,92 @@
+import Foundation
+import GranaryKit
+import Testing
+
+@testable import GranaryCLI
+
+@Suite("text output: escaping, durations, shell words")
+struct TextTests {
+    @Test("a name with escapes, C0 and C1 controls, line separators and bidi overrides is printed escaped", arguments: [
+        ("plain@example.com", "plain@example.com"),
+        ("Caf\u{E9}.sqlite", "Caf\u{E9}.sqlite"),
+        ("red\u{1B}[31m", "red\\e[31m"),
+        ("cr\rlf\n", "cr\\rlf\\n"),
+        ("tab\tbell\u{07}del\u{7F}", "tab\\tbell\\x07del\\x7f"),
+        ("next\u{85}line", "next\\u{0085}line"),
+        ("csi\u{9B}", "csi\\u{009b}"),
+        ("ls\u{2028}ps\u{2029}", "ls\\u{2028}ps\\u{2029}"),
+        ("evil\u{202E}gpj.exe", "evil\\u{202e}gpj.exe"),
+        ("isolate\u{2066}x\u{2069}", "isolate\\u{2066}x\\u{2069}"),
+        ("back\\slash", "back\\\\slash"),
+    ])
+    func escaping(raw: String, shown: String) {
+        #expect(TerminalText.escape(raw) == shown)
+    }
+
+    @Test("every span of a line is escaped, padded after escaping, and styled only in colour")
+    func lines() {
+        let name = "a\u{1B}b"
+        let line: TextLine = "\(bold: name)  \(name, width: 6)|"
+        #expect(line.rendered(color: false) == "a\\eb  a\\eb  |")
+        #expect(line.rendered(color: true) == "\u{1B}[1ma\\eb\u{1B}[0m  a\\eb  |")
+    }
+
+    @Test("durations: units, sums, milliseconds and plain seconds; nothing that is not a finite duration", arguments: [
+        ("30s", 30_000), ("2m", 120_000), ("1m30s", 90_000), ("500ms", 500), ("0.5", 500), ("30", 30_000), ("1d12h", 129_600_000),
+        ("2w", 1_209_600_000), ("0", 0), ("0s", 0),
+    ])
+    func durations(text: String, milliseconds: Int64) {
+        #expect(DurationText.duration(text) == .milliseconds(milliseconds))
+    }
+
+    @Test("not durations", arguments: ["", "nan", "inf", "-inf", "1e300", "-1", "-5s", "1.5.2", ".", "10x", "s", "99999999999999999999s", "5 s", "1e3", "0x10"])
+    func notDurations(text: String) {
+        #expect(DurationText.duration(text) == nil)
+    }
+
+    @Test("durations are shown the way they are written", arguments: [
+        (Duration.seconds(60), "1m"), (.seconds(172_800), "2d"), (.seconds(90), "1m30s"), (.milliseconds(500), "500ms"),
+        (.milliseconds(1500), "1s500ms"), (.zero, "0s"), (.seconds(694_800), "8d1h"), (.seconds(2_592_000), "30d"),
+    ])
+    func formatting(duration: Duration, text: String) {
+        #expect(DurationText.format(duration) == text)
+        #expect(DurationText.duration(text) == duration)
+    }
+
+    @Test("a word typed on a shell line is read back without expanding anything", arguments: [
+        ("alice", "alice"), ("'a b'", "a b"), ("a\\ b", "a b"), ("\"a\\\"b\"", "a\"b"), ("'$(x)'", "$(x)"), ("$(x)", "$(x)"),
+        ("'unfinished", "unfinished"), ("\"a\\nb\"", "a\\nb"),
+    ])
+    func dequote(typed: String, meant: String) {
+        #expect(ShellWord.dequote(typed) == meant)
+    }
+
+    @Test("a name is quoted for a shell hint only when it needs it")
+    func quote() {
+        #expect(ShellWord.quote("alice@example.com") == "alice@example.com")
+        #expect(ShellWord.quote("a b") == "'a b'")
+        #expect(ShellWord.quote("it's") == "'it'\\''s'")
+        #expect(ShellWord.quote("$(reboot)") == "'$(reboot)'")
+    }
+
+    @Test("a mistyped command is matched to the closest one; an unrelated word to none")
+    func closest() {
+        #expect(CommandLineWords.closest(to: "bakup", in: Granary.commandNames) == "backup")
+        #expect(CommandLineWords.closest(to: "restor", in: Granary.commandNames) == "restore")
+        #expect(CommandLineWords.closest(to: "lsit", in: Granary.commandNames) == "list")
+        #expect(CommandLineWords.closest(to: "xyzzy", in: Granary.commandNames) == nil)
+    }
+
+    @Test("every JSON document has format 1 and keeps a nil optional as null")
+    func documents() throws {
+        struct Sample: Encodable {
+            @Null var missing: String?
+            let present = 1
+        }
+        let text = Console.encode(JSONDocument(result: Sample(missing: nil)))
+        let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as! [String: Any]
+        #expect(object["format"] as? Int == 1)
+        #expect(object.keys.contains("missing") && object["missing"] is NSNull)
+        #expect(object["present"] as? Int == 1)
+    }
+}
