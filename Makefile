@@ -11,7 +11,7 @@ PREFIX    ?= /usr/local
 DEMO      ?= $(CURDIR)/demo
 DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev libzstd-dev
 # Tools the tests and the demo use besides the libraries.
-TOOLS     := sqlite3 zstd xz-utils tar python3 python3-venv bash-completion zsh fish man-db mandoc groff-base sudo rclone
+TOOLS     := sqlite3 zstd xz-utils tar python3 python3-venv python3-jsonschema bash-completion zsh fish man-db mandoc groff-base sudo rclone
 # The S3 server the remote-repository tests start on loopback (moto, from PyPI), in a virtual
 # environment of its own: git-ignored, made once.
 MOTO      := .build-tools/moto/bin/moto_server

@@ -96,9 +96,11 @@ struct BackupCommand: GranaryCommand {
                     pruneError = error
                 }
             }
+            // One user named: its failure is the run's (the error document under --json).
+            if ids.count == 1, let error = outcome.error ?? pruneError { throw error }
             users.append(BackupResult.User(outcome, pruned: pruned, pruneError: pruneError))
         }
-        return BackupResult(users: users, single: ids.count == 1)
+        return BackupResult(users: users)
     }
 }
 
@@ -143,22 +145,8 @@ struct BackupResult: CommandResult {
     }
 
     let users: [User]
-    /// One user was named: its failure is the run's.
-    private let single: Bool
-
-    enum CodingKeys: String, CodingKey { case users }
-
-    init(users: [User], single: Bool) {
-        self.users = users
-        self.single = single
-    }
 
     var problems: [Failure] { users.compactMap(\.error) }
-
-    var status: ExitStatus {
-        guard let first = problems.first else { return .success }
-        return single ? first.status : .partialFailure
-    }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }

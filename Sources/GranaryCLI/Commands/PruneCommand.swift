@@ -78,7 +78,7 @@ struct PruneCommand: GranaryCommand {
             throw NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
         }
         let root = try? settings.requireRoot()
-        var result = PruneResult(dryRun: dryRun, single: ids.count == 1)
+        var result = PruneResult(dryRun: dryRun)
         for id in ids {
             do {
                 let plan = try ArchiveRemoval.prune(
@@ -141,14 +141,6 @@ struct PruneResult: CommandResult {
 
     let dryRun: Bool
     var users: [User] = []
-    private let single: Bool
-
-    enum CodingKeys: String, CodingKey { case dryRun, users }
-
-    init(dryRun: Bool, single: Bool) {
-        self.dryRun = dryRun
-        self.single = single
-    }
 
     var problems: [Failure] { users.compactMap(\.error) }
 
