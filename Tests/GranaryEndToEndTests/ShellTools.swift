@@ -36,7 +36,8 @@ enum ShellTools {
             sys.stdout.buffer.write(out)
             sys.stderr.write(str(os.waitstatus_to_exitcode(status)))
             """
-        var env = ["TERM": "xterm-256color"]
+        // NO_COLOR empty counts as unset (the test runner may set it).
+        var env = ["TERM": "xterm-256color", "NO_COLOR": ""]
         env.merge(environment) { $1 }
         let result = try GranaryProcess.runExecutable(
             python, ["-c", script, GranaryProcess.binDirectory + "/granary"] + arguments, environment: env)

@@ -62,12 +62,28 @@ struct CommandLineWords {
         }
         if word.hasPrefix("-") { return }  // an option ArgumentParser will name
         if word == "help" {
-            let topics = arguments.drop { $0 != "help" }.dropFirst().filter { !$0.hasPrefix("-") }
+            let topics = Self.plainWords(Array(arguments.drop { $0 != "help" }.dropFirst()))
             for topic in topics.prefix(1) where !Granary.commandNames.contains(topic) { throw unknown(topic) }
             if topics.count > 1 { throw Problem(failure: Failure(code: .usage, message: "help takes one command", hint: "granary help COMMAND")) }
             return
         }
         if !Granary.commandNames.contains(word) { throw unknown(word) }
+    }
+
+    /// The words that are neither options nor the values of global options.
+    static func plainWords(_ words: [String]) -> [String] {
+        var plain: [String] = []
+        var index = 0
+        while index < words.count {
+            let word = words[index]
+            index += 1
+            if word.hasPrefix("-") {
+                if GlobalOptions.names[word] == true { index += 1 }
+                continue
+            }
+            plain.append(word)
+        }
+        return plain
     }
 
     private func unknown(_ word: String) -> Problem {

@@ -111,7 +111,8 @@ struct InspectResult: CommandResult {
         }
         for store in stores {
             text.line("\(bold: store.name)  \(Format.bytes(store.size)), \(store.pageCount) pages of \(store.pageSize) bytes, journal mode \(store.journalMode), SQLite \(store.sqliteVersion)")
-            let width = max(12, (store.tables.map(\.name.count).max() ?? 0) + 2)
+            let names = store.tables.map(\.name) + (store.coreData?.entities.map(\.name) ?? [])
+            let width = max(12, (names.map { TerminalText.escape($0).count }.max() ?? 0) + 2)
             text.line("  tables")
             for table in store.tables { text.line("    \(table.name, width: width)\(table.rows) rows") }
             if let coreData = store.coreData {

@@ -27,7 +27,7 @@ struct UsersCommand: GranaryCommand {
             }
         }
         for folder in ignored {
-            notes.append("ignored folder \(folder.name.debugDescription): not a valid user id (it \(folder.reason))")
+            notes.append("ignored folder '\(folder.name)': not a valid user id (it \(folder.reason))")
         }
         return UsersResult(root: root.path, summaries: summaries, ignored: ignored, hasRepository: settings.repo != nil, notes: notes)
     }
