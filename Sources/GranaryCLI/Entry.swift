@@ -76,7 +76,8 @@ public enum GranaryMain {
         let words = CommandLineWords(arguments)
         do {
             try words.check()
-            _ = try Granary.parseAsRoot(arguments)
+            let command = try Granary.parseAsRoot(arguments)
+            try (command as? any GranaryCommand)?.checkArguments()
             return nil
         } catch let error as any GranaryError {
             return error.status.rawValue

@@ -289,13 +289,15 @@ struct BackupCommandTests {
         return process
     }
 
-    @Test("SIGTERM mid-run exits 130 and leaves no archive and no temporary file", arguments: [SIGTERM, SIGINT])
+    @Test("SIGTERM, SIGINT or SIGHUP mid-run exits 130 (129 for SIGHUP) and leaves no archive and no temporary file",
+        arguments: [SIGTERM, SIGINT, SIGHUP])
     func interrupted(signal: Int32) throws {
+        let status: Int32 = signal == SIGHUP ? 129 : 130
         let fixture = try Fixture()
         let process = try Self.startPacking(fixture)
         kill(process.processIdentifier, signal)
         process.waitUntilExit()
-        #expect(process.terminationStatus == 130)
+        #expect(process.terminationReason == .exit && process.terminationStatus == status)
         #expect(fixture.archives("dave@example.com").isEmpty)
         #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
     }

@@ -30,7 +30,7 @@ struct BackupCommand: GranaryCommand {
     @Option(help: "The archive's compression.")
     var compression: Compression?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Compression level: zstd 1-19 (default 3), gzip and xz 0-9 (default 6).", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Compression level: zstd 1-19, gzip and xz 0-9 (default: zstd 3, gzip and xz 6).", valueName: "n"))
     var level: Int?
 
     @Option(help: "The check run on each snapshot (default: quick).")
@@ -39,19 +39,15 @@ struct BackupCommand: GranaryCommand {
     @Option(help: "A label added to the archive name (letters, digits, - and _).")
     var label: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Users backed up at the same time, 1-64 (default 1).", valueName: "n"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Users backed up at the same time, 1-64 (default: 1).", valueName: "n"))
     var jobs: Int?
 
-    @Option(
-        name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
-    var lockTimeout: Duration?
+    @OptionGroup var lock: LockOptions
 
     @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
     var prune = false
 
-    func validate() throws {
+    func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
         if let label, !ArchiveName.isValidLabel(label) { throw ValidationError("invalid label \(label.debugDescription)") }
@@ -74,7 +70,7 @@ struct BackupCommand: GranaryCommand {
         try ArgumentValues.check(level: options.level, compression: options.compression)
         options.check = check ?? settings.check.value
         options.label = label
-        options.lockTimeout = lockTimeout ?? settings.lockTimeout.value
+        options.lockTimeout = lock.timeout(settings)
         let ids = all ? try root.scan().users.map(\.id) : try users.map { (id) throws(UserError) in try UserID(id) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)

@@ -22,9 +22,9 @@ struct CheckCommand: GranaryCommand {
 
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("The oldest a user's newest verified archive may be: 30m, 26h, 2d, 1w.", valueName: "duration"),
+        help: ArgumentHelp("The oldest a user's newest verified archive may be: 30m, 26h, 2d, 1w (default: 1d).", valueName: "duration"),
         transform: ArgumentValues.span(minimum: 1))
-    var maxAge: Int64 = 86_400
+    var maxAge: Int64?
 
     func execute(_ console: Console) throws -> CheckResult {
         let settings = try global.settings()
@@ -34,8 +34,9 @@ struct CheckCommand: GranaryCommand {
             let live = (try? settings.requireRoot().scan().users.map(\.id)) ?? []
             ids = Array(Set(live + repository.users())).sorted { $0.rawValue < $1.rawValue }
         }
-        let reports = Freshness.evaluate(users: ids, repository: repository, maxAge: TimeInterval(maxAge))
-        return CheckResult(maxAge: maxAge, reports: reports)
+        let limit = maxAge ?? 86_400
+        let reports = Freshness.evaluate(users: ids, repository: repository, maxAge: TimeInterval(limit))
+        return CheckResult(maxAge: limit, reports: reports)
     }
 }
 

@@ -28,11 +28,7 @@ struct DeleteCommand: GranaryCommand {
     @Flag(help: "Show what would be removed; remove nothing.")
     var dryRun = false
 
-    @Option(
-        name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
-    var lockTimeout: Duration?
+    @OptionGroup var lock: LockOptions
 
     func execute(_ console: Console) throws -> DeleteResult {
         let settings = try global.settings()
@@ -47,7 +43,7 @@ struct DeleteCommand: GranaryCommand {
         defer { for lock in locks { lock.release() } }
         if let root {
             for user in Set(entries.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
-                locks.append(try UserLock.acquire(root: root, user: user, timeout: lockTimeout ?? settings.lockTimeout.value))
+                locks.append(try UserLock.acquire(root: root, user: user, timeout: lock.timeout(settings)))
             }
         }
         try ArchiveRemoval.remove(entries)

@@ -5,7 +5,7 @@ import GranaryKit
 /// GranaryKit and returns one result value, and `perform` prints that result.
 ///
 /// Adding a command: a `struct XCommand: GranaryCommand` with `@OptionGroup var global:
-/// GlobalOptions`, its arguments, `validate()` for what can be checked without touching
+/// GlobalOptions`, its arguments, `checkArguments()` for what can be checked without touching
 /// anything, and `execute(_:)` returning an `XResult: CommandResult` (declared beside it: the
 /// JSON document's fields and `render`, the text); then list it in `Granary.commands`, run
 /// `make generate`, add docs/json/x.schema.json and the README's JSON table row.
@@ -15,15 +15,21 @@ protocol GranaryCommand: ParsableCommand {
     /// Whether a signal only asks the work to stop (the work polls `Interruption` and cleans
     /// up), rather than ending the process at once. For commands that leave temporaries.
     static var cleansUpOnSignals: Bool { get }
+    /// Checks the arguments together, touching nothing: a `ValidationError` is a usage error.
+    /// (Not ArgumentParser's `validate()`, which runs before an unknown option is reported:
+    /// `backup --al` would say "name users to back up" instead of "unknown option '--al'".)
+    func checkArguments() throws
     /// Does the work; a thrown error is the failure of the whole run.
     func execute(_ console: Console) throws -> Result
 }
 
 extension GranaryCommand {
     static var cleansUpOnSignals: Bool { false }
+    func checkArguments() throws {}
 
     /// Runs the command with the console its options ask for and prints the result.
     func perform(_ console: Console) throws -> ExitStatus {
+        try checkArguments()
         if Self.cleansUpOnSignals { Interruption.installHandlers() }
         var onWait: (@Sendable (UserLock.Wait) -> Void)?
         if console.interactive && !console.quiet {

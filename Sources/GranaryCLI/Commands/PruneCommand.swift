@@ -39,16 +39,12 @@ struct PruneCommand: GranaryCommand {
         transform: ArgumentValues.span(minimum: 1))
     var keepWithin: Int64?
 
-    @Option(
-        name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
-    var lockTimeout: Duration?
+    @OptionGroup var lock: LockOptions
 
     @Flag(help: "Show what would be kept (and by which rule) and removed; remove nothing.")
     var dryRun = false
 
-    func validate() throws {
+    func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to prune, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
         for (value, option) in [(keepLast, "--keep-last"), (keepHourly, "--keep-hourly"), (keepDaily, "--keep-daily"),
@@ -83,7 +79,7 @@ struct PruneCommand: GranaryCommand {
             do {
                 let plan = try ArchiveRemoval.prune(
                     user: id, repository: repository, policy: policy, root: root,
-                    lockTimeout: lockTimeout ?? settings.lockTimeout.value, dryRun: dryRun)
+                    lockTimeout: lock.timeout(settings), dryRun: dryRun)
                 result.users.append(PruneResult.User(id: id.rawValue, plan: plan))
             } catch let error as any GranaryError {
                 if ids.count == 1 { throw error }

@@ -17,11 +17,7 @@ struct RecoverCommand: GranaryCommand {
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
-    @Option(
-        name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
-    var lockTimeout: Duration?
+    @OptionGroup var lock: LockOptions
 
     func execute(_ console: Console) throws -> RecoverResult {
         let settings = try global.settings()
@@ -30,7 +26,7 @@ struct RecoverCommand: GranaryCommand {
         if ids.isEmpty { ids = FileSystem.contents(of: root.stateFolder + "/restore").compactMap { try? UserID($0) } }
         var result = RecoverResult()
         for id in ids {
-            let lock = try UserLock.acquire(root: root, user: id, timeout: lockTimeout ?? settings.lockTimeout.value)
+            let lock = try UserLock.acquire(root: root, user: id, timeout: lock.timeout(settings))
             defer { lock.release() }
             let report = try Recovery.recover(root: root, user: id)
             if report.hadJournal { result.users.append(RecoverResult.User(report)) }

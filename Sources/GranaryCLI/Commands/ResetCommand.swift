@@ -26,15 +26,11 @@ struct ResetCommand: GranaryCommand {
 
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default 10s).", valueName: "duration"),
+        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
         transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
     var ownerTimeout: Duration?
 
-    @Option(
-        name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
-    var lockTimeout: Duration?
+    @OptionGroup var lock: LockOptions
 
     @Flag(help: "Do not keep the replaced content as a pre-reset archive.")
     var noSafetyArchive = false
@@ -46,7 +42,7 @@ struct ResetCommand: GranaryCommand {
         request.method = method
         request.dryRun = dryRun
         request.ownerTimeout = ownerTimeout ?? settings.ownerTimeout.value
-        request.lockTimeout = lockTimeout ?? settings.lockTimeout.value
+        request.lockTimeout = lock.timeout(settings)
         request.safetyArchive = !noSafetyArchive
         let restorer = Restorer(root: try settings.requireRoot(), repository: settings.repo.map { Repository(path: $0.value) })
         return RestoreResult(try restorer.run(request), operation: .reset)

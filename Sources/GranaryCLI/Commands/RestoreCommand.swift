@@ -39,15 +39,11 @@ struct RestoreCommand: GranaryCommand {
 
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default 10s).", valueName: "duration"),
+        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
         transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
     var ownerTimeout: Duration?
 
-    @Option(
-        name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default 1m).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
-    var lockTimeout: Duration?
+    @OptionGroup var lock: LockOptions
 
     @Flag(help: "Restore even when the stores or the Core Data model differ from the live ones.")
     var force = false
@@ -55,7 +51,7 @@ struct RestoreCommand: GranaryCommand {
     @Flag(help: "Do not keep the replaced content as a pre-restore archive.")
     var noSafetyArchive = false
 
-    func validate() throws {
+    func checkArguments() throws {
         if let at, RestoreCommand.parseTime(at) == nil { throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ") }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
     }
@@ -73,7 +69,7 @@ struct RestoreCommand: GranaryCommand {
         request.method = method
         request.dryRun = dryRun
         request.ownerTimeout = ownerTimeout ?? settings.ownerTimeout.value
-        request.lockTimeout = lockTimeout ?? settings.lockTimeout.value
+        request.lockTimeout = lock.timeout(settings)
         request.force = force
         request.safetyArchive = !noSafetyArchive
         let restorer = Restorer(root: try settings.requireRoot(), repository: settings.repo.map { Repository(path: $0.value) })

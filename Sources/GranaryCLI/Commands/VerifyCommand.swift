@@ -41,7 +41,7 @@ struct VerifyCommand: GranaryCommand {
     @Option(help: "integrity_check (full) or quick_check (quick).")
     var check: Check = .full
 
-    func validate() throws {
+    func checkArguments() throws {
         if archives.isEmpty && user == nil && !all { throw ValidationError("name archives, or pass --user USER or --all") }
         if all && (user != nil || !archives.isEmpty) { throw ValidationError("pass --all alone, not with archives or --user") }
     }
