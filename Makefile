@@ -78,15 +78,12 @@ generate: build
 	rm -rf .build/plugins/GenerateManual/outputs/granary
 	$(SWIFT) package plugin --allow-writing-to-package-directory generate-manual --configuration debug \
 		--multi-page --date $(MAN_DATE) --authors "the granary authors"
-	rm -f man/granary.*.1 man/granary.1
 	python3 scripts/generate-man.py .build/plugins/GenerateManual/outputs/granary man
 	@mkdir -p completions
-	$(BIN)/granary --generate-completion-script bash > completions/granary.bash
-	$(BIN)/granary --generate-completion-script zsh > completions/_granary
-	@# fish 3 refuses `commandline -tC` outside an interactive edit (ArgumentParser 1.8.2 uses it for
-	@# the cursor index in the word); the length of the token up to the cursor is the same number.
-	$(BIN)/granary --generate-completion-script fish \
-		| sed 's/(__granary_tokens -tC)/(string length -- (commandline -ct))/' > completions/granary.fish
+	@# Candidates are data, help <TAB> offers the commands: see scripts/patch-completions.py.
+	$(BIN)/granary --generate-completion-script bash | python3 scripts/patch-completions.py bash > completions/granary.bash
+	$(BIN)/granary --generate-completion-script zsh | python3 scripts/patch-completions.py zsh > completions/_granary
+	$(BIN)/granary --generate-completion-script fish | python3 scripts/patch-completions.py fish > completions/granary.fish
 
 check-generated: generate
 	@git diff --exit-code -- man completions || { echo "man/ or completions/ is stale: run make generate and commit"; exit 1; }

@@ -144,6 +144,14 @@ __granary_custom_complete() {
     "${COMP_WORDS[0]}" "${@}" "${words[@]}"
 }
 
+# Candidates as data: one per line, never expanded or split (see scripts/patch-completions.py).
+__granary_add_custom_completions() {
+    local completion
+    while IFS='' read -r completion; do
+        COMPREPLY+=("${completion}")
+    done < <(__granary_custom_complete "${@}")
+}
+
 _granary() {
     local state
     state="$(shopt -p;shopt -po)"
@@ -163,10 +171,26 @@ _granary() {
     local -a unparsed_words=("${COMP_WORDS[@]:1:${COMP_CWORD}}")
 
     local -a repeating_flags=()
-    local -a non_repeating_flags=(--version -h --help)
+    local -a non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     local -a repeating_options=()
-    local -a non_repeating_options=()
+    local -a non_repeating_options=(--root --repo --config)
     __granary_offer_flags_options 0
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    esac
 
     # Offer subcommand / subcommand argument completions
     local -r subcommand="${unparsed_words[0]}"
@@ -210,7 +234,7 @@ _granary_users() {
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion users -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion users -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -265,7 +289,7 @@ _granary_backup() {
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion backup -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion backup -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -297,7 +321,7 @@ _granary_list() {
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion list -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion list -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -325,7 +349,7 @@ _granary_verify() {
         return
         ;;
     '--user')
-        __granary_add_completions -W "$(__granary_custom_complete ---completion verify -- --user "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion verify -- --user "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     '--check')
@@ -337,7 +361,7 @@ _granary_verify() {
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion verify -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion verify -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -369,7 +393,7 @@ _granary_inspect() {
     # Offer positional completions
     case "${positional_number}" in
     1)
-        __granary_add_completions -f
+        __granary_add_custom_completions ---completion inspect -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -407,7 +431,7 @@ _granary_check() {
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion check -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion check -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -417,7 +441,7 @@ _granary_delete() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --force --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --user)
+    non_repeating_options=(--root --repo --config --user --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -435,7 +459,10 @@ _granary_delete() {
         return
         ;;
     '--user')
-        __granary_add_completions -W "$(__granary_custom_complete ---completion delete -- --user "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion delete -- --user "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
+        return
+        ;;
+    '--lock-timeout')
         return
         ;;
     esac
@@ -443,7 +470,7 @@ _granary_delete() {
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion delete -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion delete -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -453,7 +480,7 @@ _granary_prune() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within)
+    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -491,12 +518,15 @@ _granary_prune() {
     '--keep-within')
         return
         ;;
+    '--lock-timeout')
+        return
+        ;;
     esac
 
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion prune -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion prune -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -506,7 +536,7 @@ _granary_restore() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout)
+    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout --lock-timeout)
     __granary_offer_flags_options 2
 
     # Offer option value completions
@@ -537,16 +567,19 @@ _granary_restore() {
     '--owner-timeout')
         return
         ;;
+    '--lock-timeout')
+        return
+        ;;
     esac
 
     # Offer positional completions
     case "${positional_number}" in
     1)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion restore -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion restore -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     2)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion restore -- positional@1 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion restore -- positional@1 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -556,7 +589,7 @@ _granary_reset() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --method --owner-timeout)
+    non_repeating_options=(--root --repo --config --method --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -580,12 +613,15 @@ _granary_reset() {
     '--owner-timeout')
         return
         ;;
+    '--lock-timeout')
+        return
+        ;;
     esac
 
     # Offer positional completions
     case "${positional_number}" in
     1)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion reset -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion reset -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -595,7 +631,7 @@ _granary_recover() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -612,12 +648,15 @@ _granary_recover() {
         __granary_add_completions -f
         return
         ;;
+    '--lock-timeout')
+        return
+        ;;
     esac
 
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion recover -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion recover -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -688,6 +727,7 @@ _granary_help() {
     repeating_options=()
     non_repeating_options=()
     __granary_offer_flags_options -1
+    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover config' -- "${cur}"))
 }
 
 complete -o filenames -F _granary granary

@@ -18,14 +18,14 @@ enum Completions {
     /// The user ids under the root (`--root` on the line, else GRANARY_ROOT, else the config file).
     @Sendable static func users(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
         guard let root = settings(words)?.root?.value else { return [] }
-        return deliverable(CompletionCandidates.users(root: root, prefix: ShellWord.dequote(prefix)))
+        return deliverable(CompletionCandidates.users(root: root, prefix: typed(prefix)))
     }
 
     /// The archive names of the user named earlier on the line (`--user USER`, else the last
     /// preceding word that is a user folder in the repository), newest first.
     @Sendable static func archives(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
         guard let repo = settings(words)?.repo?.value else { return [] }
-        let before = Array(words.prefix(max(0, min(index, words.count)))).map(ShellWord.dequote)
+        let before = Array(words.prefix(max(0, min(index, words.count)))).map(typed)
         var user: String?
         if let flag = before.lastIndex(of: "--user"), flag + 1 < before.count { user = before[flag + 1] }
         if user == nil {
@@ -34,34 +34,34 @@ enum Completions {
             }
         }
         guard let user else { return [] }
-        return deliverable(CompletionCandidates.archives(repository: repo, user: user, prefix: ShellWord.dequote(prefix)))
+        return deliverable(CompletionCandidates.archives(repository: repo, user: user, prefix: typed(prefix)))
     }
 
     /// For ARCHIVE arguments that take `USER/NAME` (verify, delete): with `--user` on the
     /// line, that user's archive names; else `USER/` for each user with archives, and once the
     /// word holds a `/`, that user's archives as `USER/NAME`.
     @Sendable static func archivesOrUsers(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
-        if words.prefix(max(0, min(index, words.count))).map(ShellWord.dequote).contains("--user") {
+        if words.prefix(max(0, min(index, words.count))).map(typed).contains("--user") {
             return archives(words, index, prefix)
         }
         guard let repo = settings(words)?.repo?.value else { return [] }
-        let typed = ShellWord.dequote(prefix)
-        if let slash = typed.firstIndex(of: "/") {
-            let user = String(typed[..<slash])
-            let name = String(typed[typed.index(after: slash)...])
+        let word = typed(prefix)
+        if let slash = word.firstIndex(of: "/") {
+            let user = String(word[..<slash])
+            let name = String(word[word.index(after: slash)...])
             return deliverable(CompletionCandidates.archives(repository: repo, user: user, prefix: name).map { user + "/" + $0 })
         }
-        return deliverable(CompletionCandidates.users(root: repo, prefix: typed).map { $0 + "/" })
+        return deliverable(CompletionCandidates.users(root: repo, prefix: word).map { $0 + "/" })
     }
 
     /// For inspect's PATH: files, and the repository's archives as `USER/NAME`.
     @Sendable static func filesOrArchives(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
-        let typed = ShellWord.dequote(prefix)
+        let word = typed(prefix)
         var candidates = archivesOrUsers(words, index, prefix)
         // Paths: the entries of the folder the word is in.
-        let folder = typed.contains("/") ? String(typed[...typed.lastIndex(of: "/")!]) : ""
+        let folder = word.contains("/") ? String(word[...word.lastIndex(of: "/")!]) : ""
         let listed = (try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder)) ?? []
-        for name in listed.sorted() where (folder + name).hasPrefix(typed) && (!name.hasPrefix(".") || typed.hasSuffix("/.") || typed.hasPrefix(".")) {
+        for name in listed.sorted() where (folder + name).hasPrefix(word) && (!name.hasPrefix(".") || word.hasSuffix("/.") || word.hasPrefix(".")) {
             let path = folder + name
             let candidate = FileSystem.isDirectory(path) ? path + "/" : path
             if !candidates.contains(candidate) { candidates.append(candidate) }
@@ -74,14 +74,31 @@ enum Completions {
         Compression.allCases.map(\.rawValue).filter { $0.hasPrefix(prefix) }
     }
 
-    /// Leaves out candidates that no completion script can carry intact.
+    /// What a word on the line being completed stands for. bash, zsh and fish 4 hand the words
+    /// over as typed (quotes included); fish 3 hands them over already unquoted
+    /// (`commandline -o`), and must not be unquoted twice.
+    static func typed(_ word: String) -> String {
+        let environment = ProcessInfo.processInfo.environment
+        if environment["SAP_SHELL"] == "fish", let major = environment["SAP_SHELL_VERSION"]?.split(separator: ".").first.flatMap({ Int($0) }),
+            major < 4
+        {
+            return word
+        }
+        return ShellWord.dequote(word)
+    }
+
+    /// Leaves out candidates that no completion script can carry intact (one per line; fish
+    /// takes a tab as the start of a description), and escapes what zsh's `_describe` reads
+    /// as syntax (a colon separates a description, a backslash escapes).
     static func deliverable(_ candidates: [String]) -> [String] {
-        candidates.filter { !$0.contains("\n") && !$0.contains("\t") && !$0.contains("\r") }
+        let carried = candidates.filter { !$0.contains("\n") && !$0.contains("\t") && !$0.contains("\r") }
+        guard ProcessInfo.processInfo.environment["SAP_SHELL"] == "zsh" else { return carried }
+        return carried.map { $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:") }
     }
 
     /// The settings as the command being completed would see them; `nil` when they cannot be read.
     static func settings(_ words: [String]) -> Settings? {
-        let words = words.map(ShellWord.dequote)
+        let words = words.map(typed)
         func option(_ name: String) -> String? {
             var value: String?
             for (offset, word) in words.enumerated() {

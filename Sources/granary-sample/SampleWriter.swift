@@ -9,10 +9,7 @@ enum SampleWriter {
     }
 
     /// `write STORE [--interval-ms N]`: one row per transaction, ids 1, 2, 3, … in table `seq`.
-    static func main(_ arguments: [String]) -> Never {
-        guard let path = arguments.first else { fail("usage: granary-sample write STORE [--interval-ms N]", 64) }
-        var interval = 1
-        if let i = arguments.firstIndex(of: "--interval-ms"), i + 1 < arguments.count, let n = Int(arguments[i + 1]) { interval = n }
+    static func writeRows(path: String, interval: Int) -> Never {
         do {
             let isNew = !FileManager.default.fileExists(atPath: path)
             let db = try Database(path: path, mode: .create, busyTimeout: .seconds(30))
@@ -40,9 +37,7 @@ enum SampleWriter {
     }
 
     /// `big PATH SIZE_MB`: a WAL store of about SIZE_MB MiB of moderately compressible rows.
-    static func big(_ arguments: [String]) -> Never {
-        guard arguments.count >= 2, let megabytes = Int(arguments[1]) else { fail("usage: granary-sample big PATH SIZE_MB", 64) }
-        let path = arguments[0]
+    static func big(path: String, megabytes: Int) -> Never {
         do {
             let db = try Database(path: path, mode: .create)
             _ = try db.rows("PRAGMA journal_mode = wal")

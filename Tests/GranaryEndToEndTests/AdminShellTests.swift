@@ -199,3 +199,22 @@ struct AdminShellTests {
         #expect(f.archives("dave@example.com").count == 1)
     }
 }
+
+@Suite("granary-sample")
+struct SampleToolTests {
+    @Test("granary-sample --help prints help and creates nothing; a usage mistake exits 64 and creates nothing")
+    func help() throws {
+        let folder = TemporaryFolder()
+        for arguments in [["--help"], ["write", "--help"], ["big", "--help"], ["-h"]] {
+            let result = try GranaryProcess.runExecutable(
+                "/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", folder.path, GranaryProcess.binDirectory + "/granary-sample"] + arguments)
+            #expect(result.status == 0 && result.stdout.contains("USAGE: granary-sample"), "\(arguments): \(result.stderr)")
+        }
+        for arguments in [["big", "x.sqlite", "lots"], ["write"], ["make", "dir", "0"]] {
+            let result = try GranaryProcess.runExecutable(
+                "/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", folder.path, GranaryProcess.binDirectory + "/granary-sample"] + arguments)
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+        }
+        #expect(FileSystem.contents(of: folder.path).isEmpty, "created \(FileSystem.contents(of: folder.path))")
+    }
+}

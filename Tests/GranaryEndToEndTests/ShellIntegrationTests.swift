@@ -189,16 +189,123 @@ struct ShellIntegrationTests {
         #expect(result.status == 0 && result.stdout.contains("_granary: function"), "\(result.stdout)\(result.stderr)")
     }
 
+    /// User ids an app could make from the e-mail addresses its users registered: RFC 5322
+    /// quoted local parts with spaces, `$`, parentheses, backquotes, quotes, colons and globs.
+    static let hostileUsers = [
+        "\"$(touch pwned)\"@example.com", "\"`touch pwned2`\"@example.com", "\"it's me\"@example.com",
+        "\"a:b\"@example.com", "\"x*y\"@example.com", "\"$HOME\"@example.com", "(comment)x@example.com",
+    ]
+
+    struct Typed: Sendable, CustomTestStringConvertible {
+        let shell: String
+        /// What is typed before TAB, after `granary users --root ROOT `.
+        let prefix: String
+        let expected: String
+        var testDescription: String { "\(shell): \(prefix)<TAB>" }
+    }
+
+    static let typed: [Typed] = ["bash", "zsh", "fish"].flatMap { shell in
+        [
+            Typed(shell: shell, prefix: "'\"$(to", expected: hostileUsers[0]),
+            Typed(shell: shell, prefix: "'\"`to", expected: hostileUsers[1]),
+            Typed(shell: shell, prefix: "'\"it", expected: hostileUsers[2]),
+            Typed(shell: shell, prefix: "'\"a:", expected: hostileUsers[3]),
+            Typed(shell: shell, prefix: "'\"$H", expected: hostileUsers[5]),
+            Typed(shell: shell, prefix: "'(c", expected: hostileUsers[6]),
+        ]
+    }
+
+    @Test("user ids with $, (, ), backquotes, quotes, colons and spaces complete as data in real bash, zsh and fish: inserted quoted, never run",
+        arguments: typed)
+    func hostileNames(_ typed: Typed) throws {
+        guard Self.which(typed.shell) != nil else {
+            Issue.record("\(typed.shell) is not installed (make deps installs it)")
+            return
+        }
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        for user in Self.hostileUsers { try FileSystem.makeDirectory(root + "/" + user) }
+        try FileSystem.makeDirectory(folder.child("cwd"))
+        let setup: String
+        switch typed.shell {
+        case "bash": setup = "PS1='$ '; source /usr/share/bash-completion/bash_completion; source '\(Self.package)/completions/granary.bash'"
+        case "zsh":
+            setup = "PROMPT='> '; fpath=('\(Self.package)/completions' $fpath); autoload -Uz compinit; compinit -u -D; unsetopt beep"
+        default: setup = "function fish_prompt; echo '> '; end; source '\(Self.package)/completions/granary.fish'"
+        }
+        let arguments = try ShellTools.completeInShell(
+            typed.shell, setup: setup, line: "granary users --root \(root) " + typed.prefix, folder: folder.child("cwd"))
+        #expect(arguments == ["users", "--root", root, typed.expected], "\(typed.shell) passed \(arguments)")
+        #expect(FileSystem.contents(of: folder.child("cwd")).isEmpty, "completion ran a command: \(FileSystem.contents(of: folder.child("cwd")))")
+        #expect(FileSystem.contents(of: root).count == Self.hostileUsers.count)
+    }
+
+    @Test("the candidates themselves: every hostile id offered exactly, in bash's COMPREPLY, and nothing run")
+    func hostileCandidates() throws {
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        for user in Self.hostileUsers { try FileSystem.makeDirectory(root + "/" + user) }
+        let offered = try bashComplete(["granary", "users", "--root", root, ""])
+        #expect(offered == Self.hostileUsers.sorted(), "\(offered)")
+        #expect(!FileManager.default.fileExists(atPath: FileManager.default.currentDirectoryPath + "/pwned"))
+    }
+
+    @Test("verify and delete offer USER/ and then USER/ARCHIVE without --user; --root X users <TAB> offers users; help <TAB> offers the commands")
+    func completionPlaces() throws {
+        let folder = TemporaryFolder()
+        let root = try sampleRoot(folder)
+        let repo = folder.child("repo")
+        #expect(try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "--all"]).status == 0)
+        let archive = FileSystem.contents(of: repo + "/dave@example.com").first { !$0.hasPrefix(".") }!
+        for command in ["verify", "delete"] {
+            #expect(try bashComplete(["granary", command, "--repo", repo, "da"]) == ["dave@example.com/"])
+            #expect(try bashComplete(["granary", command, "--repo", repo, "dave@example.com/"]) == ["dave@example.com/" + archive])
+            #expect(try bashComplete(["granary", command, "--repo", repo, "--user", "dave@example.com", ""]) == [archive])
+        }
+        #expect(try bashComplete(["granary", "--root", root, "users", ""])
+            == ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"])
+        #expect(Set(try bashComplete(["granary", "help", "re"])) == ["restore", "reset", "recover"])
+        #expect(try bashComplete(["granary", "inspect", "--repo", repo, "dave@example.com/"]) == ["dave@example.com/" + archive])
+    }
+
     static let manPages: [String] = ((try? FileManager.default.contentsOfDirectory(atPath: package + "/man")) ?? [])
         .filter { $0.hasSuffix(".1") || $0.hasSuffix(".5") || $0.hasSuffix(".7") }.sorted()
 
-    @Test("there is a man page per subcommand, plus granary.toml(5) and granary-reopen(7)")
+    static let commands = ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "recover", "config"]
+
+    @Test("there is a man page per command, named granary-COMMAND.1, plus granary.toml(5) and granary-reopen(7)")
     func manPagesPresent() throws {
-        for page in ["granary.1", "granary.toml.5", "granary-reopen.7", "granary.users.1", "granary.backup.1", "granary.restore.1",
-            "granary.reset.1", "granary.recover.1", "granary.config.1", "granary.list.1", "granary.verify.1", "granary.inspect.1",
-            "granary.check.1", "granary.delete.1", "granary.prune.1"] {
+        for page in ["granary.1", "granary.toml.5", "granary-reopen.7"] + Self.commands.map({ "granary-\($0).1" }) {
             #expect(Self.manPages.contains(page), "man/\(page) is missing: run make generate")
         }
+        #expect(!Self.manPages.contains { $0.hasPrefix("granary.") && $0.hasSuffix(".1") && $0 != "granary.1" }, "\(Self.manPages)")
+    }
+
+    @Test("granary(1) lists every command, the global options and SEE ALSO; no page is headed 'BSD General Commands Manual'")
+    func manIndex() throws {
+        let result = try GranaryProcess.runExecutable(
+            "/usr/bin/man", ["-l", Self.package + "/man/granary.1"], environment: ["MANPAGER": "cat", "MANWIDTH": "100"])
+        for command in Self.commands {
+            #expect(result.stdout.contains("granary-\(command)(1)"), "granary(1) does not list \(command)")
+        }
+        for option in ["--root dir", "--repo dir", "--config file", "--json", "-q, --quiet", "-v, --verbose"] {
+            #expect(result.stdout.contains(option), "granary(1) lacks \(option)")
+        }
+        #expect(result.stdout.contains("granary-reopen(7)") && result.stdout.contains("granary.toml(5)"))
+        for page in Self.manPages {
+            let rendered = try GranaryProcess.runExecutable(
+                "/usr/bin/man", ["-l", Self.package + "/man/" + page], environment: ["MANPAGER": "cat", "MANWIDTH": "100"])
+            #expect(!rendered.stdout.contains("BSD"), "\(page): \(rendered.stdout.prefix(200))")
+        }
+        let backup = try GranaryProcess.runExecutable(
+            "/usr/bin/man", ["-l", Self.package + "/man/granary-backup.1"], environment: ["MANPAGER": "cat", "MANWIDTH": "100"])
+        #expect(backup.stdout.contains("NOTES") && backup.stdout.contains("skippable") && backup.stdout.contains("With --json"))
+        let prune = try GranaryProcess.runExecutable(
+            "/usr/bin/man", ["-l", Self.package + "/man/granary-prune.1"], environment: ["MANPAGER": "cat", "MANWIDTH": "100"])
+        #expect(prune.stdout.contains("of the user's newest archive"), "keep-within is measured from the newest archive")
+        let toml = try GranaryProcess.runExecutable(
+            "/usr/bin/man", ["-l", Self.package + "/man/granary.toml.5"], environment: ["MANPAGER": "cat", "MANWIDTH": "100"])
+        #expect(toml.stdout.contains("the user's newest archive") && !toml.stdout.contains("younger than"), "\(toml.stdout)")
     }
 
     @Test("every man page lints clean with mandoc and groff -ww", arguments: manPages)
@@ -223,7 +330,7 @@ struct ShellIntegrationTests {
 
 @Suite("make install")
 struct InstallTests {
-    @Test("after make install-files, man finds granary(1) and granary.toml(5), and uninstall removes everything")
+    @Test("after make install-files, man finds granary(1), granary-backup(1) also as 'man granary backup', granary-reopen(7) and granary.toml(5); uninstall removes everything")
     func installThenMan() throws {
         let folder = TemporaryFolder()
         let prefix = folder.child("prefix")
@@ -233,8 +340,8 @@ struct InstallTests {
             "-s", "-C", package, "install-files", "PREFIX=\(prefix)", "BINARY=\(GranaryProcess.binDirectory)/granary",
         ])
         #expect(result.status == 0, "\(result.stderr)")
-        for file in ["bin/granary", "bin/granary-reopen-check", "share/man/man1/granary.1", "share/man/man5/granary.toml.5",
-            "share/man/man1/granary-reopen-check.1", "share/man/man7/granary-reopen.7",
+        for file in ["bin/granary", "bin/granary-reopen-check", "share/man/man1/granary.1", "share/man/man1/granary-backup.1",
+            "share/man/man5/granary.toml.5", "share/man/man1/granary-reopen-check.1", "share/man/man7/granary-reopen.7",
             "share/bash-completion/completions/granary", "share/zsh/site-functions/_granary",
             "share/fish/vendor_completions.d/granary.fish"]
         {
@@ -249,6 +356,12 @@ struct InstallTests {
         result = try GranaryProcess.runExecutable("/usr/bin/man", ["granary-reopen-check"],
             environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat"])
         #expect(result.status == 0 && result.stdout.contains("idle-timeout"), "\(result.stderr)")
+        for words in [["granary-backup"], ["granary", "backup"], ["7", "granary-reopen"], ["granary-restore"], ["granary", "prune"]] {
+            result = try GranaryProcess.runExecutable("/usr/bin/man", words,
+                environment: ["MANPATH": prefix + "/share/man", "MANPAGER": "cat", "MANWIDTH": "100"])
+            let title = (words.count == 2 && words[0] != "7" ? words.joined(separator: "-") : words.last!).uppercased()
+            #expect(result.status == 0 && result.stdout.hasPrefix(title + "("), "man \(words.joined(separator: " ")): \(result.stderr)")
+        }
         result = try GranaryProcess.runExecutable("/usr/bin/make", ["-s", "-C", package, "uninstall", "PREFIX=\(prefix)"])
         #expect(result.status == 0, "\(result.stderr)")
         let left = FileManager.default.enumerator(atPath: prefix)?.allObjects.compactMap { $0 as? String }

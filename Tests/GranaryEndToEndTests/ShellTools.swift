@@ -95,4 +95,73 @@ enum ShellTools {
         if result.status != 0 && result.stdout.isEmpty { return ["the validator failed: \(result.stderr)"] }
         return result.stdout.split(separator: "\n").map(String.init)
     }
+
+    /// Types `setup` and then `line` followed by TAB and Enter into an interactive `shell`
+    /// (bash, zsh or fish) on a pseudo-terminal, where `granary` is a function that prints
+    /// each argument as `<ARG>` (and hands `---completion` requests to the real binary), and
+    /// returns the arguments the shell passed: what completion put on the line, as the shell
+    /// itself reads it back.
+    static func completeInShell(_ shell: String, setup: String, line: String, folder: String) throws -> [String] {
+        let driver = """
+            import os, pty, select, sys, time
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.chdir(sys.argv[1])
+                os.execvp(sys.argv[2], sys.argv[2:])
+            out = b""
+            def pump(until=None, quiet=0.6, limit=20):
+                global out
+                start, last = time.time(), time.time()
+                while time.time() - start < limit:
+                    if until is not None and until in out:
+                        return
+                    if until is None and time.time() - last > quiet:
+                        return
+                    r, _, _ = select.select([fd], [], [], 0.05)
+                    if r:
+                        try:
+                            data = os.read(fd, 65536)
+                        except OSError:
+                            return
+                        if not data:
+                            return
+                        out += data
+                        last = time.time()
+            pump(quiet=1.0)
+            os.write(fd, os.environ["SETUP"].encode() + b"; echo SETUP''DONE\\r")
+            pump(until=b"SETUPDONE")
+            pump(quiet=0.5)
+            os.write(fd, os.environ["LINE"].encode() + b"\\t")
+            pump(quiet=1.5)
+            os.write(fd, b"\\r")
+            pump(until=b"END-OF-ARGS\\r\\n")
+            os.write(fd, b"exit\\r")
+            pump(quiet=0.5, limit=3)
+            sys.stdout.write(out.decode("utf-8", "replace"))
+            """
+        let arguments: [String]
+        let function: String
+        switch shell {
+        case "bash":
+            arguments = ["bash", "--norc", "-i"]
+            function = #"granary() { if [[ $1 == ---completion ]]; then command granary "$@"; else printf "<%s>\n" "$@"; echo END-OF-ARGS; fi; }"#
+        case "zsh":
+            arguments = ["zsh", "-f", "-i"]
+            function = #"granary() { if [[ $1 == ---completion ]]; then command granary "$@"; else printf "<%s>\n" "$@"; echo END-OF-ARGS; fi; }"#
+        default:
+            arguments = ["fish", "--no-config", "-i"]
+            function = #"function granary; if test "$argv[1]" = ---completion; command granary $argv; else; printf "<%s>\n" $argv; echo END-OF-ARGS; end; end"#
+        }
+        let result = try GranaryProcess.runExecutable(python, ["-c", driver, folder] + arguments, environment: [
+            "PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin", "TERM": "dumb", "SETUP": setup + "; " + function, "LINE": line,
+        ])
+        let lines = result.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
+        guard let end = lines.lastIndex(of: "END-OF-ARGS") else { return ["(no END-OF-ARGS)", result.stdout, result.stderr] }
+        var args: [String] = []
+        for line in lines[..<end].reversed() {
+            guard line.hasPrefix("<") && line.hasSuffix(">") else { break }
+            args.insert(String(line.dropFirst().dropLast()), at: 0)
+        }
+        return args
+    }
 }
