@@ -1,14 +1,33 @@
 #!/usr/bin/env bash
-# make fuzz: libFuzzer over the manifest parser and the archive verifier, FUZZ_SECONDS each.
+# make fuzz: libFuzzer over the manifest parser, the archive verifier and the command line
+# (argument vectors into granary's parser and the commands' argument checks), FUZZ_SECONDS each.
 # Seeds: a real archive of the sample data, its manifest, and every fault scripts/tamper-archive.py
 # derives from it. A crash, a leak report or a timeout fails the run and leaves the input in
-# .build-fuzz/findings/ (replay: GRANARY_FUZZ_TARGET=... .build-fuzz/debug/granary-fuzz FILE).
+# .build-fuzz/findings/ (replay: GRANARY_FUZZ_TARGET=... .build-fuzz/release/granary-fuzz FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
-FUZZ=.build-fuzz/debug/granary-fuzz
+FUZZ=.build-fuzz/release/granary-fuzz
 BIN=$(swift build --show-bin-path)
-W=.build-fuzz/work; rm -rf "$W"; mkdir -p "$W" .build-fuzz/findings .build-fuzz/corpus/manifest .build-fuzz/corpus/archive
+W=.build-fuzz/work; rm -rf "$W"; mkdir -p "$W" .build-fuzz/findings .build-fuzz/corpus/manifest .build-fuzz/corpus/archive .build-fuzz/corpus/commandline
+# Command-line seeds: real command lines, NUL between the words.
+i=0
+while IFS= read -r line; do
+  i=$((i + 1)); printf '%s' "$line" | tr ' ' '\0' > ".build-fuzz/corpus/commandline/seed-$i"
+done <<'SEEDS'
+backup --all --root /nonexistent --repo /nonexistent --level 19 --jobs 2 --lock-timeout 1m30s
+backup dave@example.com --compression gzip --level 10 --json -q
+restore alice@example.com --dry-run --owner-timeout 0.5 --method swap --at 20261122T101500Z
+prune --all --keep-last -1 --keep-within 1d12h --dry-run -v
+check --max-age 26h --json
+verify --user bob@example.com --latest --check quick
+delete --dry-run dave@example.com/2026 --force
+inspect dave@example.com/20261122T101500Z.tar.zst
+help backup
+bakup --all
+--root /r --repo /p users -q -v
+config --config /nonexistent.toml --json
+SEEDS
 "$BIN/granary-sample" "$W/root" >/dev/null
 "$BIN/granary" backup --root "$W/root" --repo "$W/repo" --compression none dave@example.com bob@example.com
 for good in "$W"/repo/*/*.tar; do
@@ -19,9 +38,9 @@ for good in "$W"/repo/*/*.tar; do
     python3 scripts/tamper-archive.py "$good" ".build-fuzz/corpus/archive/$fault-$user.tar" "$fault"
   done
 done
-for target in manifest archive; do
+for target in manifest archive commandline; do
   echo "== fuzzing the $target for ${SECONDS_EACH}s"
-  GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$([ $target = manifest ] && echo 65536 || echo 262144) \
+  GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$(case $target in manifest) echo 65536;; commandline) echo 4096;; *) echo 262144;; esac) \
     -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix=.build-fuzz/findings/$target- \
     ".build-fuzz/corpus/$target" 2> "$W/$target.log" || { tail -40 "$W/$target.log"; echo "fuzz: $target FAILED (input in .build-fuzz/findings/)"; exit 1; }
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$W/$target.log" | grep -o '[0-9]*$')

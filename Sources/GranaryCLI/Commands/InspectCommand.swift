@@ -26,10 +26,13 @@ struct InspectCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> InspectResult {
         let repository = (try? global.settings())?.repo.map { Repository(path: $0.value) }
-        if FileSystem.status(path) == nil, let repository {
-            // Not a file here: an archive of the repository, as verify and delete take them.
-            let entry = try ArchiveLocator(repository: repository).locate(path)
-            return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
+        if FileSystem.status(path) == nil, !path.hasPrefix("/"), let repository {
+            // Not a file here: an archive of the repository, as verify and delete take them. A
+            // name that matches nothing there either is reported as the missing file it may be.
+            do {
+                let entry = try ArchiveLocator(repository: repository).locate(path)
+                return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
+            } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
         // Inside the repository, the user folder an archive lies in says whose it must be.
         var expectedUser: String?

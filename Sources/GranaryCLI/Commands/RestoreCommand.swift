@@ -145,9 +145,7 @@ struct RestoreResult: CommandResult {
                 if !store.openBy.isEmpty { text.line("    open by \(store.openBy.map(String.init).joined(separator: ", "))") }
             }
         }
-        if detail.verbose || detail.interactive {
-            for pause in pauses { text.line("owner paused for \(Format.duration(pause))") }
-        }
+        for pause in pauses { text.line("owner paused for \(String(format: "%.1f", pause * 1000)) ms") }
         if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
     }
 }

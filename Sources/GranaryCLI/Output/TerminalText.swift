@@ -8,8 +8,8 @@
 /// `\e`, `\n`, `\r`, `\t`, `\xHH` (other C0 controls and DEL) or `\u{HHHH}` (C1 controls,
 /// U+2028/U+2029 and the bidirectional controls), and a backslash as `\\`, so that what is
 /// shown maps back to exactly one name. JSON output carries the exact string instead.
-enum TerminalText {
-    static func escape(_ text: String) -> String {
+public enum TerminalText {
+    public static func escape(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)
