@@ -38,7 +38,8 @@ for mib in $SIZES; do
         start=$(now_ms)
         out=$("$G" restore "$user" "$(basename "$archive")" --root "$root" --repo "$repo" --no-safety-archive 2>&1)
         totals+=($(( $(now_ms) - start )))
-        w=$(sed -n 's/^owner paused for \([0-9.]*\) ms$/\1/p' <<<"$out")
+        # "Local.sqlite: owner paused for 1.2 ms (from PAUSE sent to RESUMED received)"
+        w=$(sed -n 's/^.*owner paused for \([0-9.]*\) ms.*$/\1/p' <<<"$out" | head -1)
         [ -n "$w" ] || { echo "restore failed: $out" >&2; kill "$owner"; exit 1; }
         windows+=("$w")
     done

@@ -106,7 +106,7 @@ for name, text in pages.items():
     else:
         text = text.replace(".Ex -std\n", "The exit codes are listed in\n.Xr granary 1 .\n")
         # The command's --json document closes its DESCRIPTION, before the option list.
-        text = re.sub(r"(\.Sh DESCRIPTION\n.*?\n)(\.Bl -tag)", lambda m: m.group(1) + json_paragraph(command) + m.group(2),
+        text = re.sub(r"(\.Sh DESCRIPTION\n(?:.*?\n)??)(\.Bl -tag)", lambda m: m.group(1) + json_paragraph(command).replace(".Pp\n", "", m.group(1) == ".Sh DESCRIPTION\n") + m.group(2),
                       text, count=1, flags=re.S)
         see_also = ".Xr granary 1 ,\n.Xr granary.toml 5" + (" ,\n.Xr granary-reopen 7\n" if command in ("restore", "reset") else "\n")
     notes = os.path.join(source, f"granary-{command}.notes")

@@ -15,6 +15,15 @@ import GranaryKit
 public enum GranaryMain {
     /// Runs the command line of this process and exits.
     public static func main() -> Never {
+        // As root, nothing in the environment may choose a program to run (the Swift crash
+        // handler's SWIFT_BACKTRACE): re-executed without it before anything else happens.
+        RootEnvironment.scrubAndReexec()
+        CrashPoint.crashIfAsked()
+        // File names are bytes; UTF-8 is how they are shown and how tar headers carry them.
+        // libarchive converts names through the C library's character type: in the "C" locale
+        // every non-ASCII name would be marked as raw bytes (hdrcharset=BINARY), which GNU tar
+        // warns about. A name that is not UTF-8 is still stored exactly, as bytes.
+        setlocale(LC_CTYPE, "C.UTF-8")
         StandardStreams.prepare()
         Interruption.unblockSignals()
         let status = run(Array(CommandLine.arguments.dropFirst()))

@@ -36,7 +36,8 @@ struct GlobalOptions: ParsableArguments {
     /// Throws a `ConfigError` (exit 64) when the configuration file is unreadable or wrong.
     func settings() throws -> Settings {
         let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
-        if !quiet { for note in settings.notes { FileHandle.standardError.write(Data(("granary: " + note + "\n").utf8)) } }
+        // Where the settings came from, when a person should know (root's environment, an ignored file).
+        if !quiet { for note in settings.notes { StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n") } }
         return settings
     }
 

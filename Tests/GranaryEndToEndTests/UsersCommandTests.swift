@@ -19,7 +19,7 @@ struct UsersCommandTests {
         #expect(!result.stdout.contains("old.sqlite"))
     }
 
-    @Test("global options work before the subcommand, as PRODUCT.md writes the command line, and after it")
+    @Test("global options work before the command's name and after it")
     func globalOptionsFirst() throws {
         let folder = TemporaryFolder()
         let root = folder.child("root")

@@ -51,6 +51,9 @@ struct BackupCommand: GranaryCommand {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
         if let label, !ArchiveName.isValidLabel(label) { throw ValidationError("invalid label \(label.debugDescription)") }
+        if let label, ArchiveName.reservedLabels.contains(label) {
+            throw ValidationError("the label \(label) is granary's own (safety and final archives); choose another")
+        }
         try ArgumentValues.check(jobs, "--jobs", within: SettingLimits.jobs)
         try ArgumentValues.check(level, "--level", within: SettingLimits.levels)
         if let compression { try ArgumentValues.check(level: level, compression: compression) }
@@ -59,7 +62,7 @@ struct BackupCommand: GranaryCommand {
     func execute(_ console: Console) throws -> BackupResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let repository = try settings.requireRepository()
+        let repository = try settings.requireRepository(forWriting: true)
         if prune && settings.retention.value.isEmpty {
             throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
         }
@@ -71,7 +74,8 @@ struct BackupCommand: GranaryCommand {
         options.check = check ?? settings.check.value
         options.label = label
         options.lockTimeout = lock.timeout(settings)
-        let ids = all ? try root.scan().users.map(\.id) : try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = all ? try root.scan().users : try users.map { (id) throws(UserError) in try UserID(id) }
+        if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)
         let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)

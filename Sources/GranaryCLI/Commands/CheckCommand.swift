@@ -31,7 +31,7 @@ struct CheckCommand: GranaryCommand {
         let repository = try settings.requireRepository()
         var ids = try users.map { (id) throws(UserError) in try UserID(id) }
         if ids.isEmpty {
-            let live = (try? settings.requireRoot().scan().users.map(\.id)) ?? []
+            let live = (try? settings.requireRoot().scan().users) ?? []
             ids = Array(Set(live + repository.users())).sorted { $0.rawValue < $1.rawValue }
         }
         let limit = maxAge ?? 86_400

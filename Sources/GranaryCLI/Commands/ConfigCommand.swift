@@ -75,6 +75,8 @@ struct ConfigResult: CommandResult {
             retention("keep_monthly", .integer(policy.keepMonthly)),
             retention("keep_yearly", .integer(policy.keepYearly)),
             retention("keep_within", .string(DurationText.format(seconds: policy.keepWithin))),
+            retention("safety_keep_within", .string(DurationText.format(seconds: policy.safetyKeepWithin))),
+            retention("final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
         ]
     }
 

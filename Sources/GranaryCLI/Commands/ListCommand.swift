@@ -43,6 +43,10 @@ struct ListResult: CommandResult {
         let size: Int64
         let compression: String
         @Null var label: String?
+        /// `backup`, `safety` (what a restore or reset replaced) or `final` (what a retired user left).
+        let kind: String
+        /// For a safety archive: the archive whose restore replaced this content.
+        @Null var restoredFrom: String?
         let stores: [String]
         /// `verified`, `bad`, `unverified` or `unreadable`.
         let verified: String
@@ -61,7 +65,8 @@ struct ListResult: CommandResult {
         archives = items.map { item in
             Archive(
                 user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
-                compression: item.name.compression.rawValue, label: item.name.label, stores: item.stores,
+                compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind.rawValue,
+                restoredFrom: item.manifest?.restoredFrom, stores: item.stores,
                 verified: item.problem != nil ? "unreadable" : item.verified.rawValue, verifiedAt: item.record?.verified,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
         }
@@ -97,6 +102,10 @@ struct ListResult: CommandResult {
             } else {
                 line += " \(archive.verified, width: 11) \(archive.stores.joined(separator: ", "))"
                 if let label = archive.label { line += "  [\(label)]" }
+                // Safety and final archives are not backups: say so where an operator looks.
+                if archive.kind != "backup" {
+                    line += "  (\(archive.kind) archive\(archive.restoredFrom.map { ", replaced by the restore of \($0)" } ?? ""))"
+                }
                 if archive.verified == "bad", let problem = archive.problem { line += "  (\(problem))" }
             }
             text.line(line)

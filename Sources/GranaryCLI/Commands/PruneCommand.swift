@@ -65,7 +65,10 @@ struct PruneCommand: GranaryCommand {
     func execute(_ console: Console) throws -> PruneResult {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
-        let policy = flagPolicy ?? settings.retention.value
+        var policy = flagPolicy ?? settings.retention.value
+        // Safety and final archives keep their own rules (the configuration's) whatever the flags.
+        policy.safetyKeepWithin = settings.retention.value.safetyKeepWithin
+        policy.finalKeepWithin = settings.retention.value.finalKeepWithin
         if policy.isEmpty {
             throw ValidationError("the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file")
         }

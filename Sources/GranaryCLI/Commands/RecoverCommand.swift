@@ -21,20 +21,16 @@ struct RecoverCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> RecoverResult {
         let settings = try global.settings()
-        let root = try settings.requireRoot()
-        var ids = try users.map { (id) throws(UserError) in try UserID(id) }
-        if ids.isEmpty { ids = FileSystem.contents(of: root.stateFolder + "/restore").compactMap { try? UserID($0) } }
+        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let run = try Recovery.run(
+            root: try settings.requireRoot(), users: ids, repository: try settings.repository(), lockTimeout: lock.timeout(settings),
+            ownerTimeout: settings.ownerTimeout.value)
         var result = RecoverResult()
-        for id in ids {
-            let lock = try UserLock.acquire(root: root, user: id, timeout: lock.timeout(settings))
-            defer { lock.release() }
-            let report = try Recovery.recover(root: root, user: id)
-            if report.hadJournal { result.users.append(RecoverResult.User(report)) }
-        }
-        // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
-        // backup would remove them, recover does it now.
-        if let repo = settings.repo.map({ Repository(path: $0.value) }) {
-            result.removedTemporaries = Recovery.removeDeadTemporaries(in: repo, users: users.isEmpty ? [] : ids)
+        result.users = run.reports.filter(\.hadJournal).map(RecoverResult.User.init)
+        result.removedTemporaries = run.removedTemporaries
+        // A safety archive still waiting for the repository: the run has not done all it should.
+        if let pending = run.reports.compactMap(\.safetyArchivePending).first {
+            result.failure = Failure(RestoreError.repositoryUnusable(repository: settings.repo?.value ?? "", reason: pending))
         }
         return result
     }
@@ -49,12 +45,18 @@ struct RecoverResult: CommandResult {
         /// Stores whose swap had not committed: still fully old.
         let rolledBack: [String]
         @Null var safetyArchive: String?
+        /// Why the safety archive could not be written yet, when it could not.
+        @Null var safetyArchivePending: String?
+        /// Files that appeared beside a store while its owner was paused, moved away.
+        let intruders: [String]
 
         init(_ report: Recovery.Report) {
             id = report.user
             finished = report.rolledForward
             rolledBack = report.rolledBack
             safetyArchive = report.safetyArchive
+            safetyArchivePending = report.safetyArchivePending
+            intruders = report.intruders
         }
 
         func render(_ text: inout TextOutput, _ detail: TextDetail) {
@@ -62,12 +64,21 @@ struct RecoverResult: CommandResult {
             for name in rolledBack { text.line("  \(name, width: 24) old content kept") }
             for name in finished { text.line("  \(name, width: 24) new content kept") }
             if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
+            for path in intruders { text.line("moved away \(path), which appeared while its owner was paused") }
         }
     }
 
     var users: [User] = []
     /// Temporary files left by runs that died, now removed.
     var removedTemporaries: [String] = []
+    /// What keeps the run from having done all it should (a safety archive still waiting).
+    var failure: Failure?
+
+    enum CodingKeys: String, CodingKey { case users, removedTemporaries }
+
+    var problems: [Failure] { failure.map { [$0] } ?? [] }
+    var status: ExitStatus { failure?.status ?? .success }
+    var notes: [String] { users.compactMap(\.safetyArchivePending) }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         for user in users { user.render(&text, detail) }

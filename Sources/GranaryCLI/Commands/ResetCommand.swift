@@ -44,7 +44,7 @@ struct ResetCommand: GranaryCommand {
         request.ownerTimeout = ownerTimeout ?? settings.ownerTimeout.value
         request.lockTimeout = lock.timeout(settings)
         request.safetyArchive = !noSafetyArchive
-        let restorer = Restorer(root: try settings.requireRoot(), repository: settings.repo.map { Repository(path: $0.value) })
+        let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
         return RestoreResult(try restorer.run(request), operation: .reset)
     }
 }

@@ -37,6 +37,9 @@ struct RestoreCommand: GranaryCommand {
     @Flag(help: "Print the plan and change nothing.")
     var dryRun = false
 
+    @Flag(help: "Put back what the last restore or reset of the user replaced (its safety archive).")
+    var undo = false
+
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
@@ -54,6 +57,7 @@ struct RestoreCommand: GranaryCommand {
     func checkArguments() throws {
         if let at, RestoreCommand.parseTime(at) == nil { throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ") }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
+        if undo && (at != nil || archive != nil) { throw ValidationError("--undo picks the archive itself: give no archive and no --at") }
     }
 
     static func parseTime(_ text: String) -> Date? {
@@ -64,6 +68,7 @@ struct RestoreCommand: GranaryCommand {
         let settings = try global.settings()
         var request = RestoreRequest(user: try UserID(user))
         request.archive = archive
+        request.undo = undo
         request.at = at.flatMap(RestoreCommand.parseTime)
         request.target = to
         request.method = method
@@ -72,7 +77,7 @@ struct RestoreCommand: GranaryCommand {
         request.lockTimeout = lock.timeout(settings)
         request.force = force
         request.safetyArchive = !noSafetyArchive
-        let restorer = Restorer(root: try settings.requireRoot(), repository: settings.repo.map { Repository(path: $0.value) })
+        let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
         return RestoreResult(try restorer.run(request), operation: .restore)
     }
 }
@@ -86,11 +91,13 @@ struct RestoreResult: CommandResult {
         let live: String
         /// The verified copy put in place.
         let staged: String
-        /// `swap`, `online` or `offline`.
+        /// `swap`, `online` or `offline` (`create` for a store the archive adds).
         let method: String
         @Null var ownerPid: Int32?
         /// Processes that have the store open (other than an owner).
         let openBy: [Int32]
+        /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED received.
+        @Null var paused: Double?
     }
 
     /// `restore` or `reset`.
@@ -101,9 +108,11 @@ struct RestoreResult: CommandResult {
     /// `--to`: the folder restored into instead of the live one.
     @Null var target: String?
     let stores: [Store]
-    /// How long each owner was paused, in seconds.
-    let pauses: [Double]
     @Null var safetyArchive: String?
+    /// Restored, but the safety archive could not be written yet (it waits, and `recover` writes it).
+    @Null var safetyArchivePending: String?
+    /// What went wrong without undoing the restore (an owner that resumed late, …).
+    let warnings: [String]
     /// An interrupted restore or reset of the user that was finished or rolled back first.
     @Null var recovered: RecoverResult.User?
 
@@ -114,10 +123,13 @@ struct RestoreResult: CommandResult {
         archive = report.archive
         target = report.target
         stores = report.stores.map {
-            Store(name: $0.name, live: $0.live, staged: $0.staged, method: $0.method, ownerPid: $0.ownerPID, openBy: $0.openBy)
+            Store(
+                name: $0.name, live: $0.live, staged: $0.staged, method: $0.method.rawValue, ownerPid: $0.ownerPID, openBy: $0.openBy,
+                paused: $0.paused.map(RestoreResult.seconds))
         }
-        pauses = report.pauseWindows.map(RestoreResult.seconds)
         safetyArchive = report.safetyArchive
+        safetyArchivePending = report.safetyArchivePending
+        warnings = report.warnings
         recovered = report.recovered.flatMap { $0.hadJournal ? RecoverResult.User($0) : nil }
     }
 
@@ -145,7 +157,20 @@ struct RestoreResult: CommandResult {
                 if !store.openBy.isEmpty { text.line("    open by \(store.openBy.map(String.init).joined(separator: ", "))") }
             }
         }
-        for pause in pauses { text.line("owner paused for \(String(format: "%.1f", pause * 1000)) ms") }
+        for store in stores {
+            guard let paused = store.paused else { continue }
+            text.line("\(store.name): owner paused for \(String(format: "%.1f", paused * 1000)) ms (from PAUSE sent to RESUMED received)")
+        }
         if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
+    }
+
+    var notes: [String] { warnings.map { "warning: " + $0 } }
+
+    /// Restored, but the safety archive waits: its own exit status (1) and what to run.
+    var problems: [Failure] {
+        guard let pending = safetyArchivePending else { return [] }
+        return [Failure(
+            code: .partialFailure, message: "restored; \(pending)",
+            hint: "granary recover \(ShellWord.quote(user)) once the repository can take it")]
     }
 }

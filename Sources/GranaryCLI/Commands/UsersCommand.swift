@@ -17,18 +17,17 @@ struct UsersCommand: GranaryCommand {
         let settings = try global.settings()
         let root = try settings.requireRoot()
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
-        let (summaries, ignored) = try Inventory.summarize(
-            root: root, repository: settings.repo.map { Repository(path: $0.value) }, only: ids)
+        let (summaries, ignored) = try Inventory.summarize(root: root, repository: try settings.repository(), only: ids)
         var notes: [String] = []
         if summaries.isEmpty { notes.append("no users under \(root.path)") }
         for user in summaries {
-            for path in user.folder.scan().unreadable {
-                notes.append("\(user.folder.id): cannot read \(path), which may be a store (backup will refuse this user)")
+            if let problem = user.problem { notes.append("\(user.id): \(problem)") }
+            for path in user.scan.unreadable {
+                notes.append("\(user.id): cannot read \(path), which may be a store (backup will refuse this user)")
             }
+            for skipped in user.scan.skipped { notes.append("\(user.id): skipped \(skipped.name): \(skipped.reason)") }
         }
-        for folder in ignored {
-            notes.append("ignored folder '\(folder.name)': not a valid user id (it \(folder.reason))")
-        }
+        for entry in ignored { notes.append("ignored '\(entry.name)': \(entry.reason)") }
         return UsersResult(root: root.path, summaries: summaries, ignored: ignored, hasRepository: settings.repo != nil, notes: notes)
     }
 }
@@ -55,6 +54,12 @@ struct UsersResult: CommandResult {
         let stores: [Store]
         @Null var lastBackup: Date?
         @Null var lastArchive: String?
+        /// Entries of the folder passed over on purpose, with why.
+        let skipped: [Ignored]
+        /// Entries that could not be read to tell whether they are stores.
+        let unreadable: [String]
+        /// Why the folder could not be opened, when it could not.
+        @Null var problem: String?
     }
 
     struct Ignored: Encodable {
@@ -75,14 +80,16 @@ struct UsersResult: CommandResult {
         self.root = root
         users = summaries.map { user in
             User(
-                id: user.folder.id.rawValue, path: user.folder.path, size: user.totalSize,
+                id: user.id.rawValue, path: user.path, size: user.totalSize,
                 stores: user.stores.map {
                     Store(
                         name: $0.name, path: $0.path, size: $0.size, journalMode: JournalMode.name($0.journalKind),
                         pageSize: $0.header.pageSize, walSize: $0.walSize, shm: $0.hasSHM, journal: $0.hasJournal,
-                        externalData: $0.externalDataPath != nil)
+                        externalData: $0.hasExternalData)
                 },
-                lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path)
+                lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path,
+                skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) }, unreadable: user.scan.unreadable,
+                problem: user.problem)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
         self.hasRepository = hasRepository
