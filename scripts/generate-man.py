@@ -81,7 +81,8 @@ for old in os.listdir(man):
     if re.fullmatch(r"granary([.-][a-z]+)?\.1", old):
         os.remove(os.path.join(man, old))
 
-see_also_commands = "".join(f".Xr granary-{c} 1 ,\n" for c in commands)
+# Section 1 pages by name (mandoc's order): the commands and the owners' checker.
+see_also_commands = "".join(f".Xr {page} 1 ,\n" for page in sorted([f"granary-{c}" for c in commands] + ["granary-reopen-check"]))
 for name, text in pages.items():
     command = None if name == "granary.1" else name[len("granary."):-2]
     out = "granary.1" if command is None else f"granary-{command}.1"
