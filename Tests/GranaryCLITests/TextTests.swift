@@ -17,7 +17,8 @@ struct TextTests {
         ("ls\u{2028}ps\u{2029}", "ls\\u{2028}ps\\u{2029}"),
         ("evil\u{202E}gpj.exe", "evil\\u{202e}gpj.exe"),
         ("isolate\u{2066}x\u{2069}", "isolate\\u{2066}x\\u{2069}"),
-        ("back\\slash", "back\\\\slash"),
+        ("back\\slash", "back\\slash"),
+        ("latin1 \u{10FFE9}t\u{10FFE9}", "latin1 \\xe9t\\xe9"),
     ])
     func escaping(raw: String, shown: String) {
         #expect(TerminalText.escape(raw) == shown)

@@ -5,9 +5,11 @@
 /// came before, line separators, and bidirectional overrides (U+202E) that make a name read
 /// backwards. Every piece of text granary prints in text form goes through `escape`, so each
 /// name is shown the same way everywhere: printable characters as they are, the others as
-/// `\e`, `\n`, `\r`, `\t`, `\xHH` (other C0 controls and DEL) or `\u{HHHH}` (C1 controls,
-/// U+2028/U+2029 and the bidirectional controls), and a backslash as `\\`, so that what is
-/// shown maps back to exactly one name. JSON output carries the exact string instead.
+/// `\e`, `\n`, `\r`, `\t`, `\xHH` (other C0 controls and DEL, and a byte of a name that is not
+/// UTF-8, which GranaryKit carries as U+10FF00 + the byte) or `\u{HHHH}` (C1 controls,
+/// U+2028/U+2029 and the bidirectional controls). A backslash is left as it is: text the core
+/// has already made printable (an owner's answer as `"…\x1b…"`) is shown as the core wrote it,
+/// not escaped twice. JSON output carries the exact string instead.
 public enum TerminalText {
     public static func escape(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
@@ -19,12 +21,12 @@ public enum TerminalText {
                 continue
             }
             switch scalar.value {
-            case 0x5C: out += "\\\\"
             case 0x1B: out += "\\e"
             case 0x0A: out += "\\n"
             case 0x0D: out += "\\r"
             case 0x09: out += "\\t"
             case 0..<0x20, 0x7F: out += "\\x" + hex(scalar.value, width: 2)
+            case 0x10_FF00...0x10_FFFF: out += "\\x" + hex(scalar.value - 0x10_FF00, width: 2)
             default: out += "\\u{" + hex(scalar.value, width: 4) + "}"
             }
         }
@@ -34,7 +36,8 @@ public enum TerminalText {
     /// Whether `scalar` is shown escaped.
     static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
-        case 0x5C, 0..<0x20, 0x7F, 0x80...0x9F: return true
+        case 0..<0x20, 0x7F, 0x80...0x9F: return true
+        case 0x10_FF00...0x10_FFFF: return true  // a byte that is not UTF-8, as GranaryKit carries it
         case 0x2028, 0x2029: return true  // line and paragraph separators
         case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: return true  // bidirectional controls
         default: return false
