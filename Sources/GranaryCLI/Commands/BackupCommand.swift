@@ -123,6 +123,8 @@ struct BackupResult: CommandResult {
         /// `yielded`, `raised` or `normal` (how the CPU work was scheduled).
         @Null var priority: String?
         @Null var stores: [Store]?
+        /// Entries of the user's folder the backup passed over, with why (said, not failed).
+        @Null var skipped: [Skipped]?
         /// With `--prune`: the user's archives after the backup, each kept (and by which rules) or removed.
         @Null var prune: PruneResult.Plan?
         @Null var error: Failure?
@@ -136,6 +138,7 @@ struct BackupResult: CommandResult {
             stages = result?.stages
             priority = result?.priority.rawValue
             stores = result?.stores.map { Store(name: $0.name, journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
+            skipped = result?.skipped.map { Skipped(name: $0.name, reason: $0.reason) }
             prune = pruned.map { PruneResult.Plan($0) }
             let failure: (any GranaryError)? = outcome.error ?? pruneError
                 ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
@@ -144,9 +147,19 @@ struct BackupResult: CommandResult {
         }
     }
 
+    struct Skipped: Encodable, Sendable {
+        let name: String
+        let reason: String
+    }
+
     let users: [User]
 
     var problems: [Failure] { users.compactMap(\.error) }
+
+    /// Every entry a scan passed over is said: a store must not be left out in silence.
+    var notes: [String] {
+        users.flatMap { user in (user.skipped ?? []).map { "warning: \(user.id): passed over \($0.name): \($0.reason)" } }
+    }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
