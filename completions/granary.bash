@@ -666,7 +666,7 @@ _granary_sync() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -686,12 +686,15 @@ _granary_sync() {
     '--mirror')
         return
         ;;
+    '--lock-timeout')
+        return
+        ;;
     esac
 
     # Offer positional completions
     case "${positional_number}" in
     *)
-        __granary_add_completions -W "$(__granary_custom_complete ---completion sync -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)")"
+        __granary_add_custom_completions ---completion sync -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -727,7 +730,7 @@ _granary_help() {
     repeating_options=()
     non_repeating_options=()
     __granary_offer_flags_options -1
-    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover config' -- "${cur}"))
+    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover sync config' -- "${cur}"))
 }
 
 complete -o filenames -F _granary granary

@@ -24,7 +24,8 @@ enum Completions {
     /// The archive names of the user named earlier on the line (`--user USER`, else the last
     /// preceding word that is a user folder in the repository), newest first.
     @Sendable static func archives(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
-        guard let repo = settings(words)?.repo?.value else { return [] }
+        // A remote repository is not listed on every TAB (each listing is a request).
+        guard let repo = settings(words)?.repo?.value, !Repositories.isRemote(repo) else { return [] }
         let before = Array(words.prefix(max(0, min(index, words.count)))).map(typed)
         var user: String?
         if let flag = before.lastIndex(of: "--user"), flag + 1 < before.count { user = before[flag + 1] }
@@ -44,7 +45,7 @@ enum Completions {
         if words.prefix(max(0, min(index, words.count))).map(typed).contains("--user") {
             return archives(words, index, prefix)
         }
-        guard let repo = settings(words)?.repo?.value else { return [] }
+        guard let repo = settings(words)?.repo?.value, !Repositories.isRemote(repo) else { return [] }
         let word = typed(prefix)
         if let slash = word.firstIndex(of: "/") {
             let user = String(word[..<slash])

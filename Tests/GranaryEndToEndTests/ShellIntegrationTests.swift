@@ -271,7 +271,7 @@ struct ShellIntegrationTests {
     static let manPages: [String] = ((try? FileManager.default.contentsOfDirectory(atPath: package + "/man")) ?? [])
         .filter { $0.hasSuffix(".1") || $0.hasSuffix(".5") || $0.hasSuffix(".7") }.sorted()
 
-    static let commands = ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "recover", "config"]
+    static let commands = ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "recover", "sync", "config"]
 
     @Test("there is a man page per command, named granary-COMMAND.1, plus granary.toml(5) and granary-reopen(7)")
     func manPagesPresent() throws {
@@ -288,7 +288,7 @@ struct ShellIntegrationTests {
         for command in Self.commands {
             #expect(result.stdout.contains("granary-\(command)(1)"), "granary(1) does not list \(command)")
         }
-        for option in ["--root dir", "--repo dir", "--config file", "--json", "-q, --quiet", "-v, --verbose"] {
+        for option in ["--root dir", "--repo location", "--config file", "--json", "-q, --quiet", "-v, --verbose"] {
             #expect(result.stdout.contains(option), "granary(1) lacks \(option)")
         }
         #expect(result.stdout.contains("granary-reopen(7)") && result.stdout.contains("granary.toml(5)"))

@@ -14,7 +14,10 @@ struct BackupCommand: GranaryCommand {
             complete and synced. Silent on success without a terminal; -v prints each archive with where the \
             time went (snapshot, check and hash, pack, sync). \
             Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
-            check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted.
+            check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted. \
+            With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \
+            repository first, then sent to every mirror; a mirror that fails is reported on its own line (the \
+            archive stays in the repository, granary sync sends it later) and the run exits 1.
             """
     )
     static let cleansUpOnSignals = true
@@ -47,6 +50,9 @@ struct BackupCommand: GranaryCommand {
     @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
     var prune = false
 
+    @Option(name: .customLong("mirror"), help: ArgumentHelp("Also send each new archive to this repository (repeatable; replaces the configured mirrors).", valueName: "location"))
+    var mirror: [String] = []
+
     func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
@@ -77,7 +83,8 @@ struct BackupCommand: GranaryCommand {
         let ids = all ? try root.scan().users : try users.map { (id) throws(UserError) in try UserID(id) }
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
-        let operation = BackupOperation(root: root, repository: repository, options: options, progress: progress)
+        let mirrors = try settings.mirrorRepositories(flags: mirror)
+        let operation = BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
         let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)
         progress?.clear()
 
@@ -127,6 +134,8 @@ struct BackupResult: CommandResult {
         @Null var skipped: [Skipped]?
         /// With `--prune`: the user's archives after the backup, each kept (and by which rules) or removed.
         @Null var prune: PruneResult.Plan?
+        /// The new archive on each mirror (null without mirrors).
+        @Null var mirrors: [Mirror]?
         @Null var error: Failure?
 
         init(_ outcome: BackupRun.Outcome, pruned: [ArchiveRemoval.Item]?, pruneError: (any GranaryError)?) {
@@ -140,6 +149,7 @@ struct BackupResult: CommandResult {
             stores = result?.stores.map { Store(name: $0.name, journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
             skipped = result?.skipped.map { Skipped(name: $0.name, reason: $0.reason) }
             prune = pruned.map { PruneResult.Plan($0) }
+            mirrors = result.flatMap { $0.mirrors.isEmpty ? nil : $0.mirrors.map(Mirror.init) }
             let failure: (any GranaryError)? = outcome.error ?? pruneError
                 ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
             ok = failure == nil
@@ -152,9 +162,34 @@ struct BackupResult: CommandResult {
         let reason: String
     }
 
+    /// A new archive sent to a mirror, or why it was not.
+    struct Mirror: Encodable, Sendable {
+        let repository: String
+        let ok: Bool
+        @Null var archive: String?
+        let seconds: Double
+        @Null var error: Failure?
+
+        init(_ upload: BackupOperation.MirrorUpload) {
+            repository = upload.location
+            ok = upload.error == nil
+            archive = upload.archive
+            seconds = upload.seconds
+            error = upload.error.map { MirrorUploadFailed(mirror: upload.location, error: $0) }.map(Failure.init)
+        }
+    }
+
     let users: [User]
 
-    var problems: [Failure] { users.compactMap(\.error) }
+    /// Each user's failure, and each new archive a mirror did not take (the archive is in the
+    /// repository; granary sync sends it later).
+    var problems: [Failure] {
+        users.flatMap { user in
+            (user.error.map { [$0] } ?? []) + (user.mirrors ?? []).compactMap(\.error).map {
+                Failure(code: .partialFailure, message: "\(user.id): \($0.message)", hint: $0.hint.map { $0 + "; then granary sync \(ShellWord.quote(user.id))" } ?? "granary sync \(ShellWord.quote(user.id)) sends it")
+            }
+        }
+    }
 
     /// Every entry a scan passed over is said: a store must not be left out in silence.
     var notes: [String] {
@@ -168,6 +203,9 @@ struct BackupResult: CommandResult {
             text.line("\(bold: user.id): \((archive as NSString).lastPathComponent) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)")
             if detail.verbose, let s = user.stages {
                 text.line("  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(user.priority ?? "normal")")
+            }
+            for mirror in user.mirrors ?? [] where mirror.ok && detail.verbose {
+                text.line("  sent to \(mirror.archive ?? mirror.repository) (\(Format.duration(mirror.seconds)))")
             }
             if let plan = user.prune {
                 let removed = plan.archives.filter { !$0.keep }
@@ -207,4 +245,13 @@ final class ProgressBar: BackupProgress, @unchecked Sendable {
     func clear() {
         console.draw("\r\u{1B}[K")
     }
+}
+
+/// A new archive a mirror did not take.
+struct MirrorUploadFailed: GranaryError {
+    let mirror: String
+    let error: any GranaryError
+    var description: String { "the new archive did not reach the mirror \(mirror): \(error.description)" }
+    var status: ExitStatus { .partialFailure }
+    var hint: String? { error.hint }
 }

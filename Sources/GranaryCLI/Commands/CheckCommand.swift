@@ -11,6 +11,8 @@ struct CheckCommand: GranaryCommand {
             Only an archive whose last granary verify passed, and which has not changed since, counts. \
             Each failing user gets one line on standard error saying why, also with --quiet; a user that \
             passes gets one on standard output on a terminal or with -v, so check is silent under cron when all pass. \
+            With mirrors ([[mirror]] in the configuration, or --mirror), a user also fails when the repository's \
+            newest regular archive is missing from a mirror, or the mirror's newest is older than --max-age. \
             Exit codes: 0 every user passes, 1 some user fails.
             """
     )
@@ -19,6 +21,9 @@ struct CheckCommand: GranaryCommand {
 
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
+
+    @Option(name: .customLong("mirror"), help: ArgumentHelp("Also watch this mirror (repeatable; replaces the configured mirrors).", valueName: "location"))
+    var mirror: [String] = []
 
     @Option(
         parsing: .unconditional,
@@ -32,10 +37,11 @@ struct CheckCommand: GranaryCommand {
         var ids = try users.map { (id) throws(UserError) in try UserID(id) }
         if ids.isEmpty {
             let live = (try? settings.requireRoot().scan().users) ?? []
-            ids = Array(Set(live + repository.users())).sorted { $0.rawValue < $1.rawValue }
+            ids = Array(Set(live + (try repository.users()))).sorted { $0.rawValue < $1.rawValue }
         }
         let limit = maxAge ?? 86_400
-        let reports = Freshness.evaluate(users: ids, repository: repository, maxAge: TimeInterval(limit))
+        let reports = try Freshness.evaluate(
+            users: ids, repository: repository, maxAge: TimeInterval(limit), mirrors: try settings.mirrorRepositories(flags: mirror))
         return CheckResult(maxAge: limit, reports: reports)
     }
 }
@@ -49,6 +55,15 @@ struct CheckResult: CommandResult {
         @Null var ageSeconds: Int64?
         @Null var newest: String?
         @Null var reason: String?
+        /// Each mirror's standing (null without mirrors).
+        @Null var mirrors: [Mirror]?
+    }
+
+    struct Mirror: Encodable, Sendable {
+        let repository: String
+        @Null var newest: String?
+        let ok: Bool
+        @Null var reason: String?
     }
 
     let maxAgeSeconds: Int64
@@ -61,7 +76,9 @@ struct CheckResult: CommandResult {
         users = reports.map {
             User(
                 id: $0.user.rawValue, ok: $0.ok, newestVerified: $0.newestVerified?.path, ageSeconds: $0.age.map { Int64($0) },
-                newest: $0.newest?.path, reason: $0.reason)
+                newest: $0.newest?.path, reason: $0.reason,
+                mirrors: $0.mirrors.isEmpty
+                    ? nil : $0.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) })
         }
     }
 

@@ -20,13 +20,14 @@ struct ConfigCommand: GranaryCommand {
 struct ConfigResult: CommandResult {
     /// A setting's value: a string, an integer, or `null` when unset.
     enum Value: Encodable, Sendable {
-        case string(String), integer(Int), unset
+        case string(String), integer(Int), list([String]), unset
 
         func encode(to encoder: Encoder) throws {
             var container = encoder.singleValueContainer()
             switch self {
             case .string(let text): try container.encode(text)
             case .integer(let number): try container.encode(number)
+            case .list(let items): try container.encode(items)
             case .unset: try container.encodeNil()
             }
         }
@@ -35,6 +36,7 @@ struct ConfigResult: CommandResult {
             switch self {
             case .string(let text): return text
             case .integer(let number): return String(number)
+            case .list(let items): return items.joined(separator: ", ")
             case .unset: return "(unset)"
             }
         }
@@ -68,6 +70,9 @@ struct ConfigResult: CommandResult {
             entry("lock_timeout", settings.lockTimeout) { .string(DurationText.format($0)) },
             entry("owner_timeout", settings.ownerTimeout) { .string(DurationText.format($0)) },
             entry("jobs", settings.jobs) { .integer($0) },
+            Entry(
+                key: "mirror", value: settings.mirrors.value.isEmpty ? .unset : .list(settings.mirrors.value),
+                source: settings.mirrors.value.isEmpty ? "default" : settings.mirrors.source.rawValue),
             retention("keep_last", .integer(policy.keepLast)),
             retention("keep_hourly", .integer(policy.keepHourly)),
             retention("keep_daily", .integer(policy.keepDaily)),

@@ -46,7 +46,7 @@ struct DeleteCommand: GranaryCommand {
                 locks.append(try UserLock.acquire(root: root, user: user, timeout: lock.timeout(settings)))
             }
         }
-        try ArchiveRemoval.remove(entries)
+        try ArchiveRemoval.remove(entries, from: repository)
         return DeleteResult(entries: entries, dryRun: false)
     }
 }

@@ -8,7 +8,8 @@ struct InspectCommand: GranaryCommand {
         abstract: "Describe a store or an archive: page size, journal mode, tables, row counts, Core Data metadata.",
         discussion: """
             PATH is a SQLite store (opened read-only; its owner keeps running), a granary archive, or an archive \
-            of the repository named as USER/NAME (or a unique prefix of NAME, such as its stamp). An archive is \
+            of the repository named as USER/NAME (or a unique prefix of NAME, such as its stamp), streamed from it \
+            when the repository is remote. An archive is \
             verified member by member into a private temporary folder, which is always removed, and each store \
             checked with quick_check; inside the repository, the archive must belong to the user folder it lies \
             in. For Core Data stores: the entities with their row counts, the model version hashes and the \
@@ -25,12 +26,19 @@ struct InspectCommand: GranaryCommand {
     var path: String
 
     func execute(_ console: Console) throws -> InspectResult {
-        let repository = (try? global.settings())?.repo.map { Repository(path: $0.value) }
+        let settings = try? global.settings()
+        let repository = try settings?.repository()
         if FileSystem.status(path) == nil, !path.hasPrefix("/"), let repository {
-            // Not a file here: an archive of the repository, as verify and delete take them. A
-            // name that matches nothing there either is reported as the missing file it may be.
+            // Not a file here: an archive of the repository, as verify and delete take them (streamed
+            // from a remote one). A name that matches nothing there either is reported as the
+            // missing file it may be.
             do {
                 let entry = try ArchiveLocator(repository: repository).locate(path)
+                if let location = settings?.repo?.value, Repositories.isRemote(location) {
+                    return InspectResult(try Inspector.inspect(
+                        archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
+                        temporaryFolder: try repository.prepareWorkFolder()))
+                }
                 return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }

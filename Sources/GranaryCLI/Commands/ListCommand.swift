@@ -24,12 +24,13 @@ struct ListCommand: GranaryCommand {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
-        for id in ids where !FileSystem.isDirectory(repository.folder(for: id)) {
+        let folders = ids.isEmpty ? [] : Set(try repository.folders())
+        for id in ids where !folders.contains(id.rawValue) {
             // A user of the root that was never backed up has no archives; anyone else is unknown.
             let error = NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
             if !error.existsUnderRoot { throw error }
         }
-        return ListResult(repository: repository.path, items: Catalogue(repository: repository).items(users: ids))
+        return ListResult(repository: repository.path, items: try Catalogue(repository: repository).items(users: ids))
     }
 }
 

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import GranaryKit
 
-struct SyncCommand: ParsableCommand {
+struct SyncCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
         abstract: "Bring the mirror repositories up to date with the repository.",
@@ -12,13 +12,15 @@ struct SyncCommand: ParsableCommand {
             archives the repository no longer has (prune or delete removed them) are removed from the mirror when \
             they are older than the repository's newest archive of the user. A user the repository has no archive \
             of is left alone on the mirror, so an empty or lost repository never empties its mirrors. Each user is \
-            synced under its lock. Uploads that a killed run left behind are removed. \
+            synced under its lock. Uploads that a killed run left behind are removed. -v and --dry-run list each \
+            archive sent and removed. \
             Exit codes: 0 every mirror is up to date, 1 some user or mirror failed (each is named), 64 no mirror, \
             66 no repository, 75 lock held.
             """
     )
+    static let cleansUpOnSignals = true
 
-    @OptionGroup var global: GlobalOptions
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
 
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
@@ -29,67 +31,41 @@ struct SyncCommand: ParsableCommand {
     @Flag(help: "Show what would be sent and removed; change nothing.")
     var dryRun = false
 
-    func run() throws {
-        Interruption.installHandlers()
-        let console = global.console()
+    @OptionGroup var lock: LockOptions
+
+    func execute(_ console: Console) throws -> SyncResult {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
         let mirrors = try settings.mirrorRepositories(flags: mirror)
         if mirrors.isEmpty { throw ValidationError("no mirror: set [[mirror]] repo = \"…\" in the configuration, or pass --mirror LOCATION") }
         let ids = try users.map { (id) throws(UserError) in try UserID(id) }
         let results = try MirrorSync.run(
-            primary: repository, mirrors: mirrors, users: ids, root: try? settings.requireRoot(), lockTimeout: settings.lockTimeout.value,
+            primary: repository, mirrors: mirrors, users: ids, root: try? settings.requireRoot(), lockTimeout: lock.timeout(settings),
             dryRun: dryRun)
-        if global.json {
-            console.json(SyncDocument(dryRun: dryRun, results: results))
-        } else {
-            for result in results {
-                if let error = result.error { console.error(error) }
-                for user in result.users {
-                    if let error = user.error {
-                        console.error(error)
-                        continue
-                    }
-                    let changed = !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty
-                    guard changed || global.verbose || dryRun else { continue }
-                    let verb = dryRun ? "would send" : "sent"
-                    console.out(
-                        "\(user.user) → \(result.location): \(verb) \(user.uploaded.count), records \(user.records.count), "
-                            + "\(dryRun ? "would remove" : "removed") \(user.removed.count)")
-                    if global.verbose || dryRun {
-                        for name in user.uploaded { console.out("  send    \(name)") }
-                        for name in user.removed { console.out("  remove  \(name)") }
-                    }
-                }
-                for path in result.cleaned { console.info("removed \(path), left by a run that died") }
-            }
-        }
-        if results.contains(where: \.failed) { throw ExitCode(ExitStatus.partialFailure.rawValue) }
+        return SyncResult(dryRun: dryRun, results: results)
     }
 }
 
-/// `granary sync --json`: format version 1.
-struct SyncDocument: Encodable {
+/// `granary sync`: per mirror and user, the archives sent, the records copied and the archives removed.
+struct SyncResult: CommandResult {
     struct User: Encodable {
         let id: String
         let ok: Bool
         let uploaded: [String]
         let records: [String]
         let removed: [String]
-        let error: String?
-        let exitCode: Int32?
+        @Null var error: Failure?
     }
 
     struct Mirror: Encodable {
         let repository: String
         let ok: Bool
         let users: [User]
+        /// Uploads a killed run left behind, removed.
         let removedTemporaries: [String]
-        let error: String?
-        let exitCode: Int32?
+        @Null var error: Failure?
     }
 
-    let format = 1
     let dryRun: Bool
     let mirrors: [Mirror]
 
@@ -101,9 +77,26 @@ struct SyncDocument: Encodable {
                 users: result.users.map {
                     User(
                         id: $0.user.rawValue, ok: $0.error == nil, uploaded: $0.uploaded, records: $0.records, removed: $0.removed,
-                        error: $0.error?.description, exitCode: $0.error?.status.rawValue)
+                        error: $0.error.map(Failure.init))
                 },
-                removedTemporaries: result.cleaned, error: result.error?.description, exitCode: result.error?.status.rawValue)
+                removedTemporaries: result.cleaned, error: result.error.map(Failure.init))
+        }
+    }
+
+    var problems: [Failure] { mirrors.flatMap { mirror in (mirror.error.map { [$0] } ?? []) + mirror.users.compactMap(\.error) } }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        for mirror in mirrors {
+            for user in mirror.users where user.ok {
+                let changed = !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty
+                guard (changed && detail.summaries) || detail.verbose || dryRun else { continue }
+                text.line("\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)")
+                if detail.verbose || dryRun {
+                    for name in user.uploaded { text.line("  send    \(name)") }
+                    for name in user.removed { text.line("  remove  \(name)") }
+                }
+            }
+            for path in mirror.removedTemporaries where detail.summaries { text.line("removed \(path), left by a run that died") }
         }
     }
 }
