@@ -119,6 +119,25 @@ struct MirrorTests {
         #expect(try archives(mirror) == archives(repo))
     }
 
+    @Test("a mirror's copy never replaces an object: a taken name is refused with the object left as it was, and a new mirror gets its marker with the first copy")
+    func mirrorCopyNeverReplaces() throws {
+        let location = "s3:\(bucket)/fresh"
+        let remote = try RcloneRepository(location: location, environment: server.environment())
+        #expect(try remote.exists() == false)
+        let first = folder.child("first"), second = folder.child("second")
+        try Data("the first archive".utf8).write(to: URL(fileURLWithPath: first))
+        try Data("another archive, longer".utf8).write(to: URL(fileURLWithPath: second))
+        #expect(try remote.prepareAndWrite("alice@example.com/20261123T150043Z.tar.zst", from: first))
+        #expect(try RcloneRepository(location: location, environment: server.environment()).exists(), "the marker came with the first copy")
+        // A second run (no cached knowledge of the marker) and the same name: refused, unchanged.
+        let again = try RcloneRepository(location: location, environment: server.environment())
+        #expect(try again.prepareAndWrite("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
+        #expect(try again.write("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
+        let stored = try server.read("\(bucket)/fresh/alice@example.com/20261123T150043Z.tar.zst", scratch: folder.child("scratch"))
+        #expect(String(decoding: stored, as: UTF8.self) == "the first archive")
+        #expect(try server.objects("\(bucket)/fresh").keys.sorted() == [".granary-repository", "alice@example.com/20261123T150043Z.tar.zst"])
+    }
+
     @Test("sync never empties a mirror: a user the repository has no archive of is left alone there")
     func emptyPrimaryLeavesMirror() throws {
         #expect(try granary(["backup", "--all"]).status == 0)

@@ -425,15 +425,21 @@ public struct BackupOperation: Sendable {
         fchmod(fd, 0o600)
         try Interruption.check()
         let label = options.label, compression = options.compression
-        let entry = try repository.publish(temporary, user: user) { sequence in
-            ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
+        // A remote repository's publish is an upload: at the caller's priority, as for mirrors below.
+        let entry = try CPUYield.shared.normal {
+            try repository.publish(temporary, user: user) { sequence in
+                ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
+            }
         }
         if repository.isLocal { onRenamed() }
         stages.sync = Self.seconds(since: syncStarted)
         // The finished archive, still on this machine: the published file, or the temporary one
         // that was uploaded.
         let local = repository.isLocal ? entry.path : temporary
-        let uploads = mirrors.map { mirror in Self.send(local, as: entry, to: mirror) }
+        // An upload waits on the network and on rclone, not on granary's own CPU work: it runs at
+        // the caller's priority (rclone started from a SCHED_IDLE thread would inherit it and stall
+        // behind any busy program, holding the user's lock).
+        let uploads = CPUYield.shared.normal { mirrors.map { mirror in Self.send(local, as: entry, to: mirror) } }
         return (entry, uploads)
     }
 
@@ -442,9 +448,8 @@ public struct BackupOperation: Sendable {
     static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> MirrorUpload {
         let started = ContinuousClock.now
         do {
-            try mirror.prepare()
             let object = entry.user.rawValue + "/" + entry.name.fileName
-            guard try mirror.write(object, from: file) else {
+            guard try mirror.prepareAndWrite(object, from: file) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
             return MirrorUpload(location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started))

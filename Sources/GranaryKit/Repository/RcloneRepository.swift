@@ -193,6 +193,10 @@ public struct RcloneRepository: Repository {
 
     public func prepare() throws(RepositoryError) {
         if try exists() { return }
+        try createMarker()
+    }
+
+    private func createMarker() throws(RepositoryError) {
         let folder = try prepareWorkFolder()
         let file = folder + "/.granary-repository.\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { unlink(file) }
@@ -296,11 +300,16 @@ public struct RcloneRepository: Repository {
 
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
         let (folder, name) = Self.split(object)
-        if try objects(in: folder).contains(where: { $0.name == name }) { return false }
         if try uploadsDirectly() {
+            if let found = try present([object]) {
+                if found.contains(object) { return false }
+            } else if try objects(in: folder).contains(where: { $0.name == name }) {
+                return false
+            }
             try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
             return true
         }
+        if try objects(in: folder).contains(where: { $0.name == name }) { return false }
         let temporary = (folder.isEmpty ? "" : folder + "/") + Self.temporaryName(for: name)
         do {
             try run(["copyto", "--no-check-dest", file, remote(temporary)], what: display(object))
@@ -310,6 +319,49 @@ public struct RcloneRepository: Repository {
             throw error
         }
         return true
+    }
+
+    /// A mirror's copy of a new archive in two rclone runs where the backend allows it: one
+    /// lookup answers both whether the repository exists and whether the name is taken, then
+    /// the upload (rclone starts in ~0.1 s, and a backup with a mirror would otherwise run it
+    /// four times).
+    public func prepareAndWrite(_ object: String, from file: String) throws(RepositoryError) -> Bool {
+        guard features.exists != true, try uploadsDirectly(),
+            let found = try present([LocalRepository.markerName, object])
+        else {
+            try prepare()
+            return try write(object, from: file)
+        }
+        if !found.contains(LocalRepository.markerName) { try createMarker() }
+        features.set(exists: true)
+        if found.contains(object) { return false }
+        try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
+        return true
+    }
+
+    /// Which of `objects` (names relative to the repository) exist, in one rclone run that looks
+    /// up each by name (`--files-from-raw`: no pattern, no listing of the folders' other
+    /// objects); nil when a name cannot be given that way (a line break in it).
+    func present(_ objects: [String]) throws(RepositoryError) -> Set<String>? {
+        guard !objects.contains(where: { $0.contains("\n") || $0.contains("\r") }) else { return nil }
+        let folder = try prepareWorkFolder()
+        let list = folder + "/.lookup.\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer { unlink(list) }
+        do {
+            try FileSystem.writeAtomically(Array((objects.joined(separator: "\n") + "\n").utf8), to: list)
+        } catch { throw .local(error) }
+        let bytes: [UInt8]
+        do {
+            bytes = try run(["lsjson", "-R", "--files-only", "--no-mimetype", "--files-from-raw", list, remote("")], what: location)
+        } catch .missing(let location, let detail) {
+            throw .missing(location: location, detail: detail)
+        }
+        struct Found: Decodable { let Path: String }
+        do {
+            return Set(try JSONDecoder().decode([Found].self, from: Data(bytes)).map(\.Path))
+        } catch {
+            throw .transport(location: location, detail: "rclone's listing cannot be read: \(error)", temporary: false)
+        }
     }
 
     /// `USER/NAME` → (`USER`, `NAME`).
