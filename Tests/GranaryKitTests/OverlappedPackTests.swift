@@ -20,9 +20,9 @@ struct OverlappedPackTests {
         /// Backs `user` up with the overlap on for any store size (or off) and returns the archive.
         func backup(_ user: String, overlap: Bool = true, prefix: Int64? = nil) throws -> String {
             var options = BackupOperation.Options()
-            options.overlap = overlap
-            options.overlapMinimumSize = 0
-            if let prefix { options.overlapPrefix = prefix }
+            options.overlap.enabled = overlap
+            options.overlap.minimumSize = 0
+            if let prefix { options.overlap.prefix = prefix }
             let operation = BackupOperation(root: Root(path: root), repository: LocalRepository(path: repo), options: options)
             return try operation.run(try UserID(user)).archive
         }
@@ -126,17 +126,16 @@ struct OverlappedPackTests {
         let fixture = try Fixture()
         for (user, name, wal) in [("alice@example.com", "Local.sqlite", true), ("carol@example.com", "Legacy.db", false)] {
             let store = try #require(try Root(path: fixture.root).user(UserID(user)).scan().stores.first { $0.name == name })
-            let track = Self.newTrack(pageSize: 0)
-            defer { track.deallocate() }
+            let track = SnapshotTrack()
             let copy = fixture.folder.child(UUID().uuidString)
             _ = try Snapshotter().snapshot(store, to: copy, track: track)
             if wal {
-                #expect(granary_tee_broken(track) == 0)
-                #expect(granary_tee_writes(track) > 0)
-                #expect(granary_tee_high(track) == FileSystem.size(copy), "everything beyond page 1 was published")
-                #expect(track.pointee.page_size == 4096)
+                #expect(!track.isBroken)
+                #expect(track.writes > 0)
+                #expect(track.high == FileSystem.size(copy), "everything beyond page 1 was published")
+                #expect(track.pageSize == 4096)
             } else {
-                #expect(granary_tee_broken(track) == 1)
+                #expect(track.isBroken)
             }
             let db = try Database(path: copy, mode: .readOnly)
             #expect(db.integrityCheck(full: true) == ["ok"])

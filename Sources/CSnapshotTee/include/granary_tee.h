@@ -1,16 +1,29 @@
 #ifndef GRANARY_TEE_H
 #define GRANARY_TEE_H
-// A pass-through SQLite VFS ("granary-tee") that watches the writes SQLite's backup API makes
-// to a snapshot file, so that another thread can compress the pages already written while the
-// copy goes on (BackupOperation's overlapped pack). It changes nothing that is written.
+// "granary-tee": a pass-through SQLite VFS over the default one, used only for granary's own
+// scratch files (a snapshot being written, then checked). It never changes what is written or
+// read; it changes how many system calls that takes and lets another thread follow the copy.
+// It has four jobs, each switched on per file by a file control:
 //
-// Writes beyond page 1 that follow each other are gathered into 64 KiB before they reach the
-// file (one system call instead of one per page); `high` covers only what has reached it.
+// 1. Tracking (GRANARY_TEE_FCNTL_TRACK): publishes how far a snapshot that SQLite's backup API
+//    is writing is final, for OverlappedPack's follower (Sources/GranaryKit/FastPath).
+//    Invariant: every byte at or beyond `page_size` and below `high` is final while `broken` is
+//    0 -- no write has gone behind `high`, none straddled page 1, no truncate cut into it. Page 1
+//    is the backup's last write and is read only once the copy is done.
+// 2. Write gathering (with tracking, or GRANARY_TEE_FCNTL_COMBINE alone): writes beyond page 1
+//    that follow each other reach the file 64 KiB at a time instead of one page per call.
+//    Invariant: `high` covers only what has reached the file; GRANARY_TEE_FCNTL_FLUSH (called
+//    when the copy is done) writes the rest and reports a full disk, which xClose could not.
+// 3. Read-ahead (GRANARY_TEE_FCNTL_READAHEAD, for a finished snapshot being checked): reads come
+//    from a few aligned 64 KiB blocks (1 MiB in all). Invariant: only for a file nothing
+//    writes any more; the blocks are never invalidated.
+// 4. Mapped fetch (with read-ahead, when the connection's mmap_size is above 0): SQLite takes
+//    pages in place from at most 8 read-only windows of 256 KiB. Invariant: a window stays
+//    mapped while SQLite holds a page of it; when all are held, a fetch returns no page and
+//    SQLite reads through job 3.
 //
-// The watched file publishes `high`: every byte at or beyond `page_size` and below `high` is
-// final as long as `broken` stays 0 — no write has gone behind it, none straddled page 1, no
-// truncate cut into it. Page 1 (bytes below `page_size`) is the backup's last write and is
-// read only once the copy is done. See Sources/GranaryKit/Backup/OverlappedPack.swift.
+// The follower itself maps the tracked file; `granary_tee_enter`/`leave` below make a truncate
+// wait for it, so that it never touches a page a truncate cut off (SIGBUS).
 #include <stdint.h>
 #include <sqlite3.h>
 

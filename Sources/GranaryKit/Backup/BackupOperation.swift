@@ -30,12 +30,9 @@ public struct BackupOperation: Sendable {
         /// 64 MiB on any machine, and it runs beside the stores' owners, not instead of them.
         public static let defaultMaxThreads = 2
         public var snapshotter = Snapshotter()
-        /// Compress the first store of a `.tar.zst` while it is being snapshotted (`OverlappedPack`).
-        public var overlap = true
-        /// Smaller first stores are packed in order: there is little to win.
-        public var overlapMinimumSize: Int64 = 64 << 20
-        /// The region reserved at the start of an overlapped archive for its first frame.
-        public var overlapPrefix: Int64 = 256 << 10
+        /// The fast path's one setting (FastPath/): whether and when the first store of a
+        /// `.tar.zst` is compressed while it is being snapshotted.
+        public var overlap = OverlappedPack.Settings()
         public init() {}
     }
 
@@ -218,10 +215,10 @@ public struct BackupOperation: Sendable {
             let snapshotPath = work + "/\(index).sqlite"
             progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)
             let snapshotStarted = ContinuousClock.now
-            if index == 0 && options.compression == .zstd && options.overlap && store.size >= options.overlapMinimumSize {
+            if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size) {
                 let name = ArchiveName(created: Date(), label: options.label, compression: options.compression).fileName
                 let pack = try OverlappedPack(
-                    folder: archiveFolder, name: name, prefix: options.overlapPrefix, level: options.level, threads: zstdThreads)
+                    folder: archiveFolder, name: name, prefix: options.overlap.prefix, level: options.level, threads: zstdThreads)
                 overlapped = pack
                 pack.follow(snapshotPath)
             }
@@ -357,61 +354,96 @@ public struct BackupOperation: Sendable {
         options.threads > 0 ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
     }
 
+    /// A written temporary archive, not yet synced or published.
+    private struct Written {
+        let fd: Int32
+        let temporary: String
+        /// Called once the temporary file has its final name.
+        let onRenamed: () -> Void
+    }
+
     /// Writes the archive to a temporary file, syncs it, publishes it under a new name and sends
     /// it to the mirrors.
+    ///
+    /// The archive is written one of two ways, chosen here once: finished by the follower that
+    /// compressed the first store during its snapshot (the fast path, `OverlappedPack`), or, when
+    /// there was none or it gave up, in order (`packInOrder`: the manifest, then each file). Both
+    /// give the same tar stream (OverlappedPackTests compares them).
     private func pack(
         _ manifest: Manifest, files: [Packed], into folder: String, user: UserID, created: Date, stages: inout Stages,
         overlapped: OverlappedPack?, written: () -> Void
     ) throws -> (RepositoryEntry, [MirrorUpload]) {
         let packStarted = ContinuousClock.now
         let total = files.reduce(Int64(0)) { $0 + $1.file.size }
-        if let overlapped, let firstStore = manifest.stores.first {
-            var done = files.first?.file.size ?? 0
-            let completed = try overlapped.complete(
-                manifest: manifest, files: files, pageSize: firstStore.pageSize, created: created
-            ) { chunk in
-                done += Int64(chunk.count)
-                progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
-            }
-            if completed {
-                stages.pack = Self.seconds(since: packStarted)
-                written()
-                return try publish(
-                    overlapped.fd, temporary: overlapped.temporary, user: user, created: created, stages: &stages,
-                    onRenamed: overlapped.markPublished)
-            }
-            // The follower gave up (see OverlappedPack): pack in order, as for a small store.
-            overlapped.discard()
+        let archive: Written
+        // The follower's file is closed (and removed unless published) by its `discard()`.
+        let inOrder: Bool
+        if let overlapped, let followed = try finishOverlapped(overlapped, manifest: manifest, files: files, created: created, total: total) {
+            archive = followed
+            inOrder = false
+        } else {
+            overlapped?.discard()
+            archive = try packInOrder(manifest, files: files, into: folder, created: created, total: total)
+            inOrder = true
         }
-        let first = ArchiveName(created: created, label: options.label, compression: options.compression)
-        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
         var published = false
         defer {
-            close(fd)
-            if !published { unlink(temporary) }
-        }
-        let threads = zstdThreads
-        let writer = try ArchiveWriter(
-            fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
-            threads: options.compression == .zstd ? threads : 0, modificationTime: created)
-        try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
-        try writer.addDirectory(member: Manifest.storesFolder)
-        var done: Int64 = 0
-        for file in files {
-            try Interruption.check()
-            var interrupted = false
-            try writer.addFile(member: file.file.path, from: file.source, mapped: file.mapped) { chunk in
-                done += Int64(chunk.count)
-                progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
-                if Interruption.isRequested { interrupted = true }
-                return !interrupted
+            if inOrder {
+                close(archive.fd)
+                if !published { unlink(archive.temporary) }
             }
-            if interrupted { try Interruption.check() }
         }
-        try writer.finish()
         stages.pack = Self.seconds(since: packStarted)
         written()
-        return try publish(fd, temporary: temporary, user: user, created: created, stages: &stages) { published = true }
+        return try publish(archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages) {
+            published = true
+            archive.onRenamed()
+        }
+    }
+
+    /// The fast path's archive, finished; nil when the follower gave up.
+    private func finishOverlapped(
+        _ overlapped: OverlappedPack, manifest: Manifest, files: [Packed], created: Date, total: Int64
+    ) throws -> Written? {
+        guard let firstStore = manifest.stores.first else { return nil }
+        var done = files.first?.file.size ?? 0
+        let completed = try overlapped.complete(manifest: manifest, files: files, pageSize: firstStore.pageSize, created: created) { chunk in
+            done += Int64(chunk.count)
+            progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
+        }
+        return completed ? Written(fd: overlapped.fd, temporary: overlapped.temporary, onRenamed: overlapped.markPublished) : nil
+    }
+
+    /// The ordinary path: a new temporary archive with the manifest, the `stores/` folder and
+    /// each file, in order. The caller closes it (and removes it unless published).
+    private func packInOrder(_ manifest: Manifest, files: [Packed], into folder: String, created: Date, total: Int64) throws -> Written {
+        let first = ArchiveName(created: created, label: options.label, compression: options.compression)
+        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
+        do {
+            let writer = try ArchiveWriter(
+                fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
+                threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created)
+            try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+            try writer.addDirectory(member: Manifest.storesFolder)
+            var done: Int64 = 0
+            for file in files {
+                try Interruption.check()
+                var interrupted = false
+                try writer.addFile(member: file.file.path, from: file.source, mapped: file.mapped) { chunk in
+                    done += Int64(chunk.count)
+                    progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
+                    if Interruption.isRequested { interrupted = true }
+                    return !interrupted
+                }
+                if interrupted { try Interruption.check() }
+            }
+            try writer.finish()
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        return Written(fd: fd, temporary: temporary, onRenamed: {})
     }
 
     /// Syncs a written temporary archive and publishes it under a new name (a local repository:

@@ -41,26 +41,31 @@ public struct Snapshotter: Sendable {
     }
 
     /// Snapshots `store` into a new file at `destination` (which must not exist).
+    public func snapshot(_ store: StoreFile, to destination: String) throws -> Result {
+        try snapshot(store, to: destination, track: nil)
+    }
+
+    /// The same, publishing in `track` how far the copy is final (the fast path, FastPath/).
     ///
     /// Every copy is written through the `granary-tee` VFS, which gathers its page writes. With
     /// `track`, it also publishes in it how far the file is final (`OverlappedPack` compresses
     /// behind it). Only a WAL store's single-step copy writes in order; for a rollback-journal
     /// store, whose stepwise copy restarts, the track is marked broken at once and the follower
     /// gives up.
-    public func snapshot(_ store: StoreFile, to destination: String, track: UnsafeMutablePointer<granary_tee_track>? = nil) throws -> Result {
+    func snapshot(_ store: StoreFile, to destination: String, track: SnapshotTrack?) throws -> Result {
         let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout)
         try? source.keepWALOnClose()
         let journalMode = try source.journalMode()
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (in a VM, a third of the copy's time).
         let registered = granary_tee_register() == SQLITE_OK
-        if let track, !registered || journalMode != "wal" { granary_tee_break(track) }
+        if let track, !registered || journalMode != "wal" { track.markBroken() }
         let copy = try Database(path: destination, mode: .create, vfs: registered ? "granary-tee" : nil)
         if registered {
             var pageSize = Int64(try source.pageSize())
-            if let track, granary_tee_broken(track) == 0 {
-                track.pointee.page_size = pageSize
-                if sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) != SQLITE_OK { granary_tee_break(track) }
+            if let track, !track.isBroken {
+                track.pageSize = pageSize
+                if sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track.raw) != SQLITE_OK { track.markBroken() }
             } else {
                 // Only a hint: without it the writes go one page at a time.
                 _ = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize)

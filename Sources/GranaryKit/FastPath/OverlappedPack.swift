@@ -1,4 +1,3 @@
-import CSnapshotTee
 import CZstd
 import Foundation
 
@@ -30,14 +29,27 @@ import Foundation
 /// the store is not in WAL mode (a rollback-journal copy goes stepwise and restarts), when any
 /// write of the copy goes behind what was already published, or when anything else does not
 /// add up (sizes, page size). Giving up costs only the work done so far.
-final class OverlappedPack: @unchecked Sendable {
+public final class OverlappedPack: @unchecked Sendable {
+    /// Whether and when a backup takes this path (`BackupOperation.Options.overlap`).
+    public struct Settings: Sendable {
+        /// Off: every archive is packed in order.
+        public var enabled = true
+        /// Smaller first stores are packed in order: there is little to win.
+        public var minimumSize: Int64 = 64 << 20
+        /// The region reserved at the start of an overlapped archive for its first frame.
+        public var prefix: Int64 = 256 << 10
+        public init() {}
+
+        func applies(toStoreOf size: Int64) -> Bool { enabled && size >= minimumSize }
+    }
+
     /// The temporary archive (it moves if the first frame has to be relocated).
     private(set) var temporary: String
     private(set) var fd: Int32
     /// Bytes reserved at the start for the first frame and the skippable frame's padding.
     let prefix: Int64
     /// Shared with the `granary-tee` VFS during the first store's snapshot.
-    let track: UnsafeMutablePointer<granary_tee_track>
+    let track = SnapshotTrack()
     private let output: ArchiveOutput
     private let level: Int
     private let folder: String
@@ -77,14 +89,9 @@ final class OverlappedPack: @unchecked Sendable {
             unlink(temporary)
             throw error
         }
-        track = .allocate(capacity: 1)
-        track.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
     }
 
-    deinit {
-        discard()
-        track.deallocate()
-    }
+    deinit { discard() }
 
     /// Starts the follower on the snapshot that is about to be written at `path`.
     func follow(_ path: String) {
@@ -142,8 +149,8 @@ final class OverlappedPack: @unchecked Sendable {
             if isCancelled || Interruption.isRequested { return .abandoned }
             // `done` is read before `high`: once the copy is over, `high` cannot move any more.
             let done = isSnapshotDone
-            if granary_tee_broken(track) != 0 { return .abandoned }
-            var high = granary_tee_high(track)
+            if track.isBroken { return .abandoned }
+            var high = track.high
             if done {
                 // The copy's connection is closed: the whole file is final (a region SQLite
                 // extended without writing reads as zeros, as it would for tar).
@@ -152,22 +159,23 @@ final class OverlappedPack: @unchecked Sendable {
                 high = Int64(info.st_size)
             }
             if position < 0 && high > 0 {
-                position = track.pointee.page_size
+                position = track.pageSize
                 input = open(path, O_RDONLY | O_CLOEXEC)
                 if input < 0 || position <= 0 { return .abandoned }
             }
             if position >= 0 && position < high {
                 // The final part is read through a mapping (no copy out of the page cache); the
                 // tee holds back a truncate below `high` until the mapping is gone.
-                guard granary_tee_enter(track) != 0 else { return .abandoned }
-                defer { granary_tee_leave(track) }
                 let end = min(high, position + Int64(MappedReader.window))
                 var ok = true
                 do {
-                    try MappedReader.read(input, from: position, to: end, path: path) { piece in
-                        ok = output.write(piece.baseAddress!, count: piece.count)
-                        return ok
+                    let mapped = try track.whileMapped {
+                        try MappedReader.read(input, from: position, to: end, path: path) { piece in
+                            ok = output.write(piece.baseAddress!, count: piece.count)
+                            return ok
+                        }
                     }
+                    guard mapped else { return .abandoned }
                 } catch {
                     return .failed(error)
                 }
@@ -197,7 +205,7 @@ final class OverlappedPack: @unchecked Sendable {
         case .complete(let followed): size = followed
         }
         guard first.source == lock.withLock({ snapshotPath }), first.file.size == size,
-            Int64(pageSize) == track.pointee.page_size, size > Int64(pageSize)
+            Int64(pageSize) == track.pageSize, size > Int64(pageSize)
         else { return false }
         try Interruption.check()
         // The rest of the first store's tar member: zeros up to a 512-byte block (none for a
