@@ -7,7 +7,7 @@ import Foundation
 
 /// Bytes read front to back (a download): `read` fills `buffer` and returns the count, 0 at the
 /// end, -1 on an error (which the stream keeps for its owner to report).
-public protocol ArchiveByteStream: AnyObject {
+protocol ArchiveByteStream: AnyObject {
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int
 }
 
@@ -74,7 +74,7 @@ public final class ArchiveReader {
     /// Reads an archive from `stream` (a download from a remote repository), front to back:
     /// `name` names it in messages. The stream is read through a buffer of `blockSize`
     /// bytes; memory stays flat whatever the archive's size.
-    public init(stream: any ArchiveByteStream, name: String, blockSize: Int = 1 << 20) throws(ArchiveError) {
+    init(stream: any ArchiveByteStream, name: String, blockSize: Int = 1 << 20) throws(ArchiveError) {
         self.path = name
         guard let a = archive_read_new() else { throw .cannotOpen(path: name, message: "out of memory") }
         handle = a
@@ -164,7 +164,7 @@ public final class ArchiveReader {
     }
 
     /// Reads the next chunk of the current member's data into `buffer`; 0 at its end.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(ArchiveError) -> Int {
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(ArchiveError) -> Int {
         guard let a = handle else { return 0 }
         while true {
             let n = archive_read_data(a, buffer.baseAddress, buffer.count)

@@ -29,7 +29,7 @@ public final class RepositoryStream: ArchiveByteStream, @unchecked Sendable {
         self.expected = expected
     }
 
-    public func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
         while true {
             let n = Glibc.read(process.output, buffer.baseAddress, buffer.count)
             if n < 0 && errno == EINTR { continue }

@@ -54,7 +54,7 @@ public final class Descriptor: @unchecked Sendable {
     }
 
     /// Writes all of `bytes`.
-    public func write(_ bytes: UnsafeRawBufferPointer) throws(FileSystemError) {
+    func write(_ bytes: UnsafeRawBufferPointer) throws(FileSystemError) {
         try FileSystem.writeAll(raw, bytes, path: display)
     }
 
