@@ -45,15 +45,27 @@ struct ListResult: CommandResult {
         let compression: String
         @Null var label: String?
         /// `backup`, `safety` (what a restore or reset replaced) or `final` (what a retired user left).
-        let kind: String
+        let kind: ArchiveKind
         /// For a safety archive: the archive whose restore replaced this content.
         @Null var restoredFrom: String?
         let stores: [String]
-        /// `verified`, `bad`, `unverified` or `unreadable`.
-        let verified: String
+        let verified: State
         @Null var verifiedAt: Date?
         /// Why it is unreadable or bad.
         @Null var problem: String?
+    }
+
+    /// What `list` says of an archive: the catalogue's verification state, or that it cannot be read.
+    enum State: String, Encodable {
+        case verified, bad, unverified, unreadable
+
+        init(_ verified: Catalogue.Verified) {
+            switch verified {
+            case .verified: self = .verified
+            case .bad: self = .bad
+            case .unverified: self = .unverified
+            }
+        }
     }
 
     let repository: String
@@ -66,14 +78,14 @@ struct ListResult: CommandResult {
         archives = items.map { item in
             Archive(
                 user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
-                compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind.rawValue,
+                compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores,
-                verified: item.problem != nil ? "unreadable" : item.verified.rawValue, verifiedAt: item.record?.verified,
+                verified: item.problem != nil ? .unreadable : State(item.verified), verifiedAt: item.record?.verified,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
         }
     }
 
-    private var bad: [Archive] { archives.filter { $0.verified == "unreadable" || $0.verified == "bad" } }
+    private var bad: [Archive] { archives.filter { $0.verified == .unreadable || $0.verified == .bad } }
 
     var status: ExitStatus { bad.isEmpty ? .success : .dataError }
 
@@ -98,16 +110,16 @@ struct ListResult: CommandResult {
                 text.line("\(bold: archive.user)")
             }
             var line: TextLine = "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5)"
-            if archive.verified == "unreadable" {
+            if archive.verified == .unreadable {
                 line += " unreadable: \(archive.problem ?? "")"
             } else {
-                line += " \(archive.verified, width: 11) \(archive.stores.joined(separator: ", "))"
+                line += " \(archive.verified.rawValue, width: 11) \(archive.stores.joined(separator: ", "))"
                 if let label = archive.label { line += "  [\(label)]" }
                 // Safety and final archives are not backups: say so where an operator looks.
-                if archive.kind != "backup" {
-                    line += "  (\(archive.kind) archive\(archive.restoredFrom.map { ", replaced by the restore of \($0)" } ?? ""))"
+                if archive.kind != .backup {
+                    line += "  (\(archive.kind.rawValue) archive\(archive.restoredFrom.map { ", replaced by the restore of \($0)" } ?? ""))"
                 }
-                if archive.verified == "bad", let problem = archive.problem { line += "  (\(problem))" }
+                if archive.verified == .bad, let problem = archive.problem { line += "  (\(problem))" }
             }
             text.line(line)
         }

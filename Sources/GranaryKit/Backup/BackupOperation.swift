@@ -171,9 +171,9 @@ public struct BackupOperation: Sendable {
                 throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
             }
             throw error
-        } catch let error as SQLiteError where error.kind == .full || error.code == 778 {
-            // 778 is SQLITE_IOERR_WRITE: the live store is only read, so a failed write is the
-            // snapshot's, in the repository (EFBIG from a file-size limit shows up this way).
+        } catch let error as SQLiteError where error.kind == .full || error.isWriteError {
+            // The live store is only read, so a failed write is the snapshot's, in the repository
+            // (EFBIG from a file-size limit shows up this way).
             throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
         }
     }

@@ -114,7 +114,7 @@ public struct Snapshotter: Sendable {
             case .more: continue
             case .busy:
                 try Interruption.check()
-                if ContinuousClock.now > deadline { throw SQLiteError(code: 5, message: "database is locked", path: nil, operation: "backup_step") }
+                if ContinuousClock.now > deadline { throw SQLiteError(code: SQLITE_BUSY, message: "database is locked", path: nil, operation: "backup_step") }
                 Thread.sleep(forTimeInterval: 0.01)
             }
         }

@@ -12,8 +12,12 @@ import Foundation
 /// object's upload time): a record that no longer matches its archive (the file was replaced or
 /// touched) is ignored, so `list` and `check` never vouch for bytes that were not the ones verified.
 public struct VerificationRecord: Codable, Sendable, Equatable {
-    /// `ok` or `bad`.
-    public var result: String
+    /// What a verification found (on disk: `"ok"` or `"bad"`).
+    public enum Outcome: String, Codable, Sendable {
+        case ok, bad
+    }
+
+    public var result: Outcome
     /// What was wrong, for a bad archive.
     public var reason: String?
     /// When the verification ran.
@@ -28,7 +32,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     public var archive: String?
 
     /// Whether the archive passed.
-    public var isGood: Bool { result == "ok" }
+    public var isGood: Bool { result == .ok }
 
     /// The record's path for `archive`.
     public static func path(for archive: String) -> String {
@@ -39,7 +43,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     /// A record for `archive` as it is now.
     public init?(archive: String, good: Bool, reason: String?, check: CheckMode, at date: Date = Date()) {
         guard let info = FileSystem.status(archive) else { return nil }
-        result = good ? "ok" : "bad"
+        result = good ? .ok : .bad
         self.reason = reason
         verified = date
         self.check = check.rawValue
@@ -51,7 +55,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
 
     /// A record for `entry` as it was listed.
     public init(entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, at date: Date = Date()) {
-        result = good ? "ok" : "bad"
+        result = good ? .ok : .bad
         self.reason = reason
         verified = date
         self.check = check.rawValue

@@ -51,7 +51,13 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     }
 
     /// The primary result code (the low byte of the extended code).
-    public var primaryCode: Int32 { code & 0xFF }
+    public var primaryCode: Int32 { code & Self.primaryMask }
+    /// An extended result code keeps its primary code in its low byte.
+    static let primaryMask: Int32 = 0xFF
+    /// `SQLITE_IOERR_WRITE` (`SQLITE_IOERR | (3 << 8)` in sqlite3.h, a macro Swift does not import).
+    static let ioErrorWrite: Int32 = SQLITE_IOERR | (3 << 8)
+    /// Whether SQLite failed writing a file (`SQLITE_IOERR_WRITE`).
+    public var isWriteError: Bool { code == Self.ioErrorWrite }
 
     public var kind: Kind {
         if refusal != nil { return .refused }
