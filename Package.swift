@@ -98,8 +98,10 @@ let package = Package(
             name: "granary-reopen-check",
             dependencies: ["GranaryOwner", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
-        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner"]),
-        .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner"]),
+        // What the test targets share (a private temporary folder per test).
+        .target(name: "GranaryTestSupport", dependencies: ["GranaryKit"], path: "Tests/GranaryTestSupport"),
+        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
+        .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit"]),
     ],
     swiftLanguageModes: [.v6]

@@ -2,10 +2,10 @@ import Foundation
 import GranaryKit
 
 /// A private folder for one test, removed when the value goes away.
-final class TemporaryFolder {
-    let path: String
+public final class TemporaryFolder {
+    public let path: String
 
-    init(_ name: String = "granary-test") {
+    public init(_ name: String = "granary-test") {
         var template = Array((NSTemporaryDirectory() + "/\(name).XXXXXX").utf8CString)
         let created = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         precondition(created != nil, "mkdtemp failed")
@@ -14,5 +14,5 @@ final class TemporaryFolder {
 
     deinit { FileSystem.removeTree(path) }
 
-    func child(_ name: String) -> String { path + "/" + name }
+    public func child(_ name: String) -> String { path + "/" + name }
 }

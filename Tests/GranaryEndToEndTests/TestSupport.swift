@@ -1,0 +1,2 @@
+// What every test target shares (Tests/GranaryTestSupport), visible in each file of this target.
+@_exported import GranaryTestSupport
