@@ -47,6 +47,8 @@ let package = Package(
         // The trust boundary's system calls: openat2 beneath a folder, per-thread owner
         // credentials, and SQLite's file access redirected beneath a folder (Users/Folder.swift).
         .target(name: "CBeneath", dependencies: ["CSQLite"]),
+        // Time budgets and per-connection memory ceilings for SQLite's work on stores.
+        .target(name: "CSQLiteLimits", dependencies: ["CSQLite"]),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
@@ -61,7 +63,7 @@ let package = Package(
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "GranaryOwner",
+                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "CSQLiteLimits", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],

@@ -38,6 +38,8 @@ struct GlobalOptions: ParsableArguments {
         let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
         // Where the settings came from, when a person should know (root's environment, an ignored file).
         if !quiet { for note in settings.notes { StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n") } }
+        // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
+        settings.applyToProcess()
         return settings
     }
 

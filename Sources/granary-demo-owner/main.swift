@@ -312,6 +312,9 @@ struct DemoOwner {
     init(_ options: DemoOwnerCommand) { self.options = options }
 
     func run() -> Never {
+        // An owner's connections are its own and live as long as it does: no time budget or
+        // memory ceiling (ContentLimits are for granary reading other people's stores).
+        ContentLimits.current = .unlimited
         let log = Log(path: options.log)
         let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }
         let names = Set(options.breaks.map(\.name))

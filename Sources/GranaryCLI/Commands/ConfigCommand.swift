@@ -82,6 +82,10 @@ struct ConfigResult: CommandResult {
             retention("keep_within", .string(DurationText.format(seconds: policy.keepWithin))),
             retention("safety_keep_within", .string(DurationText.format(seconds: policy.safetyKeepWithin))),
             retention("final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
+            entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
+            entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
+            entry("limits.memory", settings.limits) { .string(ByteCountText.render($0.memory)) },
+            entry("reset.keep_tables", settings.resetKeepTables) { $0.isEmpty ? .unset : .list($0) },
         ]
     }
 

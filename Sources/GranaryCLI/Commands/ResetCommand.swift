@@ -7,9 +7,23 @@ struct ResetCommand: GranaryCommand {
         commandName: "reset",
         abstract: "Empty a user's stores, keeping their schema, with a pre-reset safety archive.",
         discussion: """
-            Core Data stores keep Z_METADATA, get Z_PRIMARYKEY.Z_MAX set to 0 and lose their external \
-            data files. Uses the same methods as restore (swap, online, offline, auto). \
-            Exit codes as for restore.
+            Each store is replaced by a new database built from its schema: its tables, virtual tables \
+            (FTS3/4/5 and R-tree, recreated empty), indexes, views and then triggers (created last, so none \
+            fires), with the header's page size, auto-vacuum, text encoding, user_version, application_id \
+            and journal mode. No row is deleted and no old byte is copied. Only the tables that hold schema \
+            state keep their rows: Core Data's Z_METADATA, Z_MODELCACHE and Z_PRIMARYKEY (its Z_MAX set to \
+            0); alembic_version, schema_migrations, ar_internal_metadata, django_migrations, \
+            __EFMigrationsHistory, grdb_migrations, room_master_table, android_metadata, \
+            __diesel_schema_migrations, _sqlx_migrations, goose_db_version, flyway_schema_history, \
+            knex_migrations, knex_migrations_lock, SequelizeMeta, doctrine_migration_versions, \
+            DATABASECHANGELOG, DATABASECHANGELOGLOCK; and the tables named by [reset] keep_tables in \
+            granary.toml(5). sqlite_sequence keeps the counters of kept tables only: an emptied AUTOINCREMENT \
+            table starts again at 1. sqlite_stat1 and sqlite_stat4 are not carried over. Core Data external \
+            data files go. The new store must pass integrity_check, the FTS integrity-check command and \
+            rtreecheck(), with no row outside the kept tables, before anything live is touched; a schema \
+            entry that is not one CREATE statement, or a virtual table of another module, fails the reset \
+            (65). --dry-run lists, per store, the tables it empties and keeps with their rows. Uses the same \
+            methods as restore (swap, online, offline, auto). Exit codes as for restore.
             """
     )
 
@@ -21,7 +35,7 @@ struct ResetCommand: GranaryCommand {
     @Option(help: "How each store is put in place.")
     var method: RestoreMethod = .auto
 
-    @Flag(help: "Print the plan and change nothing.")
+    @Flag(help: "Print the plan (the tables each store empties and keeps) and change nothing.")
     var dryRun = false
 
     @Option(
@@ -35,7 +49,7 @@ struct ResetCommand: GranaryCommand {
     @Flag(help: "Do not keep the replaced content as a pre-reset archive.")
     var noSafetyArchive = false
 
-    func execute(_ console: Console) throws -> RestoreResult {
+    func execute(_ console: Console) throws -> ResetResult {
         let settings = try global.settings()
         var request = RestoreRequest(user: try UserID(user))
         request.operation = .reset
@@ -44,7 +58,74 @@ struct ResetCommand: GranaryCommand {
         request.ownerTimeout = ownerTimeout ?? settings.ownerTimeout.value
         request.lockTimeout = lock.timeout(settings)
         request.safetyArchive = !noSafetyArchive
-        let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
-        return RestoreResult(try restorer.run(request), operation: .reset)
+        let root = try settings.requireRoot()
+        let restorer = Restorer(root: root, repository: try settings.repository())
+        let restored = RestoreResult(try restorer.run(request), operation: .reset)
+        let plan = dryRun ? try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init) : nil
+        return ResetResult(restore: restored, plan: plan)
+    }
+}
+
+/// `granary reset`: restore's document, and with `--dry-run` what each store empties and keeps.
+struct ResetResult: CommandResult {
+    /// One store's plan: the tables emptied and kept (with their rows now), the counters set back
+    /// and the internal tables not carried over.
+    struct Plan: Encodable {
+        struct Table: Encodable {
+            let name: String
+            /// Rows in the live store now (`null` when they could not be counted).
+            @Null var rows: Int64?
+            /// A virtual table (FTS, R-tree), recreated empty.
+            let virtual: Bool
+        }
+        let name: String
+        let empties: [Table]
+        let keeps: [Table]
+        let countersReset: [String]
+        let dropped: [String]
+
+        init(_ store: ResetPlan.Store) {
+            name = store.name
+            empties = store.plan.emptied.map { Table(name: $0.name, rows: $0.rows, virtual: $0.virtual) }
+            keeps = store.plan.kept.map { Table(name: $0.name, rows: $0.rows, virtual: $0.virtual) }
+            countersReset = store.plan.countersReset
+            dropped = store.plan.dropped
+        }
+    }
+
+    let restore: RestoreResult
+    /// `--dry-run` only, else `null`.
+    let plan: [Plan]?
+
+    enum Keys: String, CodingKey { case plan }
+
+    func encode(to encoder: Encoder) throws {
+        try restore.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        if let plan { try container.encode(plan, forKey: .plan) } else { try container.encodeNil(forKey: .plan) }
+    }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        restore.render(&text, detail)
+        for store in plan ?? [] { for line in Self.lines(store) { text.line(line) } }
+    }
+
+    var status: ExitStatus { restore.status }
+    var problems: [Failure] { restore.problems }
+    var notes: [String] { restore.notes }
+
+    /// `Notes.sqlite: empties notes (100 rows), …` and `Notes.sqlite: keeps Z_METADATA (1 row), …`.
+    static func lines(_ store: Plan) -> [TextLine] {
+        func table(_ table: Plan.Table) -> String {
+            let rows = table.rows.map { "\($0) row\($0 == 1 ? "" : "s")" } ?? "?"
+            return "\(table.name) (\(rows)\(table.virtual ? ", virtual" : ""))"
+        }
+        var lines: [TextLine] = [
+            "\(store.name): empties \(store.empties.isEmpty ? "nothing" : store.empties.map(table).joined(separator: ", "))",
+            "\(store.name): keeps \(store.keeps.isEmpty ? "no table's rows" : store.keeps.map(table).joined(separator: ", "))",
+        ]
+        if !store.countersReset.isEmpty { lines.append("\(store.name): sets back \(store.countersReset.joined(separator: ", "))") }
+        if !store.dropped.isEmpty { lines.append("\(store.name): drops \(store.dropped.joined(separator: ", "))") }
+        return lines
     }
 }

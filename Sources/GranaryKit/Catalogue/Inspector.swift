@@ -49,8 +49,10 @@ public struct InspectError: GranaryError, Sendable {
     public let path: String
     public let reason: String
     public let status: ExitStatus
+    /// The limit that stopped the reading, when one did (`ContentLimits`).
+    public var limit: ContentLimit?
     public var description: String { "\(path): \(reason)" }
-    public var hint: String? { status == .notFound ? nil : "inspect takes a SQLite store or a granary archive" }
+    public var hint: String? { limit?.hint ?? (status == .notFound ? nil : "inspect takes a SQLite store or a granary archive") }
 }
 
 /// Reads a store or an archive and describes it, without changing anything.
@@ -125,7 +127,9 @@ public enum Inspector {
             stores: stores)
     }
 
-    /// Describes the store `fileName` of `folder`, opened read-only beneath the folder.
+    /// Describes the store `fileName` of `folder`, opened read-only beneath the folder. Its table
+    /// counts and Core Data metadata are read within the store's time budget and memory ceiling
+    /// (`ContentLimits`).
     public static func store(in folder: Folder, fileName: String, name: String) throws -> StoreInspection {
         let path = folder.path(fileName)
         let db: Database
@@ -149,6 +153,9 @@ public enum Inspector {
                 name: name, size: folder.entry(fileName)?.size ?? 0, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
                 journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(header: header), tables: tables, coreData: coreData)
         } catch {
+            if let limit = error.limit {
+                throw InspectError(path: path, reason: "reading it \(error.message)", status: .dataError, limit: limit)
+            }
             throw InspectError(path: path, reason: "cannot be read by SQLite: \(error)", status: .dataError)
         }
     }

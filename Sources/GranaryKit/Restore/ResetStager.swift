@@ -1,23 +1,33 @@
 import Foundation
 
-/// Builds the "empty" stores of `granary reset`: a consistent copy of each live store (backup
-/// API) with every row deleted and the schema kept. For Core Data stores `Z_METADATA` is kept
-/// (the app must still recognise its store) and `Z_PRIMARYKEY.Z_MAX` is set back to 0; the
-/// external-data files go (the staged store has no external folder).
+/// Builds the "empty" stores of `granary reset`: for each live store, a new database with its
+/// schema and the rows of the tables that hold schema state only (`EmptyStore`: Core Data's
+/// `Z_METADATA` and `Z_PRIMARYKEY`, with `Z_MAX` set back to 0, migration tables, `[reset]
+/// keep_tables`). The external-data files go (the staged store has no external folder).
+///
+/// The caller opens the live store (read-only, beneath its folder); `EmptyStore` reads it in one
+/// read transaction.
 enum ResetStager {
     static func stage(from source: Database, into path: String, busyTimeout: Duration) throws {
         try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
-        let copy = try Database(path: path, mode: .create)
-        try OnlineRestore.copy(from: source, to: copy, busyTimeout: busyTimeout)
-        try copy.execute("PRAGMA foreign_keys=OFF")
-        try copy.execute("BEGIN")
-        for table in try copy.tableNames() where table != "Z_METADATA" && table != "Z_PRIMARYKEY" {
-            try copy.execute("DELETE FROM \"\(table.replacingOccurrences(of: "\"", with: "\"\""))\"")
+        try EmptyStore.build(from: source, into: path)
+    }
+}
+
+/// What `granary reset --dry-run` shows: per store of a user, what a reset empties and keeps.
+public enum ResetPlan {
+    /// One store's plan.
+    public struct Store: Sendable {
+        public var name: String
+        public var plan: EmptyStore.Plan
+    }
+
+    /// The plans of every store of `user` under `root`. Reads each store read-only, beneath its
+    /// folder (one snapshot each); changes nothing.
+    public static func stores(of user: UserID, in root: Root, busyTimeout: Duration = .seconds(10)) throws -> [Store] {
+        try root.user(user).stores().map { store in
+            let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout)
+            return Store(name: store.name, plan: try EmptyStore.plan(of: source))
         }
-        if try copy.hasTable("Z_PRIMARYKEY") { try copy.execute("UPDATE Z_PRIMARYKEY SET Z_MAX = 0") }
-        if try copy.hasTable("sqlite_sequence") { try copy.execute("DELETE FROM sqlite_sequence") }
-        try copy.execute("COMMIT")
-        // Freed pages would otherwise still hold the deleted rows' bytes.
-        try copy.execute("VACUUM")
     }
 }

@@ -1,21 +1,7 @@
 import CSQLite
+import CSQLiteLimits
 import CSnapshotTee
 import Foundation
-
-/// SQLite's own busy timeout (`sqlite3_busy_timeout`), with the same delays, that also gives up
-/// at once when SIGINT or SIGTERM has arrived: a lock another process holds (a user can hold
-/// their own store's forever) must not keep an interrupted run waiting out the whole timeout.
-/// The context is the timeout in milliseconds; `count` is how many times it was called for this lock.
-private let busyWait: @convention(c) (UnsafeMutableRawPointer?, Int32) -> Int32 = { context, count in
-    let delays: [Int32] = [1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100]
-    let timeout = Int32(clamping: Int(bitPattern: context))
-    let index = Int(min(count, Int32(delays.count - 1)))
-    let waited = count < Int32(delays.count) ? delays[..<index].reduce(0, +) : delays.reduce(0, +) + (count - Int32(delays.count)) * 100
-    if Interruption.isRequested || waited >= timeout { return 0 }
-    let delay = min(delays[index], timeout - waited)
-    usleep(useconds_t(delay) * 1000)
-    return Interruption.isRequested ? 0 : 1
-}
 
 /// One SQLite connection. It owns its handle and closes it in `deinit`.
 ///
@@ -54,20 +40,38 @@ public final class Database {
     /// For a connection beneath a folder: the registration SQLite's file names resolve through,
     /// kept as long as the connection (released after the handle is closed).
     private let beneath: SQLiteName?
+    /// The connection's time budget and memory ceiling.
+    let budget: ContentBudget
+    /// The size of the database file when it was opened, which its time budget was made for.
+    public let contentSize: Int64
+    /// Whether the first statement still has to set the cache size (see init).
+    private var cacheSizePending: Bool
 
     /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock;
     /// `vfs` names a registered VFS (nil: the default).
-    public convenience init(path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil) throws(SQLiteError) {
+    ///
+    /// Every connection works under `limits` (nil: `ContentLimits.current`): its time budget is
+    /// that of a store the size of the database file (or of `budgetSize` bytes, when given), and
+    /// its memory ceiling applies to everything SQLite allocates in its calls. A statement stopped
+    /// by either throws an `SQLiteError` whose `limit` says which. See `ContentLimits`.
+    public convenience init(
+        path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil, limits: ContentLimits? = nil,
+        budgetSize: Int64? = nil
+    ) throws(SQLiteError) {
         // SQLite's unix VFS takes paths of at most 512 bytes; a store deep in granary's staging
         // folder (a 255-byte user id, a long store name) is opened beneath its folder instead,
         // under a short name.
         if FolderName.encode(path).count > Database.longPath, let folder = try? Folder.open(path: (path as NSString).deletingLastPathComponent),
             let name = try? folder.sqliteName((path as NSString).lastPathComponent)
         {
-            try self.init(opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs)
+            try self.init(
+                opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs, limits: limits,
+                budgetSize: budgetSize)
             return
         }
-        try self.init(opening: path, display: path, beneath: nil, mode: mode, busyTimeout: busyTimeout, vfs: vfs)
+        try self.init(
+            opening: path, display: path, beneath: nil, mode: mode, busyTimeout: busyTimeout, vfs: vfs, limits: limits,
+            budgetSize: budgetSize)
     }
 
     /// Paths longer than this are opened beneath their folder (SQLite's limit is 512 bytes, and it
@@ -77,18 +81,30 @@ public final class Database {
     /// Opens a file beneath a folder (``Folder/sqliteName(_:)``): SQLite reaches the database and
     /// its `-wal`, `-shm` and `-journal` only beneath the folder's descriptor, never following a
     /// link, and refuses any of them that is not a regular file with one link owned by the
-    /// folder's owner (the error then names the file and why: ``SQLiteError/refusal``).
-    public convenience init(_ name: SQLiteName, mode: OpenMode, busyTimeout: Duration = .seconds(5)) throws(SQLiteError) {
-        try self.init(opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil)
+    /// folder's owner (the error then names the file and why: ``SQLiteError/refusal``). `limits`
+    /// and `budgetSize` as for a path.
+    public convenience init(
+        _ name: SQLiteName, mode: OpenMode, busyTimeout: Duration = .seconds(5), limits: ContentLimits? = nil,
+        budgetSize: Int64? = nil
+    ) throws(SQLiteError) {
+        try self.init(
+            opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil, limits: limits,
+            budgetSize: budgetSize)
     }
 
-    private init(opening: String, display: String, beneath: SQLiteName?, mode: OpenMode, busyTimeout: Duration, vfs: String?) throws(SQLiteError) {
+    private init(
+        opening: String, display: String, beneath: SQLiteName?, mode: OpenMode, busyTimeout: Duration, vfs: String?,
+        limits: ContentLimits?, budgetSize: Int64?
+    ) throws(SQLiteError) {
+        let budget = ContentBudget(limits: limits ?? .current)
         var db: OpaquePointer?
         SQLiteName.clearRefusal()
         // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
         // A path of granary's own may hold a name that is not UTF-8 (escaped in the string): SQLite
         // gets its bytes.
-        let rc = FolderName.withRaw(opening) { sqlite3_open_v2($0, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs) }
+        let rc = budget.charging {
+            FolderName.withRaw(opening) { sqlite3_open_v2($0, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs) }
+        }
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             let code = db.map { sqlite3_extended_errcode($0) } ?? rc
@@ -98,8 +114,15 @@ public final class Database {
         self.handle = db
         self.path = display
         self.beneath = beneath
+        self.budget = budget
+        // The size through SQLite's own open file (beneath a folder too: no second lookup by path).
+        self.contentSize = budgetSize ?? granary_database_size(db)
+        budget.setTime(forStoreOfSize: contentSize)
+        // The header's suggested cache size (the deprecated `PRAGMA default_cache_size`) is the
+        // store author's to choose: the first statement sets SQLite's default back (see prepare).
+        self.cacheSizePending = mode != .create
         sqlite3_extended_result_codes(db, 1)
-        sqlite3_busy_handler(db, busyWait, UnsafeMutableRawPointer(bitPattern: Int(max(0, busyTimeout.clampedMilliseconds))))
+        budget.watch(db, busyTimeout: busyTimeout.clampedMilliseconds)
     }
 
     /// Opens a file that nothing writes any more and nobody else can reach (a finished snapshot,
@@ -127,12 +150,17 @@ public final class Database {
     /// The error for the connection's last failure.
     func lastError(_ rc: Int32, operation: String?) -> SQLiteError {
         let code = sqlite3_extended_errcode(handle)
-        return SQLiteError(
-            code: code == SQLITE_OK ? rc : code,
-            message: String(cString: sqlite3_errmsg(handle)),
-            path: path,
-            operation: operation,
-            refusal: beneath == nil ? nil : Database.refusal(near: path))
+        return error(code: code == SQLITE_OK ? rc : code, message: String(cString: sqlite3_errmsg(handle)), operation: operation)
+    }
+
+    /// An error of this connection: one caused by the connection's budget says so; one of a store
+    /// beneath a folder names the file granary refused, if it refused one.
+    private func error(code: Int32, message: String, operation: String?) -> SQLiteError {
+        let refusal = beneath == nil ? nil : Database.refusal(near: path)
+        if let limit = budget.exceeded {
+            return SQLiteError(code: code, message: "stopped at \(limit)", path: path, operation: operation, refusal: refusal, limit: limit)
+        }
+        return SQLiteError(code: code, message: message, path: path, operation: operation, refusal: refusal)
     }
 
     /// The file beneath the folder that was refused on this thread (a `-wal` that is a hard link,
@@ -143,23 +171,50 @@ public final class Database {
         return (display as NSString).deletingLastPathComponent + "/" + refusal
     }
 
+    /// The limit the connection ran into, if one stopped a statement (`ContentLimits`).
+    public var exceededLimit: ContentLimit? { budget.exceeded }
+
+    /// Runs `body` (calls into SQLite on this connection) against the connection's budget.
+    @inline(__always)
+    func charging<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        try budget.charging(body)
+    }
+
     /// Runs one or more statements that return no rows we need.
     public func execute(_ sql: String) throws(SQLiteError) {
+        setCacheSize()
         var errmsg: UnsafeMutablePointer<CChar>?
         if beneath != nil { SQLiteName.clearRefusal() }
-        let rc = sqlite3_exec(handle, sql, nil, nil, &errmsg)
+        let rc = charging { sqlite3_exec(handle, sql, nil, nil, &errmsg) }
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(errmsg)
-            throw SQLiteError(
-                code: sqlite3_extended_errcode(handle), message: message, path: path, operation: sql,
-                refusal: beneath == nil ? nil : Database.refusal(near: path))
+            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: sql)
         }
     }
 
     /// Prepares a statement.
     public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
-        try Statement(database: self, sql: sql)
+        setCacheSize()
+        return try Statement(database: self, sql: sql)
+    }
+
+    /// SQLite's default page cache (2000 KiB) for a store of someone else's: its header may
+    /// suggest any size, and every page read would stay in memory up to it. Done before the
+    /// first statement rather than at open, so that a file that is not a database fails where
+    /// it always did. A failure here is left to the statement that follows.
+    private func setCacheSize() {
+        guard cacheSizePending else { return }
+        cacheSizePending = false
+        _ = charging { sqlite3_exec(handle, "PRAGMA cache_size=-2000", nil, nil, nil) }
+    }
+
+    /// Runs exactly one statement, refusing text after it: for SQL read from a store's schema
+    /// (which SQLite only ever runs the first statement of, and which could hide another).
+    public func runSingle(_ sql: String) throws(SQLiteError) {
+        setCacheSize()
+        let statement = try Statement(database: self, sql: sql, single: true)
+        while try statement.step() != nil {}
     }
 
     /// Runs `sql` with `arguments` and returns every row.
@@ -203,17 +258,19 @@ public final class Database {
     /// The result of `PRAGMA integrity_check` or `PRAGMA quick_check`: `["ok"]` when sound.
     ///
     /// A corrupt file can also make the pragma itself fail; that is reported as a
-    /// one-line problem rather than thrown, so callers treat both the same way.
+    /// one-line problem rather than thrown, so callers treat both the same way. So is a check
+    /// stopped by the connection's budget ("quick_check stopped at its time budget of …");
+    /// `exceededLimit` then tells it from damage.
     public func integrityCheck(full: Bool, maxErrors: Int = 20) -> [String] {
         let pragma = full ? "integrity_check" : "quick_check"
         do {
             return try rows("PRAGMA \(pragma)(\(maxErrors))").map { $0[0].text ?? "" }
         } catch {
-            return [error.message]
+            return [error.limit != nil ? "\(pragma) \(error.message)" : error.message]
         }
     }
 
-    /// Names of the ordinary tables, in name order (internal `sqlite_` tables excluded).
+    /// Names of the tables (virtual ones too), in name order (internal `sqlite_` tables excluded).
     public func tableNames() throws(SQLiteError) -> [String] {
         try rows("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
             .compactMap { $0[0].text }

@@ -26,6 +26,8 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         /// A file of the store was refused by granary's checks (a link, a FIFO, a hard link, not
         /// the folder owner's): see ``SQLiteError/refusal``.
         case refused
+        /// The connection's time budget or memory ceiling stopped the statement (`limit` says which).
+        case overLimit
         /// Any other result code.
         case other
     }
@@ -41,13 +43,19 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     /// For a store opened beneath a user's folder: the file granary refused to let SQLite open
     /// and why (`/srv/users/alice/Local.sqlite-wal: has more than one hard link`).
     public let refusal: String?
+    /// The limit that stopped the statement, when one did (`ContentLimits`).
+    public let limit: ContentLimit?
 
-    public init(code: Int32, message: String, path: String? = nil, operation: String? = nil, refusal: String? = nil) {
+    public init(
+        code: Int32, message: String, path: String? = nil, operation: String? = nil, refusal: String? = nil,
+        limit: ContentLimit? = nil
+    ) {
         self.code = code
         self.message = message
         self.path = path
         self.operation = operation
         self.refusal = refusal
+        self.limit = limit
     }
 
     /// The primary result code (the low byte of the extended code).
@@ -61,6 +69,7 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 
     public var kind: Kind {
         if refusal != nil { return .refused }
+        if limit != nil { return .overLimit }
         switch primaryCode {
         case SQLITE_CANTOPEN: return .cannotOpen
         case SQLITE_NOTADB: return .notADatabase
@@ -77,6 +86,10 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         if let refusal { return refusal + "; granary does not open it" }
         var text = ""
         if let path { text += "\(path): " }
+        if limit != nil {
+            // "…/Local.sqlite: PRAGMA integrity_check stopped at its time budget of 30s (…)"
+            return text + (operation.map { $0 + " " } ?? "") + message
+        }
         text += message
         text += " (SQLite code \(code)"
         if let operation { text += " in \(operation)" }

@@ -1,4 +1,5 @@
 import CSQLite
+import Foundation
 
 /// A value read from or bound to SQLite.
 public enum SQLValue: Sendable, Equatable {
@@ -43,15 +44,33 @@ public final class Statement {
     private let database: Database
     private let sql: String
 
-    init(database: Database, sql: String) throws(SQLiteError) {
+    /// Prepares `sql`. With `single`, text after the first statement (other than white space) is
+    /// refused rather than ignored: for statements that come from a store's own schema, where
+    /// SQLite itself only ever reads the first.
+    init(database: Database, sql: String, single: Bool = false) throws(SQLiteError) {
         var stmt: OpaquePointer?
-        let rc = sqlite3_prepare_v2(database.handle, sql, -1, &stmt, nil)
+        var rest = 0
+        // Preparing the first statement reads the schema: the store's, counted against its budget.
+        let rc = database.charging {
+            sql.withCString { text -> Int32 in
+                var tail: UnsafePointer<CChar>?
+                let rc = sqlite3_prepare_v2(database.handle, text, -1, &stmt, &tail)
+                if let tail { rest = strlen(tail) }
+                return rc
+            }
+        }
         guard rc == SQLITE_OK, let stmt else {
+            if rc == SQLITE_OK {
+                throw SQLiteError(code: SQLITE_MISUSE, message: "no statement to run", path: database.path, operation: sql)
+            }
             throw database.lastError(rc, operation: sql)
         }
         self.handle = stmt
         self.database = database
         self.sql = sql
+        if single, !sql.utf8.suffix(rest).allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) {
+            throw SQLiteError(code: SQLITE_MISUSE, message: "holds more than one statement", path: database.path, operation: sql)
+        }
     }
 
     deinit { sqlite3_finalize(handle) }
@@ -79,18 +98,20 @@ public final class Statement {
 
     /// Steps once: a row, or `nil` when done.
     public func step() throws(SQLiteError) -> Row? {
-        let rc = sqlite3_step(handle)
-        switch rc {
-        case SQLITE_ROW:
+        // Reading the columns may convert values (allocations): counted with the step.
+        let (rc, row) = database.charging { () -> (Int32, Row?) in
+            let rc = sqlite3_step(handle)
+            guard rc == SQLITE_ROW else { return (rc, nil) }
             let count = sqlite3_column_count(handle)
             var values: [SQLValue] = []
             values.reserveCapacity(Int(count))
             for column in 0..<count { values.append(value(at: column)) }
-            return Row(values: values)
-        case SQLITE_DONE:
-            return nil
-        default:
-            throw database.lastError(rc, operation: sql)
+            return (rc, Row(values: values))
+        }
+        switch rc {
+        case SQLITE_ROW: return row
+        case SQLITE_DONE: return nil
+        default: throw database.lastError(rc, operation: sql)
         }
     }
 

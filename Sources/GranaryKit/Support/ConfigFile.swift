@@ -23,13 +23,22 @@ public struct ConfigFile: Sendable {
     public var mirrors: [String]?
     /// The `[retention]` keys the file sets (`keep_daily`, …): the others keep their default.
     public var retentionKeysSet: Set<String> = []
+    /// `[limits]`: the defaults with the keys the file sets.
+    public var limits: ContentLimits?
+    /// `[reset] keep_tables`.
+    public var resetKeepTables: [String]?
 
-    /// The top-level keys and the `[retention]` keys the file may hold, for messages and docs.
-    public static let keys = ["root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror"]
+    /// The top-level keys and the keys of each table the file may hold, for messages and docs.
+    public static let keys = [
+        "root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror", "limits",
+        "reset",
+    ]
     public static let retentionKeys = [
         "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly", "keep_within",
         "safety_keep_within", "final_keep_within",
     ]
+    public static let limitsKeys = ["time", "time_per_gib", "memory"]
+    public static let resetKeys = ["keep_tables"]
 
     /// The file to read: the explicit one (which must exist), else the first default path that exists.
     /// Returns `nil` when no explicit file is named and no default file exists.
@@ -164,6 +173,27 @@ public struct ConfigFile: Sendable {
             }
             return parsed
         }
+        /// A size: a number of bytes or a size text (`512MiB`), within `range`.
+        func bytes(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int64>) throws(ConfigError) -> Int64 {
+            let count: Int64
+            if let number = value.int { count = Int64(number) } else {
+                guard let text = value.string else { throw fail(key, expected: "a size such as \"512MiB\" or \"2GiB\"", found: value) }
+                guard let parsed = ByteCountText.bytes(text) else {
+                    throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                        message: "\"\(text)\" is not a size (use a number with KiB, MiB, GiB or TiB, e.g. \"512MiB\")")
+                }
+                count = parsed
+            }
+            guard range.contains(count) else {
+                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                    message: "\(count) is out of range: it must be \(ByteCountText.render(range.lowerBound)) to \(ByteCountText.render(range.upperBound)) (0: none)")
+            }
+            return count
+        }
+        func subtable(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TOMLTable {
+            guard let table = value.table else { throw fail(key, expected: "a table", found: value) }
+            return table
+        }
 
         for key in table.keys.sorted() {
             guard let value = table[key] else { continue }
@@ -211,6 +241,40 @@ public struct ConfigFile: Sendable {
                 }
                 config.retention = policy
             case "mirror": config.mirrors = try mirrors(value)
+            case "limits":
+                let limits = try subtable(value, key)
+                var result = ContentLimits.defaults
+                for inner in limits.keys.sorted() {
+                    guard let item = limits[inner] else { continue }
+                    let full = "limits." + inner
+                    switch inner {
+                    case "time": result.time = try timeout(item, full, SettingLimits.contentTime)
+                    case "time_per_gib": result.timePerGiB = try timeout(item, full, SettingLimits.contentTime)
+                    case "memory": result.memory = try bytes(item, full, SettingLimits.contentMemory)
+                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
+                    }
+                }
+                config.limits = result
+            case "reset":
+                let reset = try subtable(value, key)
+                for inner in reset.keys.sorted() {
+                    guard let item = reset[inner] else { continue }
+                    let full = "reset." + inner
+                    switch inner {
+                    case "keep_tables":
+                        guard let array = item.array else { throw fail(full, expected: "an array of table names", found: item) }
+                        var names: [String] = []
+                        for element in array {
+                            guard let name = element.string, !name.isEmpty else {
+                                throw .invalidValue(path: path, line: locator.line(of: full), key: full,
+                                    message: "every entry must be a table name in quotes")
+                            }
+                            names.append(name)
+                        }
+                        config.resetKeepTables = names
+                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
+                    }
+                }
             default:
                 throw .unknownKey(path: path, line: locator.line(of: key), key: key)
             }
@@ -388,6 +452,41 @@ public enum SettingLimits {
     public static let ownerTimeout = Duration.milliseconds(1)...Duration.seconds(3600)
     /// The longest duration anywhere (`keep_within`, `--max-age`): 100 years, in seconds.
     public static let longestDuration: Int64 = 100 * 366 * 86_400
+    /// SQLite's time budget on a store (`[limits] time`, `time_per_gib`): up to a day each; 0: none.
+    public static let contentTime = Duration.zero...Duration.seconds(86_400)
+    /// SQLite's memory ceiling per connection (`[limits] memory`): up to 1 TiB; 0: none.
+    public static let contentMemory: ClosedRange<Int64> = 0...(1 << 40)
+}
+
+/// Sizes written as text: `512MiB`, `2GiB`, `64KiB`, `1TiB` (binary multiples; `K`, `M`, `G`,
+/// `T`, `KB`… mean the same), or a plain number of bytes.
+public enum ByteCountText {
+    /// The number of bytes `text` stands for, or `nil` when it is not a size.
+    public static func bytes(_ text: String) -> Int64? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isASCII && $0.isNumber }
+        guard let number = Int64(digits) else { return nil }
+        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let shift: Int64
+        switch unit {
+        case "", "b": shift = 0
+        case "k", "kb", "kib": shift = 10
+        case "m", "mb", "mib": shift = 20
+        case "g", "gb", "gib": shift = 30
+        case "t", "tb", "tib": shift = 40
+        default: return nil
+        }
+        let (product, overflow) = number.multipliedReportingOverflow(by: Int64(1) << shift)
+        return overflow ? nil : product
+    }
+
+    /// `bytes` in the largest binary unit that divides it exactly (`512 MiB`), else in bytes.
+    public static func render(_ bytes: Int64) -> String {
+        for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] where bytes > 0 && bytes % (Int64(1) << shift) == 0 {
+            return "\(bytes >> shift) \(unit)"
+        }
+        return "\(bytes) bytes"
+    }
 }
 
 /// A configuration file that cannot be used. Every case names the file; most the line and key.
@@ -422,6 +521,10 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
         case .untrusted(let path, _): return "chown root \(path) && chmod go-w \(path), or use /etc/granary/config.toml"
         case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
             return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
+            return "the [limits] keys are \(ConfigFile.limitsKeys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey(_, _, let key) where key.hasPrefix("reset."):
+            return "the [reset] keys are \(ConfigFile.resetKeys.joined(separator: ", ")); see granary.toml(5)"
         case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"
         default: return "see granary.toml(5)"
         }

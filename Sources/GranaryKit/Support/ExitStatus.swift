@@ -41,7 +41,7 @@ extension SQLiteError: GranaryError {
     public var status: ExitStatus {
         switch kind {
         case .cannotOpen: return .notFound
-        case .notADatabase, .corrupt, .refused: return .dataError
+        case .notADatabase, .corrupt, .refused, .overLimit: return .dataError
         case .busy: return .temporaryFailure
         case .readOnly: return .cannotCreate
         case .full, .ioError, .other: return .ioError
@@ -54,6 +54,7 @@ extension SQLiteError: GranaryError {
         case .full: return "free space on the filesystem that holds \(path ?? "the store")"
         case .corrupt, .notADatabase: return "granary inspect \(path ?? "STORE") to see what is wrong; restore from a verified archive"
         case .refused: return "remove or replace that file: a store's companions must be regular files with one link, owned by the folder's owner"
+        case .overLimit: return limit?.hint
         default: return nil
         }
     }

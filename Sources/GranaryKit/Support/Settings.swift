@@ -39,6 +39,10 @@ public struct Settings: Sendable {
     public var mirrors = Setting([String](), from: .defaultValue)
     /// The `[retention]` keys the configuration file sets; the others are defaults.
     public var retentionKeysFromFile: Set<String> = []
+    /// The time budget and memory ceiling of SQLite's work on each store (`[limits]`).
+    public var limits = Setting(ContentLimits.defaults, from: .defaultValue)
+    /// Tables a reset keeps with their rows, besides the built-in ones (`[reset] keep_tables`).
+    public var resetKeepTables = Setting([String](), from: .defaultValue)
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
@@ -74,7 +78,17 @@ public struct Settings: Sendable {
         if let value = config.retention { settings.retention = Setting(value, from: .file) }
         if let value = config.mirrors { settings.mirrors = Setting(value, from: .file) }
         settings.retentionKeysFromFile = config.retentionKeysSet
+        if let value = config.limits { settings.limits = Setting(value, from: .file) }
+        if let value = config.resetKeepTables { settings.resetKeepTables = Setting(value, from: .file) }
         return settings
+    }
+
+    /// Makes the settings that govern how stores' content is handled the process's own: the
+    /// limits of every SQLite connection (`ContentLimits.current`) and the tables a reset keeps
+    /// (`EmptyStore.configuredKeepTables`). The executable calls this once it has the settings.
+    public func applyToProcess() {
+        ContentLimits.current = limits.value
+        EmptyStore.configuredKeepTables = resetKeepTables.value
     }
 
     /// Finds and reads the configuration file (the search order of granary.toml(5)), then resolves.
