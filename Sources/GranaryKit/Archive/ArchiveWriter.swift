@@ -131,11 +131,42 @@ public final class ArchiveWriter {
     /// Adds a regular file whose content is `bytes`.
     public func addData(member: String, bytes: [UInt8], mode: mode_t = 0o600) throws(ArchiveError) {
         try writeHeader(member: member, type: Glibc.S_IFREG, mode: mode, size: Int64(bytes.count))
+        try writeBytes(bytes)
+    }
+
+    private func writeBytes(_ bytes: [UInt8]) throws(ArchiveError) {
         let failure: ArchiveError? = bytes.withUnsafeBytes { buffer in
             do throws(ArchiveError) { try writeData(buffer) } catch { return error }
             return nil
         }
         if let failure { throw failure }
+    }
+
+    /// Adds the archive's head: `MANIFEST.json`, and in format 2 `MANIFEST.files` (see
+    /// `Manifest`). Throws `ManifestError.tooLarge` before writing anything when the manifest is
+    /// over the limit every reader applies.
+    public func addManifest(_ manifest: Manifest) throws {
+        let layout = try manifest.layout()
+        try addData(member: Manifest.memberName, bytes: layout.manifest)
+        guard !layout.listed.isEmpty else { return }
+        // Line by line, gathered into chunks: the list is not held in memory a second time.
+        try writeHeader(member: Manifest.fileListName, type: Glibc.S_IFREG, mode: 0o600, size: layout.listSize)
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(Self.chunkSize)
+        var written: Int64 = 0
+        for file in layout.listed {
+            chunk += Manifest.fileListLine(file)
+            if chunk.count >= Self.chunkSize - 4096 {
+                try writeBytes(chunk)
+                written += Int64(chunk.count)
+                chunk.removeAll(keepingCapacity: true)
+            }
+        }
+        try writeBytes(chunk)
+        written += Int64(chunk.count)
+        guard written == layout.listSize else {
+            throw ArchiveError.writeFailed(path: path, message: "\(Manifest.fileListName) changed size while it was written", code: EIO)
+        }
     }
 
     /// Adds the regular file at `source`, copying it in chunks. The file must not change

@@ -3,15 +3,31 @@ import Foundation
 
 /// `MANIFEST.json`, the first member of every archive: what the archive holds and how to check it.
 ///
-/// Format version 1. Readers refuse a newer `format` (they cannot know what it means) and
-/// any manifest over `Manifest.sizeLimit` bytes. Keys are sorted and dates are RFC 3339 in UTC,
-/// so the same content always serialises to the same bytes.
+/// Format version 1 lists every file in `files`. An archive with more than
+/// `fileListThreshold` external-data files (a Core Data store with 80,000 attachments makes a
+/// format-1 manifest of 20 MiB, a million of them 250 MiB) is written in format 2: `files` lists
+/// the stores only, and the external-data files are listed in the second member,
+/// `MANIFEST.files`, one line each (`SHA256 SIZE PATH`), in the order the archive holds them,
+/// with that member's own size and SHA-256 in `fileList`. A reader checks that list as it goes,
+/// member after member, so reading it takes the same memory whatever the number of files.
+///
+/// One size limit, `sizeLimit`, holds for `MANIFEST.json` when it is written (`layout()`: a
+/// backup whose manifest would be larger fails, before anything is published) and when it is
+/// read. Readers refuse a newer `format` (they cannot know what it means). Keys are sorted and
+/// dates are RFC 3339 in UTC, so the same content always serialises to the same bytes.
 public struct Manifest: Codable, Sendable, Equatable {
-    /// The format this build writes and the newest it reads.
+    /// The format of ordinary archives (and the oldest this build reads).
     public static let currentFormat = 1
+    /// The format of archives whose external-data files are listed in `MANIFEST.files`; the
+    /// newest this build reads.
+    public static let newestFormat = 2
     /// The member name.
     public static let memberName = "MANIFEST.json"
-    /// The largest manifest a reader accepts.
+    /// The second member of a format-2 archive.
+    public static let fileListName = "MANIFEST.files"
+    /// Archives with more external-data files than this list them in `MANIFEST.files`.
+    public static let fileListThreshold = 10_000
+    /// The largest `MANIFEST.json` a writer writes and a reader accepts.
     public static let sizeLimit = 16 << 20
     /// Where stores go inside an archive.
     public static let storesFolder = "stores/"
@@ -125,6 +141,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     public var created: Date
     /// An optional label, for example `pre-restore`.
     public var label: String?
+    /// Format 2: the `MANIFEST.files` member that lists the external-data files.
+    public var fileList: FileList?
     public var compression: Compression
     public var stores: [Store]
     public var files: [File]
@@ -161,6 +179,77 @@ public struct Manifest: Codable, Sendable, Equatable {
         self.compression = compression
         self.stores = stores
         self.files = files
+    }
+
+    /// The member that lists a format-2 archive's external-data files.
+    public struct FileList: Codable, Sendable, Equatable {
+        /// `MANIFEST.files`.
+        public var member: String
+        /// Lines (files) in it.
+        public var count: Int
+        public var size: Int64
+        /// Lower-case hex SHA-256 of its content.
+        public var sha256: String
+    }
+
+    /// What goes at the head of an archive: `MANIFEST.json`, and the files to list in
+    /// `MANIFEST.files` (empty in format 1).
+    public struct Layout: Sendable {
+        public var manifest: [UInt8]
+        public var listed: [File]
+        /// The size of `MANIFEST.files`.
+        public var listSize: Int64
+    }
+
+    /// The manifest laid out for an archive: format 1, or format 2 when more than
+    /// `fileListThreshold` external-data files are listed. Throws `ManifestError.tooLarge` when
+    /// `MANIFEST.json` would be over `sizeLimit`, and `.invalid` for a file name a line of
+    /// `MANIFEST.files` cannot hold (a control character).
+    public func layout() throws(ManifestError) -> Layout {
+        var head = self
+        var listed: [File] = []
+        var listSize: Int64 = 0
+        if files.lazy.filter({ $0.kind == "external" }).count > Self.fileListThreshold {
+            listed = files.filter { $0.kind == "external" }
+            head.files = files.filter { $0.kind != "external" }
+            var hasher = SHA256()
+            for file in listed {
+                guard file.path.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) else {
+                    throw .invalid(source: user, reason: "external-data file \(file.path.debugDescription) has a control character in its name")
+                }
+                let line = Self.fileListLine(file)
+                hasher.update(data: line)
+                listSize += Int64(line.count)
+            }
+            head.format = Self.newestFormat
+            head.fileList = FileList(member: Self.fileListName, count: listed.count, size: listSize, sha256: hasher.finalize().hex)
+        }
+        let bytes = head.encoded()
+        guard bytes.count <= Self.sizeLimit else {
+            throw .tooLarge(user: user, size: bytes.count, stores: stores.count, entities: stores.reduce(0) { $0 + ($1.coreData?.entityRowCounts.count ?? 0) })
+        }
+        return Layout(manifest: bytes, listed: listed, listSize: listSize)
+    }
+
+    /// One line of `MANIFEST.files`: `SHA256 SIZE PATH` and a newline.
+    public static func fileListLine(_ file: File) -> [UInt8] {
+        Array("\(file.sha256) \(file.size) \(file.path)\n".utf8)
+    }
+
+    /// Parses one line of `MANIFEST.files` (without its newline); `nil` when it is not one.
+    public static func fileListEntry(_ line: some Collection<UInt8>) -> File? {
+        guard let first = line.firstIndex(of: 0x20) else { return nil }
+        let digest = line[..<first]
+        let rest = line[line.index(after: first)...]
+        guard let second = rest.firstIndex(of: 0x20) else { return nil }
+        let sizeText = rest[..<second]
+        let path = rest[rest.index(after: second)...]
+        guard digest.count == 64, digest.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
+            !sizeText.isEmpty, sizeText.count <= 18, sizeText.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let size = Int64(String(decoding: sizeText, as: UTF8.self)), !path.isEmpty
+        else { return nil }
+        return File(
+            path: String(decoding: path, as: UTF8.self), size: size, sha256: String(decoding: digest, as: UTF8.self), kind: "external")
     }
 
     /// The manifest as JSON bytes, with its `checksum` filled in.
@@ -220,12 +309,13 @@ public struct Manifest: Codable, Sendable, Equatable {
         } catch {
             throw .invalid(source: source, reason: "manifest is not valid JSON or has no format version")
         }
-        guard header.format <= currentFormat, header.format >= 1 else {
+        guard header.format <= newestFormat, header.format >= 1 else {
             throw .unsupportedFormat(source: source, format: header.format)
         }
         try verifyChecksum(bytes, source: source)
+        let manifest: Manifest
         do {
-            return try decoder.decode(Manifest.self, from: data)
+            manifest = try decoder.decode(Manifest.self, from: data)
         } catch let DecodingError.keyNotFound(key, _) {
             throw .invalid(source: source, reason: "manifest lacks \"\(key.stringValue)\"")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
@@ -234,6 +324,12 @@ public struct Manifest: Codable, Sendable, Equatable {
         } catch {
             throw .invalid(source: source, reason: "manifest cannot be read: \(error)")
         }
+        if let list = manifest.fileList {
+            guard manifest.format >= 2, list.member == fileListName, list.count >= 0, list.size >= 0 else {
+                throw .invalid(source: source, reason: "manifest has a wrong value at \"fileList\"")
+            }
+        }
+        return manifest
     }
 }
 
@@ -301,13 +397,17 @@ public enum ManifestError: GranaryError, Sendable {
     case invalid(source: String, reason: String)
     case unsupportedFormat(source: String, format: Int)
     case missing(source: String)
+    /// Writing: `MANIFEST.json` would be over `Manifest.sizeLimit`.
+    case tooLarge(user: String, size: Int, stores: Int, entities: Int)
 
     public var description: String {
         switch self {
         case .invalid(let source, let reason): return "\(source): \(reason)"
         case .unsupportedFormat(let source, let format):
-            return "\(source): manifest format \(format) is not supported (this granary reads format \(Manifest.currentFormat))"
+            return "\(source): manifest format \(format) is not supported (this granary reads formats 1 to \(Manifest.newestFormat))"
         case .missing(let source): return "\(source): the first member is not \(Manifest.memberName)"
+        case .tooLarge(let user, let size, let stores, let entities):
+            return "\(user): the archive's \(Manifest.memberName) would be \(ByteCountText.render(Int64(size))) for \(stores) store\(stores == 1 ? "" : "s") and \(entities) Core Data entities, over the \(ByteCountText.render(Int64(Manifest.sizeLimit))) granary reads; no archive was written"
         }
     }
 
@@ -316,6 +416,7 @@ public enum ManifestError: GranaryError, Sendable {
     public var hint: String? {
         switch self {
         case .unsupportedFormat: return "use the granary version that wrote this archive, or a newer one"
+        case .tooLarge: return "the user's folder holds more stores or Core Data entities than one archive can describe; see them with granary users and granary inspect STORE"
         default: return "the archive is damaged or not one of granary's; use another archive (granary list)"
         }
     }

@@ -423,7 +423,7 @@ public struct BackupOperation: Sendable {
             let writer = try ArchiveWriter(
                 fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
                 threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created)
-            try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+            try writer.addManifest(manifest)
             try writer.addDirectory(member: Manifest.storesFolder)
             var done: Int64 = 0
             for file in files {

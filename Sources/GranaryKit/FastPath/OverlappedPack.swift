@@ -235,7 +235,7 @@ public final class OverlappedPack: @unchecked Sendable {
     private func head(manifest: Manifest, first: BackupOperation.Packed, pageSize: Int, created: Date) throws -> [UInt8] {
         let capture = ArchiveOutput(capturingFor: temporary)
         let writer = try ArchiveWriter(output: capture, modificationTime: created)
-        try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+        try writer.addManifest(manifest)
         try writer.addDirectory(member: Manifest.storesFolder)
         try writer.addFile(member: first.file.path, from: first.source, dataLimit: Int64(pageSize))
         // The writer is abandoned mid-member: what it writes on the way out (zeros to the end of

@@ -81,7 +81,7 @@ public enum SafetyArchive {
         var published = false
         defer { if !published { unlink(temporary) } }
         let writer = try ArchiveWriter(fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now)
-        try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())
+        try writer.addManifest(manifest)
         for (member, source) in members { try writer.addFile(member: member, from: source) }
         try writer.finish()
         try file.sync()
