@@ -175,13 +175,16 @@ struct HostileContentTests {
         let folder = try user("photos@example.com")
         let store = folder + "/Library.sqlite"
         try SampleData.makeCoreDataStore(store, notes: 30)
-        let external = StoreFile.externalDataFolder(for: store)
+        let external = folder + "/" + StoreFile.externalDataName(for: "Library.sqlite")
         let before = FileSystem.contents(of: external).count
         for n in 0..<Self.manyFiles {
             let fd = open(external + "/" + String(format: "%08X-0000-4000-8000-%012d", n, n), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             #expect(fd >= 0)
             close(fd)
         }
+        // One attachment with a mode of its own: MANIFEST.files records it, as format 1 would.
+        let shared = external + "/" + String(format: "%08X-0000-4000-8000-%012d", 7, 7)
+        chmod(shared, 0o640)
         let backup = try granary(["backup", "photos@example.com"])
         #expect(backup.status == 0, "\(backup.stderr)")
         let list = try granary(["list", "photos@example.com", "--json"])
@@ -190,12 +193,17 @@ struct HostileContentTests {
         let manifest = try Catalogue.readManifest(repo + "/photos@example.com/" + archive)
         #expect(manifest.format == 2)
         #expect(manifest.fileList?.count == Self.manyFiles + before)
+        let listed = try GranaryProcess.runExecutable(
+            "/usr/bin/tar", ["--zstd", "-xOf", repo + "/photos@example.com/" + archive, Manifest.fileListName])
+        let line = listed.stdout.split(separator: "\n").first { $0.hasSuffix((shared as NSString).lastPathComponent) }
+        #expect(line?.split(separator: " ")[2] == "640")
         let verify = try granary(["verify", "photos@example.com/" + archive])
         #expect(verify.status == 0, "\(verify.stderr)")
         let drill = folder + "-drill"
         let restore = try granary(["restore", "photos@example.com", "--to", drill])
         #expect(restore.status == 0, "\(restore.stderr)")
-        #expect(FileSystem.contents(of: StoreFile.externalDataFolder(for: drill + "/Library.sqlite")).count == Self.manyFiles + before)
+        let restored = drill + "/" + StoreFile.externalDataName(for: "Library.sqlite")
+        #expect(FileSystem.contents(of: restored).count == Self.manyFiles + before)
         #expect(try Database(path: drill + "/Library.sqlite", mode: .readOnly).scalar("SELECT count(*) FROM ZNOTE")?.integer == 30)
     }
 }

@@ -26,7 +26,9 @@ struct ManifestScaleTests {
         FileManager.default.createFile(atPath: empty, contents: Data())
         let names = (0..<count).map { String(format: "%08d-ATTACHMENT", $0) }
         var files = [Manifest.File(path: "stores/Notes.sqlite", size: digest.size, sha256: digest.sha256, kind: "store")]
-        let externals = names.map { Manifest.File(path: external + $0, size: 0, sha256: emptySHA, kind: "external") }
+        let externals = names.enumerated().map {
+            Manifest.File(path: external + $1, size: 0, sha256: emptySHA, kind: "external", mode: $0 == 3 ? 0o640 : 0o600)
+        }
         files += listed?(externals) ?? externals
         let manifest = Manifest(
             user: "alice@example.com", host: "test", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
@@ -88,8 +90,11 @@ struct ManifestScaleTests {
         // The verifier extracted every listed file where restore picks them up.
         let staged = folder.child("staged")
         try FileSystem.makeDirectory(staged)
-        _ = try ArchiveVerifier.extract(archive: archive, into: staged, check: .quick, durable: false)
+        let all = try ArchiveVerifier.extract(archive: archive, into: staged, check: .quick, durable: false, allFiles: true)
         #expect(FileSystem.contents(of: staged + "/" + Self.external.dropLast()).count == count)
+        // Restore asks for every file, with the modes MANIFEST.files records.
+        #expect(all.manifest.files.count == count + 1)
+        #expect(all.manifest.files.first { $0.path.hasSuffix("00000003-ATTACHMENT") }?.mode == 0o640)
         #expect(!FileManager.default.fileExists(atPath: staged + "/" + Manifest.fileListName))
     }
 
@@ -138,17 +143,20 @@ struct ManifestScaleTests {
         #expect(!decoded)
     }
 
-    @Test("MANIFEST.files lines parse back; a name with a newline cannot be listed")
+    @Test("MANIFEST.files lines parse back whatever the name: spaces, a line feed, a backslash, a byte that is not UTF-8")
     func lines() throws {
-        let file = Manifest.File(path: "stores/.A_SUPPORT/_EXTERNAL_DATA/with space", size: 12, sha256: Self.emptySHA, kind: "external")
-        let line = Manifest.fileListLine(file)
-        #expect(Manifest.fileListEntry(line.dropLast()) == file)
-        #expect(Manifest.fileListEntry(Array("nothex 1 stores/x".utf8)) == nil)
-        var files = (0...Manifest.fileListThreshold).map {
-            Manifest.File(path: Self.external + "f\($0)", size: 0, sha256: Self.emptySHA, kind: "external")
+        for name in ["with space", "two\nlines", "back\\slash\\x41", "tab\tand\u{7F}", FolderName.decode([0x66, 0xFF, 0x0D])] {
+            for mode: UInt32? in [nil, 0o640] {
+                let file = Manifest.File(
+                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: "external", mode: mode)
+                let line = Manifest.fileListLine(file)
+                #expect(line.filter { $0 == 0x0A } == [0x0A], "one line for \(name.debugDescription)")
+                #expect(Manifest.fileListEntry(line.dropLast()) == file, "\(name.debugDescription)")
+            }
         }
-        files[3].path = Self.external + "two\nlines"
-        let manifest = Manifest(user: "u", host: "h", created: Date(), label: nil, compression: .none, stores: [], files: files)
-        #expect(throws: ManifestError.self) { try manifest.layout() }
+        #expect(Manifest.fileListEntry(Array("nothex 1 stores/x".utf8)) == nil)
+        #expect(Manifest.fileListEntry(Array("\(Self.emptySHA) 1 - stores/bad\\q".utf8)) == nil)
+        #expect(Manifest.fileListEntry(Array("\(Self.emptySHA) 1 9 stores/x".utf8)) == nil)
+        #expect(Manifest.fileListEntry(Array("\(Self.emptySHA) 1 600 stores/x".utf8))?.mode == 0o600)
     }
 }

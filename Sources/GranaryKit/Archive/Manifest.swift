@@ -7,7 +7,7 @@ import Foundation
 /// `fileListThreshold` external-data files (a Core Data store with 80,000 attachments makes a
 /// format-1 manifest of 20 MiB, a million of them 250 MiB) is written in format 2: `files` lists
 /// the stores only, and the external-data files are listed in the second member,
-/// `MANIFEST.files`, one line each (`SHA256 SIZE PATH`), in the order the archive holds them,
+/// `MANIFEST.files`, one line each (`SHA256 SIZE MODE PATH`), in the order the archive holds them,
 /// with that member's own size and SHA-256 in `fileList`. A reader checks that list as it goes,
 /// member after member, so reading it takes the same memory whatever the number of files.
 ///
@@ -203,8 +203,7 @@ public struct Manifest: Codable, Sendable, Equatable {
 
     /// The manifest laid out for an archive: format 1, or format 2 when more than
     /// `fileListThreshold` external-data files are listed. Throws `ManifestError.tooLarge` when
-    /// `MANIFEST.json` would be over `sizeLimit`, and `.invalid` for a file name a line of
-    /// `MANIFEST.files` cannot hold (a control character).
+    /// `MANIFEST.json` would be over `sizeLimit`.
     public func layout() throws(ManifestError) -> Layout {
         var head = self
         var listed: [File] = []
@@ -214,9 +213,6 @@ public struct Manifest: Codable, Sendable, Equatable {
             head.files = files.filter { $0.kind != "external" }
             var hasher = SHA256()
             for file in listed {
-                guard file.path.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F }) else {
-                    throw .invalid(source: user, reason: "external-data file \(file.path.debugDescription) has a control character in its name")
-                }
                 let line = Self.fileListLine(file)
                 hasher.update(data: line)
                 listSize += Int64(line.count)
@@ -231,9 +227,24 @@ public struct Manifest: Codable, Sendable, Equatable {
         return Layout(manifest: bytes, listed: listed, listSize: listSize)
     }
 
-    /// One line of `MANIFEST.files`: `SHA256 SIZE PATH` and a newline.
+    /// One line of `MANIFEST.files`: `SHA256 SIZE MODE PATH` and a newline. `MODE` is the file's
+    /// permission bits in octal, or `-` when not recorded. The path is its string's
+    /// UTF-8 with `\` written `\\` and each byte below 0x20, and 0x7F, written `\xHH`: a file name
+    /// may hold any byte but NUL, a line feed too.
     public static func fileListLine(_ file: File) -> [UInt8] {
-        Array("\(file.sha256) \(file.size) \(file.path)\n".utf8)
+        var line = Array("\(file.sha256) \(file.size) \(file.mode.map { String($0, radix: 8) } ?? "-") ".utf8)
+        let hex = Array("0123456789abcdef".utf8)
+        for byte in file.path.utf8 {
+            if byte == 0x5C {
+                line += [0x5C, 0x5C]
+            } else if byte < 0x20 || byte == 0x7F {
+                line += [0x5C, 0x78, hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            } else {
+                line.append(byte)
+            }
+        }
+        line.append(0x0A)
+        return line
     }
 
     /// Parses one line of `MANIFEST.files` (without its newline); `nil` when it is not one.
@@ -243,13 +254,45 @@ public struct Manifest: Codable, Sendable, Equatable {
         let rest = line[line.index(after: first)...]
         guard let second = rest.firstIndex(of: 0x20) else { return nil }
         let sizeText = rest[..<second]
-        let path = rest[rest.index(after: second)...]
+        let afterSize = rest[rest.index(after: second)...]
+        guard let third = afterSize.firstIndex(of: 0x20) else { return nil }
+        let modeText = String(decoding: afterSize[..<third], as: UTF8.self)
+        let mode: UInt32?
+        if modeText == "-" {
+            mode = nil
+        } else {
+            guard modeText.count <= 6, let value = UInt32(modeText, radix: 8) else { return nil }
+            mode = value
+        }
         guard digest.count == 64, digest.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
             !sizeText.isEmpty, sizeText.count <= 18, sizeText.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-            let size = Int64(String(decoding: sizeText, as: UTF8.self)), !path.isEmpty
+            let size = Int64(String(decoding: sizeText, as: UTF8.self))
         else { return nil }
-        return File(
-            path: String(decoding: path, as: UTF8.self), size: size, sha256: String(decoding: digest, as: UTF8.self), kind: "external")
+        func nibble(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: return byte - 0x30
+            case 0x61...0x66: return byte - 0x61 + 10
+            default: return nil
+            }
+        }
+        var path: [UInt8] = []
+        var bytes = Array(afterSize[afterSize.index(after: third)...])[...]
+        while let byte = bytes.popFirst() {
+            guard byte >= 0x20, byte != 0x7F else { return nil }
+            guard byte == 0x5C else {
+                path.append(byte)
+                continue
+            }
+            switch bytes.popFirst() {
+            case 0x5C: path.append(0x5C)
+            case 0x78:
+                guard let high = bytes.popFirst().flatMap(nibble), let low = bytes.popFirst().flatMap(nibble) else { return nil }
+                path.append(high << 4 | low)
+            default: return nil
+            }
+        }
+        guard !path.isEmpty, let text = String(validating: path, as: UTF8.self) else { return nil }
+        return File(path: text, size: size, sha256: String(decoding: digest, as: UTF8.self), kind: "external", mode: mode)
     }
 
     /// The manifest as JSON bytes, with its `checksum` filled in.

@@ -55,24 +55,32 @@ public enum ArchiveVerifier {
     /// `durable` files are written back as they grow and fsynced, with their folders, once all are
     /// written (restore's staging, which is swapped in); otherwise the copy is scratch that is
     /// checked and removed (verify, inspect).
+    ///
+    /// With `allFiles`, the manifest returned lists every file of a format-2 archive, those of
+    /// `MANIFEST.files` too, as format 1 does (restore needs their modes); otherwise only what
+    /// `MANIFEST.json` lists, and memory stays flat.
     public static func extract(
-        archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil, durable: Bool = true
+        archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil, durable: Bool = true,
+        allFiles: Bool = false
     ) throws -> Outcome {
-        try extract(source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser, durable: durable)
+        try extract(
+            source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser, durable: durable,
+            allFiles: allFiles)
     }
 
     /// Extracts the archive `source` gives (a local file, or a download read front to back)
-    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:)``.
+    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:allFiles:)``.
     /// A download that fails (a cut connection, a server error) is reported as the transfer's
     /// failure, never as a fault of the archive. `name` names the archive in messages.
     public static func extract(
         source: ArchiveSource, name: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
-        durable: Bool = true
+        durable: Bool = true, allFiles: Bool = false
     ) throws -> Outcome {
         let outcome: Outcome
         do {
             outcome = try extractVerified(
-                source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable)
+                source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable,
+                allFiles: allFiles)
         } catch {
             if let failure = source.transferFailure() { throw failure }
             throw error
@@ -82,7 +90,8 @@ public enum ArchiveVerifier {
     }
 
     private static func extractVerified(
-        source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?, durable: Bool
+        source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?, durable: Bool,
+        allFiles: Bool
     ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
@@ -92,7 +101,7 @@ public enum ArchiveVerifier {
             if error.status == .dataError { throw fail(nil, "is not a readable archive: \(error.message)") }
             throw error
         }
-        let manifest: Manifest
+        var manifest: Manifest
         do {
             guard let first = try reader.next() else { throw fail(nil, "is empty") }
             guard first.name == Manifest.memberName, first.kind == .regular else {
@@ -139,6 +148,7 @@ public enum ArchiveVerifier {
             }
         }
         var listed = 0
+        var listedFiles: [Manifest.File] = []
         var seen: Set<String> = []
         var directories: Set<String> = []
         var lastFolder = ""
@@ -163,7 +173,7 @@ public enum ArchiveVerifier {
                         seen.insert(name)
                     } else if let list {
                         guard let next = try list.next() else { throw fail(name, "is not in the manifest") }
-                        guard let next else { throw fail(Manifest.fileListName, "line \(listed + 1) is not SHA256 SIZE PATH") }
+                        guard let next else { throw fail(Manifest.fileListName, "line \(listed + 1) is not SHA256 SIZE MODE PATH") }
                         guard next.path == name else {
                             throw fail(name, "comes where \(Manifest.fileListName) lists \(next.path) (line \(listed + 1))")
                         }
@@ -171,6 +181,7 @@ public enum ArchiveVerifier {
                         // Listed names are not remembered (flat memory): a second copy finds the first.
                         guard FileSystem.status(target) == nil else { throw fail(name, "is in the archive twice") }
                         file = next
+                        if allFiles { listedFiles.append(next) }
                     } else {
                         throw fail(name, "is not in the manifest")
                     }
@@ -205,7 +216,7 @@ public enum ArchiveVerifier {
         }
         if let list, let fileList = manifest.fileList {
             if let next = try list.next() {
-                throw fail(next?.path ?? Manifest.fileListName, next == nil ? "line \(listed + 1) is not SHA256 SIZE PATH" : "is listed in \(Manifest.fileListName) but missing")
+                throw fail(next?.path ?? Manifest.fileListName, next == nil ? "line \(listed + 1) is not SHA256 SIZE MODE PATH" : "is listed in \(Manifest.fileListName) but missing")
             }
             guard listed == fileList.count else {
                 throw fail(Manifest.fileListName, "lists \(listed) files, the manifest says \(fileList.count)")
@@ -248,6 +259,7 @@ public enum ArchiveVerifier {
             try FileSystem.removeFile(path + "-shm")
         }
         if durable { try syncTree(folder) }
+        manifest.files += listedFiles
         return Outcome(manifest: manifest, bytes: bytes, checks: checks)
     }
 

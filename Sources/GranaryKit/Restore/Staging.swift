@@ -20,7 +20,10 @@ public enum Staging {
     /// ``extract(archive:into:user:)`` does; `name` names it in messages.
     public static func extract(source: ArchiveSource, name archive: String, into folder: String, user: String? = nil) throws -> Manifest {
         do {
-            return try ArchiveVerifier.extract(source: source, name: archive, into: folder, check: .full, expectedUser: user).manifest
+            // Every file, those a format-2 archive lists in MANIFEST.files too: restore needs their modes.
+            return try ArchiveVerifier.extract(
+                source: source, name: archive, into: folder, check: .full, expectedUser: user, allFiles: true
+            ).manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
             throw RestoreError.verificationFailed(archive: archive, reason: reason, newestGood: nil, user: user)
