@@ -285,7 +285,7 @@ public enum ArchiveVerifier {
             index += 1
         }
         if files.count > syncOneByOne {
-            let fd = open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let fd = RawPath.open(folder, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if fd < 0 { throw FileSystemError("open", path: folder) }
             defer { close(fd) }
             if syncfs(fd) != 0 { throw FileSystemError("syncfs", path: folder) }
@@ -298,7 +298,7 @@ public enum ArchiveVerifier {
     static let syncOneByOne = 64
 
     private static func sync(_ path: String) throws {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = RawPath.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }
         if fsync(fd) != 0 { throw FileSystemError("fsync", path: path) }
@@ -392,7 +392,7 @@ final class FileListCursor {
     private var ended = false
 
     init(path: String) throws {
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        fd = RawPath.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         if fd < 0 { throw FileSystemError("open", path: path) }
         self.path = path
     }
