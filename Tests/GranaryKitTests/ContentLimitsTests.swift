@@ -173,3 +173,23 @@ struct ContentLimitsTests {
         #expect(DurationText.format(.seconds(90)) == "1m30s")
     }
 }
+
+@Suite("a store's suggested page cache")
+struct SuggestedCacheTests {
+    @Test("a store whose header asks for a page cache of 4 GiB is checked with SQLite's default cache, within a 16 MiB ceiling")
+    func hugeSuggestedCache() throws {
+        let folder = TemporaryFolder()
+        let path = folder.child("Greedy.sqlite")
+        let db = try Database(path: path, mode: .create, limits: .unlimited)
+        // The deprecated default_cache_size is kept in the header and honoured by every reader.
+        try db.execute("PRAGMA default_cache_size=1000000; CREATE TABLE t(x BLOB)")
+        try db.execute("BEGIN")
+        for _ in 0..<2000 { try db.run("INSERT INTO t VALUES (randomblob(32768))") }
+        try db.execute("COMMIT")
+        #expect(FileSystem.size(path) > 60 << 20)
+        let ceiling = ContentLimits(time: .zero, timePerGiB: .zero, memory: 16 << 20)
+        let reader = try Database(path: path, mode: .readOnly, limits: ceiling)
+        #expect(reader.integrityCheck(full: true) == ["ok"])
+        #expect(reader.exceededLimit == nil)
+    }
+}

@@ -44,8 +44,8 @@ public final class Database {
     let budget: ContentBudget
     /// The size of the database file when it was opened, which its time budget was made for.
     public let contentSize: Int64
-    /// Whether the first statement still has to set the cache size (see init).
-    private var cacheSizePending: Bool
+    /// Whether SQLite's default page cache is still to be set (see `capCache`).
+    private var cachePending: Bool
 
     /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock;
     /// `vfs` names a registered VFS (nil: the default).
@@ -118,9 +118,7 @@ public final class Database {
         // The size through SQLite's own open file (beneath a folder too: no second lookup by path).
         self.contentSize = budgetSize ?? granary_database_size(db)
         budget.setTime(forStoreOfSize: contentSize)
-        // The header's suggested cache size (the deprecated `PRAGMA default_cache_size`) is the
-        // store author's to choose: the first statement sets SQLite's default back (see prepare).
-        self.cacheSizePending = mode != .create
+        self.cachePending = mode != .create && budget.memory > 0
         sqlite3_extended_result_codes(db, 1)
         budget.watch(db, busyTimeout: busyTimeout.clampedMilliseconds)
     }
@@ -182,10 +180,10 @@ public final class Database {
 
     /// Runs one or more statements that return no rows we need.
     public func execute(_ sql: String) throws(SQLiteError) {
-        setCacheSize()
         var errmsg: UnsafeMutablePointer<CChar>?
         if beneath != nil { SQLiteName.clearRefusal() }
         let rc = charging { sqlite3_exec(handle, sql, nil, nil, &errmsg) }
+        capCache()
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(errmsg)
@@ -195,25 +193,27 @@ public final class Database {
 
     /// Prepares a statement.
     public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
-        setCacheSize()
-        return try Statement(database: self, sql: sql)
+        let statement = try Statement(database: self, sql: sql)
+        capCache()
+        return statement
     }
 
-    /// SQLite's default page cache (2000 KiB) for a store of someone else's: its header may
-    /// suggest any size, and every page read would stay in memory up to it. Done before the
-    /// first statement rather than at open, so that a file that is not a database fails where
-    /// it always did. A failure here is left to the statement that follows.
-    private func setCacheSize() {
-        guard cacheSizePending else { return }
-        cacheSizePending = false
+    /// SQLite's default page cache (2000 KiB) on a connection under a memory ceiling: a store's
+    /// header may suggest any size (the deprecated `default_cache_size`), and every page read would
+    /// stay in memory up to it (the backup API's reads too, which are not charged to the budget).
+    /// Set once the first statement has read the schema, which applies the header's suggestion:
+    /// the pragma then needs neither I/O nor a lock, and the statement has not run yet.
+    private func capCache() {
+        guard cachePending else { return }
+        cachePending = false
         _ = charging { sqlite3_exec(handle, "PRAGMA cache_size=-2000", nil, nil, nil) }
     }
 
     /// Runs exactly one statement, refusing text after it: for SQL read from a store's schema
     /// (which SQLite only ever runs the first statement of, and which could hide another).
     public func runSingle(_ sql: String) throws(SQLiteError) {
-        setCacheSize()
         let statement = try Statement(database: self, sql: sql, single: true)
+        capCache()
         while try statement.step() != nil {}
     }
 
