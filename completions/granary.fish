@@ -253,7 +253,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" v verbose' -s 'v' -l 'verbose' -d 'Print more detail.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary reset" -eq 1' -fka '(__granary_custom_completion ---completion reset -- positional@0 (count (__granary_tokens -pc)) (string length -- (commandline -ct)))'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" method' -l 'method' -d 'How each store is put in place.' -rfka 'auto swap online offline'
-complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" dry-run' -l 'dry-run' -d 'Print the plan and change nothing.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" dry-run' -l 'dry-run' -d 'Print the plan (the tables each store empties and keeps) and change nothing.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" owner-timeout' -l 'owner-timeout' -d 'How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" lock-timeout' -l 'lock-timeout' -d 'How long to wait for another run on the same user: 30s, 2m, 0.5 (default: 1m).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" no-safety-archive' -l 'no-safety-archive' -d 'Do not keep the replaced content as a pre-reset archive.'
