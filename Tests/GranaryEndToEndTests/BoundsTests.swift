@@ -118,6 +118,10 @@ struct BoundsTests {
         ("[retention]\nkeep_last = 1000000", true), ("[retention]\nkeep_last = 1000001", false),
         ("[retention]\nkeep_daily = -1", false), ("[retention]\nkeep_within = \"36600d\"", true),
         ("[retention]\nkeep_within = \"36601d\"", false), ("[retention]\nkeep_within = -5", false),
+        ("[limits]\ntime = 0", true), ("[limits]\ntime = \"1d\"", true), ("[limits]\ntime = \"1d1s\"", false),
+        ("[limits]\ntime = -1", false), ("[limits]\ntime = nan", false), ("[limits]\ntime_per_gib = 0.5", true),
+        ("[limits]\ntime_per_gib = 1e300", false), ("[limits]\nmemory = 0", true), ("[limits]\nmemory = \"1TiB\"", true),
+        ("[limits]\nmemory = 1099511627777", false), ("[limits]\nmemory = -1", false), ("[limits]\nmemory = \"1PiB\"", false),
     ]
 
     @Test("the configuration file: every number within its bounds, or 64 naming the file, line and key", arguments: files)

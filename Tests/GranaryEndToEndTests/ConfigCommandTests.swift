@@ -58,6 +58,11 @@ struct ConfigCommandTests {
             [retention]
             keep_daily = 7
             keep_within = "30d"
+            [limits]
+            time = "1m"
+            memory = "1GiB"
+            [reset]
+            keep_tables = ["app_settings", "flags"]
             """, to: file)
         let map = try effective(["--config", file], [:], folder: folder)
         #expect(map["level"]?.value as? Int == 9)
@@ -69,6 +74,10 @@ struct ConfigCommandTests {
         #expect(map["retention.keep_within"]?.value as? String == "30d")
         #expect(map["retention.keep_last"]?.value as? Int == 0 && map["retention.keep_last"]?.source == "default",
             "a key the file does not set is not from the file")
+        #expect(map["limits.time"]?.value as? String == "1m" && map["limits.time"]?.source == "file")
+        #expect(map["limits.time_per_gib"]?.value as? String == "2m", "the table's other keys keep their defaults")
+        #expect(map["limits.memory"]?.value as? String == "1GiB")
+        #expect(map["reset.keep_tables"]?.value as? [String] == ["app_settings", "flags"])
     }
 
     @Test("a bad configuration file is a usage error naming the file, line and key", arguments: [

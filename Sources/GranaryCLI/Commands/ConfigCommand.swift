@@ -84,9 +84,15 @@ struct ConfigResult: CommandResult {
             retention("final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
             entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
             entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
-            entry("limits.memory", settings.limits) { .string(ByteCountText.render($0.memory)) },
+            entry("limits.memory", settings.limits) { Self.size($0.memory) },
             entry("reset.keep_tables", settings.resetKeepTables) { $0.isEmpty ? .unset : .list($0) },
         ]
+    }
+
+    /// A size as the file would hold it: `"512MiB"` for a whole number of a binary unit, else bytes.
+    static func size(_ bytes: Int64) -> Value {
+        let text = ByteCountText.render(bytes)
+        return text.hasSuffix(" bytes") ? .integer(Int(bytes)) : .string(text.replacingOccurrences(of: " ", with: ""))
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
