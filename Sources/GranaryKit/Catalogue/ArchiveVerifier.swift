@@ -30,9 +30,10 @@ public struct VerificationFailure: GranaryError, Sendable, Equatable {
 }
 
 /// Reads an archive once, from start to end, and proves it: the manifest comes first; every
-/// member is a regular file or folder under `stores/` listed in the manifest with the size and
-/// SHA-256 it has; nothing listed is missing and nothing is there twice; every store passes
-/// SQLite's `integrity_check` (or `quick_check`).
+/// member is a regular file under `stores/` listed in the manifest with the size and SHA-256 it
+/// has, or a folder the manifest implies (`stores/`, one holding a listed file, an external-data
+/// folder); nothing listed is missing and nothing is there twice; every store passes SQLite's
+/// `integrity_check` (or `quick_check`). Anything else is refused before it is made.
 ///
 /// Members are written only inside the folder given, and only after their header has been
 /// judged safe: absolute names, `..`, symlinks, hard links, devices and FIFOs are refused
@@ -121,8 +122,13 @@ public enum ArchiveVerifier {
         var expected: [String: Manifest.File] = [:]
         for file in manifest.files {
             guard isSafe(file.path) else { throw fail(file.path, "is listed in the manifest with an unsafe name") }
+            if let problem = lengthProblem(file.path, under: folder) { throw fail(file.path, "is listed in the manifest with \(problem)") }
             expected[file.path] = file
         }
+        // The only folders an archive may hold as members: those the manifest implies. Anything
+        // else is refused before it is made (an archive of 200,000 folder members must not make
+        // them, nor one of folders nested past what the filesystem takes).
+        let folders = try impliedFolders(of: manifest, under: folder, fail: fail)
         // Format 2: the external-data files are listed in the second member, in archive order. It
         // is extracted beside the stores (outside stores/), checked against the manifest, and then
         // read one line per member, so that memory stays flat whatever the number of files.
@@ -161,9 +167,11 @@ public enum ArchiveVerifier {
                     throw fail(entry.name, "is an unexpected member (only stores/… belongs in an archive)")
                 }
                 guard !seen.contains(name), !directories.contains(name) else { throw fail(name, "is in the archive twice") }
+                if let problem = lengthProblem(name, under: folder) { throw fail(entry.name, "has \(problem)") }
                 let target = folder + "/" + name
                 switch entry.kind {
                 case .directory:
+                    guard folders.contains(name) else { throw fail(entry.name, "is a folder the manifest does not list") }
                     try makeFolders(folder, name)
                     directories.insert(name)
                 case .regular:
@@ -261,6 +269,54 @@ public enum ArchiveVerifier {
         if durable { try syncTree(folder) }
         manifest.files += listedFiles
         return Outcome(manifest: manifest, bytes: bytes, checks: checks)
+    }
+
+    /// The folders the manifest implies: `stores`, every folder above a file it lists (stores
+    /// and format 1's external-data files), and each store's external-data folder with the
+    /// folders above it (format 2's files are all in it). Throws for an external-data folder
+    /// whose name is unsafe or too long.
+    private static func impliedFolders(
+        of manifest: Manifest, under folder: String, fail: (String?, String) -> VerificationFailure
+    ) throws -> Set<String> {
+        var folders: Set<String> = ["stores"]
+        func addParents(of path: String) {
+            var path = Substring(path)
+            while let slash = path.lastIndex(of: "/") {
+                path = path[..<slash]
+                guard path.hasPrefix(Manifest.storesFolder), folders.insert(String(path)).inserted else { return }
+            }
+        }
+        for file in manifest.files { addParents(of: file.path) }
+        for store in manifest.stores {
+            addParents(of: store.path)
+            guard let external = store.externalDataPath else { continue }
+            let path = external.hasSuffix("/") ? String(external.dropLast()) : external
+            guard isSafe(path), path.hasPrefix(Manifest.storesFolder) else {
+                throw fail(external, "is the external-data folder of \(store.name) with an unsafe name")
+            }
+            if let problem = lengthProblem(path, under: folder) { throw fail(external, "is an external-data folder with \(problem)") }
+            folders.insert(path)
+            addParents(of: path)
+        }
+        return folders
+    }
+
+    /// Why `name` cannot be made under `folder`, in a phrase (`a name too long to extract: …`):
+    /// a component over 255 bytes, or the whole path past the 4,096 bytes of a Linux path. `nil`
+    /// when it can. No filesystem granary backs up from holds such a name, so it is a fault of
+    /// the archive (65), found before anything is made for it, not a failure to write (74).
+    static func lengthProblem(_ name: String, under folder: String) -> String? {
+        let bytes = FolderName.encode(name)
+        var longest = 0, current = 0
+        for byte in bytes {
+            if byte == UInt8(ascii: "/") { current = 0 } else { current += 1; longest = max(longest, current) }
+        }
+        if longest > Int(NAME_MAX) { return "a name too long to extract: a component of \(longest) bytes (at most \(NAME_MAX))" }
+        let total = FolderName.encode(folder).count + 1 + bytes.count
+        if total >= Int(PATH_MAX) {
+            return "a name too long to extract: \(total) bytes with the folder it goes in (at most \(Int(PATH_MAX) - 1))"
+        }
+        return nil
     }
 
     /// Makes every file and folder under `folder` (ours, private) durable, once all are written.
