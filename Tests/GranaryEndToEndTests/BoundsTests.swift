@@ -122,6 +122,9 @@ struct BoundsTests {
         ("[limits]\ntime = -1", false), ("[limits]\ntime = nan", false), ("[limits]\ntime_per_gib = 0.5", true),
         ("[limits]\ntime_per_gib = 1e300", false), ("[limits]\nmemory = 0", true), ("[limits]\nmemory = \"1TiB\"", true),
         ("[limits]\nmemory = 1099511627777", false), ("[limits]\nmemory = -1", false), ("[limits]\nmemory = \"1PiB\"", false),
+        ("[limits]\nbytes_per_user = 0", true), ("[limits]\nbytes_per_user = \"1024TiB\"", true),
+        ("[limits]\nbytes_per_user = \"1025TiB\"", false), ("[limits]\nbytes_per_user = -1", false),
+        ("[limits]\nbytes_per_user = \"lots\"", false),
     ]
 
     @Test("the configuration file: every number within its bounds, or 64 naming the file, line and key", arguments: files)

@@ -61,6 +61,7 @@ struct ConfigCommandTests {
             [limits]
             time = "1m"
             memory = "1GiB"
+            bytes_per_user = "20GiB"
             [reset]
             keep_tables = ["app_settings", "flags"]
             """, to: file)
@@ -77,6 +78,7 @@ struct ConfigCommandTests {
         #expect(map["limits.time"]?.value as? String == "1m" && map["limits.time"]?.source == "file")
         #expect(map["limits.time_per_gib"]?.value as? String == "2m", "the table's other keys keep their defaults")
         #expect(map["limits.memory"]?.value as? String == "1GiB")
+        #expect(map["limits.bytes_per_user"]?.value as? String == "20GiB" && map["limits.bytes_per_user"]?.source == "file")
         #expect(map["reset.keep_tables"]?.value as? [String] == ["app_settings", "flags"])
     }
 

@@ -71,7 +71,7 @@ struct FaultTests {
         #expect(VerificationRecord.read(for: disk.path + "/bob@example.com/" + name) == nil)
     }
 
-    @Test("a restore whose staging fills the root's filesystem exits 74 and changes nothing live")
+    @Test("a restore whose staging would not fit on the root's filesystem exits 74 naming the space it needs, before writing a byte, and changes nothing live")
     func restoreDiskFull() throws {
         let fixture = try Fixture()
         let disk = try SmallDisk(in: fixture.folder, name: "disk", kilobytes: 512)
@@ -84,8 +84,15 @@ struct FaultTests {
         let before = RestoreFixtures.sha256(live)
         _ = try GranaryProcess.runExecutable("/bin/dd", ["if=/dev/zero", "of=" + disk.path + "/filler", "bs=4k"])
         _ = try GranaryProcess.runExecutable("/bin/sh", ["-c", "truncate -s -20k '\(disk.path)/filler'"])
+        var room = statvfs()
+        statvfs(disk.path, &room)
         let result = try fixture.granary(["restore", "bob@example.com"], root: root)
         #expect(result.status == 74, "\(result.stderr)")
+        // Refused before staging wrote anything: the filesystem was never filled up.
+        #expect(result.stderr.contains("staging the archive's files needs") && result.stderr.contains("nothing was changed"), "\(result.stderr)")
+        var after = statvfs()
+        statvfs(disk.path, &after)
+        #expect(after.f_bavail >= room.f_bavail, "staging wrote \((room.f_bavail - after.f_bavail) * 4) KiB before it was refused")
         #expect(RestoreFixtures.sha256(live) == before)
         #expect(FileSystem.contents(of: root + "/.granary/restore").isEmpty)
         #expect(try Database(path: live, mode: .readOnly).integrityCheck(full: true) == ["ok"])

@@ -78,6 +78,7 @@ struct BackupCommand: GranaryCommand {
         options.level = level ?? (compression == nil ? settings.level.value : nil)
         try ArgumentValues.check(level: options.level, compression: options.compression)
         options.check = check ?? settings.check.value
+        options.bytesPerUser = settings.bytesPerUser.value
         options.label = label
         options.lockTimeout = lock.timeout(settings)
         let ids = all ? try root.scan().users : try users.map { (id) throws(UserError) in try UserID(id) }
@@ -132,6 +133,8 @@ struct BackupResult: CommandResult {
         @Null var stores: [Store]?
         /// Entries of the user's folder the backup passed over, with why (said, not failed).
         @Null var skipped: [Skipped]?
+        /// What the backup met that did not stop it (a sparse store or attachment).
+        @Null var warnings: [String]?
         /// With `--prune`: the user's archives after the backup, each kept (and by which rules) or removed.
         @Null var prune: PruneResult.Plan?
         /// The new archive on each mirror (null without mirrors).
@@ -148,6 +151,7 @@ struct BackupResult: CommandResult {
             priority = result?.priority.rawValue
             stores = result?.stores.map { Store(name: $0.name, journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
             skipped = result?.skipped.map { Skipped(name: $0.name, reason: $0.reason) }
+            warnings = result?.warnings
             prune = pruned.map { PruneResult.Plan($0) }
             mirrors = result.flatMap { $0.mirrors.isEmpty ? nil : $0.mirrors.map(Mirror.init) }
             let failure: (any GranaryError)? = outcome.error ?? pruneError
@@ -191,9 +195,13 @@ struct BackupResult: CommandResult {
         }
     }
 
-    /// Every entry a scan passed over is said: a store must not be left out in silence.
+    /// Every entry a scan passed over is said: a store must not be left out in silence. So is a
+    /// sparse file.
     var notes: [String] {
-        users.flatMap { user in (user.skipped ?? []).map { "warning: \(user.id): passed over \($0.name): \($0.reason)" } }
+        users.flatMap { user in
+            (user.skipped ?? []).map { "warning: \(user.id): passed over \($0.name): \($0.reason)" }
+                + (user.warnings ?? []).map { "warning: \(user.id): \($0)" }
+        }
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {

@@ -85,6 +85,7 @@ struct ConfigResult: CommandResult {
             entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
             entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
             entry("limits.memory", settings.limits) { Self.size($0.memory) },
+            entry("limits.bytes_per_user", settings.bytesPerUser) { Self.size($0) },
             entry("reset.keep_tables", settings.resetKeepTables) { $0.isEmpty ? .unset : .list($0) },
         ]
     }

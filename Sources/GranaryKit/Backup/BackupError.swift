@@ -14,6 +14,9 @@ public enum BackupError: GranaryError, Sendable {
     case noUsers(root: String)
     /// The snapshots would not fit in the repository (checked before a byte is written).
     case noRoom(user: String, repo: String, needed: Int64, free: Int64, store: String, sparse: Int64?)
+    /// The user's data passed `[limits] bytes_per_user` at `item` (`sparse`: the item's length
+    /// and what it takes on disk, when it is a sparse file); nothing was written.
+    case overUserCap(user: String, bytes: Int64, cap: Int64, item: String, sparse: UserBytes.Sparse?)
     /// A label granary keeps for its own archives (safety and final).
     case reservedLabel(String)
     /// A file whose name granary cannot yet carry into an archive.
@@ -34,6 +37,9 @@ public enum BackupError: GranaryError, Sendable {
         case .noRoom(let user, let repo, let needed, let free, let store, let sparse):
             let why = sparse.map { "; \(store) takes only \($0 >> 10) KiB on disk but claims more: its snapshot writes every page" } ?? ""
             return "\(user): the snapshots need up to \(needed >> 20) MiB and the repository \(repo) has \(free >> 20) MiB free\(why); nothing was written"
+        case .overUserCap(let user, let bytes, let cap, let item, let sparse):
+            let why = sparse.map { "; \(item) is sparse: \($0)" } ?? ""
+            return "\(user): with \(item) the user's data comes to \(ByteCountText.approximate(bytes)), over the \(ByteCountText.render(cap)) a user may have ([limits] bytes_per_user)\(why); nothing was written"
         case .reservedLabel(let label):
             return "the label \(label) is granary's own (safety and final archives); no archive was written"
         case .noUsers(let root):
@@ -45,7 +51,7 @@ public enum BackupError: GranaryError, Sendable {
 
     public var status: ExitStatus {
         switch self {
-        case .checkFailed, .noStores, .unsupportedName: return .dataError
+        case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
         case .noUsers: return .notFound
         case .noRoom: return .ioError
         case .reservedLabel: return .usage
@@ -63,6 +69,10 @@ public enum BackupError: GranaryError, Sendable {
         case .noStores: return "granary users shows what granary sees in each user's folder"
         case .unsupportedName: return "rename the file"
         case .reservedLabel: return "choose another label"
+        case .overUserCap(_, _, _, _, let sparse):
+            return sparse != nil
+                ? "look at that file: a sparse file is no store or attachment an app wrote"
+                : "if the data is honest, raise bytes_per_user under [limits] in granary.toml(5)"
         case .noRoom(_, let repo, _, _, _, let sparse):
             return sparse != nil ? "look at that store: a sparse SQLite file is no store an app wrote" : "free space in \(repo) (granary prune), then run again"
         case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"

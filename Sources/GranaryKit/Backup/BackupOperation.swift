@@ -33,6 +33,8 @@ public struct BackupOperation: Sendable {
         /// The fast path's one setting (FastPath/): whether and when the first store of a
         /// `.tar.zst` is compressed while it is being snapshotted.
         public var overlap = OverlappedPack.Settings()
+        /// The most bytes one user's backup copies (`[limits] bytes_per_user`, see `UserBytes`); 0: no cap.
+        public var bytesPerUser: Int64 = 0
         public init() {}
     }
 
@@ -71,6 +73,8 @@ public struct BackupOperation: Sendable {
         public let priority: CPUYield.Mode
         /// Entries of the user's folder the scan passed over, with why (warnings).
         public let skipped: [UserFolder.Skipped]
+        /// What a person should know about the backup that did not stop it (sparse files).
+        public var warnings: [String] = []
         /// The archive as published in the repository.
         public let entry: RepositoryEntry
         /// What each mirror made of the new archive, in the order of the mirrors.
@@ -162,6 +166,7 @@ public struct BackupOperation: Sendable {
                     files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode, skipped: taken.skipped,
                     entry: entry)
                 result.mirrors = mirrored
+                result.warnings = taken.warnings
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
@@ -198,7 +203,7 @@ public struct BackupOperation: Sendable {
         _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String, overlapped: inout OverlappedPack?
     ) throws -> (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
-        folders: [String: Manifest.Ownership]
+        folders: [String: Manifest.Ownership], warnings: [String]
     ) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
@@ -207,6 +212,13 @@ public struct BackupOperation: Sendable {
             throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
+        // The stores count before any is copied; external-data files as each is (they are listed
+        // after their store's snapshot, so that every file it references is there).
+        var bytes = UserBytes(user: folder.id.rawValue, cap: options.bytesPerUser)
+        for store in scan.stores {
+            try bytes.add(store.name, length: Self.claimedLength(store), allocated: store.allocated)
+            if let wal = store.walSize { try bytes.add(store.name + "-wal", length: wal, allocated: wal) }
+        }
         try checkRoom(for: scan.stores, user: folder.id, scratch: work)
         let folderInfo = try? folder.folder.descriptor.status()
         let folders = Self.folderOwnerships(of: scan.stores, in: folder)
@@ -229,7 +241,7 @@ public struct BackupOperation: Sendable {
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
-                return (taken, try copyExternalData(of: store, to: work + "/\(index).external"))
+                return (taken, try copyExternalData(of: store, to: work + "/\(index).external", counting: &bytes))
             }
             let (externalMember, externalFiles) = external
             stages.snapshot += Self.seconds(since: snapshotStarted)
@@ -256,7 +268,7 @@ public struct BackupOperation: Sendable {
             files += externalFiles
         }
         let folderOwner = folderInfo.map { Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
-        return (stores, files, scan.skipped, folderOwner, folders)
+        return (stores, files, scan.skipped, folderOwner, folders, bytes.warnings)
     }
 
     /// Refuses, before a byte is written, a user whose snapshots could not fit: each store is
@@ -312,7 +324,12 @@ public struct BackupOperation: Sendable {
     /// the user's folder, hashed as it is copied): its member name in the archive (nil without
     /// such a folder) and the files to pack. Anything in the folder that is not a regular file of
     /// the folder's owner fails the backup: an attachment must not be passed over in silence.
-    private func copyExternalData(of store: StoreFile, to copyFolder: String) throws -> (String?, [Packed]) {
+    /// What a store's snapshot may copy: the larger of its file and the pages its header claims.
+    static func claimedLength(_ store: StoreFile) -> Int64 {
+        max(store.size, Int64(store.header.pageCount) * Int64(store.header.pageSize))
+    }
+
+    private func copyExternalData(of store: StoreFile, to copyFolder: String, counting bytes: inout UserBytes) throws -> (String?, [Packed]) {
         guard let external = try store.externalDataFolder() else { return (nil, []) }
         let member = Manifest.storesFolder + store.externalDataName
         try FileSystem.makeDirectory(copyFolder)
@@ -320,6 +337,7 @@ public struct BackupOperation: Sendable {
         for (index, entry) in try external.entries().enumerated() {
             try Interruption.check()
             guard entry.kind == .file else { throw FolderError.notRegular(path: external.path(entry.name), kind: entry.kind) }
+            try bytes.add(store.externalDataName + "/" + entry.name, length: entry.size, allocated: entry.allocated)
             let source = try external.openFile(entry.name)
             let copy = copyFolder + "/\(index)"
             let (size, digest) = try FileDigest.copy(from: source, to: copy)

@@ -49,6 +49,19 @@ public enum ArchiveVerifier {
         public var checks: [String: String]
     }
 
+    /// What an archive's files take once extracted, as its manifest declares them.
+    public struct Needs: Sendable, Equatable {
+        /// The sum of the files' lengths.
+        public var bytes: Int64
+        /// Files and the folders they need.
+        public var files: Int
+
+        public init(bytes: Int64, files: Int) {
+            self.bytes = bytes
+            self.files = files
+        }
+    }
+
     /// Extracts `archive` into `folder` (existing, empty, private) and verifies it.
     ///
     /// `check` picks the SQLite check run on each extracted store (`.none` skips it: restore
@@ -60,28 +73,32 @@ public enum ArchiveVerifier {
     /// With `allFiles`, the manifest returned lists every file of a format-2 archive, those of
     /// `MANIFEST.files` too, as format 1 does (restore needs their modes); otherwise only what
     /// `MANIFEST.json` lists, and memory stays flat.
+    ///
+    /// `room`, when given, is called once the manifest (and `MANIFEST.files`) has been read and
+    /// before any member is written, with what the files will take; what it throws ends the
+    /// extraction.
     public static func extract(
         archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil, durable: Bool = true,
-        allFiles: Bool = false
+        allFiles: Bool = false, room: ((Needs) throws -> Void)? = nil
     ) throws -> Outcome {
         try extract(
             source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser, durable: durable,
-            allFiles: allFiles)
+            allFiles: allFiles, room: room)
     }
 
     /// Extracts the archive `source` gives (a local file, or a download read front to back)
-    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:allFiles:)``.
+    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:allFiles:room:)``.
     /// A download that fails (a cut connection, a server error) is reported as the transfer's
     /// failure, never as a fault of the archive. `name` names the archive in messages.
     public static func extract(
         source: ArchiveSource, name: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
-        durable: Bool = true, allFiles: Bool = false
+        durable: Bool = true, allFiles: Bool = false, room: ((Needs) throws -> Void)? = nil
     ) throws -> Outcome {
         let outcome: Outcome
         do {
             outcome = try extractVerified(
                 source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable,
-                allFiles: allFiles)
+                allFiles: allFiles, room: room)
         } catch {
             if let failure = source.transferFailure() { throw failure }
             throw error
@@ -92,7 +109,7 @@ public enum ArchiveVerifier {
 
     private static func extractVerified(
         source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?, durable: Bool,
-        allFiles: Bool
+        allFiles: Bool, room: ((Needs) throws -> Void)?
     ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
@@ -152,6 +169,21 @@ public enum ArchiveVerifier {
             } catch let error as ArchiveError {
                 throw fail(Manifest.fileListName, "cannot be read: \(error.message)")
             }
+        }
+        if let room {
+            var needs = Needs(bytes: 0, files: folders.count)
+            func count(_ file: Manifest.File) {
+                let (sum, overflow) = needs.bytes.addingReportingOverflow(max(0, file.size))
+                needs.bytes = overflow ? .max : sum
+                needs.files += 1
+            }
+            manifest.files.forEach(count)
+            if list != nil {
+                // A pass over MANIFEST.files of its own, line by line (memory stays flat).
+                let lines = try FileListCursor(path: listPath)
+                while let line = try lines.next() { if let line { count(line) } }
+            }
+            try room(needs)
         }
         var listed = 0
         var listedFiles: [Manifest.File] = []
@@ -412,22 +444,26 @@ public enum ArchiveVerifier {
     ) throws -> (Int64, String) {
         let fd = RawPath.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: target) }
+        // Blocks of zeros stay holes: a sparse file (gigabytes long, a few KiB on disk where it was
+        // backed up) costs no more here, in verify's folder or in a restore's staging.
+        var writer = SparseWriter(fd: fd, path: target)
         var hasher = SHA256()
         var failure: FileSystemError?
-        var written: Int64 = 0
         var writebackFrom: Int64 = 0
         let size: Int64
         do {
             size = try reader.stream(limit: limit) { chunk in
                 hasher.update(bufferPointer: chunk)
                 if failure == nil {
-                    do throws(FileSystemError) { try FileSystem.writeAll(fd, chunk, path: target) } catch { failure = error }
-                    written += Int64(chunk.count)
-                    if durable && written - writebackFrom >= ArchiveOutput.writebackStep {
-                        _ = granary_start_writeback(fd, writebackFrom, written - writebackFrom)
-                        writebackFrom = written
+                    do throws(FileSystemError) { try writer.write(chunk) } catch { failure = error }
+                    if durable && writer.length - writebackFrom >= ArchiveOutput.writebackStep {
+                        _ = granary_start_writeback(fd, writebackFrom, writer.length - writebackFrom)
+                        writebackFrom = writer.length
                     }
                 }
+            }
+            if failure == nil {
+                do throws(FileSystemError) { try writer.finish() } catch { failure = error }
             }
         } catch {
             close(fd)

@@ -28,6 +28,9 @@ public enum RestoreError: GranaryError, Sendable {
     case storeBusy(store: String, detail: String)
     case targetExists(path: String)
     case owner(ReopenError)
+    /// The staging folder's filesystem has not the room (`unit`: bytes or files) the archive's
+    /// files need; found before any is written.
+    case noRoomToStage(folder: String, needed: Int64, free: Int64, unit: StagingRoom.Unit)
 
     public var description: String {
         switch self {
@@ -53,6 +56,10 @@ public enum RestoreError: GranaryError, Sendable {
         case .leaseTooShort(let store): return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
         case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
         case .targetExists(let path): return "\(path) already exists"
+        case .noRoomToStage(let folder, let needed, let free, let unit):
+            let (need, have) = unit == .bytes
+                ? (ByteCountText.approximate(needed), ByteCountText.approximate(free)) : ("\(needed) files", "room for \(free)")
+            return "staging the archive's files needs \(need) in \(folder), whose filesystem has \(have) free; nothing was changed"
         // Thrown only before the commit point: the owner's refusal or fault changed nothing.
         case .owner(let error): return error.description.contains("nothing was changed") ? error.description : error.description + "; nothing was changed"
         }
@@ -68,6 +75,7 @@ public enum RestoreError: GranaryError, Sendable {
         case .unfinished: return .ioError
         case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
         case .differentFilesystem, .targetExists: return .cannotCreate
+        case .noRoomToStage: return .ioError
         case .owner(let error): return error.status
         }
     }
@@ -90,6 +98,8 @@ public enum RestoreError: GranaryError, Sendable {
         case .differentFilesystem: return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
         case .leaseTooShort, .storeBusy: return "run again"
         case .targetExists: return "choose an empty folder for --to"
+        case .noRoomToStage(let folder, _, _, _):
+            return "free space on the filesystem of \(folder) (every file is counted at its full length), or restore with --to a folder on another filesystem"
         case .owner(let error): return error.hint
         }
     }

@@ -21,8 +21,11 @@ public enum Staging {
     public static func extract(source: ArchiveSource, name archive: String, into folder: String, user: String? = nil) throws -> Manifest {
         do {
             // Every file, those a format-2 archive lists in MANIFEST.files too: restore needs their modes.
+            // Before a byte is written: room for every file at its full length (the users'
+            // filesystem is shared; a staging that filled it would fail every other user's writes).
             return try ArchiveVerifier.extract(
-                source: source, name: archive, into: folder, check: .full, expectedUser: user, allFiles: true
+                source: source, name: archive, into: folder, check: .full, expectedUser: user, allFiles: true,
+                room: { try StagingRoom.check($0, in: folder) }
             ).manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
@@ -38,5 +41,24 @@ public enum Staging {
     /// The staged external-data folder of a store, when the archive has one.
     public static func stagedExternal(of store: Manifest.Store, in folder: String) -> String? {
         store.externalDataPath.map { folder + "/" + ($0.hasSuffix("/") ? String($0.dropLast()) : $0) }
+    }
+}
+
+/// Whether a folder's filesystem can take what an archive's files need.
+public enum StagingRoom {
+    public enum Unit: Sendable, Equatable { case bytes, files }
+
+    /// Throws `RestoreError.noRoomToStage` when the filesystem of `folder` has fewer free bytes
+    /// (as an unprivileged user sees them, less 64 KiB to spare) or free inodes than `needs` asks for.
+    public static func check(_ needs: ArchiveVerifier.Needs, in folder: String) throws {
+        var info = statvfs()
+        guard statvfs(folder, &info) == 0 else { return }
+        let free = Int64(clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue)
+        let spare: Int64 = 64 << 10
+        if needs.bytes > free - spare { throw RestoreError.noRoomToStage(folder: folder, needed: needs.bytes, free: free, unit: .bytes) }
+        // Filesystems without a fixed number of inodes (btrfs) report none at all.
+        if info.f_files > 0 && Int64(needs.files) > Int64(clamping: info.f_favail) {
+            throw RestoreError.noRoomToStage(folder: folder, needed: Int64(needs.files), free: Int64(clamping: info.f_favail), unit: .files)
+        }
     }
 }

@@ -27,6 +27,8 @@ public struct ConfigFile: Sendable {
     public var limits: ContentLimits?
     /// `[reset] keep_tables`.
     public var resetKeepTables: [String]?
+    /// `[limits] bytes_per_user`.
+    public var bytesPerUser: Int64?
 
     /// The top-level keys and the keys of each table the file may hold, for messages and docs.
     public static let keys = [
@@ -251,6 +253,7 @@ public struct ConfigFile: Sendable {
                     case "time": result.time = try timeout(item, full, SettingLimits.contentTime)
                     case "time_per_gib": result.timePerGiB = try timeout(item, full, SettingLimits.contentTime)
                     case "memory": result.memory = try bytes(item, full, SettingLimits.contentMemory)
+                    case "bytes_per_user": config.bytesPerUser = try bytes(item, full, SettingLimits.bytesPerUser)
                     default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
                     }
                 }
@@ -456,6 +459,11 @@ public enum SettingLimits {
     public static let contentTime = Duration.zero...Duration.seconds(86_400)
     /// SQLite's memory ceiling per connection (`[limits] memory`): up to 1 TiB; 0: none.
     public static let contentMemory: ClosedRange<Int64> = 0...(1 << 40)
+    /// What one user's backup may copy (`[limits] bytes_per_user`): up to 1 PiB; 0: no cap.
+    public static let bytesPerUser: ClosedRange<Int64> = 0...(1 << 50)
+    /// 100 GiB: far past what an app keeps per user in SQLite, far short of the hours a sparse
+    /// store claiming terabytes would take to copy.
+    public static let defaultBytesPerUser: Int64 = 100 << 30
 }
 
 /// Sizes written as text: `512MiB`, `2GiB`, `64KiB`, `1TiB` (binary multiples; `K`, `M`, `G`,
@@ -478,6 +486,18 @@ public enum ByteCountText {
         }
         let (product, overflow) = number.multipliedReportingOverflow(by: Int64(1) << shift)
         return overflow ? nil : product
+    }
+
+    /// `bytes` for a person, to three digits: `8.0 GiB`, `56 KiB`, `812 bytes`.
+    public static func approximate(_ bytes: Int64) -> String {
+        var value = Double(bytes)
+        for unit in ["bytes", "KiB", "MiB", "GiB", "TiB"] {
+            if value < 1024 || unit == "TiB" {
+                return unit == "bytes" ? "\(bytes) bytes" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, unit)
+            }
+            value /= 1024
+        }
+        return "\(bytes) bytes"
     }
 
     /// `bytes` in the largest binary unit that divides it exactly (`512 MiB`), else in bytes.

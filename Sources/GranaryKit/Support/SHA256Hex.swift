@@ -79,13 +79,14 @@ extension FileDigest {
 
     /// Copies an open file (a user's, opened beneath their folder) into a new private file at
     /// `destination`, hashing the bytes as they pass: the archive gets exactly the bytes that were
-    /// hashed, whatever the owner does to their file meanwhile. Reads in 1 MiB pieces; a piece of
-    /// zeros is not written but left a hole, so a sparse file (a few KiB on disk, gigabytes long)
-    /// costs the repository no more than it costs its owner.
+    /// hashed, whatever the owner does to their file meanwhile. Reads in 1 MiB pieces; a block of
+    /// zeros is not written but left a hole (`SparseWriter`), so a sparse file (a few KiB on disk,
+    /// gigabytes long) costs the repository no more than it costs its owner.
     public static func copy(from source: Descriptor, to destination: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
         let fd = RawPath.open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: destination) }
         let output = Descriptor(fd, display: destination)
+        var writer = SparseWriter(fd: fd, path: destination)
         var hasher = SHA256()
         var total: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -99,14 +100,10 @@ extension FileDigest {
             if n == 0 { break }
             let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             hasher.update(bufferPointer: piece)
-            if piece.allSatisfy({ $0 == 0 }) {
-                if lseek(output.raw, off_t(n), SEEK_CUR) < 0 { throw FileSystemError("seek", path: destination) }
-            } else {
-                try output.write(piece)
-            }
+            try writer.write(piece)
             total += Int64(n)
         }
-        if ftruncate(output.raw, off_t(total)) != 0 { throw FileSystemError("write", path: destination) }
+        try writer.finish()
         let code = output.close()
         if code != 0 { throw FileSystemError("close", path: destination, code: code) }
         return (total, hasher.finalize().hex)

@@ -41,6 +41,8 @@ public struct Settings: Sendable {
     public var retentionKeysFromFile: Set<String> = []
     /// The time budget and memory ceiling of SQLite's work on each store (`[limits]`).
     public var limits = Setting(ContentLimits.defaults, from: .defaultValue)
+    /// The most bytes one user's backup copies (`[limits] bytes_per_user`; 0: no cap).
+    public var bytesPerUser = Setting(SettingLimits.defaultBytesPerUser, from: .defaultValue)
     /// Tables a reset keeps with their rows, besides the built-in ones (`[reset] keep_tables`).
     public var resetKeepTables = Setting([String](), from: .defaultValue)
 
@@ -79,6 +81,7 @@ public struct Settings: Sendable {
         if let value = config.mirrors { settings.mirrors = Setting(value, from: .file) }
         settings.retentionKeysFromFile = config.retentionKeysSet
         if let value = config.limits { settings.limits = Setting(value, from: .file) }
+        if let value = config.bytesPerUser { settings.bytesPerUser = Setting(value, from: .file) }
         if let value = config.resetKeepTables { settings.resetKeepTables = Setting(value, from: .file) }
         return settings
     }
