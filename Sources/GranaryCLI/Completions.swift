@@ -21,6 +21,19 @@ enum Completions {
         return deliverable(CompletionCandidates.users(root: root, prefix: typed(prefix)))
     }
 
+    /// For restore's USER: the users under the root, then the users a local repository holds
+    /// archives of who have no folder (a retired user, a user moved from another host:
+    /// `restore --create` brings them here).
+    @Sendable static func usersAndArchived(_ words: [String], _ index: Int, _ prefix: String) -> [String] {
+        guard let settings = settings(words) else { return [] }
+        let live = settings.root.map { CompletionCandidates.users(root: $0.value, prefix: typed(prefix)) } ?? []
+        var archived: [String] = []
+        if let repo = settings.repo?.value, !Repositories.isRemote(repo) {
+            archived = CompletionCandidates.users(root: repo, prefix: typed(prefix)).filter { !live.contains($0) }
+        }
+        return deliverable(live + archived)
+    }
+
     /// The archive names of the user named earlier on the line (`--user USER`, else the last
     /// preceding word that is a user folder in the repository), newest first.
     @Sendable static func archives(_ words: [String], _ index: Int, _ prefix: String) -> [String] {

@@ -13,6 +13,8 @@ struct CheckCommand: GranaryCommand {
             passes gets one on standard output on a terminal or with -v, so check is silent under cron when all pass. \
             With mirrors ([[mirror]] in the configuration, or --mirror), a user also fails when the repository's \
             newest regular archive is missing from a mirror, or the mirror's newest is older than --max-age. \
+            A retired user (granary retire: no folder under the root, a final archive their newest) passes: \
+            nothing of theirs is to be backed up any more. \
             Exit codes: 0 every user passes, 1 some user fails.
             """
     )
@@ -41,7 +43,8 @@ struct CheckCommand: GranaryCommand {
         }
         let limit = maxAge ?? 86_400
         let reports = try Freshness.evaluate(
-            users: ids, repository: repository, maxAge: TimeInterval(limit), mirrors: try settings.mirrorRepositories(flags: mirror))
+            users: ids, repository: repository, maxAge: TimeInterval(limit), mirrors: try settings.mirrorRepositories(flags: mirror),
+            root: try? settings.requireRoot())
         return CheckResult(maxAge: limit, reports: reports)
     }
 }
@@ -57,6 +60,8 @@ struct CheckResult: CommandResult {
         @Null var reason: String?
         /// Each mirror's standing (null without mirrors).
         @Null var mirrors: [Mirror]?
+        /// Retired (granary retire): passes without a recent backup; `newest` is its final archive.
+        let retired: Bool
     }
 
     struct Mirror: Encodable, Sendable {
@@ -78,7 +83,8 @@ struct CheckResult: CommandResult {
                 id: $0.user.rawValue, ok: $0.ok, newestVerified: $0.newestVerified?.path, ageSeconds: $0.age.map { Int64($0) },
                 newest: $0.newest?.path, reason: $0.reason,
                 mirrors: $0.mirrors.isEmpty
-                    ? nil : $0.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) })
+                    ? nil : $0.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) },
+                retired: $0.retired != nil)
         }
     }
 
@@ -89,7 +95,10 @@ struct CheckResult: CommandResult {
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
-        for user in users where user.ok {
+        for user in users where user.ok && user.retired {
+            text.line("ok    \(user.id): retired, final archive \(user.newest.map { ($0 as NSString).lastPathComponent } ?? "")")
+        }
+        for user in users where user.ok && !user.retired {
             let name = user.newestVerified.map { ($0 as NSString).lastPathComponent } ?? ""
             text.line("ok    \(user.id): \(name) verified, \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old")
         }

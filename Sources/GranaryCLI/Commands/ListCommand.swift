@@ -9,7 +9,8 @@ struct ListCommand: GranaryCommand {
         discussion: """
             Only the manifest at the head of each archive is read. The verified state comes from the last \
             granary verify: verified, bad (with the reason), or unverified (never verified, or the file changed \
-            since). An archive whose head cannot be read is listed as unreadable. \
+            since). An archive whose head cannot be read is listed as unreadable. A retired user (no folder under \
+            the root, a final archive their newest) is marked retired. \
             Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
             66 a user with no archives who is not a user under the root either.
             """
@@ -30,7 +31,13 @@ struct ListCommand: GranaryCommand {
             let error = NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
             if !error.existsUnderRoot { throw error }
         }
-        return ListResult(repository: repository.path, items: try Catalogue(repository: repository).items(users: ids))
+        let items = try Catalogue(repository: repository).items(users: ids)
+        // Retired users (no folder under the root, a final archive their newest) are marked as such.
+        var retired: [String] = []
+        if let root = try? settings.requireRoot() {
+            for user in Set(items.map(\.user)) where Retirement.isRetired(user, root: root, repository: repository) { retired.append(user.rawValue) }
+        }
+        return ListResult(repository: repository.path, items: items, retiredUsers: retired.sorted())
     }
 }
 
@@ -70,11 +77,15 @@ struct ListResult: CommandResult {
 
     let repository: String
     let archives: [Archive]
+    /// Users the root no longer has a folder for and whose newest archive is a final one (granary
+    /// retire); empty without a root.
+    let retiredUsers: [String]
 
-    enum CodingKeys: String, CodingKey { case repository, archives }
+    enum CodingKeys: String, CodingKey { case repository, archives, retiredUsers }
 
-    init(repository: String, items: [Catalogue.Item]) {
+    init(repository: String, items: [Catalogue.Item], retiredUsers: [String] = []) {
         self.repository = repository
+        self.retiredUsers = retiredUsers
         archives = items.map { item in
             Archive(
                 user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
@@ -107,7 +118,7 @@ struct ListResult: CommandResult {
         for archive in archives {
             if archive.user != user {
                 user = archive.user
-                text.line("\(bold: archive.user)")
+                text.line(retiredUsers.contains(archive.user) ? "\(bold: archive.user)  (retired)" : "\(bold: archive.user)")
             }
             var line: TextLine = "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5)"
             if archive.verified == .unreadable {

@@ -12,7 +12,10 @@ struct PruneCommand: GranaryCommand {
             recent hours, days, ISO weeks (Monday to Sunday), months or years that have an archive: periods \
             without one do not count. Periods are in UTC. --keep-within DURATION keeps every archive taken \
             within DURATION of the user's newest archive (not of now, so a stalled backup job never lets prune \
-            empty a user). The rules are OR'd. A user's newest verified archive is always kept. \
+            empty a user). The rules are OR'd. A user's newest verified archive is always kept. Safety archives \
+            follow safety_keep_within alone; final archives (what granary retire left) are kept for ever unless \
+            --final-keep-within (or final_keep_within) says otherwise: once a retired user's final archive is \
+            older than that, every archive of that user is removed. \
             Without --keep-* options the configured [retention] policy applies; an empty policy is refused \
             (exit 64). --dry-run and -v list each archive, kept (with the rules that keep it) or removed. \
             Exit codes: 0, 1 some users failed, 64 empty policy, 66 unknown user, 75 lock held.
@@ -38,6 +41,12 @@ struct PruneCommand: GranaryCommand {
         help: ArgumentHelp("Keep every archive taken within this long of the user's newest archive (30m, 12h, 7d, 1d12h).", valueName: "duration"),
         transform: ArgumentValues.span(minimum: 1))
     var keepWithin: Int64?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Keep final archives (what retired users left) this long, then remove every archive of a retired user (default: for ever).", valueName: "duration"),
+        transform: ArgumentValues.span(minimum: 1))
+    var finalKeepWithin: Int64?
 
     @OptionGroup var lock: LockOptions
 
@@ -66,9 +75,9 @@ struct PruneCommand: GranaryCommand {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
         var policy = flagPolicy ?? settings.retention.value
-        // Safety and final archives keep their own rules (the configuration's) whatever the flags.
+        // Safety and final archives keep their own rules (the configuration's, --final-keep-within) whatever the keep flags.
         policy.safetyKeepWithin = settings.retention.value.safetyKeepWithin
-        policy.finalKeepWithin = settings.retention.value.finalKeepWithin
+        policy.finalKeepWithin = finalKeepWithin ?? settings.retention.value.finalKeepWithin
         if policy.isEmpty {
             throw ValidationError("the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file")
         }

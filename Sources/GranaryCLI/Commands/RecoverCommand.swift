@@ -5,9 +5,11 @@ import GranaryKit
 struct RecoverCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "recover",
-        abstract: "Finish or roll back a restore or reset that was interrupted.",
+        abstract: "Finish or roll back a restore, reset or retire that was interrupted.",
         discussion: """
-            Each store ends fully old or fully new. Without users, every user with a pending journal. \
+            Each store ends fully old or fully new. A retire that was interrupted ends with the user's folder \
+            fully there (it had not moved yet, or changed since) or fully gone (its final archive verified before \
+            anything moved). Without users, every user with a pending journal. \
             Temporaries left in the repository by a backup or verify that died are removed.
             """
     )
@@ -26,7 +28,7 @@ struct RecoverCommand: GranaryCommand {
             root: try settings.requireRoot(), users: ids, repository: try settings.repository(), lockTimeout: lock.timeout(settings),
             ownerTimeout: settings.ownerTimeout.value)
         var result = RecoverResult()
-        result.users = run.reports.filter(\.hadJournal).map(RecoverResult.User.init)
+        result.users = run.reports.filter(RecoverResult.User.applies).map(RecoverResult.User.init)
         result.removedTemporaries = run.removedTemporaries
         // A safety archive still waiting for the repository: the run has not done all it should.
         if let pending = run.reports.compactMap(\.safetyArchivePending).first {
@@ -49,6 +51,23 @@ struct RecoverResult: CommandResult {
         @Null var safetyArchivePending: String?
         /// Files that appeared beside a store while its owner was paused, moved away.
         let intruders: [String]
+        /// An interrupted retire of the user, finished or undone (null when there was none).
+        @Null var retire: Retire?
+
+        /// What was done to an interrupted retire.
+        struct Retire: Encodable, Sendable {
+            /// `finished` (the folder is gone; the final archive stays) or `undone` (the folder is where it was).
+            let outcome: String
+            /// For `finished`: the final archive.
+            @Null var archive: String?
+            /// For `undone`: why.
+            @Null var reason: String?
+            /// For `finished`: where what the owner could not remove was kept.
+            @Null var leftoversFolder: String?
+        }
+
+        /// Whether recovery had anything to do for the user.
+        static func applies(_ report: Recovery.Report) -> Bool { report.hadJournal || report.retire != nil }
 
         init(_ report: Recovery.Report) {
             id = report.user
@@ -57,9 +76,23 @@ struct RecoverResult: CommandResult {
             safetyArchive = report.safetyArchive
             safetyArchivePending = report.safetyArchivePending
             intruders = report.intruders
+            switch report.retire {
+            case .finished(let archive, let leftovers): retire = Retire(outcome: "finished", archive: archive, reason: nil, leftoversFolder: leftovers)
+            case .undone(let reason): retire = Retire(outcome: "undone", archive: nil, reason: reason, leftoversFolder: nil)
+            case nil: retire = nil
+            }
         }
 
         func render(_ text: inout TextOutput, _ detail: TextDetail) {
+            if let retire {
+                if retire.outcome == "finished" {
+                    text.line("finished an interrupted retire of \(id): its folder is gone; final archive \(retire.archive ?? "")")
+                    if let left = retire.leftoversFolder { text.line("  what its owner could not remove is kept in \(left)") }
+                } else {
+                    text.line("undid an interrupted retire of \(id): its folder is where it was (\(retire.reason ?? ""))")
+                }
+            }
+            guard !finished.isEmpty || !rolledBack.isEmpty || safetyArchive != nil || !intruders.isEmpty else { return }
             text.line("recovered an interrupted swap of \(id): rolled back \(rolledBack.count), finished \(finished.count)")
             for name in rolledBack { text.line("  \(name, width: 24) old content kept") }
             for name in finished { text.line("  \(name, width: 24) new content kept") }

@@ -12,14 +12,19 @@ struct RestoreCommand: GranaryCommand {
             SQLite backup API into the live database), offline (nobody has the store open), auto (per store, in \
             that order of preference). The replaced content is kept as a pre-restore archive. -v also prints \
             each store's paths, the processes that have it open and the owner's pause. \
-            Exit codes: 0 restored, 64 usage, 65 the archive is damaged or does not match, 66 no such user or \
+            A user with no folder under the root (a new host, a user moved from another server, a retired user) is \
+            restored with --create: the folder is made, owned as --owner says or else as the archive recorded, and \
+            every store, external-data file and folder in it gets the owner, group and mode the archive recorded; \
+            without a named archive the newest regular backup or final archive is used. \
+            Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner), \
+            65 the archive is damaged or does not match, 66 no such user (the hint is the --create command line) or \
             archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed).
             """
     )
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The user whose stores to restore.", valueName: "user"), completion: .custom(Completions.users))
+    @Argument(help: ArgumentHelp("The user whose stores to restore.", valueName: "user"), completion: .custom(Completions.usersAndArchived))
     var user: String
 
     @Argument(help: ArgumentHelp("An archive name or path (default: the newest).", valueName: "archive"), completion: .custom(Completions.archives))
@@ -54,10 +59,47 @@ struct RestoreCommand: GranaryCommand {
     @Flag(help: "Do not keep the replaced content as a pre-restore archive.")
     var noSafetyArchive = false
 
+    @Flag(help: "Create the user's folder when it does not exist (a new host, a moved or retired user).")
+    var create = false
+
+    @Option(
+        help: ArgumentHelp("With --create: the folder's owner, a user name or uid, and group (default: as the archive recorded).", valueName: "user[:group]"))
+    var owner: String?
+
+    @Option(help: ArgumentHelp("With --create: the folder's mode, in octal (default: as the archive recorded).", valueName: "mode"))
+    var mode: String?
+
     func checkArguments() throws {
         if let at, RestoreCommand.parseTime(at) == nil { throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ") }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
         if undo && (at != nil || archive != nil) { throw ValidationError("--undo picks the archive itself: give no archive and no --at") }
+        if !create && (owner != nil || mode != nil) { throw ValidationError("--owner and --mode go with --create") }
+        if create && (to != nil || undo) { throw ValidationError("--create makes the user's live folder: not with --to or --undo") }
+        _ = try createFolder()
+    }
+
+    /// `--create`'s request: the owner and mode given, each checked (a name this host does not know is a usage error).
+    func createFolder() throws -> RestoreRequest.CreateFolder? {
+        guard create else { return nil }
+        var folder = RestoreRequest.CreateFolder()
+        if let owner {
+            let parts = owner.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            guard let uid = UInt32(parts[0]) ?? AccountNames.uid(parts[0]), !parts[0].isEmpty else {
+                throw ValidationError("--owner \(owner): no user \(parts[0]) on this host (give a user name or a uid)")
+            }
+            folder.uid = uid
+            if parts.count == 2 {
+                guard let gid = UInt32(parts[1]) ?? AccountNames.gid(parts[1]), !parts[1].isEmpty else {
+                    throw ValidationError("--owner \(owner): no group \(parts[1]) on this host (give a group name or a gid)")
+                }
+                folder.gid = gid
+            }
+        }
+        if let mode {
+            guard let value = mode_t(mode, radix: 8), value <= 0o7777 else { throw ValidationError("--mode \(mode) is not an octal mode such as 0700 or 750") }
+            folder.mode = value
+        }
+        return folder
     }
 
     static func parseTime(_ text: String) -> Date? {
@@ -77,8 +119,17 @@ struct RestoreCommand: GranaryCommand {
         request.lockTimeout = lock.timeout(settings)
         request.force = force
         request.safetyArchive = !noSafetyArchive
+        request.create = try createFolder()
         let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
-        return RestoreResult(try restorer.run(request), operation: .restore)
+        do {
+            return RestoreResult(try restorer.run(request), operation: .restore)
+        } catch RestoreError.noUser(let user, let root, let create?) {
+            // The hint is this very command line with --create: the same root, repository and archive.
+            let words = ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + ["--create", "--owner", create.owner.map(ShellWord.quote) ?? "USER"]
+            throw CommandError(
+                description: RestoreError.noUser(user: user, root: root, create: nil).description, status: .notFound,
+                hint: words.joined(separator: " ") + " (creates the folder and restores into it)")
+        }
     }
 }
 
@@ -115,6 +166,19 @@ struct RestoreResult: CommandResult {
     let warnings: [String]
     /// An interrupted restore or reset of the user that was finished or rolled back first.
     @Null var recovered: RecoverResult.User?
+    /// `--create`: the user's folder, made by this restore (null when it existed).
+    @Null var createdFolder: CreatedFolder?
+
+    /// A folder `--create` made.
+    struct CreatedFolder: Encodable {
+        let path: String
+        let uid: UInt32
+        let gid: UInt32
+        @Null var user: String?
+        @Null var group: String?
+        /// Permission bits in octal, such as `0700`.
+        let mode: String
+    }
 
     init(_ report: RestoreReport, operation: RestoreRequest.Operation) {
         self.operation = operation.rawValue
@@ -130,7 +194,17 @@ struct RestoreResult: CommandResult {
         safetyArchive = report.safetyArchive
         safetyArchivePending = report.safetyArchivePending
         warnings = report.warnings
-        recovered = report.recovered.flatMap { $0.hadJournal ? RecoverResult.User($0) : nil }
+        createdFolder = report.createdFolder.map {
+            CreatedFolder(
+                path: report.createdPath ?? "", uid: $0.uid, gid: $0.gid, user: $0.user, group: $0.group, mode: RestoreResult.octal($0.mode))
+        }
+        recovered = report.recovered.flatMap { RecoverResult.User.applies($0) ? RecoverResult.User($0) : nil }
+    }
+
+    /// `448` → `0700`.
+    static func octal(_ mode: UInt32) -> String {
+        let digits = String(mode & 0o7777, radix: 8)
+        return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
     static func seconds(_ duration: Duration) -> Double {
@@ -144,6 +218,10 @@ struct RestoreResult: CommandResult {
         if let archive { line += " from \((archive as NSString).lastPathComponent)" }
         if let target { line += " into \(target)" }
         text.line(line)
+        if let created = createdFolder {
+            let owner = (created.user ?? String(created.uid)) + ":" + (created.group ?? String(created.gid))
+            text.line("  \(dryRun ? "would create" : "created") \(created.path) (owner \(owner), mode \(created.mode))")
+        }
         if detail.verbose, let archive { text.line("  archive \(archive)") }
         for store in stores {
             var line: TextLine = "  \(store.name, width: 24) \(store.method, width: 8)"

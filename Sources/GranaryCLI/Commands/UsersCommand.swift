@@ -5,7 +5,11 @@ import GranaryKit
 struct UsersCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "users",
-        abstract: "List the users under the root: stores, sizes, last backup and its age."
+        abstract: "List the users under the root: stores, sizes, last backup and its age.",
+        discussion: """
+            Retired users (granary retire: no folder under the root, a final archive their newest) are listed too, \
+            as retired, with their final archive; granary restore USER --create brings one back.
+            """
     )
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
@@ -60,6 +64,8 @@ struct UsersResult: CommandResult {
         let unreadable: [String]
         /// Why the folder could not be opened, when it could not.
         @Null var problem: String?
+        /// Retired (granary retire): no folder under the root, and `lastArchive` is its final archive.
+        let retired: Bool
     }
 
     struct Ignored: Encodable {
@@ -89,7 +95,7 @@ struct UsersResult: CommandResult {
                 },
                 lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path,
                 skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) }, unreadable: user.scan.unreadable,
-                problem: user.problem)
+                problem: user.problem, retired: user.retired != nil)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
         self.hasRepository = hasRepository
@@ -99,6 +105,14 @@ struct UsersResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         let now = Date()
         for user in users {
+            if user.retired {
+                var line: TextLine = "\(bold: user.id)  retired"
+                if let last = user.lastBackup, let archive = user.lastArchive {
+                    line += ": final archive \((archive as NSString).lastPathComponent) (\(Format.age(now.timeIntervalSince(last))) ago)"
+                }
+                text.line(line)
+                continue
+            }
             var line: TextLine = "\(bold: user.id)  \(user.stores.count) store\(user.stores.count == 1 ? "" : "s"), \(Format.bytes(user.size))"
             if let last = user.lastBackup {
                 line += ", last backup \(Format.time(last)) (\(Format.age(now.timeIntervalSince(last))) ago)"

@@ -21,6 +21,8 @@ final class Console: Sendable {
     let color: Bool
     /// Escape sequences on standard error (the progress bar).
     let escapes: Bool
+    /// Standard input and standard error are terminals: a person can be asked (retire's question).
+    let canAsk: Bool
 
     init(json: Bool = false, quiet: Bool = false, verbose: Bool = false,
          environment: [String: String] = ProcessInfo.processInfo.environment) {
@@ -28,6 +30,7 @@ final class Console: Sendable {
         self.quiet = quiet
         self.verbose = verbose
         interactive = isatty(STDERR_FILENO) == 1
+        canAsk = interactive && isatty(STDIN_FILENO) == 1
         let dumb = environment["TERM"].map { $0 == "dumb" } ?? false
         let noColor = environment["NO_COLOR"].map { !$0.isEmpty } ?? false
         escapes = interactive && !dumb
@@ -70,6 +73,22 @@ final class Console: Sendable {
     func note(_ text: String) {
         guard !quiet else { return }
         StandardStreams.error(TextLine(stringLiteral: "granary: " + text).rendered(color: false) + "\n")
+    }
+
+    /// Asks a person: `lines` and `prompt` on standard error (escaped, even with `--quiet`: the
+    /// question is not a result), then one line read from standard input. Nil at the end of the
+    /// input or when a signal interrupts the read.
+    func ask(_ lines: [TextLine], prompt: TextLine) -> String? {
+        StandardStreams.error(lines.map { $0.rendered(color: false) + "\n" }.joined() + prompt.rendered(color: false))
+        var answer: [UInt8] = []
+        var byte: UInt8 = 0
+        while true {
+            let n = read(STDIN_FILENO, &byte, 1)
+            if n <= 0 { return nil }
+            if byte == 0x0A { break }
+            answer.append(byte)
+        }
+        return String(decoding: answer, as: UTF8.self).trimmingCharacters(in: .whitespaces)
     }
 
     /// Text drawn on standard error as it is (the progress bar's own escapes).

@@ -416,6 +416,25 @@ public enum AccountNames {
         return entry.pw_gid
     }
 
+    /// Whether `uid` is in group `gid` (its primary group, or one it is a member of).
+    public static func isMember(uid: UInt32, of gid: UInt32) -> Bool {
+        guard let name = user(uid), let primary = primaryGroup(of: uid) else { return false }
+        if primary == gid { return true }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: Int(count))
+        while getgrouplist(name, primary, &groups, &count) < 0 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+        }
+        return groups.prefix(Int(count)).contains(gid)
+    }
+
+    /// The uid an ownership record stands for on this host: the uid of its user name when this
+    /// host has that name, else its number.
+    public static func hostUID(_ record: Manifest.Ownership) -> UInt32 { record.user.flatMap(uid) ?? record.uid }
+
+    /// The gid an ownership record stands for on this host: by its group name, else its number.
+    public static func hostGID(_ record: Manifest.Ownership) -> UInt32 { record.group.flatMap(gid) ?? record.gid }
+
     /// The gid of group `name`, if the host has one.
     public static func gid(_ name: String) -> UInt32? {
         var entry = SwiftGlibc.group()

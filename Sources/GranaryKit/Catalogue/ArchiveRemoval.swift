@@ -35,8 +35,17 @@ public enum ArchiveRemoval {
     /// policy's rules; safety archives (what a restore or reset replaced) and final archives
     /// (what a retired user left) follow their own rule alone, measured from `now`, and never take a
     /// regular backup's place in a `keep-*` count.
-    public static func plan(user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date()) throws -> [Item] {
+    ///
+    /// A retired user (no folder under `root`, a final archive their newest) is one unit: once
+    /// their final archive is past `finalKeepWithin`, every archive of theirs goes with it, so
+    /// that nothing of a user who left stays for ever by accident.
+    public static func plan(user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil) throws -> [Item] {
         let archives = try repository.archives(of: user)
+        if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository), let limit = policy.finalKeepWithin,
+            now.timeIntervalSince(final.name.created) >= TimeInterval(limit)
+        {
+            return archives.map { Item(entry: $0, keptBy: []) }.reversed()
+        }
         let backups = archives.filter { $0.name.kind == .backup }
         var kept: [String: [String]] = [:]
         for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {
@@ -61,7 +70,7 @@ public enum ArchiveRemoval {
     ) throws -> [Item] {
         let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: user, timeout: lockTimeout) }
         defer { lock?.release() }
-        let items = try plan(user: user, repository: repository, policy: policy)
+        let items = try plan(user: user, repository: repository, policy: policy, root: root)
         if !dryRun { try repository.remove(items.filter { !$0.keep }.map(\.entry)) }
         return items
     }

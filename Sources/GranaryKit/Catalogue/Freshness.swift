@@ -21,6 +21,9 @@ public enum Freshness {
         public let reason: String?
         /// Each mirror's standing for the user (empty without mirrors).
         public var mirrors: [Mirror] = []
+        /// For a retired user (no folder under the root, a final archive their newest): that
+        /// archive. A retired user passes: nothing is to be backed up any more.
+        public var retired: RepositoryEntry? = nil
     }
 
     /// A user's standing on one mirror.
@@ -35,11 +38,18 @@ public enum Freshness {
 
     /// Evaluates `users` against `maxAge` seconds at `now`. With `mirrors`, a user also fails
     /// when the newest regular archive of the repository is missing from a mirror, or when the
-    /// mirror's newest regular archive is older than `maxAge`.
+    /// mirror's newest regular archive is older than `maxAge`. A retired user (no folder under
+    /// `root`, a final archive their newest) passes, mirrors or not.
     public static func evaluate(
-        users: [UserID], repository: any Repository, maxAge: TimeInterval, now: Date = Date(), mirrors: [any Repository] = []
+        users: [UserID], repository: any Repository, maxAge: TimeInterval, now: Date = Date(), mirrors: [any Repository] = [],
+        root: Root? = nil
     ) throws -> [Report] {
         try users.map { user in
+            if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository) {
+                var report = Report(user: user, ok: true, newestVerified: nil, age: nil, newest: final, reason: nil)
+                report.retired = final
+                return report
+            }
             var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
             guard !mirrors.isEmpty else { return report }
             let standings = mirrors.map { mirror($0, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now) }

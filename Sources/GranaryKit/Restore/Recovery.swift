@@ -51,7 +51,7 @@ public enum Recovery {
     public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws -> Report {
         let work = work(root: root, user: user)
         var report = Report(user: user.rawValue, hadJournal: false)
-        report.retire = try Retirement.recover(root: root, user: user)
+        report.retire = try Retirement.recover(root: root, user: user, ownerTimeout: ownerTimeout)
         guard let (plan, steps) = work.journal.read() else {
             FileSystem.removeTree(work.path)
             report.safetyArchivePending = flushPending(root: root, user: user)
@@ -96,7 +96,8 @@ public enum Recovery {
         }
         if let done = steps.compactMap({ step -> String? in if case .safetyArchive(let path) = step { return path } else { return nil } }).first {
             report.safetyArchive = done
-        } else if let repository = plan.repository {
+        } else if let repository = plan.repository, plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) }) {
+            // (A restore that only added stores, into a folder --create made, replaced nothing.)
             do {
                 let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
                 try work.journal.record(.safetyArchive(path), durable: true)
@@ -168,7 +169,9 @@ public enum Recovery {
                 FileSystem.removeTree(work.path)
                 continue
             }
-            if !steps.contains(where: { if case .safetyArchive = $0 { return true } else { return false } }), let repository = plan.repository {
+            if !steps.contains(where: { if case .safetyArchive = $0 { return true } else { return false } }), let repository = plan.repository,
+                plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) })
+            {
                 do {
                     _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
                 } catch {

@@ -9,8 +9,11 @@ public enum RestoreError: GranaryError, Sendable {
     case nothingBefore(user: String, time: String)
     /// The archive failed verification; `newestGood` is the newest one of the user that verifies.
     case verificationFailed(archive: String, reason: String, newestGood: String?, user: String?)
-    /// The user has no folder under the root (and `--create` was not given).
-    case noUser(user: String, root: String, createHint: String?)
+    /// The user has no folder under the root (and `--create` was not given). `create` is set
+    /// when the repository has an archive to create the user from.
+    case noUser(user: String, root: String, create: CreateHint?)
+    /// `--create` from an archive that recorded no owner for the folder, without `--owner`.
+    case ownerUnknown(user: String)
     /// `--undo` with no safety archive of the user.
     case nothingToUndo(user: String)
     /// The repository cannot take the safety archive; checked before anything live is touched.
@@ -39,6 +42,8 @@ public enum RestoreError: GranaryError, Sendable {
         case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"
         case .verificationFailed(let archive, let reason, _, _): return "\(archive) failed verification: \(reason); nothing was changed"
         case .noUser(let user, let root, _): return "no user \(user) under \(root)"
+        case .ownerUnknown(let user):
+            return "the archive does not record who owned \(user)'s folder (it was made by an older granary); nothing was changed"
         case .nothingToUndo(let user): return "no restore or reset of \(user) to undo: the repository has no safety archive of \(user)"
         case .repositoryUnusable(let repository, let reason):
             return "the repository \(repository) cannot take the safety archive: \(reason); nothing was changed"
@@ -70,6 +75,7 @@ public enum RestoreError: GranaryError, Sendable {
         case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
         case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
         case .nothingToUndo, .noUser: return .notFound
+        case .ownerUnknown: return .usage
         case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
@@ -88,7 +94,8 @@ public enum RestoreError: GranaryError, Sendable {
             return good.map { "granary restore \(user ?? "USER") \(($0 as NSString).lastPathComponent) (the newest archive that verifies)" }
                 ?? "no archive of this user verifies; check the repository with granary verify --all"
         case .nothingToUndo(let user): return "granary list \(user)"
-        case .noUser(_, _, let hint): return hint.map { $0 + " (creates the folder and restores into it)" } ?? "granary users lists the users under the root"
+        case .ownerUnknown(let user): return "granary restore \(ShellQuoting.word(user)) --create --owner USER[:GROUP]"
+        case .noUser(_, _, let create): return create.map { $0.command + " (creates the folder and restores into it)" } ?? "granary users lists the users under the root"
         case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
         case .unfinished(let user, _): return "granary recover \(user)"
         case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
@@ -103,6 +110,15 @@ public enum RestoreError: GranaryError, Sendable {
         case .owner(let error): return error.hint
         }
     }
+}
+
+/// How a missing user would be created from the repository (`restore --create`).
+public struct CreateHint: Sendable, Equatable {
+    /// The command line: `granary restore USER [ARCHIVE] --create --owner USER:GROUP`.
+    public let command: String
+    /// `--owner`'s value: the owner the archive recorded, as this host names it (`USER:GROUP`),
+    /// or nil when the archive recorded none (then `--owner` must be given).
+    public let owner: String?
 }
 
 extension ReopenError: GranaryError {

@@ -101,6 +101,8 @@ public struct RestoreReport: Sendable {
     public var recovered: Recovery.Report?
     /// The user's folder was created (`--create`): its owner and mode.
     public var createdFolder: Manifest.Ownership?
+    /// The path of the folder `--create` made.
+    public var createdPath: String?
 }
 
 /// Restores or resets one user's stores: verify into staging, then swap, copy online, or rename.
@@ -143,12 +145,12 @@ public struct Restorer: Sendable {
         // is not needed at all (--to).
         let existing = try root.existingUser(request.user)
         if existing == nil && !(request.operation == .restore && (request.create != nil || request.target != nil)) {
-            throw RestoreError.noUser(user: request.user.rawValue, root: root.path, createHint: createHint(request))
+            throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: createHint(request))
         }
         let chosen = request.operation == .restore ? try chooseArchive(request, forNewUser: existing == nil) : nil
         let archive = chosen?.path
         var report = RestoreReport(user: request.user.rawValue, archive: archive, target: request.target, dryRun: request.dryRun)
-        if recovered.hadJournal { report.recovered = recovered }
+        if recovered.hadJournal || recovered.retire != nil { report.recovered = recovered }
         if let pending = recovered.safetyArchivePending { report.warnings.append(pending) }
 
         let work = Recovery.work(root: root, user: request.user)
@@ -175,7 +177,10 @@ public struct Restorer: Sendable {
         if let chosen {
             let verified = try stageVerified(chosen, into: work.staged, user: request.user)
             manifest = verified
-            if request.target == nil && existing != nil { try compare(verified, live: liveStores, force: request.force) }
+            // --create fills a folder that holds no store yet (one a --create made before it was
+            // interrupted, or an empty one an admin made) like a new one: every store is new.
+            let fillsEmpty = request.create != nil && liveStores.isEmpty
+            if request.target == nil && existing != nil && !fillsEmpty { try compare(verified, live: liveStores, force: request.force) }
             staged = verified.stores.map { store in
                 let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
                 var modes: [String: UInt32] = [:]
@@ -187,7 +192,7 @@ public struct Restorer: Sendable {
                     owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
             }
         } else {
-            guard let existing else { throw RestoreError.noUser(user: request.user.rawValue, root: root.path, createHint: nil) }
+            guard let existing else { throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil) }
             guard !liveStores.isEmpty else { throw BackupError.noStores(user: request.user.rawValue, folder: existing.path) }
             for store in liveStores {
                 let path = work.stagedStore(store.name)
@@ -216,8 +221,9 @@ public struct Restorer: Sendable {
         if let existing {
             user = existing
         } else {
-            let ownership = try newFolderOwnership(request.create ?? .init(), manifest: manifest)
+            let ownership = try newFolderOwnership(request.create ?? .init(), manifest: manifest, user: request.user)
             report.createdFolder = ownership
+            report.createdPath = root.path + "/" + request.user.rawValue
             if request.dryRun {
                 report.stores = staged.map { .init(name: $0.name, live: root.path + "/" + request.user.rawValue + "/" + $0.name, method: .new, openBy: [], staged: $0.path) }
                 return report
@@ -501,23 +507,45 @@ public struct Restorer: Sendable {
         }
     }
 
-    /// The exact command line that creates the missing user from the repository, for the message.
-    private func createHint(_ request: RestoreRequest) -> String? {
+    /// The exact command line that creates the missing user from the repository, for the message:
+    /// `granary restore USER [ARCHIVE] --create --owner USER:GROUP` with the owner the archive
+    /// recorded (as this host names it), or `--owner USER` to fill in when it recorded none.
+    private func createHint(_ request: RestoreRequest) -> CreateHint? {
         guard let chosen = (try? chooseArchive(request, forNewUser: true)),
             let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) }) ?? Catalogue.readManifest(chosen.path)
         else {
             return nil
         }
-        let owner = manifest.folder.map { $0.user ?? String($0.uid) }
-        return "granary restore \(request.user.rawValue) --create" + (owner.map { " --owner \($0)" } ?? " --owner USER")
+        var words = ["granary", "restore", ShellQuoting.word(request.user.rawValue)]
+        if let archive = request.archive { words.append(ShellQuoting.word(archive)) }
+        if let at = request.at { words += ["--at", ArchiveName.stamp(at)] }
+        var owner: String?
+        if let recorded = manifest.folder {
+            let uid = AccountNames.hostUID(recorded), gid = AccountNames.hostGID(recorded)
+            owner = (AccountNames.user(uid) ?? String(uid)) + ":" + (AccountNames.group(gid) ?? String(gid))
+        }
+        words += ["--create", "--owner", owner.map(ShellQuoting.word) ?? "USER"]
+        return CreateHint(command: words.joined(separator: " "), owner: owner)
     }
 
-    /// Who owns a folder created for a missing user: as asked, else as the manifest recorded (the
-    /// name when this host knows it, the number otherwise), else root.
-    private func newFolderOwnership(_ create: RestoreRequest.CreateFolder, manifest: Manifest?) throws -> Manifest.Ownership {
+    /// Who owns a folder created for a missing user: as asked (`--owner USER` alone: with that
+    /// user's primary group), else as the manifest recorded (the names when this host knows them,
+    /// the numbers otherwise). An archive that recorded no owner (made before granary recorded
+    /// one) needs `--owner`: a folder root owned would be one the app cannot use.
+    private func newFolderOwnership(
+        _ create: RestoreRequest.CreateFolder, manifest: Manifest?, user: UserID
+    ) throws -> Manifest.Ownership {
         let recorded = manifest?.folder
-        let uid = create.uid ?? recorded.map { record in record.user.flatMap(AccountNames.uid) ?? record.uid } ?? 0
-        let gid = create.gid ?? recorded.map { record in record.group.flatMap(AccountNames.gid) ?? record.gid } ?? AccountNames.primaryGroup(of: uid) ?? 0
+        let uid: UInt32, gid: UInt32
+        if let given = create.uid {
+            uid = given
+            gid = create.gid ?? AccountNames.primaryGroup(of: given) ?? (recorded.map(AccountNames.hostGID) ?? given)
+        } else if let recorded {
+            uid = AccountNames.hostUID(recorded)
+            gid = create.gid ?? AccountNames.hostGID(recorded)
+        } else {
+            throw RestoreError.ownerUnknown(user: user.rawValue)
+        }
         let mode = create.mode ?? recorded.map { mode_t($0.mode & 0o7777) } ?? 0o700
         return .of(uid: uid, gid: gid, mode: UInt32(mode))
     }
@@ -546,7 +574,11 @@ public struct Restorer: Sendable {
         guard stagedFile.raw >= 0 else { throw FileSystemError("open", path: store.path) }
         // granary never leaves root-owned files in a user's folder.
         let folderGID = try user.descriptor.status().st_gid
-        let (uid, gid) = (live?.uid ?? user.ownerUID ?? geteuid(), live?.gid ?? folderGID)
+        let uid = live?.uid ?? user.ownerUID ?? geteuid()
+        // A new store gets the group the archive recorded for it when its owner is in that group
+        // (a change the owner could make with chgrp), else the user folder's.
+        let recordedGID = store.owner.map(AccountNames.hostGID).flatMap { AccountNames.isMember(uid: uid, of: $0) ? $0 : nil }
+        let gid = live?.gid ?? recordedGID ?? folderGID
         let mode = live?.mode ?? mode_t((store.owner?.mode ?? 0o600) & 0o7777)
         if geteuid() == 0 && fchown(stagedFile.raw, uid, gid) != 0 { throw FileSystemError("chown", path: store.path) }
         if fchmod(stagedFile.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: store.path) }

@@ -157,6 +157,8 @@ public final class Folder: Sendable, CustomStringConvertible {
         public let links: Int
         public let device: UInt64
         public let inode: UInt64
+        /// The last change of its content (`st_mtim`), in nanoseconds since 1970.
+        public let modified: Int64
 
         init(name: String, _ info: stat) {
             self.name = name
@@ -176,6 +178,7 @@ public final class Folder: Sendable, CustomStringConvertible {
             links = Int(info.st_nlink)
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
+            modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
         }
     }
 
@@ -308,6 +311,44 @@ public final class Folder: Sendable, CustomStringConvertible {
             _ = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, 0) } }
         }
     }
+
+    /// Removes everything in this folder as ``removeAll(_:)`` does; what stayed is returned.
+    public func removeContents() -> [String] {
+        guard let items = try? entries() else { return ["./"] }
+        return items.flatMap { removeAll($0.name) }
+    }
+
+    /// Removes `name` (one component) and, if it is a folder, everything in it, never following
+    /// a link and with the owner's permissions: a folder of the owner's that they closed to
+    /// themselves (mode 0500, say) is opened up to them first, as they could (as the owner, a
+    /// chmod reaches only the owner's own files), then emptied and removed. What the owner could
+    /// not remove stays, and its names (relative to this folder; folders end in `/`) are returned:
+    /// `retire` reports them rather than remove them as root.
+    public func removeAll(_ name: String) -> [String] {
+        removeAll(name, depth: 0)
+    }
+
+    private func removeAll(_ name: String, depth: Int) -> [String] {
+        guard let item = entry(name) else { return [] }
+        guard item.kind == .folder else {
+            let rc = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, 0) } }
+            return rc != 0 && errno != ENOENT ? [name] : []
+        }
+        if item.mode & 0o700 != 0o700, ownerUID == nil || item.uid == ownerUID {
+            _ = asOwnerQuietly { FolderName.withRaw(name) { fchmodat(descriptor.raw, $0, (item.mode & 0o7777) | 0o700, 0) } }
+        }
+        guard depth < Self.removalDepth, let child = try? openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control) else {
+            return [name + "/"]
+        }
+        var left: [String] = []
+        for inner in (try? child.entries()) ?? [] { left += child.removeAll(inner.name, depth: depth + 1).map { name + "/" + $0 } }
+        let rc = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, AT_REMOVEDIR) } }
+        if rc != 0 && errno != ENOENT && left.isEmpty { left.append(name + "/") }
+        return left
+    }
+
+    /// How deep ``removeAll(_:)`` goes (one descriptor is open per level).
+    static let removalDepth = 256
 
     /// How a rename treats an existing destination.
     public enum RenameMode: UInt32, Sendable {

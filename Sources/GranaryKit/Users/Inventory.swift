@@ -1,6 +1,7 @@
 import Foundation
 
-/// What `granary users` shows: each user, their stores, and their newest archive.
+/// What `granary users` shows: each user, their stores, and their newest archive (a retired
+/// user, who has archives and no folder, with their final archive).
 public struct UserSummary: Sendable {
     public let id: UserID
     /// The folder's path, for messages.
@@ -11,6 +12,8 @@ public struct UserSummary: Sendable {
     public let lastBackup: RepositoryEntry?
     /// Why the user's folder could not be opened, when it could not (the user is still listed).
     public let problem: String?
+    /// For a retired user (no folder under the root, a final archive their newest): that archive.
+    public var retired: RepositoryEntry? = nil
 
     public var stores: [StoreFile] { scan.stores }
 
@@ -26,9 +29,25 @@ public enum Inventory {
     ) throws -> (users: [UserSummary], ignored: [Root.Ignored]) {
         var ids = only
         var ignored: [Root.Ignored] = []
-        if only.isEmpty { (ids, ignored) = try root.scan() }
+        if only.isEmpty {
+            (ids, ignored) = try root.scan()
+            // Retired users have archives and no folder: listed too, as retired.
+            if let repository {
+                let live = Set(ids)
+                ids = (ids + (try repository.users()).filter { !live.contains($0) && Retirement.isRetired($0, root: root, repository: repository) })
+                    .sorted { $0.rawValue < $1.rawValue }
+            }
+        }
         var users: [UserSummary] = []
         for id in ids {
+            if let repository, let final = Retirement.finalArchive(of: id, root: root, repository: repository) {
+                var summary = UserSummary(
+                    id: id, path: root.path + "/" + id.rawValue, scan: .init(stores: [], unreadable: [], skipped: []), lastBackup: final,
+                    problem: nil)
+                summary.retired = final
+                users.append(summary)
+                continue
+            }
             let lastBackup = try repository?.archives(of: id).last
             do throws(UserError) {
                 let folder = try root.user(id)

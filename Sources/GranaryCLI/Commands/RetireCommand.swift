@@ -1,0 +1,154 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct RetireCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "retire",
+        abstract: "Remove a user who left: a final archive, verified, then the user's folder.",
+        discussion: """
+            Refused while any process has one of the user's stores open or an owner serves one. Takes a final \
+            archive (kind final, integrity_check, then verified in full), kept out of prune's regular rules \
+            (--final-keep-within, for ever by default) and sent to each mirror, then removes the user's folder: \
+            renamed into the root's .granary folder under a journal, checked again, and deleted there with the \
+            owner's permissions. granary recover finishes or undoes a retire that was interrupted. On a terminal, \
+            retire shows the stores and sizes it will remove and asks; elsewhere it needs --yes. \
+            granary restore USER --create brings the user back, here or on another host. \
+            Exit codes: 0 retired, 1 declined, or a mirror did not take the final archive (the user is retired), \
+            64 usage (no --yes without a terminal), 65 a store is damaged, 66 no such user (or retired already), \
+            73 or 74 cannot write, 75 a store is in use, or changed while it was archived, or lock held (nothing removed).
+            """
+    )
+
+    static let cleansUpOnSignals = true
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("The user to retire.", valueName: "user"), completion: .custom(Completions.users))
+    var user: String
+
+    @Flag(name: [.short, .long], help: "Do not ask: retire without a question (for scripts).")
+    var yes = false
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("How long an owner has to answer when granary asks whether it serves a store: 10s, 0.5 (default: 10s).", valueName: "duration"),
+        transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
+    var ownerTimeout: Duration?
+
+    @OptionGroup var lock: LockOptions
+
+    func execute(_ console: Console) throws -> RetireResult {
+        let settings = try global.settings()
+        let id = try UserID(user)
+        let root = try settings.requireRoot()
+        let repository = try settings.requireRepository(forWriting: true)
+        let retirement = Retirement(root: root, repository: repository, mirrors: try settings.mirrorRepositories())
+        let timeout = ownerTimeout ?? settings.ownerTimeout.value
+        if !yes {
+            guard console.canAsk else {
+                let words = ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + ["--yes"]
+                throw RetireError.notConfirmed(user: id.rawValue, command: words.joined(separator: " "))
+            }
+            try retirement.checkNotInUse(id, ownerTimeout: timeout)
+            let plan = try retirement.plan(id)
+            let answer = console.ask(RetireResult.question(plan), prompt: "Type yes to retire \(id.rawValue): ")
+            try Interruption.check()
+            guard let answer, ["yes", "y"].contains(answer.lowercased()) else { throw RetireError.declined(user: id.rawValue) }
+        }
+        return RetireResult(try retirement.run(id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout))
+    }
+}
+
+/// `granary retire`: the final archive and what was removed.
+struct RetireResult: CommandResult {
+    struct Store: Encodable {
+        let name: String
+        /// The database and its `-wal`, in bytes.
+        let size: Int64
+        let externalFiles: Int
+        let externalSize: Int64
+    }
+
+    let user: String
+    /// The user's folder, now gone.
+    let folder: String
+    /// The verified final archive.
+    let archive: String
+    let archiveSize: Int64
+    let stores: [Store]
+    /// Files of the folder that were not part of a store (no archive holds them), relative to it.
+    let others: [String]
+    let othersSize: Int64
+    /// The final archive on each mirror (null without mirrors).
+    @Null var mirrors: [BackupResult.Mirror]?
+    /// What the owner's permissions could not remove (kept in `leftoversFolder`, not removed as root).
+    let leftovers: [String]
+    @Null var leftoversFolder: String?
+    /// An interrupted restore, reset or retire of the user that was finished or undone first.
+    @Null var recovered: RecoverResult.User?
+
+    init(_ report: Retirement.Report) {
+        user = report.plan.user.rawValue
+        folder = report.plan.folder
+        archive = report.archive
+        archiveSize = report.archiveSize
+        stores = report.plan.stores.map(Self.store)
+        others = report.plan.others
+        othersSize = report.plan.othersSize
+        mirrors = report.mirrors.isEmpty ? nil : report.mirrors.map(BackupResult.Mirror.init)
+        leftovers = report.leftovers
+        leftoversFolder = report.leftoversFolder
+        recovered = report.recovered.map(RecoverResult.User.init)
+    }
+
+    static func store(_ store: Retirement.Store) -> Store {
+        Store(name: store.name, size: store.size, externalFiles: store.externalFiles, externalSize: store.externalSize)
+    }
+
+    /// The question asked on a terminal: what will be archived and removed, with sizes.
+    static func question(_ plan: Retirement.Plan) -> [TextLine] {
+        var lines: [TextLine] = [
+            "retire \(plan.user.rawValue): a final archive of its stores is taken and verified, then \(plan.folder) is removed for good (\(Format.bytes(plan.size)))"
+        ]
+        for store in plan.stores { lines.append(storeLine(Self.store(store))) }
+        if plan.stores.isEmpty { lines.append("  no stores") }
+        if !plan.others.isEmpty {
+            let shown = plan.others.prefix(5).joined(separator: ", ") + (plan.others.count > 5 ? ", …" : "")
+            lines.append("  and \(plan.others.count) other file\(plan.others.count == 1 ? "" : "s") (\(Format.bytes(plan.othersSize))) that no archive holds: \(shown)")
+        }
+        return lines
+    }
+
+    static func storeLine(_ store: Store) -> TextLine {
+        var line: TextLine = "  \(store.name, width: 24) \(Format.bytes(store.size))"
+        if store.externalFiles > 0 {
+            line += ", external data \(store.externalFiles) file\(store.externalFiles == 1 ? "" : "s") \(Format.bytes(store.externalSize))"
+        }
+        return line
+    }
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        if let recovered { recovered.render(&text, detail) }
+        text.line("retired \(bold: user): final archive \((archive as NSString).lastPathComponent) (\(Format.bytes(archiveSize)), verified); \(folder) removed")
+        if detail.verbose {
+            text.line("  archive \(archive)")
+            for store in stores { text.line(Self.storeLine(store)) }
+            for name in others { text.line("  \(name, width: 24) removed, in no archive") }
+            for mirror in mirrors ?? [] where mirror.ok { text.line("  sent to \(mirror.archive ?? mirror.repository)") }
+        }
+    }
+
+    /// A mirror that did not take the final archive: the user is retired, the mirror lacks it.
+    var problems: [Failure] {
+        (mirrors ?? []).compactMap(\.error).map {
+            Failure(code: .partialFailure, message: "\(user): \($0.message)", hint: "granary sync \(ShellWord.quote(user)) sends it")
+        }
+    }
+
+    var notes: [String] {
+        leftovers.isEmpty
+            ? []
+            : ["warning: \(leftovers.count) entr\(leftovers.count == 1 ? "y" : "ies") of the folder could not be removed with its owner's permissions (\(leftovers.prefix(3).joined(separator: ", "))); they are kept in \(leftoversFolder ?? "the root's .granary folder")"]
+    }
+}
