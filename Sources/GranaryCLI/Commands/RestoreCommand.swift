@@ -142,7 +142,7 @@ struct RestoreResult: CommandResult {
         let live: String
         /// The verified copy put in place.
         let staged: String
-        /// `swap`, `online` or `offline` (`create` for a store the archive adds).
+        /// `swap`, `online` or `offline`; `new` for a store the archive adds, `copy` into `--to`.
         let method: String
         @Null var ownerPid: Int32?
         /// Processes that have the store open (other than an owner).

@@ -1,0 +1,67 @@
+import Foundation
+import GranaryKit
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension AttackTests {
+    /// `retire` removes a whole folder the attacker controls: every path it touches there is
+    /// swapped for a symbolic link to the same path in the victim's folder while it runs, at each
+    /// of its steps (GRANARY_TEST_PAUSE_AT_STEP stops it there: before the final archive, before
+    /// its verification, before the journal, before the folder moves, after it moved, and before
+    /// each entry is removed). After the move the folder is in granary's state folder, out of the
+    /// attacker's reach by name; the swap there stands for a process of theirs that kept a
+    /// descriptor of a folder inside it.
+    @Suite("retire with a path of the user's folder swapped for a link mid-run")
+    struct RetireSwap {
+        static let paths = StepSwap.paths + ["notes.txt"]
+
+        @Test("retire never follows a path swapped for a link at any of its steps: the victim's folder is untouched and the attacker's ends fully there or fully gone")
+        func retireSteps() throws {
+            var step = 1
+            var outcomes: [String] = []
+            stepping: while step < 30 {
+                for path in [Self.paths[(2 * step) % Self.paths.count], Self.paths[(2 * step + 1) % Self.paths.count]] {
+                    let lab = try Lab()
+                    let before = lab.watch()
+                    let run = try lab.start(["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT_STEP": String(step)])
+                    let deadline = Date().addingTimeInterval(30)
+                    while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
+                    guard run.isStopped else {
+                        let outcome = run.wait(timeout: 30)
+                        #expect(outcome.status == 0, "the retire without a pause: \(outcome)")
+                        break stepping
+                    }
+                    // Where the folder is at this step: under the root, or moved into the state folder.
+                    let moved = lab.root + "/.granary/retire/attacker/folder"
+                    let home = FileSystem.status(lab.attackerHome) != nil ? lab.attackerHome : moved
+                    lab.symlink(home + "/.evil", to: lab.victimHome + "/" + path)
+                    let swapped = FileSystem.status(home + "/" + path) != nil
+                    if swapped { try Lab.exchange(home + "/" + path, home + "/.evil") }
+                    kill(run.pid, SIGCONT)
+                    let outcome = run.wait(timeout: 30)
+                    let context = "step \(step) (\(home == moved ? "moved" : "in place")), \(path) swapped for a link: \(swapped)"
+                    outcomes.append("\(step):\(path):\(outcome.status)")
+                    Lab.expectDocumented(outcome, context)
+                    try lab.expectContained(since: before, context, folderToo: false)
+                    let recover = try lab.granary(["recover", "attacker"])
+                    #expect(recover.status == 0, "\(context): recover: \(recover)")
+                    try lab.expectContained(since: before, context + ", recover", folderToo: false)
+                    #expect(FileSystem.status(lab.root + "/.granary/retire/attacker") == nil, "\(context): the retire's work is left")
+                    if FileSystem.status(lab.attackerHome) == nil {
+                        // Gone: only after its final archive verified.
+                        let finals = lab.attackerArchives().filter { $0.hasSuffix("-final.tar.zst") }
+                        #expect(finals.count == 1, "\(context): the folder is gone without a final archive")
+                    } else {
+                        #expect(outcome.status != 0, "\(context): retire said it succeeded and the folder is there")
+                    }
+                }
+                step += 1
+            }
+            #expect(step > 5, "retire had fewer steps than expected: is GRANARY_TEST_PAUSE_AT_STEP compiled in?")
+            print("retire steps: \(outcomes.joined(separator: " "))")
+        }
+    }
+}
