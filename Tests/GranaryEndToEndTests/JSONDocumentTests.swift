@@ -59,6 +59,16 @@ struct JSONDocumentTests {
         try f.document(["reset", "carol@example.com", "--dry-run"], schema: "reset")
         try f.document(["reset", "carol@example.com"], schema: "reset")
         try f.document(["recover"], schema: "recover")
+        // A user's end and a new start: retire, then restore --create (a dry run first).
+        let retired = try f.document(["retire", "carol@example.com", "--yes"], schema: "retire")
+        #expect((retired["archive"] as? String)?.hasSuffix("-final.tar.zst") == true, "\(retired)")
+        let users = try f.document(["users"], schema: "users")
+        #expect((users["users"] as? [[String: Any]])?.contains { $0["id"] as? String == "carol@example.com" && $0["retired"] as? Bool == true } == true)
+        let listed = try f.document(["list"], schema: "list")
+        #expect(listed["retiredUsers"] as? [String] == ["carol@example.com"], "\(listed)")
+        let created = try f.document(["restore", "carol@example.com", "--create", "--dry-run"], schema: "restore")
+        #expect((created["createdFolder"] as? [String: Any])?["mode"] as? String == "0700", "\(created)")
+        try f.document(["restore", "carol@example.com", "--create"], schema: "restore")
         let mirror = f.folder.child("mirror")
         let synced = try f.document(["sync", "--mirror", mirror, "--dry-run"], schema: "sync")
         #expect((synced["mirrors"] as? [[String: Any]])?.count == 1, "\(synced)")
@@ -89,6 +99,9 @@ struct JSONDocumentTests {
         FailingRun(["verify", "dave@example.com/20990101T000000Z.tar.zst"], 66),
         FailingRun(["inspect", "/nonexistent/store.sqlite"], 66),
         FailingRun(["restore", "zoe@example.com"], 66),
+        FailingRun(["retire", "dave@example.com"], 64),
+        FailingRun(["retire", "zoe@example.com", "--yes"], 66),
+        FailingRun(["restore", "dave@example.com", "--owner", "root"], 64),
         FailingRun(["restore", "dave@example.com", "--dry-run", "--method", "swap"], 75),
         FailingRun(["reset", "zoe@example.com", "--dry-run"], 66),
         FailingRun(["delete", "dave@example.com/20990101T000000Z.tar.zst"], 66),

@@ -244,6 +244,28 @@ struct LifecycleTests {
         #expect(done.status == 0, "once the app let go: \(done)")
     }
 
+    @Test("retire removes only what the owner could remove: a root-owned folder inside is kept aside in the state folder and named, not removed as root")
+    func ownerPermissionsOnly() throws {
+        let world = try World()
+        try Lab.makeFolder(world.homeA + "/Data/root-owned", mode: 0o755)
+        try Lab.write(world.homeA + "/Data/root-owned/kept.txt", "root's\n", mode: 0o644)
+        // A folder the owner closed to themselves is theirs to open again: it goes.
+        try Lab.makeFolder(world.homeA + "/closed", mode: 0o700)
+        try Lab.write(world.homeA + "/closed/inside.txt", "x\n", mode: 0o600)
+        Lab.chownTree(world.homeA + "/closed", to: world.owner)
+        chmod(world.homeA + "/closed", 0o500)
+        let retired = try world.granary(["retire", world.id, "--yes", "--json"])
+        #expect(retired.status == 0, "\(retired)")
+        let document = try Self.document(retired)
+        #expect(document["leftovers"] as? [String] == ["Data/root-owned/kept.txt"], "\(retired.stdout)")
+        let kept = try #require(document["leftoversFolder"] as? String)
+        #expect(kept.hasPrefix(world.rootA + "/.granary/retire-left/"), "\(kept)")
+        #expect(FileSystem.isRegularFile(kept + "/Data/root-owned/kept.txt"))
+        #expect(FileSystem.status(kept + "/closed") == nil && FileSystem.status(kept + "/Local.sqlite") == nil)
+        #expect(retired.stderr.contains("could not be removed with its owner's permissions"), "\(retired.stderr)")
+        #expect(FileSystem.status(world.homeA) == nil && FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil)
+    }
+
     @Test("granary killed at every step of retire: recover leaves the folder fully there, or fully gone with its final archive verified")
     func crashAtEveryStep() throws {
         var step = 1

@@ -71,7 +71,14 @@ public enum ArchiveRemoval {
         let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: user, timeout: lockTimeout) }
         defer { lock?.release() }
         let items = try plan(user: user, repository: repository, policy: policy, root: root)
-        if !dryRun { try repository.remove(items.filter { !$0.keep }.map(\.entry)) }
+        if !dryRun {
+            try repository.remove(items.filter { !$0.keep }.map(\.entry))
+            // A retired user whose last archive went leaves no folder behind (a remote repository has
+            // no folders of its own): the repository no longer names them.
+            if !items.isEmpty, !items.contains(where: \.keep), let local = repository.localPath {
+                RawPath.rmdir(local + "/" + user.rawValue)
+            }
+        }
         return items
     }
 
