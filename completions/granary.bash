@@ -197,13 +197,13 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|backup|list|verify|inspect|check|delete|prune|restore|reset|recover|sync|config|help)
+    users|backup|list|verify|inspect|check|delete|prune|restore|reset|retire|recover|sync|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover sync config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync config help' -- "${cur}"))
         ;;
     esac
 }
@@ -480,7 +480,7 @@ _granary_prune() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --lock-timeout)
+    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -518,6 +518,9 @@ _granary_prune() {
     '--keep-within')
         return
         ;;
+    '--final-keep-within')
+        return
+        ;;
     '--lock-timeout')
         return
         ;;
@@ -534,9 +537,9 @@ _granary_prune() {
 
 _granary_restore() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --create --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
     __granary_offer_flags_options 2
 
     # Offer option value completions
@@ -568,6 +571,12 @@ _granary_restore() {
         return
         ;;
     '--lock-timeout')
+        return
+        ;;
+    '--owner')
+        return
+        ;;
+    '--mode')
         return
         ;;
     esac
@@ -622,6 +631,44 @@ _granary_reset() {
     case "${positional_number}" in
     1)
         __granary_add_custom_completions ---completion reset -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
+        return
+        ;;
+    esac
+}
+
+_granary_retire() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose -y --yes --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --config --owner-timeout --lock-timeout)
+    __granary_offer_flags_options 1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    '--owner-timeout')
+        return
+        ;;
+    '--lock-timeout')
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    1)
+        __granary_add_custom_completions ---completion retire -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
@@ -730,7 +777,7 @@ _granary_help() {
     repeating_options=()
     non_repeating_options=()
     __granary_offer_flags_options -1
-    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset recover sync config' -- "${cur}"))
+    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync config' -- "${cur}"))
 }
 
 complete -o filenames -F _granary granary
