@@ -167,7 +167,10 @@ public struct Retirement: Sendable {
         if let changed = Self.changeSince(journal, work: workFolder, ownerTimeout: ownerTimeout) {
             try Self.putBack(user, work: work, root: root)
             // The final archive of a retire that did not happen would pass for the user's last word.
-            if let object = published.object { try? repository.delete(object) }
+            if let object = published.object {
+                try? repository.delete(object)
+                for (mirror, upload) in zip(mirrors, backup.mirrors) where upload.archive != nil { try? mirror.delete(object) }
+            }
             throw RetireError.changed(user: user.rawValue, detail: changed)
         }
         journal.stage = .deleting

@@ -56,6 +56,10 @@ extension AttackTests {
                         #expect(finals.count == 1, "\(context): the folder is gone without a final archive")
                     } else {
                         #expect(outcome.status != 0, "\(context): retire said it succeeded and the folder is there")
+                        // The final archive of a retire that did not happen does not stay to pass for the user's last word.
+                        #expect(
+                            outcome.status != 75 || !lab.attackerArchives().contains { $0.hasSuffix("-final.tar.zst") },
+                            "\(context): a final archive was left: \(lab.attackerArchives())")
                     }
                 }
                 step += 1
