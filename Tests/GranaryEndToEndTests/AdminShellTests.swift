@@ -37,7 +37,7 @@ struct AdminShellTests {
         for option in ["--root <dir>", "--repo <location>", "--config <file>", "--json", "-q, --quiet", "-v, --verbose"] {
             #expect(result.stdout.contains(option), "granary --help lacks \(option)")
         }
-        for command in ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "recover", "sync", "config"] {
+        for command in ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "retire", "recover", "sync", "config"] {
             #expect(result.stdout.contains("  \(command) "), "granary --help lacks \(command)")
             let help = try GranaryProcess.run(["help", command])
             #expect(help.status == 0 && help.stdout.contains("USAGE: granary \(command)"), "\(command): \(help.stderr)")

@@ -42,6 +42,15 @@ struct RetireCommandTests {
         #expect(FileSystem.isDirectory(root + "/" + bob) && archives(bob).isEmpty)
     }
 
+    @Test("a folder with no store is not retired: 66, nothing removed, and nothing archived")
+    func noStore() throws {
+        try FileSystem.makeDirectory(root + "/empty@example.com")
+        try "a note\n".write(toFile: root + "/empty@example.com/notes.txt", atomically: true, encoding: .utf8)
+        let refused = try granary(["retire", "empty@example.com", "--yes"])
+        #expect(refused.status == 66 && refused.stderr.contains("no store") && refused.stderr.contains("nothing was removed"), "\(refused.stderr)")
+        #expect(FileSystem.isRegularFile(root + "/empty@example.com/notes.txt") && archives("empty@example.com").isEmpty)
+    }
+
     @Test(
         "on a terminal, retire shows the stores and sizes it will remove and asks: anything but yes removes nothing (exit 1), yes retires",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "script(1) is needed for a pseudo-terminal"))

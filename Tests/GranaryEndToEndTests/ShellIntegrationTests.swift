@@ -264,14 +264,14 @@ struct ShellIntegrationTests {
         }
         #expect(try bashComplete(["granary", "--root", root, "users", ""])
             == ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"])
-        #expect(Set(try bashComplete(["granary", "help", "re"])) == ["restore", "reset", "recover"])
+        #expect(Set(try bashComplete(["granary", "help", "re"])) == ["restore", "reset", "retire", "recover"])
         #expect(try bashComplete(["granary", "inspect", "--repo", repo, "dave@example.com/"]) == ["dave@example.com/" + archive])
     }
 
     static let manPages: [String] = ((try? FileManager.default.contentsOfDirectory(atPath: package + "/man")) ?? [])
         .filter { $0.hasSuffix(".1") || $0.hasSuffix(".5") || $0.hasSuffix(".7") }.sorted()
 
-    static let commands = ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "recover", "sync", "config"]
+    static let commands = ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "retire", "recover", "sync", "config"]
 
     @Test("there is a man page per command, named granary-COMMAND.1, plus granary.toml(5) and granary-reopen(7)")
     func manPagesPresent() throws {

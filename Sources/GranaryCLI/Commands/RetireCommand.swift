@@ -7,15 +7,15 @@ struct RetireCommand: GranaryCommand {
         commandName: "retire",
         abstract: "Remove a user who left: a final archive, verified, then the user's folder.",
         discussion: """
-            Refused while any process has one of the user's stores open or an owner serves one. Takes a final \
-            archive (kind final, integrity_check, then verified in full), kept out of prune's regular rules \
-            (--final-keep-within, for ever by default) and sent to each mirror, then removes the user's folder: \
-            renamed into the root's .granary folder under a journal, checked again, and deleted there with the \
-            owner's permissions. granary recover finishes or undoes a retire that was interrupted. On a terminal, \
-            retire shows the stores and sizes it will remove and asks; elsewhere it needs --yes. \
-            granary restore USER --create brings the user back, here or on another host. \
+            Refused while any process has one of the user's stores open or an owner serves one. The final \
+            archive (kind final) is verified in full before anything is removed; prune keeps it for ever unless \
+            --final-keep-within says otherwise, and it is sent to each mirror. Files of the folder that are not \
+            part of a store are removed without being archived: the question lists them. On a terminal retire \
+            shows the stores and sizes it will remove and asks; elsewhere it needs --yes. An interrupted retire \
+            is finished or undone by granary recover. granary restore USER --create brings the user back, here \
+            or on another host. \
             Exit codes: 0 retired, 1 declined, or a mirror did not take the final archive (the user is retired), \
-            64 usage (no --yes without a terminal), 65 a store is damaged, 66 no such user (or retired already), \
+            64 usage (no --yes without a terminal), 65 a store is damaged, 66 no such user (or retired already, or no store to archive), \
             73 or 74 cannot write, 75 a store is in use, or changed while it was archived, or lock held (nothing removed).
             """
     )

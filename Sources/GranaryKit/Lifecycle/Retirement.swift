@@ -134,7 +134,12 @@ public struct Retirement: Sendable {
         options.label = ArchiveName.finalLabel
         options.check = .full
         options.lockTimeout = lockTimeout
-        let backup = try BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options).runLocked(user, kind: .final)
+        let backup: BackupOperation.Result
+        do {
+            backup = try BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options).runLocked(user, kind: .final)
+        } catch BackupError.noStores(let user, let folder) {
+            throw RetireError.noStores(user: user, folder: folder)
+        }
         CrashPoint.reach()
         let published = backup.entry
         _ = try CPUYield.shared.yielding {
@@ -157,7 +162,14 @@ public struct Retirement: Sendable {
         try journal.write(to: work)
         CrashPoint.reach()
         let rootFolder = try root.open()
-        try rootFolder.rename(user.rawValue, to: workFolder, as: Self.movedName, .noReplace)
+        do {
+            try rootFolder.rename(user.rawValue, to: workFolder, as: Self.movedName, .noReplace)
+        } catch {
+            // Nothing moved: the journal goes (recovery would find the folder in place and do the same).
+            RawPath.unlink(work + "/journal")
+            RawPath.rmdir(work)
+            throw error
+        }
         try rootFolder.sync()
         try workFolder.sync()
 
@@ -371,6 +383,8 @@ public enum RetireError: GranaryError, Sendable {
     case declined(user: String)
     /// Something granary did not put in its retire folder is there.
     case stateInTheWay(path: String)
+    /// The folder holds no store: there is nothing to make a final archive of.
+    case noStores(user: String, folder: String)
 
     public var description: String {
         switch self {
@@ -381,13 +395,14 @@ public enum RetireError: GranaryError, Sendable {
         case .notConfirmed(let user, _): return "retire removes \(user)'s folder for good; without a terminal to ask on, it needs --yes"
         case .declined(let user): return "not retiring \(user): nothing was removed"
         case .stateInTheWay(let path): return "\(path) is in the way of a retire; granary did not put it there"
+        case .noStores(let user, let folder): return "\(user) has no store in \(folder) to make a final archive of; nothing was removed"
         }
     }
 
     public var status: ExitStatus {
         switch self {
         case .inUse, .changed: return .temporaryFailure
-        case .alreadyRetired: return .notFound
+        case .alreadyRetired, .noStores: return .notFound
         case .notConfirmed: return .usage
         case .declined: return .partialFailure
         case .stateInTheWay: return .cannotCreate
@@ -401,6 +416,7 @@ public enum RetireError: GranaryError, Sendable {
         case .notConfirmed(_, let command): return command
         case .declined: return nil
         case .stateInTheWay: return "look at it, move it away, then run again"
+        case .noStores(_, let folder): return "granary only retires users it can archive; remove \(ShellQuoting.word(folder)) by hand if it should go"
         }
     }
 }
