@@ -207,6 +207,18 @@ struct LifecycleTests {
         // Host A and its repository are gone: host B has the mirror only.
         FileSystem.removeTree(world.repo)
         try createOnB(world, dumps: dumps, ownership: ownership, repo: mirror, environment: environment)
+
+        // And retired again on B, with the S3 location as the repository itself.
+        let again = try world.granary(["retire", world.id, "--yes"], root: world.rootB, repo: mirror, environment: environment)
+        #expect(again.status == 0, "\(again)")
+        #expect(FileSystem.status(world.homeB) == nil)
+        let list = try world.granary(["list", world.id, "--json"], root: world.rootB, repo: mirror, environment: environment)
+        let listed = try Self.document(list)
+        #expect(listed["retiredUsers"] as? [String] == [world.id], "\(list)")
+        let finals = (listed["archives"] as? [[String: Any]])?.filter { $0["kind"] as? String == "final" } ?? []
+        #expect(finals.count == 2 && finals.allSatisfy { $0["verified"] as? String == "verified" }, "\(list.stdout)")
+        let check = try world.granary(["check"], root: world.rootB, repo: mirror, environment: environment)
+        #expect(check.status == 0 && check.stderr.isEmpty, "\(check)")
     }
 
     @Test("retire is refused (75, nothing removed) while the app serves the stores, or a process has one open")

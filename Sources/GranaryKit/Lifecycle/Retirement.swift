@@ -147,7 +147,18 @@ public struct Retirement: Sendable {
                 source: try repository.open(published), name: backup.archive, workFolder: try repository.prepareWorkFolder(), check: .full,
                 expectedUser: user.rawValue)
         }
-        try repository.writeRecord(VerificationRecord(entry: published, good: true, reason: nil, check: .full), for: published)
+        let record = VerificationRecord(entry: published, good: true, reason: nil, check: .full)
+        try repository.writeRecord(record, for: published)
+        // Each mirror's copy is the same bytes: it is recorded verified there too (as sync would),
+        // so that a host with the mirror alone sees the final archive verified.
+        for (mirror, upload) in zip(mirrors, backup.mirrors) where upload.archive != nil {
+            guard let copy = (try? mirror.archives(of: user))?.first(where: { $0.name == published.name }) else { continue }
+            var moved = record
+            moved.archiveSize = copy.size
+            moved.archiveModified = copy.modified
+            moved.archive = copy.name.fileName
+            try? mirror.writeRecord(moved, for: copy)
+        }
 
         // The journal, then the one rename that makes the user gone.
         CrashPoint.reach()
