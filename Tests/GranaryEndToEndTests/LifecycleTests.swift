@@ -88,7 +88,7 @@ struct LifecycleTests {
 
         /// Starts the app as the owner: granary-demo-owner on the user's stores under `home`.
         func startApp(_ home: String, log: String) throws -> Spawned {
-            FileManager.default.createFile(atPath: log, contents: nil)
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
             chown(log, owner.uid, owner.gid)
             let app = try Spawned(
                 "/usr/bin/setpriv",
