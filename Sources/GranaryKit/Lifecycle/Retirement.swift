@@ -335,14 +335,22 @@ public struct Retirement: Sendable {
     }
 
     /// The final archive of a retired user: none when the user has a folder under the root or when
-    /// their newest archive is not a final one.
+    /// their newest archive is not a final one. Safety archives do not count (a restore that
+    /// replaced something needs a folder), and a final archive wins a tie within its second: a
+    /// retire's archive is the last thing made of the user (archive names order the labels of one
+    /// second alphabetically, `final` before `pre-reset`).
     public static func finalArchive(of user: UserID, root: Root?, repository: any Repository) -> RepositoryEntry? {
         if let root, let folder = try? root.open(), folder.entry(user.rawValue) != nil { return nil }
-        guard let newest = (try? repository.archives(of: user))?.last, newest.name.kind == .final else { return nil }
+        let archives = ((try? repository.archives(of: user)) ?? []).filter { $0.name.kind != .safety }
+        let newest = archives.max { a, b in
+            (a.name.created, a.name.kind == .final ? 1 : 0, a.name.sequence) < (b.name.created, b.name.kind == .final ? 1 : 0, b.name.sequence)
+        }
+        guard let newest, newest.name.kind == .final else { return nil }
         return newest
     }
 
-    /// Whether `user` is retired: no folder under the root, and a final archive is their newest.
+    /// Whether `user` is retired: no folder under the root, and a final archive is their newest
+    /// (safety archives aside).
     public static func isRetired(_ user: UserID, root: Root, repository: any Repository) -> Bool {
         finalArchive(of: user, root: root, repository: repository) != nil
     }
