@@ -164,6 +164,8 @@ struct RestoreResult: CommandResult {
     @Null var safetyArchivePending: String?
     /// What went wrong without undoing the restore (an owner that resumed late, …).
     let warnings: [String]
+    /// Restored stores (or files beside them) a paused owner wrote to before RESUME: exit 65.
+    let writtenWhilePaused: [String]
     /// An interrupted restore or reset of the user that was finished or rolled back first.
     @Null var recovered: RecoverResult.User?
     /// `--create`: the user's folder, made by this restore (null when it existed).
@@ -194,6 +196,7 @@ struct RestoreResult: CommandResult {
         safetyArchive = report.safetyArchive
         safetyArchivePending = report.safetyArchivePending
         warnings = report.warnings
+        writtenWhilePaused = report.writtenWhilePaused
         createdFolder = report.createdFolder.map {
             CreatedFolder(
                 path: report.createdPath ?? "", uid: $0.uid, gid: $0.gid, user: $0.user, group: $0.group, mode: RestoreResult.octal($0.mode))
@@ -244,11 +247,23 @@ struct RestoreResult: CommandResult {
 
     var notes: [String] { warnings.map { "warning: " + $0 } }
 
-    /// Restored, but the safety archive waits: its own exit status (1) and what to run.
+    /// Restored, but the safety archive waits: its own exit status (1) and what to run. Restored,
+    /// but an owner wrote while it was paused: 65, naming the store.
     var problems: [Failure] {
-        guard let pending = safetyArchivePending else { return [] }
-        return [Failure(
-            code: .partialFailure, message: "restored; \(pending)",
-            hint: "granary recover \(ShellWord.quote(user)) once the repository can take it")]
+        var problems: [Failure] = []
+        if !writtenWhilePaused.isEmpty {
+            problems.append(Failure(
+                code: .dataError,
+                message: "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it)",
+                hint: "check the app that owns it; granary verify and a new restore put the archive's content back"))
+        }
+        if let pending = safetyArchivePending {
+            problems.append(Failure(
+                code: .partialFailure, message: "restored; \(pending)",
+                hint: "granary recover \(ShellWord.quote(user)) once the repository can take it"))
+        }
+        return problems
     }
+
+    var status: ExitStatus { writtenWhilePaused.isEmpty ? (problems.isEmpty ? .success : .partialFailure) : .dataError }
 }

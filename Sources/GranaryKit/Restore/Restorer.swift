@@ -97,6 +97,10 @@ public struct RestoreReport: Sendable {
     public var warnings: [String] = []
     /// Why the safety archive could not be written (the restore stands; see `granary recover`).
     public var safetyArchivePending: String?
+    /// Restored stores a paused owner wrote to after the swap and before RESUME (the restore
+    /// stands; what it wrote beside the store was moved away, a write into the store itself is
+    /// the owner's own, made against the restored content).
+    public var writtenWhilePaused: [String] = []
     /// What recovery did first, when a previous run had been interrupted.
     public var recovered: Recovery.Report?
     /// The user's folder was created (`--create`): its owner and mode.
@@ -316,9 +320,17 @@ public struct Restorer: Sendable {
                 // pause() may have reconnected: name the process that was paused.
                 if let index = report.stores.firstIndex(where: { $0.name == entry.name }) { report.stores[index].ownerPID = owner.ownerPID }
             }
+            // What each paused store looks like once prepared (checkpointed, companions removed): a
+            // paused owner writing through a connection it opened anew changes it, even when that
+            // connection's last close folds its -wal back in and removes it.
+            var preparedState: [String: StoreSwap.Fingerprint] = [:]
             for entry in entries {
                 try StoreSwap.prepare(entry, user: user.folder, work: work)
                 try journal.record(.prepared(entry.name))
+                if owners[entry.name] != nil, entry.method == .swap {
+                    let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
+                    preparedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
+                }
             }
             let renamed = entries.filter { $0.method != .online }
             locks = try CommitLocks.take(
@@ -348,6 +360,9 @@ public struct Restorer: Sendable {
                     if owners[entry.name] != nil { throw RestoreError.pausedOwnerWrote(file: folder.path(file + suffix)) }
                     throw RestoreError.storeBusy(store: folder.path(file), detail: "\(folder.path(file + suffix)) appeared while it was being swapped")
                 }
+                if let prepared = preparedState[entry.name], StoreSwap.Fingerprint(folder.entry(file)) != prepared {
+                    throw RestoreError.pausedOwnerWrote(file: folder.path(file))
+                }
             }
             CrashPoint.reach()
             try journal.record(.commit, durable: true)
@@ -362,13 +377,30 @@ public struct Restorer: Sendable {
         // `granary recover` (or the next command on this user), never rolled back.
         do {
             let mode = try StoreSwap.folderMode(user.folder)
+            var switchedState: [String: StoreSwap.Fingerprint] = [:]
             for entry in entries where entry.method != .online {
                 try StoreSwap.switchIn(entry, user: user.folder, work: work, folderMode: mode)
                 let intruders = try StoreSwap.removeIntruders(entry, user: user.folder, work: work)
                 for path in intruders {
                     report.warnings.append("\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                    report.writtenWhilePaused.append(path)
                 }
                 try journal.record(.switched(entry.name))
+                if owners[entry.name] != nil, let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) {
+                    switchedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
+                }
+            }
+            // Last look before RESUME: an owner that writes while paused (a -wal put back, a
+            // connection opened anew) is told off, and its companions moved away again.
+            for entry in entries where switchedState[entry.name] != nil {
+                guard let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) else { continue }
+                let intruders = (try? StoreSwap.removeIntruders(entry, user: user.folder, work: work)) ?? []
+                for path in intruders {
+                    report.warnings.append("\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                }
+                if !intruders.isEmpty || StoreSwap.Fingerprint(folder.entry(file)) != switchedState[entry.name] {
+                    report.writtenWhilePaused.append(folder.path(file))
+                }
             }
             locks?.release()
             CrashPoint.reach()

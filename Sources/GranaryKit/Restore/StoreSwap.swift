@@ -77,6 +77,23 @@ enum StoreSwap {
 
     // MARK: Before the commit point
 
+    /// A live file's identity and last change (inode, size, modification and change times): equal
+    /// fingerprints mean nobody wrote it in between.
+    struct Fingerprint: Equatable {
+        let inode: UInt64
+        let size: Int64
+        let modified: Int64
+        let changed: Int64
+
+        init?(_ entry: Folder.Entry?) {
+            guard let entry else { return nil }
+            inode = entry.inode
+            size = entry.size
+            modified = entry.modified
+            changed = entry.changed
+        }
+    }
+
     static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
         switch entry.method {
         case .online: return

@@ -159,6 +159,8 @@ public final class Folder: Sendable, CustomStringConvertible {
         public let inode: UInt64
         /// The last change of its content (`st_mtim`), in nanoseconds since 1970.
         public let modified: Int64
+        /// The last change of its content or its inode (`st_ctim`), in nanoseconds since 1970.
+        public let changed: Int64
 
         init(name: String, _ info: stat) {
             self.name = name
@@ -179,6 +181,7 @@ public final class Folder: Sendable, CustomStringConvertible {
             device = UInt64(info.st_dev)
             inode = UInt64(info.st_ino)
             modified = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+            changed = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
         }
     }
 
