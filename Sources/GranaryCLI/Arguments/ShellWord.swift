@@ -1,15 +1,11 @@
+import GranaryKit
+
 /// Words as a POSIX shell reads them: quoting a name for a hint, and reading back a word
 /// as typed on a command line being completed.
 enum ShellWord {
     /// `word` as one shell word: as it is when it holds only safe characters, else in single
     /// quotes (a single quote inside as `'\''`).
-    static func quote(_ word: String) -> String {
-        let safe = word.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "@%+=:,./_-".unicodeScalars.contains($0)
-        }
-        if safe && !word.isEmpty { return word }
-        return "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
-    }
+    static func quote(_ word: String) -> String { ShellQuote.word(word) }
 
     /// The text a word typed on a shell command line stands for: backslash escapes, single
     /// quotes and double quotes removed as the shell would (nothing is expanded: `$x` stays

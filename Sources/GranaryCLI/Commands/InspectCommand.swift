@@ -42,16 +42,18 @@ struct InspectCommand: GranaryCommand {
                 return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
+        // A file is named by its full path in what inspect says, so that a message or hint
+        // about it can be acted on from anywhere.
+        let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
         // Inside the repository, the user folder an archive lies in says whose it must be.
         var expectedUser: String?
         if let repository {
-            let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
             let folder = (absolute as NSString).deletingLastPathComponent
             if (folder as NSString).deletingLastPathComponent == (repository.path as NSString).standardizingPath {
                 expectedUser = (folder as NSString).lastPathComponent
             }
         }
-        return InspectResult(try Inspector.inspect(path: path, expectedUser: expectedUser))
+        return InspectResult(try Inspector.inspect(path: absolute, expectedUser: expectedUser))
     }
 }
 

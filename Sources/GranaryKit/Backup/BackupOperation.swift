@@ -249,7 +249,7 @@ public struct BackupOperation: Sendable {
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
             // just written): run them on two threads, so the slower one sets the time, not the sum.
             let member = Manifest.storesFolder + store.name
-            let mode = options.check, user = folder.id.rawValue, name = store.name
+            let mode = options.check, user = folder.id.rawValue, name = store.path
             let (check, hashed) = try Parallel.both(
                 { try Self.check(snapshotPath, mode: mode, user: user, store: name) },
                 { try Self.entry(snapshotPath, member: member, kind: "store") })
