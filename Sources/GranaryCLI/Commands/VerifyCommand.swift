@@ -97,6 +97,7 @@ struct VerifyResult: CommandResult {
         let message: String
         @Null var hint: String?
         @Null var member: String?
+        @Null var memberBase64: String?
         /// What is wrong, without the archive's and the member's names.
         let reason: String
     }
@@ -129,7 +130,9 @@ struct VerifyResult: CommandResult {
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path, ok: $0.failure == nil,
                 stores: $0.stores, bytes: $0.bytes,
                 error: $0.failure.map {
-                    Fault(code: $0.status.rawValue, message: $0.description, hint: $0.hint, member: $0.member, reason: $0.reason)
+                    Fault(
+                        code: $0.status.rawValue, message: $0.description, hint: $0.hint, member: $0.member,
+                        memberBase64: $0.member.flatMap(JSONName.base64), reason: $0.reason)
                 })
         }
         failures = outcomes.compactMap { $0.failure.map(Failure.init) }

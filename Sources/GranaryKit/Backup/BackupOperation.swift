@@ -209,7 +209,7 @@ public struct BackupOperation: Sendable {
         var files: [Packed] = []
         let scan = folder.scan()
         if !scan.unreadable.isEmpty {
-            throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { folder.path + "/" + $0 })
+            throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { $0 == "./" ? folder.path + "/" : folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
         // The stores count before any is copied; external-data files as each is (they are listed
@@ -440,7 +440,8 @@ public struct BackupOperation: Sendable {
         do {
             let writer = try ArchiveWriter(
                 fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
-                threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created)
+                threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created,
+                rawNames: ArchiveWriter.needsRawNames(files.map(\.file.path)))
             try writer.addManifest(manifest)
             try writer.addDirectory(member: Manifest.storesFolder)
             var done: Int64 = 0
