@@ -62,7 +62,7 @@ func checkNames(_ names: [[UInt8]]) {
         // A user id granary accepts is one plain component, and its folder's name is its bytes.
         if let id = try? UserID(string) {
             precondition(!id.rawValue.contains("/") && id.rawValue != "." && id.rawValue != ".." && !id.rawValue.hasPrefix("-"))
-            precondition(!TerminalText.escape(id.rawValue).contains("\\x") || !FolderName.isUTF8(id.rawValue), "an id was shown with a byte escape")
+            precondition(FolderName.encode(id.rawValue) == Array(id.rawValue.utf8), "an id's folder name is not its text")
             precondition(FolderName.encode(id.rawValue).count <= 255)
         }
         // JSON: the exact bytes, as text or as base64.

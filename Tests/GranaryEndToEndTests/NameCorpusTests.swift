@@ -178,6 +178,27 @@ struct NameCorpusTests {
         #expect(try ShellTools.schemaProblems(verify.stdout, schema: "verify") == [])
     }
 
+    @Test("a path on the command line that is not UTF-8 reaches its file; a user id that is not text in NFC is refused")
+    func commandLineBytes() throws {
+        // A folder whose name is not UTF-8 holds a store: inspect takes its path as bytes (before,
+        // the bytes became U+FFFD and the file was not found).
+        let odd = folder.child("odd")
+        try FileSystem.makeDirectory(odd)
+        #expect(RawPath.mkdir(odd + "/" + FolderName.decode(Array("d".utf8) + [0xFF]), 0o755) == 0)
+        try SampleData.makeItemsStore(odd + "/" + FolderName.decode(Array("d".utf8) + [0xFF]) + "/Store.sqlite", rows: 2, walOnlyTail: 0)
+        let inspect = try GranaryProcess.runExecutable(
+            "/bin/sh", ["-c", "exec \"$0\" inspect \"$(printf \"$1\")\"", GranaryProcess.binDirectory + "/granary", odd + "/d\\377/Store.sqlite"])
+        #expect(inspect.status == 0, "\(inspect.stderr)")
+        #expect(inspect.stdout.contains("Store.sqlite") && inspect.stdout.contains("items"), "\(inspect.stdout)")
+        // U+10FF61 is granary's own stand-in for the byte 'a': typed as text, it must not open alice.
+        try FileSystem.makeDirectory(root + "/alice@example.com")
+        for id in ["\u{10FF61}lice@example.com", "jo\u{308}rg@example.com"] {
+            let result = try granary(["users", id])
+            #expect(result.status == 64, "\(id.debugDescription): \(result.stderr)")
+            #expect(result.stderr.contains("is not UTF-8 text in normal form C"), "\(result.stderr)")
+        }
+    }
+
     @Test("a user id of 255 bytes with a store of a 247-byte name in a folder of 200 is backed up, listed and restored")
     func longUserID() throws {
         let id = String(repeating: "u", count: 255 - "@example.com".utf8.count) + "@example.com"
