@@ -249,9 +249,9 @@ public struct BackupOperation: Sendable {
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
             // just written): run them on two threads, so the slower one sets the time, not the sum.
             let member = Manifest.storesFolder + store.name
-            let mode = options.check, user = folder.id.rawValue, name = store.path
+            let mode = options.check, user = folder.id.rawValue, name = store.name, live = store.path
             let (check, hashed) = try Parallel.both(
-                { try Self.check(snapshotPath, mode: mode, user: user, store: name) },
+                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live) },
                 { try Self.entry(snapshotPath, member: member, kind: "store") })
             stages.checkAndHash += Self.seconds(since: checkStarted)
             let db = try Database(path: snapshotPath, mode: .readOnly)
@@ -348,15 +348,16 @@ public struct BackupOperation: Sendable {
     }
 
     /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.
-    static func check(_ path: String, mode: CheckMode, user: String, store: String) throws -> String {
+    /// `live` is the store's own path, for the hint.
+    static func check(_ path: String, mode: CheckMode, user: String, store: String, live: String? = nil) throws -> String {
         guard mode != .none else { return "unchecked" }
         let db: Database
         do { db = try Database.openFinished(path: path) } catch {
-            throw BackupError.checkFailed(user: user, store: store, problem: error.message)
+            throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
         let problems = db.integrityCheck(full: mode == .full)
         guard problems == ["ok"] else {
-            throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem")
+            throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
         }
         return "ok"
     }
