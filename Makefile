@@ -11,13 +11,13 @@ PREFIX    ?= /usr/local
 DEMO      ?= $(CURDIR)/demo
 DEPS      := libarchive-dev libsqlite3-dev zlib1g-dev libzstd-dev
 # Tools the tests and the demo use besides the libraries.
-TOOLS     := sqlite3 zstd xz-utils tar python3 python3-venv python3-jsonschema bash-completion zsh fish man-db mandoc groff-base sudo rclone
+TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jsonschema bash-completion zsh fish man-db mandoc groff-base sudo rclone
 # The S3 server the remote-repository tests start on loopback (moto, from PyPI), in a virtual
 # environment of its own: git-ignored, made once.
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto
+.PHONY: all deps build release check-release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto
 
 all: build
 
@@ -41,6 +41,16 @@ moto: deps
 
 release: deps
 	$(SWIFT) build -c release
+
+# The shipped binaries carry no test seam: the GRANARY_TEST_* switches (crash or stop at a restore
+# step, short leases, a failing safety archive) are compiled into debug builds only. CI runs this.
+check-release: release
+	@bin="$$($(SWIFT) build -c release --show-bin-path)"; status=0; \
+	for tool in granary granary-reopen-check; do \
+		found="$$(strings -a "$$bin/$$tool" | grep -o 'GRANARY_TEST_[A-Z_]*' | sort -u)"; \
+		if [ -n "$$found" ]; then echo "$$bin/$$tool (release) holds test hooks: $$found"; status=1; fi; \
+	done; \
+	[ $$status = 0 ] && echo "release binaries hold no GRANARY_TEST_ hook"; exit $$status
 
 test: build moto
 	$(SWIFT) test

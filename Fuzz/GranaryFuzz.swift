@@ -8,8 +8,13 @@ import GranaryKit
 // into a private folder and the SQLite checks); =commandline splits them at NUL bytes into an
 // argument vector and parses it as granary's command line (the command-line check,
 // ArgumentParser, every command's argument checks), and escapes each argument for the
-// terminal. Any crash, hang or sanitizer report is a bug: hostile bytes must only ever produce
-// a thrown error.
+// terminal; =names splits them at NUL bytes into file names and user ids and checks the
+// properties every name must keep (FolderName: bytes to string and back exactly, two names
+// equal strings only when their bytes are, every string in NFC; TerminalText: no control,
+// line break or bidirectional override reaches the terminal, a different name never shows
+// the same; UserID: an id granary accepts is a plain name of one component; the JSON form
+// carries the exact bytes). Any crash, hang or sanitizer report is a bug: hostile bytes must
+// only ever produce a thrown error.
 let target = ProcessInfo.processInfo.environment["GRANARY_FUZZ_TARGET"] ?? "manifest"
 let scratch: String = {
     let path = NSTemporaryDirectory() + "/granary-fuzz-\(getpid())"
@@ -29,6 +34,8 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             _ = DurationText.duration(argument)
         }
         _ = GranaryMain.parseOnly(arguments)
+    case "names":
+        checkNames(bytes.split(separator: 0, omittingEmptySubsequences: false).map(Array.init))
     case "archive":
         let archive = scratch + "/20250101T000000Z.tar.zst"
         FileManager.default.createFile(atPath: archive, contents: Data(bytes))
@@ -37,6 +44,42 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ = try? Manifest.decode(bytes, source: "fuzz")
     }
     return 0
+}
+
+/// The properties of names (`GRANARY_FUZZ_TARGET=names`); a failed one stops the run with
+/// the input saved.
+func checkNames(_ names: [[UInt8]]) {
+    let strings = names.map(FolderName.decode)
+    for (bytes, string) in zip(names, strings) {
+        precondition(FolderName.encode(string) == bytes, "decode then encode changed a name")
+        precondition(FolderName.canonical(string).unicodeScalars.elementsEqual(string.unicodeScalars), "a decoded name is not canonical")
+        precondition(
+            string.unicodeScalars.elementsEqual(string.precomposedStringWithCanonicalMapping.unicodeScalars), "a decoded name is not in NFC")
+        // On screen: nothing that moves the cursor, ends a line or turns text around; and the
+        // escaping itself is reversible enough that two different names never look the same.
+        let shown = TerminalText.escape(string)
+        precondition(!shown.unicodeScalars.contains { TerminalText.needsEscape($0) }, "escape let a control through")
+        // A user id granary accepts is one plain component, and its folder's name is its bytes.
+        if let id = try? UserID(string) {
+            precondition(!id.rawValue.contains("/") && id.rawValue != "." && id.rawValue != ".." && !id.rawValue.hasPrefix("-"))
+            precondition(FolderName.encode(id.rawValue) == Array(id.rawValue.utf8), "an id's folder name is not its text")
+            precondition(FolderName.encode(id.rawValue).count <= 255)
+        }
+        // JSON: the exact bytes, as text or as base64.
+        if let base64 = JSONName.base64(string) {
+            precondition(Data(base64Encoded: base64).map(Array.init) == bytes, "the base64 of a name is not its bytes")
+        } else {
+            precondition(Array(JSONName.text(string).utf8) == bytes, "a name given as text is not its bytes")
+        }
+    }
+    for i in names.indices {
+        for j in names.indices where i < j {
+            precondition((strings[i] == strings[j]) == (names[i] == names[j]), "two names are equal strings only when their bytes are")
+            precondition(
+                (TerminalText.escape(strings[i]) == TerminalText.escape(strings[j])) == (names[i] == names[j]) || names[i].contains(0x5C)
+                    || names[j].contains(0x5C), "two different names look the same on screen")
+        }
+    }
 }
 
 // SwiftPM links an executable target's entry point as `<module>_main`; hand control to

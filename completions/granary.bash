@@ -329,7 +329,7 @@ _granary_list() {
 
 _granary_verify() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --force --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --config --user --check)
     __granary_offer_flags_options -1

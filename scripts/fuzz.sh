@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make fuzz: libFuzzer over the manifest parser, the archive verifier and the command line
-# (argument vectors into granary's parser and the commands' argument checks), FUZZ_SECONDS each.
+# make fuzz: libFuzzer over the manifest parser, the archive verifier, the command line
+# (argument vectors into granary's parser and the commands' argument checks) and names (store
+# names and user ids through the folder-name mapping, the terminal's escaping, user id checks and
+# JSON's exact bytes, with their round-trip properties), FUZZ_SECONDS each.
 # Seeds: a real archive of the sample data, its manifest, and every fault scripts/tamper-archive.py
 # derives from it. A crash, a leak report or a timeout fails the run and leaves the input in
 # .build-fuzz/findings/ (replay: GRANARY_FUZZ_TARGET=... .build-fuzz/release/granary-fuzz FILE).
@@ -9,7 +11,23 @@ cd "$(dirname "$0")/.."
 SECONDS_EACH=${1:-60}
 FUZZ=.build-fuzz/release/granary-fuzz
 BIN=$(swift build --show-bin-path)
-W=.build-fuzz/work; rm -rf "$W"; mkdir -p "$W" .build-fuzz/findings .build-fuzz/corpus/manifest .build-fuzz/corpus/archive .build-fuzz/corpus/commandline
+W=.build-fuzz/work; rm -rf "$W"; mkdir -p "$W" .build-fuzz/findings .build-fuzz/corpus/manifest .build-fuzz/corpus/archive .build-fuzz/corpus/commandline .build-fuzz/corpus/names
+# Name seeds: store names and user ids, NUL between them (not UTF-8, escapes, line breaks,
+# bidirectional overrides, the same name in NFC and NFD, Hangul syllable and jamo, granary's own
+# escape code points).
+python3 - .build-fuzz/corpus/names <<'NAMES'
+import sys
+seeds = [
+    ["Caf\u00e9.sqlite".encode(), "Cafe\u0301.sqlite".encode()],
+    [b"bad\xff\xfe.sqlite", b"\xc3(x.sqlite", b"\xf4\x8f\xbd\x81pua.sqlite", b"\xed\xa0\x80"],
+    ["esc\x1b[31mred.sqlite".encode(), b"new\nline", b"cr\rlf", "next\u0085line".encode(), "evil\u202eetilqs".encode()],
+    ["alice@example.com".encode(), "j\u00f6rg@example.com".encode(), "jo\u0308rg@example.com".encode(), b"-rf", b"..", b"a/b"],
+    ["\u00c5".encode(), "A\u030a".encode(), "\u212b".encode(), "\uac00".encode(), "\u1100\u1161".encode(), "e\x1b\u0301".encode(), "e\x1b\u00e9".encode()],
+    [b"n" * 240 + b".sqlite", b"u" * 243 + b"@example.com"],
+]
+for i, names in enumerate(seeds):
+    open("%s/seed-%d" % (sys.argv[1], i), "wb").write(b"\0".join(names))
+NAMES
 # Command-line seeds: real command lines, NUL between the words.
 i=0
 while IFS= read -r line; do
@@ -38,9 +56,9 @@ for good in "$W"/repo/*/*.tar; do
     python3 scripts/tamper-archive.py "$good" ".build-fuzz/corpus/archive/$fault-$user.tar" "$fault"
   done
 done
-for target in manifest archive commandline; do
+for target in manifest archive commandline names; do
   echo "== fuzzing the $target for ${SECONDS_EACH}s"
-  GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$(case $target in manifest) echo 65536;; commandline) echo 4096;; *) echo 262144;; esac) \
+  GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$(case $target in manifest) echo 65536;; commandline|names) echo 4096;; *) echo 262144;; esac) \
     -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix=.build-fuzz/findings/$target- \
     ".build-fuzz/corpus/$target" 2> "$W/$target.log" || { tail -40 "$W/$target.log"; echo "fuzz: $target FAILED (input in .build-fuzz/findings/)"; exit 1; }
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$W/$target.log" | grep -o '[0-9]*$')

@@ -26,8 +26,18 @@ public enum GranaryMain {
         setlocale(LC_CTYPE, "C.UTF-8")
         StandardStreams.prepare()
         Interruption.unblockSignals()
-        let status = run(Array(CommandLine.arguments.dropFirst()))
+        let status = run(argumentBytes())
         exit(StandardStreams.finish(status))
+    }
+
+    /// The command line's words, each made of its bytes as GranaryKit makes a file name
+    /// (FolderName): a path that is not UTF-8 reaches the file it names, and a word that is not
+    /// text is never taken for another (`CommandLine.arguments` turns such bytes into U+FFFD).
+    static func argumentBytes() -> [String] {
+        (1..<Int(CommandLine.argc)).map { index in
+            guard let word = CommandLine.unsafeArgv[index] else { return "" }
+            return FolderName.decode(Array(UnsafeBufferPointer(start: UnsafeRawPointer(word).assumingMemoryBound(to: UInt8.self), count: strlen(word))))
+        }
     }
 
     /// Runs `arguments` (without the program name) and returns the exit status.

@@ -19,9 +19,22 @@ struct TextTests {
         ("isolate\u{2066}x\u{2069}", "isolate\\u{2066}x\\u{2069}"),
         ("back\\slash", "back\\slash"),
         ("latin1 \u{10FFE9}t\u{10FFE9}", "latin1 \\xe9t\\xe9"),
+        // A combining mark would join the escape's last letter (or what was printed before).
+        ("e\u{1B}\u{301}", "e\\e\\u{0301}"),
+        ("\u{301}x", "\\u{0301}x"),
+        ("x\u{301}", "x\u{301}"),
     ])
     func escaping(raw: String, shown: String) {
-        #expect(TerminalText.escape(raw) == shown)
+        #expect(TerminalText.escape(raw).unicodeScalars.elementsEqual(shown.unicodeScalars))
+    }
+
+    @Test("two different names never look the same on screen: e ESC U+0301 is not e ESC é")
+    func distinct() {
+        // Names as GranaryKit makes them of bytes (FolderName: always in NFC).
+        let names = ["e\u{1B}\u{301}", "e\u{1B}\u{E9}", "\u{1B}e\u{301}", "\u{1B}\u{E9}", "\u{301}", "\u{1100}\u{1B}\u{1161}", "\u{AC00}\u{1B}"]
+            .map { FolderName.decode(Array($0.utf8)) }
+        let shown = names.map(TerminalText.escape)
+        #expect(Set(shown).count == names.count, "\(shown)")
     }
 
     @Test("every span of a line is escaped, padded after escaping, and styled only in colour")

@@ -61,6 +61,8 @@ struct HostileContentTests {
         let one = try granary(["backup", "mallory@example.com"])
         #expect(one.status == 65, "\(one.stderr)")
         #expect(one.stderr.contains("mallory@example.com: store Slow.sqlite failed its check: quick_check stopped at its time budget of 2s"))
+        // The hint runs as shown from anywhere: the store's full path.
+        #expect(one.stderr.contains("Try: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"), "\(one.stderr)")
         #expect(!FileManager.default.fileExists(atPath: repo + "/mallory@example.com") || FileSystem.contents(of: repo + "/mallory@example.com").allSatisfy { $0.hasPrefix(".") })
         let all = try granary(["backup", "--all"])
         #expect(all.status == 1, "\(all.stderr)")

@@ -36,6 +36,7 @@ struct OutputStreamTests {
         (["check", "--json"], 1), (["delete", "--dry-run", "dave@example.com/LATEST", "--force"], 74),
         (["prune", "--all", "--keep-last", "5", "--dry-run"], 74), (["restore", "alice@example.com"], 74),
         (["reset", "carol@example.com"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74), (["help", "backup"], 74),
+        (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74),
     ]
 
     static let cases: [(command: [String], status: Int32, pipe: Bool)] = writers.flatMap { [($0.0, $0.1, false), ($0.0, $0.1, true)] }
@@ -46,7 +47,10 @@ struct OutputStreamTests {
         let (command, status, pipe) = Self.cases[index]
         let fixture = try Fixture()
         let latest = fixture.archives("dave@example.com").last!
-        let arguments = command.map { $0.replacingOccurrences(of: "ROOT", with: fixture.root).replacingOccurrences(of: "LATEST", with: latest) }
+        let arguments = command.map {
+            $0.replacingOccurrences(of: "ROOT", with: fixture.root).replacingOccurrences(of: "LATEST", with: latest)
+                .replacingOccurrences(of: "MIRROR", with: fixture.folder.child("mirror"))
+        }
             + ["--root", fixture.root, "--repo", fixture.repo]
         let ended = try ShellTools.runWithBrokenOutput(arguments, pipe: pipe)
         let label = "\(command) \(pipe ? "into a closed pipe" : "with stdout closed")"

@@ -215,6 +215,45 @@ struct ReopenConformanceTests {
         #expect(try RestoreFixtures.dump(store) == before)
     }
 
+    /// What hostile owners answer (HELLO or PAUSE), and how granary shows it.
+    static let hostileAnswers: [(greeting: String?, pause: String?, shown: String)] = [
+        (nil, #"ERROR \x1b[2J\x1b[Hrestored alice@example.com\rERROR busy"#, #"\x1b[2J\x1b[Hrestored alice@example.com"#),
+        (nil, #"ERROR busy\u202e\x85\u2028"#, #"busy\xe2\x80\xae\x85\xe2\x80\xa8"#),
+        (nil, #"ERROR \xff\xfe\x9b31m"#, #"\xff\xfe\x9b31m"#),
+        // A printable word that is no refusal of the protocol: quoted, and cut after 60 bytes.
+        (nil, #"ERROR restored-alice@example.com-from-20261123T150043Z.tar.zst"#, #""ERROR restored-alice@example.com-from-20261123T150043Z.tar.z"… (62 bytes)"#),
+        (#"HELLO granary-reopen 1 \u202e4242"#, nil, #"\xe2\x80\xae4242"#),
+        (#"\x1b]0;owned\x07HELLO granary-reopen 1 1"#, nil, #"\x1b]0;owned\x07HELLO"#),
+    ]
+
+    @Test("everything an owner sends (its greeting, an ERROR line) reaches the terminal and --json escaped, and changes nothing",
+          arguments: 0..<hostileAnswers.count)
+    func ownerAnswersEscaped(index: Int) throws {
+        let answer = Self.hostileAnswers[index]
+        try FileSystem.removeFile(cloud)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let before = try RestoreFixtures.dump(store)
+        let owner = try FakeOwner(store: store, greeting: answer.greeting, record: nil, pause: answer.pause)
+        defer { owner.stop() }
+        for json in [false, true] {
+            let result = try granary(["restore", "alice@example.com", "--method", "swap", "--owner-timeout", "2"] + (json ? ["--json"] : []))
+            #expect(result.status == 75, "\(result.stderr)")
+            let all = result.stdout + result.stderr
+            for raw in ["\u{1B}", "\r", "\u{07}", "\u{85}", "\u{9B}", "\u{202E}", "\u{2028}", "\u{FFFD}"] {
+                #expect(!all.contains(raw), "\(raw.debugDescription) reached the output raw: \(all.debugDescription)")
+            }
+            #expect(!all.contains("restored alice@example.com from"), "\(all)")
+            #expect(result.stderr.contains(answer.shown), "\(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 2, "\(result.stderr)")
+            if json {
+                let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+                let message = (document?["error"] as? [String: Any])?["message"] as? String
+                #expect(message?.contains(answer.shown) == true, "\(result.stdout)")
+            }
+        }
+        #expect(try RestoreFixtures.dump(store) == before)
+    }
+
     @Test("an owner whose HELLO answer lacks its pid only after the dry run makes the restore exit 75 and change nothing")
     func dryRunDiffers() throws {
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
@@ -290,7 +329,9 @@ struct ReopenConformanceTests {
 final class FakeOwner {
     let process = Process()
 
-    init(store: String, greeting: String?, record: String?) throws {
+    /// `greeting` answers HELLO (by default a valid answer), `pause` answers PAUSE (by default
+    /// nothing); both are written with escapes: `\xHH` is that byte, `\u202e` its UTF-8.
+    init(store: String, greeting: String?, record: String?, pause: String? = nil) throws {
         let name = try ReopenAddress(store: store).name
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = ["-c", """
@@ -298,8 +339,13 @@ final class FakeOwner {
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.bind("\\0" + sys.argv[1]); s.listen(1)
             print("listening", flush=True)
-            greeting = sys.argv[2].encode("latin-1").decode("unicode_escape").encode("latin-1") if sys.argv[2] else None
+            def raw(text):
+                if not text: return None
+                text = text.encode("latin-1", "backslashreplace").decode("unicode_escape")
+                return b"".join(bytes([ord(c)]) if ord(c) < 256 else c.encode("utf-8") for c in text)
+            greeting = raw(sys.argv[2])
             record = open(sys.argv[3], "a") if sys.argv[3] else None
+            pause = raw(sys.argv[4])
             while True:
                 c, _ = s.accept()
                 f = c.makefile("rb")
@@ -307,8 +353,10 @@ final class FakeOwner {
                     if record: record.write(line.decode()); record.flush()
                     if line.startswith(b"HELLO"):
                         c.sendall((greeting or b"HELLO granary-reopen 1 %d" % os.getpid()) + b"\\n")
+                    if line.startswith(b"PAUSE") and pause:
+                        c.sendall(pause + b"\\n")
                 c.close()
-            """, name, greeting ?? "", record ?? ""]
+            """, name, greeting ?? "", record ?? "", pause ?? ""]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()

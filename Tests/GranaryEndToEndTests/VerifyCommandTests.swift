@@ -280,7 +280,8 @@ struct VerifyCommandTests {
         let archives = document["archives"] as! [[String: Any]]
         #expect(archives.count == 3)
         #expect(archives[0]["label"] as? String == "second")
-        #expect(archives[0]["stores"] as? [String] == ["Data/App.sqlite"])
+        #expect((archives[0]["stores"] as? [[String: Any]])?.map { $0["name"] as? String } == ["Data/App.sqlite"])
+        #expect((archives[0]["stores"] as? [[String: Any]])?.first?["nameBase64"] is NSNull)
         #expect(archives[2]["verified"] as? String == "unreadable")
         #expect((archives[2]["problem"] as? String)?.contains("not a readable archive") == true)
         #expect(try fixture.granary(["list", "nobody@example.com"]).status == 66)

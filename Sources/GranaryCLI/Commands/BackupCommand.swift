@@ -81,7 +81,9 @@ struct BackupCommand: GranaryCommand {
         options.bytesPerUser = settings.bytesPerUser.value
         options.label = label
         options.lockTimeout = lock.timeout(settings)
-        let ids = all ? try root.scan().users : try users.map { (id) throws(UserError) in try UserID(id) }
+        var ids: [UserID] = []
+        var ignored: [Root.Ignored] = []
+        if all { (ids, ignored) = try root.scan() } else { ids = try users.map { (id) throws(UserError) in try UserID(id) } }
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let mirrors = try settings.mirrorRepositories(flags: mirror)
@@ -108,7 +110,7 @@ struct BackupCommand: GranaryCommand {
             if ids.count == 1, let error = outcome.error ?? pruneError { throw error }
             users.append(BackupResult.User(outcome, pruned: pruned, pruneError: pruneError))
         }
-        return BackupResult(users: users)
+        return BackupResult(users: users, ignored: ignored, root: root.path)
     }
 }
 
@@ -116,6 +118,7 @@ struct BackupCommand: GranaryCommand {
 struct BackupResult: CommandResult {
     struct Store: Encodable {
         let name: String
+        @Null var nameBase64: String?
         /// `wal` or `rollback`.
         let journalMode: String
         let integrity: String
@@ -149,7 +152,7 @@ struct BackupResult: CommandResult {
             seconds = result?.seconds
             stages = result?.stages
             priority = result?.priority.rawValue
-            stores = result?.stores.map { Store(name: $0.name, journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
+            stores = result?.stores.map { Store(name: $0.name, nameBase64: JSONName.base64($0.name), journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
             skipped = result?.skipped.map { Skipped(name: $0.name, reason: $0.reason) }
             warnings = result?.warnings
             prune = pruned.map { PruneResult.Plan($0) }
@@ -163,7 +166,14 @@ struct BackupResult: CommandResult {
 
     struct Skipped: Encodable, Sendable {
         let name: String
+        @Null var nameBase64: String?
         let reason: String
+
+        init(name: String, reason: String) {
+            self.name = name
+            nameBase64 = JSONName.base64(name)
+            self.reason = reason
+        }
     }
 
     /// A new archive sent to a mirror, or why it was not.
@@ -184,6 +194,17 @@ struct BackupResult: CommandResult {
     }
 
     let users: [User]
+    /// With `--all`: the entries of the root that are not users, with why (said, not failed).
+    let ignored: [Skipped]
+    private let root: String
+
+    enum CodingKeys: String, CodingKey { case users, ignored }
+
+    init(users: [User], ignored: [Root.Ignored], root: String) {
+        self.users = users
+        self.ignored = ignored.map { Skipped(name: $0.name, reason: $0.reason) }
+        self.root = root
+    }
 
     /// Each user's failure, and each new archive a mirror did not take (the archive is in the
     /// repository; granary sync sends it later).
@@ -198,10 +219,11 @@ struct BackupResult: CommandResult {
     /// Every entry a scan passed over is said: a store must not be left out in silence. So is a
     /// sparse file.
     var notes: [String] {
-        users.flatMap { user in
-            (user.skipped ?? []).map { "warning: \(user.id): passed over \($0.name): \($0.reason)" }
-                + (user.warnings ?? []).map { "warning: \(user.id): \($0)" }
-        }
+        ignored.map { "warning: passed over \(root)/\($0.name): \($0.reason)" }
+            + users.flatMap { user in
+                (user.skipped ?? []).map { "warning: \(user.id): passed over \($0.name): \($0.reason)" }
+                    + (user.warnings ?? []).map { "warning: \(user.id): \($0)" }
+            }
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {

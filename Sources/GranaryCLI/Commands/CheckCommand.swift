@@ -9,6 +9,9 @@ struct CheckCommand: GranaryCommand {
         discussion: """
             Users are those named, else every user under the root and every user with archives in the repository. \
             Only an archive whose last granary verify passed, and which has not changed since, counts. \
+            A user whose folder cannot be read fails, saying why, and so does every entry of the root that may \
+            hold a user's data but is no user granary can take (a link, a folder whose name is not UTF-8 or no \
+            valid user id, a hidden folder). \
             Each failing user gets one line on standard error saying why, also with --quiet; a user that \
             passes gets one on standard output on a terminal or with -v, so check is silent under cron when all pass. \
             With mirrors ([[mirror]] in the configuration, or --mirror), a user also fails when the repository's \
@@ -37,15 +40,21 @@ struct CheckCommand: GranaryCommand {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
         var ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let root = settings.root == nil ? nil : try settings.requireRoot()
+        var ignored: [Root.Ignored] = []
         if ids.isEmpty {
-            let live = (try? settings.requireRoot().scan().users) ?? []
+            var live: [UserID] = []
+            if let root { (live, ignored) = try root.scan() }
             ids = Array(Set(live + (try repository.users()))).sorted { $0.rawValue < $1.rawValue }
         }
+        var unreadable: [UserID: String] = [:]
+        for id in ids { if let reason = root?.unreadable(id) { unreadable[id] = reason } }
         let limit = maxAge ?? 86_400
         let reports = try Freshness.evaluate(
             users: ids, repository: repository, maxAge: TimeInterval(limit), mirrors: try settings.mirrorRepositories(flags: mirror),
-            root: try? settings.requireRoot())
-        return CheckResult(maxAge: limit, reports: reports)
+            root: root)
+        return CheckResult(
+            maxAge: limit, reports: reports, unreadable: unreadable, ignored: ignored.filter(\.mayHoldData), root: root?.path ?? "")
     }
 }
 
@@ -71,26 +80,51 @@ struct CheckResult: CommandResult {
         @Null var reason: String?
     }
 
-    let maxAgeSeconds: Int64
-    let ok: Bool
-    let users: [User]
+    /// An entry of the root that may hold a user's data but is no user granary can take.
+    struct Ignored: Encodable {
+        let name: String
+        @Null var nameBase64: String?
+        let reason: String
 
-    init(maxAge: Int64, reports: [Freshness.Report]) {
-        maxAgeSeconds = maxAge
-        ok = reports.allSatisfy(\.ok)
-        users = reports.map {
-            User(
-                id: $0.user.rawValue, ok: $0.ok, newestVerified: $0.newestVerified?.path, ageSeconds: $0.age.map { Int64($0) },
-                newest: $0.newest?.path, reason: $0.reason,
-                mirrors: $0.mirrors.isEmpty
-                    ? nil : $0.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) },
-                retired: $0.retired != nil)
+        init(name: String, reason: String) {
+            self.name = name
+            nameBase64 = JSONName.base64(name)
+            self.reason = reason
         }
     }
 
+    let maxAgeSeconds: Int64
+    let ok: Bool
+    let users: [User]
+    /// Entries of the root that fail the check (links, folders that are no valid user id).
+    let ignored: [Ignored]
+    private let root: String
+
+    enum CodingKeys: String, CodingKey { case maxAgeSeconds, ok, users, ignored }
+
+    /// `unreadable`: the users whose folder could not be read, with why; they fail whatever
+    /// their archives.
+    init(maxAge: Int64, reports: [Freshness.Report], unreadable: [UserID: String] = [:], ignored: [Root.Ignored] = [], root: String = "") {
+        maxAgeSeconds = maxAge
+        users = reports.map { report in
+            let folder = unreadable[report.user].map { "cannot read its folder: " + $0 }
+            let reason = [folder, report.reason].compactMap { $0 }.joined(separator: "; ")
+            return User(
+                id: report.user.rawValue, ok: report.ok && folder == nil, newestVerified: report.newestVerified?.path,
+                ageSeconds: report.age.map { Int64($0) }, newest: report.newest?.path, reason: reason.isEmpty ? nil : reason,
+                mirrors: report.mirrors.isEmpty
+                    ? nil : report.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) },
+                retired: report.retired != nil)
+        }
+        self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
+        self.root = root
+        ok = users.allSatisfy(\.ok) && ignored.isEmpty
+    }
+
     var problems: [Failure] {
-        // One line per failing user, no hint: monitoring mail stays one line per problem.
-        users.filter { !$0.ok }.map { Failure(code: .partialFailure, message: "FAIL \($0.id): \($0.reason ?? "failed")") }
+        // One line per failing user or entry, no hint: monitoring mail stays one line per problem.
+        ignored.map { Failure(code: .partialFailure, message: "FAIL \(root)/\($0.name): \($0.reason)") }
+            + users.filter { !$0.ok }.map { Failure(code: .partialFailure, message: "FAIL \($0.id): \($0.reason ?? "failed")") }
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {

@@ -33,3 +33,29 @@ struct CommandError: GranaryError {
     let status: ExitStatus
     var hint: String?
 }
+
+/// Archive files named by their paths that are not in the repository: `delete` and `verify`
+/// act on the repository's archives, and on other files only with `--force`.
+struct OutsideRepository: GranaryError {
+    /// `delete` or `verify`.
+    let command: String
+    let paths: [String]
+    /// The repository, when there is one.
+    let repository: String?
+
+    var description: String {
+        let subject = paths.count == 1 ? paths[0] + ": it is" : paths.joined(separator: ", ") + ": they are"
+        let place = repository.map { "the repository \($0)" } ?? "a repository (none is set, and the folder above the user's folder is not one)"
+        return "refusing to \(command) \(subject) not in \(place)"
+    }
+
+    var status: ExitStatus { .usage }
+
+    var hint: String? {
+        let words = paths.map(ShellWord.quote).joined(separator: " ")
+        switch command {
+        case "delete": return "granary delete --force \(words) removes it anyway; granary list shows the repository's archives"
+        default: return "granary verify --force \(words) verifies it without recording the result"
+        }
+    }
+}

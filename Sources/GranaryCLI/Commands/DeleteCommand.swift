@@ -10,7 +10,9 @@ struct DeleteCommand: GranaryCommand {
             ARCHIVE is a path, USER/NAME, or NAME with --user; a NAME may be a unique prefix, such as the stamp. \
             Every name is checked before anything is removed: one that matches nothing exits 66 (with close \
             matches), one that matches several exits 64, and nothing is removed; a user's newest verified \
-            archive is refused (exit 64) unless --force. The archive's verification record goes with it.
+            archive is refused (exit 64) unless --force. The archive's verification record goes with it. \
+            A path must be an archive of the repository: anything else inside the repository is refused \
+            (exit 64), and a file outside it too, unless --force.
             """
     )
 
@@ -22,7 +24,7 @@ struct DeleteCommand: GranaryCommand {
     @Option(help: ArgumentHelp("The user of archives given by NAME alone.", valueName: "user"), completion: .custom(Completions.users))
     var user: String?
 
-    @Flag(help: "Remove even a user's newest verified archive.")
+    @Flag(help: "Remove even a user's newest verified archive, or an archive file outside the repository.")
     var force = false
 
     @Flag(help: "Show what would be removed; remove nothing.")
@@ -36,6 +38,8 @@ struct DeleteCommand: GranaryCommand {
         let owner = try user.map { (id) throws(UserError) in try UserID(id) }
         let locator = ArchiveLocator(repository: repository)
         let entries = try archives.map { try locator.locate($0, user: owner) }
+        let outside = entries.filter { $0.object == nil }.map(\.path)
+        if !outside.isEmpty && !force { throw OutsideRepository(command: "delete", paths: outside, repository: repository.location) }
         try ArchiveRemoval.checkDeletable(entries, repository: repository, force: force)
         if dryRun { return DeleteResult(entries: entries, dryRun: true) }
         let root = try? settings.requireRoot()

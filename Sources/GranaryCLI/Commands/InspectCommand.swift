@@ -42,16 +42,20 @@ struct InspectCommand: GranaryCommand {
                 return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
+        // A file is named by its full path in what inspect says, so that a message or hint
+        // about it can be acted on from anywhere. Made absolute by text alone: no link is
+        // resolved (a link in a user's folder is refused where it is, never followed).
+        let full = (path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
+        let absolute = "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
         // Inside the repository, the user folder an archive lies in says whose it must be.
         var expectedUser: String?
         if let repository {
-            let absolute = ((path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) as NSString).standardizingPath
-            let folder = (absolute as NSString).deletingLastPathComponent
+            let folder = ((full as NSString).standardizingPath as NSString).deletingLastPathComponent
             if (folder as NSString).deletingLastPathComponent == (repository.path as NSString).standardizingPath {
                 expectedUser = (folder as NSString).lastPathComponent
             }
         }
-        return InspectResult(try Inspector.inspect(path: path, expectedUser: expectedUser))
+        return InspectResult(try Inspector.inspect(path: absolute, expectedUser: expectedUser))
     }
 }
 
@@ -75,6 +79,7 @@ struct InspectResult: CommandResult {
 
     struct Store: Encodable {
         let name: String
+        @Null var nameBase64: String?
         let size: Int64
         let pageSize: Int
         let pageCount: Int
@@ -101,7 +106,7 @@ struct InspectResult: CommandResult {
         toolVersion = inspection.toolVersion
         stores = inspection.stores.map { store in
             Store(
-                name: store.name, size: store.size, pageSize: store.pageSize, pageCount: store.pageCount,
+                name: store.name, nameBase64: JSONName.base64(store.name), size: store.size, pageSize: store.pageSize, pageCount: store.pageCount,
                 journalMode: JournalMode.name(store.journalMode), sqliteVersion: store.sqliteVersion,
                 tables: store.tables.map { Table(name: $0.name, rows: $0.rows) },
                 coreData: store.coreData.map {

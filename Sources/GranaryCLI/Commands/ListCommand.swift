@@ -55,7 +55,7 @@ struct ListResult: CommandResult {
         let kind: ArchiveKind
         /// For a safety archive: the archive whose restore replaced this content.
         @Null var restoredFrom: String?
-        let stores: [String]
+        let stores: [JSONName.Named]
         let verified: State
         @Null var verifiedAt: Date?
         /// Why it is unreadable or bad.
@@ -90,7 +90,7 @@ struct ListResult: CommandResult {
             Archive(
                 user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
                 compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
-                restoredFrom: item.manifest?.restoredFrom, stores: item.stores,
+                restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
                 verified: item.problem != nil ? .unreadable : State(item.verified), verifiedAt: item.record?.verified,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
         }
@@ -124,7 +124,7 @@ struct ListResult: CommandResult {
             if archive.verified == .unreadable {
                 line += " unreadable: \(archive.problem ?? "")"
             } else {
-                line += " \(archive.verified.rawValue, width: 11) \(archive.stores.joined(separator: ", "))"
+                line += " \(archive.verified.rawValue, width: 11) \(archive.stores.map(\.name).joined(separator: ", "))"
                 if let label = archive.label { line += "  [\(label)]" }
                 // Safety and final archives are not backups: say so where an operator looks.
                 if archive.kind != .backup {

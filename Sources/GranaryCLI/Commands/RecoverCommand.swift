@@ -43,14 +43,14 @@ struct RecoverResult: CommandResult {
     struct User: Encodable, Sendable {
         let id: String
         /// Stores whose swap had committed: now fully new.
-        let finished: [String]
+        let finished: [JSONName.Named]
         /// Stores whose swap had not committed: still fully old.
-        let rolledBack: [String]
+        let rolledBack: [JSONName.Named]
         @Null var safetyArchive: String?
         /// Why the safety archive could not be written yet, when it could not.
         @Null var safetyArchivePending: String?
         /// Files that appeared beside a store while its owner was paused, moved away.
-        let intruders: [String]
+        let intruders: [JSONName.Named]
         /// An interrupted retire of the user, finished or undone (null when there was none).
         @Null var retire: Retire?
 
@@ -71,11 +71,11 @@ struct RecoverResult: CommandResult {
 
         init(_ report: Recovery.Report) {
             id = report.user
-            finished = report.rolledForward
-            rolledBack = report.rolledBack
+            finished = report.rolledForward.map(JSONName.Named.init)
+            rolledBack = report.rolledBack.map(JSONName.Named.init)
             safetyArchive = report.safetyArchive
             safetyArchivePending = report.safetyArchivePending
-            intruders = report.intruders
+            intruders = report.intruders.map(JSONName.Named.init)
             switch report.retire {
             case .finished(let archive, let leftovers): retire = Retire(outcome: "finished", archive: archive, reason: nil, leftoversFolder: leftovers)
             case .undone(let reason): retire = Retire(outcome: "undone", archive: nil, reason: reason, leftoversFolder: nil)
@@ -94,10 +94,10 @@ struct RecoverResult: CommandResult {
             }
             guard !finished.isEmpty || !rolledBack.isEmpty || safetyArchive != nil || !intruders.isEmpty else { return }
             text.line("recovered an interrupted swap of \(id): rolled back \(rolledBack.count), finished \(finished.count)")
-            for name in rolledBack { text.line("  \(name, width: 24) old content kept") }
-            for name in finished { text.line("  \(name, width: 24) new content kept") }
+            for store in rolledBack { text.line("  \(store.name, width: 24) old content kept") }
+            for store in finished { text.line("  \(store.name, width: 24) new content kept") }
             if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
-            for path in intruders { text.line("moved away \(path), which appeared while its owner was paused") }
+            for file in intruders { text.line("moved away \(file.name), which appeared while its owner was paused") }
         }
     }
 

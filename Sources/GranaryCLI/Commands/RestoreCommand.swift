@@ -138,10 +138,13 @@ struct RestoreCommand: GranaryCommand {
 struct RestoreResult: CommandResult {
     struct Store: Encodable {
         let name: String
+        @Null var nameBase64: String?
         /// The live store.
         let live: String
+        @Null var liveBase64: String?
         /// The verified copy put in place.
         let staged: String
+        @Null var stagedBase64: String?
         /// `swap`, `online` or `offline`; `new` for a store the archive adds, `copy` into `--to`.
         let method: String
         @Null var ownerPid: Int32?
@@ -190,7 +193,8 @@ struct RestoreResult: CommandResult {
         target = report.target
         stores = report.stores.map {
             Store(
-                name: $0.name, live: $0.live, staged: $0.staged, method: $0.method.rawValue, ownerPid: $0.ownerPID, openBy: $0.openBy,
+                name: $0.name, nameBase64: JSONName.base64($0.name), live: $0.live, liveBase64: JSONName.base64($0.live), staged: $0.staged,
+                stagedBase64: JSONName.base64($0.staged), method: $0.method.rawValue, ownerPid: $0.ownerPID, openBy: $0.openBy,
                 paused: $0.paused.map(RestoreResult.seconds))
         }
         safetyArchive = report.safetyArchive

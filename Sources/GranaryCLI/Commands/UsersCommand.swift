@@ -40,7 +40,9 @@ struct UsersCommand: GranaryCommand {
 struct UsersResult: CommandResult {
     struct Store: Encodable {
         let name: String
+        @Null var nameBase64: String?
         let path: String
+        @Null var pathBase64: String?
         let size: Int64
         /// `wal` or `rollback`.
         let journalMode: String
@@ -61,7 +63,7 @@ struct UsersResult: CommandResult {
         /// Entries of the folder passed over on purpose, with why.
         let skipped: [Ignored]
         /// Entries that could not be read to tell whether they are stores.
-        let unreadable: [String]
+        let unreadable: [JSONName.Named]
         /// Why the folder could not be opened, when it could not.
         @Null var problem: String?
         /// Retired (granary retire): no folder under the root, and `lastArchive` is its final archive.
@@ -70,7 +72,14 @@ struct UsersResult: CommandResult {
 
     struct Ignored: Encodable {
         let name: String
+        @Null var nameBase64: String?
         let reason: String
+
+        init(name: String, reason: String) {
+            self.name = name
+            nameBase64 = JSONName.base64(name)
+            self.reason = reason
+        }
     }
 
     let root: String
@@ -89,12 +98,12 @@ struct UsersResult: CommandResult {
                 id: user.id.rawValue, path: user.path, size: user.totalSize,
                 stores: user.stores.map {
                     Store(
-                        name: $0.name, path: $0.path, size: $0.size, journalMode: JournalMode.name($0.journalKind),
+                        name: $0.name, nameBase64: JSONName.base64($0.name), path: $0.path, pathBase64: JSONName.base64($0.path), size: $0.size, journalMode: JournalMode.name($0.journalKind),
                         pageSize: $0.header.pageSize, walSize: $0.walSize, shm: $0.hasSHM, journal: $0.hasJournal,
                         externalData: $0.hasExternalData)
                 },
                 lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path,
-                skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) }, unreadable: user.scan.unreadable,
+                skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) }, unreadable: user.scan.unreadable.map(JSONName.Named.init),
                 problem: user.problem, retired: user.retired != nil)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }

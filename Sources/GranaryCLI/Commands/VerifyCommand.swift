@@ -11,8 +11,10 @@ struct VerifyCommand: GranaryCommand {
             size and SHA-256 it has, nothing may be missing, extra or unsafe (absolute names, .., links, devices). \
             The stores are extracted into a private temporary folder under the repository, checked, and removed. \
             The result is recorded beside the archive for list and check. Each bad archive gets one line \
-            naming the member and what is wrong. \
-            Exit codes: 0 all good, 65 any archive bad, 66 an archive named that does not exist, 129 or 130 interrupted.
+            naming the member and what is wrong. A file outside the repository is refused (exit 64) unless \
+            --force, and its result is never recorded: granary writes nothing beside it. \
+            Exit codes: 0 all good, 64 a file outside the repository without --force, 65 any archive bad \
+            (or a file that is not an archive), 66 an archive named that does not exist, 129 or 130 interrupted.
             """
     )
     static let cleansUpOnSignals = true
@@ -41,6 +43,9 @@ struct VerifyCommand: GranaryCommand {
     @Option(help: "integrity_check (full) or quick_check (quick).")
     var check: Check = .full
 
+    @Flag(help: "Also verify archive files outside the repository (their result is not recorded).")
+    var force = false
+
     func checkArguments() throws {
         if archives.isEmpty && user == nil && !all { throw ValidationError("name archives, or pass --user USER or --all") }
         if all && (user != nil || !archives.isEmpty) { throw ValidationError("pass --all alone, not with archives or --user") }
@@ -48,21 +53,15 @@ struct VerifyCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> VerifyResult {
         let settings = try global.settings()
-        // Archives named by path can be verified without a configured repository: the folder
-        // above the user's folder is taken as the repository (for its work folder).
-        let repository: any Repository
-        if settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) }) {
-            let absolute = first.hasPrefix("/") ? first : FileManager.default.currentDirectoryPath + "/" + first
-            repository = LocalRepository(path: ((absolute as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
-        } else {
-            repository = try settings.requireRepository()
-        }
+        let repository = try repository(settings)
         let owner = try user.map { (id) throws(UserError) in try UserID(id) }
         var entries: [RepositoryEntry] = []
         if !archives.isEmpty {
             let locator = ArchiveLocator(repository: repository)
             entries = try archives.map { try locator.locate($0, user: owner) }
-        } else {
+            let outside = entries.filter { $0.object == nil }.map(\.path)
+            if !outside.isEmpty && !force { throw OutsideRepository(command: "verify", paths: outside, repository: repository?.location) }
+        } else if let repository {
             let users = try owner.map { [$0] } ?? repository.users()
             if let owner, try !repository.folders().contains(owner.rawValue) {
                 throw NoArchivesError(user: owner, repository: repository.path, root: try? settings.requireRoot())
@@ -74,7 +73,19 @@ struct VerifyCommand: GranaryCommand {
             }
         }
         let outcomes = try ArchiveVerification.run(entries, repository: repository, check: check.mode)
-        return VerifyResult(outcomes, check: check.mode, repository: repository.path)
+        return VerifyResult(outcomes, check: check.mode, repository: repository?.path ?? "no repository")
+    }
+
+    /// The configured repository. Without one, archives named by their paths need none: the
+    /// folder above their user's folder is the repository when it is one (it has the marker),
+    /// else they are files outside any repository.
+    private func repository(_ settings: Settings) throws -> (any Repository)? {
+        guard settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) }) else {
+            return try settings.requireRepository()
+        }
+        let absolute = first.hasPrefix("/") ? first : FileManager.default.currentDirectoryPath + "/" + first
+        let candidate = LocalRepository(path: ((absolute as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
+        return FileSystem.isRegularFile(candidate.path + "/" + LocalRepository.markerName) ? candidate : nil
     }
 }
 
@@ -86,6 +97,7 @@ struct VerifyResult: CommandResult {
         let message: String
         @Null var hint: String?
         @Null var member: String?
+        @Null var memberBase64: String?
         /// What is wrong, without the archive's and the member's names.
         let reason: String
     }
@@ -118,7 +130,9 @@ struct VerifyResult: CommandResult {
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path, ok: $0.failure == nil,
                 stores: $0.stores, bytes: $0.bytes,
                 error: $0.failure.map {
-                    Fault(code: $0.status.rawValue, message: $0.description, hint: $0.hint, member: $0.member, reason: $0.reason)
+                    Fault(
+                        code: $0.status.rawValue, message: $0.description, hint: $0.hint, member: $0.member,
+                        memberBase64: $0.member.flatMap(JSONName.base64), reason: $0.reason)
                 })
         }
         failures = outcomes.compactMap { $0.failure.map(Failure.init) }

@@ -109,7 +109,9 @@ final class Console: Sendable {
         encoder.dateEncodingStrategy = .iso8601
         encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         do {
-            return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
+            // Names that are not UTF-8 travel in their `…Base64` fields; every string shows their
+            // bytes as U+FFFD, never as the private code points GranaryKit carries them in.
+            return JSONName.text(String(decoding: try encoder.encode(value), as: UTF8.self)) + "\n"
         } catch {
             return "{\"error\": {\"code\": 74, \"hint\": null, \"message\": \"the result could not be encoded as JSON\"}, \"format\": 1}\n"
         }

@@ -10,16 +10,23 @@
 /// U+2028/U+2029 and the bidirectional controls). A backslash is left as it is: text the core
 /// has already made printable (an owner's answer as `"…\x1b…"`) is shown as the core wrote it,
 /// not escaped twice. JSON output carries the exact string instead.
+///
+/// A combining mark at the start of a text, or right after an escape, is shown as `\u{HHHH}`
+/// too: it would join the character before it on the screen (the last letter of `\e`, or the
+/// text printed before the name), and two different names would look the same.
 public enum TerminalText {
     public static func escape(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: needsEscape) else { return text }
+        guard text.unicodeScalars.contains(where: needsEscape) || text.unicodeScalars.first.map(joinsPrevious) == true else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)
+        var afterEscape = true
         for scalar in text.unicodeScalars {
-            guard needsEscape(scalar) else {
+            guard needsEscape(scalar) || (afterEscape && joinsPrevious(scalar)) else {
                 out.unicodeScalars.append(scalar)
+                afterEscape = false
                 continue
             }
+            afterEscape = true
             switch scalar.value {
             case 0x1B: out += "\\e"
             case 0x0A: out += "\\n"
@@ -33,8 +40,19 @@ public enum TerminalText {
         return out
     }
 
+    /// Whether `scalar` joins the character before it on the screen (a combining mark, a
+    /// Hangul vowel or final consonant).
+    static func joinsPrevious(_ scalar: Unicode.Scalar) -> Bool {
+        let properties = scalar.properties
+        if properties.canonicalCombiningClass != .notReordered || properties.isGraphemeExtend { return true }
+        switch properties.generalCategory {
+        case .nonspacingMark, .spacingMark, .enclosingMark: return true
+        default: return (0x1160...0x11FF).contains(scalar.value) || (0xD7B0...0xD7FF).contains(scalar.value)
+        }
+    }
+
     /// Whether `scalar` is shown escaped.
-    static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+    public static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0..<0x20, 0x7F, 0x80...0x9F: return true
         case 0x10_FF00...0x10_FFFF: return true  // a byte that is not UTF-8, as GranaryKit carries it

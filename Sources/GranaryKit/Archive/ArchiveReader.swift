@@ -55,8 +55,7 @@ public final class ArchiveReader {
         }
         guard let a = archive_read_new() else { throw .cannotOpen(path: path, message: "out of memory") }
         handle = a
-        archive_read_support_filter_all(a)
-        archive_read_support_format_tar(a)
+        Self.configure(a)
         if archive_read_open_filename(a, path, blockSize) != ARCHIVE_OK {
             let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown error"
             let code = archive_errno(a)
@@ -78,8 +77,7 @@ public final class ArchiveReader {
         self.path = name
         guard let a = archive_read_new() else { throw .cannotOpen(path: name, message: "out of memory") }
         handle = a
-        archive_read_support_filter_all(a)
-        archive_read_support_format_tar(a)
+        Self.configure(a)
         let box = StreamBox(stream: stream, blockSize: blockSize)
         streamBox = box
         let read: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeRawPointer?>?) -> Int = {
@@ -95,6 +93,15 @@ public final class ArchiveReader {
             handle = nil
             throw .malformed(path: name, message: message)
         }
+    }
+
+    /// Reads tar with every filter granary writes. A name marked as bytes (`hdrcharset=BINARY`,
+    /// or a plain ustar name) comes back exactly; libarchive converts a pax name marked UTF-8 to
+    /// NFC, which is why granary marks the names of an archive holding a name not in NFC as bytes
+    /// (``ArchiveWriter/needsRawNames(_:)``).
+    private static func configure(_ a: OpaquePointer) {
+        archive_read_support_filter_all(a)
+        archive_read_support_format_tar(a)
     }
 
     /// The stream and the buffer libarchive reads it into (kept alive as long as the reader).

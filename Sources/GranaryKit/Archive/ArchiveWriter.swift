@@ -31,20 +31,31 @@ public final class ArchiveWriter {
     /// Starts an archive on an open file descriptor (the caller keeps ownership of `fd`).
     ///
     /// `threads` is the number of zstd workers; 0 or 1 compresses on the calling thread.
+    /// `rawNames` marks every name as bytes: see ``needsRawNames(_:)``.
     public convenience init(
         fileDescriptor fd: Int32, path: String, compression: Compression, level: Int? = nil, threads: Int = 0,
-        modificationTime: Date = Date()
+        modificationTime: Date = Date(), rawNames: Bool = false
     ) throws(ArchiveError) {
         let output = try ArchiveOutput(
             fileDescriptor: fd, path: path, zstdLevel: compression == .zstd ? level ?? Compression.zstd.defaultLevel : nil,
             threads: threads > 1 ? threads : 0)
-        try self.init(output: output, compression: compression, level: level, modificationTime: modificationTime)
+        try self.init(output: output, compression: compression, level: level, modificationTime: modificationTime, rawNames: rawNames)
+    }
+
+    /// Whether an archive of `members` must mark its names as bytes (pax `hdrcharset=BINARY`):
+    /// when one of them is not text in Unicode normal form C (see FolderName). libarchive reads a
+    /// pax name marked UTF-8 back converted to NFC, so `Cafe` + U+0301 would come back as `Café`,
+    /// another file's name; a name marked as bytes comes back exactly. (libarchive marks a name
+    /// that is not UTF-8 at all by itself; the mark is per archive, set before the first member.)
+    /// GNU tar extracts both kinds exactly; versions that do not know the mark say they ignore it.
+    public static func needsRawNames(_ members: some Sequence<String>) -> Bool {
+        members.contains { !FolderName.isUTF8($0) }
     }
 
     /// Starts a plain tar stream into `output` (which may already hold the beginning of an
     /// archive: `OverlappedPack` writes a member's data itself and the rest through this).
     /// `finish()` ends `output` too.
-    init(output: ArchiveOutput, compression: Compression = .none, level: Int? = nil, modificationTime: Date) throws(ArchiveError) {
+    init(output: ArchiveOutput, compression: Compression = .none, level: Int? = nil, modificationTime: Date, rawNames: Bool = false) throws(ArchiveError) {
         guard let a = archive_write_new() else {
             throw .writeFailed(path: output.path, message: "out of memory", code: ENOMEM)
         }
@@ -53,6 +64,7 @@ public final class ArchiveWriter {
         self.modificationTime = time_t(modificationTime.timeIntervalSince1970)
         self.output = output
         try check(archive_write_set_format_pax_restricted(a))
+        if rawNames { try check(archive_write_set_format_option(a, "pax", "hdrcharset", "BINARY")) }
         switch compression {
         // zstd is done after libarchive, in ArchiveOutput: libarchive writes plain tar.
         case .zstd, .none: try check(archive_write_add_filter_none(a))

@@ -292,7 +292,7 @@ public struct Manifest: Codable, Sendable, Equatable {
             }
         }
         guard !path.isEmpty, let text = String(validating: path, as: UTF8.self) else { return nil }
-        return File(path: text, size: size, sha256: String(decoding: digest, as: UTF8.self), kind: "external", mode: mode)
+        return File(path: FolderName.canonical(text), size: size, sha256: String(decoding: digest, as: UTF8.self), kind: "external", mode: mode)
     }
 
     /// The manifest as JSON bytes, with its `checksum` filled in.
@@ -358,7 +358,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         try verifyChecksum(bytes, source: source)
         let manifest: Manifest
         do {
-            manifest = try decoder.decode(Manifest.self, from: data)
+            manifest = try decoder.decode(Manifest.self, from: data).withCanonicalNames()
         } catch let DecodingError.keyNotFound(key, _) {
             throw .invalid(source: source, reason: "manifest lacks \"\(key.stringValue)\"")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
@@ -373,6 +373,29 @@ public struct Manifest: Codable, Sendable, Equatable {
             }
         }
         return manifest
+    }
+}
+
+extension Manifest {
+    /// The manifest with every name as granary makes it of the name's bytes
+    /// (``FolderName/canonical(_:)``), as members' names are read: an archive written before
+    /// names that are not in NFC were escaped, or by another tool, is matched by bytes.
+    func withCanonicalNames() -> Manifest {
+        var copy = self
+        copy.stores = stores.map { store in
+            var store = store
+            store.name = FolderName.canonical(store.name)
+            store.path = FolderName.canonical(store.path)
+            store.externalDataPath = store.externalDataPath.map(FolderName.canonical)
+            return store
+        }
+        copy.files = files.map { file in
+            var file = file
+            file.path = FolderName.canonical(file.path)
+            return file
+        }
+        copy.folders = folders.map { Dictionary($0.map { (FolderName.canonical($0.key), $0.value) }, uniquingKeysWith: { first, _ in first }) }
+        return copy
     }
 }
 

@@ -1,7 +1,8 @@
 /// Why a user's backup failed (SQLite, archive and filesystem errors keep their own types).
 public enum BackupError: GranaryError, Sendable {
     /// A snapshot failed its check: it is not archived.
-    case checkFailed(user: String, store: String, problem: String)
+    /// `path` is the live store's, so that the hint can be run as shown.
+    case checkFailed(user: String, store: String, problem: String, path: String? = nil)
     /// The rollback-mode store kept changing and could not be read, even under a read lock.
     case storeBusy(user: String, store: String)
     /// The repository filesystem filled up; nothing was published.
@@ -24,7 +25,7 @@ public enum BackupError: GranaryError, Sendable {
 
     public var description: String {
         switch self {
-        case .checkFailed(let user, let store, let problem):
+        case .checkFailed(let user, let store, let problem, _):
             return "\(user): store \(store) failed its check: \(problem); no archive was written"
         case .storeBusy(let user, let store):
             return "\(user): store \(store) stayed busy; no archive was written"
@@ -62,7 +63,8 @@ public enum BackupError: GranaryError, Sendable {
 
     public var hint: String? {
         switch self {
-        case .checkFailed(_, let store, _): return "granary inspect \(store); restore the user from a verified archive"
+        case .checkFailed(_, let store, _, let path):
+            return "granary inspect \(ShellQuoting.word(path ?? store)); restore the user from a verified archive"
         case .storeBusy: return "run the backup again later"
         case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
         case .diskFull(let repo, _): return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"

@@ -209,7 +209,7 @@ public struct BackupOperation: Sendable {
         var files: [Packed] = []
         let scan = folder.scan()
         if !scan.unreadable.isEmpty {
-            throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { folder.path + "/" + $0 })
+            throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { $0 == "./" ? folder.path + "/" : folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
         // The stores count before any is copied; external-data files as each is (they are listed
@@ -249,9 +249,9 @@ public struct BackupOperation: Sendable {
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
             // just written): run them on two threads, so the slower one sets the time, not the sum.
             let member = Manifest.storesFolder + store.name
-            let mode = options.check, user = folder.id.rawValue, name = store.name
+            let mode = options.check, user = folder.id.rawValue, name = store.name, live = store.path
             let (check, hashed) = try Parallel.both(
-                { try Self.check(snapshotPath, mode: mode, user: user, store: name) },
+                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live) },
                 { try Self.entry(snapshotPath, member: member, kind: "store") })
             stages.checkAndHash += Self.seconds(since: checkStarted)
             let db = try Database(path: snapshotPath, mode: .readOnly)
@@ -348,15 +348,16 @@ public struct BackupOperation: Sendable {
     }
 
     /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.
-    static func check(_ path: String, mode: CheckMode, user: String, store: String) throws -> String {
+    /// `live` is the store's own path, for the hint.
+    static func check(_ path: String, mode: CheckMode, user: String, store: String, live: String? = nil) throws -> String {
         guard mode != .none else { return "unchecked" }
         let db: Database
         do { db = try Database.openFinished(path: path) } catch {
-            throw BackupError.checkFailed(user: user, store: store, problem: error.message)
+            throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
         let problems = db.integrityCheck(full: mode == .full)
         guard problems == ["ok"] else {
-            throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem")
+            throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
         }
         return "ok"
     }
@@ -440,7 +441,8 @@ public struct BackupOperation: Sendable {
         do {
             let writer = try ArchiveWriter(
                 fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
-                threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created)
+                threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created,
+                rawNames: ArchiveWriter.needsRawNames(files.map(\.file.path)))
             try writer.addManifest(manifest)
             try writer.addDirectory(member: Manifest.storesFolder)
             var done: Int64 = 0

@@ -24,36 +24,76 @@ public struct AmbiguousArchive: GranaryError, Sendable {
         return "ambiguous: \(name) matches \(matches.count > 5 ? "\(matches.count) archives, among them " : "")\(shown)"
     }
     public var status: ExitStatus { .usage }
-    public var hint: String? { "name one archive in full, as USER/NAME" }
+    public var hint: String? { matches.first.map { "name one archive in full, such as \($0)" } ?? "name one archive in full" }
+}
+
+/// A file named where an archive was expected that is not a granary archive.
+public struct NotAnArchive: GranaryError, Sendable {
+    public let path: String
+    /// Why not, in a phrase.
+    public let reason: String
+
+    public var description: String { "\(path) is not a granary archive: \(reason)" }
+    public var status: ExitStatus { .dataError }
+    public var hint: String? { "granary list shows the repository's archives" }
+}
+
+/// A file inside a local repository that is not one of its archives (`USER/NAME` directly in it):
+/// granary's temporary files, records, or anything else that lies there.
+public struct NotInRepository: GranaryError, Sendable {
+    public let path: String
+    public let repository: String
+
+    public var description: String { "\(path) lies in the repository \(repository) but is not one of its archives" }
+    public var status: ExitStatus { .usage }
+    public var hint: String? { "granary list shows the repository's archives" }
 }
 
 /// Finds archives from what a user types: a path, `USER/NAME`, or a `NAME` with a user given
 /// separately. A name that matches nothing gets close matches suggested.
 public struct ArchiveLocator: Sendable {
-    public let repository: any Repository
+    /// The repository whose archives names are looked up in; nil when only files named by
+    /// their paths, outside any repository, are to be found.
+    public let repository: (any Repository)?
 
-    public init(repository: any Repository) {
+    public init(repository: (any Repository)?) {
         self.repository = repository
     }
 
     /// The archive `text` names. `user` is used for a bare `NAME`.
+    ///
+    /// A path to an existing file must be named like an archive (else ``NotAnArchive``). In a
+    /// local repository, it must be one of the repository's archives (`USER/NAME` directly in
+    /// it), and is then returned as that archive; anything else inside the repository is refused
+    /// (``NotInRepository``). A file outside the repository is returned with no ``RepositoryEntry/object``:
+    /// it is read where it is, and whose it is comes from `user`, else from its manifest.
     public func locate(_ text: String, user: UserID? = nil) throws -> RepositoryEntry {
-        // A path to an existing file: the user is the folder it is in.
         if text.contains("/") || user == nil, FileSystem.isRegularFile(text) {
-            let folder = ((text as NSString).deletingLastPathComponent as NSString).lastPathComponent
             let file = (text as NSString).lastPathComponent
             guard let name = ArchiveName(fileName: file) else {
-                throw VerificationFailure(
-                    archive: text, reason: "is not named like a granary archive (YYYYMMDDTHHMMSSZ[-label].tar.zst)")
+                throw NotAnArchive(path: text, reason: "its name is not an archive's (YYYYMMDDTHHMMSSZ[-label].tar.zst)")
             }
-            let owner = (try? UserID(folder)) ?? user
-            guard let owner else { throw ArchiveNotFound(name: text, suggestions: []) }
+            if let entry = try repositoryArchive(at: text) { return entry }
+            let owner: UserID
+            if let user {
+                owner = user
+            } else {
+                let manifest: Manifest
+                do { manifest = try Catalogue.readManifest(text) } catch let error as any GranaryError {
+                    throw NotAnArchive(path: text, reason: error.description)
+                }
+                do { owner = try UserID(manifest.user) } catch { throw NotAnArchive(path: text, reason: "its manifest names no valid user") }
+            }
             return RepositoryEntry(user: owner, name: name, path: text, size: FileSystem.size(text))
         }
+        guard let repository else { throw ArchiveNotFound(name: text, suggestions: []) }
         var owner = user
         var file = text
         if let slash = text.lastIndex(of: "/") {
-            owner = try? UserID(String(text[..<slash]))
+            // USER/NAME. Anything else with a slash is a path to no file: it must not match
+            // another user's archive of that name.
+            guard let id = try? UserID(String(text[..<slash])) else { throw ArchiveNotFound(name: text, suggestions: []) }
+            owner = id
             file = String(text[text.index(after: slash)...])
         }
         let candidates = try owner.map { try repository.archives(of: $0) } ?? repository.users().flatMap { try repository.archives(of: $0) }
@@ -70,6 +110,23 @@ public struct ArchiveLocator: Sendable {
             .filter { $0.1 <= max(4, file.count / 3) || $0.0.hasPrefix(String(file.prefix(8))) }
             .sorted { $0.1 < $1.1 }
         throw ArchiveNotFound(name: text, suggestions: Array(ranked.prefix(3).map(\.0)))
+    }
+
+    /// The archive of a local repository that the file at `path` is, or nil when the file lies
+    /// outside the repository (a remote repository has no local files). A file inside the
+    /// repository that is not one of its archives is refused.
+    func repositoryArchive(at path: String) throws -> RepositoryEntry? {
+        guard let repository, let base = repository.localPath, FileSystem.isDirectory(base) else { return nil }
+        let folder = LocalRepository.canonical(base)
+        let file = LocalRepository.canonical(path)
+        guard file.hasPrefix(folder == "/" ? "/" : folder + "/") else { return nil }
+        let parts = file.dropFirst(folder == "/" ? 1 : folder.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        if parts.count == 2, let owner = try? UserID(parts[0]), !parts[0].hasPrefix("."),
+            let entry = try repository.archives(of: owner).first(where: { $0.name.fileName == parts[1] })
+        {
+            return entry
+        }
+        throw NotInRepository(path: path, repository: repository.location)
     }
 
     /// Levenshtein distance, for suggestions.

@@ -1,7 +1,9 @@
 import Foundation
 
 /// `granary verify` over several archives: each is verified in a private folder under the
-/// repository's work folder, and the result is recorded beside it (`VerificationRecord`).
+/// repository's work folder, and the result of each archive of the repository is recorded beside
+/// it (`VerificationRecord`). A file outside the repository (an entry with no object) is verified
+/// alike, and nothing is written beside it: granary writes only in its own folders.
 public enum ArchiveVerification {
     /// One archive's result.
     public struct Outcome: Sendable {
@@ -17,17 +19,26 @@ public enum ArchiveVerification {
 
     /// Verifies each entry in turn. Data faults are outcomes; an interruption, a full disk, a
     /// failed download or another error of the machine (not of the archive) is thrown, and
-    /// records nothing.
-    public static func run(_ entries: [RepositoryEntry], repository: any Repository, check: CheckMode) throws -> [Outcome] {
+    /// records nothing. With no repository (files outside any, named by their paths), the work
+    /// is done in a private temporary folder, removed after.
+    public static func run(_ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode) throws -> [Outcome] {
         var outcomes: [Outcome] = []
-        let work = try workFolder(repository)
+        var scratch: String?
+        defer { scratch.map(FileSystem.removeTree) }
+        let work: String
+        if let repository {
+            work = try workFolder(repository)
+        } else {
+            scratch = try FileSystem.createTemporaryDirectory(in: NSTemporaryDirectory(), for: "granary-verify")
+            work = scratch!
+        }
         for entry in entries {
             try Interruption.check()
             do {
                 // Work on granary's own files only: it yields the CPU to the owners (CPUYield).
                 let result = try CPUYield.shared.yielding {
                     try ArchiveVerifier.verify(
-                        source: try repository.open(entry), name: entry.path, workFolder: work, check: check,
+                        source: try repository?.open(entry) ?? .file(entry.path), name: entry.path, workFolder: work, check: check,
                         expectedUser: entry.user.rawValue)
                 }
                 try record(entry, good: true, reason: nil, check: check, in: repository)
@@ -41,12 +52,10 @@ public enum ArchiveVerification {
         return outcomes
     }
 
-    /// Writes the verification record of `entry`.
-    static func record(_ entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, in repository: any Repository) throws {
-        if entry.object == nil {
-            try VerificationRecord(archive: entry.path, good: good, reason: reason, check: check)?.write(for: entry.path)
-        } else {
-            try repository.writeRecord(VerificationRecord(entry: entry, good: good, reason: reason, check: check), for: entry)
-        }
+    /// Writes the verification record of `entry`, an archive of `repository` (none for a file
+    /// outside it).
+    static func record(_ entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, in repository: (any Repository)?) throws {
+        guard let repository, entry.object != nil else { return }
+        try repository.writeRecord(VerificationRecord(entry: entry, good: good, reason: reason, check: check), for: entry)
     }
 }

@@ -51,8 +51,30 @@ public struct InspectError: GranaryError, Sendable {
     public let status: ExitStatus
     /// The limit that stopped the reading, when one did (`ContentLimits`).
     public var limit: ContentLimit?
+    /// What to do, when it is neither the limit's nor the default.
+    private let advice: String?
     public var description: String { "\(path): \(reason)" }
-    public var hint: String? { limit?.hint ?? (status == .notFound ? nil : "inspect takes a SQLite store or a granary archive") }
+    public var hint: String? {
+        limit?.hint ?? advice
+            ?? (status == .notFound
+                ? "name a store by its path (granary users lists each user's stores), or an archive of the repository as USER/NAME"
+                : "inspect takes a SQLite store, a granary archive, or an archive of the repository as USER/NAME")
+    }
+
+    public init(path: String, reason: String, status: ExitStatus, limit: ContentLimit? = nil, hint: String? = nil) {
+        self.path = path
+        self.reason = reason
+        self.status = status
+        self.limit = limit
+        advice = hint
+    }
+
+    /// A file that begins as a SQLite store but that SQLite cannot read.
+    static func damagedStore(_ path: String, _ reason: String) -> InspectError {
+        InspectError(
+            path: path, reason: reason, status: .dataError,
+            hint: "the store is damaged; restore it from an archive that verifies (granary list shows them)")
+    }
 }
 
 /// Reads a store or an archive and describes it, without changing anything.
@@ -94,6 +116,9 @@ public enum Inspector {
         if head == StoreHeader.magic {
             return Inspection(kind: "store", path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
         }
+        guard ArchiveName(fileName: fileName) != nil || Self.compressionMagics.contains(where: { head.starts(with: $0) }) else {
+            throw InspectError(path: path, reason: "is neither a SQLite store nor a granary archive", status: .dataError)
+        }
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
         let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
@@ -106,6 +131,9 @@ public enum Inspector {
             kind: "archive", path: path, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
             stores: stores)
     }
+
+    /// How a file compressed as granary compresses archives begins: zstd, gzip, xz.
+    static let compressionMagics: [[UInt8]] = [[0x28, 0xB5, 0x2F, 0xFD], [0x1F, 0x8B], [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00]]
 
     /// Describes an archive read from `source` (a remote archive, streamed: no local copy is kept
     /// but the extracted stores, in a private temporary folder that is always removed). `name`
@@ -134,7 +162,7 @@ public enum Inspector {
         let path = folder.path(fileName)
         let db: Database
         do { db = try Database(try folder.sqliteName(fileName), mode: .readOnly) } catch {
-            throw InspectError(path: path, reason: "cannot be opened by SQLite: \(error)", status: .dataError)
+            throw InspectError.damagedStore(path, "cannot be opened by SQLite: \(error)")
         }
         do {
             var tables: [StoreInspection.Table] = []
@@ -156,7 +184,7 @@ public enum Inspector {
             if let limit = error.limit {
                 throw InspectError(path: path, reason: "reading it \(error.message)", status: .dataError, limit: limit)
             }
-            throw InspectError(path: path, reason: "cannot be read by SQLite: \(error)", status: .dataError)
+            throw InspectError.damagedStore(path, "cannot be read by SQLite: \(error)")
         }
     }
 

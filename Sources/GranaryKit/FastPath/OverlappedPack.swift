@@ -215,7 +215,7 @@ public final class OverlappedPack: @unchecked Sendable {
             let ok = padding.withUnsafeBytes { output.write($0.baseAddress!, count: $0.count) }
             if !ok { throw output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO) }
         }
-        let rest = try ArchiveWriter(output: output, modificationTime: created)
+        let rest = try ArchiveWriter(output: output, modificationTime: created, rawNames: ArchiveWriter.needsRawNames(files.map(\.file.path)))
         for file in files.dropFirst() {
             try Interruption.check()
             var interrupted = false
@@ -234,7 +234,7 @@ public final class OverlappedPack: @unchecked Sendable {
     /// The plain tar bytes before the first store's page 2.
     private func head(manifest: Manifest, first: BackupOperation.Packed, pageSize: Int, created: Date) throws -> [UInt8] {
         let capture = ArchiveOutput(capturingFor: temporary)
-        let writer = try ArchiveWriter(output: capture, modificationTime: created)
+        let writer = try ArchiveWriter(output: capture, modificationTime: created, rawNames: ArchiveWriter.needsRawNames(manifest.files.map(\.path)))
         try writer.addManifest(manifest)
         try writer.addDirectory(member: Manifest.storesFolder)
         try writer.addFile(member: first.file.path, from: first.source, dataLimit: Int64(pageSize))

@@ -176,8 +176,9 @@ extension Repository {
     }
 
     /// The verification record of `entry`, when there is one and it still matches the archive.
+    /// A file outside the repository has none: granary keeps records only in its own folders.
     public func record(for entry: Entry) -> VerificationRecord? {
-        guard let object = entry.object else { return VerificationRecord.read(for: entry.path) }
+        guard let object = entry.object else { return nil }
         return readSidecar(of: object).flatMap { VerificationRecord.decode($0, matching: entry) }
     }
 
@@ -186,12 +187,8 @@ extension Repository {
     public func records(for entries: [Entry]) -> [String: VerificationRecord] {
         var result: [String: VerificationRecord] = [:]
         var byFolder: [String: [Entry]] = [:]
-        for entry in entries {
-            if entry.object == nil {
-                result[entry.path] = VerificationRecord.read(for: entry.path)
-            } else {
-                byFolder[entry.user.rawValue, default: []].append(entry)
-            }
+        for entry in entries where entry.object != nil {
+            byFolder[entry.user.rawValue, default: []].append(entry)
         }
         for (folder, entries) in byFolder {
             let sidecars = readSidecars(in: folder)
@@ -204,21 +201,19 @@ extension Repository {
         return result
     }
 
-    /// Records the result of a verification of `entry`.
+    /// Records the result of a verification of `entry`; nothing for a file outside the
+    /// repository (granary writes nothing beside it).
     public func writeRecord(_ record: VerificationRecord, for entry: Entry) throws(RepositoryError) {
-        guard let object = entry.object else {
-            do { try record.write(for: entry.path) } catch { throw .local(error) }
-            return
-        }
+        guard let object = entry.object else { return }
         try writeSidecar(record.encoded(), of: object)
     }
 
-    /// Removes each archive and its verification record.
+    /// Removes each archive and its verification record (a file outside the repository, named
+    /// by its path: that file alone).
     public func remove(_ entries: [Entry]) throws(RepositoryError) {
         for entry in entries {
             guard let object = entry.object else {
                 do { try FileSystem.removeFile(entry.path) } catch { throw .local(error) }
-                VerificationRecord.remove(for: entry.path)
                 continue
             }
             try delete(object)

@@ -88,16 +88,19 @@ public enum RestoreError: GranaryError, Sendable {
 
     public var hint: String? {
         switch self {
-        case .noArchives(let user): return "granary backup \(user)"
-        case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(user)"
+        case .noArchives(let user): return "granary backup \(ShellQuoting.word(user))"
+        case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(ShellQuoting.word(user))"
         case .verificationFailed(_, _, let good, let user):
-            return good.map { "granary restore \(user ?? "USER") \(($0 as NSString).lastPathComponent) (the newest archive that verifies)" }
-                ?? "no archive of this user verifies; check the repository with granary verify --all"
-        case .nothingToUndo(let user): return "granary list \(user)"
+            if let good, let user {
+                return "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
+            }
+            return user.map { "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))" }
+                ?? "check the repository with granary verify --all"
+        case .nothingToUndo(let user): return "granary list \(ShellQuoting.word(user))"
         case .ownerUnknown(let user): return "granary restore \(ShellQuoting.word(user)) --create --owner USER[:GROUP]"
         case .noUser(_, _, let create): return create.map { $0.command + " (creates the folder and restores into it)" } ?? "granary users lists the users under the root"
         case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
-        case .unfinished(let user, _): return "granary recover \(user)"
+        case .unfinished(let user, _): return "granary recover \(ShellQuoting.word(user))"
         case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
         case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
         case .noOwner: return "use --method online, or start the owner"

@@ -80,7 +80,8 @@ public enum SafetyArchive {
         let file = Descriptor(fd, display: temporary)
         var published = false
         defer { if !published { unlink(temporary) } }
-        let writer = try ArchiveWriter(fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now)
+        let writer = try ArchiveWriter(fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now,
+            rawNames: ArchiveWriter.needsRawNames(members.map(\.0)))
         try writer.addManifest(manifest)
         for (member, source) in members { try writer.addFile(member: member, from: source) }
         try writer.finish()

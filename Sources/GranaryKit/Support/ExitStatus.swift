@@ -52,7 +52,9 @@ extension SQLiteError: GranaryError {
         switch kind {
         case .busy: return "run again when the store is less busy, or raise the busy timeout"
         case .full: return "free space on the filesystem that holds \(path ?? "the store")"
-        case .corrupt, .notADatabase: return "granary inspect \(path ?? "STORE") to see what is wrong; restore from a verified archive"
+        case .corrupt, .notADatabase:
+            return path.map { "granary inspect \(ShellQuoting.word($0)) to see what is wrong; restore from a verified archive" }
+                ?? "restore the store from a verified archive"
         case .refused: return "remove or replace that file: a store's companions must be regular files with one link, owned by the folder's owner"
         case .overLimit: return limit?.hint
         default: return nil

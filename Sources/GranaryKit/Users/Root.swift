@@ -8,7 +8,9 @@ import Foundation
 ///
 /// Hidden entries (a leading `.`) are granary's or the system's, never users: `.granary` holds
 /// granary's locks and restore journals. A user folder is opened beneath the root's descriptor
-/// (``Folder``): an entry that is a symbolic link is not a user.
+/// (``Folder``): an entry that is a symbolic link is not a user. Every entry that is not a user,
+/// bar `.granary`, is reported with why (``scan()``): a user's data must never be passed over in
+/// silence.
 public struct Root: Sendable {
     public let path: String
 
@@ -26,6 +28,15 @@ public struct Root: Sendable {
     public struct Ignored: Sendable, Equatable {
         public let name: String
         public let reason: String
+        /// Whether it may hold a user's data: a folder or a link (a user folder granary cannot
+        /// take), not a file or another kind of entry. `check` fails on these.
+        public let mayHoldData: Bool
+
+        public init(name: String, reason: String, mayHoldData: Bool = false) {
+            self.name = name
+            self.reason = reason
+            self.mayHoldData = mayHoldData
+        }
     }
 
     /// Opens the root folder. It must belong to root (or to granary's uid) and be writable by
@@ -56,27 +67,45 @@ public struct Root: Sendable {
         do { entries = try folder.entries() } catch { throw .unreadableRoot(path, error.description) }
         var users: [UserID] = []
         var ignored: [Ignored] = []
-        for entry in entries where !entry.name.hasPrefix(".") {
+        for entry in entries {
+            let folderLike = entry.kind == .folder || entry.kind == .symbolicLink
+            if entry.name == Root.stateFolderName { continue }
+            if entry.name.hasPrefix(".") {
+                ignored.append(Ignored(name: entry.name, reason: "is hidden; granary takes no hidden entry of the root for a user", mayHoldData: folderLike))
+                continue
+            }
             switch entry.kind {
             case .folder: break
             case .symbolicLink:
-                ignored.append(Ignored(name: entry.name, reason: "is a symbolic link; granary does not follow links in the root"))
+                ignored.append(Ignored(name: entry.name, reason: "is a symbolic link; granary does not follow links in the root", mayHoldData: true))
                 continue
             default:
                 ignored.append(Ignored(name: entry.name, reason: "is \(FolderError.phrase(entry.kind)), not a folder"))
                 continue
             }
             if !FolderName.isUTF8(entry.name) {
-                ignored.append(Ignored(name: entry.name, reason: "is not valid UTF-8; a user id must be"))
+                ignored.append(Ignored(name: entry.name, reason: "is not UTF-8 text in normal form C; a user id must be", mayHoldData: true))
                 continue
             }
             if let reason = UserID.problem(with: entry.name) {
-                ignored.append(Ignored(name: entry.name, reason: "is not a valid user id: it \(reason)"))
+                ignored.append(Ignored(name: entry.name, reason: "is not a valid user id: it \(reason)", mayHoldData: true))
                 continue
             }
             users.append(try UserID(entry.name))
         }
         return (users, ignored)
+    }
+
+    /// Why the folder of `id` cannot be read (opened beneath the root and listed with its owner's
+    /// rights, as a backup does), or nil when it can, or when the root has no entry of that name.
+    public func unreadable(_ id: UserID) -> String? {
+        let folder: UserFolder
+        do { folder = try user(id) } catch {
+            if case .notFound = error { return nil }
+            return error.description
+        }
+        do { _ = try folder.folder.entries() } catch { return "cannot list \(folder.path): \(error.description)" }
+        return nil
     }
 
     /// Opens the folder of one user; throws `.notFound` when it does not exist and `.notAFolder`
