@@ -164,17 +164,7 @@ struct BackupResult: CommandResult {
         }
     }
 
-    struct Skipped: Encodable, Sendable {
-        let name: String
-        @Null var nameBase64: String?
-        let reason: String
-
-        init(name: String, reason: String) {
-            self.name = name
-            nameBase64 = JSONName.base64(name)
-            self.reason = reason
-        }
-    }
+    typealias Skipped = JSONName.NamedReason
 
     /// A new archive sent to a mirror, or why it was not.
     struct Mirror: Encodable, Sendable {

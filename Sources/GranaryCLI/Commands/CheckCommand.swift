@@ -80,18 +80,7 @@ struct CheckResult: CommandResult {
         @Null var reason: String?
     }
 
-    /// An entry of the root that may hold a user's data but is no user granary can take.
-    struct Ignored: Encodable {
-        let name: String
-        @Null var nameBase64: String?
-        let reason: String
-
-        init(name: String, reason: String) {
-            self.name = name
-            nameBase64 = JSONName.base64(name)
-            self.reason = reason
-        }
-    }
+    typealias Ignored = JSONName.NamedReason
 
     let maxAgeSeconds: Int64
     let ok: Bool

@@ -70,17 +70,7 @@ struct UsersResult: CommandResult {
         let retired: Bool
     }
 
-    struct Ignored: Encodable {
-        let name: String
-        @Null var nameBase64: String?
-        let reason: String
-
-        init(name: String, reason: String) {
-            self.name = name
-            nameBase64 = JSONName.base64(name)
-            self.reason = reason
-        }
-    }
+    typealias Ignored = JSONName.NamedReason
 
     let root: String
     let users: [User]

@@ -37,4 +37,17 @@ public enum JSONName {
             nameBase64 = JSONName.base64(name)
         }
     }
+
+    /// A name with why granary passed it over (an entry of the root, a file of a user's folder).
+    struct NamedReason: Encodable, Sendable {
+        let name: String
+        @Null var nameBase64: String?
+        let reason: String
+
+        init(name: String, reason: String) {
+            self.name = name
+            nameBase64 = JSONName.base64(name)
+            self.reason = reason
+        }
+    }
 }

@@ -383,7 +383,7 @@ public struct Restorer: Sendable {
                 let intruders = try StoreSwap.removeIntruders(entry, user: user.folder, work: work)
                 for path in intruders {
                     report.warnings.append("\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
-                    report.writtenWhilePaused.append(path)
+                    if owners[entry.name] != nil { report.writtenWhilePaused.append(path) }
                 }
                 try journal.record(.switched(entry.name))
                 if owners[entry.name] != nil, let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) {
