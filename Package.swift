@@ -102,7 +102,7 @@ let package = Package(
         ),
         // What the test targets share (a private temporary folder per test).
         .target(name: "GranaryTestSupport", dependencies: ["GranaryKit"], path: "Tests/GranaryTestSupport"),
-        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
+        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit"]),
     ],

@@ -64,7 +64,7 @@ public enum GranaryMain {
         switch error {
         case let error as any GranaryError:
             console.fail(Failure(error))
-            return error.status.rawValue
+            return error.exitStatus.rawValue
         case let error as CommandLineWords.Problem:
             if error.showsHelp { StandardStreams.error(Granary.helpMessage() + "\n") }
             console.fail(error.failure)
@@ -99,7 +99,7 @@ public enum GranaryMain {
             try (command as? any GranaryCommand)?.checkArguments()
             return nil
         } catch let error as any GranaryError {
-            return error.status.rawValue
+            return error.exitStatus.rawValue
         } catch is CommandLineWords.Problem {
             return ExitStatus.usage.rawValue
         } catch {

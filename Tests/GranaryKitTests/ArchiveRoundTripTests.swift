@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+@testable import GranaryCLI
 import GranaryKit
 import Testing
 

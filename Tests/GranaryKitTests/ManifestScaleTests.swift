@@ -1,4 +1,5 @@
 import Foundation
+@testable import GranaryCLI
 import GranaryKit
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import GranaryCLI
 @testable import GranaryKit
 
 /// The pieces of the rclone repository that need no server: what is secret, what a failure
@@ -23,7 +24,7 @@ struct RemoteRepositoryUnitTests {
 
     @Test("rclone's failures: not found is 66, denied 73, 503 and cut connections 75, anything else 74, always with rclone's last error without its timestamp")
     func failures() {
-        func status(_ code: Int32, _ text: String) -> GranaryKit.ExitStatus { RcloneRepository.failure(status: code, diagnostics: text, location: "s3:b/p").status }
+        func status(_ code: Int32, _ text: String) -> GranaryCLI.ExitStatus { RcloneRepository.failure(status: code, diagnostics: text, location: "s3:b/p").status }
         #expect(status(3, "2026/11/23 20:21:12 ERROR : : error listing: directory not found") == .notFound)
         #expect(status(1, "2026/11/23 20:21:12 Failed to copyto: NoSuchBucket: The specified bucket does not exist") == .notFound)
         #expect(status(1, "ERROR : x: Failed to copy: AccessDenied: Access Denied\n\tstatus code: 403") == .cannotCreate)

@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+@testable import GranaryCLI
 import GranaryKit
 import Testing
 

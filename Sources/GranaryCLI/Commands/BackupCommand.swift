@@ -268,10 +268,10 @@ final class ProgressBar: BackupProgress, @unchecked Sendable {
 }
 
 /// A new archive a mirror did not take.
-struct MirrorUploadFailed: GranaryError {
+struct MirrorUploadFailed: GranaryError, CommandLineError {
     let mirror: String
     let error: any GranaryError
     var description: String { "the new archive did not reach the mirror \(mirror): \(error.description)" }
     var status: ExitStatus { .partialFailure }
-    var hint: String? { error.hint }
+    var hint: String? { error.advice }
 }

@@ -2,7 +2,7 @@ import Foundation
 import GranaryKit
 
 /// A user named on the command line who has no archives in the repository.
-struct NoArchivesError: GranaryError {
+struct NoArchivesError: GranaryError, CommandLineError {
     let user: UserID
     let repository: String
     /// Whether the user exists under the root (a user never backed up).
@@ -28,7 +28,7 @@ struct NoArchivesError: GranaryError {
 }
 
 /// An error the executable makes itself: a message, a hint and an exit status.
-struct CommandError: GranaryError {
+struct CommandError: GranaryError, CommandLineError {
     let description: String
     let status: ExitStatus
     var hint: String?
@@ -36,7 +36,7 @@ struct CommandError: GranaryError {
 
 /// Archive files named by their paths that are not in the repository: `delete` and `verify`
 /// act on the repository's archives, and on other files only with `--force`.
-struct OutsideRepository: GranaryError {
+struct OutsideRepository: GranaryError, CommandLineError {
     /// `delete` or `verify`.
     let command: String
     let paths: [String]

@@ -48,13 +48,13 @@ struct RetireCommand: GranaryCommand {
         if !yes {
             guard console.canAsk else {
                 let words = ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + ["--yes"]
-                throw RetireError.notConfirmed(user: id.rawValue, command: words.joined(separator: " "))
+                throw RetireNotConfirmed.notConfirmed(user: id.rawValue, command: words.joined(separator: " "))
             }
             try retirement.checkNotInUse(id, ownerTimeout: timeout)
             let plan = try retirement.plan(id)
             let answer = console.ask(RetireResult.question(plan), prompt: "Type yes to retire \(id.rawValue): ")
             try Interruption.check()
-            guard let answer, ["yes", "y"].contains(answer.lowercased()) else { throw RetireError.declined(user: id.rawValue) }
+            guard let answer, ["yes", "y"].contains(answer.lowercased()) else { throw RetireNotConfirmed.declined(user: id.rawValue) }
         }
         return RetireResult(try retirement.run(id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout))
     }
@@ -150,5 +150,34 @@ struct RetireResult: CommandResult {
         leftovers.isEmpty
             ? []
             : ["warning: \(leftovers.count) entr\(leftovers.count == 1 ? "y" : "ies") of the folder could not be removed with its owner's permissions (\(leftovers.prefix(3).joined(separator: ", "))); they are kept in \(leftoversFolder ?? "the root's .granary folder")"]
+    }
+}
+
+/// A retire the admin did not confirm (nothing was removed).
+enum RetireNotConfirmed: GranaryError, CommandLineError {
+    /// A non-interactive retire without `--yes`.
+    case notConfirmed(user: String, command: String)
+    /// The answer to the question was not yes.
+    case declined(user: String)
+
+    var description: String {
+        switch self {
+        case .notConfirmed(let user, _): return "retire removes \(user)'s folder for good; without a terminal to ask on, it needs --yes"
+        case .declined(let user): return "not retiring \(user): nothing was removed"
+        }
+    }
+
+    var status: ExitStatus {
+        switch self {
+        case .notConfirmed: return .usage
+        case .declined: return .partialFailure
+        }
+    }
+
+    var hint: String? {
+        switch self {
+        case .notConfirmed(_, let command): return command
+        case .declined: return nil
+        }
     }
 }

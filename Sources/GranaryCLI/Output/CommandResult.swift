@@ -56,7 +56,7 @@ struct Failure: Encodable, Sendable {
     }
 
     init(_ error: any GranaryError) {
-        self.init(code: error.status, message: error.description, hint: error.hint)
+        self.init(code: error.exitStatus, message: error.description, hint: error.advice)
     }
 
     var status: ExitStatus { ExitStatus(rawValue: code) ?? .ioError }

@@ -11,6 +11,14 @@ public enum ArchiveError: GranaryError, Sendable {
     /// A member has a name or type that an archive of ours never holds.
     case unsafeMember(path: String, member: String, reason: String)
 
+    /// Whether the bytes themselves are wrong (not a readable archive, a member too large or unsafe).
+    public var isDataError: Bool {
+        switch self {
+        case .malformed, .tooLarge, .unsafeMember: return true
+        case .cannotOpen, .writeFailed: return false
+        }
+    }
+
     public var description: String {
         switch self {
         case .cannotOpen(let path, let message): return "cannot open archive \(path): \(message)"
@@ -22,22 +30,4 @@ public enum ArchiveError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .cannotOpen: return .notFound
-        case .malformed, .tooLarge, .unsafeMember: return .dataError
-        case .writeFailed(_, _, let code):
-            return FileSystemError("write", path: "", code: code).status == .cannotCreate ? .cannotCreate : .ioError
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .writeFailed(let path, _, let code):
-            return FileSystemError("write", path: path, code: code).hint
-        case .malformed, .tooLarge, .unsafeMember:
-            return "the archive is damaged or not one of granary's; use another archive (granary list)"
-        case .cannotOpen: return nil
-        }
-    }
 }

@@ -496,15 +496,6 @@ public enum ManifestError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus { .dataError }
-
-    public var hint: String? {
-        switch self {
-        case .unsupportedFormat: return "use the granary version that wrote this archive, or a newer one"
-        case .tooLarge: return "the user's folder holds more stores or Core Data entities than one archive can describe; see them with granary users and granary inspect STORE"
-        default: return "the archive is damaged or not one of granary's; use another archive (granary list)"
-        }
-    }
 }
 
 /// The version of this build.

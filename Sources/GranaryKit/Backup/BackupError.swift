@@ -50,34 +50,4 @@ public enum BackupError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
-        case .noUsers: return .notFound
-        case .noRoom: return .ioError
-        case .reservedLabel: return .usage
-        case .storeBusy: return .temporaryFailure
-        case .diskFull, .unreadable: return .ioError
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .checkFailed(_, let store, _, let path):
-            return "granary inspect \(ShellQuoting.word(path ?? store)); restore the user from a verified archive"
-        case .storeBusy: return "run the backup again later"
-        case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
-        case .diskFull(let repo, _): return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
-        case .noStores: return "granary users shows what granary sees in each user's folder"
-        case .unsupportedName: return "rename the file"
-        case .reservedLabel: return "choose another label"
-        case .overUserCap(_, _, _, _, let sparse):
-            return sparse != nil
-                ? "look at that file: a sparse file is no store or attachment an app wrote"
-                : "if the data is honest, raise bytes_per_user under [limits] in granary.toml(5)"
-        case .noRoom(_, let repo, _, _, _, let sparse):
-            return sparse != nil ? "look at that store: a sparse SQLite file is no store an app wrote" : "free space in \(repo) (granary prune), then run again"
-        case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
-        }
-    }
 }

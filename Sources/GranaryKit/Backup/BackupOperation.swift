@@ -525,10 +525,4 @@ public enum MirrorError: GranaryError, Sendable {
         case .nameTaken(_, let archive): return "\(archive) already exists and is not this archive"
         }
     }
-    public var status: ExitStatus { .cannotCreate }
-    public var hint: String? {
-        switch self {
-        case .nameTaken(let mirror, _): return "a mirror takes the archives of one primary repository; check the mirrors of \(mirror)"
-        }
-    }
 }

@@ -56,5 +56,4 @@ public struct UnexpectedError: GranaryError, Sendable {
     public let description: String
     /// An error described by `description`.
     public init(description: String) { self.description = description }
-    public var status: ExitStatus { .ioError }
 }

@@ -7,10 +7,6 @@ public struct ArchiveNotFound: GranaryError, Sendable {
     public let suggestions: [String]
 
     public var description: String { "no archive \(name) in the repository" }
-    public var status: ExitStatus { .notFound }
-    public var hint: String? {
-        suggestions.isEmpty ? "granary list shows the archives" : "did you mean " + suggestions.joined(separator: " or ") + "?"
-    }
 }
 
 /// An archive named by a prefix that more than one archive starts with.
@@ -23,8 +19,6 @@ public struct AmbiguousArchive: GranaryError, Sendable {
         let shown = matches.prefix(5).joined(separator: ", ")
         return "ambiguous: \(name) matches \(matches.count > 5 ? "\(matches.count) archives, among them " : "")\(shown)"
     }
-    public var status: ExitStatus { .usage }
-    public var hint: String? { matches.first.map { "name one archive in full, such as \($0)" } ?? "name one archive in full" }
 }
 
 /// A file named where an archive was expected that is not a granary archive.
@@ -34,8 +28,6 @@ public struct NotAnArchive: GranaryError, Sendable {
     public let reason: String
 
     public var description: String { "\(path) is not a granary archive: \(reason)" }
-    public var status: ExitStatus { .dataError }
-    public var hint: String? { "granary list shows the repository's archives" }
 }
 
 /// A file inside a local repository that is not one of its archives (`USER/NAME` directly in it):
@@ -45,8 +37,6 @@ public struct NotInRepository: GranaryError, Sendable {
     public let repository: String
 
     public var description: String { "\(path) lies in the repository \(repository) but is not one of its archives" }
-    public var status: ExitStatus { .usage }
-    public var hint: String? { "granary list shows the repository's archives" }
 }
 
 /// Finds archives from what a user types: a path, `USER/NAME`, or a `NAME` with a user given

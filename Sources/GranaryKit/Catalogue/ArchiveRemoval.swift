@@ -8,8 +8,6 @@ import Foundation
 public struct RemovalRefused: GranaryError, Sendable {
     public let archive: String
     public var description: String { "refusing to delete \(archive): it is its user's newest verified archive" }
-    public var status: ExitStatus { .usage }
-    public var hint: String? { "pass --force if you really mean it, or verify a newer archive first" }
 }
 
 /// Removing archives: `delete` and `prune`. A user's newest verified archive is never removed

@@ -25,8 +25,6 @@ public struct VerificationFailure: GranaryError, Sendable, Equatable {
     }
 
     public var description: String { "\(archive): \(member.map { $0 + " " } ?? "")\(reason)" }
-    public var status: ExitStatus { .dataError }
-    public var hint: String? { limit?.hint ?? "the archive is damaged; restore from another one (granary list shows which verify)" }
 }
 
 /// Reads an archive once, from start to end, and proves it: the manifest comes first; every
@@ -116,7 +114,7 @@ public enum ArchiveVerifier {
         }
         let reader: ArchiveReader
         do { reader = try source.reader(name: archive) } catch {
-            if error.status == .dataError { throw fail(nil, "is not a readable archive: \(error.message)") }
+            if error.isDataError { throw fail(nil, "is not a readable archive: \(error.message)") }
             throw error
         }
         var manifest: Manifest

@@ -46,34 +46,32 @@ public struct Inspection: Sendable, Codable {
 
 /// A path that `inspect` cannot read as a store or an archive.
 public struct InspectError: GranaryError, Sendable {
-    public let path: String
-    public let reason: String
-    public let status: ExitStatus
-    /// The limit that stopped the reading, when one did (`ContentLimits`).
-    public var limit: ContentLimit?
-    /// What to do, when it is neither the limit's nor the default.
-    private let advice: String?
-    public var description: String { "\(path): \(reason)" }
-    public var hint: String? {
-        limit?.hint ?? advice
-            ?? (status == .notFound
-                ? "name a store by its path (granary users lists each user's stores), or an archive of the repository as USER/NAME"
-                : "inspect takes a SQLite store, a granary archive, or an archive of the repository as USER/NAME")
+    /// What kind of failure it is.
+    public enum Kind: Sendable {
+        /// There is no such file.
+        case missing
+        /// It is there, and it is not a store or an archive (or cannot be read).
+        case unreadable
+        /// It begins as a SQLite store, but SQLite cannot read it.
+        case damagedStore
+        /// Reading it went over a limit (`ContentLimits`).
+        case overLimit(ContentLimit)
     }
 
-    public init(path: String, reason: String, status: ExitStatus, limit: ContentLimit? = nil, hint: String? = nil) {
+    public let path: String
+    public let reason: String
+    public let kind: Kind
+    public var description: String { "\(path): \(reason)" }
+
+    public init(path: String, reason: String, kind: Kind) {
         self.path = path
         self.reason = reason
-        self.status = status
-        self.limit = limit
-        advice = hint
+        self.kind = kind
     }
 
     /// A file that begins as a SQLite store but that SQLite cannot read.
     static func damagedStore(_ path: String, _ reason: String) -> InspectError {
-        InspectError(
-            path: path, reason: reason, status: .dataError,
-            hint: "the store is damaged; restore it from an archive that verifies (granary list shows them)")
+        InspectError(path: path, reason: reason, kind: .damagedStore)
     }
 }
 
@@ -101,23 +99,23 @@ public enum Inspector {
             let info = try opened.descriptor.status()
             parent = info.st_uid == geteuid() ? opened : try Folder.open(path: opened.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
         } catch {
-            throw InspectError(path: path, reason: "no such file", status: .notFound)
+            throw InspectError(path: path, reason: "no such file", kind: .missing)
         }
         guard let info = parent.entry(fileName) else {
-            throw InspectError(path: path, reason: "no such file", status: .notFound)
+            throw InspectError(path: path, reason: "no such file", kind: .missing)
         }
         guard info.kind == .file else {
-            throw InspectError(path: path, reason: "is \(FolderError.phrase(info.kind)), not a regular file", status: .dataError)
+            throw InspectError(path: path, reason: "is \(FolderError.phrase(info.kind)), not a regular file", kind: .unreadable)
         }
         let head: [UInt8]
         do { head = try parent.openFile(fileName).read(count: 16, at: 0) } catch {
-            throw InspectError(path: path, reason: "cannot be read: \(error)", status: .dataError)
+            throw InspectError(path: path, reason: "cannot be read: \(error)", kind: .unreadable)
         }
         if head == StoreHeader.magic {
             return Inspection(kind: "store", path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
         }
         guard ArchiveName(fileName: fileName) != nil || Self.compressionMagics.contains(where: { head.starts(with: $0) }) else {
-            throw InspectError(path: path, reason: "is neither a SQLite store nor a granary archive", status: .dataError)
+            throw InspectError(path: path, reason: "is neither a SQLite store nor a granary archive", kind: .unreadable)
         }
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
@@ -182,7 +180,7 @@ public enum Inspector {
                 journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(header: header), tables: tables, coreData: coreData)
         } catch {
             if let limit = error.limit {
-                throw InspectError(path: path, reason: "reading it \(error.message)", status: .dataError, limit: limit)
+                throw InspectError(path: path, reason: "reading it \(error.message)", kind: .overLimit(limit))
             }
             throw InspectError.damagedStore(path, "cannot be read by SQLite: \(error)")
         }

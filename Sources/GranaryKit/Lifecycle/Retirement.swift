@@ -396,10 +396,6 @@ public enum RetireError: GranaryError, Sendable {
     case changed(user: String, detail: String)
     /// The user has no folder and their newest archive is a final one.
     case alreadyRetired(user: String, archive: String)
-    /// A non-interactive retire without `--yes`.
-    case notConfirmed(user: String, command: String)
-    /// The answer to the question was not yes.
-    case declined(user: String)
     /// Something granary did not put in its retire folder is there.
     case stateInTheWay(path: String)
     /// The folder holds no store: there is nothing to make a final archive of.
@@ -411,31 +407,9 @@ public enum RetireError: GranaryError, Sendable {
         case .changed(let user, let detail):
             return "\(user) changed while its final archive was taken (\(detail)); the folder was put back and nothing was removed"
         case .alreadyRetired(let user, let archive): return "\(user) is retired already: it has no folder and its final archive is \(archive)"
-        case .notConfirmed(let user, _): return "retire removes \(user)'s folder for good; without a terminal to ask on, it needs --yes"
-        case .declined(let user): return "not retiring \(user): nothing was removed"
         case .stateInTheWay(let path): return "\(path) is in the way of a retire; granary did not put it there"
         case .noStores(let user, let folder): return "\(user) has no store in \(folder) to make a final archive of; nothing was removed"
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .inUse, .changed: return .temporaryFailure
-        case .alreadyRetired, .noStores: return .notFound
-        case .notConfirmed: return .usage
-        case .declined: return .partialFailure
-        case .stateInTheWay: return .cannotCreate
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .inUse, .changed: return "stop the app's use of this user (its owner process), then run again"
-        case .alreadyRetired(let user, _): return "granary restore \(ShellQuoting.word(user)) --create brings it back"
-        case .notConfirmed(_, let command): return command
-        case .declined: return nil
-        case .stateInTheWay: return "look at it, move it away, then run again"
-        case .noStores(_, let folder): return "granary only retires users it can archive; remove \(ShellQuoting.word(folder)) by hand if it should go"
-        }
-    }
 }

@@ -336,34 +336,4 @@ public enum RepositoryError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .notARepository, .missing: return .notFound
-        case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom: return .cannotCreate
-        // No rclone: the configuration asks for what this machine cannot do (EX_UNAVAILABLE, 69,
-        // is not one of granary's codes; usage is the closest: fix the setup, then run again).
-        case .overlapsRoot, .badLocation, .rcloneMissing: return .usage
-        case .transport(_, _, let temporary): return temporary ? .temporaryFailure : .ioError
-        case .local(let error): return error.status
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
-        case .parentMissing(let path): return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
-        case .unsafe(let path, _): return "chown root \(path) && chmod 0700 \(path), or choose another --repo"
-        case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
-        case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
-        case .cannotCreate(_, let error): return error.hint
-        case .badLocation: return "a repository is a local folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (see granary(1), REPOSITORIES)"
-        case .rcloneMissing: return "apt-get install rclone"
-        case .transport(_, _, let temporary):
-            return temporary ? "run again later (cron may retry)" : "check the network and the remote, then run again"
-        case .missing: return "check the location (the bucket must exist) and --repo"
-        case .denied: return "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the rclone remote's) and the bucket's policy"
-        case .local(let error): return error.hint
-        case .noRoom(let path, _, _): return "free space in \(path)"
-        }
-    }
 }

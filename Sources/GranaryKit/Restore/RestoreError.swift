@@ -34,9 +34,12 @@ public enum RestoreError: GranaryError, Sendable {
     /// The staging folder's filesystem has not the room (`unit`: bytes or files) the archive's
     /// files need; found before any is written.
     case noRoomToStage(folder: String, needed: Int64, free: Int64, unit: StagingRoom.Unit)
+    /// The archive is named by its repository, and the restorer was given none.
+    case noRepository
 
     public var description: String {
         switch self {
+        case .noRepository: return "no repository is set"
         case .noArchives(let user): return "no archives of \(user) in the repository"
         case .archiveNotFound(let user, let name): return "no archive \(name) of \(user)"
         case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"
@@ -70,77 +73,17 @@ public enum RestoreError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
-        case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
-        case .nothingToUndo, .noUser: return .notFound
-        case .ownerUnknown: return .usage
-        case .pausedOwnerWrote: return .dataError
-        case .repositoryUnusable: return .cannotCreate
-        case .unfinished: return .ioError
-        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
-        case .differentFilesystem, .targetExists: return .cannotCreate
-        case .noRoomToStage: return .ioError
-        case .owner(let error): return error.status
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .noArchives(let user): return "granary backup \(ShellQuoting.word(user))"
-        case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(ShellQuoting.word(user))"
-        case .verificationFailed(_, _, let good, let user):
-            if let good, let user {
-                return "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
-            }
-            return user.map { "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))" }
-                ?? "check the repository with granary verify --all"
-        case .nothingToUndo(let user): return "granary list \(ShellQuoting.word(user))"
-        case .ownerUnknown(let user): return "granary restore \(ShellQuoting.word(user)) --create --owner USER[:GROUP]"
-        case .noUser(_, _, let create): return create.map { $0.command + " (creates the folder and restores into it)" } ?? "granary users lists the users under the root"
-        case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
-        case .unfinished(let user, _): return "granary recover \(ShellQuoting.word(user))"
-        case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
-        case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
-        case .noOwner: return "use --method online, or start the owner"
-        case .storeOpen: return "use --method online (or auto), or stop the processes first"
-        case .differentFilesystem: return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
-        case .leaseTooShort, .storeBusy: return "run again"
-        case .targetExists: return "choose an empty folder for --to"
-        case .noRoomToStage(let folder, _, _, _):
-            return "free space on the filesystem of \(folder) (every file is counted at its full length), or restore with --to a folder on another filesystem"
-        case .owner(let error): return error.hint
-        }
-    }
 }
 
-/// How a missing user would be created from the repository (`restore --create`).
+/// A missing user that an archive could create (`RestoreRequest.create`).
 public struct CreateHint: Sendable, Equatable {
-    /// The command line: `granary restore USER [ARCHIVE] --create --owner USER:GROUP`.
-    public let command: String
-    /// `--owner`'s value: the owner the archive recorded, as this host names it (`USER:GROUP`),
-    /// or nil when the archive recorded none (then `--owner` must be given).
+    /// The archive it would come from (its file name in the repository, or the path given).
+    public let archive: String
+    /// The owner the archive recorded, as this host names it (`USER:GROUP`), or nil when the
+    /// archive recorded none (then the owner must be given).
     public let owner: String?
 }
 
 extension ReopenError: GranaryError {
-    public var status: ExitStatus {
-        switch self {
-        case .storeNotFound: return .notFound
-        case .untrustedPeer: return .dataError
-        case .socket: return .ioError
-        case .alreadyOwned, .refused, .timedOut, .unreachable, .protocolViolation: return .temporaryFailure
-        }
-    }
 
-    public var hint: String? {
-        switch self {
-        case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
-        case .unreachable: return "use --method online (or auto), or stop the process that holds the socket"
-        case .untrustedPeer: return "stop the process that poses as the owner"
-        case .refused, .protocolViolation: return "run again; see the owner's log"
-        default: return nil
-        }
-    }
 }

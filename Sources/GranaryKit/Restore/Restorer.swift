@@ -456,7 +456,7 @@ public struct Restorer: Sendable {
             guard FileSystem.isRegularFile(name) else { throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name) }
             return (name, nil)
         }
-        guard let repository else { throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
+        guard let repository else { throw RestoreError.noRepository }
         try repository.requireExisting()
         let archives = try repository.archives(of: request.user)
         if let name = request.archive {
@@ -539,25 +539,20 @@ public struct Restorer: Sendable {
         }
     }
 
-    /// The exact command line that creates the missing user from the repository, for the message:
-    /// `granary restore USER [ARCHIVE] --create --owner USER:GROUP` with the owner the archive
-    /// recorded (as this host names it), or `--owner USER` to fill in when it recorded none.
+    /// Whether the missing user could be created from an archive (`RestoreRequest.create`), and
+    /// with which owner the archive recorded (as this host names it), for the message.
     private func createHint(_ request: RestoreRequest) -> CreateHint? {
         guard let chosen = (try? chooseArchive(request, forNewUser: true)),
             let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) }) ?? Catalogue.readManifest(chosen.path)
         else {
             return nil
         }
-        var words = ["granary", "restore", ShellQuoting.word(request.user.rawValue)]
-        if let archive = request.archive { words.append(ShellQuoting.word(archive)) }
-        if let at = request.at { words += ["--at", ArchiveName.stamp(at)] }
         var owner: String?
         if let recorded = manifest.folder {
             let uid = AccountNames.hostUID(recorded), gid = AccountNames.hostGID(recorded)
             owner = (AccountNames.user(uid) ?? String(uid)) + ":" + (AccountNames.group(gid) ?? String(gid))
         }
-        words += ["--create", "--owner", owner.map(ShellQuoting.word) ?? "USER"]
-        return CreateHint(command: words.joined(separator: " "), owner: owner)
+        return CreateHint(archive: chosen.entry?.name.fileName ?? chosen.path, owner: owner)
     }
 
     /// Who owns a folder created for a missing user: as asked (`--owner USER` alone: with that

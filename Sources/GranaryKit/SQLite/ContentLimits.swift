@@ -84,14 +84,6 @@ public enum ContentLimit: Sendable, Equatable, CustomStringConvertible {
         case .memory(let bytes): return "its memory ceiling of \(ByteCountText.render(bytes)) ([limits] memory)"
         }
     }
-
-    /// What to try, for messages.
-    public var hint: String {
-        switch self {
-        case .time: return "if the store is honest, raise time or time_per_gib under [limits] in granary.toml(5); otherwise its schema makes SQLite work without end (look at it with: sqlite3 -readonly STORE .schema)"
-        case .memory: return "if the store is honest, raise memory under [limits] in granary.toml(5); otherwise its schema makes SQLite build huge values (look at it with: sqlite3 -readonly STORE .schema)"
-        }
-    }
 }
 
 /// One connection's budget (see `ContentLimits`): created with the connection, entered around

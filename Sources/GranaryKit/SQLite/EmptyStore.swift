@@ -148,8 +148,6 @@ public struct EmptyStoreError: GranaryError, Sendable, Equatable {
     }
 
     public var description: String { "\(store): \(reason); nothing was changed" }
-    public var status: ExitStatus { .dataError }
-    public var hint: String? { "look at the store's schema with: sqlite3 -readonly \(store) .schema" }
 }
 
 extension EmptyStore {

@@ -533,20 +533,4 @@ public enum ConfigError: GranaryError, Sendable, Equatable {
         }
     }
 
-    public var status: ExitStatus { .usage }
-
-    public var hint: String? {
-        switch self {
-        case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
-        case .untrusted(let path, _): return "chown root \(path) && chmod go-w \(path), or use /etc/granary/config.toml"
-        case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
-            return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
-            return "the [limits] keys are \(ConfigFile.limitsKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey(_, _, let key) where key.hasPrefix("reset."):
-            return "the [reset] keys are \(ConfigFile.resetKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"
-        default: return "see granary.toml(5)"
-        }
-    }
 }

@@ -21,24 +21,6 @@ public struct FileSystemError: GranaryError, Sendable {
         "cannot \(operation) \(path): \(String(cString: strerror(code)))"
     }
 
-    public var status: ExitStatus {
-        switch code {
-        case ENOENT, ENOTDIR: return .notFound
-        case EACCES, EPERM, EROFS, EEXIST: return .cannotCreate
-        case EINTR: return .interrupted
-        default: return .ioError
-        }
-    }
-
-    public var hint: String? {
-        switch code {
-        case ENOSPC, EDQUOT, EFBIG: return "free space on the filesystem that holds \(path), then run again"
-        case EACCES, EPERM: return "check the owner and mode of \(path), or run as the user who owns it"
-        case EROFS: return "\(path) is on a read-only filesystem; choose another location"
-        default: return nil
-        }
-    }
-
     /// Whether the failure means the disk (or a file size limit) is full.
     public var isDiskFull: Bool { code == ENOSPC || code == EDQUOT || code == EFBIG }
 }

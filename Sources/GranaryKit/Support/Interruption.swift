@@ -68,7 +68,6 @@ public enum Interruption {
 public struct InterruptedError: GranaryError, Sendable {
     public let signal: Int32
     public var description: String { "interrupted by \(InterruptedError.name(signal)); nothing was left half-written" }
-    public var status: ExitStatus { signal == SIGHUP ? .hangup : .interrupted }
 
     /// `SIGINT`, `SIGTERM` or `SIGHUP`.
     public static func name(_ signal: Int32) -> String {

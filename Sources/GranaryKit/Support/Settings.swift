@@ -169,12 +169,4 @@ public enum SettingsError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus { .usage }
-
-    public var hint: String? {
-        switch self {
-        case .missing(_, let flag, let variable): return "pass \(flag) DIR or set \(variable)"
-        case .invalid: return nil
-        }
-    }
 }

@@ -175,21 +175,6 @@ public enum LockError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .held: return .temporaryFailure
-        case .cannotCreate(_, let underlying): return underlying.status
-        case .interrupted: return InterruptedError(signal: Interruption.signal).status
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10m)"
-        case .cannotCreate(_, let underlying): return underlying.hint
-        case .interrupted: return nil
-        }
-    }
 }
 
 extension LockError {

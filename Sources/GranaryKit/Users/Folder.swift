@@ -550,16 +550,4 @@ public enum FolderError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        if case .system(let error) = self { return error.status }
-        return .dataError
-    }
-
-    public var hint: String? {
-        switch self {
-        case .system(let error): return error.hint
-        case .notOwned, .ownerCannotOpen: return "give the file to the folder's owner (chown), or remove it"
-        default: return "remove or replace the file; it is not part of a store granary can take"
-        }
-    }
 }

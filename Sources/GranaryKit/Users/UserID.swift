@@ -59,27 +59,6 @@ public enum UserError: GranaryError, Sendable {
         }
     }
 
-    public var status: ExitStatus {
-        switch self {
-        case .invalidID: return .usage
-        case .notFound, .rootMissing: return .notFound
-        case .notAFolder: return .dataError
-        case .unreadableRoot: return .ioError
-        case .unsafeRoot: return .cannotCreate
-        }
-    }
-
-    public var hint: String? {
-        switch self {
-        case .invalidID: return "a user id is the name of a folder under the root, such as alice@example.com"
-        case .notFound: return "granary users lists the users under the root"
-        case .rootMissing: return "pass --root DIR or set GRANARY_ROOT to the folder that holds one folder per user"
-        case .notAFolder: return "a user is a real folder directly under the root; granary does not follow links"
-        case .unreadableRoot: return "check the root folder's permissions"
-        case .unsafeRoot(let root, _): return "chown root \(root) && chmod go-w \(root)"
-        }
-    }
-
     /// The id with control characters made visible, so a hostile id cannot rewrite the terminal.
     static func quoted(_ text: String) -> String {
         var out = "'"

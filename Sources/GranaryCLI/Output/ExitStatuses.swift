@@ -1,0 +1,462 @@
+import Foundation
+import GranaryKit
+import GranaryOwner
+
+/// The exit codes (granary(1), EXIT STATUS), in one place: the command line maps every error to one.
+enum ExitStatus: Int32, Sendable, CaseIterable {
+    /// Everything asked for was done.
+    case success = 0
+    /// Some items of a multi-item run failed; others succeeded.
+    case partialFailure = 1
+    /// The command line or configuration is wrong.
+    case usage = 64
+    /// Data error: a corrupt archive or store, or verification failed.
+    case dataError = 65
+    /// A user, store or archive was not found.
+    case notFound = 66
+    /// Output could not be created.
+    case cannotCreate = 73
+    /// Reading or writing failed.
+    case ioError = 74
+    /// Temporary: a lock is held, an owner did not acknowledge, a store is busy. Retry later.
+    case temporaryFailure = 75
+    /// Ended by SIGHUP (the terminal went away), cleaned up like an interruption.
+    case hangup = 129
+    /// Interrupted by SIGINT or SIGTERM.
+    case interrupted = 130
+}
+
+/// What the command line makes of an error: the exit code a script sees and, where one helps,
+/// what the user should try ("Try: …", after the one-line description).
+protocol CommandLineError {
+    var status: ExitStatus { get }
+    var hint: String? { get }
+}
+
+extension CommandLineError {
+    var hint: String? { nil }
+}
+
+extension GranaryError {
+    /// The exit status of any error the core throws (an error the command line gives none to is
+    /// an I/O error: 74).
+    var exitStatus: ExitStatus { (self as? any CommandLineError)?.status ?? .ioError }
+    /// The hint printed after the error, if any.
+    var advice: String? { (self as? any CommandLineError)?.hint }
+}
+
+// The exit status and the hint of each of GranaryKit's errors: the command line's business,
+// so the core's errors carry only what happened (typed values and a plain description).
+
+// Sources/GranaryKit/Restore/RestoreError.swift
+extension RestoreError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
+        case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
+        case .nothingToUndo, .noUser: return .notFound
+        case .ownerUnknown: return .usage
+        case .pausedOwnerWrote: return .dataError
+        case .repositoryUnusable: return .cannotCreate
+        case .unfinished: return .ioError
+        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
+        case .differentFilesystem, .targetExists: return .cannotCreate
+        case .noRoomToStage: return .ioError
+        case .noRepository: return .usage
+        case .owner(let error): return error.status
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .noArchives(let user): return "granary backup \(ShellQuoting.word(user))"
+        case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(ShellQuoting.word(user))"
+        case .verificationFailed(_, _, let good, let user):
+            if let good, let user {
+                return "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
+            }
+            return user.map { "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))" }
+                ?? "check the repository with granary verify --all"
+        case .nothingToUndo(let user): return "granary list \(ShellQuoting.word(user))"
+        case .ownerUnknown(let user): return "granary restore \(ShellQuoting.word(user)) --create --owner USER[:GROUP]"
+        case .noUser(let user, _, let create):
+            return create.map {
+                "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word($0.archive)) --create --owner \($0.owner.map(ShellQuoting.word) ?? "USER") (creates the folder and restores into it)"
+            } ?? "granary users lists the users under the root"
+        case .noRepository: return "pass --repo DIR or set GRANARY_REPO"
+        case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
+        case .unfinished(let user, _): return "granary recover \(ShellQuoting.word(user))"
+        case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
+        case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
+        case .noOwner: return "use --method online, or start the owner"
+        case .storeOpen: return "use --method online (or auto), or stop the processes first"
+        case .differentFilesystem: return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
+        case .leaseTooShort, .storeBusy: return "run again"
+        case .targetExists: return "choose an empty folder for --to"
+        case .noRoomToStage(let folder, _, _, _):
+            return "free space on the filesystem of \(folder) (every file is counted at its full length), or restore with --to a folder on another filesystem"
+        case .owner(let error): return error.hint
+        }
+    }
+}
+
+// Sources/GranaryKit/Restore/RestoreError.swift
+extension ReopenError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .storeNotFound: return .notFound
+        case .untrustedPeer: return .dataError
+        case .socket: return .ioError
+        case .alreadyOwned, .refused, .timedOut, .unreachable, .protocolViolation: return .temporaryFailure
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
+        case .unreachable: return "use --method online (or auto), or stop the process that holds the socket"
+        case .untrustedPeer: return "stop the process that poses as the owner"
+        case .refused, .protocolViolation: return "run again; see the owner's log"
+        default: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Archive/ArchiveError.swift
+extension ArchiveError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .cannotOpen: return .notFound
+        case .malformed, .tooLarge, .unsafeMember: return .dataError
+        case .writeFailed(_, _, let code):
+            return FileSystemError("write", path: "", code: code).status == .cannotCreate ? .cannotCreate : .ioError
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .writeFailed(let path, _, let code):
+            return FileSystemError("write", path: path, code: code).hint
+        case .malformed, .tooLarge, .unsafeMember:
+            return "the archive is damaged or not one of granary's; use another archive (granary list)"
+        case .cannotOpen: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Archive/Manifest.swift
+extension ManifestError: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        switch self {
+        case .unsupportedFormat: return "use the granary version that wrote this archive, or a newer one"
+        case .tooLarge: return "the user's folder holds more stores or Core Data entities than one archive can describe; see them with granary users and granary inspect STORE"
+        default: return "the archive is damaged or not one of granary's; use another archive (granary list)"
+        }
+    }
+}
+
+// Sources/GranaryKit/SQLite/EmptyStore.swift
+extension EmptyStoreError: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? { "look at the store's schema with: sqlite3 -readonly \(store) .schema" }
+}
+
+// Sources/GranaryKit/Support/Interruption.swift
+extension InterruptedError: CommandLineError {
+    var status: ExitStatus { signal == SIGHUP ? .hangup : .interrupted }
+}
+
+// Sources/GranaryKit/Support/FileSystem.swift
+extension FileSystemError: CommandLineError {
+    var status: ExitStatus {
+        switch code {
+        case ENOENT, ENOTDIR: return .notFound
+        case EACCES, EPERM, EROFS, EEXIST: return .cannotCreate
+        case EINTR: return .interrupted
+        default: return .ioError
+        }
+    }
+    var hint: String? {
+        switch code {
+        case ENOSPC, EDQUOT, EFBIG: return "free space on the filesystem that holds \(path), then run again"
+        case EACCES, EPERM: return "check the owner and mode of \(path), or run as the user who owns it"
+        case EROFS: return "\(path) is on a read-only filesystem; choose another location"
+        default: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Support/ConfigFile.swift
+extension ConfigError: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? {
+        switch self {
+        case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
+        case .untrusted(let path, _): return "chown root \(path) && chmod go-w \(path), or use /etc/granary/config.toml"
+        case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
+            return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
+            return "the [limits] keys are \(ConfigFile.limitsKeys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey(_, _, let key) where key.hasPrefix("reset."):
+            return "the [reset] keys are \(ConfigFile.resetKeys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"
+        default: return "see granary.toml(5)"
+        }
+    }
+}
+
+// Sources/GranaryKit/SQLite/Database.swift
+extension SQLiteError: CommandLineError {
+    var status: ExitStatus {
+        switch kind {
+        case .cannotOpen: return .notFound
+        case .notADatabase, .corrupt, .refused, .overLimit: return .dataError
+        case .busy: return .temporaryFailure
+        case .readOnly: return .cannotCreate
+        case .full, .ioError, .other: return .ioError
+        }
+    }
+    var hint: String? {
+        switch kind {
+        case .busy: return "run again when the store is less busy, or raise the busy timeout"
+        case .full: return "free space on the filesystem that holds \(path ?? "the store")"
+        case .corrupt, .notADatabase:
+            return path.map { "granary inspect \(ShellQuoting.word($0)) to see what is wrong; restore from a verified archive" }
+                ?? "restore the store from a verified archive"
+        case .refused: return "remove or replace that file: a store's companions must be regular files with one link, owned by the folder's owner"
+        case .overLimit: return limit?.hint
+        default: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Support/Settings.swift
+extension SettingsError: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? {
+        switch self {
+        case .missing(_, let flag, let variable): return "pass \(flag) DIR or set \(variable)"
+        case .invalid: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Support/UserLock.swift
+extension LockError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .held: return .temporaryFailure
+        case .cannotCreate(_, let underlying): return underlying.status
+        case .interrupted: return (Interruption.signal == SIGHUP ? ExitStatus.hangup : .interrupted)
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10m)"
+        case .cannotCreate(_, let underlying): return underlying.hint
+        case .interrupted: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Repository/Repository.swift
+extension RepositoryError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .notARepository, .missing: return .notFound
+        case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom: return .cannotCreate
+        // No rclone: the configuration asks for what this machine cannot do (EX_UNAVAILABLE, 69,
+        // is not one of granary's codes; usage is the closest: fix the setup, then run again).
+        case .overlapsRoot, .badLocation, .rcloneMissing: return .usage
+        case .transport(_, _, let temporary): return temporary ? .temporaryFailure : .ioError
+        case .local(let error): return error.status
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
+        case .parentMissing(let path): return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
+        case .unsafe(let path, _): return "chown root \(path) && chmod 0700 \(path), or choose another --repo"
+        case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
+        case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
+        case .cannotCreate(_, let error): return error.hint
+        case .badLocation: return "a repository is a local folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (see granary(1), REPOSITORIES)"
+        case .rcloneMissing: return "apt-get install rclone"
+        case .transport(_, _, let temporary):
+            return temporary ? "run again later (cron may retry)" : "check the network and the remote, then run again"
+        case .missing: return "check the location (the bucket must exist) and --repo"
+        case .denied: return "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the rclone remote's) and the bucket's policy"
+        case .local(let error): return error.hint
+        case .noRoom(let path, _, _): return "free space in \(path)"
+        }
+    }
+}
+
+// Sources/GranaryKit/Users/UserID.swift
+extension UserError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .invalidID: return .usage
+        case .notFound, .rootMissing: return .notFound
+        case .notAFolder: return .dataError
+        case .unreadableRoot: return .ioError
+        case .unsafeRoot: return .cannotCreate
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .invalidID: return "a user id is the name of a folder under the root, such as alice@example.com"
+        case .notFound: return "granary users lists the users under the root"
+        case .rootMissing: return "pass --root DIR or set GRANARY_ROOT to the folder that holds one folder per user"
+        case .notAFolder: return "a user is a real folder directly under the root; granary does not follow links"
+        case .unreadableRoot: return "check the root folder's permissions"
+        case .unsafeRoot(let root, _): return "chown root \(root) && chmod go-w \(root)"
+        }
+    }
+}
+
+// Sources/GranaryKit/Users/Folder.swift
+extension FolderError: CommandLineError {
+    var status: ExitStatus {
+        if case .system(let error) = self { return error.status }
+        return .dataError
+    }
+    var hint: String? {
+        switch self {
+        case .system(let error): return error.hint
+        case .notOwned, .ownerCannotOpen: return "give the file to the folder's owner (chown), or remove it"
+        default: return "remove or replace the file; it is not part of a store granary can take"
+        }
+    }
+}
+
+// Sources/GranaryKit/Lifecycle/Retirement.swift
+extension RetireError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .inUse, .changed: return .temporaryFailure
+        case .alreadyRetired, .noStores: return .notFound
+        case .stateInTheWay: return .cannotCreate
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .inUse, .changed: return "stop the app's use of this user (its owner process), then run again"
+        case .alreadyRetired(let user, _): return "granary restore \(ShellQuoting.word(user)) --create brings it back"
+        case .stateInTheWay: return "look at it, move it away, then run again"
+        case .noStores(_, let folder): return "granary only retires users it can archive; remove \(ShellQuoting.word(folder)) by hand if it should go"
+        }
+    }
+}
+
+// Sources/GranaryKit/Backup/BackupOperation.swift
+extension MirrorError: CommandLineError {
+    var status: ExitStatus { .cannotCreate }
+    var hint: String? {
+        switch self {
+        case .nameTaken(let mirror, _): return "a mirror takes the archives of one primary repository; check the mirrors of \(mirror)"
+        }
+    }
+}
+
+// Sources/GranaryKit/Backup/BackupError.swift
+extension BackupError: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
+        case .noUsers: return .notFound
+        case .noRoom: return .ioError
+        case .reservedLabel: return .usage
+        case .storeBusy: return .temporaryFailure
+        case .diskFull, .unreadable: return .ioError
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .checkFailed(_, let store, _, let path):
+            return "granary inspect \(ShellQuoting.word(path ?? store)); restore the user from a verified archive"
+        case .storeBusy: return "run the backup again later"
+        case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
+        case .diskFull(let repo, _): return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
+        case .noStores: return "granary users shows what granary sees in each user's folder"
+        case .unsupportedName: return "rename the file"
+        case .reservedLabel: return "choose another label"
+        case .overUserCap(_, _, _, _, let sparse):
+            return sparse != nil
+                ? "look at that file: a sparse file is no store or attachment an app wrote"
+                : "if the data is honest, raise bytes_per_user under [limits] in granary.toml(5)"
+        case .noRoom(_, let repo, _, _, _, let sparse):
+            return sparse != nil ? "look at that store: a sparse SQLite file is no store an app wrote" : "free space in \(repo) (granary prune), then run again"
+        case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
+        }
+    }
+}
+
+// Sources/GranaryKit/Backup/BackupRun.swift
+extension UnexpectedError: CommandLineError {
+    var status: ExitStatus { .ioError }
+}
+
+// Sources/GranaryKit/Catalogue/ArchiveVerifier.swift
+extension VerificationFailure: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? { limit?.hint ?? "the archive is damaged; restore from another one (granary list shows which verify)" }
+}
+
+// Sources/GranaryKit/Catalogue/Inspector.swift
+extension InspectError: CommandLineError {
+    var status: ExitStatus {
+        if case .missing = kind { return .notFound }
+        return .dataError
+    }
+    var hint: String? {
+        switch kind {
+        case .missing:
+            return "name a store by its path (granary users lists each user's stores), or an archive of the repository as USER/NAME"
+        case .unreadable: return "inspect takes a SQLite store, a granary archive, or an archive of the repository as USER/NAME"
+        case .damagedStore: return "the store is damaged; restore it from an archive that verifies (granary list shows them)"
+        case .overLimit(let limit): return limit.hint
+        }
+    }
+}
+
+// Sources/GranaryKit/Catalogue/ArchiveRemoval.swift
+extension RemovalRefused: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? { "pass --force if you really mean it, or verify a newer archive first" }
+}
+
+// Sources/GranaryKit/Catalogue/ArchiveLocator.swift
+extension ArchiveNotFound: CommandLineError {
+    var status: ExitStatus { .notFound }
+    var hint: String? {
+        suggestions.isEmpty ? "granary list shows the archives" : "did you mean " + suggestions.joined(separator: " or ") + "?"
+    }
+}
+
+// Sources/GranaryKit/Catalogue/ArchiveLocator.swift
+extension AmbiguousArchive: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? { matches.first.map { "name one archive in full, such as \($0)" } ?? "name one archive in full" }
+}
+
+// Sources/GranaryKit/Catalogue/ArchiveLocator.swift
+extension NotAnArchive: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? { "granary list shows the repository's archives" }
+}
+
+// Sources/GranaryKit/Catalogue/ArchiveLocator.swift
+extension NotInRepository: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? { "granary list shows the repository's archives" }
+}
+
+// Sources/GranaryKit/SQLite/ContentLimits.swift
+extension ContentLimit {
+    /// What to try, for messages.
+    var hint: String {
+        switch self {
+        case .time: return "if the store is honest, raise time or time_per_gib under [limits] in granary.toml(5); otherwise its schema makes SQLite work without end (look at it with: sqlite3 -readonly STORE .schema)"
+        case .memory: return "if the store is honest, raise memory under [limits] in granary.toml(5); otherwise its schema makes SQLite build huge values (look at it with: sqlite3 -readonly STORE .schema)"
+        }
+    }
+}
