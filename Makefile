@@ -5,6 +5,7 @@
 #   make install  PREFIX=/usr/local (DESTDIR supported); make uninstall
 #                 (granary, granary-reopen-check, the man pages and completions)
 #   make generate regenerate completions/ and man/ from the command declarations
+#   make lint     check the sources against .swift-format (make format rewrites them so)
 
 SWIFT     ?= swift
 PREFIX    ?= /usr/local
@@ -17,7 +18,7 @@ TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jso
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release check-release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto
+.PHONY: all deps build release check-release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto lint format
 
 all: build
 
@@ -54,6 +55,13 @@ check-release: release
 
 test: build moto
 	$(SWIFT) test
+
+# The committed .swift-format (120 columns) over every Swift source; CI runs `make lint`.
+SWIFT_FORMAT = $(shell command -v swift-format >/dev/null && echo swift-format || echo "$(SWIFT) format")
+lint:
+	$(SWIFT_FORMAT) lint --strict --recursive --parallel Package.swift Sources Tests
+format:
+	$(SWIFT_FORMAT) format --in-place --recursive --parallel Package.swift Sources Tests
 
 demo: build
 	@BIN="$(BIN)" DEMO="$(DEMO)" bash scripts/demo.sh

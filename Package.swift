@@ -65,7 +65,6 @@ let package = Package(
             dependencies: [
                 "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "CSQLiteLimits", "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             // Test seams (crash injection) exist in debug builds only: see Support/TestHooks.swift.
             swiftSettings: fuzzFlags + [.define("GRANARY_TEST_HOOKS", .when(configuration: .debug))]
@@ -77,8 +76,10 @@ let package = Package(
             dependencies: [
                 "GranaryKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "TOMLKit", package: "TOMLKit"),
             ],
-            swiftSettings: fuzzFlags
+            // The test switches read from the environment: debug builds only (TestHooks.swift).
+            swiftSettings: fuzzFlags + [.define("GRANARY_TEST_HOOKS", .when(configuration: .debug))]
         ),
         // The `granary` executable: GranaryCLI's entry point and nothing else.
         .executableTarget(name: "granary", dependencies: ["GranaryCLI"]),

@@ -18,7 +18,8 @@ public enum GranaryMain {
         // As root, nothing in the environment may choose a program to run (the Swift crash
         // handler's SWIFT_BACKTRACE): re-executed without it before anything else happens.
         RootEnvironment.scrubAndReexec()
-        CrashPoint.crashIfAsked()
+        TestHooks.apply()
+        CPUYield.permitted = ProcessInfo.processInfo.environment["GRANARY_YIELD"] != "0"
         // File names are bytes; UTF-8 is how they are shown and how tar headers carry them.
         // libarchive converts names through the C library's character type: in the "C" locale
         // every non-ASCII name would be marked as raw bytes (hdrcharset=BINARY), which GNU tar

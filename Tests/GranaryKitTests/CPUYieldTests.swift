@@ -27,7 +27,7 @@ struct CPUYieldTests {
         "work on private files runs under SCHED_IDLE, as do threads it starts; normal {} and the end restore SCHED_OTHER"
     )
     func yieldsAndRestores() throws {
-        let governor = CPUYield(environment: [:])
+        let governor = CPUYield(permitted: true)
         // As root (CI) a thread may always come back from SCHED_IDLE, so the governor must be on.
         if getuid() == 0 { #expect(governor.enabled) }
         try #require(governor.enabled, "this user may not leave SCHED_IDLE: nothing to test")
@@ -48,9 +48,9 @@ struct CPUYieldTests {
         #expect(sched_getscheduler(0) == Self.other)
     }
 
-    @Test("GRANARY_YIELD=0 leaves every thread's policy alone")
+    @Test("a governor not permitted to yield (what GRANARY_YIELD=0 asks of granary) leaves every thread's policy alone")
     func switchedOff() {
-        let governor = CPUYield(environment: ["GRANARY_YIELD": "0"])
+        let governor = CPUYield(permitted: false)
         #expect(!governor.enabled)
         #expect(governor.mode == .normal)
         governor.yielding {

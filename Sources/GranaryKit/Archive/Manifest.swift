@@ -160,7 +160,7 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// SHA-256 of the manifest's own bytes with this value left empty (`"checksum" : ""`).
     ///
     /// Members are checked against the manifest, but nothing else would check the manifest:
-    /// zstd frames carry no checksum as libarchive writes them, and `--compression none` has
+    /// zstd frames carry no checksum as libarchive writes them, and an uncompressed archive has
     /// none at all, so a flipped bit in, say, a model version hash would go unnoticed. Set by
     /// `encoded()`, checked by `decode` when present.
     public var checksum: String?
@@ -401,10 +401,10 @@ extension Manifest {
 
 /// What an archive is, as its manifest records it.
 public enum ArchiveKind: String, Codable, Sendable, CaseIterable {
-    /// A regular backup: what `restore` with no archive, `--at`, `verify --latest`, `check` and
+    /// A regular backup: what a restore with no archive named, a restore as of a time, the latest verified, `check` and
     /// `prune`'s rules consider.
     case backup
-    /// What a restore or reset replaced (`…-pre-restore`, `…-pre-reset`): for `restore --undo`.
+    /// What a restore or reset replaced (`…-pre-restore`, `…-pre-reset`): for an undo.
     case safety
     /// What a retired user left.
     case final

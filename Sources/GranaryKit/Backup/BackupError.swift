@@ -11,7 +11,7 @@ public enum BackupError: GranaryError, Sendable {
     case unreadable(user: String, paths: [String])
     /// The user's folder holds no SQLite store: an archive of nothing is not a backup.
     case noStores(user: String, folder: String)
-    /// `backup --all` over a root with no user folder (an unmounted volume, a wrong --root).
+    /// A backup of all users over a root with no user folder (an unmounted volume, a wrong root).
     case noUsers(root: String)
     /// The snapshots would not fit in the repository (checked before a byte is written).
     case noRoom(user: String, repo: String, needed: Int64, free: Int64, store: String, sparse: Int64?)

@@ -26,8 +26,8 @@ import Foundation
 /// yield any more (`Mode.raised`): under such load granary competes like any other program.
 ///
 /// Only when the process runs under `SCHED_OTHER` and a thread may come back from
-/// `SCHED_IDLE` (root, `CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it); otherwise, or with
-/// `GRANARY_YIELD=0` in the environment, nothing changes (`Mode.normal`).
+/// `SCHED_IDLE` (root, `CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it); otherwise, or when the
+/// program turned it off (`permitted`), nothing changes (`Mode.normal`).
 public final class CPUYield: @unchecked Sendable {
     /// How a run's work was scheduled.
     public enum Mode: String, Sendable, Codable {
@@ -39,8 +39,12 @@ public final class CPUYield: @unchecked Sendable {
         case normal
     }
 
+    /// Whether the process may yield at all: the program sets it once, before any work (the
+    /// `granary` command turns it off when its environment asks).
+    nonisolated(unsafe) public static var permitted = true
+
     /// The process's governor.
-    public static let shared = CPUYield(environment: ProcessInfo.processInfo.environment)
+    public static let shared = CPUYield(permitted: permitted)
 
     /// How often the monitor looks, and over how many looks it judges.
     static let tick = 0.25
@@ -57,9 +61,9 @@ public final class CPUYield: @unchecked Sendable {
     private var raisedFlag = false
     private var monitoring = false
 
-    init(environment: [String: String]) {
+    init(permitted: Bool) {
         enabled =
-            environment["GRANARY_YIELD"] != "0"
+            permitted
             && sched_getscheduler(0) == granary_sched_other()
             && granary_can_leave_idle() != 0
     }

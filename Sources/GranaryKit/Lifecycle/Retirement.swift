@@ -21,7 +21,7 @@ import Foundation
 /// yet is checked as above, then removed or put back; a folder being deleted is deleted. The
 /// journal is written only after the final archive verified, so a folder is never removed
 /// without it. The final archive is kept out of the regular retention rules
-/// (`prune --final-keep-within`, for ever by default), and `restore --create` brings the user back
+/// (the retention policy's `finalKeepWithin`, for ever by default), and a restore that creates the folder brings the user back
 /// from it.
 public struct Retirement: Sendable {
     public let root: Root

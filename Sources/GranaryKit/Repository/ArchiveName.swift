@@ -58,7 +58,7 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
     public static let preResetLabel = "pre-reset"
     /// The label of a retired user's final archive.
     public static let finalLabel = "final"
-    /// Labels granary gives its own archives, which `backup --label` refuses.
+    /// Labels granary gives its own archives, which a backup's own label may not be.
     public static let reservedLabels: Set<String> = [preRestoreLabel, preResetLabel, finalLabel]
 
     /// What the archive is, by its label: safety and final archives carry reserved labels, which a

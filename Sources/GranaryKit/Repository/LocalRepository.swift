@@ -75,7 +75,7 @@ public struct LocalRepository: Repository {
     }
 
     /// The repositories whose entries this process has checked: once a repository is granary's
-    /// alone nobody else can add to it, so once is enough (a `backup --all` over many users does
+    /// alone nobody else can add to it, so once is enough (a backup of all users does
     /// not list the repository once per user).
     private static let checked = Mutex<Set<String>>([])
 

@@ -26,6 +26,11 @@ public struct Rclone: Sendable {
     /// Folders searched for rclone as root.
     static let systemFolders = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
+    #if GRANARY_TEST_HOOKS
+        /// A debug build's test switch: look for rclone in this folder only.
+        nonisolated(unsafe) public static var searchOnlyIn: String?
+    #endif
+
     /// Finds rclone, or throws `RepositoryError.rcloneMissing`.
     public static func locate(
         environment: [String: String] = ProcessInfo.processInfo.environment, euid: uid_t = geteuid()
@@ -33,7 +38,7 @@ public struct Rclone: Sendable {
         var folders = euid == 0 ? systemFolders : (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
         #if GRANARY_TEST_HOOKS
             // Tests stand in for a machine without rclone (root's search ignores PATH).
-            if let folder = environment["GRANARY_TEST_RCLONE_FOLDER"] { folders = [folder] }
+            if let folder = searchOnlyIn { folders = [folder] }
         #endif
         folders = folders.filter { $0.hasPrefix("/") }
         for folder in folders where access(folder + "/rclone", X_OK) == 0 && FileSystem.isRegularFile(folder + "/rclone") {

@@ -111,7 +111,7 @@ public struct RcloneRepository: Repository {
             if location.hasPrefix("rclone:") {
                 let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
                 let config = environment["RCLONE_CONFIG"] ?? (environment["XDG_CONFIG_HOME"].map { $0 + "/rclone/rclone.conf" } ?? home + "/.config/rclone/rclone.conf")
-                if let problem = ConfigFile.ownershipProblem(config) {
+                if let problem = RootEnvironment.trustProblem(config) {
                     throw .badLocation(location, "refusing the rclone configuration \(config) as root: \(problem)")
                 }
             }

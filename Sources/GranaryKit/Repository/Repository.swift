@@ -275,7 +275,7 @@ extension Repository {
     }
 }
 
-/// Turns a location as typed (`--repo`, `GRANARY_REPO`, `repo =`, `--mirror`) into a repository.
+/// Turns a location as typed (a repository or a mirror, on the command line or in the configuration) into a repository.
 public enum Repositories {
     /// A local path, `s3:BUCKET[/PREFIX]`, or `rclone:REMOTE:PATH`. A remote location needs
     /// rclone, found when it is first used.

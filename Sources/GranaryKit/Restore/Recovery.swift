@@ -97,7 +97,7 @@ public enum Recovery {
         if let done = steps.compactMap({ step -> String? in if case .safetyArchive(let path) = step { return path } else { return nil } }).first {
             report.safetyArchive = done
         } else if let repository = plan.repository, plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) }) {
-            // (A restore that only added stores, into a folder --create made, replaced nothing.)
+            // (A restore that only added stores, into a folder the restore created, replaced nothing.)
             do {
                 let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
                 try work.journal.record(.safetyArchive(path), durable: true)

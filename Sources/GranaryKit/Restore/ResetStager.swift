@@ -14,7 +14,7 @@ enum ResetStager {
     }
 }
 
-/// What `granary reset --dry-run` shows: per store of a user, what a reset empties and keeps.
+/// What a dry run of a reset shows: per store of a user, what a reset empties and keeps.
 public enum ResetPlan {
     /// One store's plan.
     public struct Store: Sendable {

@@ -9,12 +9,12 @@ public enum RestoreError: GranaryError, Sendable {
     case nothingBefore(user: String, time: String)
     /// The archive failed verification; `newestGood` is the newest one of the user that verifies.
     case verificationFailed(archive: String, reason: String, newestGood: String?, user: String?)
-    /// The user has no folder under the root (and `--create` was not given). `create` is set
+    /// The user has no folder under the root (and the request did not ask to create it). `create` is set
     /// when the repository has an archive to create the user from.
-    case noUser(user: String, root: String, create: CreateHint?)
-    /// `--create` from an archive that recorded no owner for the folder, without `--owner`.
+    case noUser(user: String, root: String, create: CreateSource?)
+    /// Creating the folder from an archive that recorded no owner for it, with no owner given.
     case ownerUnknown(user: String)
-    /// `--undo` with no safety archive of the user.
+    /// An undo with no safety archive of the user.
     case nothingToUndo(user: String)
     /// The repository cannot take the safety archive; checked before anything live is touched.
     case repositoryUnusable(repository: String, reason: String)
@@ -76,7 +76,7 @@ public enum RestoreError: GranaryError, Sendable {
 }
 
 /// A missing user that an archive could create (`RestoreRequest.create`).
-public struct CreateHint: Sendable, Equatable {
+public struct CreateSource: Sendable, Equatable {
     /// The archive it would come from (its file name in the repository, or the path given).
     public let archive: String
     /// The owner the archive recorded, as this host names it (`USER:GROUP`), or nil when the

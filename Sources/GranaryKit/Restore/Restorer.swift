@@ -70,7 +70,7 @@ public struct RestoreReport: Sendable {
         case swap, offline, online
         /// Not live before.
         case new
-        /// Into `--to`'s folder.
+        /// Into the request's target folder.
         case copy
     }
 
@@ -103,9 +103,9 @@ public struct RestoreReport: Sendable {
     public var writtenWhilePaused: [String] = []
     /// What recovery did first, when a previous run had been interrupted.
     public var recovered: Recovery.Report?
-    /// The user's folder was created (`--create`): its owner and mode.
+    /// The user's folder was created (`RestoreRequest.create`): its owner and mode.
     public var createdFolder: Manifest.Ownership?
-    /// The path of the folder `--create` made.
+    /// The path of the folder the restore created.
     public var createdPath: String?
 }
 
@@ -145,11 +145,11 @@ public struct Restorer: Sendable {
         defer { lock.release() }
         let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
 
-        // The user's folder; a missing one is created after the archive has verified (--create), or
-        // is not needed at all (--to).
+        // The user's folder; a missing one is created after the archive has verified (`create`), or
+        // is not needed at all (a target folder).
         let existing = try root.existingUser(request.user)
         if existing == nil && !(request.operation == .restore && (request.create != nil || request.target != nil)) {
-            throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: createHint(request))
+            throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: createSource(request))
         }
         let chosen = request.operation == .restore ? try chooseArchive(request, forNewUser: existing == nil) : nil
         let archive = chosen?.path
@@ -181,7 +181,7 @@ public struct Restorer: Sendable {
         if let chosen {
             let verified = try stageVerified(chosen, into: work.staged, user: request.user)
             manifest = verified
-            // --create fills a folder that holds no store yet (one a --create made before it was
+            // `create` fills a folder that holds no store yet (one an earlier restore created before it was
             // interrupted, or an empty one an admin made) like a new one: every store is new.
             let fillsEmpty = request.create != nil && liveStores.isEmpty
             if request.target == nil && existing != nil && !fillsEmpty { try compare(verified, live: liveStores, force: request.force) }
@@ -449,7 +449,7 @@ public struct Restorer: Sendable {
     /// The archive to restore: the one named, the newest regular backup (at or before `at`), or
     /// with `undo` the newest safety archive. Safety archives are never chosen for a plain
     /// `restore USER`; a final archive (what a retired user left) only for a user whose folder is
-    /// gone (`--create` brings a retired user back).
+    /// gone (`create` brings a retired user back).
     /// A path given (a local file, outside any repository) has no entry.
     private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> (path: String, entry: RepositoryEntry?) {
         if let name = request.archive, name.contains("/") {
@@ -541,7 +541,7 @@ public struct Restorer: Sendable {
 
     /// Whether the missing user could be created from an archive (`RestoreRequest.create`), and
     /// with which owner the archive recorded (as this host names it), for the message.
-    private func createHint(_ request: RestoreRequest) -> CreateHint? {
+    private func createSource(_ request: RestoreRequest) -> CreateSource? {
         guard let chosen = (try? chooseArchive(request, forNewUser: true)),
             let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) }) ?? Catalogue.readManifest(chosen.path)
         else {
@@ -552,13 +552,13 @@ public struct Restorer: Sendable {
             let uid = AccountNames.hostUID(recorded), gid = AccountNames.hostGID(recorded)
             owner = (AccountNames.user(uid) ?? String(uid)) + ":" + (AccountNames.group(gid) ?? String(gid))
         }
-        return CreateHint(archive: chosen.entry?.name.fileName ?? chosen.path, owner: owner)
+        return CreateSource(archive: chosen.entry?.name.fileName ?? chosen.path, owner: owner)
     }
 
-    /// Who owns a folder created for a missing user: as asked (`--owner USER` alone: with that
+    /// Who owns a folder created for a missing user: as asked (a user alone: with that
     /// user's primary group), else as the manifest recorded (the names when this host knows them,
     /// the numbers otherwise). An archive that recorded no owner (made before granary recorded
-    /// one) needs `--owner`: a folder root owned would be one the app cannot use.
+    /// one) needs an owner given: a folder root owned would be one the app cannot use.
     private func newFolderOwnership(
         _ create: RestoreRequest.CreateFolder, manifest: Manifest?, user: UserID
     ) throws -> Manifest.Ownership {
@@ -654,7 +654,7 @@ public struct Restorer: Sendable {
             externalKept: oldFiles.intersection(newFiles).sorted(), folderModes: store.folderModes)
     }
 
-    /// `--to DIR`: moves the verified stores into `target`, refusing to overwrite anything.
+    /// A target folder: moves the verified stores into `target`, refusing to overwrite anything.
     private func place(_ staged: [Staged], into target: String) throws {
         try FileSystem.makeDirectory(target)
         let destination = try Folder.open(path: target)

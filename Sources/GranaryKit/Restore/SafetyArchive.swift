@@ -8,8 +8,8 @@ import Foundation
 /// Packs what a restore or reset replaced into a safety archive of the user
 /// (`…-pre-restore.tar.zst`, `…-pre-reset.tar.zst`), in the repository's normal format and marked
 /// as such in its manifest (`"kind": "safety"`, with the archive that was restored), so that
-/// `granary restore USER --undo` can put it back, and so that nothing that means "the user's
-/// backups" (the default archive of `restore`, `--at`, `verify --latest`, `check`, `prune`'s rules)
+/// an undo (`RestoreRequest.undo`) can put it back, and so that nothing that means "the user's
+/// backups" (the default archive of a restore, a restore as of a time, the latest verified, `check`, the retention rules)
 /// ever takes it for one.
 ///
 /// It is complete: every replaced database and every external-data file the old stores had

@@ -64,7 +64,7 @@ public final class SwapJournal {
         public var label: String
         /// The archive restored (nil for a reset).
         public var archive: String?
-        /// Where the safety archive goes; nil with `--no-safety-archive`.
+        /// Where the safety archive goes; nil when the request asked for none.
         public var repository: String?
         public var stores: [Entry]
     }

@@ -22,7 +22,7 @@ import Foundation
 /// of 10 GiB under a minute from the page cache; SQLite itself needs a few MiB per connection.
 ///
 /// The memory ceiling is per connection, not the process-wide `sqlite3_hard_heap_limit64`: with
-/// `backup --jobs N` a hostile store would exhaust a shared ceiling and honest stores checked at
+/// several users backed up at once a hostile store would exhaust a shared ceiling and honest stores checked at
 /// the same time would fail for it. See `Sources/CSQLiteLimits/include/granary_limits.h`.
 ///
 /// Not bounded by either: a single SQL function call. The progress handler runs between

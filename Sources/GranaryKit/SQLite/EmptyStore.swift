@@ -100,7 +100,7 @@ public enum EmptyStore {
         public var header: Header
     }
 
-    /// What a reset of the store open as `source` would empty and keep (`reset --dry-run`);
+    /// What a reset of the store open as `source` would empty and keep (a dry run);
     /// counts the rows of every table. Reads one snapshot of the store.
     public static func plan(of source: Database, keep: [String]? = nil) throws -> Plan {
         try readTransaction(source) {

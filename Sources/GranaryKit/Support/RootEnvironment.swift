@@ -36,4 +36,22 @@ public enum RootEnvironment {
     public static func isSudo(euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
         euid == 0 && (environment["SUDO_USER"].map { !$0.isEmpty } ?? false)
     }
+
+    /// Why root must not read the configuration file at `path` (nil when it may): not root's, or
+    /// writable by its group or others, or in a folder that is (granary's configuration file, rclone's).
+    public static func trustProblem(_ path: String) -> String? {
+        guard FileSystem.status(path) != nil else { return nil }
+        // A link (the administrator's own, /etc/granary/config.toml -> …) is followed: what it
+        // points to is judged, and the folder holding the name.
+        let parent = (path as NSString).deletingLastPathComponent
+        for (what, checked) in [("it", path), ("its folder \(parent)", parent.isEmpty ? "." : parent)] {
+            var resolved = stat()
+            guard stat(checked, &resolved) == 0 else { continue }
+            if resolved.st_uid != 0 { return "\(what) belongs to uid \(resolved.st_uid), not root" }
+            if resolved.st_mode & 0o022 != 0 && !(what != "it" && resolved.st_mode & UInt32(S_ISVTX) != 0) {
+                return "\(what) is writable by \(resolved.st_mode & 0o002 != 0 ? "everyone" : "its group")"
+            }
+        }
+        return nil
+    }
 }

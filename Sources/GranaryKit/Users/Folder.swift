@@ -76,7 +76,7 @@ public final class Folder: Sendable, CustomStringConvertible {
 
     // MARK: Opening folders
 
-    /// Opens a folder an administrator named (the root, the repository, `--to`): the path is
+    /// Opens a folder an administrator named (the root, the repository, a restore's target): the path is
     /// followed as given, but its last component must be a folder and not a symbolic link.
     public static func open(path: String, control: Control = .granary) throws(FolderError) -> Folder {
         let fd = RawPath.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

@@ -130,7 +130,7 @@ public struct Root: Sendable {
         return try user(id)
     }
 
-    /// Creates the folder of a user who has none (a restore with `--create`): made by root beneath
+    /// Creates the folder of a user who has none (a restore that creates it): made by root beneath
     /// the root's descriptor, then given `uid`, `gid` and `mode` through its descriptor.
     public func createUser(_ id: UserID, uid: uid_t, gid: gid_t, mode: mode_t) throws -> UserFolder {
         let root = try open()
@@ -141,7 +141,7 @@ public struct Root: Sendable {
         return try user(id)
     }
 
-    /// Removes a user's folder that is empty (a `--create` that did not get to restore anything).
+    /// Removes a user's folder that is empty (a restore that created it and did not get to restore anything).
     public func removeEmptyUser(_ id: UserID) {
         guard let root = try? open() else { return }
         _ = FolderName.withRaw(id.rawValue) { unlinkat(root.descriptor.raw, $0, AT_REMOVEDIR) }

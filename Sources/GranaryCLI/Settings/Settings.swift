@@ -1,4 +1,5 @@
 import Foundation
+import GranaryKit
 
 /// Where a setting's value came from, for `granary config` and error messages.
 public enum SettingSource: String, Sendable, Codable {

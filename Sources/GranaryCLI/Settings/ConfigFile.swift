@@ -1,4 +1,5 @@
 import Foundation
+import GranaryKit
 import TOMLKit
 
 /// The configuration file (`granary.toml(5)`): the values it sets, each optional.
@@ -77,7 +78,7 @@ public struct ConfigFile: Sendable {
     /// regular file is read (opened without blocking, so a FIFO named by mistake is refused
     /// instead of hanging), and at most `maximumSize` bytes of it.
     public static func load(path: String, euid: uid_t = geteuid()) throws(ConfigError) -> ConfigFile {
-        if euid == 0, let problem = ownershipProblem(path) { throw .untrusted(path: path, reason: problem) }
+        if euid == 0, let problem = RootEnvironment.trustProblem(path) { throw .untrusted(path: path, reason: problem) }
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else {
             throw .unreadable(path: path, reason: errno == ENOENT ? "does not exist" : "cannot be read (\(String(cString: strerror(errno))))")
@@ -289,26 +290,6 @@ public struct ConfigFile: Sendable {
     }
 }
 
-extension ConfigFile {
-    /// Why root must not read the configuration file at `path` (nil when it may): not root's, or
-    /// writable by its group or others, or in a folder that is.
-    static func ownershipProblem(_ path: String) -> String? {
-        guard FileSystem.status(path) != nil else { return nil }
-        // A link (the administrator's own, /etc/granary/config.toml -> …) is followed: what it
-        // points to is judged, and the folder holding the name.
-        let parent = (path as NSString).deletingLastPathComponent
-        for (what, checked) in [("it", path), ("its folder \(parent)", parent.isEmpty ? "." : parent)] {
-            var resolved = stat()
-            guard stat(checked, &resolved) == 0 else { continue }
-            if resolved.st_uid != 0 { return "\(what) belongs to uid \(resolved.st_uid), not root" }
-            if resolved.st_mode & 0o022 != 0 && !(what != "it" && resolved.st_mode & UInt32(S_ISVTX) != 0) {
-                return "\(what) is writable by \(resolved.st_mode & 0o002 != 0 ? "everyone" : "its group")"
-            }
-        }
-        return nil
-    }
-}
-
 /// Finds the line a key is set on, by scanning the text: TOMLKit reports positions for
 /// parse errors only, not for the keys of a parsed table.
 struct KeyLocator {
@@ -341,106 +322,6 @@ struct KeyLocator {
     }
 }
 
-/// Durations written as text: `30s`, `15m`, `12h`, `30d`, `2w`, or sums such as `1d12h`;
-/// timeouts also take milliseconds (`500ms`) and plain, possibly fractional, seconds (`0.5`).
-public enum DurationText {
-    /// The number of seconds `text` stands for, or `nil` when it is not a duration.
-    public static func seconds(_ text: String) -> Int64? {
-        var total: Int64 = 0
-        var digits = ""
-        var sawUnit = false
-        for character in text {
-            if character.isASCII, character.isNumber {
-                digits.append(character)
-                continue
-            }
-            let unit: Int64
-            switch character {
-            case "s": unit = 1
-            case "m": unit = 60
-            case "h": unit = 3600
-            case "d": unit = 86_400
-            case "w": unit = 604_800
-            default: return nil
-            }
-            guard let number = Int64(digits) else { return nil }
-            let (product, overflow) = number.multipliedReportingOverflow(by: unit)
-            guard !overflow else { return nil }
-            let (sum, overflowed) = total.addingReportingOverflow(product)
-            guard !overflowed else { return nil }
-            total = sum
-            digits = ""
-            sawUnit = true
-        }
-        guard digits.isEmpty, sawUnit else { return nil }
-        return total
-    }
-
-    /// The duration `text` stands for, to the millisecond: a duration text (`2m`, `1m30s`,
-    /// `500ms`) or a plain number of seconds (`30`, `0.5`). `nil` for anything else, including
-    /// `nan`, `inf`, exponents, negative numbers and values past 100 years.
-    public static func duration(_ text: String) -> Duration? {
-        let limit = Int64(SettingLimits.longestDuration) * 1000
-        if let dot = text.firstIndex(of: "."), !text.contains(where: { !$0.isASCII || !($0.isNumber || $0 == ".") }) {
-            // Plain seconds with a fraction: digits, one dot, digits.
-            let whole = text[..<dot], fraction = text[text.index(after: dot)...]
-            guard !(whole.isEmpty && fraction.isEmpty), !fraction.contains("."), whole.count <= 12 else { return nil }
-            let milliseconds = (Int64(whole) ?? 0) * 1000 + Int64((fraction + "000").prefix(3))!
-            return milliseconds <= limit ? .milliseconds(milliseconds) : nil
-        }
-        if !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }) {
-            guard text.count <= 12, let seconds = Int64(text), seconds * 1000 <= limit else { return nil }
-            return .seconds(seconds)
-        }
-        var milliseconds: Int64 = 0
-        var rest = Substring(text)
-        guard !rest.isEmpty else { return nil }
-        while !rest.isEmpty {
-            let digits = rest.prefix { $0.isASCII && $0.isNumber }
-            guard !digits.isEmpty, digits.count <= 12, let number = Int64(digits) else { return nil }
-            rest = rest.dropFirst(digits.count)
-            let unit: Int64
-            if rest.hasPrefix("ms") { unit = 1; rest = rest.dropFirst(2) }
-            else {
-                switch rest.first {
-                case "s": unit = 1000
-                case "m": unit = 60_000
-                case "h": unit = 3_600_000
-                case "d": unit = 86_400_000
-                case "w": unit = 604_800_000
-                default: return nil
-                }
-                rest = rest.dropFirst()
-            }
-            let (product, overflow) = number.multipliedReportingOverflow(by: unit)
-            guard !overflow, product <= limit else { return nil }
-            milliseconds += product
-            guard milliseconds <= limit else { return nil }
-        }
-        return .milliseconds(milliseconds)
-    }
-
-    /// Whole seconds as the shortest duration text: `0s`, `45s`, `1m30s`, `2d`, `30d1h`.
-    public static func format(seconds: Int64) -> String {
-        guard seconds > 0 else { return "0s" }
-        var rest = seconds
-        var text = ""
-        for (unit, name) in [(Int64(86_400), "d"), (3600, "h"), (60, "m"), (1, "s")] where rest >= unit {
-            text += "\(rest / unit)\(name)"
-            rest %= unit
-        }
-        return text
-    }
-
-    /// A duration as text that `duration(_:)` reads back: `2m`, `1m30s`, `500ms`, `1s500ms`.
-    public static func format(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        let seconds = milliseconds / 1000, rest = milliseconds % 1000
-        if rest == 0 { return format(seconds: seconds) }
-        return (seconds > 0 ? format(seconds: seconds) : "") + "\(rest)ms"
-    }
-}
-
 /// The bounds of every numeric setting, shared by the configuration file and the command line.
 public enum SettingLimits {
     /// Users backed up at once (`jobs`, `--jobs`).
@@ -454,7 +335,7 @@ public enum SettingLimits {
     /// How long an owner has to acknowledge a pause (`owner_timeout`, `--owner-timeout`).
     public static let ownerTimeout = Duration.milliseconds(1)...Duration.seconds(3600)
     /// The longest duration anywhere (`keep_within`, `--max-age`): 100 years, in seconds.
-    public static let longestDuration: Int64 = 100 * 366 * 86_400
+    public static let longestDuration: Int64 = DurationText.longest
     /// SQLite's time budget on a store (`[limits] time`, `time_per_gib`): up to a day each; 0: none.
     public static let contentTime = Duration.zero...Duration.seconds(86_400)
     /// SQLite's memory ceiling per connection (`[limits] memory`): up to 1 TiB; 0: none.
@@ -464,49 +345,6 @@ public enum SettingLimits {
     /// 100 GiB: far past what an app keeps per user in SQLite, far short of the hours a sparse
     /// store claiming terabytes would take to copy.
     public static let defaultBytesPerUser: Int64 = 100 << 30
-}
-
-/// Sizes written as text: `512MiB`, `2GiB`, `64KiB`, `1TiB` (binary multiples; `K`, `M`, `G`,
-/// `T`, `KB`… mean the same), or a plain number of bytes.
-public enum ByteCountText {
-    /// The number of bytes `text` stands for, or `nil` when it is not a size.
-    public static func bytes(_ text: String) -> Int64? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let digits = trimmed.prefix { $0.isASCII && $0.isNumber }
-        guard let number = Int64(digits) else { return nil }
-        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
-        let shift: Int64
-        switch unit {
-        case "", "b": shift = 0
-        case "k", "kb", "kib": shift = 10
-        case "m", "mb", "mib": shift = 20
-        case "g", "gb", "gib": shift = 30
-        case "t", "tb", "tib": shift = 40
-        default: return nil
-        }
-        let (product, overflow) = number.multipliedReportingOverflow(by: Int64(1) << shift)
-        return overflow ? nil : product
-    }
-
-    /// `bytes` for a person, to three digits: `8.0 GiB`, `56 KiB`, `812 bytes`.
-    public static func approximate(_ bytes: Int64) -> String {
-        var value = Double(bytes)
-        for unit in ["bytes", "KiB", "MiB", "GiB", "TiB"] {
-            if value < 1024 || unit == "TiB" {
-                return unit == "bytes" ? "\(bytes) bytes" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, unit)
-            }
-            value /= 1024
-        }
-        return "\(bytes) bytes"
-    }
-
-    /// `bytes` in the largest binary unit that divides it exactly (`512 MiB`), else in bytes.
-    public static func render(_ bytes: Int64) -> String {
-        for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] where bytes > 0 && bytes % (Int64(1) << shift) == 0 {
-            return "\(bytes >> shift) \(unit)"
-        }
-        return "\(bytes) bytes"
-    }
 }
 
 /// A configuration file that cannot be used. Every case names the file; most the line and key.
