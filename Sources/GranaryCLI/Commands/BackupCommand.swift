@@ -2,8 +2,6 @@ import ArgumentParser
 import Foundation
 import GranaryKit
 
-extension CheckMode: ExpressibleByArgument {}
-
 struct BackupCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",

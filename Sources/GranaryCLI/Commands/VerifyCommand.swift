@@ -54,7 +54,7 @@ struct VerifyCommand: GranaryCommand {
     func execute(_ console: Console) throws -> VerifyResult {
         let settings = try global.settings()
         let repository = try repository(settings)
-        let owner = try user.map { (id) throws(UserError) in try UserID(id) }
+        let owner = try UserID.named(user)
         var entries: [RepositoryEntry] = []
         if !archives.isEmpty {
             let locator = ArchiveLocator(repository: repository)
