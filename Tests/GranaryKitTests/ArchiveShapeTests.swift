@@ -28,9 +28,9 @@ struct ArchiveShapeTests {
         let attachment = folder.child("attachment")
         FileManager.default.createFile(atPath: attachment, contents: Data(payload))
         let payloadSHA = try FileDigest.of(attachment).sha256
-        var files = [Manifest.File(path: "stores/" + store, size: digest.size, sha256: digest.sha256, kind: "store")]
-        files.append(Manifest.File(path: external + "/A1", size: Int64(payload.count), sha256: payloadSHA, kind: "external", mode: 0o600))
-        files += listed.map { Manifest.File(path: $0, size: Int64(payload.count), sha256: payloadSHA, kind: "external", mode: 0o600) }
+        var files = [Manifest.File(path: "stores/" + store, size: digest.size, sha256: digest.sha256, kind: .store)]
+        files.append(Manifest.File(path: external + "/A1", size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600))
+        files += listed.map { Manifest.File(path: $0, size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600) }
         let manifest = Manifest(
             user: "alice@example.com", host: "test", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
             compression: .zstd,

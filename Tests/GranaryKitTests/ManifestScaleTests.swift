@@ -26,9 +26,9 @@ struct ManifestScaleTests {
         let empty = folder.child("empty")
         FileManager.default.createFile(atPath: empty, contents: Data())
         let names = (0..<count).map { String(format: "%08d-ATTACHMENT", $0) }
-        var files = [Manifest.File(path: "stores/Notes.sqlite", size: digest.size, sha256: digest.sha256, kind: "store")]
+        var files = [Manifest.File(path: "stores/Notes.sqlite", size: digest.size, sha256: digest.sha256, kind: .store)]
         let externals = names.enumerated().map {
-            Manifest.File(path: external + $1, size: 0, sha256: emptySHA, kind: "external", mode: $0 == 3 ? 0o640 : 0o600)
+            Manifest.File(path: external + $1, size: 0, sha256: emptySHA, kind: .external, mode: $0 == 3 ? 0o640 : 0o600)
         }
         files += listed?(externals) ?? externals
         let manifest = Manifest(
@@ -149,7 +149,7 @@ struct ManifestScaleTests {
         for name in ["with space", "two\nlines", "back\\slash\\x41", "tab\tand\u{7F}", FolderName.decode([0x66, 0xFF, 0x0D])] {
             for mode: UInt32? in [nil, 0o640] {
                 let file = Manifest.File(
-                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: "external", mode: mode)
+                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: .external, mode: mode)
                 let line = Manifest.fileListLine(file)
                 #expect(line.filter { $0 == 0x0A } == [0x0A], "one line for \(name.debugDescription)")
                 #expect(Manifest.fileListEntry(line.dropLast()) == file, "\(name.debugDescription)")

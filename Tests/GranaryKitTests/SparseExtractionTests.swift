@@ -41,8 +41,8 @@ struct SparseExtractionTests {
                     externalDataPath: external)
             ],
             files: [
-                Manifest.File(path: "stores/Notes.sqlite", size: storeDigest.size, sha256: storeDigest.sha256, kind: "store"),
-                Manifest.File(path: external + "photo", size: fileDigest.size, sha256: fileDigest.sha256, kind: "external", mode: 0o600),
+                Manifest.File(path: "stores/Notes.sqlite", size: storeDigest.size, sha256: storeDigest.sha256, kind: .store),
+                Manifest.File(path: external + "photo", size: fileDigest.size, sha256: fileDigest.sha256, kind: .external, mode: 0o600),
             ])
         let path = folder.child("archive.tar.zst")
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

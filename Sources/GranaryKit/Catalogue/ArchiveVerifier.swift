@@ -287,10 +287,10 @@ public enum ArchiveVerifier {
                 } catch {
                     throw fail(store.path, "cannot be opened by SQLite: \((error as? SQLiteError)?.message ?? "\(error)")")
                 }
-                guard problems == ["ok"] else {
+                guard problems == [Database.sound] else {
                     throw fail(store.path, "fails \(check == .full ? "integrity_check" : "quick_check"): \(problems.prefix(3).joined(separator: "; "))")
                 }
-                checks[store.name] = "ok"
+                checks[store.name] = Database.sound
             }
             // Opening for the check may leave an empty -wal/-shm beside the extracted copy.
             try FileSystem.removeFile(path + "-wal")
