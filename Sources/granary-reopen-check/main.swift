@@ -60,7 +60,7 @@ struct ReopenCheckCommand: ParsableCommand {
         }
         var info = stat()
         guard stat(addresses[0].canonicalPath, &info) == 0 else { throw ExitCode(66) }
-        let conformance = Conformance(stores: addresses, storeUID: info.st_uid, timeout: .milliseconds(Int64(timeout * 1000)))
+        let conformance = Conformance(stores: addresses, storeUID: info.st_uid, timeout: .seconds(timeout))
         let chosen = check.isEmpty ? Conformance.all : Conformance.all.filter { check.contains($0.name) }
         var failed = 0
         var skipped = 0

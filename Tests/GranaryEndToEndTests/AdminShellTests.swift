@@ -11,23 +11,8 @@ import Testing
 /// holds them, archives named by USER/NAME or a prefix.
 @Suite("at home in an admin's shell")
 struct AdminShellTests {
-    final class Fixture {
-        let folder = TemporaryFolder()
-        var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
-
-        init(backup: Bool = true) throws {
-            try GranaryProcess.run([root], tool: "granary-sample")
-            if backup { #expect(try granary(["backup", "--all"]).status == 0) }
-        }
-
-        func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)
-        }
-
-        func archives(_ user: String) -> [String] {
-            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted()
-        }
+    final class Fixture: SampleSite {
+        init(backup: Bool = true) throws { try super.init(backup: backup ? ["--all"] : []) }
     }
 
     @Test("granary --help lists the global options and every command; help COMMAND works; the exit codes are in every command's help")

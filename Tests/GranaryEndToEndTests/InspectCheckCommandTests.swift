@@ -5,16 +5,7 @@ import Testing
 /// `granary inspect` and `granary check` against the sample data and real archives.
 @Suite("granary inspect and check")
 struct InspectCheckCommandTests {
-    final class Fixture {
-        let folder = TemporaryFolder()
-        var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
-        init() throws { try GranaryProcess.run([root], tool: "granary-sample") }
-
-        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
-        }
-
+    final class Fixture: SampleSite {
         func json(_ arguments: [String]) throws -> [String: Any] {
             let result = try granary(arguments + ["--json"])
             return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]

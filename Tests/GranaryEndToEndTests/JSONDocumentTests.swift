@@ -6,19 +6,7 @@ import Testing
 /// against its schema in docs/json/, and the same for a run that fails.
 @Suite("JSON documents")
 struct JSONDocumentTests {
-    final class Fixture {
-        let folder = TemporaryFolder()
-        var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
-
-        init() throws {
-            try GranaryProcess.run([root], tool: "granary-sample")
-        }
-
-        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
-        }
-
+    final class Fixture: SampleSite {
         /// Runs `arguments --json`, checks the exit status, that standard output is one document
         /// valid against `schema`, and returns it.
         @discardableResult
@@ -30,10 +18,6 @@ struct JSONDocumentTests {
             let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
             #expect(object["format"] as? Int == 1)
             return object
-        }
-
-        func archives(_ user: String) -> [String] {
-            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted()
         }
     }
 

@@ -7,24 +7,8 @@ import Testing
 @Suite("output streams and terminals")
 struct OutputStreamTests {
     /// A sample root with every user backed up once.
-    final class Fixture {
-        let folder = TemporaryFolder()
-        var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
-
-        init() throws {
-            try GranaryProcess.run([root], tool: "granary-sample")
-            let made = try granary(["backup", "--all"])
-            #expect(made.status == 0, "\(made.stderr)")
-        }
-
-        func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)
-        }
-
-        func archives(_ user: String) -> [String] {
-            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted()
-        }
+    final class Fixture: SampleSite {
+        init() throws { try super.init(backup: ["--all"]) }
     }
 
     /// One command line per command, each of which writes to standard output, and its exit

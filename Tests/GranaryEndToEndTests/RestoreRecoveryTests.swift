@@ -301,7 +301,7 @@ struct RestoreRecoveryTests {
             user: "alice@example.com", host: "test", created: Date(), label: nil, compression: .zstd,
             stores: [Manifest.Store(name: "../../evil.sqlite", path: "stores/Local.sqlite", pageSize: 4096, pageCount: 1,
                 journalMode: "wal", sqliteVersion: "3", check: "quick", integrity: "ok")],
-            files: [Manifest.File(path: "stores/Local.sqlite", size: Int64(bytes.count), sha256: digest, kind: "store")])
+            files: [Manifest.File(path: "stores/Local.sqlite", size: Int64(bytes.count), sha256: digest, kind: .store)])
         let path = folderPath + "/20260101T000000Z.tar.zst"
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd)

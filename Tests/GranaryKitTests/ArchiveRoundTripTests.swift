@@ -190,7 +190,7 @@ struct ManifestChecksumTests {
     static func sample() -> Manifest {
         Manifest(
             user: "alice@example.com", host: "h", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
-            compression: .zstd, stores: [], files: [Manifest.File(path: "stores/a.sqlite", size: 1, sha256: String(repeating: "0", count: 64), kind: "store")])
+            compression: .zstd, stores: [], files: [Manifest.File(path: "stores/a.sqlite", size: 1, sha256: String(repeating: "0", count: 64), kind: .store)])
     }
 
     @Test("an encoded manifest carries the SHA-256 of its own bytes and decodes back")

@@ -13,7 +13,7 @@ import Testing
 /// (`ArchiveWriter`), around a real store.
 @Suite("archives whose shape is wrong")
 struct ArchiveShapeTests {
-    static let external = "stores/.Notes_SUPPORT/_EXTERNAL_DATA"
+    static let external = String(TestArchive.external.dropLast())
 
     /// An archive of one rollback store `stores/<store>` with one external-data file, and
     /// whatever `extra` writes before the store (`listed` files are added to the manifest, with
@@ -23,33 +23,18 @@ struct ArchiveShapeTests {
         extra: (ArchiveWriter) throws -> Void
     ) throws -> String {
         let source = folder.child("source.sqlite")
-        try SampleData.makeRollbackStore(source, rows: 20)
-        let digest = try FileDigest.of(source)
+        let entry = try TestArchive.store(at: source, name: store)
         let attachment = folder.child("attachment")
         FileManager.default.createFile(atPath: attachment, contents: Data(payload))
         let payloadSHA = try FileDigest.of(attachment).sha256
-        var files = [Manifest.File(path: "stores/" + store, size: digest.size, sha256: digest.sha256, kind: "store")]
-        files.append(Manifest.File(path: external + "/A1", size: Int64(payload.count), sha256: payloadSHA, kind: "external", mode: 0o600))
-        files += listed.map { Manifest.File(path: $0, size: Int64(payload.count), sha256: payloadSHA, kind: "external", mode: 0o600) }
-        let manifest = Manifest(
-            user: "alice@example.com", host: "test", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
-            compression: .zstd,
-            stores: [
-                Manifest.Store(
-                    name: store, path: "stores/" + store, pageSize: 4096, pageCount: Int(digest.size / 4096),
-                    journalMode: "delete", sqliteVersion: Database.libraryVersion, check: "quick", integrity: "ok",
-                    externalDataPath: external + "/")
-            ], files: files)
+        var files = [Manifest.File(path: external + "/A1", size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600)]
+        files += listed.map { Manifest.File(path: $0, size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600) }
         let path = folder.child("archive.tar.zst")
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        defer { close(fd) }
-        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd, threads: 2)
-        try writer.addManifest(manifest)
-        try writer.addDirectory(member: Manifest.storesFolder)
-        try extra(writer)
-        try writer.addFile(member: "stores/" + store, from: source)
-        try writer.addData(member: external + "/A1", bytes: payload)
-        try writer.finish()
+        try TestArchive.write(to: path, store: entry, files: files) { writer in
+            try extra(writer)
+            try writer.addFile(member: "stores/" + store, from: source)
+            try writer.addData(member: external + "/A1", bytes: payload)
+        }
         return path
     }
 

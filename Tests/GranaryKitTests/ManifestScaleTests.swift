@@ -11,7 +11,7 @@ import Testing
 @Suite("manifests of archives with many files")
 struct ManifestScaleTests {
     static let emptySHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    static let external = "stores/.Notes_SUPPORT/_EXTERNAL_DATA/"
+    static let external = TestArchive.external
 
     /// An archive holding one small store and `count` empty external-data files, written through
     /// `addManifest` as backup writes it; `edit` may change the manifest's files first (after the
@@ -21,34 +21,18 @@ struct ManifestScaleTests {
         members: (([String]) -> [String])? = nil
     ) throws -> String {
         let store = folder.child("Notes.sqlite")
-        try SampleData.makeRollbackStore(store, rows: 20)
-        let digest = try FileDigest.of(store)
+        let entry = try TestArchive.store(at: store)
         let empty = folder.child("empty")
         FileManager.default.createFile(atPath: empty, contents: Data())
         let names = (0..<count).map { String(format: "%08d-ATTACHMENT", $0) }
-        var files = [Manifest.File(path: "stores/Notes.sqlite", size: digest.size, sha256: digest.sha256, kind: "store")]
         let externals = names.enumerated().map {
-            Manifest.File(path: external + $1, size: 0, sha256: emptySHA, kind: "external", mode: $0 == 3 ? 0o640 : 0o600)
+            Manifest.File(path: external + $1, size: 0, sha256: emptySHA, kind: .external, mode: $0 == 3 ? 0o640 : 0o600)
         }
-        files += listed?(externals) ?? externals
-        let manifest = Manifest(
-            user: "alice@example.com", host: "test", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
-            compression: .zstd,
-            stores: [
-                Manifest.Store(
-                    name: "Notes.sqlite", path: "stores/Notes.sqlite", pageSize: 4096, pageCount: Int(digest.size / 4096),
-                    journalMode: "delete", sqliteVersion: Database.libraryVersion, check: "quick", integrity: "ok",
-                    externalDataPath: external)
-            ], files: files)
         let path = folder.child("archive.tar.zst")
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        defer { close(fd) }
-        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd, threads: 2)
-        try writer.addManifest(manifest)
-        try writer.addDirectory(member: Manifest.storesFolder)
-        try writer.addFile(member: "stores/Notes.sqlite", from: store)
-        for name in members?(names) ?? names { try writer.addFile(member: external + name, from: empty) }
-        try writer.finish()
+        try TestArchive.write(to: path, store: entry, files: listed?(externals) ?? externals) { writer in
+            try writer.addFile(member: "stores/Notes.sqlite", from: store)
+            for name in members?(names) ?? names { try writer.addFile(member: external + name, from: empty) }
+        }
         return path
     }
 
@@ -149,7 +133,7 @@ struct ManifestScaleTests {
         for name in ["with space", "two\nlines", "back\\slash\\x41", "tab\tand\u{7F}", FolderName.decode([0x66, 0xFF, 0x0D])] {
             for mode: UInt32? in [nil, 0o640] {
                 let file = Manifest.File(
-                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: "external", mode: mode)
+                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: .external, mode: mode)
                 let line = Manifest.fileListLine(file)
                 #expect(line.filter { $0 == 0x0A } == [0x0A], "one line for \(name.debugDescription)")
                 #expect(Manifest.fileListEntry(line.dropLast()) == file, "\(name.debugDescription)")

@@ -27,32 +27,15 @@ struct SparseExtractionTests {
     /// An archive of one store and one external-data file, `attachment`, written by libarchive.
     static func archive(_ folder: TemporaryFolder, attachment: String) throws -> String {
         let store = folder.child("Notes.sqlite")
-        try SampleData.makeRollbackStore(store, rows: 20)
-        let storeDigest = try FileDigest.of(store)
+        let entry = try TestArchive.store(at: store)
         let fileDigest = try FileDigest.of(attachment)
-        let external = "stores/.Notes_SUPPORT/_EXTERNAL_DATA/"
-        let manifest = Manifest(
-            user: "alice@example.com", host: "test", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
-            compression: .zstd,
-            stores: [
-                Manifest.Store(
-                    name: "Notes.sqlite", path: "stores/Notes.sqlite", pageSize: 4096, pageCount: Int(storeDigest.size / 4096),
-                    journalMode: "delete", sqliteVersion: Database.libraryVersion, check: "quick", integrity: "ok",
-                    externalDataPath: external)
-            ],
-            files: [
-                Manifest.File(path: "stores/Notes.sqlite", size: storeDigest.size, sha256: storeDigest.sha256, kind: "store"),
-                Manifest.File(path: external + "photo", size: fileDigest.size, sha256: fileDigest.sha256, kind: "external", mode: 0o600),
-            ])
+        let external = TestArchive.external
         let path = folder.child("archive.tar.zst")
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        defer { close(fd) }
-        let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd, threads: 2)
-        try writer.addManifest(manifest)
-        try writer.addDirectory(member: Manifest.storesFolder)
-        try writer.addFile(member: "stores/Notes.sqlite", from: store)
-        try writer.addFile(member: external + "photo", from: attachment)
-        try writer.finish()
+        let photo = Manifest.File(path: external + "photo", size: fileDigest.size, sha256: fileDigest.sha256, kind: .external, mode: 0o600)
+        try TestArchive.write(to: path, store: entry, files: [photo]) { writer in
+            try writer.addFile(member: "stores/Notes.sqlite", from: store)
+            try writer.addFile(member: external + "photo", from: attachment)
+        }
         return path
     }
 

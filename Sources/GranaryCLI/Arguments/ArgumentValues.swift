@@ -4,6 +4,22 @@ import GranaryKit
 
 extension Compression: ExpressibleByArgument {}
 extension RestoreMethod: ExpressibleByArgument {}
+extension CheckMode: ExpressibleByArgument {}
+
+extension UserID {
+    /// The users that command-line words name. Checked when the command runs, not while the
+    /// line is parsed, so that an invalid id is reported in granary's words (`invalid user id
+    /// '-rf': it starts with '-'`, with what an id is) rather than as a value ArgumentParser
+    /// could not read.
+    static func named(_ words: [String]) throws(UserError) -> [UserID] {
+        try words.map { (word) throws(UserError) in try UserID(word) }
+    }
+
+    /// The user an optional command-line word names (`--user`).
+    static func named(_ word: String?) throws(UserError) -> UserID? {
+        try word.map { (word) throws(UserError) in try UserID(word) }
+    }
+}
 
 /// The checks on option values that ArgumentParser does not make: durations and bounds.
 ///

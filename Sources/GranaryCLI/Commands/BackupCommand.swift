@@ -2,8 +2,6 @@ import ArgumentParser
 import Foundation
 import GranaryKit
 
-extension CheckMode: ExpressibleByArgument {}
-
 struct BackupCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "backup",
@@ -83,32 +81,21 @@ struct BackupCommand: GranaryCommand {
         options.lockTimeout = lock.timeout(settings)
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
-        if all { (ids, ignored) = try root.scan() } else { ids = try users.map { (id) throws(UserError) in try UserID(id) } }
+        if all { (ids, ignored) = try root.scan() } else { ids = try UserID.named(users) }
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let mirrors = try settings.mirrorRepositories(flags: mirror)
         let operation = BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
-        let outcomes = BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value)
+        let outcomes = try BackupRun.run(
+            operation, users: ids, jobs: jobs ?? settings.jobs.value, prune: prune ? settings.retention.value : nil)
         progress?.clear()
 
         var users: [BackupResult.User] = []
         for outcome in outcomes {
             if let error = outcome.error as? InterruptedError { throw error }
-            var pruned: [ArchiveRemoval.Item]?
-            var pruneError: (any GranaryError)?
-            if let result = outcome.result, prune {
-                // The policy runs under the user's lock, after the new archive is published.
-                do {
-                    pruned = try ArchiveRemoval.prune(
-                        user: result.user, repository: repository, policy: settings.retention.value, root: root,
-                        lockTimeout: options.lockTimeout)
-                } catch let error as any GranaryError {
-                    pruneError = error
-                }
-            }
             // One user named: its failure is the run's (the error document under --json).
-            if ids.count == 1, let error = outcome.error ?? pruneError { throw error }
-            users.append(BackupResult.User(outcome, pruned: pruned, pruneError: pruneError))
+            if ids.count == 1, let error = outcome.error ?? outcome.pruneError { throw error }
+            users.append(BackupResult.User(outcome))
         }
         return BackupResult(users: users, ignored: ignored, root: root.path)
     }
@@ -144,7 +131,7 @@ struct BackupResult: CommandResult {
         @Null var mirrors: [Mirror]?
         @Null var error: Failure?
 
-        init(_ outcome: BackupRun.Outcome, pruned: [ArchiveRemoval.Item]?, pruneError: (any GranaryError)?) {
+        init(_ outcome: BackupRun.Outcome) {
             id = outcome.user.rawValue
             let result = outcome.result
             archive = result?.archive
@@ -155,9 +142,9 @@ struct BackupResult: CommandResult {
             stores = result?.stores.map { Store(name: $0.name, nameBase64: JSONName.base64($0.name), journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
             skipped = result?.skipped.map { Skipped(name: $0.name, reason: $0.reason) }
             warnings = result?.warnings
-            prune = pruned.map { PruneResult.Plan($0) }
+            prune = outcome.pruned.map { PruneResult.Plan($0) }
             mirrors = result.flatMap { $0.mirrors.isEmpty ? nil : $0.mirrors.map(Mirror.init) }
-            let failure: (any GranaryError)? = outcome.error ?? pruneError
+            let failure: (any GranaryError)? = outcome.error ?? outcome.pruneError
                 ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
             ok = failure == nil
             error = failure.map(Failure.init)
@@ -233,37 +220,6 @@ struct BackupResult: CommandResult {
                 if detail.verbose { plan.render(&text, dryRun: false) }
             }
         }
-    }
-}
-
-/// A one-line progress bar on standard error: bytes, rate, ETA.
-final class ProgressBar: BackupProgress, @unchecked Sendable {
-    private let console: Console
-    private let lock = NSLock()
-    private let started = Date()
-    private var lastDraw = Date.distantPast
-
-    init(_ console: Console) { self.console = console }
-
-    func update(user: String, phase: String, done: Int64, total: Int64) {
-        lock.lock()
-        defer { lock.unlock() }
-        let now = Date()
-        guard now.timeIntervalSince(lastDraw) > 0.2 || done == total else { return }
-        lastDraw = now
-        let elapsed = max(now.timeIntervalSince(started), 0.001)
-        let rate = Double(done) / elapsed
-        let eta = rate > 0 ? Double(total - done) / rate : 0
-        let percent = total > 0 ? Int(Double(done) * 100 / Double(total)) : 100
-        let width = 20
-        let filled = max(0, min(width, percent * width / 100))
-        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        let line: TextLine = "\(user) \(phase) [\(bar)] \(Format.bytes(done))/\(Format.bytes(total)) \(Format.bytes(Int64(rate)))/s ETA \(Int(min(eta, 1e9)))s"
-        console.draw("\r" + line.rendered(color: false) + "\u{1B}[K")
-    }
-
-    func clear() {
-        console.draw("\r\u{1B}[K")
     }
 }
 

@@ -39,7 +39,7 @@ struct CheckCommand: GranaryCommand {
     func execute(_ console: Console) throws -> CheckResult {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
-        var ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        var ids = try UserID.named(users)
         let root = settings.root == nil ? nil : try settings.requireRoot()
         var ignored: [Root.Ignored] = []
         if ids.isEmpty {

@@ -35,22 +35,14 @@ struct DeleteCommand: GranaryCommand {
     func execute(_ console: Console) throws -> DeleteResult {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
-        let owner = try user.map { (id) throws(UserError) in try UserID(id) }
+        let owner = try UserID.named(user)
         let locator = ArchiveLocator(repository: repository)
         let entries = try archives.map { try locator.locate($0, user: owner) }
         let outside = entries.filter { $0.object == nil }.map(\.path)
         if !outside.isEmpty && !force { throw OutsideRepository(command: "delete", paths: outside, repository: repository.location) }
         try ArchiveRemoval.checkDeletable(entries, repository: repository, force: force)
         if dryRun { return DeleteResult(entries: entries, dryRun: true) }
-        let root = try? settings.requireRoot()
-        var locks: [UserLock] = []
-        defer { for lock in locks { lock.release() } }
-        if let root {
-            for user in Set(entries.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
-                locks.append(try UserLock.acquire(root: root, user: user, timeout: lock.timeout(settings)))
-            }
-        }
-        try ArchiveRemoval.remove(entries, from: repository)
+        try ArchiveRemoval.delete(entries, from: repository, root: try? settings.requireRoot(), lockTimeout: lock.timeout(settings))
         return DeleteResult(entries: entries, dryRun: false)
     }
 }

@@ -42,20 +42,7 @@ struct InspectCommand: GranaryCommand {
                 return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
-        // A file is named by its full path in what inspect says, so that a message or hint
-        // about it can be acted on from anywhere. Made absolute by text alone: no link is
-        // resolved (a link in a user's folder is refused where it is, never followed).
-        let full = (path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path)
-        let absolute = "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
-        // Inside the repository, the user folder an archive lies in says whose it must be.
-        var expectedUser: String?
-        if let repository {
-            let folder = ((full as NSString).standardizingPath as NSString).deletingLastPathComponent
-            if (folder as NSString).deletingLastPathComponent == (repository.path as NSString).standardizingPath {
-                expectedUser = (folder as NSString).lastPathComponent
-            }
-        }
-        return InspectResult(try Inspector.inspect(path: absolute, expectedUser: expectedUser))
+        return InspectResult(try Inspector.inspect(file: path, repository: repository))
     }
 }
 
@@ -91,7 +78,7 @@ struct InspectResult: CommandResult {
     }
 
     /// `store` or `archive`.
-    let kind: String
+    let kind: Inspection.Kind
     let path: String
     @Null var user: String?
     @Null var created: Date?
@@ -118,7 +105,7 @@ struct InspectResult: CommandResult {
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
-        if kind == "archive" {
+        if kind == .archive {
             var line: TextLine = "archive \(path)"
             if let user { line += " of \(user)" }
             if let created { line += ", taken \(Format.time(created))" }

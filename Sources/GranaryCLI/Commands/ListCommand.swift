@@ -24,7 +24,7 @@ struct ListCommand: GranaryCommand {
     func execute(_ console: Console) throws -> ListResult {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
-        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = try UserID.named(users)
         let folders = ids.isEmpty ? [] : Set(try repository.folders())
         for id in ids where !folders.contains(id.rawValue) {
             // A user of the root that was never backed up has no archives; anyone else is unknown.

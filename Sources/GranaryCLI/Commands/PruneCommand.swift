@@ -81,7 +81,7 @@ struct PruneCommand: GranaryCommand {
         if policy.isEmpty {
             throw ValidationError("the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file")
         }
-        let ids = all ? try repository.users() : try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = all ? try repository.users() : try UserID.named(users)
         let folders = Set(try repository.folders())
         for id in ids where !folders.contains(id.rawValue) {
             throw NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())

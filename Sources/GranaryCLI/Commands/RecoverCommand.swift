@@ -23,7 +23,7 @@ struct RecoverCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> RecoverResult {
         let settings = try global.settings()
-        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = try UserID.named(users)
         let run = try Recovery.run(
             root: try settings.requireRoot(), users: ids, repository: try settings.repository(), lockTimeout: lock.timeout(settings),
             ownerTimeout: settings.ownerTimeout.value)

@@ -38,11 +38,7 @@ struct ResetCommand: GranaryCommand {
     @Flag(help: "Print the plan (the tables each store empties and keeps) and change nothing.")
     var dryRun = false
 
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
-    var ownerTimeout: Duration?
+    @OptionGroup var owners: OwnerTimeoutOptions
 
     @OptionGroup var lock: LockOptions
 
@@ -55,7 +51,7 @@ struct ResetCommand: GranaryCommand {
         request.operation = .reset
         request.method = method
         request.dryRun = dryRun
-        request.ownerTimeout = ownerTimeout ?? settings.ownerTimeout.value
+        request.ownerTimeout = owners.timeout(settings)
         request.lockTimeout = lock.timeout(settings)
         request.safetyArchive = !noSafetyArchive
         let root = try settings.requireRoot()

@@ -45,11 +45,7 @@ struct RestoreCommand: GranaryCommand {
     @Flag(help: "Put back what the last restore or reset of the user replaced (its safety archive).")
     var undo = false
 
-    @Option(
-        parsing: .unconditional,
-        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
-        transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
-    var ownerTimeout: Duration?
+    @OptionGroup var owners: OwnerTimeoutOptions
 
     @OptionGroup var lock: LockOptions
 
@@ -115,7 +111,7 @@ struct RestoreCommand: GranaryCommand {
         request.target = to
         request.method = method
         request.dryRun = dryRun
-        request.ownerTimeout = ownerTimeout ?? settings.ownerTimeout.value
+        request.ownerTimeout = owners.timeout(settings)
         request.lockTimeout = lock.timeout(settings)
         request.force = force
         request.safetyArchive = !noSafetyArchive
@@ -195,7 +191,7 @@ struct RestoreResult: CommandResult {
             Store(
                 name: $0.name, nameBase64: JSONName.base64($0.name), live: $0.live, liveBase64: JSONName.base64($0.live), staged: $0.staged,
                 stagedBase64: JSONName.base64($0.staged), method: $0.method.rawValue, ownerPid: $0.ownerPID, openBy: $0.openBy,
-                paused: $0.paused.map(RestoreResult.seconds))
+                paused: $0.paused?.timeInterval)
         }
         safetyArchive = report.safetyArchive
         safetyArchivePending = report.safetyArchivePending
@@ -212,10 +208,6 @@ struct RestoreResult: CommandResult {
     static func octal(_ mode: UInt32) -> String {
         let digits = String(mode & 0o7777, radix: 8)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {

@@ -38,7 +38,7 @@ struct SyncCommand: GranaryCommand {
         let repository = try settings.requireRepository()
         let mirrors = try settings.mirrorRepositories(flags: mirror)
         if mirrors.isEmpty { throw ValidationError("no mirror: set [[mirror]] repo = \"…\" in the configuration, or pass --mirror LOCATION") }
-        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = try UserID.named(users)
         let results = try MirrorSync.run(
             primary: repository, mirrors: mirrors, users: ids, root: try? settings.requireRoot(), lockTimeout: lock.timeout(settings),
             dryRun: dryRun)

@@ -20,7 +20,7 @@ struct UsersCommand: GranaryCommand {
     func execute(_ console: Console) throws -> UsersResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let ids = try users.map { (id) throws(UserError) in try UserID(id) }
+        let ids = try UserID.named(users)
         let (summaries, ignored) = try Inventory.summarize(root: root, repository: try settings.repository(), only: ids)
         var notes: [String] = []
         if summaries.isEmpty { notes.append("no users under \(root.path)") }

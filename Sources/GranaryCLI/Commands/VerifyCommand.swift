@@ -54,7 +54,7 @@ struct VerifyCommand: GranaryCommand {
     func execute(_ console: Console) throws -> VerifyResult {
         let settings = try global.settings()
         let repository = try repository(settings)
-        let owner = try user.map { (id) throws(UserError) in try UserID(id) }
+        let owner = try UserID.named(user)
         var entries: [RepositoryEntry] = []
         if !archives.isEmpty {
             let locator = ArchiveLocator(repository: repository)
@@ -83,9 +83,7 @@ struct VerifyCommand: GranaryCommand {
         guard settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) }) else {
             return try settings.requireRepository()
         }
-        let absolute = first.hasPrefix("/") ? first : FileManager.default.currentDirectoryPath + "/" + first
-        let candidate = LocalRepository(path: ((absolute as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent)
-        return FileSystem.isRegularFile(candidate.path + "/" + LocalRepository.markerName) ? candidate : nil
+        return ArchiveLocator.enclosingRepository(ofFile: first)
     }
 }
 

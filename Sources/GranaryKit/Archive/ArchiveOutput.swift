@@ -24,8 +24,8 @@ final class ArchiveOutput {
     /// zstd's job size with two or more workers.
     static let zstdJobSize: Int32 = 4 << 20
     /// How much is written between two writeback starts. An owner's fsync waits for the burst
-    /// in flight: 8 MiB took 15–20 ms on a 500 MB/s disk, and each 0.25 s of a backup had such a
-    /// commit; 1 MiB keeps them to 5–10 ms for the same total (the bytes must reach the disk).
+    /// in flight, so smaller bursts mean shorter stalls for the same total (the bytes must reach
+    /// the disk); docs/performance.md has the measurements behind 1 MiB.
     static let writebackStep: Int64 = 1 << 20
 
     private let fd: Int32

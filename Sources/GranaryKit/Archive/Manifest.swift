@@ -34,18 +34,25 @@ public struct Manifest: Codable, Sendable, Equatable {
 
     /// One file in the archive.
     public struct File: Codable, Sendable, Equatable {
+        /// What a file in an archive is (in the manifest: `"store"` or `"external"`).
+        public enum Kind: String, Codable, Sendable {
+            /// A database snapshot.
+            case store
+            /// A Core Data external-data file.
+            case external
+        }
+
         /// Member path, for example `stores/Local.sqlite`.
         public var path: String
         public var size: Int64
         /// Lower-case hex SHA-256 of the content.
         public var sha256: String
-        /// `store` for a database snapshot, `external` for a Core Data external-data file.
-        public var kind: String
+        public var kind: Kind
         /// The file's permission bits in the user's folder (external-data files; absent in
         /// archives made before granary recorded them).
         public var mode: UInt32?
 
-        public init(path: String, size: Int64, sha256: String, kind: String, mode: UInt32? = nil) {
+        public init(path: String, size: Int64, sha256: String, kind: Kind, mode: UInt32? = nil) {
             self.path = path
             self.size = size
             self.sha256 = sha256
@@ -208,9 +215,9 @@ public struct Manifest: Codable, Sendable, Equatable {
         var head = self
         var listed: [File] = []
         var listSize: Int64 = 0
-        if files.lazy.filter({ $0.kind == "external" }).count > Self.fileListThreshold {
-            listed = files.filter { $0.kind == "external" }
-            head.files = files.filter { $0.kind != "external" }
+        if files.lazy.filter({ $0.kind == .external }).count > Self.fileListThreshold {
+            listed = files.filter { $0.kind == .external }
+            head.files = files.filter { $0.kind != .external }
             var hasher = SHA256()
             for file in listed {
                 let line = Self.fileListLine(file)
@@ -292,7 +299,7 @@ public struct Manifest: Codable, Sendable, Equatable {
             }
         }
         guard !path.isEmpty, let text = String(validating: path, as: UTF8.self) else { return nil }
-        return File(path: FolderName.canonical(text), size: size, sha256: String(decoding: digest, as: UTF8.self), kind: "external", mode: mode)
+        return File(path: FolderName.canonical(text), size: size, sha256: String(decoding: digest, as: UTF8.self), kind: .external, mode: mode)
     }
 
     /// The manifest as JSON bytes, with its `checksum` filled in.

@@ -192,7 +192,7 @@ public struct BackupOperation: Sendable {
         /// this run and finished; external files are hard links to the user's own, which their
         /// owner could still truncate under a mapping (SIGBUS), so they are read with read(2).
         var mapped: Bool { Self.mapped(kind: file.kind) }
-        static func mapped(kind: String) -> Bool { kind == "store" }
+        static func mapped(kind: Manifest.File.Kind) -> Bool { kind == .store }
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
@@ -252,7 +252,7 @@ public struct BackupOperation: Sendable {
             let mode = options.check, user = folder.id.rawValue, name = store.name, live = store.path
             let (check, hashed) = try Parallel.both(
                 { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live) },
-                { try Self.entry(snapshotPath, member: member, kind: "store") })
+                { try Self.entry(snapshotPath, member: member, kind: .store) })
             stages.checkAndHash += Self.seconds(since: checkStarted)
             let db = try Database(path: snapshotPath, mode: .readOnly)
             let coreData = try CoreDataMetadata.read(db)
@@ -342,7 +342,7 @@ public struct BackupOperation: Sendable {
             let copy = copyFolder + "/\(index)"
             let (size, digest) = try FileDigest.copy(from: source, to: copy)
             let mode = UInt32(try source.status().st_mode & 0o7777)
-            files.append(Packed(source: copy, file: Manifest.File(path: member + "/" + entry.name, size: size, sha256: digest, kind: "external", mode: mode)))
+            files.append(Packed(source: copy, file: Manifest.File(path: member + "/" + entry.name, size: size, sha256: digest, kind: .external, mode: mode)))
         }
         return (member, files)
     }
@@ -356,14 +356,14 @@ public struct BackupOperation: Sendable {
             throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
         let problems = db.integrityCheck(full: mode == .full)
-        guard problems == ["ok"] else {
+        guard problems == [Database.sound] else {
             throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
         }
-        return "ok"
+        return Database.sound
     }
 
     /// Size and SHA-256 of a file, read in chunks.
-    static func entry(_ path: String, member: String, kind: String) throws -> Manifest.File {
+    static func entry(_ path: String, member: String, kind: Manifest.File.Kind) throws -> Manifest.File {
         let digest = try FileDigest.of(path, mapped: Packed.mapped(kind: kind))
         return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind)
     }

@@ -9,6 +9,30 @@ public enum BackupRun {
         public var result: BackupOperation.Result?
         /// Why it failed, otherwise.
         public var error: (any GranaryError & Sendable)?
+        /// With a retention policy: the user's archives after the backup, each kept or removed.
+        public var pruned: [ArchiveRemoval.Item]?
+        /// With a retention policy: why pruning failed after a backup that succeeded.
+        public var pruneError: (any GranaryError)?
+    }
+
+    /// Runs `operation` for every user, then, with a `prune` policy, prunes each user whose
+    /// backup succeeded: under the user's lock, after the new archive is published (in order
+    /// of `users`, stopping at the first user whose backup an interruption cut short).
+    public static func run(_ operation: BackupOperation, users: [UserID], jobs: Int, prune policy: RetentionPolicy?) throws -> [Outcome] {
+        var outcomes = run(operation, users: users, jobs: jobs)
+        guard let policy else { return outcomes }
+        for index in outcomes.indices {
+            if outcomes[index].error is InterruptedError { break }
+            guard let result = outcomes[index].result else { continue }
+            do {
+                outcomes[index].pruned = try ArchiveRemoval.prune(
+                    user: result.user, repository: operation.repository, policy: policy, root: operation.root,
+                    lockTimeout: operation.options.lockTimeout)
+            } catch let error as any GranaryError {
+                outcomes[index].pruneError = error
+            }
+        }
+        return outcomes
     }
 
     /// Runs `operation` for every user (in order of `users` in the outcome list).

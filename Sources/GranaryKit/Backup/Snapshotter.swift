@@ -57,7 +57,7 @@ public struct Snapshotter: Sendable {
         try? source.keepWALOnClose()
         let journalMode = try source.journalMode()
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
-        // at a time instead of one system call per page (in a VM, a third of the copy's time).
+        // at a time instead of one system call per page (docs/performance.md, "Fewer system calls").
         let registered = granary_tee_register() == SQLITE_OK
         if let track, !registered || journalMode != "wal" { track.markBroken() }
         let copy = try Database(path: destination, mode: .create, vfs: registered ? "granary-tee" : nil)

@@ -119,6 +119,35 @@ public struct ArchiveLocator: Sendable {
         throw NotInRepository(path: path, repository: repository.location)
     }
 
+    /// The local repository an archive file lies in, found from its path alone when no
+    /// repository is configured: the folder above the file's user folder, when that folder
+    /// holds the repository's marker. Nil when it does not: the file lies outside any repository.
+    public static func enclosingRepository(ofFile path: String) -> LocalRepository? {
+        let candidate = LocalRepository(path: folders(ofFile: path).repository)
+        return FileSystem.isRegularFile(candidate.path + "/" + LocalRepository.markerName) ? candidate : nil
+    }
+
+    /// The user an archive file must belong to by where it lies: the name of its folder, when
+    /// the folder above that is this locator's repository (links resolved in both paths). Nil
+    /// outside the repository, or without one.
+    public func folderUser(ofFile path: String) -> String? {
+        guard let repository else { return nil }
+        let place = Self.folders(ofFile: (Self.absolute(path) as NSString).standardizingPath)
+        return place.repository == (repository.path as NSString).standardizingPath ? place.user : nil
+    }
+
+    /// `path` made absolute by its text alone (relative to the working directory).
+    static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+
+    /// The folders a file named by `path` lies in, by the path's text: its own folder's name
+    /// (a user's, in a repository) and the folder above that (the repository's).
+    static func folders(ofFile path: String) -> (user: String, repository: String) {
+        let folder = (absolute(path) as NSString).deletingLastPathComponent
+        return ((folder as NSString).lastPathComponent, (folder as NSString).deletingLastPathComponent)
+    }
+
     /// Levenshtein distance, for suggestions.
     static func distance(_ a: String, _ b: String) -> Int {
         let a = Array(a.utf8), b = Array(b.utf8)

@@ -94,4 +94,18 @@ public enum ArchiveRemoval {
     public static func remove(_ entries: [RepositoryEntry], from repository: any Repository) throws {
         try repository.remove(entries)
     }
+
+    /// `delete`: removes `entries` under the locks of their users (when a root is given), taken
+    /// in the order of the users' ids and held until every archive is gone, as `prune` holds
+    /// one user's. The caller has checked them (``checkDeletable(_:repository:force:)``).
+    public static func delete(_ entries: [RepositoryEntry], from repository: any Repository, root: Root?, lockTimeout: Duration) throws {
+        var locks: [UserLock] = []
+        defer { for lock in locks { lock.release() } }
+        if let root {
+            for user in Set(entries.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
+                locks.append(try UserLock.acquire(root: root, user: user, timeout: lockTimeout))
+            }
+        }
+        try remove(entries, from: repository)
+    }
 }

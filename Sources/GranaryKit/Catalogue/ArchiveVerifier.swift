@@ -287,10 +287,10 @@ public enum ArchiveVerifier {
                 } catch {
                     throw fail(store.path, "cannot be opened by SQLite: \((error as? SQLiteError)?.message ?? "\(error)")")
                 }
-                guard problems == ["ok"] else {
+                guard problems == [Database.sound] else {
                     throw fail(store.path, "fails \(check == .full ? "integrity_check" : "quick_check"): \(problems.prefix(3).joined(separator: "; "))")
                 }
-                checks[store.name] = "ok"
+                checks[store.name] = Database.sound
             }
             // Opening for the check may leave an empty -wal/-shm beside the extracted copy.
             try FileSystem.removeFile(path + "-wal")
@@ -352,10 +352,9 @@ public enum ArchiveVerifier {
     /// Makes every file and folder under `folder` (ours, private) durable, once all are written.
     /// A few files (a restore's stores) are fsynced one by one. Many (a Core Data store's external
     /// data) are synced with one `syncfs(2)` of their filesystem: an fsync per file waits for a
-    /// journal commit each time (ext4 also syncs the new file's folder), 62 s for 100,000 empty
-    /// files on the test VM against 0.3 s for `syncfs`; as each was written, a restore into a target folder of a
-    /// million of them took 19 minutes. `syncfs` also writes out other programs' dirty pages on
-    /// that filesystem, which the kernel would write within 30 s anyway.
+    /// journal commit each time (ext4 also syncs the new file's folder), which makes many files
+    /// take minutes (docs/performance.md, "Many files"). `syncfs` also writes out other
+    /// programs' dirty pages on that filesystem, which the kernel would write within 30 s anyway.
     private static func syncTree(_ folder: String) throws {
         var files: [String] = []
         var folders = [folder]

@@ -34,8 +34,12 @@ public struct StoreInspection: Sendable, Codable {
 
 /// What `granary inspect` reports about a path: one store, or every store of an archive.
 public struct Inspection: Sendable, Codable {
-    /// `store` or `archive`.
-    public var kind: String
+    /// What was inspected.
+    public enum Kind: String, Sendable, Codable {
+        case store, archive
+    }
+
+    public var kind: Kind
     public var path: String
     /// For an archive: whose, when, and by which granary.
     public var user: String?
@@ -82,6 +86,17 @@ public struct InspectError: GranaryError, Sendable {
 /// folder first (the same `ArchiveVerifier` pass as `verify`, without the SQLite check), so a
 /// hostile archive is refused exactly as `verify` refuses it; the folder is always removed.
 public enum Inspector {
+    /// Describes the file `text` names on the command line. It is named by its full path in what
+    /// inspect says, so that a message or hint about it can be acted on from anywhere, made
+    /// absolute by text alone: no link is resolved (a link in a user's folder is refused where it
+    /// is, never followed). Inside `repository`, the user folder an archive lies in says whose it
+    /// must be (``ArchiveLocator/folderUser(ofFile:)``).
+    public static func inspect(file text: String, repository: (any Repository)?) throws -> Inspection {
+        let full = ArchiveLocator.absolute(text)
+        let absolute = "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
+        return try inspect(path: absolute, expectedUser: ArchiveLocator(repository: repository).folderUser(ofFile: text))
+    }
+
     /// Describes `path`. For an archive, `expectedUser` (the user folder it lies in, inside the
     /// repository) must match its manifest, and each store must pass `quick_check`: inspect
     /// refuses whatever `verify` would refuse, bar the slower full `integrity_check`.
@@ -112,7 +127,7 @@ public enum Inspector {
             throw InspectError(path: path, reason: "cannot be read: \(error)", kind: .unreadable)
         }
         if head == StoreHeader.magic {
-            return Inspection(kind: "store", path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
+            return Inspection(kind: .store, path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
         }
         guard ArchiveName(fileName: fileName) != nil || Self.compressionMagics.contains(where: { head.starts(with: $0) }) else {
             throw InspectError(path: path, reason: "is neither a SQLite store nor a granary archive", kind: .unreadable)
@@ -126,7 +141,7 @@ public enum Inspector {
             return try store(in: parent, fileName: file, name: entry.name)
         }
         return Inspection(
-            kind: "archive", path: path, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
+            kind: .archive, path: path, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
             stores: stores)
     }
 
@@ -149,7 +164,7 @@ public enum Inspector {
             return try store(in: parent, fileName: file, name: entry.name)
         }
         return Inspection(
-            kind: "archive", path: name, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
+            kind: .archive, path: name, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
             stores: stores)
     }
 

@@ -10,10 +10,8 @@ import Foundation
 ///
 /// Why `SCHED_IDLE` and not `nice`: a waking `SCHED_OTHER` thread always preempts a
 /// `SCHED_IDLE` one at once, whereas under EEVDF a niced thread keeps the CPU to the end of its
-/// slice, and an owner waking from its fsync waits for that. Measured with a writer committing
-/// every ms during a 1 GiB backup (alternating rounds): it kept 85–87% of its rate, against
-/// 71–77% at normal priority and 75–77% with `nice -n 19`; its 99th-percentile commit went from
-/// 5–8 ms to 3–4 ms.
+/// slice, and an owner waking from its fsync waits for that (docs/performance.md has the
+/// measurements: `SCHED_IDLE` is what moves the owner's share, `nice` does not).
 ///
 /// Why not all of it: the thread that snapshots a live store holds SQLite locks on it (a read
 /// lock that keeps the owner's checkpoint from resetting the `-wal`; in rollback mode a shared

@@ -4,8 +4,8 @@
 
 /// Reads a file that nothing writes any more through short-lived read-only mappings of at most
 /// `window` bytes, instead of `read(2)` into a buffer: the kernel maps the page cache's pages
-/// rather than copying them. On a loaded 2-core VM those copies were a fifth of a 1 GiB backup's
-/// CPU time (perf: `_copy_to_iter`), though a copy alone is cheap (0.18 s for 1.4 GB).
+/// rather than copying them: on a loaded machine those copies are a large share of a backup's
+/// CPU time (docs/performance.md, "No copies out of the page cache").
 ///
 /// Each window is mapped with `MAP_POPULATE` (one call maps all its pages) and unmapped before
 /// the next, so at most `window` bytes of the file count in the process's resident set. Where a

@@ -143,8 +143,16 @@ public struct RcloneRepository: Repository {
         return output.standardOutput
     }
 
-    /// What an rclone failure means: its exit status (3 folder not found, 4 file not found,
-    /// 5 temporary, 7 fatal, …) and the last error it printed.
+    /// rclone's exit statuses that granary tells apart (rclone's documentation, "Exit code").
+    enum ExitCode {
+        static let directoryNotFound: Int32 = 3
+        static let fileNotFound: Int32 = 4
+        static let temporaryError: Int32 = 5
+        /// A status from here up: rclone died of a signal (128 + its number).
+        static let signalled: Int32 = 128
+    }
+
+    /// What an rclone failure means: its exit status (``ExitCode``) and the last error it printed.
     static func failure(status: Int32, diagnostics: String, location: String) -> RepositoryError {
         let lines = diagnostics.split(separator: "\n").map { line -> String in
             var text = String(line)
@@ -162,14 +170,14 @@ public struct RcloneRepository: Repository {
         if lower.contains("nosuchbucket") || lower.contains("status code: 404") {
             return .missing(location: location, detail: "no such bucket, or no such object (\(detail))")
         }
-        if status == 3 || status == 4 || lower.contains("directory not found") {
+        if status == ExitCode.directoryNotFound || status == ExitCode.fileNotFound || lower.contains("directory not found") {
             return .missing(location: location, detail: detail)
         }
         if ["accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "403 forbidden", "status code: 403"].contains(where: lower.contains) {
             return .denied(location: location, detail: detail)
         }
         let temporary =
-            status == 5 || status >= 128
+            status == ExitCode.temporaryError || status >= ExitCode.signalled
             || ["connection refused", "connection reset", "timeout", "timed out", "503", "slowdown", "serviceunavailable", "unexpected eof", "broken pipe", "no such host", "500", "internalerror"].contains(where: lower.contains)
         return .transport(location: location, detail: detail, temporary: temporary)
     }

@@ -47,7 +47,7 @@ public enum SafetyArchive {
             try Interruption.check()
             let member = Manifest.storesFolder + item.name
             let (size, digest) = try hash(item.database)
-            files.append(Manifest.File(path: member, size: size, sha256: digest, kind: "store"))
+            files.append(Manifest.File(path: member, size: size, sha256: digest, kind: .store))
             members.append((member, item.database))
             let db = try Database(path: item.database, mode: .readOnly)
             var externalMember: String?
@@ -57,7 +57,7 @@ public enum SafetyArchive {
                 for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
                     let (size, digest) = try hash(external + "/" + name)
                     let mode = FileSystem.status(external + "/" + name).map { UInt32($0.st_mode & 0o7777) }
-                    files.append(Manifest.File(path: prefix + "/" + name, size: size, sha256: digest, kind: "external", mode: mode))
+                    files.append(Manifest.File(path: prefix + "/" + name, size: size, sha256: digest, kind: .external, mode: mode))
                     members.append((prefix + "/" + name, external + "/" + name))
                 }
             }
@@ -65,7 +65,7 @@ public enum SafetyArchive {
             var store = Manifest.Store(
                 name: item.name, path: member, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
                 journalMode: try db.journalMode(), sqliteVersion: Database.libraryVersion, check: "quick",
-                integrity: problems == ["ok"] ? "ok" : problems.joined(separator: "; "),
+                integrity: problems == [Database.sound] ? Database.sound : problems.joined(separator: "; "),
                 externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db))
             store.owner = FileSystem.status(item.database).map { .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
             stores.append(store)

@@ -70,7 +70,7 @@ public final class SQLiteBackup {
             throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step", refusal: refusal)
         }
         // Report the source path when the failure came from reading it.
-        if rc & 0xFF == SQLITE_CORRUPT || rc & 0xFF == SQLITE_NOTADB || rc & 0xFF == SQLITE_IOERR {
+        if [SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_IOERR].contains(rc & SQLiteError.primaryMask) {
             throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step")
         }
         throw error

@@ -18,8 +18,7 @@ import Foundation
 /// The time budget grows with the store: `time` for any store plus `timePerGiB` for each GiB of
 /// its database file, so that an honest 10 GiB store is checked in full while a small
 /// hostile one is stopped soon. The defaults (30 s + 2 min per GiB, 512 MiB) are several times
-/// what an honest store needs: `integrity_check` of a 1 GiB store with two indexes takes 4 s,
-/// of 10 GiB under a minute from the page cache; SQLite itself needs a few MiB per connection.
+/// what an honest store needs (docs/performance.md, "Content limits", has the measurements).
 ///
 /// The memory ceiling is per connection, not the process-wide `sqlite3_hard_heap_limit64`: with
 /// several users backed up at once a hostile store would exhaust a shared ceiling and honest stores checked at

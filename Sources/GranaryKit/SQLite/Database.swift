@@ -255,7 +255,11 @@ public final class Database {
         Int(try scalar("PRAGMA page_count")?.integer ?? 0)
     }
 
-    /// The result of `PRAGMA integrity_check` or `PRAGMA quick_check`: `["ok"]` when sound.
+    /// What SQLite's checks (`integrity_check`, `quick_check`, `rtreecheck()`) answer for a sound
+    /// database, and what granary records as a sound store's integrity.
+    public static let sound = "ok"
+
+    /// The result of `PRAGMA integrity_check` or `PRAGMA quick_check`: `[Database.sound]` when sound.
     ///
     /// A corrupt file can also make the pragma itself fail; that is reported as a
     /// one-line problem rather than thrown, so callers treat both the same way. So is a check

@@ -346,7 +346,7 @@ extension EmptyStore {
             if let limit = db.exceededLimit {
                 throw SQLiteError(code: SQLITE_INTERRUPT, message: "stopped at \(limit)", path: store, operation: "integrity_check", limit: limit)
             }
-            guard problems == ["ok"] else { throw fail("fails integrity_check: \(problems.prefix(3).joined(separator: "; "))") }
+            guard problems == [Database.sound] else { throw fail("fails integrity_check: \(problems.prefix(3).joined(separator: "; "))") }
             for (table, module) in virtualTables {
                 let name = Self.quoted(table.name)
                 do {
@@ -354,7 +354,7 @@ extension EmptyStore {
                         try db.execute("INSERT INTO \(name)(\(name)) VALUES('integrity-check')")
                     } else {
                         let result = try db.scalar("SELECT rtreecheck(?)", [.text(table.name)])?.text ?? ""
-                        if result != "ok" { throw fail("fails rtreecheck on \(table.name): \(result)") }
+                        if result != Database.sound { throw fail("fails rtreecheck on \(table.name): \(result)") }
                     }
                 } catch let error as SQLiteError where error.limit == nil {
                     throw fail("fails the \(module) integrity-check of \(table.name): \(error.message)")
