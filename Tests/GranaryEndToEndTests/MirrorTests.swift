@@ -127,11 +127,13 @@ struct MirrorTests {
         let first = folder.child("first"), second = folder.child("second")
         try Data("the first archive".utf8).write(to: URL(fileURLWithPath: first))
         try Data("another archive, longer".utf8).write(to: URL(fileURLWithPath: second))
-        #expect(try remote.prepareAndWrite("alice@example.com/20261123T150043Z.tar.zst", from: first))
+        try remote.prepare()
+        #expect(try remote.write("alice@example.com/20261123T150043Z.tar.zst", from: first))
         #expect(try RcloneRepository(location: location, environment: server.environment()).exists(), "the marker came with the first copy")
         // A second run (no cached knowledge of the marker) and the same name: refused, unchanged.
         let again = try RcloneRepository(location: location, environment: server.environment())
-        #expect(try again.prepareAndWrite("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
+        try again.prepare()
+        #expect(try again.write("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
         #expect(try again.write("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
         let stored = try server.read("\(bucket)/fresh/alice@example.com/20261123T150043Z.tar.zst", scratch: folder.child("scratch"))
         #expect(String(decoding: stored, as: UTF8.self) == "the first archive")
@@ -147,3 +149,4 @@ struct MirrorTests {
         #expect(try archives(mirror)["bob@example.com"]?.count == 1)
     }
 }
+

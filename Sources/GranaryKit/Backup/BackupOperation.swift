@@ -501,7 +501,8 @@ public struct BackupOperation: Sendable {
         let started = ContinuousClock.now
         do {
             let object = entry.user.rawValue + "/" + entry.name.fileName
-            guard try mirror.prepareAndWrite(object, from: file) else {
+            try mirror.prepare()
+            guard try mirror.write(object, from: file) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
             return MirrorUpload(location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started))

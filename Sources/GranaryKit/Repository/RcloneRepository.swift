@@ -309,13 +309,7 @@ public struct RcloneRepository: Repository {
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
         let (folder, name) = Self.split(object)
         if try uploadsDirectly() {
-            if let found = try present([object]) {
-                if found.contains(object) { return false }
-            } else if try objects(in: folder).contains(where: { $0.name == name }) {
-                return false
-            }
-            try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
-            return true
+            return try uploadUnlessTaken(file, to: object)
         }
         if try objects(in: folder).contains(where: { $0.name == name }) { return false }
         let temporary = (folder.isEmpty ? "" : folder + "/") + Self.temporaryName(for: name)
@@ -329,47 +323,23 @@ public struct RcloneRepository: Repository {
         return true
     }
 
-    /// A mirror's copy of a new archive in two rclone runs where the backend allows it: one
-    /// lookup answers both whether the repository exists and whether the name is taken, then
-    /// the upload (rclone starts in ~0.1 s, and a backup with a mirror would otherwise run it
-    /// four times).
-    public func prepareAndWrite(_ object: String, from file: String) throws(RepositoryError) -> Bool {
-        guard features.exists != true, try uploadsDirectly(),
-            let found = try present([LocalRepository.markerName, object])
-        else {
-            try prepare()
-            return try write(object, from: file)
-        }
-        if !found.contains(LocalRepository.markerName) { try createMarker() }
-        features.set(exists: true)
-        if found.contains(object) { return false }
-        try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
-        return true
-    }
+    /// rclone's exit status when it transferred nothing and `--error-on-no-transfer` was given.
+    static let nothingTransferred: Int32 = 9
 
-    /// Which of `objects` (names relative to the repository) exist, in one rclone run that looks
-    /// up each by name (`--files-from-raw`: no pattern, no listing of the folders' other
-    /// objects); nil when a name cannot be given that way (a line break in it).
-    func present(_ objects: [String]) throws(RepositoryError) -> Set<String>? {
-        guard !objects.contains(where: { $0.contains("\n") || $0.contains("\r") }) else { return nil }
-        let folder = try prepareWorkFolder()
-        let list = folder + "/.lookup.\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        defer { unlink(list) }
-        do {
-            try FileSystem.writeAtomically(Array((objects.joined(separator: "\n") + "\n").utf8), to: list)
-        } catch { throw .local(error) }
-        let bytes: [UInt8]
-        do {
-            bytes = try run(["lsjson", "-R", "--files-only", "--no-mimetype", "--files-from-raw", list, remote("")], what: location)
-        } catch .missing(let location, let detail) {
-            throw .missing(location: location, detail: detail)
+    /// Uploads `file` under its final name unless an object already has that name (false then,
+    /// the object untouched), in one rclone run: `--ignore-existing` asks for the name (a HEAD on
+    /// S3) right before the upload, in the same process, and `--error-on-no-transfer` tells the
+    /// skip apart (status 9; a failure keeps its own status). A lookup of the name in a run of
+    /// its own would start rclone twice, and leave the gap of a process start between the
+    /// question and the upload.
+    func uploadUnlessTaken(_ file: String, to object: String) throws(RepositoryError) -> Bool {
+        let output = try rclone.run(
+            common + ["copyto", "--ignore-existing", "--error-on-no-transfer", file, remote(object)], extra: extra)
+        if output.status == Self.nothingTransferred { return false }
+        guard output.status == 0 else {
+            throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: display(object))
         }
-        struct Found: Decodable { let Path: String }
-        do {
-            return Set(try JSONDecoder().decode([Found].self, from: Data(bytes)).map(\.Path))
-        } catch {
-            throw .transport(location: location, detail: "rclone's listing cannot be read: \(error)", temporary: false)
-        }
+        return true
     }
 
     /// `USER/NAME` → (`USER`, `NAME`).

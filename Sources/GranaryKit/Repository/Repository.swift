@@ -51,9 +51,6 @@ public protocol Repository: Sendable {
     /// Makes `file` (a finished local file) the object `object`, atomically: nothing is visible
     /// under that name until all of it is. Returns false, writing nothing, when the name is taken.
     func write(_ object: String, from file: String) throws(RepositoryError) -> Bool
-    /// ``prepare()`` then ``write(_:from:)`` (a mirror's copy of a new archive), in as few round
-    /// trips as the backend allows.
-    func prepareAndWrite(_ object: String, from file: String) throws(RepositoryError) -> Bool
     /// Deletes `object` and its sidecar; a missing one is not an error.
     func delete(_ object: String) throws(RepositoryError)
     /// The sidecar of `object`, if there is one.
@@ -146,11 +143,6 @@ extension Repository {
 
     /// Whether this is a local folder.
     public var isLocal: Bool { localPath != nil }
-
-    public func prepareAndWrite(_ object: String, from file: String) throws(RepositoryError) -> Bool {
-        try prepare()
-        return try write(object, from: file)
-    }
 
     /// Shown in messages: the location.
     public var path: String { location }
