@@ -38,6 +38,10 @@ final class FaultProxy: @unchecked Sendable {
         set { lock.withLock { _mode = newValue; fired = false } }
     }
 
+    /// Connections that ended (each rclone run's, once it exited).
+    var finished: Int { lock.withLock { _finished } }
+    private var _finished = 0
+
     init(upstream: Int) throws {
         self.upstream = upstream
         port = try S3Server.freePort()
@@ -106,6 +110,7 @@ final class FaultProxy: @unchecked Sendable {
         done.wait()
         close(server)
         close(client)
+        lock.withLock { _finished += 1 }
     }
 
     /// Reads the request head, answers `status`, closes.

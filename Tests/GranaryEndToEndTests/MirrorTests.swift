@@ -140,6 +140,65 @@ struct MirrorTests {
         #expect(try server.objects("\(bucket)/fresh").keys.sorted() == [".granary-repository", "alice@example.com/20261123T150043Z.tar.zst"])
     }
 
+    @Test("the mirror's lookup, done while the snapshots are taken, lets no upload replace a name taken after it: that mirror fails, the archive stays in the repository")
+    func nameTakenAfterTheLookup() throws {
+        let proxy = try FaultProxy(upstream: server.port)
+        let user = try UserID("alice@example.com")
+        // The mirror exists before the run, so its lookup is the one rclone run before the upload.
+        try RcloneRepository(location: mirror, environment: server.environment()).prepare()
+        let mirrorRepository = try RcloneRepository(location: mirror, environment: server.environment(endpointPort: proxy.port))
+        let planted = folder.child("planted")
+        try Data("not this archive".utf8).write(to: URL(fileURLWithPath: planted))
+        let started = Date()
+        // Once packing starts the archive's name is fixed (its time is between `started` and
+        // now): when the lookup has ended, every name it can have is taken on the mirror.
+        let hook = PackHook { [server, bucket] in
+            for _ in 0..<600 where proxy.finished == 0 { usleep(50_000) }
+            #expect(proxy.finished >= 1, "the lookup ended before packing")
+            for second in Int(started.timeIntervalSince1970)...Int(Date().timeIntervalSince1970) {
+                let name = ArchiveName(created: Date(timeIntervalSince1970: TimeInterval(second)), compression: .zstd).fileName
+                let put = try? server.rclone(["copyto", planted, "moto:\(bucket)/mirror/alice@example.com/\(name)"])
+                #expect(put?.status == 0, "\(put?.stderr ?? "")")
+            }
+        }
+        let operation = BackupOperation(
+            root: Root(path: root), repository: LocalRepository(path: repo), mirrors: [mirrorRepository], options: .init(), progress: hook)
+        let result = try operation.run(user)
+        #expect(hook.ran)
+        #expect(result.mirrors.count == 1)
+        #expect(result.mirrors.first?.archive == nil)
+        guard case .nameTaken? = result.mirrors.first?.error as? MirrorError else {
+            Issue.record("the mirror's failure is not a taken name: \(String(describing: result.mirrors.first?.error))")
+            return
+        }
+        #expect(FileSystem.isRegularFile(result.entry.path), "the archive stays in the repository")
+        let stored = try server.read("\(bucket)/mirror/alice@example.com/\(result.entry.name.fileName)", scratch: folder.child("scratch"))
+        #expect(String(decoding: stored, as: UTF8.self) == "not this archive", "the object on the mirror is as it was")
+    }
+
+    @Test("a mirror whose lookup fails (no such bucket) fails alone: the other mirror takes the archive, the repository keeps it, exit 1")
+    func lookupFailureFailsThatMirror() throws {
+        let missing = "s3:nobucket\(UInt32.random(in: 0...UInt32.max))/mirror"
+        let backup = try granary(["backup", "alice@example.com", "--mirror", missing, "--mirror", mirror, "--json"])
+        #expect(backup.status == 1, "\(backup.stderr)")
+        struct Document: Decodable {
+            struct User: Decodable {
+                struct Mirror: Decodable { let repository: String; let ok: Bool; let archive: String? }
+                let archive: String?
+                let mirrors: [Mirror]
+            }
+            let users: [User]
+        }
+        let document = try JSONDecoder().decode(Document.self, from: Data(backup.stdout.utf8))
+        let user = try #require(document.users.first)
+        #expect(user.mirrors.map(\.repository) == [missing, mirror])
+        #expect(user.mirrors.map(\.ok) == [false, true])
+        #expect(backup.stdout.contains("no such bucket"), "\(backup.stdout)")
+        let archive = try #require(user.archive)
+        #expect(FileSystem.isRegularFile(archive), "the archive stays in the repository")
+        #expect(try archives(mirror)["alice@example.com"] == [(archive as NSString).lastPathComponent])
+    }
+
     @Test("sync never empties a mirror: a user the repository has no archive of is left alone there")
     func emptyPrimaryLeavesMirror() throws {
         #expect(try granary(["backup", "--all"]).status == 0)
@@ -150,3 +209,18 @@ struct MirrorTests {
     }
 }
 
+/// Runs `action` once, the first time a backup reports packing.
+final class PackHook: BackupProgress, @unchecked Sendable {
+    private let lock = NSLock()
+    private var done = false
+    private let action: @Sendable () throws -> Void
+
+    init(_ action: @escaping @Sendable () throws -> Void) { self.action = action }
+
+    var ran: Bool { lock.withLock { done } }
+
+    func update(user: String, phase: String, done _: Int64, total _: Int64) {
+        guard phase == "pack", lock.withLock({ () -> Bool in defer { done = true }; return !done }) else { return }
+        try? action()
+    }
+}

@@ -15,7 +15,11 @@ import Foundation
 /// finished archive is uploaded (see ``RcloneRepository``).
 ///
 /// Then the new archive is sent to each mirror, from the finished local file: a mirror that
-/// fails is reported in the result (``Result/mirrors``), and the archive stays published.
+/// fails is reported in the result (``Result/mirrors``), and the archive stays published. Each
+/// mirror is looked up (does the repository exist there) as the run starts, while the
+/// snapshots are taken: for a remote mirror that is an rclone run and a listing that would
+/// otherwise come between the local publish and the upload. The archive's name, known only at
+/// the publish, is asked for by the upload itself, which never replaces an object.
 public struct BackupOperation: Sendable {
     /// How to back up.
     public struct Options: Sendable {
@@ -130,6 +134,8 @@ public struct BackupOperation: Sendable {
     /// (`retire` takes its final archive this way, with `kind` `.final` and the label `final`).
     func runLocked(_ user: UserID, kind: ArchiveKind) throws -> Result {
         let started = ContinuousClock.now
+        // Started before anything yields the CPU, so the lookups (and the rclone they run) do not.
+        let lookups = mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
         let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()
@@ -155,6 +161,7 @@ public struct BackupOperation: Sendable {
                 manifest.folders = taken.folders.isEmpty ? nil : taken.folders
                 let (entry, mirrored) = try pack(
                     manifest, files: taken.files, into: userFolder, user: user, created: created, stages: &stages, overlapped: overlapped,
+                    lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
                     written: { FileSystem.removeTree(work) })
                 let seconds = Self.seconds(since: started)
@@ -390,7 +397,7 @@ public struct BackupOperation: Sendable {
     /// give the same tar stream (OverlappedPackTests compares them).
     private func pack(
         _ manifest: Manifest, files: [Packed], into folder: String, user: UserID, created: Date, stages: inout Stages,
-        overlapped: OverlappedPack?, written: () -> Void
+        overlapped: OverlappedPack?, lookups: [Pending<Bool>], written: () -> Void
     ) throws -> (RepositoryEntry, [MirrorUpload]) {
         let packStarted = ContinuousClock.now
         let total = files.reduce(Int64(0)) { $0 + $1.file.size }
@@ -414,7 +421,7 @@ public struct BackupOperation: Sendable {
         }
         stages.pack = Self.seconds(since: packStarted)
         written()
-        return try publish(archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages) {
+        return try publish(archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages, lookups: lookups) {
             published = true
             archive.onRenamed()
         }
@@ -468,9 +475,11 @@ public struct BackupOperation: Sendable {
 
     /// Syncs a written temporary archive and publishes it under a new name (a local repository:
     /// renamed in its folder, calling `onRenamed` right after, and the folder synced; a remote
-    /// one: uploaded, the temporary file then removed by the caller); then sends it to each mirror.
+    /// one: uploaded, the temporary file then removed by the caller); then sends it to each mirror
+    /// (`lookups`: each mirror's lookup, started with the run).
     private func publish(
-        _ fd: Int32, temporary: String, user: UserID, created: Date, stages: inout Stages, onRenamed: () -> Void
+        _ fd: Int32, temporary: String, user: UserID, created: Date, stages: inout Stages, lookups: [Pending<Bool>],
+        onRenamed: () -> Void
     ) throws -> (RepositoryEntry, [MirrorUpload]) {
         let syncStarted = ContinuousClock.now
         if repository.isLocal, fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
@@ -491,16 +500,21 @@ public struct BackupOperation: Sendable {
         // An upload waits on the network and on rclone, not on granary's own CPU work: it runs at
         // the caller's priority (rclone started from a SCHED_IDLE thread would inherit it and stall
         // behind any busy program, holding the user's lock).
-        let uploads = CPUYield.shared.normal { mirrors.map { mirror in Self.send(local, as: entry, to: mirror) } }
+        let uploads = CPUYield.shared.normal {
+            zip(mirrors, lookups).map { mirror, lookup in Self.send(local, as: entry, to: mirror, lookup: lookup) }
+        }
         return (entry, uploads)
     }
 
     /// Sends the archive in the local file `file` (published as `entry`) to `mirror`, under
-    /// the same name; a failure is the upload's outcome, not thrown.
-    static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> MirrorUpload {
+    /// the same name; a failure is the upload's outcome, not thrown. `lookup` is the mirror's
+    /// `exists()` started earlier: what it threw is this mirror's failure; once it found the
+    /// repository, `prepare()` has nothing left to ask of a remote one.
+    static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository, lookup: Pending<Bool>? = nil) -> MirrorUpload {
         let started = ContinuousClock.now
         do {
             let object = entry.user.rawValue + "/" + entry.name.fileName
+            _ = try lookup?.wait()
             try mirror.prepare()
             guard try mirror.write(object, from: file) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))

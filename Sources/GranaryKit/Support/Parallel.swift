@@ -24,3 +24,29 @@ enum Parallel {
 private final class ResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
 }
+
+/// Work started now on a thread of its own, its result taken later: ``wait()`` blocks until it
+/// is there (any number of times, from any thread). Nothing waits for it otherwise: work whose
+/// result nobody takes finishes on its own.
+final class Pending<T: Sendable>: @unchecked Sendable {
+    private let box = ResultBox<T>()
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ body: @escaping @Sendable () throws -> T) {
+        let box = self.box, done = self.done
+        let thread = Thread {
+            box.result = Result { try body() }
+            done.signal()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    /// The work's result, or what it threw.
+    func wait() throws -> T {
+        done.wait()
+        // Each waiter passes the signal on to the next one.
+        defer { done.signal() }
+        return try box.result!.get()
+    }
+}
