@@ -148,6 +148,8 @@ public struct RcloneRepository: Repository {
         static let directoryNotFound: Int32 = 3
         static let fileNotFound: Int32 = 4
         static let temporaryError: Int32 = 5
+        /// Nothing was transferred, with `--error-on-no-transfer` (a name `--ignore-existing` found taken).
+        static let nothingTransferred: Int32 = 9
         /// A status from here up: rclone died of a signal (128 + its number).
         static let signalled: Int32 = 128
     }
@@ -323,9 +325,6 @@ public struct RcloneRepository: Repository {
         return true
     }
 
-    /// rclone's exit status when it transferred nothing and `--error-on-no-transfer` was given.
-    static let nothingTransferred: Int32 = 9
-
     /// Uploads `file` under its final name unless an object already has that name (false then,
     /// the object untouched), in one rclone run: `--ignore-existing` asks for the name (a HEAD on
     /// S3) right before the upload, in the same process, and `--error-on-no-transfer` tells the
@@ -335,7 +334,7 @@ public struct RcloneRepository: Repository {
     func uploadUnlessTaken(_ file: String, to object: String) throws(RepositoryError) -> Bool {
         let output = try rclone.run(
             common + ["copyto", "--ignore-existing", "--error-on-no-transfer", file, remote(object)], extra: extra)
-        if output.status == Self.nothingTransferred { return false }
+        if output.status == ExitCode.nothingTransferred { return false }
         guard output.status == 0 else {
             throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: display(object))
         }
