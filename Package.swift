@@ -94,7 +94,9 @@ let package = Package(
         // An app server in miniature that owns a user's stores through GranaryOwner (tests, make demo).
         .executableTarget(
             name: "granary-demo-owner",
-            dependencies: ["GranaryKit", "GranaryOwner", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "GranaryKit", "GranaryOwner", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
         ),
         // Checks that an owner follows man 7 granary-reopen; needs only GranaryOwner.
         .executableTarget(
@@ -103,7 +105,9 @@ let package = Package(
         ),
         // What the test targets share (a private temporary folder per test).
         .target(name: "GranaryTestSupport", dependencies: ["GranaryKit"], path: "Tests/GranaryTestSupport"),
-        .testTarget(name: "GranaryKitTests", dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
+        .testTarget(
+            name: "GranaryKitTests",
+            dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit"]),
     ],

@@ -63,7 +63,8 @@ enum Completions {
         if let slash = word.firstIndex(of: "/") {
             let user = String(word[..<slash])
             let name = String(word[word.index(after: slash)...])
-            return deliverable(CompletionCandidates.archives(repository: repo, user: user, prefix: name).map { user + "/" + $0 })
+            return deliverable(
+                CompletionCandidates.archives(repository: repo, user: user, prefix: name).map { user + "/" + $0 })
         }
         return deliverable(CompletionCandidates.users(root: repo, prefix: word).map { $0 + "/" })
     }
@@ -75,7 +76,8 @@ enum Completions {
         // Paths: the entries of the folder the word is in.
         let folder = word.contains("/") ? String(word[...word.lastIndex(of: "/")!]) : ""
         let listed = (try? FileManager.default.contentsOfDirectory(atPath: folder.isEmpty ? "." : folder)) ?? []
-        for name in listed.sorted() where (folder + name).hasPrefix(word) && (!name.hasPrefix(".") || word.hasSuffix("/.") || word.hasPrefix(".")) {
+        for name in listed.sorted()
+        where (folder + name).hasPrefix(word) && (!name.hasPrefix(".") || word.hasSuffix("/.") || word.hasPrefix(".")) {
             let path = folder + name
             let candidate = FileSystem.isDirectory(path) ? path + "/" : path
             if !candidates.contains(candidate) { candidates.append(candidate) }
@@ -93,7 +95,8 @@ enum Completions {
     /// (`commandline -o`), and must not be unquoted twice.
     static func typed(_ word: String) -> String {
         let environment = ProcessInfo.processInfo.environment
-        if environment["SAP_SHELL"] == "fish", let major = environment["SAP_SHELL_VERSION"]?.split(separator: ".").first.flatMap({ Int($0) }),
+        if environment["SAP_SHELL"] == "fish",
+            let major = environment["SAP_SHELL_VERSION"]?.split(separator: ".").first.flatMap({ Int($0) }),
             major < 4
         {
             return word
@@ -107,7 +110,9 @@ enum Completions {
     static func deliverable(_ candidates: [String]) -> [String] {
         let carried = candidates.filter { !$0.contains("\n") && !$0.contains("\t") && !$0.contains("\r") }
         guard ProcessInfo.processInfo.environment["SAP_SHELL"] == "zsh" else { return carried }
-        return carried.map { $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:") }
+        return carried.map {
+            $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: ":", with: "\\:")
+        }
     }
 
     /// The settings as the command being completed would see them; `nil` when they cannot be read.
@@ -121,6 +126,7 @@ enum Completions {
             }
             return value
         }
-        return try? Settings.load(rootFlag: option("--root"), repoFlag: option("--repo"), configFlag: option("--config"))
+        return try? Settings.load(
+            rootFlag: option("--root"), repoFlag: option("--repo"), configFlag: option("--config"))
     }
 }

@@ -37,14 +37,18 @@ public enum GranaryMain {
     static func argumentBytes() -> [String] {
         (1..<Int(CommandLine.argc)).map { index in
             guard let word = CommandLine.unsafeArgv[index] else { return "" }
-            return FolderName.decode(Array(UnsafeBufferPointer(start: UnsafeRawPointer(word).assumingMemoryBound(to: UInt8.self), count: strlen(word))))
+            return FolderName.decode(
+                Array(
+                    UnsafeBufferPointer(
+                        start: UnsafeRawPointer(word).assumingMemoryBound(to: UInt8.self), count: strlen(word))))
         }
     }
 
     /// Runs `arguments` (without the program name) and returns the exit status.
     static func run(_ arguments: [String]) -> Int32 {
         let words = CommandLineWords(arguments)
-        var console = Console(json: words.has("--json"), quiet: words.has("-q", "--quiet"), verbose: words.has("-v", "--verbose"))
+        var console = Console(
+            json: words.has("--json"), quiet: words.has("-q", "--quiet"), verbose: words.has("-v", "--verbose"))
         do {
             try words.check()
             let command = try Granary.parseAsRoot(arguments)
@@ -82,9 +86,10 @@ public enum GranaryMain {
             let message = Granary.message(for: error)
             let usage = code == .validationFailure
             let command = words.command.map { " " + $0 } ?? ""
-            console.fail(Failure(
-                code: usage ? .usage : .partialFailure, message: CommandLineWords.sentence(message),
-                hint: usage ? "granary\(command) --help" : nil))
+            console.fail(
+                Failure(
+                    code: usage ? .usage : .partialFailure, message: CommandLineWords.sentence(message),
+                    hint: usage ? "granary\(command) --help" : nil))
             return usage ? ExitStatus.usage.rawValue : code.rawValue
         }
     }

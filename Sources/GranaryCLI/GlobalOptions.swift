@@ -1,5 +1,5 @@
-import Foundation
 import ArgumentParser
+import Foundation
 import GranaryKit
 
 /// The options every command takes, before or after the command's name.
@@ -8,15 +8,23 @@ import GranaryKit
 /// (`granary --root R users`); each command declares them too (ArgumentParser hands the
 /// parent's parsed values down), so they may also come after the command's name.
 struct GlobalOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("Folder holding one sub-folder per user (env GRANARY_ROOT).", valueName: "dir"),
+    @Option(
+        name: .long, help: ArgumentHelp("Folder holding one sub-folder per user (env GRANARY_ROOT).", valueName: "dir"),
         completion: .directory)
     var root: String?
 
-    @Option(name: .long, help: ArgumentHelp("Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).", valueName: "location"),
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).",
+            valueName: "location"),
         completion: .directory)
     var repo: String?
 
-    @Option(name: .long, help: ArgumentHelp("Configuration file (env GRANARY_CONFIG; see granary.toml(5)).", valueName: "file"), completion: .file())
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Configuration file (env GRANARY_CONFIG; see granary.toml(5)).", valueName: "file"),
+        completion: .file())
     var config: String?
 
     @Flag(name: .long, help: "Print one JSON document on standard output, errors included.")
@@ -37,7 +45,11 @@ struct GlobalOptions: ParsableArguments {
     func settings() throws -> Settings {
         let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
         // Where the settings came from, when a person should know (root's environment, an ignored file).
-        if !quiet { for note in settings.notes { StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n") } }
+        if !quiet {
+            for note in settings.notes {
+                StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n")
+            }
+        }
         // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
         settings.applyToProcess()
         return settings

@@ -78,7 +78,8 @@ public final class GranaryOwner: @unchecked Sendable {
     /// ``ReopenRuleBreak/slowAnswers``; `idleTimeout` shortens the idle timeout for unit tests.
     @_spi(RuleBreaking)
     public init(
-        onEvent: (@Sendable (Event) -> Void)? = nil, breaking: Set<ReopenRuleBreak>, answerDelay: Duration = .seconds(3),
+        onEvent: (@Sendable (Event) -> Void)? = nil, breaking: Set<ReopenRuleBreak>,
+        answerDelay: Duration = .seconds(3),
         idleTimeout: Duration = ReopenProtocol.idleTimeout
     ) {
         self.onEvent = onEvent
@@ -91,7 +92,8 @@ public final class GranaryOwner: @unchecked Sendable {
 
     /// Starts serving the reopen protocol for the store at `path` (which must exist).
     /// Throws ``ReopenError/alreadyOwned(store:)`` when another process serves it.
-    public func register(store path: String, close: @escaping Callback, reopen: @escaping Callback) throws(ReopenError) {
+    public func register(store path: String, close: @escaping Callback, reopen: @escaping Callback) throws(ReopenError)
+    {
         let address = try ReopenAddress(store: path)
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         if fd < 0 { throw .socket(operation: "create", store: path, code: errno) }
@@ -212,8 +214,10 @@ private final class Gate: @unchecked Sendable {
     /// Conversations served so far (on the listening thread only).
     private var conversations = 0
 
-    init(address: ReopenAddress, listener: Int32, close: @escaping GranaryOwner.Callback,
-         reopen: @escaping GranaryOwner.Callback, owner: GranaryOwner) {
+    init(
+        address: ReopenAddress, listener: Int32, close: @escaping GranaryOwner.Callback,
+        reopen: @escaping GranaryOwner.Callback, owner: GranaryOwner
+    ) {
         self.address = address
         self.listener = listener
         self.closeStore = close
@@ -297,7 +301,8 @@ private final class Gate: @unchecked Sendable {
         pausing = true
         while active > 0 {
             let left = deadline - ContinuousClock.now
-            let waited = left > .zero && condition.wait(until: Date().addingTimeInterval(Double(left.milliseconds + 1) / 1000))
+            let waited =
+                left > .zero && condition.wait(until: Date().addingTimeInterval(Double(left.milliseconds + 1) / 1000))
             if !waited && active > 0 && ContinuousClock.now >= deadline {
                 pausing = false
                 condition.broadcast()
@@ -346,14 +351,18 @@ private final class Gate: @unchecked Sendable {
     /// huge line when ``ReopenRuleBreak/hugeAnswer`` is broken).
     @discardableResult
     private func answer(_ channel: ReopenChannel, _ answer: ReopenAnswer) -> Bool {
-        if breaks(.slowAnswers), let delay = owner?.answerDelay { Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000) }
+        if breaks(.slowAnswers), let delay = owner?.answerDelay {
+            Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000)
+        }
         if breaks(.hugeAnswer) { return channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20)) }
         return channel.send(answer.line)
     }
 
     /// Sends a refusal that ends the conversation, and closes gracefully.
     private func refuse(_ channel: ReopenChannel, _ refusal: ReopenRefusal, _ why: String) {
-        if breaks(.slowAnswers), let delay = owner?.answerDelay { Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000) }
+        if breaks(.slowAnswers), let delay = owner?.answerDelay {
+            Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000)
+        }
         channel.finish(with: refusal.line)
         report(.refused, why)
     }
@@ -364,7 +373,9 @@ private final class Gate: @unchecked Sendable {
         // Only our own uid or root may pause us.
         let peer = PeerCredentials.of(channel.fd)
         guard let peer, peer.uid == getuid() || peer.uid == 0 || breaks(.anyUID) else {
-            refuse(channel, .permissionDenied, "peer uid \(peer.map { String($0.uid) } ?? "unknown") is neither \(getuid()) nor root")
+            refuse(
+                channel, .permissionDenied,
+                "peer uid \(peer.map { String($0.uid) } ?? "unknown") is neither \(getuid()) nor root")
             return
         }
         conversations += 1
@@ -398,15 +409,23 @@ private final class Gate: @unchecked Sendable {
         if breaks(.anyVersion), let asked = versions.first {
             version = asked
         } else if !versions.contains(ReopenProtocol.version) {
-            refuse(channel, .unsupportedVersion(spoken: ReopenProtocol.versions), "client versions \(ReopenLine.describe(versions.map(String.init).joined(separator: ",")))")
+            refuse(
+                channel, .unsupportedVersion(spoken: ReopenProtocol.versions),
+                "client versions \(ReopenLine.describe(versions.map(String.init).joined(separator: ",")))")
             return
         }
         var greeting = ReopenAnswer.hello(version: version, pid: getpid()).line
         if breaks(.helloWithoutPID) || (breaks(.dryRunDiffers) && conversations > 1) {
             greeting = "HELLO \(ReopenProtocol.name) \(version)"
         }
-        if breaks(.slowAnswers), let delay = owner?.answerDelay { Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000) }
-        if breaks(.hugeAnswer) { channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20)) } else { channel.send(greeting) }
+        if breaks(.slowAnswers), let delay = owner?.answerDelay {
+            Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000)
+        }
+        if breaks(.hugeAnswer) {
+            channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20))
+        } else {
+            channel.send(greeting)
+        }
 
         while true {
             let idle: ContinuousClock.Instant? = breaks(.noIdleTimeout) ? nil : .now + idleTimeout
@@ -467,8 +486,12 @@ private final class Gate: @unchecked Sendable {
         }
         // Some SQLite bindings keep the file open after a close; a descriptor kept across the
         // swap would read and write the replaced file, so it is a failed close.
-        if !breaks(.skipDescriptorCheck), let left = StoreDescriptors.open(store: address.canonicalPath), !left.isEmpty {
-            report(.callbackFailed, "close left descriptor\(left.count == 1 ? "" : "s") \(left.map(String.init).joined(separator: ", ")) of the store open")
+        if !breaks(.skipDescriptorCheck), let left = StoreDescriptors.open(store: address.canonicalPath), !left.isEmpty
+        {
+            report(
+                .callbackFailed,
+                "close left descriptor\(left.count == 1 ? "" : "s") \(left.map(String.init).joined(separator: ", ")) of the store open"
+            )
             reopen(.callbackFailed)
             answer(channel, .error(.closeFailed))
             return true

@@ -67,8 +67,11 @@ public final class ReopenChannel {
     /// purpose) would keep a blocking connect(2) waiting for ever; the connect is made without
     /// blocking, retried while the backlog is full, and given up after `timeout`
     /// (`ReopenError.unreachable`).
-    public static func connect(to address: ReopenAddress, timeout: Duration = .seconds(10)) throws(ReopenError) -> ReopenChannel? {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+    public static func connect(to address: ReopenAddress, timeout: Duration = .seconds(10)) throws(ReopenError)
+        -> ReopenChannel?
+    {
+        let fd = socket(
+            AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         if fd < 0 { throw .socket(operation: "create", store: address.canonicalPath, code: errno) }
         let deadline = ContinuousClock.now + timeout
         while address.withSocketAddress({ Glibc.connect(fd, $0, $1) }) != 0 {
@@ -121,7 +124,8 @@ public final class ReopenChannel {
             var wait: Int32 = 100
             if let deadline {
                 let left = deadline - ContinuousClock.now
-                let ms = max(0, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+                let ms = max(
+                    0, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
                 wait = Int32(clamping: min(ms, 100))
                 if left <= .zero { wait = 0 }
             }
@@ -178,7 +182,9 @@ public final class ReopenChannel {
         var offset = 0
         while offset < bytes.count {
             // MSG_NOSIGNAL: a peer that went away must not kill us with SIGPIPE.
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
+            let n = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 return false

@@ -76,7 +76,10 @@ public final class ReopenClient {
         public var reopening: Duration { ended - resumeSent }
     }
 
-    private init(channel: ReopenChannel, address: ReopenAddress, store: String, storeOwnerUID: UInt32, peer: PeerCredentials, announcedPID: Int32) {
+    private init(
+        channel: ReopenChannel, address: ReopenAddress, store: String, storeOwnerUID: UInt32, peer: PeerCredentials,
+        announcedPID: Int32
+    ) {
         self.channel = channel
         self.address = address
         self.store = store
@@ -95,8 +98,11 @@ public final class ReopenClient {
     /// The wait for the HELLO answer is `timeout` plus ``ReopenProtocol/idleTimeout``: an owner
     /// serves one conversation per store at a time, and ours may wait in its queue behind one
     /// that it drops only after that long without a line.
-    public static func connect(store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError) -> ReopenClient? {
-        try connect(address: try ReopenAddress(store: store), store: store, storeOwnerUID: storeOwnerUID, timeout: timeout)
+    public static func connect(store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError)
+        -> ReopenClient?
+    {
+        try connect(
+            address: try ReopenAddress(store: store), store: store, storeOwnerUID: storeOwnerUID, timeout: timeout)
     }
 
     /// Connects to the owner listening at `address` (a caller that knows the store's canonical path
@@ -105,13 +111,19 @@ public final class ReopenClient {
     public static func connect(
         address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration
     ) throws(ReopenError) -> ReopenClient? {
-        guard let (channel, peer, pid) = try handshake(address: address, store: store, storeOwnerUID: storeOwnerUID, timeout: timeout) else {
+        guard
+            let (channel, peer, pid) = try handshake(
+                address: address, store: store, storeOwnerUID: storeOwnerUID, timeout: timeout)
+        else {
             return nil
         }
-        return ReopenClient(channel: channel, address: address, store: store, storeOwnerUID: storeOwnerUID, peer: peer, announcedPID: pid)
+        return ReopenClient(
+            channel: channel, address: address, store: store, storeOwnerUID: storeOwnerUID, peer: peer,
+            announcedPID: pid)
     }
 
-    private static func handshake(address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError)
+    private static func handshake(address: ReopenAddress, store: String, storeOwnerUID: UInt32, timeout: Duration)
+        throws(ReopenError)
         -> (ReopenChannel, PeerCredentials, Int32)?
     {
         guard let channel = try ReopenChannel.connect(to: address, timeout: timeout) else { return nil }
@@ -123,7 +135,9 @@ public final class ReopenClient {
             throw .untrustedPeer(store: store, pid: peer.pid, uid: peer.uid, expected: storeOwnerUID)
         }
         channel.send(ReopenRequest.hello(versions: [ReopenProtocol.version]).line)
-        let answer = try read(channel, store: store, waitingFor: "HELLO", until: .now + timeout + ReopenProtocol.idleTimeout, timeout: timeout + ReopenProtocol.idleTimeout)
+        let answer = try read(
+            channel, store: store, waitingFor: "HELLO", until: .now + timeout + ReopenProtocol.idleTimeout,
+            timeout: timeout + ReopenProtocol.idleTimeout)
         switch answer {
         case .hello(let version, let pid) where version == ReopenProtocol.version:
             return (channel, peer, pid)
@@ -147,7 +161,8 @@ public final class ReopenClient {
         }
         try expectSilence(before: "PAUSE")
         let start = ContinuousClock.now
-        send(.pause(leaseMilliseconds: Int(min(max(1, lease.milliseconds), Int64(ReopenProtocol.maxLeaseMilliseconds)))))
+        send(
+            .pause(leaseMilliseconds: Int(min(max(1, lease.milliseconds), Int64(ReopenProtocol.maxLeaseMilliseconds)))))
         pauseSent = start
         switch try Self.read(channel, store: store, waitingFor: "PAUSE", until: .now + timeout, timeout: timeout) {
         case .paused:
@@ -217,7 +232,9 @@ public final class ReopenClient {
         self.pausedReceived = nil
         leaseDeadline = nil
         func report(_ ending: PauseReport.Ending, _ resumeSent: ContinuousClock.Instant) -> PauseReport {
-            let report = PauseReport(ending: ending, pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: resumeSent, ended: .now)
+            let report = PauseReport(
+                ending: ending, pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: resumeSent,
+                ended: .now)
             lastPause = report
             return report
         }
@@ -229,15 +246,20 @@ public final class ReopenClient {
                 channel.close()
                 if let deadline, ContinuousClock.now < deadline {
                     throw .protocolViolation(
-                        store: store, detail: "it sent EXPIRED \((deadline - .now).milliseconds) ms before the lease it was given ran out")
+                        store: store,
+                        detail:
+                            "it sent EXPIRED \((deadline - .now).milliseconds) ms before the lease it was given ran out"
+                    )
                 }
                 return report(.expired, .now)
             case .line(let line):
                 channel.close()
-                throw .protocolViolation(store: store, detail: "it sent \(ReopenLine.describe(line)) while paused, before RESUME")
+                throw .protocolViolation(
+                    store: store, detail: "it sent \(ReopenLine.describe(line)) while paused, before RESUME")
             case .overlong:
                 channel.close()
-                throw .protocolViolation(store: store, detail: "it sent a line over \(ReopenProtocol.maxLine) bytes while paused")
+                throw .protocolViolation(
+                    store: store, detail: "it sent a line over \(ReopenProtocol.maxLine) bytes while paused")
             case .closed, .timedOut:
                 channel.close()
                 throw .protocolViolation(store: store, detail: "it closed the connection while paused, before RESUME")
@@ -248,7 +270,9 @@ public final class ReopenClient {
         let onTime = resumeSent + timeout
         let giveUp = latePatience ? max(resumeSent + timeout * 2, deadline ?? onTime) : onTime
         do throws(ReopenError) {
-            switch try Self.read(channel, store: store, waitingFor: "RESUME", until: giveUp, timeout: giveUp - resumeSent) {
+            switch try Self.read(
+                channel, store: store, waitingFor: "RESUME", until: giveUp, timeout: giveUp - resumeSent)
+            {
             case .resumed:
                 return report(ContinuousClock.now <= onTime ? .resumed : .late, resumeSent)
             case .expired:
@@ -259,7 +283,8 @@ public final class ReopenClient {
                 throw ReopenError.refused(store: store, reason: refusal.word)
             case let other:
                 channel.close()
-                throw ReopenError.protocolViolation(store: store, detail: "it answered RESUME with \(ReopenLine.describe(other.line))")
+                throw ReopenError.protocolViolation(
+                    store: store, detail: "it answered RESUME with \(ReopenLine.describe(other.line))")
             }
         } catch {
             guard case .timedOut = error else { throw error }
@@ -284,8 +309,12 @@ public final class ReopenClient {
     /// A new connection, HELLO again, with the same checks; the owner may have changed.
     private func reconnect(timeout: Duration) throws(ReopenError) {
         close()
-        guard let (channel, peer, pid) = try Self.handshake(address: address, store: store, storeOwnerUID: storeOwnerUID, timeout: timeout) else {
-            throw .protocolViolation(store: store, detail: "it stopped serving the store (nobody listens on its socket any more)")
+        guard
+            let (channel, peer, pid) = try Self.handshake(
+                address: address, store: store, storeOwnerUID: storeOwnerUID, timeout: timeout)
+        else {
+            throw .protocolViolation(
+                store: store, detail: "it stopped serving the store (nobody listens on its socket any more)")
         }
         self.channel = channel
         ownerPID = peer.pid
@@ -309,24 +338,31 @@ public final class ReopenClient {
 
     /// Reads one answer, strictly.
     private static func read(
-        _ channel: ReopenChannel, store: String, waitingFor: String, until deadline: ContinuousClock.Instant, timeout: Duration
+        _ channel: ReopenChannel, store: String, waitingFor: String, until deadline: ContinuousClock.Instant,
+        timeout: Duration
     ) throws(ReopenError) -> ReopenAnswer {
         switch channel.readLine(until: deadline) {
         case .line(let line):
             guard let answer = ReopenAnswer.parse(line) else {
                 channel.close()
-                throw .protocolViolation(store: store, detail: "it answered \(waitingFor) with \(ReopenLine.describe(line)), which is no answer of the protocol")
+                throw .protocolViolation(
+                    store: store,
+                    detail:
+                        "it answered \(waitingFor) with \(ReopenLine.describe(line)), which is no answer of the protocol"
+                )
             }
             return answer
         case .overlong:
             channel.close()
-            throw .protocolViolation(store: store, detail: "it answered \(waitingFor) with a line over \(ReopenProtocol.maxLine) bytes")
+            throw .protocolViolation(
+                store: store, detail: "it answered \(waitingFor) with a line over \(ReopenProtocol.maxLine) bytes")
         case .timedOut:
             channel.close()
             throw .timedOut(store: store, waitingFor: waitingFor, after: timeout)
         case .closed:
             channel.close()
-            throw .protocolViolation(store: store, detail: "it closed the connection instead of answering \(waitingFor)")
+            throw .protocolViolation(
+                store: store, detail: "it closed the connection instead of answering \(waitingFor)")
         }
     }
 }

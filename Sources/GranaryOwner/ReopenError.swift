@@ -30,13 +30,16 @@ public enum ReopenError: Error, Sendable, CustomStringConvertible {
             return "cannot \(operation) the reopen socket of \(store): \(String(cString: strerror(code)))"
         case .alreadyOwned(let store): return "another process already owns \(store) (its reopen socket is taken)"
         case .untrustedPeer(let store, let pid, let uid, let expected):
-            return "the owner of \(store) (pid \(pid)) runs as uid \(uid), not the store's owner uid \(expected) or root; refusing to talk to it"
+            return
+                "the owner of \(store) (pid \(pid)) runs as uid \(uid), not the store's owner uid \(expected) or root; refusing to talk to it"
         case .refused(let store, let reason): return "the owner of \(store) refused: \(reason)"
         case .timedOut(let store, let what, let after):
             return "the owner of \(store) did not answer \(what) within \(after.milliseconds) ms; nothing was changed"
         case .unreachable(let store, let after):
-            return "the reopen socket of \(store) accepted no connection within \(after.milliseconds) ms (whoever holds it does not answer)"
-        case .protocolViolation(let store, let detail): return "the owner of \(store) broke the reopen protocol: \(detail)"
+            return
+                "the reopen socket of \(store) accepted no connection within \(after.milliseconds) ms (whoever holds it does not answer)"
+        case .protocolViolation(let store, let detail):
+            return "the owner of \(store) broke the reopen protocol: \(detail)"
         }
     }
 }

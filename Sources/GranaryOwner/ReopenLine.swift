@@ -38,7 +38,9 @@ public enum ReopenLine {
     /// Versions as HELLO and `ERROR unsupported-version` list them: at least one, each at most once.
     static func versions(_ words: ArraySlice<String>) -> [Int]? {
         let versions = words.compactMap { number($0, maximum: ReopenProtocol.maxVersion) }
-        guard !versions.isEmpty, versions.count == words.count, Set(versions).count == versions.count else { return nil }
+        guard !versions.isEmpty, versions.count == words.count, Set(versions).count == versions.count else {
+            return nil
+        }
         return versions
     }
 
@@ -155,7 +157,8 @@ public enum ReopenRequest: Equatable, Sendable {
     /// The line, without its line feed.
     public var line: String {
         switch self {
-        case .hello(let versions): return "HELLO \(ReopenProtocol.name) " + versions.map(String.init).joined(separator: " ")
+        case .hello(let versions):
+            return "HELLO \(ReopenProtocol.name) " + versions.map(String.init).joined(separator: " ")
         case .pause(let ms): return "PAUSE \(ms)"
         case .resume: return "RESUME"
         case .bye: return "BYE"
@@ -174,12 +177,14 @@ public enum ReopenRequest: Equatable, Sendable {
         guard let words = ReopenLine.words(line) else { return .failure(malformed) }
         switch words[0] {
         case "HELLO":
-            guard words.count >= 3, words[1] == ReopenProtocol.name, let versions = ReopenLine.versions(words[2...]) else {
+            guard words.count >= 3, words[1] == ReopenProtocol.name, let versions = ReopenLine.versions(words[2...])
+            else {
                 return .failure(.hello)
             }
             return .success(.hello(versions: versions))
         case "PAUSE":
-            guard words.count == 2, let ms = ReopenLine.number(words[1], maximum: ReopenProtocol.maxLeaseMilliseconds) else {
+            guard words.count == 2, let ms = ReopenLine.number(words[1], maximum: ReopenProtocol.maxLeaseMilliseconds)
+            else {
                 return .failure(.lease)
             }
             return .success(.pause(leaseMilliseconds: ms))
@@ -224,7 +229,8 @@ public enum ReopenAnswer: Equatable, Sendable {
         guard let words = ReopenLine.words(line) else { return nil }
         switch (words[0], words.count) {
         case ("HELLO", 4):
-            guard words[1] == ReopenProtocol.name, let version = ReopenLine.number(words[2], maximum: ReopenProtocol.maxVersion),
+            guard words[1] == ReopenProtocol.name,
+                let version = ReopenLine.number(words[2], maximum: ReopenProtocol.maxVersion),
                 let pid = ReopenLine.number(words[3], maximum: Int(Int32.max))
             else { return nil }
             return .hello(version: version, pid: Int32(pid))

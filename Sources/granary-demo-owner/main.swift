@@ -49,7 +49,8 @@ struct DemoOwnerCommand: ParsableCommand {
 
     @Option(
         name: .customLong("break"),
-        help: ArgumentHelp("Break this rule of the reopen protocol on purpose (repeatable; for tests only).", valueName: "rule"))
+        help: ArgumentHelp(
+            "Break this rule of the reopen protocol on purpose (repeatable; for tests only).", valueName: "rule"))
     var breaks: [Breakage] = []
 
     @Option(name: .customLong("delay-ms"), help: ArgumentHelp("The delay of --break slow-answers.", valueName: "ms"))
@@ -97,9 +98,18 @@ struct Breakage: ExpressibleByArgument, Hashable, Sendable {
         ("early-resumed", "send RESUMED 50 ms after PAUSED, unasked, and reopen (check pause-resume)"),
         ("skip-descriptor-check", "answer PAUSED without checking that no descriptor of the store is left open"),
         ("keep-descriptor", "answer PAUSED while keeping a descriptor of the store open (check pause-resume)"),
-        ("write-while-paused", "between PAUSED and RESUME, open the store again and commit a row through a new connection every interval"),
-        ("reinject-wal", "save the -wal before closing and write it back when granary unlinks the stale -shm, before RESUME"),
-        ("dry-run-differs", "answer each store's first HELLO correctly and every later one without the pid (a dry run passes, the restore after it must not)"),
+        (
+            "write-while-paused",
+            "between PAUSED and RESUME, open the store again and commit a row through a new connection every interval"
+        ),
+        (
+            "reinject-wal",
+            "save the -wal before closing and write it back when granary unlinks the stale -shm, before RESUME"
+        ),
+        (
+            "dry-run-differs",
+            "answer each store's first HELLO correctly and every later one without the pid (a dry run passes, the restore after it must not)"
+        ),
         ("slow-answers", "wait --delay-ms before every answer"),
         ("huge-answer", "answer everything with 1 MiB of x and no line feed"),
     ]
@@ -110,7 +120,9 @@ struct Breakage: ExpressibleByArgument, Hashable, Sendable {
     }
 
     static var allValueStrings: [String] { table.map(\.name) }
-    static var allValueDescriptions: [String: String] { Dictionary(uniqueKeysWithValues: table.map { ($0.name, $0.help) }) }
+    static var allValueDescriptions: [String: String] {
+        Dictionary(uniqueKeysWithValues: table.map { ($0.name, $0.help) })
+    }
     var defaultValueDescription: String { name }
 
     /// GranaryOwner's part of it.
@@ -127,7 +139,8 @@ final class Log: @unchecked Sendable {
         if let path {
             fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             if fd < 0 {
-                FileHandle.standardError.write(Data("granary-demo-owner: cannot open \(path): \(String(cString: strerror(errno)))\n".utf8))
+                FileHandle.standardError.write(
+                    Data("granary-demo-owner: cannot open \(path): \(String(cString: strerror(errno)))\n".utf8))
                 exit(73)
             }
         } else {
@@ -267,7 +280,8 @@ final class Misdeeds: @unchecked Sendable {
         lock.unlock()
         do {
             let db = try Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1))
-            try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+            try db.run(
+                "INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
             log.line("HOSTILE wrote row \(id) into \(store.path) while paused")
         } catch {
             log.line("HOSTILE write of row \(id) while paused failed: \(error)")
@@ -318,17 +332,21 @@ struct DemoOwner {
         let log = Log(path: options.log)
         let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }
         let names = Set(options.breaks.map(\.name))
-        let misdeeds = Dictionary(uniqueKeysWithValues: options.stores.map { path in
-            (path, Misdeeds(store: Connections(path: path), breaks: names, log: log, interval: options.intervalMs))
-        })
+        let misdeeds = Dictionary(
+            uniqueKeysWithValues: options.stores.map { path in
+                (path, Misdeeds(store: Connections(path: path), breaks: names, log: log, interval: options.intervalMs))
+            })
         let byCanonicalPath = Dictionary(
-            misdeeds.values.compactMap { deeds in (try? ReopenAddress(store: deeds.store.path)).map { ($0.canonicalPath, deeds) } },
+            misdeeds.values.compactMap { deeds in
+                (try? ReopenAddress(store: deeds.store.path)).map { ($0.canonicalPath, deeds) }
+            },
             uniquingKeysWith: { first, _ in first })
         let event: @Sendable (GranaryOwner.Event) -> Void = { event in
             log.line("EVENT \(event)")
             if event.kind == .paused { byCanonicalPath[event.store]?.afterPaused() }
         }
-        let owner = rules.isEmpty
+        let owner =
+            rules.isEmpty
             ? GranaryOwner(onEvent: event)
             : GranaryOwner(onEvent: event, breaking: rules, answerDelay: .milliseconds(options.delayMs))
         let connections = options.stores.map { misdeeds[$0]!.store }
@@ -378,7 +396,9 @@ struct DemoOwner {
             do {
                 try owner.withStore(main.path) {
                     try main.withWriter { db in
-                        try db.run("INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+                        try db.run(
+                            "INSERT INTO demo_writes(id, at) VALUES (?, ?)",
+                            [.integer(id), .real(Date().timeIntervalSince1970)])
                     }
                 }
                 log.line("ACK \(id)")

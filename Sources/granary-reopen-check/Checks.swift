@@ -27,27 +27,80 @@ struct Conformance: Sendable {
     }
 
     static let all: [Check] = [
-        Check(name: "credentials", summary: "the owner runs as the store's uid or root; as root: a peer of another uid gets ERROR permission-denied and nothing else", run: { try $0.credentials() }),
-        Check(name: "handshake", summary: "HELLO granary-reopen 1 is answered HELLO granary-reopen 1 <pid> (also with CR LF)", run: { try $0.handshake() }),
-        Check(name: "versions", summary: "version 1 is chosen among others; a HELLO without it gets ERROR unsupported-version 1 and the connection closes", run: { try $0.versions() }),
-        Check(name: "bad-hello", summary: "every malformed first line gets ERROR bad-hello and the connection closes", run: { try $0.badHello() }),
-        Check(name: "unknown-command", summary: "every malformed line after HELLO gets ERROR unknown-command; the connection and the store stay open", run: { try $0.unknownCommand() }),
-        Check(name: "bad-lease", summary: "every malformed PAUSE gets ERROR bad-lease; the store stays open", run: { try $0.badLease() }),
-        Check(name: "lease-bounds", summary: "PAUSE 3600000 is taken; PAUSE 1 gets PAUSED then EXPIRED, or ERROR busy", run: { try $0.leaseBounds() }),
-        Check(name: "resume-when-open", summary: "RESUME when not paused is answered RESUMED at once, again and again", run: { try $0.resumeWhenOpen() }),
-        Check(name: "pause-resume", summary: "PAUSE gets PAUSED with no descriptor of the store left open and nothing sent unasked; RESUME gets RESUMED", run: { try $0.pauseResume() }),
-        Check(name: "while-paused", summary: "while paused, every line but RESUME and BYE gets ERROR unexpected-while-paused and the store stays paused", run: { try $0.whilePaused() }),
-        Check(name: "bye", summary: "BYE ends the conversation without a word, open or paused; a paused store reopens", run: { try $0.bye() }),
-        Check(name: "client-error", summary: "an ERROR line from the client ends the conversation like BYE", run: { try $0.clientError() }),
-        Check(name: "peer-gone", summary: "a paused store reopens as soon as the client's connection closes", run: { try $0.peerGone() }),
-        Check(name: "expire", summary: "EXPIRED comes no sooner than the lease after PAUSE, and the connection closes", run: { try $0.expire() }),
-        Check(name: "commit-lock", summary: "at the lease's end the owner waits for the commit lock (flock of the store's folder) before reopening", run: { try $0.commitLock() }),
-        Check(name: "overlong-line", summary: "a 1024-byte line is answered; a longer one closes the connection without an answer", run: { try $0.overlongLine() }),
-        Check(name: "idle-timeout", summary: "a connection quiet for 10 s (before or after HELLO) is closed, not sooner", run: { try $0.idleTimeout() }),
-        Check(name: "several-stores", summary: "with one store paused, another store of the same owner still answers and pauses", run: { try $0.severalStores() }),
+        Check(
+            name: "credentials",
+            summary:
+                "the owner runs as the store's uid or root; as root: a peer of another uid gets ERROR permission-denied and nothing else",
+            run: { try $0.credentials() }),
+        Check(
+            name: "handshake",
+            summary: "HELLO granary-reopen 1 is answered HELLO granary-reopen 1 <pid> (also with CR LF)",
+            run: { try $0.handshake() }),
+        Check(
+            name: "versions",
+            summary:
+                "version 1 is chosen among others; a HELLO without it gets ERROR unsupported-version 1 and the connection closes",
+            run: { try $0.versions() }),
+        Check(
+            name: "bad-hello", summary: "every malformed first line gets ERROR bad-hello and the connection closes",
+            run: { try $0.badHello() }),
+        Check(
+            name: "unknown-command",
+            summary:
+                "every malformed line after HELLO gets ERROR unknown-command; the connection and the store stay open",
+            run: { try $0.unknownCommand() }),
+        Check(
+            name: "bad-lease", summary: "every malformed PAUSE gets ERROR bad-lease; the store stays open",
+            run: { try $0.badLease() }),
+        Check(
+            name: "lease-bounds", summary: "PAUSE 3600000 is taken; PAUSE 1 gets PAUSED then EXPIRED, or ERROR busy",
+            run: { try $0.leaseBounds() }),
+        Check(
+            name: "resume-when-open", summary: "RESUME when not paused is answered RESUMED at once, again and again",
+            run: { try $0.resumeWhenOpen() }),
+        Check(
+            name: "pause-resume",
+            summary:
+                "PAUSE gets PAUSED with no descriptor of the store left open and nothing sent unasked; RESUME gets RESUMED",
+            run: { try $0.pauseResume() }),
+        Check(
+            name: "while-paused",
+            summary:
+                "while paused, every line but RESUME and BYE gets ERROR unexpected-while-paused and the store stays paused",
+            run: { try $0.whilePaused() }),
+        Check(
+            name: "bye", summary: "BYE ends the conversation without a word, open or paused; a paused store reopens",
+            run: { try $0.bye() }),
+        Check(
+            name: "client-error", summary: "an ERROR line from the client ends the conversation like BYE",
+            run: { try $0.clientError() }),
+        Check(
+            name: "peer-gone", summary: "a paused store reopens as soon as the client's connection closes",
+            run: { try $0.peerGone() }),
+        Check(
+            name: "expire", summary: "EXPIRED comes no sooner than the lease after PAUSE, and the connection closes",
+            run: { try $0.expire() }),
+        Check(
+            name: "commit-lock",
+            summary:
+                "at the lease's end the owner waits for the commit lock (flock of the store's folder) before reopening",
+            run: { try $0.commitLock() }),
+        Check(
+            name: "overlong-line",
+            summary: "a 1024-byte line is answered; a longer one closes the connection without an answer",
+            run: { try $0.overlongLine() }),
+        Check(
+            name: "idle-timeout", summary: "a connection quiet for 10 s (before or after HELLO) is closed, not sooner",
+            run: { try $0.idleTimeout() }),
+        Check(
+            name: "several-stores",
+            summary: "with one store paused, another store of the same owner still answers and pauses",
+            run: { try $0.severalStores() }),
     ]
 
-    private func open(asUID uid: UInt32? = nil) throws -> Probe { try Probe.open(address, timeout: timeout, asUID: uid) }
+    private func open(asUID uid: UInt32? = nil) throws -> Probe {
+        try Probe.open(address, timeout: timeout, asUID: uid)
+    }
 
     /// A new conversation that pauses and resumes: the store was open and the owner serves.
     private func pausesAndResumes(_ context: String) throws {
@@ -67,14 +120,20 @@ struct Conformance: Sendable {
         probe.peer.pid > 0 ? StoreDescriptors.open(in: probe.peer.pid, store: store) : nil
     }
 
-    private func ms(_ duration: Duration) -> String { String(format: "%.1f ms", Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000) }
+    private func ms(_ duration: Duration) -> String {
+        String(
+            format: "%.1f ms",
+            Double(duration.components.attoseconds) / 1e15 + Double(duration.components.seconds) * 1000)
+    }
 
     // MARK: Checks
 
     func credentials() throws -> String {
         let probe = try open()
         guard probe.peer.uid == storeUID || probe.peer.uid == 0 else {
-            throw CheckFailure("the owner (pid \(probe.peer.pid)) runs as uid \(probe.peer.uid), but the store belongs to uid \(storeUID): granary refuses an owner that is neither")
+            throw CheckFailure(
+                "the owner (pid \(probe.peer.pid)) runs as uid \(probe.peer.uid), but the store belongs to uid \(storeUID): granary refuses an owner that is neither"
+            )
         }
         try probe.hello()
         probe.send("BYE")
@@ -110,7 +169,8 @@ struct Conformance: Sendable {
 
     private static func requireHello(_ received: ReopenChannel.Received, after what: String) throws {
         guard case .line(let line) = received, case .hello(1, _)? = ReopenAnswer.parse(line) else {
-            throw CheckFailure("\(what) was answered \(Probe.describe(received)); expected \"HELLO granary-reopen 1 <pid>\"")
+            throw CheckFailure(
+                "\(what) was answered \(Probe.describe(received)); expected \"HELLO granary-reopen 1 <pid>\"")
         }
     }
 
@@ -125,21 +185,32 @@ struct Conformance: Sendable {
         guard case .line(let line) = received, case .error(.unsupportedVersion(let spoken))? = ReopenAnswer.parse(line),
             spoken.contains(1), !spoken.contains(999_999_999)
         else {
-            throw CheckFailure("HELLO granary-reopen 999999999 was answered \(Probe.describe(received)); expected \"ERROR unsupported-version 1\"")
+            throw CheckFailure(
+                "HELLO granary-reopen 999999999 was answered \(Probe.describe(received)); expected \"ERROR unsupported-version 1\""
+            )
         }
         try probe.expectClose(after: ReopenLine.describe(line))
-        return "1 chosen from \"999999999 1\", \"1 999999999\" and \"2 1\"; \(ReopenLine.describe(line)) to 999999999 alone, then closed"
+        return
+            "1 chosen from \"999999999 1\", \"1 999999999\" and \"2 1\"; \(ReopenLine.describe(line)) to 999999999 alone, then closed"
     }
 
     /// First lines that are no HELLO.
-    static let badHellos: [[UInt8]] = [
-        "", "HELLO", "HELLO granary-reopen", "HELLO granary-reopen ", "HELLO  granary-reopen 1", " HELLO granary-reopen 1",
-        "HELLO granary-reopen 1 ", "HELLO granary-reopen  1", "hello granary-reopen 1", "HELLO Granary-reopen 1",
-        "HELLO other 1", "HELLO granary-reopen 01", "HELLO granary-reopen +1", "HELLO granary-reopen -1", "HELLO granary-reopen 0",
-        "HELLO granary-reopen x", "HELLO granary-reopen 1.0", "HELLO granary-reopen 1 1", "HELLO granary-reopen 1000000000",
-        "HELLO granary-reopen\t1", "HELLO granary-reopen 1\r\r", "HELLO granary-reopen 1 é", "PAUSE 30000", "RESUME", "BYE",
-        "ERROR busy",
-    ].map { Array($0.utf8) } + [Array("HELLO granary-reopen 1".utf8) + [0], Array("HELLO granary-reopen 1".utf8) + [0x7F], [0x1B, 0x5B, 0x32, 0x4A]]
+    static let badHellos: [[UInt8]] =
+        [
+            "", "HELLO", "HELLO granary-reopen", "HELLO granary-reopen ", "HELLO  granary-reopen 1",
+            " HELLO granary-reopen 1",
+            "HELLO granary-reopen 1 ", "HELLO granary-reopen  1", "hello granary-reopen 1", "HELLO Granary-reopen 1",
+            "HELLO other 1", "HELLO granary-reopen 01", "HELLO granary-reopen +1", "HELLO granary-reopen -1",
+            "HELLO granary-reopen 0",
+            "HELLO granary-reopen x", "HELLO granary-reopen 1.0", "HELLO granary-reopen 1 1",
+            "HELLO granary-reopen 1000000000",
+            "HELLO granary-reopen\t1", "HELLO granary-reopen 1\r\r", "HELLO granary-reopen 1 é", "PAUSE 30000",
+            "RESUME", "BYE",
+            "ERROR busy",
+        ].map { Array($0.utf8) } + [
+            Array("HELLO granary-reopen 1".utf8) + [0], Array("HELLO granary-reopen 1".utf8) + [0x7F],
+            [0x1B, 0x5B, 0x32, 0x4A],
+        ]
 
     func badHello() throws -> String {
         for line in Self.badHellos {
@@ -152,10 +223,13 @@ struct Conformance: Sendable {
     }
 
     /// Lines after HELLO that are no message.
-    static let unknownCommands: [[UInt8]] = [
-        "", " ", "RESUME now", "RESUME ", " RESUME", "resume", "BYE x", "BYE ", "bye", "PAUSED", "RESUMED", "EXPIRED",
-        "HELLO granary-reopen 1", "HELLO", "ERROR", "ERROR nonsense", "ERROR busy x", "FOO", "RESUME\t", "RÉSUMÉ", "pause 100",
-    ].map { Array($0.utf8) } + [[0x01], [0xFF, 0xFE], Array("RESUME".utf8) + [0x1B]]
+    static let unknownCommands: [[UInt8]] =
+        [
+            "", " ", "RESUME now", "RESUME ", " RESUME", "resume", "BYE x", "BYE ", "bye", "PAUSED", "RESUMED",
+            "EXPIRED",
+            "HELLO granary-reopen 1", "HELLO", "ERROR", "ERROR nonsense", "ERROR busy x", "FOO", "RESUME\t", "RÉSUMÉ",
+            "pause 100",
+        ].map { Array($0.utf8) } + [[0x01], [0xFF, 0xFE], Array("RESUME".utf8) + [0x1B]]
 
     func unknownCommand() throws -> String {
         let probe = try open()
@@ -172,8 +246,10 @@ struct Conformance: Sendable {
 
     /// PAUSE lines whose lease is not one number from 1 to 3600000.
     static let badLeases: [String] = [
-        "PAUSE", "PAUSE ", "PAUSE  100", "PAUSE 100 ", "PAUSE 0", "PAUSE 00", "PAUSE 0100", "PAUSE +5", "PAUSE -5", "PAUSE 1.5",
-        "PAUSE 1e3", "PAUSE 0x10", "PAUSE x", "PAUSE 5 5", "PAUSE 3600001", "PAUSE 9999999", "PAUSE 99999999999999999999",
+        "PAUSE", "PAUSE ", "PAUSE  100", "PAUSE 100 ", "PAUSE 0", "PAUSE 00", "PAUSE 0100", "PAUSE +5", "PAUSE -5",
+        "PAUSE 1.5",
+        "PAUSE 1e3", "PAUSE 0x10", "PAUSE x", "PAUSE 5 5", "PAUSE 3600001", "PAUSE 9999999",
+        "PAUSE 99999999999999999999",
     ]
 
     func badLease() throws -> String {
@@ -200,7 +276,8 @@ struct Conformance: Sendable {
         try probe.expect("RESUME", .resumed)
         let received = probe.ask("PAUSE 1")
         guard case .line(let line) = received, let answer = ReopenAnswer.parse(line) else {
-            throw CheckFailure("PAUSE 1 was answered \(Probe.describe(received)); expected PAUSED (then EXPIRED) or ERROR busy")
+            throw CheckFailure(
+                "PAUSE 1 was answered \(Probe.describe(received)); expected PAUSED (then EXPIRED) or ERROR busy")
         }
         switch answer {
         case .error(.busy):
@@ -213,7 +290,8 @@ struct Conformance: Sendable {
             try pausesAndResumes("after the 1 ms lease expired")
             return "PAUSE 3600000 taken; PAUSE 1 paused and expired"
         default:
-            throw CheckFailure("PAUSE 1 was answered \(ReopenLine.describe(line)); expected PAUSED (then EXPIRED) or ERROR busy")
+            throw CheckFailure(
+                "PAUSE 1 was answered \(ReopenLine.describe(line)); expected PAUSED (then EXPIRED) or ERROR busy")
         }
     }
 
@@ -244,7 +322,9 @@ struct Conformance: Sendable {
         if let open = descriptors(probe) {
             if !open.isEmpty {
                 probe.send("RESUME")
-                throw CheckFailure("after PAUSED the owner (pid \(probe.peer.pid)) still has descriptor\(open.count == 1 ? "" : "s") \(open.map(String.init).joined(separator: ", ")) of the store open")
+                throw CheckFailure(
+                    "after PAUSED the owner (pid \(probe.peer.pid)) still has descriptor\(open.count == 1 ? "" : "s") \(open.map(String.init).joined(separator: ", ")) of the store open"
+                )
             }
         } else {
             checked = "its descriptors could not be read (/proc/\(probe.peer.pid)/fd)"
@@ -257,7 +337,9 @@ struct Conformance: Sendable {
     }
 
     /// Lines that a paused owner must refuse without resuming.
-    static let pausedLines = ["PAUSE 30000", "PAUSE 100", "PAUSE x", "HELLO granary-reopen 1", "RESUME now", "BYE x", "FOO", "PAUSED", ""]
+    static let pausedLines = [
+        "PAUSE 30000", "PAUSE 100", "PAUSE x", "HELLO granary-reopen 1", "RESUME now", "BYE x", "FOO", "PAUSED", "",
+    ]
 
     func whilePaused() throws -> String {
         let probe = try open()
@@ -268,7 +350,9 @@ struct Conformance: Sendable {
         }
         if let open = descriptors(probe), !open.isEmpty {
             probe.send("RESUME")
-            throw CheckFailure("the store was reopened by a line other than RESUME (descriptors \(open.map(String.init).joined(separator: ", ")))")
+            throw CheckFailure(
+                "the store was reopened by a line other than RESUME (descriptors \(open.map(String.init).joined(separator: ", ")))"
+            )
         }
         if let unasked = probe.unasked() { throw CheckFailure("while paused the owner sent \(unasked) unasked") }
         try probe.expect("RESUME", .resumed)
@@ -343,10 +427,14 @@ struct Conformance: Sendable {
         let open = descriptors(probe)
         lock.release()
         if received != .timedOut {
-            throw CheckFailure("while the commit lock was held past the lease the owner sent \(Probe.describe(received)); it must wait for the lock before reopening")
+            throw CheckFailure(
+                "while the commit lock was held past the lease the owner sent \(Probe.describe(received)); it must wait for the lock before reopening"
+            )
         }
         if let open, !open.isEmpty {
-            throw CheckFailure("the owner reopened the store (descriptors \(open.map(String.init).joined(separator: ", "))) while the commit lock was held")
+            throw CheckFailure(
+                "the owner reopened the store (descriptors \(open.map(String.init).joined(separator: ", "))) while the commit lock was held"
+            )
         }
         try Probe.require(probe.read(), .expired, after: "releasing the commit lock")
         try probe.expectClose(after: "EXPIRED")
@@ -365,7 +453,8 @@ struct Conformance: Sendable {
         first.channel.sendBytes([UInt8](repeating: UInt8(ascii: "H"), count: 2000))
         try first.expectClose(after: "a first line of 2000 bytes")
         try pausesAndResumes("after the overlong lines")
-        return "a \(ReopenProtocol.maxLine)-byte line answered; \(ReopenProtocol.maxLine + 1) bytes, and 2000 before HELLO, closed the connection"
+        return
+            "a \(ReopenProtocol.maxLine)-byte line answered; \(ReopenProtocol.maxLine + 1) bytes, and 2000 before HELLO, closed the connection"
     }
 
     func idleTimeout() throws -> String {
@@ -374,21 +463,28 @@ struct Conformance: Sendable {
         let after = try open()
         let helloSent = ContinuousClock.now
         try after.hello()
-        let closed = try after.expectClose(after: "HELLO and \(Probe.milliseconds(limit + slack)) ms of silence", within: limit + slack)
+        let closed = try after.expectClose(
+            after: "HELLO and \(Probe.milliseconds(limit + slack)) ms of silence", within: limit + slack)
         if closed - helloSent < limit - .milliseconds(100) {
-            throw CheckFailure("the owner closed the connection \(ms(closed - helloSent)) after HELLO: sooner than \(Probe.milliseconds(limit)) ms")
+            throw CheckFailure(
+                "the owner closed the connection \(ms(closed - helloSent)) after HELLO: sooner than \(Probe.milliseconds(limit)) ms"
+            )
         }
         let before = try open()
-        let closedBefore = try before.expectClose(after: "\(Probe.milliseconds(limit + slack)) ms of silence before HELLO", within: limit + slack)
+        let closedBefore = try before.expectClose(
+            after: "\(Probe.milliseconds(limit + slack)) ms of silence before HELLO", within: limit + slack)
         if closedBefore - before.opened < limit - .milliseconds(100) {
-            throw CheckFailure("the owner closed a silent connection after \(ms(closedBefore - before.opened)): sooner than \(Probe.milliseconds(limit)) ms")
+            throw CheckFailure(
+                "the owner closed a silent connection after \(ms(closedBefore - before.opened)): sooner than \(Probe.milliseconds(limit)) ms"
+            )
         }
         return "closed \(ms(closed - helloSent)) after HELLO and \(ms(closedBefore - before.opened)) after connecting"
     }
 
     func severalStores() throws -> String {
         guard stores.count >= 2 else {
-            throw CheckSkipped("give two or more stores of the owner to check that a paused one does not hold up another")
+            throw CheckSkipped(
+                "give two or more stores of the owner to check that a paused one does not hold up another")
         }
         let first = try open()
         try first.hello()
@@ -407,6 +503,7 @@ struct Conformance: Sendable {
         }
         try first.expect("RESUME", .resumed)
         first.send("BYE")
-        return "with the first store paused, \(stores.count - 1) other store\(stores.count == 2 ? "" : "s") answered, paused and resumed"
+        return
+            "with the first store paused, \(stores.count - 1) other store\(stores.count == 2 ? "" : "s") answered, paused and resumed"
     }
 }

@@ -37,7 +37,9 @@ final class Probe {
     /// Connects to the owner at `address`, as `uid` when given (by switching the effective uid
     /// around connect(2), which is what SO_PEERCRED records; root only).
     static func open(_ address: ReopenAddress, timeout: Duration, asUID uid: UInt32? = nil) throws -> Probe {
-        if let uid, seteuid(uid) != 0 { throw CheckFailure("cannot switch to uid \(uid): \(String(cString: strerror(errno)))") }
+        if let uid, seteuid(uid) != 0 {
+            throw CheckFailure("cannot switch to uid \(uid): \(String(cString: strerror(errno)))")
+        }
         defer { if uid != nil { _ = seteuid(0) } }
         let channel: ReopenChannel?
         do {
@@ -45,8 +47,12 @@ final class Probe {
         } catch {
             throw CheckFailure("\(error)")
         }
-        guard let channel else { throw CheckFailure("nobody serves the reopen protocol for \(address.canonicalPath) (connection refused)") }
-        guard let peer = PeerCredentials.of(channel.fd) else { throw CheckFailure("cannot read the owner's credentials (SO_PEERCRED)") }
+        guard let channel else {
+            throw CheckFailure("nobody serves the reopen protocol for \(address.canonicalPath) (connection refused)")
+        }
+        guard let peer = PeerCredentials.of(channel.fd) else {
+            throw CheckFailure("cannot read the owner's credentials (SO_PEERCRED)")
+        }
         return Probe(channel: channel, peer: peer, timeout: timeout)
     }
 
@@ -75,7 +81,9 @@ final class Probe {
     func hello() throws -> Int32 {
         let received = ask("HELLO granary-reopen 1")
         guard case .line(let line) = received, case .hello(1, let pid)? = ReopenAnswer.parse(line) else {
-            throw CheckFailure("HELLO granary-reopen 1 was answered \(Self.describe(received)); expected \"HELLO granary-reopen 1 <pid>\"")
+            throw CheckFailure(
+                "HELLO granary-reopen 1 was answered \(Self.describe(received)); expected \"HELLO granary-reopen 1 <pid>\""
+            )
         }
         return pid
     }
@@ -87,9 +95,12 @@ final class Probe {
         switch read(within: within) {
         case .closed: return .now
         case .timedOut:
-            throw CheckFailure("the owner kept the connection open \(Self.milliseconds(within ?? timeout)) ms after \(what); it must close it")
+            throw CheckFailure(
+                "the owner kept the connection open \(Self.milliseconds(within ?? timeout)) ms after \(what); it must close it"
+            )
         case let other:
-            throw CheckFailure("after \(what) the owner sent \(Self.describe(other)); it must close the connection without a word")
+            throw CheckFailure(
+                "after \(what) the owner sent \(Self.describe(other)); it must close the connection without a word")
         }
     }
 

@@ -31,7 +31,10 @@ struct ReopenCheckCommand: ParsableCommand {
     @Flag(help: "List the checks and exit.")
     var list = false
 
-    @Argument(help: ArgumentHelp("The store's database file; give several stores of one owner to check that they are served independently.", valueName: "store"))
+    @Argument(
+        help: ArgumentHelp(
+            "The store's database file; give several stores of one owner to check that they are served independently.",
+            valueName: "store"))
     var stores: [String] = []
 
     func validate() throws {
@@ -54,7 +57,8 @@ struct ReopenCheckCommand: ParsableCommand {
             do {
                 addresses.append(try ReopenAddress(store: store))
             } catch {
-                FileHandle.standardError.write(Data("granary-reopen-check: \(error)\nTry: give the path of an existing store\n".utf8))
+                FileHandle.standardError.write(
+                    Data("granary-reopen-check: \(error)\nTry: give the path of an existing store\n".utf8))
                 throw ExitCode(66)
             }
         }
@@ -78,11 +82,16 @@ struct ReopenCheckCommand: ParsableCommand {
             // One write per line, so that a reader of a pipe sees each check as it ends.
             FileHandle.standardOutput.write(Data((line + "\n").utf8))
         }
-        FileHandle.standardOutput.write(Data("\(chosen.count) checks: \(chosen.count - failed - skipped) passed, \(failed) failed, \(skipped) skipped\n".utf8))
+        FileHandle.standardOutput.write(
+            Data(
+                "\(chosen.count) checks: \(chosen.count - failed - skipped) passed, \(failed) failed, \(skipped) skipped\n"
+                    .utf8))
         if failed > 0 { throw ExitCode(1) }
     }
 
-    private func pad(_ name: String) -> String { name.padding(toLength: max(18, name.count + 1), withPad: " ", startingAt: 0) }
+    private func pad(_ name: String) -> String {
+        name.padding(toLength: max(18, name.count + 1), withPad: " ", startingAt: 0)
+    }
 }
 
 ReopenCheckCommand.main()

@@ -15,12 +15,14 @@ enum SampleWriter {
             let db = try Database(path: path, mode: .create, busyTimeout: .seconds(30))
             // A new store is WAL; an existing one keeps its journal mode (rollback stores are tested too).
             if isNew { _ = try db.rows("PRAGMA journal_mode = wal") }
-            try db.execute("CREATE TABLE IF NOT EXISTS seq(id INTEGER PRIMARY KEY, at REAL NOT NULL, payload TEXT NOT NULL)")
+            try db.execute(
+                "CREATE TABLE IF NOT EXISTS seq(id INTEGER PRIMARY KEY, at REAL NOT NULL, payload TEXT NOT NULL)")
             var next = (try db.scalar("SELECT coalesce(max(id), 0) FROM seq")?.integer ?? 0) + 1
             while true {
                 let start = ContinuousClock.now
-                try db.run("INSERT INTO seq(id, at, payload) VALUES (?, ?, ?)",
-                           [.integer(next), .real(Date().timeIntervalSince1970), .text(String(repeating: "x", count: 100))])
+                try db.run(
+                    "INSERT INTO seq(id, at, payload) VALUES (?, ?, ?)",
+                    [.integer(next), .real(Date().timeIntervalSince1970), .text(String(repeating: "x", count: 100))])
                 let took = ContinuousClock.now - start
                 let at = Date().timeIntervalSince1970
                 let micros = took.components.seconds * 1_000_000 + took.components.attoseconds / 1_000_000_000_000
@@ -48,7 +50,8 @@ enum SampleWriter {
             var done = 0
             while done < rows {
                 let batch = min(50_000, rows - done)
-                try db.execute("""
+                try db.execute(
+                    """
                     BEGIN;
                     WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(batch))
                     INSERT INTO bulk(body) SELECT hex(randomblob(256)) || printf('%.*c', 500, 'a') FROM n;

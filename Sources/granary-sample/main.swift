@@ -14,7 +14,8 @@ struct GranarySample: ParsableCommand {
     /// `granary-sample [make] DIR [ROWS]`: the built-in sample root.
     struct Make: ParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "make", abstract: "Write the sample root (four users) into DIR, which must be empty or missing.")
+            commandName: "make",
+            abstract: "Write the sample root (four users) into DIR, which must be empty or missing.")
 
         @Argument(help: ArgumentHelp("The folder to write the sample root into.", valueName: "dir"))
         var directory: String
@@ -44,7 +45,9 @@ struct GranarySample: ParsableCommand {
     struct Write: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "write",
-            abstract: "Commit rows with sequential ids into STORE until killed, printing ID, latency (µs) and time per commit.")
+            abstract:
+                "Commit rows with sequential ids into STORE until killed, printing ID, latency (µs) and time per commit."
+        )
 
         @Argument(help: ArgumentHelp("The store to write (created as a WAL store when missing).", valueName: "store"))
         var store: String

@@ -6,24 +6,26 @@ import Testing
 
 @Suite("text output: escaping, durations, shell words")
 struct TextTests {
-    @Test("a name with escapes, C0 and C1 controls, line separators and bidi overrides is printed escaped", arguments: [
-        ("plain@example.com", "plain@example.com"),
-        ("Caf\u{E9}.sqlite", "Caf\u{E9}.sqlite"),
-        ("red\u{1B}[31m", "red\\e[31m"),
-        ("cr\rlf\n", "cr\\rlf\\n"),
-        ("tab\tbell\u{07}del\u{7F}", "tab\\tbell\\x07del\\x7f"),
-        ("next\u{85}line", "next\\u{0085}line"),
-        ("csi\u{9B}", "csi\\u{009b}"),
-        ("ls\u{2028}ps\u{2029}", "ls\\u{2028}ps\\u{2029}"),
-        ("evil\u{202E}gpj.exe", "evil\\u{202e}gpj.exe"),
-        ("isolate\u{2066}x\u{2069}", "isolate\\u{2066}x\\u{2069}"),
-        ("back\\slash", "back\\slash"),
-        ("latin1 \u{10FFE9}t\u{10FFE9}", "latin1 \\xe9t\\xe9"),
-        // A combining mark would join the escape's last letter (or what was printed before).
-        ("e\u{1B}\u{301}", "e\\e\\u{0301}"),
-        ("\u{301}x", "\\u{0301}x"),
-        ("x\u{301}", "x\u{301}"),
-    ])
+    @Test(
+        "a name with escapes, C0 and C1 controls, line separators and bidi overrides is printed escaped",
+        arguments: [
+            ("plain@example.com", "plain@example.com"),
+            ("Caf\u{E9}.sqlite", "Caf\u{E9}.sqlite"),
+            ("red\u{1B}[31m", "red\\e[31m"),
+            ("cr\rlf\n", "cr\\rlf\\n"),
+            ("tab\tbell\u{07}del\u{7F}", "tab\\tbell\\x07del\\x7f"),
+            ("next\u{85}line", "next\\u{0085}line"),
+            ("csi\u{9B}", "csi\\u{009b}"),
+            ("ls\u{2028}ps\u{2029}", "ls\\u{2028}ps\\u{2029}"),
+            ("evil\u{202E}gpj.exe", "evil\\u{202e}gpj.exe"),
+            ("isolate\u{2066}x\u{2069}", "isolate\\u{2066}x\\u{2069}"),
+            ("back\\slash", "back\\slash"),
+            ("latin1 \u{10FFE9}t\u{10FFE9}", "latin1 \\xe9t\\xe9"),
+            // A combining mark would join the escape's last letter (or what was printed before).
+            ("e\u{1B}\u{301}", "e\\e\\u{0301}"),
+            ("\u{301}x", "\\u{0301}x"),
+            ("x\u{301}", "x\u{301}"),
+        ])
     func escaping(raw: String, shown: String) {
         #expect(TerminalText.escape(raw).unicodeScalars.elementsEqual(shown.unicodeScalars))
     }
@@ -31,8 +33,11 @@ struct TextTests {
     @Test("two different names never look the same on screen: e ESC U+0301 is not e ESC é")
     func distinct() {
         // Names as GranaryKit makes them of bytes (FolderName: always in NFC).
-        let names = ["e\u{1B}\u{301}", "e\u{1B}\u{E9}", "\u{1B}e\u{301}", "\u{1B}\u{E9}", "\u{301}", "\u{1100}\u{1B}\u{1161}", "\u{AC00}\u{1B}"]
-            .map { FolderName.decode(Array($0.utf8)) }
+        let names = [
+            "e\u{1B}\u{301}", "e\u{1B}\u{E9}", "\u{1B}e\u{301}", "\u{1B}\u{E9}", "\u{301}", "\u{1100}\u{1B}\u{1161}",
+            "\u{AC00}\u{1B}",
+        ]
+        .map { FolderName.decode(Array($0.utf8)) }
         let shown = names.map(TerminalText.escape)
         #expect(Set(shown).count == names.count, "\(shown)")
     }
@@ -45,32 +50,46 @@ struct TextTests {
         #expect(line.rendered(color: true) == "\u{1B}[1ma\\eb\u{1B}[0m  a\\eb  |")
     }
 
-    @Test("durations: units, sums, milliseconds and plain seconds; nothing that is not a finite duration", arguments: [
-        ("30s", 30_000), ("2m", 120_000), ("1m30s", 90_000), ("500ms", 500), ("0.5", 500), ("30", 30_000), ("1d12h", 129_600_000),
-        ("2w", 1_209_600_000), ("0", 0), ("0s", 0),
-    ])
+    @Test(
+        "durations: units, sums, milliseconds and plain seconds; nothing that is not a finite duration",
+        arguments: [
+            ("30s", 30_000), ("2m", 120_000), ("1m30s", 90_000), ("500ms", 500), ("0.5", 500), ("30", 30_000),
+            ("1d12h", 129_600_000),
+            ("2w", 1_209_600_000), ("0", 0), ("0s", 0),
+        ])
     func durations(text: String, milliseconds: Int64) {
         #expect(DurationText.duration(text) == .milliseconds(milliseconds))
     }
 
-    @Test("not durations", arguments: ["", "nan", "inf", "-inf", "1e300", "-1", "-5s", "1.5.2", ".", "10x", "s", "99999999999999999999s", "5 s", "1e3", "0x10"])
+    @Test(
+        "not durations",
+        arguments: [
+            "", "nan", "inf", "-inf", "1e300", "-1", "-5s", "1.5.2", ".", "10x", "s", "99999999999999999999s", "5 s",
+            "1e3", "0x10",
+        ])
     func notDurations(text: String) {
         #expect(DurationText.duration(text) == nil)
     }
 
-    @Test("durations are shown the way they are written", arguments: [
-        (Duration.seconds(60), "1m"), (.seconds(172_800), "2d"), (.seconds(90), "1m30s"), (.milliseconds(500), "500ms"),
-        (.milliseconds(1500), "1s500ms"), (.zero, "0s"), (.seconds(694_800), "8d1h"), (.seconds(2_592_000), "30d"),
-    ])
+    @Test(
+        "durations are shown the way they are written",
+        arguments: [
+            (Duration.seconds(60), "1m"), (.seconds(172_800), "2d"), (.seconds(90), "1m30s"),
+            (.milliseconds(500), "500ms"),
+            (.milliseconds(1500), "1s500ms"), (.zero, "0s"), (.seconds(694_800), "8d1h"), (.seconds(2_592_000), "30d"),
+        ])
     func formatting(duration: Duration, text: String) {
         #expect(DurationText.format(duration) == text)
         #expect(DurationText.duration(text) == duration)
     }
 
-    @Test("a word typed on a shell line is read back without expanding anything", arguments: [
-        ("alice", "alice"), ("'a b'", "a b"), ("a\\ b", "a b"), ("\"a\\\"b\"", "a\"b"), ("'$(x)'", "$(x)"), ("$(x)", "$(x)"),
-        ("'unfinished", "unfinished"), ("\"a\\nb\"", "a\\nb"),
-    ])
+    @Test(
+        "a word typed on a shell line is read back without expanding anything",
+        arguments: [
+            ("alice", "alice"), ("'a b'", "a b"), ("a\\ b", "a b"), ("\"a\\\"b\"", "a\"b"), ("'$(x)'", "$(x)"),
+            ("$(x)", "$(x)"),
+            ("'unfinished", "unfinished"), ("\"a\\nb\"", "a\\nb"),
+        ])
     func dequote(typed: String, meant: String) {
         #expect(ShellWord.dequote(typed) == meant)
     }

@@ -15,21 +15,31 @@ struct AdminShellTests {
         init(backup: Bool = true) throws { try super.init(backup: backup ? ["--all"] : []) }
     }
 
-    @Test("granary --help lists the global options and every command; help COMMAND works; the exit codes are in every command's help")
+    @Test(
+        "granary --help lists the global options and every command; help COMMAND works; the exit codes are in every command's help"
+    )
     func help() throws {
         let result = try GranaryProcess.run(["--help"])
         #expect(result.status == 0 && result.stderr.isEmpty)
-        for option in ["--root <dir>", "--repo <location>", "--config <file>", "--json", "-q, --quiet", "-v, --verbose"] {
+        for option in [
+            "--root <dir>", "--repo <location>", "--config <file>", "--json", "-q, --quiet", "-v, --verbose",
+        ] {
             #expect(result.stdout.contains(option), "granary --help lacks \(option)")
         }
-        for command in ["users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "retire", "recover", "sync", "config"] {
+        for command in [
+            "users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "retire",
+            "recover", "sync", "config",
+        ] {
             #expect(result.stdout.contains("  \(command) "), "granary --help lacks \(command)")
             let help = try GranaryProcess.run(["help", command])
             #expect(help.status == 0 && help.stdout.contains("USAGE: granary \(command)"), "\(command): \(help.stderr)")
             #expect(help.stdout.contains("GLOBAL OPTIONS"), "\(command) --help lacks the global options")
             // ArgumentParser adds "(values: …)" and "(default: …)": never twice on one option.
             let text = help.stdout.replacingOccurrences(of: "\n ", with: " ")
-            #expect(!text.contains("(default: ") || text.components(separatedBy: "(default").count - 1 == text.components(separatedBy: "(default: ").count - 1,
+            #expect(
+                !text.contains("(default: ")
+                    || text.components(separatedBy: "(default").count - 1 == text.components(separatedBy: "(default: ")
+                        .count - 1,
                 "\(command): a default not in ArgumentParser's own form")
             for line in help.stdout.split(separator: "\n") {
                 #expect(line.components(separatedBy: "(values:").count <= 2, "\(command): \(line)")
@@ -39,36 +49,51 @@ struct AdminShellTests {
         #expect(!backup.contains("skippable") && !backup.contains("SCHED_IDLE"), "internals belong in the man page")
         #expect(!backup.contains("zstd, gzip, xz or none"), "the values are listed once, by ArgumentParser")
         let verify = try GranaryProcess.run(["verify", "--help"]).stdout
-        #expect(verify.contains("(values: full, quick;") && !verify.contains("none"), "verify refuses --check none: \(verify)")
+        #expect(
+            verify.contains("(values: full, quick;") && !verify.contains("none"),
+            "verify refuses --check none: \(verify)")
         #expect(try GranaryProcess.run(["restore", "--help"]).stdout.contains("Exit codes:"))
     }
 
-    @Test("usage mistakes exit 64 in granary's one format: bare granary, an unknown command or help topic, -q with -v, a wrong option")
+    @Test(
+        "usage mistakes exit 64 in granary's one format: bare granary, an unknown command or help topic, -q with -v, a wrong option"
+    )
     func usage() throws {
         let bare = try GranaryProcess.run([])
-        #expect(bare.status == 64 && bare.stderr.contains("SUBCOMMANDS") && bare.stderr.contains("granary: no command given"), "\(bare.stderr)")
+        #expect(
+            bare.status == 64 && bare.stderr.contains("SUBCOMMANDS")
+                && bare.stderr.contains("granary: no command given"), "\(bare.stderr)")
         let typo = try GranaryProcess.run(["bakup", "--all"])
         #expect(typo.status == 64)
-        #expect(typo.stderr.hasPrefix("granary: unknown command 'bakup' (did you mean backup?)\nTry: "), "\(typo.stderr)")
+        #expect(
+            typo.stderr.hasPrefix("granary: unknown command 'bakup' (did you mean backup?)\nTry: "), "\(typo.stderr)")
         let topic = try GranaryProcess.run(["help", "nonsense"])
         #expect(topic.status == 64 && topic.stderr.contains("unknown command 'nonsense'"), "\(topic.stderr)")
         let both = try GranaryProcess.run(["users", "-q", "-v", "--root", "/tmp"])
         #expect(both.status == 64 && both.stderr.contains("pass -q or -v, not both"), "\(both.stderr)")
         let option = try GranaryProcess.run(["backup", "--al"])
         #expect(option.status == 64)
-        #expect(option.stderr.hasPrefix("granary: unknown option '--al'") && option.stderr.contains("\nTry: granary backup --help\n"), "\(option.stderr)")
+        #expect(
+            option.stderr.hasPrefix("granary: unknown option '--al'")
+                && option.stderr.contains("\nTry: granary backup --help\n"), "\(option.stderr)")
         #expect(!option.stderr.contains("Error:") && !option.stderr.contains("Usage:") && option.stdout.isEmpty)
         let missing = try GranaryProcess.run(["restore"])
-        #expect(missing.status == 64 && missing.stderr.hasPrefix("granary: missing expected argument '<user>'"), "\(missing.stderr)")
+        #expect(
+            missing.status == 64 && missing.stderr.hasPrefix("granary: missing expected argument '<user>'"),
+            "\(missing.stderr)")
     }
 
-    @Test("inspect takes USER/NAME and a unique prefix, as verify and delete do; a prefix of several archives is 64 naming them")
+    @Test(
+        "inspect takes USER/NAME and a unique prefix, as verify and delete do; a prefix of several archives is 64 naming them"
+    )
     func archiveNames() throws {
         let f = try Fixture()
         let name = f.archives("dave@example.com")[0]
         let stamp = String(name.prefix(16))
         let inspected = try f.granary(["inspect", "dave@example.com/" + name])
-        #expect(inspected.status == 0 && inspected.stdout.contains("archive ") && inspected.stdout.contains("App.sqlite"), "\(inspected.stderr)")
+        #expect(
+            inspected.status == 0 && inspected.stdout.contains("archive ") && inspected.stdout.contains("App.sqlite"),
+            "\(inspected.stderr)")
         #expect(try f.granary(["inspect", "dave@example.com/" + stamp]).status == 0)
         // All four users were backed up in the same run: the stamp's minute matches four archives.
         let prefix = String(name.prefix(13))
@@ -76,22 +101,31 @@ struct AdminShellTests {
             let result = try f.granary(command)
             let users = ["alice", "bob", "carol", "dave"].filter { result.stderr.contains("\($0)@example.com/") }
             #expect(result.status == 64, "\(command): \(result.stderr)")
-            #expect(result.stderr.hasPrefix("granary: ambiguous: \(prefix) matches ") && users.count == 4, "\(command): \(result.stderr)")
+            #expect(
+                result.stderr.hasPrefix("granary: ambiguous: \(prefix) matches ") && users.count == 4,
+                "\(command): \(result.stderr)")
         }
         let nobody = try f.granary(["list", "nobody@example.com"])
         #expect(nobody.status == 66)
-        #expect(nobody.stderr.contains("no archives of nobody@example.com in \(f.repo), and no user nobody@example.com under the root"), "\(nobody.stderr)")
+        #expect(
+            nobody.stderr.contains(
+                "no archives of nobody@example.com in \(f.repo), and no user nobody@example.com under the root"),
+            "\(nobody.stderr)")
         #expect(!nobody.stderr.contains("granary users"), "\(nobody.stderr)")
     }
 
-    @Test("prune -v and backup --prune -v list each archive removed and the rules that keep the others; restore -v says more")
+    @Test(
+        "prune -v and backup --prune -v list each archive removed and the rules that keep the others; restore -v says more"
+    )
     func verbose() throws {
         let f = try Fixture(backup: false)
         for _ in 0..<3 { #expect(try f.granary(["backup", "dave@example.com"]).status == 0) }
         let names = f.archives("dave@example.com")
         let pruned = try f.granary(["prune", "dave@example.com", "--keep-last", "2", "-v"])
         #expect(pruned.status == 0, "\(pruned.stderr)")
-        #expect(pruned.stdout.contains("removed \(names[0])") || pruned.stdout.contains("removed  \(names[0])"), "\(pruned.stdout)")
+        #expect(
+            pruned.stdout.contains("removed \(names[0])") || pruned.stdout.contains("removed  \(names[0])"),
+            "\(pruned.stdout)")
         #expect(pruned.stdout.contains("kept    \(names[2])") && pruned.stdout.contains("last"), "\(pruned.stdout)")
         #expect(pruned.stderr.isEmpty)
         let quiet = try f.granary(["prune", "dave@example.com", "--keep-last", "2"])
@@ -100,12 +134,16 @@ struct AdminShellTests {
         try "[retention]\nkeep_last = 1\n".write(toFile: config, atomically: true, encoding: .utf8)
         let backup = try f.granary(["backup", "dave@example.com", "--prune", "-v", "--config", config])
         #expect(backup.status == 0, "\(backup.stderr)")
-        #expect(backup.stdout.contains("pruned: kept 1, removed 2") && backup.stdout.contains("removed ") && backup.stdout.contains("kept by no rule"), "\(backup.stdout)")
+        #expect(
+            backup.stdout.contains("pruned: kept 1, removed 2") && backup.stdout.contains("removed ")
+                && backup.stdout.contains("kept by no rule"), "\(backup.stdout)")
         let plain = try f.granary(["restore", "dave@example.com"])
         let verbose = try f.granary(["restore", "dave@example.com", "-v"])
         #expect(plain.status == 0 && verbose.status == 0, "\(verbose.stderr)")
         #expect(verbose.stdout.contains("    live   \(f.root)/dave@example.com/Data/App.sqlite"), "\(verbose.stdout)")
-        #expect(verbose.stdout.contains("    staged ") && verbose.stdout.contains("  archive \(f.repo)/dave@example.com/"), "\(verbose.stdout)")
+        #expect(
+            verbose.stdout.contains("    staged ") && verbose.stdout.contains("  archive \(f.repo)/dave@example.com/"),
+            "\(verbose.stdout)")
         #expect(!plain.stdout.contains("    live "), "\(plain.stdout)")
     }
 
@@ -113,17 +151,22 @@ struct AdminShellTests {
     func configText() throws {
         let folder = TemporaryFolder()
         let file = folder.child("c.toml")
-        try "lock_timeout = 90\n[retention]\nkeep_within = \"2d\"\n".write(toFile: file, atomically: true, encoding: .utf8)
+        try "lock_timeout = 90\n[retention]\nkeep_within = \"2d\"\n".write(
+            toFile: file, atomically: true, encoding: .utf8)
         let result = try GranaryProcess.run(["config", "--config", file])
         #expect(result.status == 0)
-        let lines = result.stdout.split(separator: "\n").map { $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init) }
+        let lines = result.stdout.split(separator: "\n").map {
+            $0.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+        }
         #expect(lines.contains(["retention.keep_within", "2d", "file"]), "\(result.stdout)")
         #expect(lines.contains(["retention.keep_daily", "0", "default"]), "\(result.stdout)")
         #expect(lines.contains(["lock_timeout", "1m30s", "file"]), "\(result.stdout)")
         #expect(lines.contains(["owner_timeout", "10s", "default"]), "\(result.stdout)")
     }
 
-    @Test("a run waiting for a user's lock says at once, on a terminal, who holds it; the 75 names the holder and a flag the command takes")
+    @Test(
+        "a run waiting for a user's lock says at once, on a terminal, who holds it; the 75 names the holder and a flag the command takes"
+    )
     func lockWait() throws {
         let f = try Fixture()
         let store = f.root + "/alice@example.com/Local.sqlite"
@@ -133,7 +176,9 @@ struct AdminShellTests {
         defer { owner.stop() }
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        holder.arguments = ["restore", "alice@example.com", "--owner-timeout", "5s", "--root", f.root, "--repo", f.repo]
+        holder.arguments = [
+            "restore", "alice@example.com", "--owner-timeout", "5s", "--root", f.root, "--repo", f.repo,
+        ]
         holder.standardOutput = FileHandle.nullDevice
         holder.standardError = FileHandle.nullDevice
         try holder.run()
@@ -145,15 +190,21 @@ struct AdminShellTests {
             record = (try? String(contentsOfFile: lockFile, encoding: .utf8)) ?? ""
         }
         let fields = record.split(separator: "\n").map(String.init)
-        #expect(fields.count == 3 && fields[0] == "\(holder.processIdentifier)" && fields[1] == "granary restore" && Int64(fields[2]) != nil,
+        #expect(
+            fields.count == 3 && fields[0] == "\(holder.processIdentifier)" && fields[1] == "granary restore"
+                && Int64(fields[2]) != nil,
             "the lock file records pid, command and start: \(record.debugDescription)")
         let since = LockError.clockTime(Date(timeIntervalSince1970: TimeInterval(Int64(fields.last ?? "") ?? 0)))
         let waiting = try ShellTools.runInTerminal(
             ["restore", "alice@example.com", "--dry-run", "--lock-timeout", "1s", "--root", f.root, "--repo", f.repo])
         #expect(waiting.status == 75, "\(waiting.screen)")
-        let expected = "granary: waiting for the lock on alice@example.com held by pid \(holder.processIdentifier) (granary restore, since \(since))"
+        let expected =
+            "granary: waiting for the lock on alice@example.com held by pid \(holder.processIdentifier) (granary restore, since \(since))"
         #expect(waiting.screen.hasPrefix(expected + "\n"), "\(waiting.screen)")
-        #expect(waiting.screen.contains("another granary run holds the lock of alice@example.com (pid \(holder.processIdentifier), granary restore, since \(since))"),
+        #expect(
+            waiting.screen.contains(
+                "another granary run holds the lock of alice@example.com (pid \(holder.processIdentifier), granary restore, since \(since))"
+            ),
             "\(waiting.screen)")
         #expect(waiting.screen.contains("--lock-timeout"), "\(waiting.screen)")
         // Without a terminal: no waiting line, the same 75.
@@ -192,12 +243,21 @@ struct SampleToolTests {
         let folder = TemporaryFolder()
         for arguments in [["--help"], ["write", "--help"], ["big", "--help"], ["-h"]] {
             let result = try GranaryProcess.runExecutable(
-                "/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", folder.path, GranaryProcess.binDirectory + "/granary-sample"] + arguments)
-            #expect(result.status == 0 && result.stdout.contains("USAGE: granary-sample"), "\(arguments): \(result.stderr)")
+                "/bin/sh",
+                [
+                    "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", folder.path,
+                    GranaryProcess.binDirectory + "/granary-sample",
+                ] + arguments)
+            #expect(
+                result.status == 0 && result.stdout.contains("USAGE: granary-sample"), "\(arguments): \(result.stderr)")
         }
         for arguments in [["big", "x.sqlite", "lots"], ["write"], ["make", "dir", "0"]] {
             let result = try GranaryProcess.runExecutable(
-                "/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", folder.path, GranaryProcess.binDirectory + "/granary-sample"] + arguments)
+                "/bin/sh",
+                [
+                    "-c", "cd \"$1\" && shift && exec \"$@\"", "sh", folder.path,
+                    GranaryProcess.binDirectory + "/granary-sample",
+                ] + arguments)
             #expect(result.status == 64, "\(arguments): \(result.stderr)")
         }
         #expect(FileSystem.contents(of: folder.path).isEmpty, "created \(FileSystem.contents(of: folder.path))")

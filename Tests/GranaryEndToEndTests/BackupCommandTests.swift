@@ -37,7 +37,8 @@ struct BackupCommandTests {
     }
 
     static func sqlite(_ path: String, _ sql: String) throws -> String {
-        try GranaryProcess.runExecutable("/usr/bin/sqlite3", [path, sql]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try GranaryProcess.runExecutable("/usr/bin/sqlite3", [path, sql]).stdout.trimmingCharacters(
+            in: .whitespacesAndNewlines)
     }
 
     @Test("a snapshot taken while another process commits continuously is consistent and passes integrity_check")
@@ -99,7 +100,8 @@ struct BackupCommandTests {
         #expect(try fixture.backup(["alice@example.com"]).status == 0)
         let archives = fixture.archives("alice@example.com")
         #expect(archives.count == 1)
-        let list = try GranaryProcess.runExecutable("/usr/bin/tar", ["-tf", fixture.repo + "/alice@example.com/" + archives[0]])
+        let list = try GranaryProcess.runExecutable(
+            "/usr/bin/tar", ["-tf", fixture.repo + "/alice@example.com/" + archives[0]])
         let members = list.stdout.split(separator: "\n").map(String.init)
         #expect(members.first == "MANIFEST.json")
         #expect(members.contains("stores/Local.sqlite"))
@@ -119,7 +121,9 @@ struct BackupCommandTests {
             let copy = try Data(contentsOf: URL(fileURLWithPath: out + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA/" + name))
             #expect(original == copy)
         }
-        let manifest = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/MANIFEST.json"))) as! [String: Any]
+        let manifest =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: out + "/MANIFEST.json")))
+            as! [String: Any]
         let stores = manifest["stores"] as! [[String: Any]]
         let coreData = stores[0]["coreData"] as! [String: Any]
         #expect(!(coreData["modelVersionHashes"] as! [String: String]).isEmpty)
@@ -176,7 +180,11 @@ struct BackupCommandTests {
     static func expectDiskFull(_ fixture: Fixture, user: String, limitKiB: Int, arguments: String = "") throws {
         let granary = GranaryProcess.binDirectory + "/granary"
         let result = try GranaryProcess.runExecutable(
-            "/bin/bash", ["-c", "ulimit -f \(limitKiB); exec \"$0\" backup \"$1\" --root \"$2\" --repo \"$3\" \(arguments)", granary, user, fixture.root, fixture.repo])
+            "/bin/bash",
+            [
+                "-c", "ulimit -f \(limitKiB); exec \"$0\" backup \"$1\" --root \"$2\" --repo \"$3\" \(arguments)",
+                granary, user, fixture.root, fixture.repo,
+            ])
         #expect(result.status == 74, "\(result.stderr)")
         #expect(result.stderr.contains(fixture.repo))
         #expect(fixture.archives(user).isEmpty)
@@ -188,7 +196,8 @@ struct BackupCommandTests {
     @discardableResult
     static func bigUser(_ fixture: Fixture, megabytes: Int) throws -> String {
         let folder = fixture.root + "/erin@example.com"
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            atPath: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let store = folder + "/Big.sqlite"
         try GranaryProcess.run(["big", store, String(megabytes)], tool: "granary-sample")
         return store
@@ -201,7 +210,9 @@ struct BackupCommandTests {
         return line.flatMap { Int($0.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) } ?? 0
     }
 
-    @Test("a 70 MiB store compressed while it is snapshotted, a writer committing: consistent, verified, read by stock tar and zstd")
+    @Test(
+        "a 70 MiB store compressed while it is snapshotted, a writer committing: consistent, verified, read by stock tar and zstd"
+    )
     func overlappedUnderWriter() throws {
         let fixture = try Fixture()
         let store = try Self.bigUser(fixture, megabytes: 70)
@@ -245,16 +256,25 @@ struct BackupCommandTests {
 
     /// Peak RSS (KiB) of `granary ARGUMENTS`, from the kernel's accounting of a child Python waits for.
     static func peakMemory(_ arguments: [String]) throws -> (status: Int32, kib: Int) {
-        let result = try GranaryProcess.runExecutable("/usr/bin/env", ["python3", "-c", """
-            import resource, subprocess, sys
-            rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
-            print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-            """, GranaryProcess.binDirectory + "/granary"] + arguments)
-        let fields = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        let result = try GranaryProcess.runExecutable(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                """
+                import resource, subprocess, sys
+                rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode
+                print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+                """, GranaryProcess.binDirectory + "/granary",
+            ] + arguments)
+        let fields = result.stdout.split(separator: " ").compactMap {
+            Int($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
         return (Int32(fields.first ?? -1), fields.count > 1 ? fields[1] : Int.max)
     }
 
-    @Test("memory stays flat: a 160 MiB store is backed up and verified in under 80 MiB, and in no more than a 40 MiB store takes")
+    @Test(
+        "memory stays flat: a 160 MiB store is backed up and verified in under 80 MiB, and in no more than a 40 MiB store takes"
+    )
     func flatMemory() throws {
         let fixture = try Fixture()
         try GranaryProcess.run(["big", fixture.root + "/dave@example.com/Big.sqlite", "160"], tool: "granary-sample")
@@ -267,11 +287,17 @@ struct BackupCommandTests {
         #expect(big.kib < 80 << 10, "peak RSS \(big.kib) KiB backing up 160 MiB")
         #expect(big.kib - small.kib < 4 << 10, "peak RSS grows with the store: \(small.kib) -> \(big.kib) KiB")
         // verify streams the same archives back (extraction, hashing, integrity_check) just as flat.
-        let checkedBig = try Self.peakMemory(["verify", "--repo", fixture.repo, "--user", "dave@example.com", "--latest"])
-        let checkedSmall = try Self.peakMemory(["verify", "--repo", fixture.repo, "--user", "carol@example.com", "--latest"])
+        let checkedBig = try Self.peakMemory([
+            "verify", "--repo", fixture.repo, "--user", "dave@example.com", "--latest",
+        ])
+        let checkedSmall = try Self.peakMemory([
+            "verify", "--repo", fixture.repo, "--user", "carol@example.com", "--latest",
+        ])
         #expect(checkedBig.status == 0 && checkedSmall.status == 0)
         #expect(checkedBig.kib < 80 << 10, "verify's peak RSS \(checkedBig.kib) KiB for 160 MiB")
-        #expect(checkedBig.kib - checkedSmall.kib < 4 << 10, "verify's peak RSS grows: \(checkedSmall.kib) -> \(checkedBig.kib) KiB")
+        #expect(
+            checkedBig.kib - checkedSmall.kib < 4 << 10,
+            "verify's peak RSS grows: \(checkedSmall.kib) -> \(checkedBig.kib) KiB")
     }
 
     /// Starts a slow backup of dave (a 64 MiB store, xz -6) and returns once it is packing
@@ -280,7 +306,10 @@ struct BackupCommandTests {
         try GranaryProcess.run(["big", fixture.root + "/dave@example.com/Big.sqlite", "64"], tool: "granary-sample")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        process.arguments = ["backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz", "--level", "6"]
+        process.arguments = [
+            "backup", "dave@example.com", "--root", fixture.root, "--repo", fixture.repo, "--compression", "xz",
+            "--level", "6",
+        ]
         process.standardError = FileHandle.nullDevice
         try process.run()
         for _ in 0..<2000 {
@@ -290,7 +319,8 @@ struct BackupCommandTests {
         return process
     }
 
-    @Test("SIGTERM, SIGINT or SIGHUP mid-run exits 130 (129 for SIGHUP) and leaves no archive and no temporary file",
+    @Test(
+        "SIGTERM, SIGINT or SIGHUP mid-run exits 130 (129 for SIGHUP) and leaves no archive and no temporary file",
         arguments: [SIGTERM, SIGINT, SIGHUP])
     func interrupted(signal: Int32) throws {
         let status: Int32 = signal == SIGHUP ? 129 : 130
@@ -311,7 +341,9 @@ struct BackupCommandTests {
         process.waitUntilExit()
         #expect(fixture.archives("dave@example.com").allSatisfy { $0.hasPrefix(".") }, "no published archive")
         if fixture.allRepoEntries().contains(where: { $0.contains(".tmp-") }) {
-            let recovered = try GranaryProcess.run(["recover", "--root", fixture.root, "--repo", fixture.repo, "dave@example.com"])
+            let recovered = try GranaryProcess.run([
+                "recover", "--root", fixture.root, "--repo", fixture.repo, "dave@example.com",
+            ])
             #expect(recovered.status == 0, "\(recovered.stderr)")
             #expect(recovered.stdout.contains("left by a run that died"), "\(recovered.stdout)")
             #expect(fixture.allRepoEntries().filter { $0.contains(".tmp-") }.isEmpty, "\(fixture.allRepoEntries())")
@@ -335,7 +367,9 @@ struct BackupCommandTests {
         for _ in 0..<2 {
             group.enter()
             DispatchQueue.global().async {
-                let status = (try? GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com"]).status) ?? -1
+                let status =
+                    (try? GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com"]).status)
+                    ?? -1
                 lock.lock(); statuses.append(status); lock.unlock()
                 group.leave()
             }
@@ -355,7 +389,8 @@ struct BackupCommandTests {
         // Take the user's lock the way granary does: run one backup's lock path via flock(1).
         let first = try fixture.backup(["dave@example.com"])
         #expect(first.status == 0)
-        let lockPath = try FileManager.default.contentsOfDirectory(atPath: lockFolder).map { lockFolder + "/" + $0 }.first!
+        let lockPath = try FileManager.default.contentsOfDirectory(atPath: lockFolder).map { lockFolder + "/" + $0 }
+            .first!
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
         holder.arguments = [lockPath, "sleep", "5"]
@@ -370,7 +405,8 @@ struct BackupCommandTests {
     @Test("--jobs 2 backs the other users up while the first one waits for its lock")
     func jobsRunSideBySide() throws {
         let fixture = try Fixture()
-        let users = try FileManager.default.contentsOfDirectory(atPath: fixture.root).filter { !$0.hasPrefix(".") }.sorted()
+        let users = try FileManager.default.contentsOfDirectory(atPath: fixture.root).filter { !$0.hasPrefix(".") }
+            .sorted()
         try #require(users.count >= 3, "\(users)")
         // The first user's lock, held by this test the way granary takes it (flock on its lock file).
         let held = users[0]
@@ -382,7 +418,8 @@ struct BackupCommandTests {
         defer { if holding { close(fd) } }
         let backup = Process()
         backup.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        backup.arguments = ["backup", "--root", fixture.root, "--repo", fixture.repo, "--jobs", "2", "--lock-timeout", "300"] + users
+        backup.arguments =
+            ["backup", "--root", fixture.root, "--repo", fixture.repo, "--jobs", "2", "--lock-timeout", "300"] + users
         backup.standardOutput = FileHandle.nullDevice
         try backup.run()
         // Two jobs: one waits for the held lock, the other backs up everyone else meanwhile. With
@@ -414,7 +451,10 @@ struct BackupCommandTests {
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + suffix) }
         #expect(chown(folder, 4321, 4322) == 0 && chown(store, 4321, 4322) == 0 && chmod(store, 0o640) == 0)
         func rootOwned() throws -> Set<String> {
-            Set(try FileManager.default.contentsOfDirectory(atPath: folder).filter { FileSystem.status(folder + "/" + $0)?.st_uid == 0 })
+            Set(
+                try FileManager.default.contentsOfDirectory(atPath: folder).filter {
+                    FileSystem.status(folder + "/" + $0)?.st_uid == 0
+                })
         }
         let before = try rootOwned()
         #expect(try fixture.backup(["bob@example.com"]).status == 0)
@@ -436,7 +476,9 @@ struct BackupCommandTests {
         let result = try fixture.backup(["--all"])
         #expect(result.status == 0)
         #expect(result.stdout.isEmpty && result.stderr.isEmpty)
-        func mode(_ path: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]) as? Int) ?? -1 }
+        func mode(_ path: String) -> Int {
+            ((try? FileManager.default.attributesOfItem(atPath: path)[.posixPermissions]) as? Int) ?? -1
+        }
         #expect(mode(fixture.repo) == 0o700)
         #expect(mode(fixture.repo + "/alice@example.com") == 0o700)
         let archive = fixture.repo + "/alice@example.com/" + fixture.archives("alice@example.com")[0]
@@ -451,7 +493,10 @@ struct BackupCommandTests {
         let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
         let users = document["users"] as! [[String: Any]]
         #expect(users.count == 4)
-        #expect(users.allSatisfy { $0["ok"] as? Bool == true && FileManager.default.fileExists(atPath: $0["archive"] as! String) })
+        #expect(
+            users.allSatisfy {
+                $0["ok"] as? Bool == true && FileManager.default.fileExists(atPath: $0["archive"] as! String)
+            })
         // Where the time went: four stages, none negative, together no more than the whole.
         for user in users {
             let stages = try #require(user["stages"] as? [String: Double], "\(user)")
@@ -461,14 +506,21 @@ struct BackupCommandTests {
             #expect(stages["snapshot"]! > 0 && stages["pack"]! > 0, "\(stages)")
         }
         let verbose = try fixture.backup(["-v", "bob@example.com"])
-        #expect(verbose.stdout.contains("  snapshot ") && verbose.stdout.contains(", pack ") && verbose.stdout.contains(", sync "), "\(verbose.stdout)")
+        #expect(
+            verbose.stdout.contains("  snapshot ") && verbose.stdout.contains(", pack ")
+                && verbose.stdout.contains(", sync "), "\(verbose.stdout)")
         #expect(verbose.stderr.isEmpty, "results go to standard output: \(verbose.stderr)")
         // As root a backup yields the CPU ("raised" if the other tests left it none for a second).
-        if getuid() == 0 { #expect(users.allSatisfy { ["yielded", "raised"].contains($0["priority"] as? String) }, "\(users)") }
+        if getuid() == 0 {
+            #expect(users.allSatisfy { ["yielded", "raised"].contains($0["priority"] as? String) }, "\(users)")
+        }
         let off = try GranaryProcess.run(
-            ["backup", "--root", fixture.root, "--repo", fixture.repo, "--json", "bob@example.com"], environment: ["GRANARY_YIELD": "0"])
+            ["backup", "--root", fixture.root, "--repo", fixture.repo, "--json", "bob@example.com"],
+            environment: ["GRANARY_YIELD": "0"])
         #expect(off.status == 0, "\(off.stderr)")
-        let offUsers = try #require((try JSONSerialization.jsonObject(with: Data(off.stdout.utf8)) as? [String: Any])?["users"] as? [[String: Any]])
+        let offUsers = try #require(
+            (try JSONSerialization.jsonObject(with: Data(off.stdout.utf8)) as? [String: Any])?["users"]
+                as? [[String: Any]])
         #expect(offUsers.first?["priority"] as? String == "normal", "\(off.stdout)")
     }
 
@@ -495,7 +547,10 @@ struct BackupCommandTests {
         // Bounded: a backup that stays idle beside the loops would not end (timeout exits 124).
         let result = try GranaryProcess.runExecutable(
             "/usr/bin/timeout",
-            ["120", GranaryProcess.binDirectory + "/granary", "backup", "--root", fixture.root, "--repo", fixture.repo, "--json", "erin@example.com"])
+            [
+                "120", GranaryProcess.binDirectory + "/granary", "backup", "--root", fixture.root, "--repo",
+                fixture.repo, "--json", "erin@example.com",
+            ])
         try #require(result.status == 0, "\(result.status) \(result.stderr)")
         let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
         let user = try #require((document["users"] as? [[String: Any]])?.first)
@@ -503,7 +558,10 @@ struct BackupCommandTests {
         #expect(fixture.archives("erin@example.com").count == 1)
         let verify = try GranaryProcess.runExecutable(
             "/usr/bin/timeout",
-            ["120", GranaryProcess.binDirectory + "/granary", "verify", "--repo", fixture.repo, "--json", "--user", "erin@example.com"])
+            [
+                "120", GranaryProcess.binDirectory + "/granary", "verify", "--repo", fixture.repo, "--json", "--user",
+                "erin@example.com",
+            ])
         try #require(verify.status == 0, "\(verify.status) \(verify.stderr)")
         let verified = try JSONSerialization.jsonObject(with: Data(verify.stdout.utf8)) as! [String: Any]
         #expect(verified["priority"] as? String == "raised", "\(verified)")

@@ -17,21 +17,29 @@ struct BoundsTests {
         var testDescription: String { arguments.joined(separator: " ") + (accepted ? " (accepted)" : " (refused)") }
     }
 
-    static func backup(_ options: [String], _ accepted: Bool) -> Case { Case(["backup", "dave@example.com"] + options, accepted) }
+    static func backup(_ options: [String], _ accepted: Bool) -> Case {
+        Case(["backup", "dave@example.com"] + options, accepted)
+    }
 
     static let backups: [Case] = [
         backup(["--level", "1"], true), backup(["--level", "19"], true), backup(["--level", "0"], false),
         backup(["--level", "20"], false), backup(["--level", "22"], false), backup(["--level", "99"], false),
         backup(["--level", "-5"], false), backup(["--level", "nan"], false),
-        backup(["--compression", "gzip", "--level", "0"], true), backup(["--compression", "gzip", "--level", "9"], true),
-        backup(["--compression", "gzip", "--level", "10"], false), backup(["--compression", "xz", "--level", "9"], true),
-        backup(["--compression", "xz", "--level", "-1"], false), backup(["--compression", "none", "--level", "1"], false),
+        backup(["--compression", "gzip", "--level", "0"], true),
+        backup(["--compression", "gzip", "--level", "9"], true),
+        backup(["--compression", "gzip", "--level", "10"], false),
+        backup(["--compression", "xz", "--level", "9"], true),
+        backup(["--compression", "xz", "--level", "-1"], false),
+        backup(["--compression", "none", "--level", "1"], false),
         backup(["--jobs", "1"], true), backup(["--jobs", "64"], true), backup(["--jobs", "0"], false),
         backup(["--jobs", "65"], false), backup(["--jobs", "-1"], false), backup(["--jobs", "100000000"], false),
         backup(["--jobs", "99999999999999999999"], false),
-        backup(["--lock-timeout", "0"], true), backup(["--lock-timeout", "0.5"], true), backup(["--lock-timeout", "2m"], true),
-        backup(["--lock-timeout", "7d"], true), backup(["--lock-timeout", "7d1s"], false), backup(["--lock-timeout", "nan"], false),
-        backup(["--lock-timeout", "inf"], false), backup(["--lock-timeout", "-inf"], false), backup(["--lock-timeout", "1e300"], false),
+        backup(["--lock-timeout", "0"], true), backup(["--lock-timeout", "0.5"], true),
+        backup(["--lock-timeout", "2m"], true),
+        backup(["--lock-timeout", "7d"], true), backup(["--lock-timeout", "7d1s"], false),
+        backup(["--lock-timeout", "nan"], false),
+        backup(["--lock-timeout", "inf"], false), backup(["--lock-timeout", "-inf"], false),
+        backup(["--lock-timeout", "1e300"], false),
         backup(["--lock-timeout", "-1"], false), backup(["--lock-timeout", "soon"], false),
     ]
 
@@ -112,7 +120,8 @@ struct BoundsTests {
         ("jobs = -1", false), ("level = 19", true), ("level = 20", false), ("level = -1", false), ("level = 0", false),
         ("compression = \"gzip\"\nlevel = 0", true), ("compression = \"gzip\"\nlevel = 10", false),
         ("compression = \"none\"\nlevel = 3", false), ("lock_timeout = \"7d\"", true), ("lock_timeout = \"8d\"", false),
-        ("lock_timeout = 0", true), ("lock_timeout = -1", false), ("lock_timeout = 0.5", true), ("lock_timeout = \"nan\"", false),
+        ("lock_timeout = 0", true), ("lock_timeout = -1", false), ("lock_timeout = 0.5", true),
+        ("lock_timeout = \"nan\"", false),
         ("lock_timeout = nan", false), ("lock_timeout = inf", false), ("lock_timeout = 1e300", false),
         ("owner_timeout = \"1ms\"", true), ("owner_timeout = 0", false), ("owner_timeout = \"2h\"", false),
         ("[retention]\nkeep_last = 1000000", true), ("[retention]\nkeep_last = 1000001", false),
@@ -120,14 +129,17 @@ struct BoundsTests {
         ("[retention]\nkeep_within = \"36601d\"", false), ("[retention]\nkeep_within = -5", false),
         ("[limits]\ntime = 0", true), ("[limits]\ntime = \"1d\"", true), ("[limits]\ntime = \"1d1s\"", false),
         ("[limits]\ntime = -1", false), ("[limits]\ntime = nan", false), ("[limits]\ntime_per_gib = 0.5", true),
-        ("[limits]\ntime_per_gib = 1e300", false), ("[limits]\nmemory = 0", true), ("[limits]\nmemory = \"1TiB\"", true),
-        ("[limits]\nmemory = 1099511627777", false), ("[limits]\nmemory = -1", false), ("[limits]\nmemory = \"1PiB\"", false),
+        ("[limits]\ntime_per_gib = 1e300", false), ("[limits]\nmemory = 0", true),
+        ("[limits]\nmemory = \"1TiB\"", true),
+        ("[limits]\nmemory = 1099511627777", false), ("[limits]\nmemory = -1", false),
+        ("[limits]\nmemory = \"1PiB\"", false),
         ("[limits]\nbytes_per_user = 0", true), ("[limits]\nbytes_per_user = \"1024TiB\"", true),
         ("[limits]\nbytes_per_user = \"1025TiB\"", false), ("[limits]\nbytes_per_user = -1", false),
         ("[limits]\nbytes_per_user = \"lots\"", false),
     ]
 
-    @Test("the configuration file: every number within its bounds, or 64 naming the file, line and key", arguments: files)
+    @Test(
+        "the configuration file: every number within its bounds, or 64 naming the file, line and key", arguments: files)
     func fileBounds(text: String, accepted: Bool) throws {
         let folder = TemporaryFolder()
         let file = folder.child("c.toml")

@@ -44,11 +44,14 @@ struct ConfigCommandTests {
         #expect(map["root"]?.value as? String == "/from/flag" && map["root"]?.source == "flag")
     }
 
-    @Test("--config names the file and every key of it is read, retention included: numbers as numbers, durations as written, each key's own source")
+    @Test(
+        "--config names the file and every key of it is read, retention included: numbers as numbers, durations as written, each key's own source"
+    )
     func explicitFile() throws {
         let folder = TemporaryFolder()
         let file = folder.child("my.toml")
-        try write("""
+        try write(
+            """
             root = "/r"
             level = 9
             check = "full"
@@ -73,23 +76,27 @@ struct ConfigCommandTests {
         #expect(map["jobs"]?.value as? Int == 4 && map["jobs"]?.source == "file")
         #expect(map["retention.keep_daily"]?.value as? Int == 7 && map["retention.keep_daily"]?.source == "file")
         #expect(map["retention.keep_within"]?.value as? String == "30d")
-        #expect(map["retention.keep_last"]?.value as? Int == 0 && map["retention.keep_last"]?.source == "default",
+        #expect(
+            map["retention.keep_last"]?.value as? Int == 0 && map["retention.keep_last"]?.source == "default",
             "a key the file does not set is not from the file")
         #expect(map["limits.time"]?.value as? String == "1m" && map["limits.time"]?.source == "file")
         #expect(map["limits.time_per_gib"]?.value as? String == "2m", "the table's other keys keep their defaults")
         #expect(map["limits.memory"]?.value as? String == "1GiB")
-        #expect(map["limits.bytes_per_user"]?.value as? String == "20GiB" && map["limits.bytes_per_user"]?.source == "file")
+        #expect(
+            map["limits.bytes_per_user"]?.value as? String == "20GiB" && map["limits.bytes_per_user"]?.source == "file")
         #expect(map["reset.keep_tables"]?.value as? [String] == ["app_settings", "flags"])
     }
 
-    @Test("a bad configuration file is a usage error naming the file, line and key", arguments: [
-        ("root = \"/r\"\n\n[retention]\nkeep_dayly = 3\n", ":4: unknown key \"retention.keep_dayly\""),
-        ("root = \"/r\"\ncolour = true\n", ":2: unknown key \"colour\""),
-        ("root = \"/r\"\njobs = \"four\"\n", ":2: jobs must be an integer, not a string"),
-        ("[retention]\nkeep_last = 1.5\n", ":2: retention.keep_last must be an integer"),
-        ("compression = \"lz4\"\n", ":1: compression: \"lz4\" is not one of zstd"),
-        ("root = \"/r\"\nrepo = \n", ":2:"),
-    ])
+    @Test(
+        "a bad configuration file is a usage error naming the file, line and key",
+        arguments: [
+            ("root = \"/r\"\n\n[retention]\nkeep_dayly = 3\n", ":4: unknown key \"retention.keep_dayly\""),
+            ("root = \"/r\"\ncolour = true\n", ":2: unknown key \"colour\""),
+            ("root = \"/r\"\njobs = \"four\"\n", ":2: jobs must be an integer, not a string"),
+            ("[retention]\nkeep_last = 1.5\n", ":2: retention.keep_last must be an integer"),
+            ("compression = \"lz4\"\n", ":1: compression: \"lz4\" is not one of zstd"),
+            ("root = \"/r\"\nrepo = \n", ":2:"),
+        ])
     func badFile(text: String, expected: String) throws {
         let folder = TemporaryFolder()
         let file = folder.child("bad.toml")

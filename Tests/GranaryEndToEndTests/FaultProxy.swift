@@ -35,7 +35,11 @@ final class FaultProxy: @unchecked Sendable {
 
     var mode: Mode {
         get { lock.withLock { _mode } }
-        set { lock.withLock { _mode = newValue; fired = false } }
+        set {
+            lock.withLock {
+                _mode = newValue; fired = false
+            }
+        }
     }
 
     /// Connections that ended (each rclone run's, once it exited).
@@ -50,7 +54,9 @@ final class FaultProxy: @unchecked Sendable {
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = Self.loopback(port)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(listener, 64) == 0 else { throw S3ServerError.noPort }
         Thread.detachNewThread { [self] in acceptLoop() }
@@ -93,7 +99,9 @@ final class FaultProxy: @unchecked Sendable {
         let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = Self.loopback(upstream)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             close(server)
@@ -123,8 +131,10 @@ final class FaultProxy: @unchecked Sendable {
             head.append(buffer[0])
         }
         let reason = status == 503 ? "Service Unavailable" : status == 500 ? "Internal Server Error" : "Error"
-        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>\(status == 503 ? "SlowDown" : "InternalError")</Code><Message>\(reason)</Message></Error>"
-        let response = "HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/xml\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
+        let body =
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>\(status == 503 ? "SlowDown" : "InternalError")</Code><Message>\(reason)</Message></Error>"
+        let response =
+            "HTTP/1.1 \(status) \(reason)\r\nContent-Type: application/xml\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)"
         _ = response.withCString { send(client, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         shutdown(client, Int32(SHUT_RDWR))
         close(client)
@@ -138,7 +148,8 @@ final class FaultProxy: @unchecked Sendable {
             if n <= 0 { break }
             carried += n
             switch mode {
-            case .cutUpload(let after) where upward && carried > after, .cutDownload(let after) where !upward && carried > after:
+            case .cutUpload(let after) where upward && carried > after,
+                .cutDownload(let after) where !upward && carried > after:
                 // Part of the chunk goes through, then the connection is gone.
                 let part = max(0, n - (carried - after))
                 _ = buffer.withUnsafeBytes { send(target, $0.baseAddress, part, Int32(MSG_NOSIGNAL)) }

@@ -18,7 +18,10 @@ struct FaultTests {
         init(in folder: TemporaryFolder, name: String, kilobytes: Int) throws {
             path = folder.child(name)
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            mounted = (try? GranaryProcess.runExecutable("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0700", "tmpfs", path]).status) == 0
+            mounted =
+                (try? GranaryProcess.runExecutable(
+                    "/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0700", "tmpfs", path]
+                ).status) == 0
         }
         func readOnly() throws {
             #expect(try GranaryProcess.runExecutable("/bin/mount", ["-o", "remount,ro", path]).status == 0)
@@ -37,7 +40,9 @@ struct FaultTests {
         }
 
         func temporaries(_ path: String) -> [String] {
-            (FileManager.default.enumerator(atPath: path)?.allObjects as? [String] ?? []).filter { $0.contains(".tmp-") }
+            (FileManager.default.enumerator(atPath: path)?.allObjects as? [String] ?? []).filter {
+                $0.contains(".tmp-")
+            }
         }
     }
 
@@ -63,7 +68,8 @@ struct FaultTests {
         guard disk.mounted else { Issue.record("cannot mount a tmpfs here (the fault tests need root)"); return }
         try FileSystem.makeDirectory(disk.path + "/bob@example.com")
         let name = FileSystem.contents(of: fixture.repo + "/bob@example.com")[0]
-        try FileManager.default.copyItem(atPath: fixture.repo + "/bob@example.com/" + name, toPath: disk.path + "/bob@example.com/" + name)
+        try FileManager.default.copyItem(
+            atPath: fixture.repo + "/bob@example.com/" + name, toPath: disk.path + "/bob@example.com/" + name)
         let result = try fixture.granary(["verify", "--all"], repo: disk.path)
         #expect(result.status == 74, "\(result.stderr)")
         #expect(result.stderr.contains("free space"), "\(result.stderr)")
@@ -71,7 +77,9 @@ struct FaultTests {
         #expect(VerificationRecord.read(for: disk.path + "/bob@example.com/" + name) == nil)
     }
 
-    @Test("a restore whose staging would not fit on the root's filesystem exits 74 naming the space it needs, before writing a byte, and changes nothing live")
+    @Test(
+        "a restore whose staging would not fit on the root's filesystem exits 74 naming the space it needs, before writing a byte, and changes nothing live"
+    )
     func restoreDiskFull() throws {
         let fixture = try Fixture()
         let disk = try SmallDisk(in: fixture.folder, name: "disk", kilobytes: 512)
@@ -89,10 +97,14 @@ struct FaultTests {
         let result = try fixture.granary(["restore", "bob@example.com"], root: root)
         #expect(result.status == 74, "\(result.stderr)")
         // Refused before staging wrote anything: the filesystem was never filled up.
-        #expect(result.stderr.contains("staging the archive's files needs") && result.stderr.contains("nothing was changed"), "\(result.stderr)")
+        #expect(
+            result.stderr.contains("staging the archive's files needs")
+                && result.stderr.contains("nothing was changed"), "\(result.stderr)")
         var after = statvfs()
         statvfs(disk.path, &after)
-        #expect(after.f_bavail >= room.f_bavail, "staging wrote \((room.f_bavail - after.f_bavail) * 4) KiB before it was refused")
+        #expect(
+            after.f_bavail >= room.f_bavail,
+            "staging wrote \((room.f_bavail - after.f_bavail) * 4) KiB before it was refused")
         #expect(RestoreFixtures.sha256(live) == before)
         #expect(FileSystem.contents(of: root + "/.granary/restore").isEmpty)
         #expect(try Database(path: live, mode: .readOnly).integrityCheck(full: true) == ["ok"])
@@ -114,7 +126,9 @@ struct FaultTests {
         #expect(FileSystem.contents(of: disk.path + "/dave@example.com").count == 1)
     }
 
-    @Test("a repository on another filesystem than the root: restore stages on the root's filesystem and swaps atomically")
+    @Test(
+        "a repository on another filesystem than the root: restore stages on the root's filesystem and swaps atomically"
+    )
     func repositoryElsewhere() throws {
         let fixture = try Fixture()
         let disk = try SmallDisk(in: fixture.folder, name: "disk", kilobytes: 2048)
@@ -130,13 +144,16 @@ struct FaultTests {
         #expect(FileSystem.contents(of: fixture.root + "/.granary/restore").isEmpty)
     }
 
-    @Test("SIGTERM or SIGINT during verify exits 130, removes its temporary folder and records nothing", arguments: [SIGTERM, SIGINT])
+    @Test(
+        "SIGTERM or SIGINT during verify exits 130, removes its temporary folder and records nothing",
+        arguments: [SIGTERM, SIGINT])
     func verifyInterrupted(signal: Int32) throws {
         let fixture = try Fixture()
         let store = fixture.root + "/dave@example.com/Big.sqlite"
         try GranaryProcess.run(["big", store, "48"], tool: "granary-sample")
         #expect(try fixture.granary(["backup", "dave@example.com", "--check", "none"]).status == 0)
-        let archive = fixture.repo + "/dave@example.com/" + FileSystem.contents(of: fixture.repo + "/dave@example.com")[0]
+        let archive =
+            fixture.repo + "/dave@example.com/" + FileSystem.contents(of: fixture.repo + "/dave@example.com")[0]
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
         process.arguments = ["verify", archive, "--root", fixture.root, "--repo", fixture.repo]
@@ -163,7 +180,8 @@ struct FaultTests {
         func asNobody(_ arguments: [String]) throws -> GranaryProcess.Result {
             try GranaryProcess.runExecutable(
                 "/usr/bin/setpriv",
-                ["--reuid=65534", "--regid=65534", "--clear-groups", GranaryProcess.binDirectory + "/granary"] + arguments
+                ["--reuid=65534", "--regid=65534", "--clear-groups", GranaryProcess.binDirectory + "/granary"]
+                    + arguments
                     + ["--root", fixture.root, "--repo", fixture.repo])
         }
         let one = try asNobody(["backup", "carol@example.com"])
@@ -182,7 +200,11 @@ struct FaultTests {
         let granary = GranaryProcess.binDirectory + "/granary"
         for command in ["backup dave@example.com", "verify --all"] {
             let result = try GranaryProcess.runExecutable(
-                "/bin/sh", ["-c", "umask 000; exec \"$0\" \(command) --root \"$1\" --repo \"$2\"", granary, fixture.root, fixture.repo])
+                "/bin/sh",
+                [
+                    "-c", "umask 000; exec \"$0\" \(command) --root \"$1\" --repo \"$2\"", granary, fixture.root,
+                    fixture.repo,
+                ])
             #expect(result.status == 0, "\(result.stderr)")
         }
         let folder = fixture.repo + "/dave@example.com"

@@ -22,7 +22,8 @@ struct HostileContentTests {
 
     /// A configuration with a 2 s budget per store (nothing more per GiB) and `extra` lines.
     func configure(_ extra: String = "") throws {
-        try Data("\(extra)\n[limits]\ntime = \"2s\"\ntime_per_gib = \"0s\"\n".utf8).write(to: URL(fileURLWithPath: config))
+        try Data("\(extra)\n[limits]\ntime = \"2s\"\ntime_per_gib = \"0s\"\n".utf8).write(
+            to: URL(fileURLWithPath: config))
     }
 
     /// A store of ~40 KiB whose every row costs SQLite ~0.1 s and 40 MB to check: a NOT NULL
@@ -42,7 +43,8 @@ struct HostileContentTests {
         for x in 1...rows { try db.run("INSERT INTO t(x) VALUES (?)", [.integer(Int64(x))]) }
         try db.execute("COMMIT")
         try db.execute("PRAGMA writable_schema=ON")
-        try db.execute("UPDATE sqlite_schema SET sql = replace(sql, '\(cheap)', '(length(hex(zeroblob(\(bytes) + x))))')")
+        try db.execute(
+            "UPDATE sqlite_schema SET sql = replace(sql, '\(cheap)', '(length(hex(zeroblob(\(bytes) + x))))')")
         try db.execute("PRAGMA writable_schema=OFF")
     }
 
@@ -52,7 +54,9 @@ struct HostileContentTests {
         return path
     }
 
-    @Test("backup stops a store whose check never ends at its time budget (65, naming store and limit); backup --all goes on with the next user")
+    @Test(
+        "backup stops a store whose check never ends at its time budget (65, naming store and limit); backup --all goes on with the next user"
+    )
     func backupStopsAtBudget() throws {
         try configure()
         try SampleData.makeItemsStore(try user("alice@example.com") + "/Local.sqlite", rows: 300, walOnlyTail: 20)
@@ -60,30 +64,48 @@ struct HostileContentTests {
         try SampleData.makeRollbackStore(try user("zoe@example.com") + "/Legacy.db", rows: 100)
         let one = try granary(["backup", "mallory@example.com"])
         #expect(one.status == 65, "\(one.stderr)")
-        #expect(one.stderr.contains("mallory@example.com: store Slow.sqlite failed its check: quick_check stopped at its time budget of 2s"))
+        #expect(
+            one.stderr.contains(
+                "mallory@example.com: store Slow.sqlite failed its check: quick_check stopped at its time budget of 2s")
+        )
         // The hint runs as shown from anywhere: the store's full path.
-        #expect(one.stderr.contains("Try: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"), "\(one.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: repo + "/mallory@example.com") || FileSystem.contents(of: repo + "/mallory@example.com").allSatisfy { $0.hasPrefix(".") })
+        #expect(
+            one.stderr.contains("Try: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"), "\(one.stderr)"
+        )
+        #expect(
+            !FileManager.default.fileExists(atPath: repo + "/mallory@example.com")
+                || FileSystem.contents(of: repo + "/mallory@example.com").allSatisfy { $0.hasPrefix(".") })
         let all = try granary(["backup", "--all"])
         #expect(all.status == 1, "\(all.stderr)")
-        #expect(all.stderr.contains("mallory@example.com: store Slow.sqlite failed its check: quick_check stopped at its time budget of 2s"))
+        #expect(
+            all.stderr.contains(
+                "mallory@example.com: store Slow.sqlite failed its check: quick_check stopped at its time budget of 2s")
+        )
         for user in ["alice@example.com", "zoe@example.com"] {
-            #expect(FileSystem.contents(of: repo + "/" + user).contains { $0.hasSuffix(".tar.zst") }, "\(user) was backed up")
+            #expect(
+                FileSystem.contents(of: repo + "/" + user).contains { $0.hasSuffix(".tar.zst") },
+                "\(user) was backed up")
         }
     }
 
-    @Test("verify, restore and inspect of an archive holding such stores stop at the budget too (65, naming the member and the limit)")
+    @Test(
+        "verify, restore and inspect of an archive holding such stores stop at the budget too (65, naming the member and the limit)"
+    )
     func verifyAndInspectStopAtBudget() throws {
         // check = "none" lets the backup archive them, as a store that only turned slow later would be.
         try configure("check = \"none\"")
         try Self.makeSlowStore(try user("trudy@example.com") + "/Index.sqlite", index: true, wal: true)
         try Self.makeSlowStore(try user("mallory@example.com") + "/Column.sqlite", index: false, wal: true)
         #expect(try granary(["backup", "--all"]).status == 0)
-        let indexArchive = try #require(FileSystem.contents(of: repo + "/trudy@example.com").first { $0.hasSuffix(".tar.zst") })
-        let columnArchive = try #require(FileSystem.contents(of: repo + "/mallory@example.com").first { $0.hasSuffix(".tar.zst") })
+        let indexArchive = try #require(
+            FileSystem.contents(of: repo + "/trudy@example.com").first { $0.hasSuffix(".tar.zst") })
+        let columnArchive = try #require(
+            FileSystem.contents(of: repo + "/mallory@example.com").first { $0.hasSuffix(".tar.zst") })
         let verify = try granary(["verify", "trudy@example.com/" + indexArchive])
         #expect(verify.status == 65, "\(verify.stderr)")
-        #expect(verify.stderr.contains("stores/Index.sqlite integrity_check stopped at its time budget of 2s ([limits] time, time_per_gib)"))
+        #expect(
+            verify.stderr.contains(
+                "stores/Index.sqlite integrity_check stopped at its time budget of 2s ([limits] time, time_per_gib)"))
         #expect(verify.stderr.contains("Try: if the store is honest, raise time or time_per_gib under [limits]"))
         let inspect = try granary(["inspect", repo + "/mallory@example.com/" + columnArchive])
         #expect(inspect.status == 65, "\(inspect.stderr)")
@@ -101,10 +123,14 @@ struct HostileContentTests {
     @Test("a store whose check needs more memory than the ceiling fails at the ceiling (65), and granary stays small")
     func memoryCeiling() throws {
         try Data("[limits]\nmemory = \"64MiB\"\n".utf8).write(to: URL(fileURLWithPath: config))
-        try Self.makeSlowStore(try user("mallory@example.com") + "/Big.sqlite", index: false, wal: true, bytes: 150_000_000, rows: 3)
+        try Self.makeSlowStore(
+            try user("mallory@example.com") + "/Big.sqlite", index: false, wal: true, bytes: 150_000_000, rows: 3)
         let result = try granary(["backup", "mallory@example.com"])
         #expect(result.status == 65, "\(result.stderr)")
-        #expect(result.stderr.contains("store Big.sqlite failed its check: quick_check stopped at its memory ceiling of 64 MiB ([limits] memory)"))
+        #expect(
+            result.stderr.contains(
+                "store Big.sqlite failed its check: quick_check stopped at its memory ceiling of 64 MiB ([limits] memory)"
+            ))
     }
 
     /// A store with private notes, an audit trigger that copies every deleted note, FTS5 over the
@@ -130,12 +156,16 @@ struct HostileContentTests {
             INSERT INTO app_settings VALUES ('schema', 'v7');
             """)
         for id in 1...100 {
-            try db.run("INSERT INTO notes(title, body) VALUES (?, ?)", [.text("diary \(id)"), .text("PRIVATE-\(id) do not keep")])
+            try db.run(
+                "INSERT INTO notes(title, body) VALUES (?, ?)",
+                [.text("diary \(id)"), .text("PRIVATE-\(id) do not keep")])
             try db.run("INSERT INTO pins VALUES (?, 1, 2, 3, 4)", [.integer(Int64(id))])
         }
     }
 
-    @Test("reset empties a store with an audit trigger, FTS5 and an R-tree: no note survives, the checks pass, schema state stays; --dry-run lists it all")
+    @Test(
+        "reset empties a store with an audit trigger, FTS5 and an R-tree: no note survives, the checks pass, schema state stays; --dry-run lists it all"
+    )
     func resetHostileTriggers() throws {
         try configure("[reset]\nkeep_tables = [\"app_settings\"]")
         let store = try user("alice@example.com") + "/Notes.sqlite"
@@ -143,7 +173,10 @@ struct HostileContentTests {
         let before = try Data(contentsOf: URL(fileURLWithPath: store))
         let dry = try granary(["reset", "alice@example.com", "--dry-run"])
         #expect(dry.status == 0, "\(dry.stderr)")
-        #expect(dry.stdout.contains("Notes.sqlite: empties notes (100 rows), deleted_log (0 rows), notes_fts (100 rows, virtual), pins (100 rows, virtual)"))
+        #expect(
+            dry.stdout.contains(
+                "Notes.sqlite: empties notes (100 rows), deleted_log (0 rows), notes_fts (100 rows, virtual), pins (100 rows, virtual)"
+            ))
         #expect(dry.stdout.contains("keeps alembic_version (1 row), app_settings (1 row)"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: store)) == before)
         let result = try granary(["reset", "alice@example.com"])
@@ -159,7 +192,9 @@ struct HostileContentTests {
         #expect(db.integrityCheck(full: true) == ["ok"])
         try db.execute("INSERT INTO notes_fts(notes_fts) VALUES('integrity-check')")
         #expect(try db.scalar("SELECT rtreecheck('pins')")?.text == "ok")
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: store)) + ((try? Data(contentsOf: URL(fileURLWithPath: store + "-wal"))) ?? Data())
+        let bytes =
+            try Data(contentsOf: URL(fileURLWithPath: store))
+            + ((try? Data(contentsOf: URL(fileURLWithPath: store + "-wal"))) ?? Data())
         #expect(bytes.range(of: Data("PRIVATE-".utf8)) == nil)
         // The triggers are back and work.
         try db.run("INSERT INTO notes(title, body) VALUES ('new', 'hello')")
@@ -180,7 +215,9 @@ struct HostileContentTests {
         let external = folder + "/" + StoreFile.externalDataName(for: "Library.sqlite")
         let before = FileSystem.contents(of: external).count
         for n in 0..<Self.manyFiles {
-            let fd = open(external + "/" + String(format: "%08X-0000-4000-8000-%012d", n, n), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            let fd = open(
+                external + "/" + String(format: "%08X-0000-4000-8000-%012d", n, n),
+                O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             #expect(fd >= 0)
             close(fd)
         }
@@ -191,7 +228,8 @@ struct HostileContentTests {
         #expect(backup.status == 0, "\(backup.stderr)")
         let list = try granary(["list", "photos@example.com", "--json"])
         #expect(list.status == 0, "\(list.stderr)")
-        let archive = try #require(FileSystem.contents(of: repo + "/photos@example.com").first { $0.hasSuffix(".tar.zst") })
+        let archive = try #require(
+            FileSystem.contents(of: repo + "/photos@example.com").first { $0.hasSuffix(".tar.zst") })
         let manifest = try Catalogue.readManifest(repo + "/photos@example.com/" + archive)
         #expect(manifest.format == 2)
         #expect(manifest.fileList?.count == Self.manyFiles + before)
@@ -206,6 +244,8 @@ struct HostileContentTests {
         #expect(restore.status == 0, "\(restore.stderr)")
         let restored = drill + "/" + StoreFile.externalDataName(for: "Library.sqlite")
         #expect(FileSystem.contents(of: restored).count == Self.manyFiles + before)
-        #expect(try Database(path: drill + "/Library.sqlite", mode: .readOnly).scalar("SELECT count(*) FROM ZNOTE")?.integer == 30)
+        #expect(
+            try Database(path: drill + "/Library.sqlite", mode: .readOnly).scalar("SELECT count(*) FROM ZNOTE")?.integer
+                == 30)
     }
 }

@@ -26,34 +26,39 @@ struct HostileOwnerTests {
         try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
     }
 
-    @Test("every hostile owner ends with the archive's content or with nothing changed, within a bound", arguments: [
-        // (the rule it breaks, the exit statuses allowed, whether the restore may go through)
-        ("keep-descriptor", [75], false),
-        // A paused owner that writes (through a connection it opens anew, or a saved -wal it puts
-        // back) is caught before the commit (65 or 75, nothing changed) or after the swap (65,
-        // "restored, but the owner wrote …", its companions moved away, the archive's rows in
-        // place). A write the owner makes between granary's last look and RESUME cannot be told
-        // from one just after RESUME: then the restore stands (0), the archive's rows in place.
-        // Before: the saved -wal written back before RESUME was applied to the restored store, and
-        // granary said it had restored.
-        ("write-while-paused", [0, 65, 75], true),
-        ("reinject-wal", [0, 65, 75], true),
-        // An owner that says RESUMED (and reopens) unasked: refused when it does so before the
-        // commit; when after, the restore stands and says what the owner did. Before: exit 0 and
-        // "owner paused for 97.7 ms", nothing said.
-        ("early-resumed", [0, 75], true),
-        ("dry-run-differs", [0, 75], true),
-        ("slow-answers", [75], false),
-        ("huge-answer", [75], false),
-    ])
+    @Test(
+        "every hostile owner ends with the archive's content or with nothing changed, within a bound",
+        arguments: [
+            // (the rule it breaks, the exit statuses allowed, whether the restore may go through)
+            ("keep-descriptor", [75], false),
+            // A paused owner that writes (through a connection it opens anew, or a saved -wal it puts
+            // back) is caught before the commit (65 or 75, nothing changed) or after the swap (65,
+            // "restored, but the owner wrote …", its companions moved away, the archive's rows in
+            // place). A write the owner makes between granary's last look and RESUME cannot be told
+            // from one just after RESUME: then the restore stands (0), the archive's rows in place.
+            // Before: the saved -wal written back before RESUME was applied to the restored store, and
+            // granary said it had restored.
+            ("write-while-paused", [0, 65, 75], true),
+            ("reinject-wal", [0, 65, 75], true),
+            // An owner that says RESUMED (and reopens) unasked: refused when it does so before the
+            // commit; when after, the restore stands and says what the owner did. Before: exit 0 and
+            // "owner paused for 97.7 ms", nothing said.
+            ("early-resumed", [0, 75], true),
+            ("dry-run-differs", [0, 75], true),
+            ("slow-answers", [75], false),
+            ("huge-answer", [75], false),
+        ])
     func hostile(rule: String, allowed: [Int32], mayRestore: Bool) throws {
         let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 10")
         let before = try RestoreFixtures.ids(store, table: "items")
-        let owner = try DemoOwner(stores: [store], log: folder.child("owner-\(rule).log"), intervalMs: 2, breaking: [rule])
+        let owner = try DemoOwner(
+            stores: [store], log: folder.child("owner-\(rule).log"), intervalMs: 2, breaking: [rule])
         try owner.waitForMoreWrites(10)
         let started = ContinuousClock.now
-        let result = try granary(["restore", "alice@example.com", (archive as NSString).lastPathComponent, "--owner-timeout", "1"])
+        let result = try granary([
+            "restore", "alice@example.com", (archive as NSString).lastPathComponent, "--owner-timeout", "1",
+        ])
         let took = ContinuousClock.now - started
         owner.stop()
         #expect(allowed.contains(result.status), "\(rule): exit \(result.status): \(result.stderr)")
@@ -66,10 +71,15 @@ struct HostileOwnerTests {
             #expect(mayRestore, "\(rule): restored although the owner broke the protocol")
             #expect(items == Set(1...20), "\(rule): restored, but not the archive's content")
             // The restore's report names what the owner did (results go to stdout, warnings to stderr).
-            if rule == "early-resumed" { #expect((result.stdout + result.stderr).contains("RESUMED"), "\(rule): \(result.stdout)\(result.stderr)") }
+            if rule == "early-resumed" {
+                #expect(
+                    (result.stdout + result.stderr).contains("RESUMED"), "\(rule): \(result.stdout)\(result.stderr)")
+            }
         } else {
             #expect(items == before, "\(rule): exit \(result.status) but the store changed")
-            #expect(result.stderr.contains("nothing was changed") || result.stderr.contains("nothing changed"), "\(rule): \(result.stderr)")
+            #expect(
+                result.stderr.contains("nothing was changed") || result.stderr.contains("nothing changed"),
+                "\(rule): \(result.stderr)")
         }
         #expect(try Database(path: store, mode: .readOnly).integrityCheck(full: true) == ["ok"])
         #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com/journal"))
@@ -83,7 +93,9 @@ struct HostileOwnerTests {
         let name = try ReopenAddress(store: store).name
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", """
+        process.arguments = [
+            "-c",
+            """
             import os, socket, sys, time
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.bind("\\0" + sys.argv[1]); s.listen(4)
@@ -97,7 +109,8 @@ struct HostileOwnerTests {
                         time.sleep(1.5); c.sendall(b"RESUMED\\n")
                     elif line.startswith(b"BYE"): break
                 c.close()
-            """, name]
+            """, name,
+        ]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()

@@ -38,11 +38,14 @@ struct InspectCheckCommandTests {
         #expect(text.stdout.contains("model version hashes") && text.stdout.contains(hashes["Note"]!))
     }
 
-    @Test("inspect on an archive describes its stores; on a rollback store its journal mode; on junk it exits 65, on nothing 66")
+    @Test(
+        "inspect on an archive describes its stores; on a rollback store its journal mode; on junk it exits 65, on nothing 66"
+    )
     func archiveAndErrors() throws {
         let fixture = try Fixture()
         #expect(try fixture.granary(["backup", "alice@example.com"]).status == 0)
-        let archive = fixture.repo + "/alice@example.com/" + FileSystem.contents(of: fixture.repo + "/alice@example.com")[0]
+        let archive =
+            fixture.repo + "/alice@example.com/" + FileSystem.contents(of: fixture.repo + "/alice@example.com")[0]
         let document = try fixture.json(["inspect", archive])
         #expect(document["kind"] as? String == "archive")
         #expect(document["user"] as? String == "alice@example.com")
@@ -58,7 +61,9 @@ struct InspectCheckCommandTests {
         #expect(try fixture.granary(["inspect", fixture.root + "/nothing.db"]).status == 66)
     }
 
-    @Test("check exits 1 naming each failing user on standard error (also with -q), 0 once every user has a fresh verified archive")
+    @Test(
+        "check exits 1 naming each failing user on standard error (also with -q), 0 once every user has a fresh verified archive"
+    )
     func check() throws {
         let fixture = try Fixture()
         // No repository yet: a typo in --repo must not look like an empty repository.

@@ -47,7 +47,10 @@ struct JSONDocumentTests {
         let retired = try f.document(["retire", "carol@example.com", "--yes"], schema: "retire")
         #expect((retired["archive"] as? String)?.hasSuffix("-final.tar.zst") == true, "\(retired)")
         let users = try f.document(["users"], schema: "users")
-        #expect((users["users"] as? [[String: Any]])?.contains { $0["id"] as? String == "carol@example.com" && $0["retired"] as? Bool == true } == true)
+        #expect(
+            (users["users"] as? [[String: Any]])?.contains {
+                $0["id"] as? String == "carol@example.com" && $0["retired"] as? Bool == true
+            } == true)
         let listed = try f.document(["list"], schema: "list")
         #expect(listed["retiredUsers"] as? [String] == ["carol@example.com"], "\(listed)")
         let created = try f.document(["restore", "carol@example.com", "--create", "--dry-run"], schema: "restore")
@@ -72,7 +75,8 @@ struct JSONDocumentTests {
         let config = f.folder.child("c.toml")
         try "[retention]\nkeep_last = 1\n".write(toFile: config, atomically: true, encoding: .utf8)
         let pruned = try f.document(["backup", "dave@example.com", "--prune", "--config", config], schema: "backup")
-        let plan = ((pruned["users"] as? [[String: Any]])?.first?["prune"] as? [String: Any])?["archives"] as? [[String: Any]]
+        let plan =
+            ((pruned["users"] as? [[String: Any]])?.first?["prune"] as? [String: Any])?["archives"] as? [[String: Any]]
         #expect(plan?.count == 2 && plan?.filter { $0["keep"] as? Bool == false }.count == 1, "\(pruned)")
     }
 
@@ -108,7 +112,8 @@ struct JSONDocumentTests {
         var testDescription: String { arguments.joined(separator: " ") }
     }
 
-    @Test("a failing run prints {format, error: {code, message, hint}} on stdout with the exit code it names, and granary: on stderr",
+    @Test(
+        "a failing run prints {format, error: {code, message, hint}} on stdout with the exit code it names, and granary: on stderr",
         arguments: failing)
     func failures(run: FailingRun) throws {
         let (arguments, status) = (run.arguments, run.status)
@@ -118,10 +123,14 @@ struct JSONDocumentTests {
         #expect(result.status == status, "\(arguments): \(result.stderr)")
         let problems = try ShellTools.schemaProblems(result.stdout, schema: "error")
         #expect(problems.isEmpty, "\(problems)\n\(result.stdout)")
-        let error = (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["error"] as? [String: Any]
+        let error =
+            (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["error"]
+            as? [String: Any]
         #expect(error?["code"] as? Int == Int(status))
         #expect(result.stderr.hasPrefix("granary: "), "\(result.stderr)")
-        #expect(!result.stderr.contains("Error:") && !result.stderr.contains("Usage:"), "one error format: \(result.stderr)")
+        #expect(
+            !result.stderr.contains("Error:") && !result.stderr.contains("Usage:"), "one error format: \(result.stderr)"
+        )
     }
 
     @Test("a run that fails for some items only keeps its document and names each error in it")

@@ -11,7 +11,9 @@ import Testing
 /// and the app started there; retire refused while the app runs; retire killed at every step.
 @Suite(
     "a user's life: retire on one root, restore --create on another", .serialized,
-    .enabled(if: geteuid() == 0, "the lifecycle tests need root (CI runs make test as root): they create a user and run the app as it"))
+    .enabled(
+        if: geteuid() == 0,
+        "the lifecycle tests need root (CI runs make test as root): they create a user and run the app as it"))
 struct LifecycleTests {
     /// Two roots, a repository, and one user on root A owned by an unprivileged account: a WAL
     /// store with Core Data external data and a rollback store in a sub-folder, each file and
@@ -52,9 +54,12 @@ struct LifecycleTests {
         }
 
         /// Runs granary on `root` (A by default) and the repository; GRANARY_* variables are the test's.
-        func granary(_ arguments: [String], root: String? = nil, repo: String? = nil, environment: [String: String] = [:]) throws -> Outcome {
+        func granary(
+            _ arguments: [String], root: String? = nil, repo: String? = nil, environment: [String: String] = [:]
+        ) throws -> Outcome {
             try Spawned(
-                GranaryProcess.binDirectory + "/granary", arguments + ["--root", root ?? rootA, "--repo", repo ?? self.repo],
+                GranaryProcess.binDirectory + "/granary",
+                arguments + ["--root", root ?? rootA, "--repo", repo ?? self.repo],
                 environment: environment
             ).wait(timeout: 120)
         }
@@ -71,7 +76,8 @@ struct LifecycleTests {
         static func ownership(_ home: String) -> [String] {
             Lab.fingerprint(home).filter { line in
                 let name = String(line.split(separator: " ")[0])
-                return !name.hasSuffix("-wal") && !name.hasSuffix("-shm") && !name.hasSuffix("-journal") && name != "notes.txt"
+                return !name.hasSuffix("-wal") && !name.hasSuffix("-shm") && !name.hasSuffix("-journal")
+                    && name != "notes.txt"
             }.map { line in
                 // Name, type, uid, gid and mode: not the content (a store's bytes differ after a snapshot).
                 line.split(separator: " ").prefix(5).joined(separator: " ")
@@ -92,7 +98,9 @@ struct LifecycleTests {
             chown(log, owner.uid, owner.gid)
             let app = try Spawned(
                 "/usr/bin/setpriv",
-                owner.setpriv + [GranaryProcess.binDirectory + "/granary-demo-owner", "--log", log, "--interval-ms", "5"]
+                owner.setpriv + [
+                    GranaryProcess.binDirectory + "/granary-demo-owner", "--log", log, "--interval-ms", "5",
+                ]
                     + Self.stores.map { home + "/" + $0 })
             let deadline = Date().addingTimeInterval(20)
             while Date() < deadline {
@@ -100,12 +108,16 @@ struct LifecycleTests {
                 if !app.process.isRunning { break }
                 usleep(10_000)
             }
-            throw LabError.setup("the app did not start writing: \(app.stop()) \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+            throw LabError.setup(
+                "the app did not start writing: \(app.stop()) \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")"
+            )
         }
 
         /// Writes the app acknowledged so far.
         static func acked(_ log: String) -> Int {
-            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").filter { $0.hasPrefix("ACK ") }.count
+            ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").filter {
+                $0.hasPrefix("ACK ")
+            }.count
         }
     }
 
@@ -121,7 +133,10 @@ struct LifecycleTests {
         try #require(retired.status == 0, "retire: \(retired)")
         #expect(try ShellTools.schemaProblems(retired.stdout, schema: "retire").isEmpty, "\(retired.stdout)")
         let document = try Self.document(retired)
-        #expect((document["stores"] as? [[String: Any]])?.map { $0["name"] as? String } == ["Data/Cloud.sqlite", "Local.sqlite"])
+        #expect(
+            (document["stores"] as? [[String: Any]])?.map { $0["name"] as? String } == [
+                "Data/Cloud.sqlite", "Local.sqlite",
+            ])
         #expect(document["others"] as? [String] == ["notes.txt"], "\(document)")
         #expect(FileSystem.status(world.homeA) == nil, "the folder is still there")
         #expect(FileSystem.contents(of: world.rootA + "/.granary/retire").isEmpty, "the retire left its work behind")
@@ -130,10 +145,13 @@ struct LifecycleTests {
         #expect(list.status == 0, "\(list)")
         let listed = try Self.document(list)
         let final = (listed["archives"] as? [[String: Any]])?.first { $0["kind"] as? String == "final" }
-        #expect(final?["verified"] as? String == "verified", "the final archive is not recorded verified: \(list.stdout)")
+        #expect(
+            final?["verified"] as? String == "verified", "the final archive is not recorded verified: \(list.stdout)")
         #expect(listed["retiredUsers"] as? [String] == [world.id], "\(list.stdout)")
         let check = try world.granary(["check"], repo: repo, environment: environment)
-        #expect(check.status == 0 && check.stderr.isEmpty && check.stdout.isEmpty, "check is not quiet about a retired user: \(check)")
+        #expect(
+            check.status == 0 && check.stderr.isEmpty && check.stdout.isEmpty,
+            "check is not quiet about a retired user: \(check)")
         let users = try world.granary(["users", "--json"], repo: repo, environment: environment)
         let entry = ((try Self.document(users))["users"] as? [[String: Any]])?.first { $0["id"] as? String == world.id }
         #expect(entry?["retired"] as? Bool == true, "\(users.stdout)")
@@ -142,15 +160,22 @@ struct LifecycleTests {
 
     /// Creates the user on B and checks it is the user A had: same content, same owners and modes,
     /// and the app opens it and writes.
-    func createOnB(_ world: World, dumps: [String: String], ownership: [String], repo: String? = nil, environment: [String: String] = [:]) throws {
+    func createOnB(
+        _ world: World, dumps: [String: String], ownership: [String], repo: String? = nil,
+        environment: [String: String] = [:]
+    ) throws {
         let missing = try world.granary(["restore", world.id], root: world.rootB, repo: repo, environment: environment)
         #expect(missing.status == 66, "\(missing)")
-        #expect(missing.stderr.contains("--create --owner granary-life:granary-life"), "the hint is not the --create command line: \(missing)")
-        let created = try world.granary(["restore", world.id, "--create", "--json"], root: world.rootB, repo: repo, environment: environment)
+        #expect(
+            missing.stderr.contains("--create --owner granary-life:granary-life"),
+            "the hint is not the --create command line: \(missing)")
+        let created = try world.granary(
+            ["restore", world.id, "--create", "--json"], root: world.rootB, repo: repo, environment: environment)
         try #require(created.status == 0, "restore --create: \(created)")
         #expect(try ShellTools.schemaProblems(created.stdout, schema: "restore").isEmpty, "\(created.stdout)")
         let folder = (try Self.document(created))["createdFolder"] as? [String: Any]
-        #expect(folder?["user"] as? String == "granary-life" && folder?["mode"] as? String == "0750", "\(created.stdout)")
+        #expect(
+            folder?["user"] as? String == "granary-life" && folder?["mode"] as? String == "0750", "\(created.stdout)")
         #expect(try World.dumps(world.homeB) == dumps, "the stores on B differ from A's")
         #expect(World.ownership(world.homeB) == ownership, "owners or modes differ")
         let photo = try String(contentsOfFile: world.homeB + "/.Local_SUPPORT/_EXTERNAL_DATA/photo-1", encoding: .utf8)
@@ -164,12 +189,17 @@ struct LifecycleTests {
         app.stop()
         let db = try Database(path: world.homeB + "/Local.sqlite", mode: .readOnly)
         #expect(db.integrityCheck(full: true) == ["ok"])
-        #expect(try RestoreFixtures.ids(world.homeB + "/Local.sqlite").count >= 20, "the app's writes are not in the store")
-        let users = try world.granary(["users", world.id, "--json"], root: world.rootB, repo: repo, environment: environment)
-        #expect(((try Self.document(users))["users"] as? [[String: Any]])?.first?["retired"] as? Bool == false, "\(users)")
+        #expect(
+            try RestoreFixtures.ids(world.homeB + "/Local.sqlite").count >= 20, "the app's writes are not in the store")
+        let users = try world.granary(
+            ["users", world.id, "--json"], root: world.rootB, repo: repo, environment: environment)
+        #expect(
+            ((try Self.document(users))["users"] as? [[String: Any]])?.first?["retired"] as? Bool == false, "\(users)")
     }
 
-    @Test("retired on root A (final archive verified, folder gone, check quiet), created on root B from the same repository: same content, owners and modes, and the app writes")
+    @Test(
+        "retired on root A (final archive verified, folder gone, check quiet), created on root B from the same repository: same content, owners and modes, and the app writes"
+    )
     func moveBetweenRoots() throws {
         let world = try World()
         #expect(try world.granary(["backup", world.id]).status == 0)
@@ -199,7 +229,8 @@ struct LifecycleTests {
         let environment = server.environment()
         let dumps = try World.dumps(world.homeA)
         let ownership = World.ownership(world.homeA)
-        let retired = try world.granary(["retire", world.id, "--yes", "--json", "--config", config], environment: environment)
+        let retired = try world.granary(
+            ["retire", world.id, "--yes", "--json", "--config", config], environment: environment)
         try #require(retired.status == 0, "\(retired)")
         let mirrors = (try Self.document(retired))["mirrors"] as? [[String: Any]]
         #expect(mirrors?.count == 1 && mirrors?.first?["ok"] as? Bool == true, "\(retired.stdout)")
@@ -209,10 +240,12 @@ struct LifecycleTests {
         try createOnB(world, dumps: dumps, ownership: ownership, repo: mirror, environment: environment)
 
         // And retired again on B, with the S3 location as the repository itself.
-        let again = try world.granary(["retire", world.id, "--yes"], root: world.rootB, repo: mirror, environment: environment)
+        let again = try world.granary(
+            ["retire", world.id, "--yes"], root: world.rootB, repo: mirror, environment: environment)
         #expect(again.status == 0, "\(again)")
         #expect(FileSystem.status(world.homeB) == nil)
-        let list = try world.granary(["list", world.id, "--json"], root: world.rootB, repo: mirror, environment: environment)
+        let list = try world.granary(
+            ["list", world.id, "--json"], root: world.rootB, repo: mirror, environment: environment)
         let listed = try Self.document(list)
         #expect(listed["retiredUsers"] as? [String] == [world.id], "\(list)")
         let finals = (listed["archives"] as? [[String: Any]])?.filter { $0["kind"] as? String == "final" } ?? []
@@ -229,7 +262,9 @@ struct LifecycleTests {
         let refused = try world.granary(["retire", world.id, "--yes"])
         #expect(refused.status == 75, "\(refused)")
         #expect(refused.stderr.contains("is in use") && refused.stderr.contains(world.homeA), "\(refused)")
-        #expect(FileSystem.status(world.homeA + "/Local.sqlite") != nil && FileSystem.status(world.homeA + "/notes.txt") != nil)
+        #expect(
+            FileSystem.status(world.homeA + "/Local.sqlite") != nil
+                && FileSystem.status(world.homeA + "/notes.txt") != nil)
         #expect(!world.archives().contains { $0.contains("final") }, "a final archive was left: \(world.archives())")
         #expect(FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil)
         let writes = World.acked(log)
@@ -256,7 +291,9 @@ struct LifecycleTests {
         #expect(done.status == 0, "once the app let go: \(done)")
     }
 
-    @Test("retire removes only what the owner could remove: a root-owned folder inside is kept aside in the state folder and named, not removed as root")
+    @Test(
+        "retire removes only what the owner could remove: a root-owned folder inside is kept aside in the state folder and named, not removed as root"
+    )
     func ownerPermissionsOnly() throws {
         let world = try World()
         try Lab.makeFolder(world.homeA + "/Data/root-owned", mode: 0o755)
@@ -275,10 +312,14 @@ struct LifecycleTests {
         #expect(FileSystem.isRegularFile(kept + "/Data/root-owned/kept.txt"))
         #expect(FileSystem.status(kept + "/closed") == nil && FileSystem.status(kept + "/Local.sqlite") == nil)
         #expect(retired.stderr.contains("could not be removed with its owner's permissions"), "\(retired.stderr)")
-        #expect(FileSystem.status(world.homeA) == nil && FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil)
+        #expect(
+            FileSystem.status(world.homeA) == nil
+                && FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil)
     }
 
-    @Test("granary killed at every step of retire: recover leaves the folder fully there, or fully gone with its final archive verified")
+    @Test(
+        "granary killed at every step of retire: recover leaves the folder fully there, or fully gone with its final archive verified"
+    )
     func crashAtEveryStep() throws {
         var step = 1
         var sawThere = false
@@ -286,20 +327,24 @@ struct LifecycleTests {
         while step < 40 {
             let world = try World()
             let before = World.whole(world.homeA)
-            let run = try world.granary(["retire", world.id, "--yes"], environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)])
+            let run = try world.granary(
+                ["retire", world.id, "--yes"], environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)])
             if run.status == 0 { break }
             #expect(run.signal == SIGKILL, "step \(step): \(run)")
             let recovered = try world.granary(["recover", "--json"])
             #expect(recovered.status == 0, "step \(step): recover: \(recovered)")
             #expect(try ShellTools.schemaProblems(recovered.stdout, schema: "recover").isEmpty, "\(recovered.stdout)")
-            #expect(FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil, "step \(step): the retire's work is left")
+            #expect(
+                FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil,
+                "step \(step): the retire's work is left")
             if FileSystem.status(world.homeA) != nil {
                 sawThere = true
                 #expect(World.whole(world.homeA) == before, "step \(step): the folder is there but changed")
             } else {
                 sawGone = true
                 let final = world.archives().filter { $0.hasSuffix("-final.tar.zst") }
-                #expect(final.count == 1, "step \(step): the folder is gone without its final archive: \(world.archives())")
+                #expect(
+                    final.count == 1, "step \(step): the folder is gone without its final archive: \(world.archives())")
                 let verified = try world.granary(["verify", world.id + "/" + (final.first ?? "")])
                 #expect(verified.status == 0, "step \(step): \(verified)")
                 let check = try world.granary(["check"])

@@ -26,7 +26,8 @@ struct MirrorTests {
         try FileSystem.makeDirectory(root + "/bob@example.com")
         try SampleData.makeItemsStore(root + "/alice@example.com/Local.sqlite", rows: 60, walOnlyTail: 5)
         try SampleData.makeItemsStore(root + "/bob@example.com/Notes.sqlite", rows: 30, walOnlyTail: 0)
-        try "repo = \"\(repo)\"\n\n[[mirror]]\nrepo = \"\(mirror)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "repo = \"\(repo)\"\n\n[[mirror]]\nrepo = \"\(mirror)\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
     }
 
     func granary(_ arguments: [String], repo: String? = nil, proxy: FaultProxy? = nil) throws -> GranaryProcess.Result {
@@ -47,7 +48,9 @@ struct MirrorTests {
         return Dictionary(grouping: document.archives, by: \.user).mapValues { Set($0.map(\.name)) }
     }
 
-    @Test("backup --all with a mirror, the local repository lost: list, verify, restore --to and a restore in place under a running owner from the mirror alone; then prune and sync converge both repositories")
+    @Test(
+        "backup --all with a mirror, the local repository lost: list, verify, restore --to and a restore in place under a running owner from the mirror alone; then prune and sync converge both repositories"
+    )
     func loseTheMachine() throws {
         let backup = try granary(["backup", "--all", "--json"])
         #expect(backup.status == 0, "\(backup.stderr)")
@@ -63,7 +66,9 @@ struct MirrorTests {
         let drill = folder.child("drill")
         let restoreTo = try granary(["restore", "bob@example.com", "--to", drill], repo: mirror)
         #expect(restoreTo.status == 0, "\(restoreTo.stderr)")
-        #expect(try RestoreFixtures.dump(drill + "/Notes.sqlite") == RestoreFixtures.dump(root + "/bob@example.com/Notes.sqlite"))
+        #expect(
+            try RestoreFixtures.dump(drill + "/Notes.sqlite")
+                == RestoreFixtures.dump(root + "/bob@example.com/Notes.sqlite"))
 
         // alice's store is in use: a running owner writes to it and is swapped under.
         let store = root + "/alice@example.com/Local.sqlite"
@@ -72,11 +77,14 @@ struct MirrorTests {
         try owner.waitForMoreWrites(20)
         let restore = try granary(["restore", "alice@example.com"], repo: mirror)
         #expect(restore.status == 0, "\(restore.stderr)")
-        #expect(restore.stdout.contains("swap") && restore.stdout.contains("owner pid \(owner.pid)"), "\(restore.stdout)")
+        #expect(
+            restore.stdout.contains("swap") && restore.stdout.contains("owner pid \(owner.pid)"), "\(restore.stdout)")
         try owner.waitForMoreWrites(10)
         owner.stop()
         #expect(try RestoreFixtures.ids(store, table: "items") == archived, "the archive's rows are back")
-        #expect(try archives(mirror)["alice@example.com"]?.contains { $0.contains("-pre-restore") } == true, "the safety archive went to the mirror")
+        #expect(
+            try archives(mirror)["alice@example.com"]?.contains { $0.contains("-pre-restore") } == true,
+            "the safety archive went to the mirror")
 
         // A new repository on the machine; prune it, then sync: both hold the same archives.
         usleep(1_100_000)
@@ -93,10 +101,13 @@ struct MirrorTests {
         let check = try granary(["check"], repo: mirror)
         #expect(check.status == 0, "\(check.stdout)\(check.stderr)")
         let again = try granary(["sync", "--json"])
-        #expect(again.status == 0 && !again.stdout.contains("\"uploaded\" : [\n        \""), "a second sync has nothing to do: \(again.stdout)")
+        #expect(
+            again.status == 0 && !again.stdout.contains("\"uploaded\" : [\n        \""),
+            "a second sync has nothing to do: \(again.stdout)")
     }
 
-    @Test("a mirror that fails: backup exits 1 naming it and keeps the archive; check fails the user until sync sends it")
+    @Test(
+        "a mirror that fails: backup exits 1 naming it and keeps the archive; check fails the user until sync sends it")
     func mirrorFails() throws {
         let proxy = try FaultProxy(upstream: server.port)
         #expect(try granary(["backup", "alice@example.com"], proxy: proxy).status == 0)
@@ -119,7 +130,9 @@ struct MirrorTests {
         #expect(try archives(mirror) == archives(repo))
     }
 
-    @Test("a mirror's copy never replaces an object: a taken name is refused with the object left as it was, and a new mirror gets its marker with the first copy")
+    @Test(
+        "a mirror's copy never replaces an object: a taken name is refused with the object left as it was, and a new mirror gets its marker with the first copy"
+    )
     func mirrorCopyNeverReplaces() throws {
         let location = "s3:\(bucket)/fresh"
         let remote = try RcloneRepository(location: location, environment: server.environment())
@@ -129,24 +142,33 @@ struct MirrorTests {
         try Data("another archive, longer".utf8).write(to: URL(fileURLWithPath: second))
         try remote.prepare()
         #expect(try remote.write("alice@example.com/20261123T150043Z.tar.zst", from: first))
-        #expect(try RcloneRepository(location: location, environment: server.environment()).exists(), "the marker came with the first copy")
+        #expect(
+            try RcloneRepository(location: location, environment: server.environment()).exists(),
+            "the marker came with the first copy")
         // A second run (no cached knowledge of the marker) and the same name: refused, unchanged.
         let again = try RcloneRepository(location: location, environment: server.environment())
         try again.prepare()
         #expect(try again.write("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
         #expect(try again.write("alice@example.com/20261123T150043Z.tar.zst", from: second) == false)
-        let stored = try server.read("\(bucket)/fresh/alice@example.com/20261123T150043Z.tar.zst", scratch: folder.child("scratch"))
+        let stored = try server.read(
+            "\(bucket)/fresh/alice@example.com/20261123T150043Z.tar.zst", scratch: folder.child("scratch"))
         #expect(String(decoding: stored, as: UTF8.self) == "the first archive")
-        #expect(try server.objects("\(bucket)/fresh").keys.sorted() == [".granary-repository", "alice@example.com/20261123T150043Z.tar.zst"])
+        #expect(
+            try server.objects("\(bucket)/fresh").keys.sorted() == [
+                ".granary-repository", "alice@example.com/20261123T150043Z.tar.zst",
+            ])
     }
 
-    @Test("the mirror's lookup, done while the snapshots are taken, lets no upload replace a name taken after it: that mirror fails, the archive stays in the repository")
+    @Test(
+        "the mirror's lookup, done while the snapshots are taken, lets no upload replace a name taken after it: that mirror fails, the archive stays in the repository"
+    )
     func nameTakenAfterTheLookup() throws {
         let proxy = try FaultProxy(upstream: server.port)
         let user = try UserID("alice@example.com")
         // The mirror exists before the run, so its lookup is the one rclone run before the upload.
         try RcloneRepository(location: mirror, environment: server.environment()).prepare()
-        let mirrorRepository = try RcloneRepository(location: mirror, environment: server.environment(endpointPort: proxy.port))
+        let mirrorRepository = try RcloneRepository(
+            location: mirror, environment: server.environment(endpointPort: proxy.port))
         let planted = folder.child("planted")
         try Data("not this archive".utf8).write(to: URL(fileURLWithPath: planted))
         let started = Date()
@@ -156,13 +178,15 @@ struct MirrorTests {
             for _ in 0..<600 where proxy.finished == 0 { usleep(50_000) }
             #expect(proxy.finished >= 1, "the lookup ended before packing")
             for second in Int(started.timeIntervalSince1970)...Int(Date().timeIntervalSince1970) {
-                let name = ArchiveName(created: Date(timeIntervalSince1970: TimeInterval(second)), compression: .zstd).fileName
+                let name = ArchiveName(created: Date(timeIntervalSince1970: TimeInterval(second)), compression: .zstd)
+                    .fileName
                 let put = try? server.rclone(["copyto", planted, "moto:\(bucket)/mirror/alice@example.com/\(name)"])
                 #expect(put?.status == 0, "\(put?.stderr ?? "")")
             }
         }
         let operation = BackupOperation(
-            root: Root(path: root), repository: LocalRepository(path: repo), mirrors: [mirrorRepository], options: .init(), progress: hook)
+            root: Root(path: root), repository: LocalRepository(path: repo), mirrors: [mirrorRepository],
+            options: .init(), progress: hook)
         let result = try operation.run(user)
         #expect(hook.ran)
         #expect(result.mirrors.count == 1)
@@ -172,11 +196,14 @@ struct MirrorTests {
             return
         }
         #expect(FileSystem.isRegularFile(result.entry.path), "the archive stays in the repository")
-        let stored = try server.read("\(bucket)/mirror/alice@example.com/\(result.entry.name.fileName)", scratch: folder.child("scratch"))
+        let stored = try server.read(
+            "\(bucket)/mirror/alice@example.com/\(result.entry.name.fileName)", scratch: folder.child("scratch"))
         #expect(String(decoding: stored, as: UTF8.self) == "not this archive", "the object on the mirror is as it was")
     }
 
-    @Test("a mirror whose lookup fails (no such bucket) fails alone: the other mirror takes the archive, the repository keeps it, exit 1")
+    @Test(
+        "a mirror whose lookup fails (no such bucket) fails alone: the other mirror takes the archive, the repository keeps it, exit 1"
+    )
     func lookupFailureFailsThatMirror() throws {
         let missing = "s3:nobucket\(UInt32.random(in: 0...UInt32.max))/mirror"
         let backup = try granary(["backup", "alice@example.com", "--mirror", missing, "--mirror", mirror, "--json"])
@@ -220,7 +247,11 @@ final class PackHook: BackupProgress, @unchecked Sendable {
     var ran: Bool { lock.withLock { done } }
 
     func update(user: String, phase: String, done _: Int64, total _: Int64) {
-        guard phase == "pack", lock.withLock({ () -> Bool in defer { done = true }; return !done }) else { return }
+        guard phase == "pack",
+            lock.withLock({ () -> Bool in
+                defer { done = true }; return !done
+            })
+        else { return }
         try? action()
     }
 }

@@ -61,7 +61,8 @@ struct NameCorpusTests {
         // Before: the first non-ASCII name crashed backup (SIGSEGV in libarchive), for every user.
         let backup = try granary(["backup", "names@example.com"])
         #expect(backup.status == 0, "\(backup.stderr)")
-        let archive = try #require(FileSystem.contents(of: repo + "/names@example.com").first { $0.hasSuffix(".tar.zst") })
+        let archive = try #require(
+            FileSystem.contents(of: repo + "/names@example.com").first { $0.hasSuffix(".tar.zst") })
         let path = repo + "/names@example.com/" + archive
         // The member names, read back by libarchive, are the files' bytes.
         let reader = try ArchiveReader(path: path)
@@ -91,7 +92,9 @@ struct NameCorpusTests {
         }
     }
 
-    @Test("every name of the corpus is escaped on screen and exact in JSON: users, backup, list, inspect, restore and verify")
+    @Test(
+        "every name of the corpus is escaped on screen and exact in JSON: users, backup, list, inspect, restore and verify"
+    )
     func corpusShownAndCarried() throws {
         let user = root + "/names@example.com"
         try FileSystem.makeDirectory(user)
@@ -100,8 +103,11 @@ struct NameCorpusTests {
         }
         let expected = Set(Self.corpus)
         // As text: the same escapes everywhere, never a raw control, line break or override.
-        let shown = ["Caf\u{E9}.sqlite", "Cafe\\xcc\\x81.sqlite", "bad\\xff\\xfe.sqlite", "esc\\e[31mred.sqlite", "new\\nline.sqlite", "carriage\\rreturn.sqlite",
-                     "next\\u{0085}line.sqlite", "evil\\u{202e}etilqs.sqlite", "\\xc3(x.sqlite"]
+        let shown = [
+            "Caf\u{E9}.sqlite", "Cafe\\xcc\\x81.sqlite", "bad\\xff\\xfe.sqlite", "esc\\e[31mred.sqlite",
+            "new\\nline.sqlite", "carriage\\rreturn.sqlite",
+            "next\\u{0085}line.sqlite", "evil\\u{202e}etilqs.sqlite", "\\xc3(x.sqlite",
+        ]
         func text(_ arguments: [String], status: Int32 = 0) throws -> String {
             let result = try granary(arguments)
             #expect(result.status == status, "\(arguments): \(result.stderr)")
@@ -109,21 +115,27 @@ struct NameCorpusTests {
             for raw in ["\u{1B}", "\r", "\u{85}", "\u{202E}", "\u{FFFD}"] {
                 #expect(!all.contains(raw), "\(arguments) printed \(raw.debugDescription) raw")
             }
-            #expect(!all.unicodeScalars.contains { (0x10_FF00...0x10_FFFF).contains($0.value) }, "\(arguments) printed a private code point")
+            #expect(
+                !all.unicodeScalars.contains { (0x10_FF00...0x10_FFFF).contains($0.value) },
+                "\(arguments) printed a private code point")
             return all
         }
         /// The exact bytes of each `{name, nameBase64}` of `objects`.
         func bytes(_ objects: [[String: Any]]?, key: String = "name") -> Set<[UInt8]> {
-            Set((objects ?? []).compactMap { object -> [UInt8]? in
-                if let base64 = object[key + "Base64"] as? String { return Data(base64Encoded: base64).map(Array.init) }
-                return (object[key] as? String).map { Array($0.utf8) }
-            })
+            Set(
+                (objects ?? []).compactMap { object -> [UInt8]? in
+                    if let base64 = object[key + "Base64"] as? String {
+                        return Data(base64Encoded: base64).map(Array.init)
+                    }
+                    return (object[key] as? String).map { Array($0.utf8) }
+                })
         }
         func json(_ arguments: [String], schema: String) throws -> [String: Any] {
             let result = try granary(arguments + ["--json"])
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             #expect(try ShellTools.schemaProblems(result.stdout, schema: schema) == [], "\(arguments)")
-            #expect(!result.stdout.unicodeScalars.contains { (0x10_FF00...0x10_FFFF).contains($0.value) }, "\(arguments)")
+            #expect(
+                !result.stdout.unicodeScalars.contains { (0x10_FF00...0x10_FFFF).contains($0.value) }, "\(arguments)")
             return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
         }
 
@@ -135,7 +147,8 @@ struct NameCorpusTests {
         // Only the names that are not UTF-8 (and the one holding a code point granary keeps for
         // such bytes) have their bytes in base64; they show U+FFFD.
         let notUTF8 = Self.corpus.filter {
-            String(validating: $0, as: UTF8.self) == nil || $0.starts(with: [0xF4, 0x8F, 0xBD]) || $0.starts(with: Array("Cafe\u{301}".utf8))
+            String(validating: $0, as: UTF8.self) == nil || $0.starts(with: [0xF4, 0x8F, 0xBD])
+                || $0.starts(with: Array("Cafe\u{301}".utf8))
         }
         #expect(notUTF8.count == 4)
         #expect(stores?.filter { !($0["nameBase64"] is NSNull) }.count == notUTF8.count)
@@ -143,7 +156,8 @@ struct NameCorpusTests {
 
         let backup = try json(["backup", "names@example.com"], schema: "backup")
         #expect(bytes((backup["users"] as? [[String: Any]])?.first?["stores"] as? [[String: Any]]) == expected)
-        let archive = try #require(FileSystem.contents(of: repo + "/names@example.com").first { $0.hasSuffix(".tar.zst") })
+        let archive = try #require(
+            FileSystem.contents(of: repo + "/names@example.com").first { $0.hasSuffix(".tar.zst") })
 
         let list = try text(["list"])
         for name in shown { #expect(list.contains(name), "list: \(name) in \(list)") }
@@ -167,7 +181,8 @@ struct NameCorpusTests {
         let damaged = repo + "/names@example.com/" + archive.replacingOccurrences(of: "Z.tar", with: "Z-flip.tar")
         try FileManager.default.copyItem(atPath: path, toPath: damaged)
         let tamper = try GranaryProcess.runExecutable(
-            "/usr/bin/env", ["python3", GranaryProcess.packageDirectory + "/scripts/tamper-archive.py", path, damaged, "flip-store"])
+            "/usr/bin/env",
+            ["python3", GranaryProcess.packageDirectory + "/scripts/tamper-archive.py", path, damaged, "flip-store"])
         try #require(tamper.status == 0, "\(tamper.stderr)")
         let verify = try granary(["verify", damaged, "--json"])
         #expect(verify.status == 65, "\(verify.stderr)")
@@ -185,9 +200,14 @@ struct NameCorpusTests {
         let odd = folder.child("odd")
         try FileSystem.makeDirectory(odd)
         #expect(RawPath.mkdir(odd + "/" + FolderName.decode(Array("d".utf8) + [0xFF]), 0o755) == 0)
-        try SampleData.makeItemsStore(odd + "/" + FolderName.decode(Array("d".utf8) + [0xFF]) + "/Store.sqlite", rows: 2, walOnlyTail: 0)
+        try SampleData.makeItemsStore(
+            odd + "/" + FolderName.decode(Array("d".utf8) + [0xFF]) + "/Store.sqlite", rows: 2, walOnlyTail: 0)
         let inspect = try GranaryProcess.runExecutable(
-            "/bin/sh", ["-c", "exec \"$0\" inspect \"$(printf \"$1\")\"", GranaryProcess.binDirectory + "/granary", odd + "/d\\377/Store.sqlite"])
+            "/bin/sh",
+            [
+                "-c", "exec \"$0\" inspect \"$(printf \"$1\")\"", GranaryProcess.binDirectory + "/granary",
+                odd + "/d\\377/Store.sqlite",
+            ])
         #expect(inspect.status == 0, "\(inspect.stderr)")
         #expect(inspect.stdout.contains("Store.sqlite") && inspect.stdout.contains("items"), "\(inspect.stdout)")
         // U+10FF61 is granary's own stand-in for the byte 'a': typed as text, it must not open alice.
@@ -218,23 +238,38 @@ struct NameCorpusTests {
         #expect(try RestoreFixtures.ids(root + "/" + id + "/" + store, table: "items").count == 4)
     }
 
-    @Test("a name's string and its bytes convert both ways for every byte string, and two names are equal strings only when their bytes are")
+    @Test(
+        "a name's string and its bytes convert both ways for every byte string, and two names are equal strings only when their bytes are"
+    )
     func escapingIsReversible() {
         // Canonically equivalent pairs: precomposed and decomposed, Hangul syllable and jamo,
         // singletons (ANGSTROM SIGN is Å, OHM SIGN is Ω), reordered combining marks.
-        let equivalent: [[UInt8]] = ["\u{C5}", "A\u{30A}", "\u{212B}", "\u{AC00}", "\u{1100}\u{1161}", "\u{3A9}", "\u{2126}",
-                                     "a\u{301}\u{323}", "a\u{323}\u{301}", "\u{E1}\u{323}", "\u{1EA1}\u{301}"].map { Array($0.utf8) }
-        var samples: [[UInt8]] = Self.corpus + equivalent + [[0x80], [0xF4, 0x8F, 0xBC, 0x80], [0xED, 0xA0, 0x80], [0xF0, 0x9F, 0x98], [0xFF, 0xCC, 0x81]]
+        let equivalent: [[UInt8]] = [
+            "\u{C5}", "A\u{30A}", "\u{212B}", "\u{AC00}", "\u{1100}\u{1161}", "\u{3A9}", "\u{2126}",
+            "a\u{301}\u{323}", "a\u{323}\u{301}", "\u{E1}\u{323}", "\u{1EA1}\u{301}",
+        ].map { Array($0.utf8) }
+        var samples: [[UInt8]] =
+            Self.corpus + equivalent + [
+                [0x80], [0xF4, 0x8F, 0xBC, 0x80], [0xED, 0xA0, 0x80], [0xF0, 0x9F, 0x98], [0xFF, 0xCC, 0x81],
+            ]
         var generator = SystemRandomNumberGenerator()
-        for _ in 0..<500 { samples.append((0..<Int.random(in: 1...12, using: &generator)).map { _ in UInt8.random(in: 1...255, using: &generator) }) }
+        for _ in 0..<500 {
+            samples.append(
+                (0..<Int.random(in: 1...12, using: &generator)).map { _ in UInt8.random(in: 1...255, using: &generator)
+                })
+        }
         let strings = samples.map(FolderName.decode)
         for (bytes, string) in zip(samples, strings) {
             #expect(FolderName.encode(string) == bytes, "\(bytes)")
-            #expect(FolderName.canonical(string) == string && FolderName.canonical(string).unicodeScalars.elementsEqual(string.unicodeScalars))
+            #expect(
+                FolderName.canonical(string) == string
+                    && FolderName.canonical(string).unicodeScalars.elementsEqual(string.unicodeScalars))
         }
         for i in samples.indices {
             for j in samples.indices where i < j && (strings[i] == strings[j]) != (samples[i] == samples[j]) {
-                Issue.record("\(samples[i]) and \(samples[j]) give strings Swift holds \(strings[i] == strings[j] ? "equal" : "different")")
+                Issue.record(
+                    "\(samples[i]) and \(samples[j]) give strings Swift holds \(strings[i] == strings[j] ? "equal" : "different")"
+                )
             }
         }
         #expect(Set(strings).count == Set(samples).count)
@@ -242,6 +277,8 @@ struct NameCorpusTests {
         #expect(FolderName.decode(Array("Caf\u{E9}.sqlite".utf8)) == "Caf\u{E9}.sqlite")
         #expect(FolderName.isUTF8(FolderName.decode(Array("Caf\u{E9}.sqlite".utf8))))
         #expect(!FolderName.isUTF8(FolderName.decode(Array("Cafe\u{301}.sqlite".utf8))))
-        #expect(FolderName.decode(Array("Cafe\u{301}.sqlite".utf8)).hasPrefix("Cafe") && FolderName.decode(Array("Cafe\u{301}.sqlite".utf8)).hasSuffix(".sqlite"))
+        #expect(
+            FolderName.decode(Array("Cafe\u{301}.sqlite".utf8)).hasPrefix("Cafe")
+                && FolderName.decode(Array("Cafe\u{301}.sqlite".utf8)).hasSuffix(".sqlite"))
     }
 }

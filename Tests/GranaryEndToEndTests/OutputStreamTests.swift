@@ -15,33 +15,42 @@ struct OutputStreamTests {
     /// status when its output cannot be written: 74, or the command's own failure (check).
     static let writers: [([String], Int32)] = [
         (["users"], 74), (["users", "--json"], 74), (["config"], 74), (["list"], 74), (["list", "--json"], 74),
-        (["backup", "dave@example.com", "-v"], 74), (["backup", "dave@example.com", "--json"], 74), (["verify", "--all", "-v"], 74),
+        (["backup", "dave@example.com", "-v"], 74), (["backup", "dave@example.com", "--json"], 74),
+        (["verify", "--all", "-v"], 74),
         (["verify", "--all", "--json"], 74), (["inspect", "ROOT/bob@example.com/Notes.sqlite"], 74),
         (["check", "--json"], 1), (["delete", "--dry-run", "dave@example.com/LATEST", "--force"], 74),
         (["prune", "--all", "--keep-last", "5", "--dry-run"], 74), (["restore", "alice@example.com"], 74),
-        (["reset", "carol@example.com"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74), (["help", "backup"], 74),
+        (["reset", "carol@example.com"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74),
+        (["help", "backup"], 74),
         (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74),
     ]
 
-    static let cases: [(command: [String], status: Int32, pipe: Bool)] = writers.flatMap { [($0.0, $0.1, false), ($0.0, $0.1, true)] }
+    static let cases: [(command: [String], status: Int32, pipe: Bool)] = writers.flatMap {
+        [($0.0, $0.1, false), ($0.0, $0.1, true)]
+    }
 
-    @Test("a closed standard output or a closed pipe ends every command with 'write error' and exit 74, never a signal; a restore or reset stays done",
+    @Test(
+        "a closed standard output or a closed pipe ends every command with 'write error' and exit 74, never a signal; a restore or reset stays done",
         arguments: 0..<cases.count)
     func brokenOutput(index: Int) throws {
         let (command, status, pipe) = Self.cases[index]
         let fixture = try Fixture()
         let latest = fixture.archives("dave@example.com").last!
-        let arguments = command.map {
-            $0.replacingOccurrences(of: "ROOT", with: fixture.root).replacingOccurrences(of: "LATEST", with: latest)
-                .replacingOccurrences(of: "MIRROR", with: fixture.folder.child("mirror"))
-        }
+        let arguments =
+            command.map {
+                $0.replacingOccurrences(of: "ROOT", with: fixture.root).replacingOccurrences(of: "LATEST", with: latest)
+                    .replacingOccurrences(of: "MIRROR", with: fixture.folder.child("mirror"))
+            }
             + ["--root", fixture.root, "--repo", fixture.repo]
         let ended = try ShellTools.runWithBrokenOutput(arguments, pipe: pipe)
         let label = "\(command) \(pipe ? "into a closed pipe" : "with stdout closed")"
         #expect(ended.signal == nil, "\(label): killed by signal \(ended.signal ?? 0): \(ended.stderr)")
         #expect(ended.status == status, "\(label): \(ended.stderr)")
-        #expect(ended.stderr.contains("granary: write error: " + (pipe ? "Broken pipe" : "Bad file descriptor")), "\(label): \(ended.stderr)")
-        #expect(!ended.stderr.contains("Fatal error") && !ended.stderr.contains("Backtrac"), "\(label): \(ended.stderr)")
+        #expect(
+            ended.stderr.contains("granary: write error: " + (pipe ? "Broken pipe" : "Bad file descriptor")),
+            "\(label): \(ended.stderr)")
+        #expect(
+            !ended.stderr.contains("Fatal error") && !ended.stderr.contains("Backtrac"), "\(label): \(ended.stderr)")
         if command.first == "restore" || command.first == "reset" {
             // The work was done before the output failed, and is kept whole: a safety archive, no journal left.
             let user = command[1]
@@ -52,15 +61,20 @@ struct OutputStreamTests {
         }
     }
 
-    @Test("with standard output closed, nothing granary opens takes its place: a result line never lands in a store or a lock file")
+    @Test(
+        "with standard output closed, nothing granary opens takes its place: a result line never lands in a store or a lock file"
+    )
     func closedOutputIsNotReused() throws {
         let fixture = try Fixture()
         let ended = try ShellTools.runWithBrokenOutput(
             ["restore", "alice@example.com", "--root", fixture.root, "--repo", fixture.repo], pipe: false)
         #expect(ended.status == 74, "\(ended.stderr)")
-        for path in [fixture.root + "/alice@example.com/Local.sqlite", fixture.root + "/.granary/locks/alice@example.com.lock"] {
+        for path in [
+            fixture.root + "/alice@example.com/Local.sqlite", fixture.root + "/.granary/locks/alice@example.com.lock",
+        ] {
             let bytes = FileManager.default.contents(atPath: path) ?? Data()
-            #expect(!String(decoding: bytes, as: UTF8.self).contains("restored alice"), "\(path) holds granary's output")
+            #expect(
+                !String(decoding: bytes, as: UTF8.self).contains("restored alice"), "\(path) holds granary's output")
         }
         #expect(try fixture.granary(["inspect", fixture.root + "/alice@example.com/Local.sqlite"]).status == 0)
     }
@@ -83,7 +97,9 @@ struct OutputStreamTests {
             let result = try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
             #expect(result.status == 0, "\(arguments): \(result.stderr)")
             for raw in ["\u{1B}", "\r", "\u{07}", "\u{202E}", "\u{85}", "\u{2028}"] {
-                #expect(!(result.stdout + result.stderr).contains(raw), "\(arguments) printed \(raw.unicodeScalars.first!.value) raw")
+                #expect(
+                    !(result.stdout + result.stderr).contains(raw),
+                    "\(arguments) printed \(raw.unicodeScalars.first!.value) raw")
             }
             return result
         }
@@ -96,10 +112,14 @@ struct OutputStreamTests {
         let inspect = try granary(["inspect", store])
         #expect(inspect.stdout.contains(shownTable) && inspect.stdout.contains(shownStore), "\(inspect.stdout)")
         let missing = try GranaryProcess.run(["list", "--root", root, "--repo", repo, "zoe\u{202E}@example.com"])
-        #expect(missing.status == 66 && missing.stderr.contains("zoe\\u{202e}@example.com") && !missing.stderr.contains("\u{202E}"))
+        #expect(
+            missing.status == 66 && missing.stderr.contains("zoe\\u{202e}@example.com")
+                && !missing.stderr.contains("\u{202E}"))
         // JSON: the exact strings.
         let json = try GranaryProcess.run(["inspect", store, "--json"])
-        let stores = (try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])?["stores"] as? [[String: Any]]
+        let stores =
+            (try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])?["stores"]
+            as? [[String: Any]]
         #expect((stores?.first?["tables"] as? [[String: Any]])?.first?["name"] as? String == table)
         #expect(stores?.first?["name"] as? String == (store as NSString).lastPathComponent)
         let usersJSON = try GranaryProcess.run(["users", "--root", root, "--json"])
@@ -116,10 +136,15 @@ struct OutputStreamTests {
         for environment in [["TERM": "dumb"], ["NO_COLOR": "1"]] {
             let plain = try ShellTools.runInTerminal(arguments, environment: environment)
             #expect(plain.status == 0)
-            #expect(plain.screen.contains("alice@example.com") && !plain.screen.contains("\u{1B}"), "\(environment): \(plain.screen.debugDescription)")
+            #expect(
+                plain.screen.contains("alice@example.com") && !plain.screen.contains("\u{1B}"),
+                "\(environment): \(plain.screen.debugDescription)")
         }
-        let backup = try ShellTools.runInTerminal(["backup", "--all", "--root", fixture.root, "--repo", fixture.repo], environment: ["TERM": "dumb"])
-        #expect(backup.status == 0 && !backup.screen.contains("\u{1B}"), "no progress bar escapes on a dumb terminal: \(backup.screen.debugDescription)")
+        let backup = try ShellTools.runInTerminal(
+            ["backup", "--all", "--root", fixture.root, "--repo", fixture.repo], environment: ["TERM": "dumb"])
+        #expect(
+            backup.status == 0 && !backup.screen.contains("\u{1B}"),
+            "no progress bar escapes on a dumb terminal: \(backup.screen.debugDescription)")
         #expect(backup.screen.contains("dave@example.com: "), "on a terminal backup says what it did: \(backup.screen)")
     }
 }

@@ -29,7 +29,8 @@ struct PassedOverTests {
         let alice = root + "/alice@example.com"
         try FileSystem.makeDirectory(alice + "/.hidden")
         try SampleData.makeItemsStore(alice + "/Local.sqlite", rows: 3, walOnlyTail: 0)
-        try FileManager.default.createSymbolicLink(atPath: alice + "/Linked.sqlite", withDestinationPath: "Local.sqlite")
+        try FileManager.default.createSymbolicLink(
+            atPath: alice + "/Linked.sqlite", withDestinationPath: "Local.sqlite")
         try SampleData.makeRollbackStore(alice + "/.hidden/Hidden.sqlite", rows: 1)
         let deep = alice + "/a/b/c/d/e/f/g"
         try FileSystem.makeDirectory(deep)
@@ -38,7 +39,8 @@ struct PassedOverTests {
 
         try FileSystem.makeDirectory(folder.child("elsewhere"))
         try SampleData.makeRollbackStore(folder.child("elsewhere/Else.sqlite"), rows: 1)
-        try FileManager.default.createSymbolicLink(atPath: root + "/linked@example.com", withDestinationPath: folder.child("elsewhere"))
+        try FileManager.default.createSymbolicLink(
+            atPath: root + "/linked@example.com", withDestinationPath: folder.child("elsewhere"))
         #expect(RawPath.mkdir(root + "/" + Self.badName, 0o755) == 0)
         try SampleData.makeRollbackStore(root + "/" + Self.badName + "/Bad.sqlite", rows: 1)
         try FileSystem.makeDirectory(root + "/-dash")
@@ -76,10 +78,13 @@ struct PassedOverTests {
         let users = try granary(["users"])
         #expect(users.status == 0, "\(users.stderr)")
         for entry in Self.rootEntries {
-            #expect(users.stderr.contains("ignored '\(entry.shown)': \(entry.reason)"), "\(entry.shown): \(users.stderr)")
+            #expect(
+                users.stderr.contains("ignored '\(entry.shown)': \(entry.reason)"), "\(entry.shown): \(users.stderr)")
         }
         for entry in Self.aliceEntries {
-            #expect(users.stderr.contains("alice@example.com: skipped \(entry.name): \(entry.reason)"), "\(entry.name): \(users.stderr)")
+            #expect(
+                users.stderr.contains("alice@example.com: skipped \(entry.name): \(entry.reason)"),
+                "\(entry.name): \(users.stderr)")
         }
         #expect(!users.stderr.contains(".granary"))
         if geteuid() == 0 { #expect(users.stderr.contains("locked@example.com: "), "\(users.stderr)") }
@@ -94,16 +99,22 @@ struct PassedOverTests {
         #expect(bad["name"] as? String == "bad\u{FFFD}@example.com")
     }
 
-    @Test("backup --all warns about each entry it passes over, on standard error and in --json, and backs up the users it can")
+    @Test(
+        "backup --all warns about each entry it passes over, on standard error and in --json, and backs up the users it can"
+    )
     func backup() throws {
         try makeRoot()
         let backup = try granary(["backup", "--all"])
         #expect(backup.status == (geteuid() == 0 ? 1 : 0), "\(backup.stderr)")
         for entry in Self.rootEntries {
-            #expect(backup.stderr.contains("warning: passed over \(root)/\(entry.shown): \(entry.reason)"), "\(entry.shown): \(backup.stderr)")
+            #expect(
+                backup.stderr.contains("warning: passed over \(root)/\(entry.shown): \(entry.reason)"),
+                "\(entry.shown): \(backup.stderr)")
         }
         for entry in Self.aliceEntries {
-            #expect(backup.stderr.contains("warning: alice@example.com: passed over \(entry.name): \(entry.reason)"), "\(entry.name): \(backup.stderr)")
+            #expect(
+                backup.stderr.contains("warning: alice@example.com: passed over \(entry.name): \(entry.reason)"),
+                "\(entry.name): \(backup.stderr)")
         }
         if geteuid() == 0 { #expect(backup.stderr.contains("locked@example.com"), "\(backup.stderr)") }
         #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.hasSuffix(".tar.zst") })
@@ -115,10 +126,14 @@ struct PassedOverTests {
         #expect(ignored.count == Self.rootEntries.count, "\(ignored)")
         let users = try #require(document["users"] as? [[String: Any]])
         let alice = try #require(users.first { $0["id"] as? String == "alice@example.com" })
-        #expect((alice["skipped"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.sorted() == Self.aliceEntries.map(\.name).sorted())
+        #expect(
+            (alice["skipped"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.sorted()
+                == Self.aliceEntries.map(\.name).sorted())
     }
 
-    @Test("check fails on each entry of the root that may hold a user's data, and on a user whose folder cannot be read, saying why")
+    @Test(
+        "check fails on each entry of the root that may hold a user's data, and on a user whose folder cannot be read, saying why"
+    )
     func check() throws {
         try makeRoot()
         _ = try granary(["backup", "alice@example.com"])
@@ -126,7 +141,9 @@ struct PassedOverTests {
         let check = try granary(["check"])
         #expect(check.status == 1, "\(check.stderr)")
         for entry in Self.rootEntries {
-            #expect(check.stderr.contains("FAIL \(root)/\(entry.shown): \(entry.reason)") == entry.fails, "\(entry.shown): \(check.stderr)")
+            #expect(
+                check.stderr.contains("FAIL \(root)/\(entry.shown): \(entry.reason)") == entry.fails,
+                "\(entry.shown): \(check.stderr)")
         }
         if geteuid() == 0 {
             #expect(check.stderr.contains("FAIL locked@example.com: cannot read its folder: "), "\(check.stderr)")

@@ -40,13 +40,19 @@ struct PruneDeleteCommandTests {
         #expect(fixture.names().count == 48)
     }
 
-    @Test("prune --dry-run shows keep and remove with the rule that kept each; prune keeps the newest verified archive whatever the policy")
+    @Test(
+        "prune --dry-run shows keep and remove with the rule that kept each; prune keeps the newest verified archive whatever the policy"
+    )
     func pruneKeepsNewestVerified() throws {
         let fixture = try Fixture()
-        let dry = try fixture.granary(["prune", "dave@example.com", "--keep-daily", "1", "--keep-last", "2", "--dry-run"])
+        let dry = try fixture.granary([
+            "prune", "dave@example.com", "--keep-daily", "1", "--keep-last", "2", "--dry-run",
+        ])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("keep 2, remove 46"), "\(dry.stdout)")
-        #expect(dry.stdout.contains("keep    20250302T230000Z.tar.zst") && dry.stdout.contains("last, daily"), "\(dry.stdout)")
+        #expect(
+            dry.stdout.contains("keep    20250302T230000Z.tar.zst") && dry.stdout.contains("last, daily"),
+            "\(dry.stdout)")
         #expect(dry.stdout.contains("remove  20250301T230000Z.tar.zst"))
         #expect(fixture.names().count == 48, "a dry run removes nothing")
         // Two older archives are verified: the newer of them must survive the policy.
@@ -63,7 +69,9 @@ struct PruneDeleteCommandTests {
         #expect(!FileSystem.contents(of: fixture.dave).contains(".20250301T050000Z.tar.zst.verify.json"))
     }
 
-    @Test("delete refuses the newest verified archive without --force, removes nothing for an unknown name, and --dry-run removes nothing")
+    @Test(
+        "delete refuses the newest verified archive without --force, removes nothing for an unknown name, and --dry-run removes nothing"
+    )
     func delete() throws {
         let fixture = try Fixture()
         let newest = "dave@example.com/20250302T230000Z.tar.zst"
@@ -72,10 +80,14 @@ struct PruneDeleteCommandTests {
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("newest verified"), "\(refused.stderr)")
         #expect(fixture.names().count == 48)
-        let unknown = try fixture.granary(["delete", "dave@example.com/20250301T000000Z.tar.zst", "dave@example.com/20250399T000000Z.tar.zst"])
+        let unknown = try fixture.granary([
+            "delete", "dave@example.com/20250301T000000Z.tar.zst", "dave@example.com/20250399T000000Z.tar.zst",
+        ])
         #expect(unknown.status == 66)
         #expect(fixture.names().count == 48)
-        #expect(try fixture.granary(["delete", "--dry-run", "dave@example.com/20250301T000000Z.tar.zst"]).stdout.contains("would remove"))
+        #expect(
+            try fixture.granary(["delete", "--dry-run", "dave@example.com/20250301T000000Z.tar.zst"]).stdout.contains(
+                "would remove"))
         #expect(fixture.names().count == 48)
         #expect(try fixture.granary(["delete", "--user", "dave@example.com", "20250301T000000Z.tar.zst"]).status == 0)
         #expect(fixture.names().count == 47 && !fixture.names().contains("20250301T000000Z.tar.zst"))
@@ -90,7 +102,8 @@ struct PruneDeleteCommandTests {
         let config = fixture.folder.child("config.toml")
         try "[retention]\nkeep_last = 2\n".write(toFile: config, atomically: true, encoding: .utf8)
         for _ in 0..<3 {
-            let result = try fixture.granary(["backup", "--prune", "dave@example.com"], environment: ["GRANARY_CONFIG": config])
+            let result = try fixture.granary(
+                ["backup", "--prune", "dave@example.com"], environment: ["GRANARY_CONFIG": config])
             #expect(result.status == 0, "\(result.stderr)")
         }
         #expect(fixture.names().count == 2)

@@ -8,7 +8,9 @@ import Testing
 
 /// Repositories off the machine: granary against a real S3 server (moto) on loopback, through
 /// rclone, with a fault proxy in between where a test needs one.
-@Suite("remote repositories on a real S3 server", .serialized, .enabled(if: S3Server.available, S3Server.unavailableReason))
+@Suite(
+    "remote repositories on a real S3 server", .serialized, .enabled(if: S3Server.available, S3Server.unavailableReason)
+)
 struct RemoteRepositoryTests {
     let folder = TemporaryFolder("granary-remote")
     var root: String { folder.child("root") }
@@ -37,30 +39,41 @@ struct RemoteRepositoryTests {
         try db.execute("INSERT INTO notes(text) VALUES ('\(marker)')")
         if megabytes > 0 {
             try db.execute(
-                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(megabytes * 256)) INSERT INTO blobs(body) SELECT randomblob(4096) FROM c")
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(megabytes * 256)) INSERT INTO blobs(body) SELECT randomblob(4096) FROM c"
+            )
         }
         return path
     }
 
-    func granary(_ arguments: [String], repo: String, environment: [String: String] = [:], proxy: FaultProxy? = nil) throws -> GranaryProcess.Result {
+    func granary(_ arguments: [String], repo: String, environment: [String: String] = [:], proxy: FaultProxy? = nil)
+        throws -> GranaryProcess.Result
+    {
         var env = server.environment(endpointPort: proxy?.port)
         for (key, value) in environment { env[key] = value }
         return try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: env)
     }
 
     /// Object names under the bucket (the test's own listing, straight from the server).
-    func objects(_ prefix: String = "") throws -> [String: Int64] { try server.objects(bucket + (prefix.isEmpty ? "" : "/" + prefix)) }
+    func objects(_ prefix: String = "") throws -> [String: Int64] {
+        try server.objects(bucket + (prefix.isEmpty ? "" : "/" + prefix))
+    }
 
     func noSecrets(_ results: [GranaryProcess.Result], sourceLocation: SourceLocation = #_sourceLocation) {
         for result in results {
             for text in [result.stdout, result.stderr] {
-                #expect(!text.contains(S3Server.secretKey), "the secret key was printed: \(text)", sourceLocation: sourceLocation)
-                #expect(!text.contains(S3Server.accessKey), "the access key was printed: \(text)", sourceLocation: sourceLocation)
+                #expect(
+                    !text.contains(S3Server.secretKey), "the secret key was printed: \(text)",
+                    sourceLocation: sourceLocation)
+                #expect(
+                    !text.contains(S3Server.accessKey), "the access key was printed: \(text)",
+                    sourceLocation: sourceLocation)
             }
         }
     }
 
-    @Test("s3: is a repository like a folder: backup, list, verify, inspect, restore --to, delete, prune and check work on it, and no credential is ever printed")
+    @Test(
+        "s3: is a repository like a folder: backup, list, verify, inspect, restore --to, delete, prune and check work on it, and no credential is ever printed"
+    )
     func everyCommand() throws {
         _ = try makeUser("alice@example.com")
         let repo = "s3:\(bucket)/granary"
@@ -82,7 +95,9 @@ struct RemoteRepositoryTests {
         outputs.append(verify)
         #expect(verify.status == 0, "\(verify.stderr)")
         // The record is a sidecar object beside the archive, and list reads it back.
-        #expect(try objects("granary").keys.contains("alice@example.com/." + (archive as NSString).lastPathComponent + ".verify.json"))
+        #expect(
+            try objects("granary").keys.contains(
+                "alice@example.com/." + (archive as NSString).lastPathComponent + ".verify.json"))
         let listed = try granary(["list"], repo: repo)
         outputs.append(listed)
         #expect(listed.stdout.contains("verified "), "\(listed.stdout)")
@@ -99,14 +114,18 @@ struct RemoteRepositoryTests {
         let restore = try granary(["restore", "alice@example.com", "--to", drill], repo: repo)
         outputs.append(restore)
         #expect(restore.status == 0, "\(restore.stderr)")
-        #expect(try RestoreFixtures.dump(drill + "/Local.sqlite") == RestoreFixtures.dump(root + "/alice@example.com/Local.sqlite"))
+        #expect(
+            try RestoreFixtures.dump(drill + "/Local.sqlite")
+                == RestoreFixtures.dump(root + "/alice@example.com/Local.sqlite"))
 
         // A second backup, then prune keeps one and delete refuses the last verified one.
         usleep(1_100_000)
         #expect(try granary(["backup", "alice@example.com"], repo: repo).status == 0)
         let prune = try granary(["prune", "alice@example.com", "--keep-last", "1", "--dry-run"], repo: repo)
         outputs.append(prune)
-        #expect(prune.stdout.contains("keep 2, remove 0"), "the newest verified archive is kept besides the newest: \(prune.stdout)")
+        #expect(
+            prune.stdout.contains("keep 2, remove 0"),
+            "the newest verified archive is kept besides the newest: \(prune.stdout)")
         let delete = try granary(["delete", archive], repo: repo)
         outputs.append(delete)
         #expect(delete.status == 64, "the newest verified archive is refused: \(delete.stderr)")
@@ -131,9 +150,13 @@ struct RemoteRepositoryTests {
         #expect(local.status == 0, "\(local.stderr)")
     }
 
-    @Test("locations granary cannot use are refused with a usage error: no bucket, a connection string with parameters, a local path through rclone")
+    @Test(
+        "locations granary cannot use are refused with a usage error: no bucket, a connection string with parameters, a local path through rclone"
+    )
     func badLocations() throws {
-        for location in ["s3:", "s3:/x", "rclone::s3,access_key_id=AKIA:bucket", "rclone:/var/backups", "rclone::local:/tmp/x"] {
+        for location in [
+            "s3:", "s3:/x", "rclone::s3,access_key_id=AKIA:bucket", "rclone:/var/backups", "rclone::local:/tmp/x",
+        ] {
             let result = try granary(["list"], repo: location)
             #expect(result.status == 64, "\(location): \(result.status) \(result.stderr)")
             #expect(result.stderr.contains("cannot use the repository location"), "\(location): \(result.stderr)")
@@ -152,18 +175,23 @@ struct RemoteRepositoryTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
         process.arguments = ["backup", "alice@example.com", "--root", root, "--repo", repo]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }.merging(env) { $1 }
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }.merging(env)
+        { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
         var seen = 0
         while process.isRunning {
             for pid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where Int32(pid) != nil {
-                guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), !data.isEmpty else { continue }
+                guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"), !data.isEmpty else {
+                    continue
+                }
                 let argv = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\0", with: " ")
                 guard argv.contains("rclone") || argv.contains("granary") else { continue }
                 if argv.contains("rclone") { seen += 1 }
-                #expect(!argv.contains(S3Server.secretKey) && !argv.contains(S3Server.accessKey), "a key on a command line: \(argv)")
+                #expect(
+                    !argv.contains(S3Server.secretKey) && !argv.contains(S3Server.accessKey),
+                    "a key on a command line: \(argv)")
             }
             usleep(20_000)
         }
@@ -171,7 +199,9 @@ struct RemoteRepositoryTests {
         #expect(seen > 0, "rclone was seen running")
     }
 
-    @Test("a crypt remote over the bucket: every command works, and no object on the server holds an archive's bytes, a store's data or a user's name in clear")
+    @Test(
+        "a crypt remote over the bucket: every command works, and no object on the server holds an archive's bytes, a store's data or a user's name in clear"
+    )
     func cryptRemote() throws {
         let marker = "granary-plaintext-canary-7f3a"
         _ = try makeUser("alice@example.com", megabytes: 0, marker: marker)
@@ -196,7 +226,8 @@ struct RemoteRepositoryTests {
         let env = ["RCLONE_CONFIG": config, "AWS_CA_BUNDLE": ""]
         let repo = "rclone:secret:granary"
         // Uncompressed, so that the store's bytes would be in the archive as they are.
-        let backup = try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, environment: env)
+        let backup = try granary(
+            ["backup", "alice@example.com", "--compression", "none"], repo: repo, environment: env)
         #expect(backup.status == 0, "\(backup.stderr)")
         let list = try granary(["list"], repo: repo, environment: env)
         #expect(list.stdout.contains("alice@example.com") && list.stdout.contains(".tar "), "\(list.stdout)")
@@ -208,7 +239,9 @@ struct RemoteRepositoryTests {
         let raw = try objects("vault")
         #expect(raw.count >= 3, "the marker, the archive and its record: \(raw)")
         for (name, _) in raw {
-            #expect(!name.contains("alice") && !name.contains(".tar") && !name.contains("granary"), "a name in clear: \(name)")
+            #expect(
+                !name.contains("alice") && !name.contains(".tar") && !name.contains("granary"),
+                "a name in clear: \(name)")
             let bytes = try server.read(bucket + "/vault/" + name, scratch: folder.child("raw"))
             for clear in [marker, "SQLite format 3", "MANIFEST.json", "alice@example.com"] {
                 #expect(bytes.range(of: Data(clear.utf8)) == nil, "\(name) holds \(clear) in clear")
@@ -220,35 +253,51 @@ struct RemoteRepositoryTests {
 
     /// Runs a backup through `proxy` in `mode`; it must fail with 74 or 75 and leave nothing
     /// `list` shows; then the same backup through a healthy proxy succeeds.
-    func backupFailsCleanly(_ mode: FaultProxy.Mode, megabytes: Int = 2, environment: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func backupFailsCleanly(
+        _ mode: FaultProxy.Mode, megabytes: Int = 2, environment: [String: String] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         _ = try makeUser("alice@example.com", megabytes: megabytes)
         let proxy = try FaultProxy(upstream: server.port)
         let repo = "s3:\(bucket)/faults"
         // The repository exists first (its marker), so that the fault hits the archive's upload.
-        #expect(try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
+        #expect(
+            try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
         let before = try objects("faults").keys.filter { $0.hasSuffix(".tar") }
         usleep(1_100_000)
         proxy.mode = mode
-        let failed = try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, environment: environment, proxy: proxy)
-        #expect([74, 75].contains(failed.status), "exit \(failed.status): \(failed.stderr)", sourceLocation: sourceLocation)
+        let failed = try granary(
+            ["backup", "alice@example.com", "--compression", "none"], repo: repo, environment: environment, proxy: proxy
+        )
+        #expect(
+            [74, 75].contains(failed.status), "exit \(failed.status): \(failed.stderr)", sourceLocation: sourceLocation)
         #expect(failed.stderr.contains("granary:"), "\(failed.stderr)", sourceLocation: sourceLocation)
         noSecrets([failed], sourceLocation: sourceLocation)
         proxy.mode = .pass
-        #expect(try objects("faults").keys.filter { $0.hasSuffix(".tar") } == before, "no partial archive", sourceLocation: sourceLocation)
+        #expect(
+            try objects("faults").keys.filter { $0.hasSuffix(".tar") } == before, "no partial archive",
+            sourceLocation: sourceLocation)
         let list = try granary(["list", "--json"], repo: repo, proxy: proxy)
         #expect(listedArchives(list.stdout) == before.count, "\(list.stdout)", sourceLocation: sourceLocation)
         let again = try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy)
         #expect(again.status == 0, "the next run succeeds: \(again.stderr)", sourceLocation: sourceLocation)
-        #expect(try granary(["verify", "--user", "alice@example.com"], repo: repo, proxy: proxy).status == 0, sourceLocation: sourceLocation)
+        #expect(
+            try granary(["verify", "--user", "alice@example.com"], repo: repo, proxy: proxy).status == 0,
+            sourceLocation: sourceLocation)
     }
 
     @Test("a connection cut in the middle of an upload: exit 74/75, no partial archive, the next run succeeds")
     func cutUpload() throws { try backupFailsCleanly(.cutUpload(after: 256 * 1024)) }
 
-    @Test("a connection cut in the middle of a multipart upload: exit 74/75, the parts never show as an archive, the next run succeeds")
+    @Test(
+        "a connection cut in the middle of a multipart upload: exit 74/75, the parts never show as an archive, the next run succeeds"
+    )
     func cutMultipartUpload() throws {
         try backupFailsCleanly(
-            .cutUpload(after: 7 << 19), megabytes: 12, environment: ["RCLONE_S3_UPLOAD_CUTOFF": "5M", "RCLONE_S3_CHUNK_SIZE": "5M", "RCLONE_S3_UPLOAD_CONCURRENCY": "1"])
+            .cutUpload(after: 7 << 19), megabytes: 12,
+            environment: [
+                "RCLONE_S3_UPLOAD_CUTOFF": "5M", "RCLONE_S3_CHUNK_SIZE": "5M", "RCLONE_S3_UPLOAD_CONCURRENCY": "1",
+            ])
     }
 
     @Test("a server answering 503 to everything: exit 75 (cron may retry), nothing written, the next run succeeds")
@@ -258,7 +307,9 @@ struct RemoteRepositoryTests {
     func internalError() throws { try backupFailsCleanly(.status(500)) }
 
     @Test("a server slower than rclone's timeout: exit 74/75, nothing written, the next run succeeds")
-    func slowServer() throws { try backupFailsCleanly(.delay(milliseconds: 2500), megabytes: 0, environment: ["RCLONE_TIMEOUT": "1s"]) }
+    func slowServer() throws {
+        try backupFailsCleanly(.delay(milliseconds: 2500), megabytes: 0, environment: ["RCLONE_TIMEOUT": "1s"])
+    }
 
     @Test("a delay under the timeout only slows the backup down")
     func delayedServer() throws {
@@ -268,12 +319,15 @@ struct RemoteRepositoryTests {
         #expect(try granary(["backup", "alice@example.com"], repo: "s3:\(bucket)/slow", proxy: proxy).status == 0)
     }
 
-    @Test("a download cut during verify and restore: exit 74/75, verify records nothing (the archive is not called bad), nothing live changes")
+    @Test(
+        "a download cut during verify and restore: exit 74/75, verify records nothing (the archive is not called bad), nothing live changes"
+    )
     func cutDownload() throws {
         let store = try makeUser("alice@example.com", megabytes: 2)
         let proxy = try FaultProxy(upstream: server.port)
         let repo = "s3:\(bucket)/down"
-        #expect(try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
+        #expect(
+            try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
         proxy.mode = .cutDownload(after: 512 * 1024)
         let verify = try granary(["verify", "--all"], repo: repo, proxy: proxy)
         #expect([74, 75].contains(verify.status), "exit \(verify.status): \(verify.stderr)")
@@ -289,7 +343,9 @@ struct RemoteRepositoryTests {
         #expect(try granary(["verify", "--all"], repo: repo, proxy: proxy).status == 0)
     }
 
-    @Test("the server killed during an upload: exit 74/75; after it is back, the next run succeeds and lists only whole archives")
+    @Test(
+        "the server killed during an upload: exit 74/75; after it is back, the next run succeeds and lists only whole archives"
+    )
     func serverKilled() throws {
         _ = try makeUser("alice@example.com", megabytes: 3)
         let own = try S3Server(log: folder.child("moto.log"))
@@ -298,24 +354,33 @@ struct RemoteRepositoryTests {
         let repo = "s3:\(bucket)/killed"
         var env = own.environment(endpointPort: proxy.port)
         env["RCLONE_CONTIMEOUT"] = "2s"
-        #expect(try GranaryProcess.run(["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env).status == 0)
+        #expect(
+            try GranaryProcess.run(
+                ["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"],
+                environment: env
+            ).status == 0)
         usleep(1_100_000)
         proxy.mode = .callback(after: 512 * 1024) { own.kill() }
-        let failed = try GranaryProcess.run(["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env)
+        let failed = try GranaryProcess.run(
+            ["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env)
         #expect([74, 75].contains(failed.status), "exit \(failed.status): \(failed.stderr)")
         proxy.mode = .pass
         try own.start()
         try own.makeBucket(bucket)
-        let again = try GranaryProcess.run(["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env)
+        let again = try GranaryProcess.run(
+            ["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env)
         #expect(again.status == 0, "\(again.stderr)")
         let list = try GranaryProcess.run(["list", "--json", "--root", root, "--repo", repo], environment: env)
         #expect(list.status == 0)
         #expect(listedArchives(list.stdout) == 1, "\(list.stdout)")
-        #expect(try GranaryProcess.run(["verify", "--all", "--root", root, "--repo", repo], environment: env).status == 0)
+        #expect(
+            try GranaryProcess.run(["verify", "--all", "--root", root, "--repo", repo], environment: env).status == 0)
     }
 }
 
 /// How many archives a `list --json` document lists (-1 when it is not one).
 private func listedArchives(_ document: String) -> Int {
-    ((try? JSONSerialization.jsonObject(with: Data(document.utf8))) as? [String: Any]).flatMap { $0["archives"] as? [Any] }?.count ?? -1
+    ((try? JSONSerialization.jsonObject(with: Data(document.utf8))) as? [String: Any]).flatMap {
+        $0["archives"] as? [Any]
+    }?.count ?? -1
 }

@@ -38,7 +38,9 @@ struct ReopenConformanceTests {
         var verdicts: [String: String] = [:]
         for line in output.split(separator: "\n") {
             let words = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            if words.count >= 2, ["pass", "FAIL", "skip"].contains(words[0]) { verdicts[String(words[1])] = String(words[0]) }
+            if words.count >= 2, ["pass", "FAIL", "skip"].contains(words[0]) {
+                verdicts[String(words[1])] = String(words[0])
+            }
         }
         return verdicts
     }
@@ -48,7 +50,8 @@ struct ReopenConformanceTests {
         kill(owner.pid, SIGTERM)
         for _ in 0..<1000 where owner.process.isRunning { usleep(10_000) }
         guard !owner.process.isRunning else { return false }
-        return owner.process.terminationReason == .exit && owner.process.terminationStatus == 0 && owner.lines.last == "STOPPED"
+        return owner.process.terminationReason == .exit && owner.process.terminationStatus == 0
+            && owner.lines.last == "STOPPED"
     }
 
     @Test("granary-reopen-check passes every check against granary-demo-owner serving two stores")
@@ -63,7 +66,9 @@ struct ReopenConformanceTests {
         #expect(owner.process.isRunning)
     }
 
-    @Test("granary-reopen-check passes every check against examples/owner.py serving two stores, which stops cleanly on SIGTERM")
+    @Test(
+        "granary-reopen-check passes every check against examples/owner.py serving two stores, which stops cleanly on SIGTERM"
+    )
     func pythonOwnerConforms() throws {
         let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"), python: true)
         defer { owner.stop() }
@@ -75,31 +80,42 @@ struct ReopenConformanceTests {
 
     /// Each rule broken on purpose (`granary-demo-owner --break`), the check that must catch it,
     /// and what that check must say.
-    static let brokenRules: [(rule: String, check: String, says: String)] = [
-        ("hello-without-pid", "handshake", #"was answered "HELLO granary-reopen 1";"#),
-        ("any-version", "versions", #"was answered "HELLO granary-reopen 999999999 "#),
-        ("lenient-hello", "bad-hello", #"the first line "HELLO  granary-reopen 1" was answered "HELLO granary-reopen 1 "#),
-        ("ignore-unknown", "unknown-command", #"the line "" was answered nothing (no answer in time)"#),
-        ("lenient-lease", "bad-lease", #""PAUSE 0" was answered "ERROR busy""#),
-        ("cap-lease", "lease-bounds", #""PAUSE 3600000" was answered "ERROR bad-lease""#),
-        ("refuse-resume-when-open", "resume-when-open", #""RESUME" was answered "ERROR unknown-command""#),
-        ("any-line-ends-pause", "while-paused", #""PAUSE 100" was answered "PAUSED""#),
-        ("stay-paused-on-bye", "bye", #"after BYE while paused the owner sent "ERROR unexpected-while-paused""#),
-        ("stay-paused-when-gone", "peer-gone", "after the paused connection closed, a new conversation failed"),
-        ("ignore-client-error", "client-error", #"after ERROR busy from the client the owner sent "ERROR unknown-command""#),
-        ("early-expiry", "expire", "after PAUSE 1000: before the lease ran out"),
-        ("no-commit-lock", "commit-lock", #"while the commit lock was held past the lease the owner sent "EXPIRED""#),
-        ("no-idle-timeout", "idle-timeout", "the owner kept the connection open"),
-        ("long-lines", "overlong-line", #"after a line of 1025 bytes the owner sent "ERROR unknown-command""#),
-        ("one-thread", "several-stores", "HELLO granary-reopen 1 was answered nothing (no answer in time)"),
-        ("early-resumed", "pause-resume", #"while paused the owner sent "RESUMED" before RESUME"#),
-        ("keep-descriptor", "pause-resume", "still has descriptor"),
-    ] + (getuid() == 0 ? [("any-uid", "credentials", #"was answered "HELLO granary-reopen 1 "#)] : [])
+    static let brokenRules: [(rule: String, check: String, says: String)] =
+        [
+            ("hello-without-pid", "handshake", #"was answered "HELLO granary-reopen 1";"#),
+            ("any-version", "versions", #"was answered "HELLO granary-reopen 999999999 "#),
+            (
+                "lenient-hello", "bad-hello",
+                #"the first line "HELLO  granary-reopen 1" was answered "HELLO granary-reopen 1 "#
+            ),
+            ("ignore-unknown", "unknown-command", #"the line "" was answered nothing (no answer in time)"#),
+            ("lenient-lease", "bad-lease", #""PAUSE 0" was answered "ERROR busy""#),
+            ("cap-lease", "lease-bounds", #""PAUSE 3600000" was answered "ERROR bad-lease""#),
+            ("refuse-resume-when-open", "resume-when-open", #""RESUME" was answered "ERROR unknown-command""#),
+            ("any-line-ends-pause", "while-paused", #""PAUSE 100" was answered "PAUSED""#),
+            ("stay-paused-on-bye", "bye", #"after BYE while paused the owner sent "ERROR unexpected-while-paused""#),
+            ("stay-paused-when-gone", "peer-gone", "after the paused connection closed, a new conversation failed"),
+            (
+                "ignore-client-error", "client-error",
+                #"after ERROR busy from the client the owner sent "ERROR unknown-command""#
+            ),
+            ("early-expiry", "expire", "after PAUSE 1000: before the lease ran out"),
+            (
+                "no-commit-lock", "commit-lock",
+                #"while the commit lock was held past the lease the owner sent "EXPIRED""#
+            ),
+            ("no-idle-timeout", "idle-timeout", "the owner kept the connection open"),
+            ("long-lines", "overlong-line", #"after a line of 1025 bytes the owner sent "ERROR unknown-command""#),
+            ("one-thread", "several-stores", "HELLO granary-reopen 1 was answered nothing (no answer in time)"),
+            ("early-resumed", "pause-resume", #"while paused the owner sent "RESUMED" before RESUME"#),
+            ("keep-descriptor", "pause-resume", "still has descriptor"),
+        ] + (getuid() == 0 ? [("any-uid", "credentials", #"was answered "HELLO granary-reopen 1 "#)] : [])
 
     @Test("an owner that breaks one rule on purpose fails the check of that rule, saying what it saw")
     func brokenRuleFailsItsCheck() throws {
         for (rule, name, says) in Self.brokenRules {
-            let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner-\(rule).log"), intervalMs: 20, breaking: [rule])
+            let owner = try DemoOwner(
+                stores: [store, cloud], log: folder.child("owner-\(rule).log"), intervalMs: 20, breaking: [rule])
             defer { owner.stop() }
             let result = try check(["--check", name, "--timeout", "2", store, cloud])
             #expect(result.status == 1, "\(rule): \(result.stdout)")
@@ -130,14 +146,17 @@ struct ReopenConformanceTests {
         // Connects, says HELLO, reads the answer, then sits there.
         let idler = Process()
         idler.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        idler.arguments = ["-c", """
+        idler.arguments = [
+            "-c",
+            """
             import hashlib, os, socket, sys, time
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.connect("\\0granary-reopen/v1/" + hashlib.sha256(os.fsencode(os.path.realpath(sys.argv[1]))).hexdigest())
             s.sendall(b"HELLO granary-reopen 1\\n")
             print(s.recv(100).decode().strip(), flush=True)
             time.sleep(60)
-            """, store]
+            """, store,
+        ]
         let pipe = Pipe()
         idler.standardOutput = pipe
         try idler.run()
@@ -148,7 +167,9 @@ struct ReopenConformanceTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.components(separatedBy: "swap").count == 3, "\(result.stdout)")
         let canonical = try ReopenAddress(store: store).canonicalPath
-        #expect(owner.lines.contains { $0.hasPrefix("EVENT idle \(canonical) ") }, "\(owner.lines.filter { $0.hasPrefix("EVENT") })")
+        #expect(
+            owner.lines.contains { $0.hasPrefix("EVENT idle \(canonical) ") },
+            "\(owner.lines.filter { $0.hasPrefix("EVENT") })")
         try owner.waitFor { $0.filter { $0.hasPrefix("REOPENED") }.count == 2 }
     }
 
@@ -167,7 +188,8 @@ struct ReopenConformanceTests {
         try owner.waitFor { $0.filter { $0.hasPrefix("REOPENED") && $0.hasSuffix(" resume") }.count == 2 }
         try owner.waitForMoreWrites(50)
         #expect(stopsOnSIGTERM(owner))
-        let safety = try #require(result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        let safety = try #require(
+            result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
         let replaced = folder.child("replaced")
         try RestoreFixtures.extract(safety, into: replaced)
         for (path, name) in [(store, "Local.sqlite"), (cloud, "Cloud.sqlite")] {
@@ -179,7 +201,9 @@ struct ReopenConformanceTests {
             // The archived content came back: the items table as archived, and the archive's writes.
             let archived = try RestoreFixtures.ids(extracted + "/stores/" + name)
             #expect(archived.isSubset(of: live), "\(name): archived rows missing")
-            #expect(try RestoreFixtures.ids(path, table: "items") == RestoreFixtures.ids(extracted + "/stores/" + name, table: "items"))
+            #expect(
+                try RestoreFixtures.ids(path, table: "items")
+                    == RestoreFixtures.ids(extracted + "/stores/" + name, table: "items"))
             #expect(try Database(path: path, mode: .readOnly).integrityCheck(full: true) == ["ok"])
         }
     }
@@ -204,7 +228,8 @@ struct ReopenConformanceTests {
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         let before = try RestoreFixtures.dump(store)
         let owner = try FakeOwner(
-            store: store, greeting: #"ERROR \x1b[2J\x1b[Hrestored alice@example.com from a.tar.zst\x0aerror: none"#, record: nil)
+            store: store, greeting: #"ERROR \x1b[2J\x1b[Hrestored alice@example.com from a.tar.zst\x0aerror: none"#,
+            record: nil)
         defer { owner.stop() }
         let result = try granary(["restore", "alice@example.com"])
         #expect(result.status == 75, "\(result.stderr)")
@@ -217,17 +242,24 @@ struct ReopenConformanceTests {
 
     /// What hostile owners answer (HELLO or PAUSE), and how granary shows it.
     static let hostileAnswers: [(greeting: String?, pause: String?, shown: String)] = [
-        (nil, #"ERROR \x1b[2J\x1b[Hrestored alice@example.com\rERROR busy"#, #"\x1b[2J\x1b[Hrestored alice@example.com"#),
+        (
+            nil, #"ERROR \x1b[2J\x1b[Hrestored alice@example.com\rERROR busy"#,
+            #"\x1b[2J\x1b[Hrestored alice@example.com"#
+        ),
         (nil, #"ERROR busy\u202e\x85\u2028"#, #"busy\xe2\x80\xae\x85\xe2\x80\xa8"#),
         (nil, #"ERROR \xff\xfe\x9b31m"#, #"\xff\xfe\x9b31m"#),
         // A printable word that is no refusal of the protocol: quoted, and cut after 60 bytes.
-        (nil, #"ERROR restored-alice@example.com-from-20261123T150043Z.tar.zst"#, #""ERROR restored-alice@example.com-from-20261123T150043Z.tar.z"… (62 bytes)"#),
+        (
+            nil, #"ERROR restored-alice@example.com-from-20261123T150043Z.tar.zst"#,
+            #""ERROR restored-alice@example.com-from-20261123T150043Z.tar.z"… (62 bytes)"#
+        ),
         (#"HELLO granary-reopen 1 \u202e4242"#, nil, #"\xe2\x80\xae4242"#),
         (#"\x1b]0;owned\x07HELLO granary-reopen 1 1"#, nil, #"\x1b]0;owned\x07HELLO"#),
     ]
 
-    @Test("everything an owner sends (its greeting, an ERROR line) reaches the terminal and --json escaped, and changes nothing",
-          arguments: 0..<hostileAnswers.count)
+    @Test(
+        "everything an owner sends (its greeting, an ERROR line) reaches the terminal and --json escaped, and changes nothing",
+        arguments: 0..<hostileAnswers.count)
     func ownerAnswersEscaped(index: Int) throws {
         let answer = Self.hostileAnswers[index]
         try FileSystem.removeFile(cloud)
@@ -236,7 +268,8 @@ struct ReopenConformanceTests {
         let owner = try FakeOwner(store: store, greeting: answer.greeting, record: nil, pause: answer.pause)
         defer { owner.stop() }
         for json in [false, true] {
-            let result = try granary(["restore", "alice@example.com", "--method", "swap", "--owner-timeout", "2"] + (json ? ["--json"] : []))
+            let result = try granary(
+                ["restore", "alice@example.com", "--method", "swap", "--owner-timeout", "2"] + (json ? ["--json"] : []))
             #expect(result.status == 75, "\(result.stderr)")
             let all = result.stdout + result.stderr
             for raw in ["\u{1B}", "\r", "\u{07}", "\u{85}", "\u{9B}", "\u{202E}", "\u{2028}", "\u{FFFD}"] {
@@ -254,10 +287,12 @@ struct ReopenConformanceTests {
         #expect(try RestoreFixtures.dump(store) == before)
     }
 
-    @Test("an owner whose HELLO answer lacks its pid only after the dry run makes the restore exit 75 and change nothing")
+    @Test(
+        "an owner whose HELLO answer lacks its pid only after the dry run makes the restore exit 75 and change nothing")
     func dryRunDiffers() throws {
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
-        let owner = try DemoOwner(stores: [store, cloud], log: folder.child("owner.log"), breaking: ["dry-run-differs"])
+        let owner = try DemoOwner(
+            stores: [store, cloud], log: folder.child("owner.log"), breaking: ["dry-run-differs"])
         defer { owner.stop() }
         let dry = try granary(["restore", "alice@example.com", "--dry-run"])
         #expect(dry.status == 0, "\(dry.stderr)")
@@ -284,7 +319,8 @@ struct ReopenConformanceTests {
         ]
         for (index, test) in cases.enumerated() {
             let owner = try DemoOwner(
-                stores: [store], log: folder.child("hostile-\(index).log"), intervalMs: 2, startID: Int64(index + 1) * 1_000_000,
+                stores: [store], log: folder.child("hostile-\(index).log"), intervalMs: 2,
+                startID: Int64(index + 1) * 1_000_000,
                 breaking: test.flags)
             defer { owner.stop() }
             try owner.waitForMoreWrites(20)
@@ -296,7 +332,9 @@ struct ReopenConformanceTests {
             do {
                 try owner.waitFor { $0.contains { $0.hasPrefix(test.evidence) } }
             } catch {
-                Issue.record("\(test.flags): no \"\(test.evidence)\" in the owner's log; granary exited \(result.status): \(result.stdout)\(result.stderr)")
+                Issue.record(
+                    "\(test.flags): no \"\(test.evidence)\" in the owner's log; granary exited \(result.status): \(result.stdout)\(result.stderr)"
+                )
             }
             owner.stop()
             usleep(200_000)
@@ -334,7 +372,9 @@ final class FakeOwner {
     init(store: String, greeting: String?, record: String?, pause: String? = nil) throws {
         let name = try ReopenAddress(store: store).name
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", """
+        process.arguments = [
+            "-c",
+            """
             import os, socket, sys
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.bind("\\0" + sys.argv[1]); s.listen(1)
@@ -356,7 +396,8 @@ final class FakeOwner {
                     if line.startswith(b"PAUSE") and pause:
                         c.sendall(pause + b"\\n")
                 c.close()
-            """, name, greeting ?? "", record ?? "", pause ?? ""]
+            """, name, greeting ?? "", record ?? "", pause ?? "",
+        ]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()

@@ -19,13 +19,17 @@ struct RepositoryPathTests {
             #expect(made.status == 0, "\(made.stderr)")
         }
 
-        func granary(_ arguments: [String], repository: Bool = true, environment: [String: String] = [:]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root] + (repository ? ["--repo", repo] : []), environment: environment)
+        func granary(_ arguments: [String], repository: Bool = true, environment: [String: String] = [:]) throws
+            -> GranaryProcess.Result
+        {
+            try GranaryProcess.run(
+                arguments + ["--root", root] + (repository ? ["--repo", repo] : []), environment: environment)
         }
 
         /// The name of the user's only archive.
         func archive(_ user: String) -> String {
-            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") && $0.hasSuffix(".tar.zst") }.sorted().last!
+            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") && $0.hasSuffix(".tar.zst") }
+                .sorted().last!
         }
 
         /// Copies the user's archive to `folder` (made if missing), under the same name; its path.
@@ -37,7 +41,9 @@ struct RepositoryPathTests {
         }
     }
 
-    @Test("delete and verify refuse an archive file outside the repository with 64 unless --force; verify --force writes nothing beside it")
+    @Test(
+        "delete and verify refuse an archive file outside the repository with 64 unless --force; verify --force writes nothing beside it"
+    )
     func outside() throws {
         let fixture = try Fixture()
         // Laid out like a repository (USER/NAME), but not one: no marker.
@@ -54,19 +60,27 @@ struct RepositoryPathTests {
             let verify = try fixture.granary(["verify", elsewhere], repository: repository)
             #expect(verify.status == 64, "\(verify.stderr)")
             #expect(verify.stderr.contains("refusing to verify \(elsewhere): it is not in "), "\(verify.stderr)")
-            #expect(verify.stderr.contains("Try: granary verify --force \(elsewhere) verifies it without recording the result"), "\(verify.stderr)")
-            let forced = try fixture.granary(["verify", "--force", elsewhere, "-v"], repository: repository, environment: ["TMPDIR": scratch])
+            #expect(
+                verify.stderr.contains(
+                    "Try: granary verify --force \(elsewhere) verifies it without recording the result"),
+                "\(verify.stderr)")
+            let forced = try fixture.granary(
+                ["verify", "--force", elsewhere, "-v"], repository: repository, environment: ["TMPDIR": scratch])
             #expect(forced.status == 0, "\(forced.stderr)")
             #expect(forced.stdout.contains("ok  dave@example.com/"), "\(forced.stdout)")
-            #expect(FileSystem.contents(of: folder).sorted() == before, "verify wrote beside a file outside the repository")
+            #expect(
+                FileSystem.contents(of: folder).sorted() == before, "verify wrote beside a file outside the repository")
             #expect(try String(contentsOfFile: planted, encoding: .utf8) == "precious")
             #expect(FileSystem.contents(of: scratch).isEmpty, "\(FileSystem.contents(of: scratch))")
         }
 
         let delete = try fixture.granary(["delete", elsewhere])
         #expect(delete.status == 64, "\(delete.stderr)")
-        #expect(delete.stderr.contains("refusing to delete \(elsewhere): it is not in the repository \(fixture.repo)"), "\(delete.stderr)")
-        #expect(delete.stderr.contains("Try: granary delete --force \(elsewhere) removes it anyway"), "\(delete.stderr)")
+        #expect(
+            delete.stderr.contains("refusing to delete \(elsewhere): it is not in the repository \(fixture.repo)"),
+            "\(delete.stderr)")
+        #expect(
+            delete.stderr.contains("Try: granary delete --force \(elsewhere) removes it anyway"), "\(delete.stderr)")
         #expect(FileSystem.isRegularFile(elsewhere))
         let forced = try fixture.granary(["delete", "--force", elsewhere])
         #expect(forced.status == 0, "\(forced.stderr)")
@@ -76,7 +90,9 @@ struct RepositoryPathTests {
         #expect(FileSystem.isRegularFile(fixture.repo + "/dave@example.com/" + fixture.archive("dave@example.com")))
     }
 
-    @Test("inside the repository, delete and verify take only its archives; a path to no file never matches another user's archive")
+    @Test(
+        "inside the repository, delete and verify take only its archives; a path to no file never matches another user's archive"
+    )
     func inside() throws {
         let fixture = try Fixture()
         let name = fixture.archive("dave@example.com")
@@ -88,15 +104,22 @@ struct RepositoryPathTests {
             for command in [["delete", "--force"], ["verify", "--force"]] {
                 let result = try fixture.granary(command + [stray])
                 #expect(result.status == 64, "\(command) \(stray): \(result.stderr)")
-                #expect(result.stderr.contains("\(stray) lies in the repository \(fixture.repo) but is not one of its archives"), "\(result.stderr)")
+                #expect(
+                    result.stderr.contains(
+                        "\(stray) lies in the repository \(fixture.repo) but is not one of its archives"),
+                    "\(result.stderr)")
                 #expect(FileSystem.isRegularFile(stray))
             }
         }
         // The repository's archive, named by its path (relative, or through ..), is taken as it.
         let relative = try GranaryProcess.runExecutable(
             "/bin/sh",
-            ["-c", "cd \"$1\" && exec \"$2\" verify -v --root root --repo repo \"repo/dave@example.com/../dave@example.com/$3\"", "sh",
-             fixture.folder.path, GranaryProcess.binDirectory + "/granary", name])
+            [
+                "-c",
+                "cd \"$1\" && exec \"$2\" verify -v --root root --repo repo \"repo/dave@example.com/../dave@example.com/$3\"",
+                "sh",
+                fixture.folder.path, GranaryProcess.binDirectory + "/granary", name,
+            ])
         #expect(relative.status == 0, "\(relative.stderr)")
         #expect(relative.stdout.contains("ok  dave@example.com/\(name)"), "\(relative.stdout)")
         #expect(FileSystem.isRegularFile(VerificationRecord.path(for: fixture.repo + "/dave@example.com/" + name)))
@@ -117,7 +140,10 @@ struct RepositoryPathTests {
         let garbage = fixture.folder.child("loose/20261123T150043Z.tar.zst")
         try FileSystem.makeDirectory(fixture.folder.child("loose"))
         try Data("not an archive at all".utf8).write(to: URL(fileURLWithPath: garbage))
-        for arguments in [["verify", "/etc/passwd"], ["verify", "--force", "/etc/passwd"], ["delete", "--force", "/etc/passwd"], ["verify", garbage], ["delete", garbage]] {
+        for arguments in [
+            ["verify", "/etc/passwd"], ["verify", "--force", "/etc/passwd"], ["delete", "--force", "/etc/passwd"],
+            ["verify", garbage], ["delete", garbage],
+        ] {
             let result = try fixture.granary(arguments)
             #expect(result.status == 65, "\(arguments): \(result.stderr)")
             #expect(result.stderr.contains("is not a granary archive"), "\(arguments): \(result.stderr)")
@@ -127,7 +153,9 @@ struct RepositoryPathTests {
         #expect(FileSystem.isRegularFile("/etc/passwd"))
     }
 
-    @Test("hints are command lines that run as shown: the user and archive of a restore, quoted; inspect names a store by its full path")
+    @Test(
+        "hints are command lines that run as shown: the user and archive of a restore, quoted; inspect names a store by its full path"
+    )
     func hints() throws {
         let folder = TemporaryFolder("granary-hints")
         let root = folder.child("root"), repo = folder.child("repo")
@@ -141,16 +169,22 @@ struct RepositoryPathTests {
         try Data(bytes).write(to: URL(fileURLWithPath: bad))
         let restore = try GranaryProcess.run(["restore", user, "--root", root, "--repo", repo])
         #expect(restore.status == 65, "\(restore.stderr)")
-        let hint = "Try: granary restore 'bob smith@example.com' \((good as NSString).lastPathComponent) (the newest archive that verifies)"
+        let hint =
+            "Try: granary restore 'bob smith@example.com' \((good as NSString).lastPathComponent) (the newest archive that verifies)"
         #expect(restore.stderr.contains(hint), "\(restore.stderr)")
         #expect(!restore.stderr.contains("USER"), "\(restore.stderr)")
 
         // A store named relative to the current folder is shown by its full path.
         let userFolder = (root as NSString).standardizingPath + "/" + user
-        try Data("SQLite format 3\u{0}garbage, not a page".utf8).write(to: URL(fileURLWithPath: userFolder + "/Default.sqlite"))
+        try Data("SQLite format 3\u{0}garbage, not a page".utf8).write(
+            to: URL(fileURLWithPath: userFolder + "/Default.sqlite"))
         func inspect(_ name: String) throws -> GranaryProcess.Result {
             try GranaryProcess.runExecutable(
-                "/bin/sh", ["-c", "cd \"$1\" && exec \"$2\" inspect \"$3\"", "sh", userFolder, GranaryProcess.binDirectory + "/granary", name])
+                "/bin/sh",
+                [
+                    "-c", "cd \"$1\" && exec \"$2\" inspect \"$3\"", "sh", userFolder,
+                    GranaryProcess.binDirectory + "/granary", name,
+                ])
         }
         let damaged = try inspect("Default.sqlite")
         #expect(damaged.status == 65, "\(damaged.stderr)")
@@ -162,7 +196,9 @@ struct RepositoryPathTests {
         try Data("plain text".utf8).write(to: URL(fileURLWithPath: userFolder + "/notes.txt"))
         let text = try inspect("notes.txt")
         #expect(text.status == 65, "\(text.stderr)")
-        #expect(text.stderr.contains("\(userFolder)/notes.txt: is neither a SQLite store nor a granary archive"), "\(text.stderr)")
+        #expect(
+            text.stderr.contains("\(userFolder)/notes.txt: is neither a SQLite store nor a granary archive"),
+            "\(text.stderr)")
         #expect(!text.stderr.contains("damaged"), "\(text.stderr)")
     }
 }

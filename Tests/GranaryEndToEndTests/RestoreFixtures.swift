@@ -37,7 +37,8 @@ enum RestoreFixtures {
 
     /// The Core Data external-data folder of the store at `path`: `.<Name>_SUPPORT/_EXTERNAL_DATA` beside it.
     static func externalFolder(of path: String) -> String {
-        (path as NSString).deletingLastPathComponent + "/" + StoreFile.externalDataName(for: (path as NSString).lastPathComponent)
+        (path as NSString).deletingLastPathComponent + "/"
+            + StoreFile.externalDataName(for: (path as NSString).lastPathComponent)
     }
 
     /// Every `id` of `table` in the store at `path`.
@@ -78,9 +79,13 @@ final class DemoOwner {
     let log: String
 
     /// `granary-demo-owner` (with `breaking`: `--break` each), or with `python`, `examples/owner.py`.
-    init(stores: [String], log: String, intervalMs: Int = 3, startID: Int64 = 1, breaking: [String] = [], python: Bool = false) throws {
+    init(
+        stores: [String], log: String, intervalMs: Int = 3, startID: Int64 = 1, breaking: [String] = [],
+        python: Bool = false
+    ) throws {
         self.log = log
-        let options = ["--log", log, "--interval-ms", String(intervalMs), "--start-id", String(startID)]
+        let options =
+            ["--log", log, "--interval-ms", String(intervalMs), "--start-id", String(startID)]
             + breaking.flatMap { ["--break", $0] }
         if python {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
@@ -108,10 +113,11 @@ final class DemoOwner {
 
     /// Acknowledged write ids into `store` (owner.py's `ACK <id> <store>` lines).
     func acked(into store: String) -> Set<Int64> {
-        Set(lines.compactMap { line in
-            let words = line.split(separator: " ", maxSplits: 2)
-            return words.count == 3 && words[0] == "ACK" && words[2] == store ? Int64(words[1]) : nil
-        })
+        Set(
+            lines.compactMap { line in
+                let words = line.split(separator: " ", maxSplits: 2)
+                return words.count == 3 && words[0] == "ACK" && words[2] == store ? Int64(words[1]) : nil
+            })
     }
 
     /// Waits (up to 20 s) until `condition` holds for the log's lines.

@@ -46,7 +46,8 @@ struct RestoreRecoveryTests {
                 try db.execute("DELETE FROM items WHERE id % 3 = 0; INSERT INTO items VALUES (999, 'old', 1)")
             }
             let oldDumps = try ["Local.sqlite", "Data/Legacy.db"].map { try RestoreFixtures.dump(user + "/" + $0) }
-            let result = try granary(["restore", "alice@example.com", (archive as NSString).lastPathComponent],
+            let result = try granary(
+                ["restore", "alice@example.com", (archive as NSString).lastPathComponent],
                 environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)])
             if result.status == 0 { break }
             #expect(result.status == 137 || result.status == 9 || result.status != 0)
@@ -63,7 +64,9 @@ struct RestoreRecoveryTests {
                     // Byte for byte the archived file.
                     let member = folder.child("check-\(step)")
                     try RestoreFixtures.extract(archive, into: member)
-                    #expect(RestoreFixtures.sha256(path) == RestoreFixtures.sha256(member + "/stores/" + name), "step \(step): \(name)")
+                    #expect(
+                        RestoreFixtures.sha256(path) == RestoreFixtures.sha256(member + "/stores/" + name),
+                        "step \(step): \(name)")
                 } else {
                     sawOld = true
                 }
@@ -88,7 +91,8 @@ struct RestoreRecoveryTests {
         FileSystem.removeTree(user)
         try FileSystem.makeDirectory(user)
         let live = try Database(path: store, mode: .create)
-        try live.execute("PRAGMA page_size=4096; PRAGMA journal_mode=WAL; CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT)")
+        try live.execute(
+            "PRAGMA page_size=4096; PRAGMA journal_mode=WAL; CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT)")
         try live.execute("INSERT INTO items VALUES (7, 'live')")
         // `live` stays open: a writer that knows nothing of the reopen protocol.
         let result = try granary(["restore", "alice@example.com"])
@@ -106,7 +110,9 @@ struct RestoreRecoveryTests {
         #expect(try RestoreFixtures.ids(extracted + "/stores/Local.sqlite", table: "items") == [7])
     }
 
-    @Test("a corrupt newest archive stops the restore with exit 65, names the newest archive that verifies, and changes nothing")
+    @Test(
+        "a corrupt newest archive stops the restore with exit 65, names the newest archive that verifies, and changes nothing"
+    )
     func corruptArchive() throws {
         try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 20, walOnlyTail: 0)
         let good = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
@@ -129,7 +135,8 @@ struct RestoreRecoveryTests {
         let oldest = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "a")
         // A sound archive that a (pretend) earlier verify recorded as bad: probing it would pass.
         let recordedBad = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "b")
-        try #require(VerificationRecord(archive: recordedBad, good: false, reason: "test", check: .full)).write(for: recordedBad)
+        try #require(VerificationRecord(archive: recordedBad, good: false, reason: "test", check: .full)).write(
+            for: recordedBad)
         let newest = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com", label: "c")
         var bytes = [UInt8](FileManager.default.contents(atPath: newest)!)
         for i in (bytes.count / 2)..<(bytes.count / 2 + 16) { bytes[i] ^= 0xFF }
@@ -146,7 +153,8 @@ struct RestoreRecoveryTests {
         try SampleData.makeCoreDataStore(user + "/Notes.sqlite", notes: 5)
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         let db = try Database(path: user + "/Notes.sqlite", mode: .readWrite)
-        let plist = CoreDataMetadata.makePlist(storeUUID: "X", modelVersionHashes: ["Note": Data([1, 2, 3]), "Folder": Data([4])])
+        let plist = CoreDataMetadata.makePlist(
+            storeUUID: "X", modelVersionHashes: ["Note": Data([1, 2, 3]), "Folder": Data([4])])
         try db.run("UPDATE Z_METADATA SET Z_PLIST = ?", [.blob(plist)])
         let result = try granary(["restore", "alice@example.com"])
         #expect(result.status == 65)
@@ -188,7 +196,8 @@ struct RestoreRecoveryTests {
         #expect(result.status == 75)
         #expect(result.stderr.contains("--method online"))
     }
-    @Test("a Core Data store's external data files follow the restore, and the replaced ones go into the safety archive")
+    @Test(
+        "a Core Data store's external data files follow the restore, and the replaced ones go into the safety archive")
     func coreDataExternalData() throws {
         let store = user + "/Notes.sqlite"
         try SampleData.makeCoreDataStore(store, notes: 9)
@@ -203,26 +212,33 @@ struct RestoreRecoveryTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("offline"))
         #expect(FileSystem.contents(of: external) == archived)
-        let safety = try #require(FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains("pre-restore") })
+        let safety = try #require(
+            FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains("pre-restore") })
         let extracted = folder.child("safety")
         try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: extracted)
         // The safety archive holds the replaced store's attachments complete (those the restore
         // removed and those it kept), so that restoring it gives back every attachment.
-        #expect(FileSystem.contents(of: extracted + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA") == (archived.dropFirst() + ["NEW-ATTACHMENT"]).sorted())
+        #expect(
+            FileSystem.contents(of: extracted + "/stores/.Notes_SUPPORT/_EXTERNAL_DATA")
+                == (archived.dropFirst() + ["NEW-ATTACHMENT"]).sorted())
     }
 
     @Test("reset keeps a Core Data store's metadata, resets Z_MAX, and removes its external data")
     func resetCoreData() throws {
         let store = user + "/Notes.sqlite"
         try SampleData.makeCoreDataStore(store, notes: 9)
-        let metadata = try RestoreFixtures.dump(store).components(separatedBy: "## ").first { $0.hasPrefix("Z_METADATA") }
+        let metadata = try RestoreFixtures.dump(store).components(separatedBy: "## ").first {
+            $0.hasPrefix("Z_METADATA")
+        }
         let result = try granary(["reset", "alice@example.com"])
         #expect(result.status == 0, "\(result.stderr)")
         let db = try Database(path: store, mode: .readOnly)
         #expect(try db.scalar("SELECT count(*) FROM ZNOTE")?.integer == 0)
         #expect(try db.scalar("SELECT count(*) FROM ZFOLDER")?.integer == 0)
         #expect(try db.rows("SELECT Z_MAX FROM Z_PRIMARYKEY").map { $0[0].integer } == [0, 0])
-        #expect(try RestoreFixtures.dump(store).components(separatedBy: "## ").first { $0.hasPrefix("Z_METADATA") } == metadata)
+        #expect(
+            try RestoreFixtures.dump(store).components(separatedBy: "## ").first { $0.hasPrefix("Z_METADATA") }
+                == metadata)
         #expect(FileSystem.contents(of: RestoreFixtures.externalFolder(of: store)).isEmpty)
         #expect(db.integrityCheck(full: true) == ["ok"])
         #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.hasSuffix("-pre-reset.tar.zst") })
@@ -279,7 +295,9 @@ struct RestoreRecoveryTests {
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         try FileSystem.removeFile(user + "/Extra.sqlite")
         // Everything in a user's folder belongs to the folder's owner.
-        for name in [""] + FileSystem.contents(of: user) { chown(name.isEmpty ? user : user + "/" + name, 65534, 65534) }
+        for name in [""] + FileSystem.contents(of: user) {
+            chown(name.isEmpty ? user : user + "/" + name, 65534, 65534)
+        }
         let refused = try granary(["restore", "alice@example.com"])
         #expect(refused.status == 65)
         #expect(refused.stderr.contains("only in the archive: Extra.sqlite"))
@@ -299,8 +317,11 @@ struct RestoreRecoveryTests {
         let digest = RestoreFixtures.sha256(snapshot)
         let manifest = Manifest(
             user: "alice@example.com", host: "test", created: Date(), label: nil, compression: .zstd,
-            stores: [Manifest.Store(name: "../../evil.sqlite", path: "stores/Local.sqlite", pageSize: 4096, pageCount: 1,
-                journalMode: "wal", sqliteVersion: "3", check: "quick", integrity: "ok")],
+            stores: [
+                Manifest.Store(
+                    name: "../../evil.sqlite", path: "stores/Local.sqlite", pageSize: 4096, pageCount: 1,
+                    journalMode: "wal", sqliteVersion: "3", check: "quick", integrity: "ok")
+            ],
             files: [Manifest.File(path: "stores/Local.sqlite", size: Int64(bytes.count), sha256: digest, kind: .store)])
         let path = folderPath + "/20260101T000000Z.tar.zst"
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)

@@ -58,10 +58,13 @@ struct RestoreSemanticsTests {
         #expect(verified.status == 0, "\(verified.stderr)")
         #expect(verified.stdout.contains(backup) && !verified.stdout.contains(safety), "\(verified.stdout)")
         // --at now picks the backup, not the newer safety archive.
-        let plan = try granary(["restore", "alice@example.com", "--at", ArchiveName.stamp(Date().addingTimeInterval(60)), "--dry-run"])
+        let plan = try granary([
+            "restore", "alice@example.com", "--at", ArchiveName.stamp(Date().addingTimeInterval(60)), "--dry-run",
+        ])
         #expect(plan.stdout.contains(backup), "\(plan.stdout)")
         // check: a verified safety archive does not vouch for the user.
-        for name in FileSystem.contents(of: repo + "/alice@example.com") where name.hasPrefix(".") && name.contains(backup) {
+        for name in FileSystem.contents(of: repo + "/alice@example.com")
+        where name.hasPrefix(".") && name.contains(backup) {
             try FileSystem.removeFile(repo + "/alice@example.com/" + name)
         }
         #expect(try granary(["verify", "alice@example.com/" + safety]).status == 0)
@@ -78,7 +81,8 @@ struct RestoreSemanticsTests {
         #expect(Set(archives()) == [backup, safety])
         // With a one-second safety retention, it goes and the backup stays.
         let config = folder.child("config.toml")
-        try Data("[retention]\nkeep_last = 1\nsafety_keep_within = \"1s\"\n".utf8).write(to: URL(fileURLWithPath: config))
+        try Data("[retention]\nkeep_last = 1\nsafety_keep_within = \"1s\"\n".utf8).write(
+            to: URL(fileURLWithPath: config))
         sleep(2)
         #expect(try granary(["prune", "alice@example.com", "--config", config]).status == 0)
         #expect(archives() == [backup])
@@ -120,7 +124,8 @@ struct RestoreSemanticsTests {
         #expect(nothing.status == 66)
     }
 
-    @Test("a backup of a user with no store fails with 65, and backup --all over an empty root with 66, writing nothing")
+    @Test(
+        "a backup of a user with no store fails with 65, and backup --all over an empty root with 66, writing nothing")
     func emptyIsNotSuccess() throws {
         let result = try granary(["backup", "alice@example.com"])
         #expect(result.status == 65, "\(result.stderr)")
@@ -144,7 +149,9 @@ struct RestoreSemanticsTests {
         try SampleData.makeItemsStore(cloud, rows: 20, walOnlyTail: 0)
         #expect(try granary(["backup", "alice@example.com"]).status == 0)
         // Old content differs from the archive's in both stores.
-        for store in [local, cloud] { try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id % 2 = 0") }
+        for store in [local, cloud] {
+            try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id % 2 = 0")
+        }
         let owner = try DemoOwner(stores: [local, cloud], log: folder.child("owner-\(tag)-\(step).log"))
         try owner.waitForMoreWrites(10)
         let result = try granary(["restore", "alice@example.com"], environment: environment)
@@ -157,8 +164,12 @@ struct RestoreSemanticsTests {
         let items = try [local, cloud].map { try RestoreFixtures.ids($0, table: "items") }
         let allNew = items.allSatisfy { $0 == Set(1...20) }
         let allOld = items.allSatisfy { $0 == Set(stride(from: 1, through: 19, by: 2)) }
-        #expect(allNew || allOld, "\(tag) step \(step): one store old and one new: \(items.map { $0.count }) — \(result.stderr)")
-        for store in [local, cloud] { #expect(try Database(path: store, mode: .readOnly).integrityCheck(full: true) == ["ok"]) }
+        #expect(
+            allNew || allOld,
+            "\(tag) step \(step): one store old and one new: \(items.map { $0.count }) — \(result.stderr)")
+        for store in [local, cloud] {
+            #expect(try Database(path: store, mode: .readOnly).integrityCheck(full: true) == ["ok"])
+        }
         return result.status == 0
     }
 
@@ -166,7 +177,9 @@ struct RestoreSemanticsTests {
     func twoStoresCrashAtEveryStep() throws {
         var step = 1
         // Before: "rolled back 1, finished 1" left Cloud new and Local old.
-        while step < 40, try !twoStoreRun(step: step, environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)], tag: "crash") { step += 1 }
+        while step < 40,
+            try !twoStoreRun(step: step, environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)], tag: "crash")
+        { step += 1 }
         #expect(step > 5, "the restore had fewer steps than expected")
     }
 
@@ -175,7 +188,9 @@ struct RestoreSemanticsTests {
         var step = 1
         while step < 40,
             try !twoStoreRun(
-                step: step, environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT_STEP": "\(step):2500"], tag: "lease")
+                step: step,
+                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT_STEP": "\(step):2500"],
+                tag: "lease")
         {
             step += 1
         }
@@ -183,14 +198,17 @@ struct RestoreSemanticsTests {
         #expect(step > 5)
     }
 
-    @Test("a restore whose safety archive cannot be written after the commit says restored, exits 1, and blocks no backup")
+    @Test(
+        "a restore whose safety archive cannot be written after the commit says restored, exits 1, and blocks no backup"
+    )
     func safetyArchiveAfterCommit() throws {
         let store = user + "/Local.sqlite"
         try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
         #expect(try granary(["backup", "alice@example.com"]).status == 0)
         try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
         sleep(1)
-        let result = try granary(["restore", "alice@example.com"], environment: ["GRANARY_TEST_FAIL_SAFETY_ARCHIVE": "1"])
+        let result = try granary(
+            ["restore", "alice@example.com"], environment: ["GRANARY_TEST_FAIL_SAFETY_ARCHIVE": "1"])
         #expect(result.status == 1, "\(result.stderr)")
         #expect(result.stderr.contains("restored;"), "\(result.stderr)")
         #expect(result.stderr.contains("granary recover alice@example.com"), "\(result.stderr)")
@@ -207,7 +225,9 @@ struct RestoreSemanticsTests {
         #expect(FileSystem.contents(of: root + "/.granary/safety-pending/alice@example.com").isEmpty)
     }
 
-    @Test("a user holding the commit lock of their own folder cannot hold a restore forever: 75 within the owner timeout, nothing changed")
+    @Test(
+        "a user holding the commit lock of their own folder cannot hold a restore forever: 75 within the owner timeout, nothing changed"
+    )
     func heldFolderLockIsBounded() throws {
         let store = user + "/Local.sqlite"
         try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
@@ -233,7 +253,8 @@ struct RestoreSemanticsTests {
             Issue.record("cannot mount a tmpfs here (this test needs root)")
             return
         }
-        #expect(try GranaryProcess.run(["backup", "alice@example.com", "--root", root, "--repo", disk.path]).status == 0)
+        #expect(
+            try GranaryProcess.run(["backup", "alice@example.com", "--root", root, "--repo", disk.path]).status == 0)
         try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
         try disk.readOnly()
         // Before: the restore swapped the stores, then failed with 73 and left its journal behind.

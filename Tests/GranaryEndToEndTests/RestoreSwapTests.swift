@@ -43,7 +43,9 @@ struct RestoreSwapTests {
         #expect(archived.union(afterResume).isSubset(of: live), "the live store lacks archived or post-resume writes")
         // The one write in flight when the owner was killed may be committed without its ACK line.
         let extra = live.subtracting(archived.union(afterResume))
-        #expect(extra.isSubset(of: [(acked.max() ?? 0) + 1]), "the live store holds writes from before the resume: \(extra.sorted())")
+        #expect(
+            extra.isSubset(of: [(acked.max() ?? 0) + 1]),
+            "the live store holds writes from before the resume: \(extra.sorted())")
         let db = try Database(path: store, mode: .readOnly)
         #expect(db.integrityCheck(full: true) == ["ok"])
     }
@@ -66,7 +68,8 @@ struct RestoreSwapTests {
         try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
         try owner.waitForMoreWrites(30)
         #expect(owner.process.isRunning && owner.pid == pid)
-        let safety = try #require(result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        let safety = try #require(
+            result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
         #expect(safety.hasSuffix("-pre-restore.tar.zst"))
         try checkNothingLost(owner: owner, archived: archived, safetyArchive: safety)
         // The items table came back as archived (the restore did not mix in old pages).
@@ -100,7 +103,8 @@ struct RestoreSwapTests {
         #expect(result.stdout.contains("swap"))
         try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
         try owner.waitForMoreWrites(20)
-        let safety = try #require(result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
+        let safety = try #require(
+            result.stdout.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
         #expect(safety.hasSuffix("-pre-reset.tar.zst"))
         #expect(try RestoreFixtures.ids(store, table: "items").isEmpty)
         try checkNothingLost(owner: owner, archived: [], safetyArchive: safety)
@@ -118,7 +122,7 @@ struct RestoreSwapTests {
         #expect(result.status == 75, "\(result.stderr)")
         #expect(result.stderr.contains("did not answer"))
         #expect(try RestoreFixtures.dump(store) == before)
-        #expect(FileManager.default.fileExists(atPath: repo + "/alice@example.com") )
+        #expect(FileManager.default.fileExists(atPath: repo + "/alice@example.com"))
         #expect(!(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.contains("pre-restore") }))
     }
 
@@ -160,7 +164,9 @@ struct RestoreSwapTests {
         #expect(acked.subtracting(try RestoreFixtures.ids(store)).isEmpty)
     }
 
-    @Test("granary killed at any step of a swap under a running owner: the owner resumes by itself and no acknowledged write is lost")
+    @Test(
+        "granary killed at any step of a swap under a running owner: the owner resumes by itself and no acknowledged write is lost"
+    )
     func crashAtEveryStepUnderOwner() throws {
         let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         let extracted = folder.child("archived")
@@ -174,7 +180,8 @@ struct RestoreSwapTests {
             let before = try RestoreFixtures.ids(store, table: "items")
             let owner = try DemoOwner(stores: [store], log: folder.child("owner-\(step).log"), startID: startID)
             try owner.waitForMoreWrites(10)
-            let result = try granary(["restore", "alice@example.com", (archive as NSString).lastPathComponent],
+            let result = try granary(
+                ["restore", "alice@example.com", (archive as NSString).lastPathComponent],
                 environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)])
             let crashed = result.status != 0
             // Crashed or not, the owner goes on writing.
@@ -198,7 +205,9 @@ struct RestoreSwapTests {
                 try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: out)
                 kept.formUnion(try RestoreFixtures.ids(out + "/stores/Local.sqlite"))
             }
-            #expect(acked.subtracting(kept).isEmpty, "step \(step): acknowledged writes lost: \(acked.subtracting(kept).sorted().prefix(5))")
+            #expect(
+                acked.subtracting(kept).isEmpty,
+                "step \(step): acknowledged writes lost: \(acked.subtracting(kept).sorted().prefix(5))")
             if !crashed { break }
             step += 1
         }

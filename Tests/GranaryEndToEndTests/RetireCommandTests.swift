@@ -26,19 +26,26 @@ struct RetireCommandTests {
 
     /// Runs granary on a pseudo-terminal (script(1)), typing `answer` and Enter.
     func onTerminal(_ arguments: [String], answer: String) throws -> GranaryProcess.Result {
-        let line = ([GranaryProcess.binDirectory + "/granary"] + arguments + ["--root", root, "--repo", repo]).map(ShellQuoting.word).joined(separator: " ")
-        return try GranaryProcess.runExecutable("/usr/bin/script", ["-qec", line, "/dev/null"], environment: ["TERM": "dumb"], stdin: answer + "\n")
+        let line = ([GranaryProcess.binDirectory + "/granary"] + arguments + ["--root", root, "--repo", repo]).map(
+            ShellQuoting.word
+        ).joined(separator: " ")
+        return try GranaryProcess.runExecutable(
+            "/usr/bin/script", ["-qec", line, "/dev/null"], environment: ["TERM": "dumb"], stdin: answer + "\n")
     }
 
     func archives(_ user: String) -> [String] {
         FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted()
     }
 
-    @Test("off a terminal, retire without --yes refuses (64) with the exact command line as the hint, and removes nothing")
+    @Test(
+        "off a terminal, retire without --yes refuses (64) with the exact command line as the hint, and removes nothing"
+    )
     func needsYes() throws {
         let refused = try granary(["retire", bob], stdin: "yes\n")
         #expect(refused.status == 64, "\(refused.stderr)")
-        #expect(refused.stderr.contains("Try: granary retire \(bob) --root \(root) --repo \(repo) --yes"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains("Try: granary retire \(bob) --root \(root) --repo \(repo) --yes"),
+            "\(refused.stderr)")
         #expect(FileSystem.isDirectory(root + "/" + bob) && archives(bob).isEmpty)
     }
 
@@ -47,18 +54,27 @@ struct RetireCommandTests {
         try FileSystem.makeDirectory(root + "/empty@example.com")
         try "a note\n".write(toFile: root + "/empty@example.com/notes.txt", atomically: true, encoding: .utf8)
         let refused = try granary(["retire", "empty@example.com", "--yes"])
-        #expect(refused.status == 66 && refused.stderr.contains("no store") && refused.stderr.contains("nothing was removed"), "\(refused.stderr)")
-        #expect(FileSystem.isRegularFile(root + "/empty@example.com/notes.txt") && archives("empty@example.com").isEmpty)
+        #expect(
+            refused.status == 66 && refused.stderr.contains("no store")
+                && refused.stderr.contains("nothing was removed"), "\(refused.stderr)")
+        #expect(
+            FileSystem.isRegularFile(root + "/empty@example.com/notes.txt") && archives("empty@example.com").isEmpty)
     }
 
     @Test(
         "on a terminal, retire shows the stores and sizes it will remove and asks: anything but yes removes nothing (exit 1), yes retires",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"), "script(1) is needed for a pseudo-terminal"))
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: "/usr/bin/script"),
+            "script(1) is needed for a pseudo-terminal"))
     func asksOnTerminal() throws {
         let declined = try onTerminal(["retire", bob], answer: "no")
         #expect(declined.status == 1, "\(declined.stdout)")
-        #expect(declined.stdout.contains("Notes.sqlite") && declined.stdout.contains("external data 17 files"), "the question: \(declined.stdout)")
-        #expect(declined.stdout.contains("Type yes to retire \(bob)") && declined.stdout.contains("nothing was removed"), "\(declined.stdout)")
+        #expect(
+            declined.stdout.contains("Notes.sqlite") && declined.stdout.contains("external data 17 files"),
+            "the question: \(declined.stdout)")
+        #expect(
+            declined.stdout.contains("Type yes to retire \(bob)") && declined.stdout.contains("nothing was removed"),
+            "\(declined.stdout)")
         #expect(FileSystem.isDirectory(root + "/" + bob) && archives(bob).isEmpty)
         let accepted = try onTerminal(["retire", bob], answer: "yes")
         #expect(accepted.status == 0, "\(accepted.stdout)")
@@ -66,7 +82,9 @@ struct RetireCommandTests {
         #expect(!FileSystem.isDirectory(root + "/" + bob) && archives(bob).count == 1)
     }
 
-    @Test("a retired user: users, list and check say so; retire again is 66; restore without --create is 66 with the --create command line; restore --create brings the user back")
+    @Test(
+        "a retired user: users, list and check say so; retire again is 66; restore without --create is 66 with the --create command line; restore --create brings the user back"
+    )
     func retiredUser() throws {
         let retired = try granary(["retire", bob, "--yes"])
         #expect(retired.status == 0, "\(retired.stderr)")
@@ -76,7 +94,9 @@ struct RetireCommandTests {
         let named = try granary(["users", bob])
         #expect(named.status == 0 && named.stdout.contains("retired"), "\(named.stderr)")
         let list = try granary(["list", bob])
-        #expect(list.status == 0 && list.stdout.contains("\(bob)  (retired)") && list.stdout.contains("(final archive)"), "\(list.stdout)")
+        #expect(
+            list.status == 0 && list.stdout.contains("\(bob)  (retired)") && list.stdout.contains("(final archive)"),
+            "\(list.stdout)")
         let check = try granary(["check", bob])
         #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
         let again = try granary(["retire", bob, "--yes"])
@@ -84,9 +104,14 @@ struct RetireCommandTests {
         #expect(again.stderr.contains("Try: granary restore \(bob) --create"), "\(again.stderr)")
         let missing = try granary(["restore", bob])
         #expect(missing.status == 66, "\(missing.stderr)")
-        #expect(missing.stderr.contains("Try: granary restore \(bob) --root \(root) --repo \(repo) --create --owner root:root"), "\(missing.stderr)")
+        #expect(
+            missing.stderr.contains(
+                "Try: granary restore \(bob) --root \(root) --repo \(repo) --create --owner root:root"),
+            "\(missing.stderr)")
         let dry = try granary(["restore", bob, "--create", "--dry-run"])
-        #expect(dry.status == 0 && dry.stdout.contains("would create") && !FileSystem.isDirectory(root + "/" + bob), "\(dry.stdout)")
+        #expect(
+            dry.status == 0 && dry.stdout.contains("would create") && !FileSystem.isDirectory(root + "/" + bob),
+            "\(dry.stdout)")
         let back = try granary(["restore", bob, "--create", "--mode", "0750"])
         #expect(back.status == 0, "\(back.stderr)")
         #expect(back.stdout.contains("created \(root)/\(bob) (owner root:root, mode 0750)"), "\(back.stdout)")
@@ -100,14 +125,19 @@ struct RetireCommandTests {
         #expect(!(try granary(["list", bob])).stdout.contains("(retired)"))
     }
 
-    @Test("restore --create: --owner and --mode go with --create, not with --to or --undo; an unknown owner or a bad mode is 64")
+    @Test(
+        "restore --create: --owner and --mode go with --create, not with --to or --undo; an unknown owner or a bad mode is 64"
+    )
     func createArguments() throws {
         for (arguments, reason) in [
             (["restore", bob, "--owner", "root"], "--owner and --mode go with --create"),
             (["restore", bob, "--mode", "0700"], "--owner and --mode go with --create"),
             (["restore", bob, "--create", "--to", folder.child("drill")], "not with --to or --undo"),
             (["restore", bob, "--create", "--undo"], "not with --to or --undo"),
-            (["restore", bob, "--create", "--owner", "no-such-user-granary"], "no user no-such-user-granary on this host"),
+            (
+                ["restore", bob, "--create", "--owner", "no-such-user-granary"],
+                "no user no-such-user-granary on this host"
+            ),
             (["restore", bob, "--create", "--owner", "root:no-such-group-granary"], "no group no-such-group-granary"),
             (["restore", bob, "--create", "--mode", "0999"], "not an octal mode"),
         ] {
@@ -116,7 +146,9 @@ struct RetireCommandTests {
         }
     }
 
-    @Test("prune keeps final archives for ever by default; once --final-keep-within has passed, every archive of the retired user goes")
+    @Test(
+        "prune keeps final archives for ever by default; once --final-keep-within has passed, every archive of the retired user goes"
+    )
     func pruneFinal() throws {
         #expect(try granary(["backup", bob]).status == 0)
         #expect(try granary(["retire", bob, "--yes"]).status == 0)

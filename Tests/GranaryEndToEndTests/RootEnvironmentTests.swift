@@ -8,7 +8,9 @@ import Testing
 
 /// What root inherits: `sudo -E` passes a user's environment to a root granary. Nothing in it may
 /// choose a program for root to run, nor root's configuration, repository or root folder.
-@Suite("what root inherits", .serialized, .enabled(if: geteuid() == 0, "these tests run granary as root over an unprivileged user's files"))
+@Suite(
+    "what root inherits", .serialized,
+    .enabled(if: geteuid() == 0, "these tests run granary as root over an unprivileged user's files"))
 struct RootEnvironmentTests {
     let folder = TemporaryFolder("granary-environment")
 
@@ -35,15 +37,20 @@ struct RootEnvironmentTests {
     @Test("as root, SWIFT_BACKTRACE from the environment cannot make a crash run a program")
     func crashHandlerScrubbed() throws {
         let (program, witness) = try canary()
-        let environment = ["SWIFT_BACKTRACE": "enable=yes,interactive=no,swift-backtrace=" + program, "GRANARY_TEST_CRASH": "1"]
+        let environment = [
+            "SWIFT_BACKTRACE": "enable=yes,interactive=no,swift-backtrace=" + program, "GRANARY_TEST_CRASH": "1",
+        ]
         // The control: an unprivileged granary (a copy it may run) does run the canary on a crash,
         // so the witness below would appear if root's did.
         let copy = folder.child("granary")
         try FileManager.default.copyItem(atPath: GranaryProcess.binDirectory + "/granary", toPath: copy)
         let (uid, gid) = Self.account
         _ = try GranaryProcess.runExecutable(
-            "/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", copy, "users"], environment: environment)
-        #expect(FileManager.default.fileExists(atPath: witness), "the control run did not start the canary: the test proves nothing")
+            "/usr/bin/setpriv", ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", copy, "users"],
+            environment: environment)
+        #expect(
+            FileManager.default.fileExists(atPath: witness),
+            "the control run did not start the canary: the test proves nothing")
         try? FileSystem.removeFile(witness)
         let result = try GranaryProcess.run(["users"], environment: environment)
         #expect(result.status != 0)
@@ -60,8 +67,12 @@ struct RootEnvironmentTests {
         let evilRepo = home + "/repo"
         try FileSystem.makeDirectory(evilRepo + "/alice@example.com", mode: 0o755)
         try Data("granary repository 1\n".utf8).write(to: URL(fileURLWithPath: evilRepo + "/.granary-repository"))
-        try Data("repo = \"\(evilRepo)\"\nroot = \"\(victimRoot)\"\n".utf8).write(to: URL(fileURLWithPath: home + "/.config/granary/config.toml"))
-        for path in [home, home + "/.config", home + "/.config/granary", home + "/.config/granary/config.toml", evilRepo, evilRepo + "/alice@example.com", evilRepo + "/.granary-repository"] {
+        try Data("repo = \"\(evilRepo)\"\nroot = \"\(victimRoot)\"\n".utf8).write(
+            to: URL(fileURLWithPath: home + "/.config/granary/config.toml"))
+        for path in [
+            home, home + "/.config", home + "/.config/granary", home + "/.config/granary/config.toml", evilRepo,
+            evilRepo + "/alice@example.com", evilRepo + "/.granary-repository",
+        ] {
             chown(path, uid, gid)
         }
         // What `sudo -E granary …` hands root: the user's HOME and XDG_CONFIG_HOME, and SUDO_USER.
@@ -71,16 +82,19 @@ struct RootEnvironmentTests {
         #expect(users.status == 64, "\(users.stdout) \(users.stderr)")
         #expect(users.stderr.contains("no root is set"), "\(users.stderr)")
         // Named explicitly, it is refused: root reads only root's configuration files.
-        let explicit = try GranaryProcess.run(["users", "--config", home + "/.config/granary/config.toml"], environment: sudo)
+        let explicit = try GranaryProcess.run(
+            ["users", "--config", home + "/.config/granary/config.toml"], environment: sudo)
         #expect(explicit.status == 64, "\(explicit.stderr)")
         #expect(explicit.stderr.contains("belongs to uid \(uid)"), "\(explicit.stderr)")
         // The same file as root's own (no sudo): when it is not root's, it is ignored with a message.
-        let notSudo = try GranaryProcess.run(["users"], environment: ["HOME": home, "XDG_CONFIG_HOME": home + "/.config"])
+        let notSudo = try GranaryProcess.run(
+            ["users"], environment: ["HOME": home, "XDG_CONFIG_HOME": home + "/.config"])
         #expect(notSudo.stderr.contains("ignoring the configuration file"), "\(notSudo.stderr)")
         // Variables the user set: where the repository came from is said, and a repository the user
         // owns is refused.
         let restore = try GranaryProcess.run(
-            ["restore", "alice@example.com", "--root", victimRoot], environment: sudo.merging(["GRANARY_REPO": evilRepo]) { $1 })
+            ["restore", "alice@example.com", "--root", victimRoot],
+            environment: sudo.merging(["GRANARY_REPO": evilRepo]) { $1 })
         #expect(restore.stderr.contains("comes from GRANARY_REPO"), "\(restore.stderr)")
         #expect(restore.status == 73, "\(restore.stderr)")
         #expect(restore.stderr.contains("belongs to uid \(uid)"), "\(restore.stderr)")
@@ -94,10 +108,12 @@ struct RootEnvironmentTests {
         }
         let home = folder.child("sudo-home")
         try FileSystem.makeDirectory(home + "/.config/granary", mode: 0o755)
-        try Data("root = \"/nonexistent\"\n".utf8).write(to: URL(fileURLWithPath: home + "/.config/granary/config.toml"))
+        try Data("root = \"/nonexistent\"\n".utf8).write(
+            to: URL(fileURLWithPath: home + "/.config/granary/config.toml"))
         chown(home + "/.config/granary/config.toml", Self.account.uid, Self.account.gid)
         let result = try GranaryProcess.runExecutable(
-            "/usr/bin/sudo", ["-E", GranaryProcess.binDirectory + "/granary", "users"], environment: ["XDG_CONFIG_HOME": home + "/.config"])
+            "/usr/bin/sudo", ["-E", GranaryProcess.binDirectory + "/granary", "users"],
+            environment: ["XDG_CONFIG_HOME": home + "/.config"])
         // sudo sets SUDO_USER: the user's configuration is not even looked at.
         #expect(!result.stderr.contains("/nonexistent"), "\(result.stderr)")
         #expect(result.stderr.contains("no root is set"), "\(result.stderr)")

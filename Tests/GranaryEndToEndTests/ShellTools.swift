@@ -144,19 +144,27 @@ enum ShellTools {
         switch shell {
         case "bash":
             arguments = ["bash", "--norc", "-i"]
-            function = #"granary() { if [[ $1 == ---completion ]]; then command granary "$@"; else printf "<%s>\n" "$@"; echo END-OF-ARGS; fi; }"#
+            function =
+                #"granary() { if [[ $1 == ---completion ]]; then command granary "$@"; else printf "<%s>\n" "$@"; echo END-OF-ARGS; fi; }"#
         case "zsh":
             arguments = ["zsh", "-f", "-i"]
-            function = #"granary() { if [[ $1 == ---completion ]]; then command granary "$@"; else printf "<%s>\n" "$@"; echo END-OF-ARGS; fi; }"#
+            function =
+                #"granary() { if [[ $1 == ---completion ]]; then command granary "$@"; else printf "<%s>\n" "$@"; echo END-OF-ARGS; fi; }"#
         default:
             arguments = ["fish", "--no-config", "-i"]
-            function = #"function granary; if test "$argv[1]" = ---completion; command granary $argv; else; printf "<%s>\n" $argv; echo END-OF-ARGS; end; end"#
+            function =
+                #"function granary; if test "$argv[1]" = ---completion; command granary $argv; else; printf "<%s>\n" $argv; echo END-OF-ARGS; end; end"#
         }
-        let result = try GranaryProcess.runExecutable(python, ["-c", driver, folder] + arguments, environment: [
-            "PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin", "TERM": "dumb", "SETUP": setup + "; " + function, "LINE": line,
-        ])
+        let result = try GranaryProcess.runExecutable(
+            python, ["-c", driver, folder] + arguments,
+            environment: [
+                "PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin", "TERM": "dumb",
+                "SETUP": setup + "; " + function, "LINE": line,
+            ])
         let lines = result.stdout.replacingOccurrences(of: "\r", with: "").split(separator: "\n").map(String.init)
-        guard let end = lines.lastIndex(of: "END-OF-ARGS") else { return ["(no END-OF-ARGS)", result.stdout, result.stderr] }
+        guard let end = lines.lastIndex(of: "END-OF-ARGS") else {
+            return ["(no END-OF-ARGS)", result.stdout, result.stderr]
+        }
         var args: [String] = []
         for line in lines[..<end].reversed() {
             guard line.hasPrefix("<") && line.hasSuffix(">") else { break }

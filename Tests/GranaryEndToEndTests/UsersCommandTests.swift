@@ -28,9 +28,13 @@ struct UsersCommandTests {
         let after = try GranaryProcess.run(["users", "--root", root, "--json"])
         #expect(before.status == 0, "\(before.stderr)")
         #expect(before.stdout == after.stdout)
-        #expect(try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "backup", "alice@example.com"]).status == 0)
-        #expect(try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"]).stderr
-            .contains("dave@example.com: has no archives"))
+        #expect(
+            try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "backup", "alice@example.com"])
+                .status == 0)
+        #expect(
+            try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"])
+                .stderr
+                .contains("dave@example.com: has no archives"))
         #expect(try GranaryProcess.run(["--root", root]).status == 64)
     }
 
@@ -43,14 +47,19 @@ struct UsersCommandTests {
         #expect(result.status == 0)
         let document = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as! [String: Any]
         let users = document["users"] as! [[String: Any]]
-        #expect(users.map { $0["id"] as! String } == ["alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com"])
+        #expect(
+            users.map { $0["id"] as! String } == [
+                "alice@example.com", "bob@example.com", "carol@example.com", "dave@example.com",
+            ])
         let alice = users[0]["stores"] as! [[String: Any]]
         #expect(alice.map { $0["name"] as! String } == ["Cloud.sqlite", "Local.sqlite"])
         #expect(alice[1]["journalMode"] as? String == "wal")
         #expect((alice[1]["walSize"] as? Int ?? 0) > 0)
     }
 
-    @Test("rejects user ids that could escape the root, with exit 64", arguments: ["..", ".", "a/b", "-rf", "bad\u{07}id", String(repeating: "x", count: 256)])
+    @Test(
+        "rejects user ids that could escape the root, with exit 64",
+        arguments: ["..", ".", "a/b", "-rf", "bad\u{07}id", String(repeating: "x", count: 256)])
     func rejectsUnsafeIDs(id: String) throws {
         let folder = TemporaryFolder()
         let result = try GranaryProcess.run(["users", "--root", folder.path, "--", id])

@@ -16,7 +16,9 @@ struct VerifyCommandTests {
         var repo: String { folder.child("repo") }
         init() throws {
             try GranaryProcess.run([root], tool: "granary-sample")
-            let made = try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com", "bob@example.com"])
+            let made = try GranaryProcess.run([
+                "backup", "--root", root, "--repo", repo, "dave@example.com", "bob@example.com",
+            ])
             #expect(made.status == 0, "\(made.stderr)")
         }
 
@@ -25,14 +27,21 @@ struct VerifyCommandTests {
         }
 
         func archives(_ user: String) -> [String] {
-            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted().map { repo + "/" + user + "/" + $0 }
+            FileSystem.contents(of: repo + "/" + user).filter { !$0.hasPrefix(".") }.sorted().map {
+                repo + "/" + user + "/" + $0
+            }
         }
 
         /// Derives `fault` from the user's first archive, under a valid archive name.
         func tampered(_ fault: String, user: String = "dave@example.com", second: Int = 1) throws -> String {
-            let output = repo + "/" + user + "/20250101T0000" + String(format: "%02d", second) + "Z-" + fault + ".tar.zst"
+            let output =
+                repo + "/" + user + "/20250101T0000" + String(format: "%02d", second) + "Z-" + fault + ".tar.zst"
             let result = try GranaryProcess.runExecutable(
-                "/usr/bin/env", ["python3", VerifyCommandTests.package + "/scripts/tamper-archive.py", archives(user)[0], output, fault])
+                "/usr/bin/env",
+                [
+                    "python3", VerifyCommandTests.package + "/scripts/tamper-archive.py", archives(user)[0], output,
+                    fault,
+                ])
             #expect(result.status == 0, "\(result.stderr)")
             return output
         }
@@ -63,7 +72,9 @@ struct VerifyCommandTests {
         ("corrupt-db", "stores/Data/App.sqlite fails integrity_check"),
     ]
 
-    @Test("each broken or hostile archive exits 65 naming its fault, writes nothing outside the temporary folder and leaves none", arguments: faults)
+    @Test(
+        "each broken or hostile archive exits 65 naming its fault, writes nothing outside the temporary folder and leaves none",
+        arguments: faults)
     func hostile(fault: String, message: String) throws {
         let fixture = try Fixture()
         let archive = try fixture.tampered(fault)
@@ -75,13 +86,18 @@ struct VerifyCommandTests {
         #expect(fixture.leftovers.isEmpty, "\(fixture.leftovers)")
         // Only the verification record beside the archive is new; nothing escaped.
         let after = try FileManager.default.subpathsOfDirectory(atPath: fixture.folder.path).sorted()
-        #expect(Set(after).subtracting(before).subtracting([".granary-tmp", "repo/.granary-tmp"]).allSatisfy { $0.hasSuffix(".verify.json") },
-                "\(Set(after).subtracting(before))")
+        #expect(
+            Set(after).subtracting(before).subtracting([".granary-tmp", "repo/.granary-tmp"]).allSatisfy {
+                $0.hasSuffix(".verify.json")
+            },
+            "\(Set(after).subtracting(before))")
         #expect(!FileManager.default.fileExists(atPath: "/tmp/granary-escape-x"))
         #expect(!FileManager.default.fileExists(atPath: fixture.repo + "/x"))
     }
 
-    @Test("inspect and restore refuse each broken or hostile archive with exit 65, leave no temporary folder and leave the live store as it was", arguments: faults)
+    @Test(
+        "inspect and restore refuse each broken or hostile archive with exit 65, leave no temporary folder and leave the live store as it was",
+        arguments: faults)
     func hostileInspectRestore(fault: String, message: String) throws {
         let fixture = try Fixture()
         let archive = try fixture.tampered(fault)
@@ -98,7 +114,9 @@ struct VerifyCommandTests {
         #expect(restore.stderr.contains(message), "restore: \(restore.stderr)")
         #expect(restore.stderr.contains("nothing was changed"), "restore: \(restore.stderr)")
         #expect(RestoreFixtures.sha256(live) == before)
-        #expect(FileSystem.contents(of: fixture.root + "/.granary/restore").isEmpty, "\(FileSystem.contents(of: fixture.root + "/.granary/restore"))")
+        #expect(
+            FileSystem.contents(of: fixture.root + "/.granary/restore").isEmpty,
+            "\(FileSystem.contents(of: fixture.root + "/.granary/restore"))")
         #expect(!FileManager.default.fileExists(atPath: "/tmp/granary-escape-x"))
         // list reads only manifests: it refuses (65) what it can see there at once, and the rest
         // once verify has recorded it as bad; it always lists every archive.
@@ -110,7 +128,8 @@ struct VerifyCommandTests {
         let after = try fixture.granary(["list", "dave@example.com"])
         #expect(after.status == 65, "list after verify: \(after.stderr)")
         #expect(after.stderr.contains((archive as NSString).lastPathComponent), "\(after.stderr)")
-        #expect(after.stdout.contains(fixture.archives("dave@example.com")[0].split(separator: "/").last.map(String.init)!))
+        #expect(
+            after.stdout.contains(fixture.archives("dave@example.com")[0].split(separator: "/").last.map(String.init)!))
     }
 
     @Test("an archive cut short at any of several offsets exits 65, and a file that is not an archive too")
@@ -119,7 +138,8 @@ struct VerifyCommandTests {
         let good = try Data(contentsOf: URL(fileURLWithPath: fixture.archives("bob@example.com")[0]))
         var second = 1
         for cut in [0, 1, 100, 512, 1000, good.count / 2, good.count - 64, good.count - 1] {
-            let path = fixture.repo + "/bob@example.com/20250101T0000" + String(format: "%02d", second) + "Z-cut.tar.zst"
+            let path =
+                fixture.repo + "/bob@example.com/20250101T0000" + String(format: "%02d", second) + "Z-cut.tar.zst"
             second += 1
             try good.prefix(cut).write(to: URL(fileURLWithPath: path))
             let result = try fixture.granary(["verify", path])
@@ -145,7 +165,9 @@ struct VerifyCommandTests {
         return result.status == 0 ? result.stdout : nil
     }
 
-    @Test("a bit flipped anywhere in the compressed stream, at 60 offsets, is caught unless zstd decodes the very same bytes")
+    @Test(
+        "a bit flipped anywhere in the compressed stream, at 60 offsets, is caught unless zstd decodes the very same bytes"
+    )
     func compressedBitFlips() throws {
         let fixture = try Fixture()
         let original = fixture.archives("bob@example.com")[0]
@@ -159,7 +181,9 @@ struct VerifyCommandTests {
             var bad = good
             let offset = index * good.count / 60
             bad[offset] ^= 0x10
-            let path = fixture.repo + "/bob@example.com/20250101T00" + String(format: "%02d%02d", index / 60, index % 60) + "Z-flip.tar.zst"
+            let path =
+                fixture.repo + "/bob@example.com/20250101T00" + String(format: "%02d%02d", index / 60, index % 60)
+                + "Z-flip.tar.zst"
             try bad.write(to: URL(fileURLWithPath: path))
             let result = try fixture.granary(["verify", path])
             if let digest = try Self.decompressedDigest(path) {
@@ -183,12 +207,19 @@ struct VerifyCommandTests {
         #expect(try fixture.granary(["backup", "--compression", "none", "bob@example.com"]).status == 0)
         let archive = fixture.archives("bob@example.com").first { $0.hasSuffix(".tar") }!
         // Member offsets from Python's tarfile (stock tar does not print them).
-        let listing = try GranaryProcess.runExecutable("/usr/bin/env", ["python3", "-c", """
-            import sys, tarfile
-            for m in tarfile.open(sys.argv[1]):
-                if m.isfile(): print(m.offset_data, m.size, m.name)
-            """, archive])
-        let members = listing.stdout.split(separator: "\n").map { $0.split(separator: " ", maxSplits: 2).map(String.init) }
+        let listing = try GranaryProcess.runExecutable(
+            "/usr/bin/env",
+            [
+                "python3", "-c",
+                """
+                import sys, tarfile
+                for m in tarfile.open(sys.argv[1]):
+                    if m.isfile(): print(m.offset_data, m.size, m.name)
+                """, archive,
+            ])
+        let members = listing.stdout.split(separator: "\n").map {
+            $0.split(separator: " ", maxSplits: 2).map(String.init)
+        }
         #expect(members.count == 19, "MANIFEST.json, Notes.sqlite and 17 external files: \(members.count)")
         let good = try Data(contentsOf: URL(fileURLWithPath: archive))
         for (index, member) in members.enumerated() {
@@ -201,7 +232,9 @@ struct VerifyCommandTests {
             if member[2] == "MANIFEST.json" {
                 // Depending on the byte hit, the JSON no longer parses or its checksum no longer matches.
                 #expect(result.stderr.contains("MANIFEST.json is not a valid manifest"), "\(result.stderr)")
-                #expect(result.stderr.contains("manifest is damaged") || result.stderr.contains("not valid JSON"), "\(result.stderr)")
+                #expect(
+                    result.stderr.contains("manifest is damaged") || result.stderr.contains("not valid JSON"),
+                    "\(result.stderr)")
             } else {
                 #expect(result.stderr.contains(member[2] + " has SHA-256"), "\(member[2]): \(result.stderr)")
             }
@@ -239,7 +272,9 @@ struct VerifyCommandTests {
         #expect(try fixture.granary(["list", "bob@example.com"]).status == 0)
     }
 
-    @Test("verify finds archives by USER/NAME, by --user NAME and by unique stamp prefix; an unknown name exits 66 with close matches")
+    @Test(
+        "verify finds archives by USER/NAME, by --user NAME and by unique stamp prefix; an unknown name exits 66 with close matches"
+    )
     func names() throws {
         let fixture = try Fixture()
         let name = (fixture.archives("dave@example.com")[0] as NSString).lastPathComponent
@@ -268,10 +303,15 @@ struct VerifyCommandTests {
         #expect(try fixture.granary(["verify", "--all"]).status == 65)
     }
 
-    @Test("list shows each archive newest first with stores, label and size; an unreadable one is listed too, with exit 65")
+    @Test(
+        "list shows each archive newest first with stores, label and size; an unreadable one is listed too, with exit 65"
+    )
     func list() throws {
         let fixture = try Fixture()
-        #expect(try GranaryProcess.run(["backup", "--root", fixture.root, "--repo", fixture.repo, "--label", "second", "dave@example.com"]).status == 0)
+        #expect(
+            try GranaryProcess.run([
+                "backup", "--root", fixture.root, "--repo", fixture.repo, "--label", "second", "dave@example.com",
+            ]).status == 0)
         let broken = fixture.repo + "/dave@example.com/20250101T000000Z.tar.zst"
         try "garbage".write(toFile: broken, atomically: true, encoding: .utf8)
         let result = try fixture.granary(["list", "--json", "dave@example.com"])

@@ -1,8 +1,9 @@
 import Crypto
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 @Suite("Archive writer and reader")
 struct ArchiveRoundTripTests {
@@ -15,7 +16,10 @@ struct ArchiveRoundTripTests {
         let path = folder.child(name + compression.fileExtension)
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         do {
-            return (source, path, fd, try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2))
+            return (
+                source, path, fd,
+                try ArchiveWriter(fileDescriptor: fd, path: path, compression: compression, threads: 2)
+            )
         } catch {
             close(fd)
             throw error
@@ -190,7 +194,10 @@ struct ManifestChecksumTests {
     static func sample() -> Manifest {
         Manifest(
             user: "alice@example.com", host: "h", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
-            compression: .zstd, stores: [], files: [Manifest.File(path: "stores/a.sqlite", size: 1, sha256: String(repeating: "0", count: 64), kind: .store)])
+            compression: .zstd, stores: [],
+            files: [
+                Manifest.File(path: "stores/a.sqlite", size: 1, sha256: String(repeating: "0", count: 64), kind: .store)
+            ])
     }
 
     @Test("an encoded manifest carries the SHA-256 of its own bytes and decodes back")

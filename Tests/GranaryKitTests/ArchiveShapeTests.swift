@@ -1,7 +1,8 @@
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 #if canImport(Glibc)
     import Glibc
@@ -27,8 +28,13 @@ struct ArchiveShapeTests {
         let attachment = folder.child("attachment")
         FileManager.default.createFile(atPath: attachment, contents: Data(payload))
         let payloadSHA = try FileDigest.of(attachment).sha256
-        var files = [Manifest.File(path: external + "/A1", size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600)]
-        files += listed.map { Manifest.File(path: $0, size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600) }
+        var files = [
+            Manifest.File(
+                path: external + "/A1", size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600)
+        ]
+        files += listed.map {
+            Manifest.File(path: $0, size: Int64(payload.count), sha256: payloadSHA, kind: .external, mode: 0o600)
+        }
         let path = folder.child("archive.tar.zst")
         try TestArchive.write(to: path, store: entry, files: files) { writer in
             try extra(writer)
@@ -46,7 +52,9 @@ struct ArchiveShapeTests {
         let into = folder.child("into")
         try FileSystem.makeDirectory(into)
         var failure: VerificationFailure?
-        do { _ = try ArchiveVerifier.extract(archive: archive, into: into, check: .full, durable: false) } catch let error as VerificationFailure {
+        do { _ = try ArchiveVerifier.extract(archive: archive, into: into, check: .full, durable: false) } catch let
+            error as VerificationFailure
+        {
             failure = error
         }
         return (failure, Self.tree(into))
@@ -59,7 +67,9 @@ struct ArchiveShapeTests {
             guard let dir = fdopendir(fd) else { close(fd); return }
             defer { closedir(dir) }
             while let item = readdir(dir) {
-                let name = withUnsafeBytes(of: item.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                let name = withUnsafeBytes(of: item.pointee.d_name) {
+                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+                }
                 if name == "." || name == ".." { continue }
                 found.append(prefix + name)
                 if item.pointee.d_type == DT_DIR {
@@ -82,7 +92,9 @@ struct ArchiveShapeTests {
         let (failure, left) = try extract(archive, in: folder)
         #expect(failure?.status == .dataError)
         #expect(failure?.member == "stores/d000000/", "\(failure?.description ?? "passed")")
-        #expect(failure?.reason.contains("is a folder the manifest does not list") == true, "\(failure?.description ?? "passed")")
+        #expect(
+            failure?.reason.contains("is a folder the manifest does not list") == true,
+            "\(failure?.description ?? "passed")")
         #expect(left == ["stores"], "made \(left.prefix(5)) …")
         let verified = #expect(throws: VerificationFailure.self) {
             try ArchiveVerifier.verify(archive: archive, workFolder: folder.child("work"), check: .full)
@@ -91,9 +103,12 @@ struct ArchiveShapeTests {
         #expect(FileSystem.contents(of: folder.child("work")).isEmpty)
     }
 
-    @Test("one unlisted folder among listed ones, or a folder where a store or file is listed, is refused before it is made", arguments: [
-        "stores/Data/", "stores/.Notes_SUPPORT/_EXTERNAL_DATA/sub/", "stores/Notes.sqlite/", "stores/.Notes_SUPPORT/_EXTERNAL_DATA/A1/",
-    ])
+    @Test(
+        "one unlisted folder among listed ones, or a folder where a store or file is listed, is refused before it is made",
+        arguments: [
+            "stores/Data/", "stores/.Notes_SUPPORT/_EXTERNAL_DATA/sub/", "stores/Notes.sqlite/",
+            "stores/.Notes_SUPPORT/_EXTERNAL_DATA/A1/",
+        ])
     func unlistedFolder(member: String) throws {
         let folder = TemporaryFolder()
         let archive = try Self.archive(folder) { writer in
@@ -106,7 +121,9 @@ struct ArchiveShapeTests {
         #expect(!left.contains(String(member.dropLast())), "\(left)")
     }
 
-    @Test("the folders the manifest implies (stores/, a store's folders, its external-data folder and the folders above it) are accepted")
+    @Test(
+        "the folders the manifest implies (stores/, a store's folders, its external-data folder and the folders above it) are accepted"
+    )
     func listedFolders() throws {
         let folder = TemporaryFolder()
         let archive = try Self.archive(folder, store: "Data/Notes.sqlite") { writer in
@@ -116,8 +133,12 @@ struct ArchiveShapeTests {
         }
         let (failure, left) = try extract(archive, in: folder)
         #expect(failure == nil, "\(failure?.description ?? "")")
-        #expect(left == ["stores", "stores/.Notes_SUPPORT", "stores/.Notes_SUPPORT/_EXTERNAL_DATA", "stores/.Notes_SUPPORT/_EXTERNAL_DATA/A1",
-                         "stores/Data", "stores/Data/Notes.sqlite"])
+        #expect(
+            left == [
+                "stores", "stores/.Notes_SUPPORT", "stores/.Notes_SUPPORT/_EXTERNAL_DATA",
+                "stores/.Notes_SUPPORT/_EXTERNAL_DATA/A1",
+                "stores/Data", "stores/Data/Notes.sqlite",
+            ])
     }
 
     /// `stores/` and 30 nested folders of 200-byte names (over 6,000 bytes: past PATH_MAX).
@@ -135,16 +156,21 @@ struct ArchiveShapeTests {
         }
         let (failure, left) = try extract(archive, in: folder)
         #expect(failure?.status == .dataError, "\(failure?.description ?? "passed")")
-        #expect(failure?.reason.contains("is a folder the manifest does not list") == true, "\(failure?.description ?? "passed")")
+        #expect(
+            failure?.reason.contains("is a folder the manifest does not list") == true,
+            "\(failure?.description ?? "passed")")
         #expect(left == ["stores"])
     }
 
-    @Test("a file the manifest lists 30 folders of 200-byte names deep, or with a 256-byte name: 65 naming it, nothing made for it", arguments: [
-        "deep", "long-component",
-    ])
+    @Test(
+        "a file the manifest lists 30 folders of 200-byte names deep, or with a 256-byte name: 65 naming it, nothing made for it",
+        arguments: [
+            "deep", "long-component",
+        ])
     func deepListedFile(shape: String) throws {
         let folder = TemporaryFolder()
-        let name = shape == "deep"
+        let name =
+            shape == "deep"
             ? Self.external + "/" + Self.deep.joined(separator: "/") + "/A2"
             : Self.external + "/" + String(repeating: "x", count: 256)
         let archive = try Self.archive(folder, listed: [name]) { writer in

@@ -1,7 +1,8 @@
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 /// `ContentLimits`: every SQLite connection granary opens has a time budget and a memory ceiling.
 @Suite("SQLite's work on a store is bounded in time and memory")
@@ -28,11 +29,14 @@ struct ContentLimitsTests {
         for x in 1...rows { try db.run("INSERT INTO t(x) VALUES (?)", [.integer(Int64(x))]) }
         try db.execute("COMMIT")
         try db.execute("PRAGMA writable_schema=ON")
-        try db.execute("UPDATE sqlite_schema SET sql = replace(sql, '\(cheap)', '(length(hex(zeroblob(20000000 + x))))')")
+        try db.execute(
+            "UPDATE sqlite_schema SET sql = replace(sql, '\(cheap)', '(length(hex(zeroblob(20000000 + x))))')")
         try db.execute("PRAGMA writable_schema=OFF")
     }
 
-    @Test("an expression index with an expensive expression stops integrity_check at the time budget", arguments: [true, false])
+    @Test(
+        "an expression index with an expensive expression stops integrity_check at the time budget",
+        arguments: [true, false])
     func expressionIndexStopsAtBudget(wal: Bool) throws {
         let folder = TemporaryFolder()
         let path = folder.child("Slow.sqlite")
@@ -61,17 +65,20 @@ struct ContentLimitsTests {
         #expect(error?.kind == .overLimit)
         #expect(error?.limit == .time(.seconds(1)))
         #expect(error?.status == .dataError)
-        #expect(error?.description.contains("Slow.sqlite: SELECT sum(y) FROM t stopped at its time budget of 1s") == true)
+        #expect(
+            error?.description.contains("Slow.sqlite: SELECT sum(y) FROM t stopped at its time budget of 1s") == true)
         #expect(error?.hint?.contains("time_per_gib") == true)
     }
 
-    @Test("a value over the memory ceiling stops its statement; a connection beside it on another thread is not affected")
+    @Test(
+        "a value over the memory ceiling stops its statement; a connection beside it on another thread is not affected")
     func memoryCeilingPerConnection() throws {
         #expect(ContentLimits.memoryCeilingEnforced)
         let folder = TemporaryFolder()
         let path = folder.child("Big.sqlite")
         let db = try Database(path: path, mode: .create, limits: .unlimited)
-        try db.execute("CREATE TABLE t(x INTEGER, y INTEGER AS (length(hex(zeroblob(100000000 + x)))) VIRTUAL NOT NULL)")
+        try db.execute(
+            "CREATE TABLE t(x INTEGER, y INTEGER AS (length(hex(zeroblob(100000000 + x)))) VIRTUAL NOT NULL)")
         try db.execute("INSERT INTO t(x) VALUES (1), (2)")
         let honest = folder.child("Honest.sqlite")
         try SampleData.makeItemsStore(honest, rows: 2000, walOnlyTail: 100)
@@ -159,14 +166,23 @@ struct ContentLimitsTests {
         #expect(settings.limits.value.memory == 256 << 20)
         #expect(settings.limits.source == .file)
         let partial = try ConfigFile.parse("[limits]\nmemory = 1073741824\n", path: "c.toml")
-        #expect(partial.limits == ContentLimits(time: ContentLimits.defaults.time, timePerGiB: ContentLimits.defaults.timePerGiB, memory: 1 << 30))
-        #expect(throws: ConfigError.invalidValue(path: "c.toml", line: 2, key: "limits.memory", message: "\"lots\" is not a size (use a number with KiB, MiB, GiB or TiB, e.g. \"512MiB\")")) {
+        #expect(
+            partial.limits
+                == ContentLimits(
+                    time: ContentLimits.defaults.time, timePerGiB: ContentLimits.defaults.timePerGiB, memory: 1 << 30))
+        #expect(
+            throws: ConfigError.invalidValue(
+                path: "c.toml", line: 2, key: "limits.memory",
+                message: "\"lots\" is not a size (use a number with KiB, MiB, GiB or TiB, e.g. \"512MiB\")")
+        ) {
             try ConfigFile.parse("[limits]\nmemory = \"lots\"\n", path: "c.toml")
         }
         #expect(throws: ConfigError.unknownKey(path: "c.toml", line: 2, key: "limits.cpu")) {
             try ConfigFile.parse("[limits]\ncpu = 1\n", path: "c.toml")
         }
-        let wrong = #expect(throws: ConfigError.self) { try ConfigFile.parse("[reset]\nkeep_tables = \"notes\"\n", path: "c.toml") }
+        let wrong = #expect(throws: ConfigError.self) {
+            try ConfigFile.parse("[reset]\nkeep_tables = \"notes\"\n", path: "c.toml")
+        }
         #expect(wrong?.description == "c.toml:2: reset.keep_tables must be an array of table names, not a string")
         #expect(ByteCountText.bytes("2GiB") == 2 << 30)
         #expect(ByteCountText.bytes("64k") == 64 << 10)
@@ -177,7 +193,9 @@ struct ContentLimitsTests {
 
 @Suite("a store's suggested page cache")
 struct SuggestedCacheTests {
-    @Test("a store whose header asks for a page cache of 4 GiB is checked with SQLite's default cache, within a 16 MiB ceiling")
+    @Test(
+        "a store whose header asks for a page cache of 4 GiB is checked with SQLite's default cache, within a 16 MiB ceiling"
+    )
     func hugeSuggestedCache() throws {
         let folder = TemporaryFolder()
         let path = folder.child("Greedy.sqlite")

@@ -1,7 +1,8 @@
 import CSQLite
 import Foundation
-@testable import GranaryKit
 import Testing
+
+@testable import GranaryKit
 
 /// `CoreDataMetadata`: entity row counts in one pass per entity table.
 @Suite("Core Data entity counts")
@@ -38,11 +39,13 @@ struct CoreDataMetadataTests {
         let db = try Database(path: path, mode: .readOnly)
         let trace = StatementTrace()
         let context = Unmanaged.passUnretained(trace).toOpaque()
-        sqlite3_trace_v2(db.handle, UInt32(SQLITE_TRACE_STMT), { _, context, statement, _ in
-            let trace = Unmanaged<StatementTrace>.fromOpaque(context!).takeUnretainedValue()
-            if let sql = sqlite3_sql(OpaquePointer(statement)) { trace.statements.append(String(cString: sql)) }
-            return 0
-        }, context)
+        sqlite3_trace_v2(
+            db.handle, UInt32(SQLITE_TRACE_STMT),
+            { _, context, statement, _ in
+                let trace = Unmanaged<StatementTrace>.fromOpaque(context!).takeUnretainedValue()
+                if let sql = sqlite3_sql(OpaquePointer(statement)) { trace.statements.append(String(cString: sql)) }
+                return 0
+            }, context)
         let counts = try #require(try CoreDataMetadata.read(db)?.entityRowCounts)
         #expect(counts.count == 20_000)
         #expect(counts["E1"] == 10_000)

@@ -1,8 +1,9 @@
 import CSQLite
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 /// `EmptyStore`: the new, empty database `granary reset` builds from a store's schema.
 @Suite("reset builds an empty store from the schema")
@@ -28,8 +29,12 @@ struct EmptyStoreTests {
             """)
         try db.execute("BEGIN")
         for id in 1...200 {
-            try db.run("INSERT INTO notes(title, body) VALUES (?, ?)", [.text("private note \(id)"), .text("SECRET-BODY-\(id) diary")])
-            try db.run("INSERT INTO places VALUES (?, ?, ?, ?, ?)", [.integer(Int64(id)), .real(0), .real(Double(id)), .real(0), .real(1)])
+            try db.run(
+                "INSERT INTO notes(title, body) VALUES (?, ?)",
+                [.text("private note \(id)"), .text("SECRET-BODY-\(id) diary")])
+            try db.run(
+                "INSERT INTO places VALUES (?, ?, ?, ?, ?)",
+                [.integer(Int64(id)), .real(0), .real(Double(id)), .real(0), .real(1)])
         }
         try db.execute("COMMIT")
         // Some history in the audit log and in sqlite_sequence, as a used store has.
@@ -40,7 +45,9 @@ struct EmptyStoreTests {
         try db.scalar("SELECT count(*) FROM \(table)")?.integer ?? -1
     }
 
-    @Test("an audit trigger does not refill the emptied table: no note survives, and the trigger still works after", arguments: [true, false])
+    @Test(
+        "an audit trigger does not refill the emptied table: no note survives, and the trigger still works after",
+        arguments: [true, false])
     func auditTriggerDoesNotFire(wal: Bool) throws {
         let folder = TemporaryFolder()
         let live = folder.child("Notes.sqlite")
@@ -52,14 +59,19 @@ struct EmptyStoreTests {
         #expect(Set(plan.emptied.map(\.name)) == ["notes", "deleted_log", "notes_fts", "places"])
         #expect(plan.kept.isEmpty)
         let result = try Database(path: copy, mode: .readWrite)
-        for table in ["notes", "deleted_log", "notes_fts", "places"] { #expect(try Self.count(result, table) == 0, "\(table)") }
+        for table in ["notes", "deleted_log", "notes_fts", "places"] {
+            #expect(try Self.count(result, table) == 0, "\(table)")
+        }
         // Nothing of the notes is left in the file, in free pages or anywhere else.
-        let bytes = try Data(contentsOf: URL(fileURLWithPath: copy)) + ((try? Data(contentsOf: URL(fileURLWithPath: copy + "-wal"))) ?? Data())
+        let bytes =
+            try Data(contentsOf: URL(fileURLWithPath: copy))
+            + ((try? Data(contentsOf: URL(fileURLWithPath: copy + "-wal"))) ?? Data())
         #expect(bytes.range(of: Data("SECRET-BODY".utf8)) == nil)
         #expect(bytes.range(of: Data("private note".utf8)) == nil)
         // The schema is all there and alive: the triggers fire on new rows, the index and view work.
         try result.run("INSERT INTO notes(title, body) VALUES ('new', 'fresh text')")
-        #expect(try result.scalar("SELECT id FROM notes")?.integer == 1, "an emptied AUTOINCREMENT table starts again at 1")
+        #expect(
+            try result.scalar("SELECT id FROM notes")?.integer == 1, "an emptied AUTOINCREMENT table starts again at 1")
         #expect(try result.scalar("SELECT count(*) FROM notes_fts WHERE notes_fts MATCH 'fresh'")?.integer == 1)
         try result.execute("DELETE FROM notes")
         #expect(try Self.count(result, "deleted_log") == 1)
@@ -67,7 +79,9 @@ struct EmptyStoreTests {
         #expect(try result.scalar("PRAGMA journal_mode")?.text == (wal ? "wal" : "delete"))
     }
 
-    @Test("FTS5, FTS4 and R-tree tables come back empty and pass their own checks; deleting every table's rows breaks the R-tree")
+    @Test(
+        "FTS5, FTS4 and R-tree tables come back empty and pass their own checks; deleting every table's rows breaks the R-tree"
+    )
     func virtualTablesRecreated() throws {
         let folder = TemporaryFolder()
         let live = folder.child("Search.sqlite")
@@ -84,7 +98,8 @@ struct EmptyStoreTests {
         for id in 1...50 {
             try db.run("INSERT INTO docs VALUES (?, ?)", [.integer(Int64(id)), .text("word\(id) common")])
             try db.run("INSERT INTO legacy(text) VALUES (?)", [.text("legacy \(id)")])
-            try db.run("INSERT INTO contentless(rowid, text) VALUES (?, ?)", [.integer(Int64(id)), .text("gone \(id)")])
+            try db.run(
+                "INSERT INTO contentless(rowid, text) VALUES (?, ?)", [.integer(Int64(id)), .text("gone \(id)")])
             try db.run("INSERT INTO boxes VALUES (?, 0, ?)", [.integer(Int64(id)), .integer(Int64(id))])
         }
         try db.execute("INSERT INTO docs_ext(docs_ext) VALUES('rebuild')")
@@ -92,7 +107,9 @@ struct EmptyStoreTests {
         try EmptyStore.build(from: try Database(path: live, mode: .readOnly), into: copy, keep: [])
         let result = try Database(path: copy, mode: .readWrite)
         #expect(result.integrityCheck(full: true) == ["ok"])
-        for table in ["docs", "legacy", "boxes", "docs_ext", "contentless"] { #expect(try Self.count(result, table) == 0, "\(table)") }
+        for table in ["docs", "legacy", "boxes", "docs_ext", "contentless"] {
+            #expect(try Self.count(result, table) == 0, "\(table)")
+        }
         try result.execute("INSERT INTO docs_ext(docs_ext) VALUES('integrity-check')")
         try result.execute("INSERT INTO contentless(contentless) VALUES('integrity-check')")
         try result.execute("INSERT INTO legacy(legacy) VALUES('integrity-check')")
@@ -101,7 +118,9 @@ struct EmptyStoreTests {
         // included, leaves the R-tree without its root node.
         let deleted = folder.child("deleted.sqlite")
         try FileManager.default.copyItem(atPath: live, toPath: deleted)
-        if FileSystem.isRegularFile(live + "-wal") { try FileManager.default.copyItem(atPath: live + "-wal", toPath: deleted + "-wal") }
+        if FileSystem.isRegularFile(live + "-wal") {
+            try FileManager.default.copyItem(atPath: live + "-wal", toPath: deleted + "-wal")
+        }
         let old = try Database(path: deleted, mode: .readWrite)
         for table in try old.tableNames() { try? old.execute("DELETE FROM \"\(table)\"") }
         var broken = false
@@ -133,7 +152,9 @@ struct EmptyStoreTests {
         #expect(StoreHeader.read(copy)?.isWAL == true)
     }
 
-    @Test("schema-state tables keep their rows, Z_MAX goes back to 0, configured tables are kept, sqlite_sequence keeps only kept tables' counters")
+    @Test(
+        "schema-state tables keep their rows, Z_MAX goes back to 0, configured tables are kept, sqlite_sequence keeps only kept tables' counters"
+    )
     func keptTables() throws {
         let folder = TemporaryFolder()
         let live = folder.child("Notes.sqlite")
@@ -162,20 +183,32 @@ struct EmptyStoreTests {
         let plan = try EmptyStore.build(from: source, into: copy, keep: EmptyStore.schemaStateTables + ["app_settings"])
         #expect(
             Set(plan.kept.map(\.name))
-                == ["Z_METADATA", "Z_PRIMARYKEY", "Z_MODELCACHE", "alembic_version", "schema_migrations", "django_migrations",
-                    "__EFMigrationsHistory", "grdb_migrations", "App_Settings"])
+                == [
+                    "Z_METADATA", "Z_PRIMARYKEY", "Z_MODELCACHE", "alembic_version", "schema_migrations",
+                    "django_migrations",
+                    "__EFMigrationsHistory", "grdb_migrations", "App_Settings",
+                ])
         #expect(Set(plan.emptied.map(\.name)) == ["ZFOLDER", "ZNOTE", "events"])
         let result = try Database(path: copy, mode: .readOnly)
         for table in ["ZNOTE", "ZFOLDER", "events"] { #expect(try Self.count(result, table) == 0) }
-        for table in ["Z_METADATA", "Z_PRIMARYKEY", "alembic_version", "schema_migrations", "django_migrations", "\"__EFMigrationsHistory\"", "grdb_migrations", "App_Settings"] {
+        for table in [
+            "Z_METADATA", "Z_PRIMARYKEY", "alembic_version", "schema_migrations", "django_migrations",
+            "\"__EFMigrationsHistory\"", "grdb_migrations", "App_Settings",
+        ] {
             #expect(try Self.count(result, table) == (try Self.count(source, table)), "\(table)")
         }
         #expect(try result.rows("SELECT Z_MAX FROM Z_PRIMARYKEY").allSatisfy { $0[0].integer == 0 })
-        #expect(try result.scalar("SELECT Z_PLIST FROM Z_METADATA") == (try source.scalar("SELECT Z_PLIST FROM Z_METADATA")))
-        #expect(try result.scalar("SELECT size FROM App_Settings")?.integer == 4, "a generated column is computed again")
-        #expect(try result.rows("SELECT name, seq FROM sqlite_sequence").map { $0[0].text ?? "" } == ["django_migrations"])
+        #expect(
+            try result.scalar("SELECT Z_PLIST FROM Z_METADATA") == (try source.scalar("SELECT Z_PLIST FROM Z_METADATA"))
+        )
+        #expect(
+            try result.scalar("SELECT size FROM App_Settings")?.integer == 4, "a generated column is computed again")
+        #expect(
+            try result.rows("SELECT name, seq FROM sqlite_sequence").map { $0[0].text ?? "" } == ["django_migrations"])
         #expect(try result.scalar("SELECT seq FROM sqlite_sequence")?.integer == 2)
-        #expect(try CoreDataMetadata.read(result)?.modelVersionHashes == (try CoreDataMetadata.read(source)?.modelVersionHashes))
+        #expect(
+            try CoreDataMetadata.read(result)?.modelVersionHashes
+                == (try CoreDataMetadata.read(source)?.modelVersionHashes))
         // The trigger on a kept table did not fire while its rows were copied.
         #expect(try Self.count(result, "events") == 0)
         let dry = try EmptyStore.plan(of: source, keep: EmptyStore.schemaStateTables + ["app_settings"])
@@ -184,7 +217,9 @@ struct EmptyStoreTests {
         #expect(dry.countersReset == ["Z_PRIMARYKEY.Z_MAX", "sqlite_sequence(events)"])
     }
 
-    @Test("every schema object comes back: views on views, expression and partial indexes, generated columns, WITHOUT ROWID, STRICT")
+    @Test(
+        "every schema object comes back: views on views, expression and partial indexes, generated columns, WITHOUT ROWID, STRICT"
+    )
     func schemaComesBack() throws {
         let folder = TemporaryFolder()
         let live = folder.child("Shapes.db")
@@ -250,10 +285,12 @@ struct EmptyStoreTests {
         try db.execute("CREATE TABLE t(a)")
         try db.execute("PRAGMA writable_schema=ON")
         try db.run(
-            "INSERT INTO sqlite_schema VALUES ('table', 'remote', 'remote', 0, ?)", [.text("CREATE VIRTUAL TABLE remote USING csvfile('/etc/shadow')")])
+            "INSERT INTO sqlite_schema VALUES ('table', 'remote', 'remote', 0, ?)",
+            [.text("CREATE VIRTUAL TABLE remote USING csvfile('/etc/shadow')")])
         try db.execute("PRAGMA writable_schema=OFF")
         let error = #expect(throws: EmptyStoreError.self) {
-            try EmptyStore.build(from: try Database(path: live, mode: .readOnly), into: folder.child("empty.db"), keep: [])
+            try EmptyStore.build(
+                from: try Database(path: live, mode: .readOnly), into: folder.child("empty.db"), keep: [])
         }
         #expect(error?.description.contains("\"remote\" of module csvfile") == true)
     }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 #if canImport(Glibc)
     import Glibc
@@ -26,7 +27,8 @@ struct ManifestScaleTests {
         FileManager.default.createFile(atPath: empty, contents: Data())
         let names = (0..<count).map { String(format: "%08d-ATTACHMENT", $0) }
         let externals = names.enumerated().map {
-            Manifest.File(path: external + $1, size: 0, sha256: emptySHA, kind: .external, mode: $0 == 3 ? 0o640 : 0o600)
+            Manifest.File(
+                path: external + $1, size: 0, sha256: emptySHA, kind: .external, mode: $0 == 3 ? 0o640 : 0o600)
         }
         let path = folder.child("archive.tar.zst")
         try TestArchive.write(to: path, store: entry, files: listed?(externals) ?? externals) { writer in
@@ -51,7 +53,9 @@ struct ManifestScaleTests {
         #expect(try verify(archive, in: folder).manifest.files.count == 11)
     }
 
-    @Test("more external files than the threshold go to MANIFEST.files (format 2): it reads back, and stock tar lists it second")
+    @Test(
+        "more external files than the threshold go to MANIFEST.files (format 2): it reads back, and stock tar lists it second"
+    )
     func manyFilesFormatTwo() throws {
         let folder = TemporaryFolder()
         let count = Manifest.fileListThreshold + 2_000
@@ -68,14 +72,16 @@ struct ManifestScaleTests {
         let out = Pipe()
         tar.standardOutput = out
         try tar.run()
-        let listing = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let listing = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(
+            separator: "\n")
         tar.waitUntilExit()
         #expect(Array(listing.prefix(2)) == ["MANIFEST.json", "MANIFEST.files"])
         #expect(listing.count == count + 4)
         // The verifier extracted every listed file where restore picks them up.
         let staged = folder.child("staged")
         try FileSystem.makeDirectory(staged)
-        let all = try ArchiveVerifier.extract(archive: archive, into: staged, check: .quick, durable: false, allFiles: true)
+        let all = try ArchiveVerifier.extract(
+            archive: archive, into: staged, check: .quick, durable: false, allFiles: true)
         #expect(FileSystem.contents(of: staged + "/" + Self.external.dropLast()).count == count)
         // Restore asks for every file, with the modes MANIFEST.files records.
         #expect(all.manifest.files.count == count + 1)
@@ -83,21 +89,42 @@ struct ManifestScaleTests {
         #expect(!FileManager.default.fileExists(atPath: staged + "/" + Manifest.fileListName))
     }
 
-    @Test("a member out of list order, a listed file missing, an extra member, or a wrong hash in MANIFEST.files fails, naming it")
+    @Test(
+        "a member out of list order, a listed file missing, an extra member, or a wrong hash in MANIFEST.files fails, naming it"
+    )
     func hostileLists() throws {
         let count = Manifest.fileListThreshold + 5
         let cases: [(String, (([Manifest.File]) -> [Manifest.File])?, (([String]) -> [String])?)] = [
-            ("comes where MANIFEST.files lists", nil, { names in var n = names; n.swapAt(3, 4); return n }),
+            (
+                "comes where MANIFEST.files lists", nil,
+                { names in
+                    var n = names; n.swapAt(3, 4); return n
+                }
+            ),
             ("is listed in MANIFEST.files but missing", nil, { Array($0.dropLast()) }),
             ("is not in the manifest", nil, { $0 + ["99999999-EXTRA"] }),
-            ("has SHA-256", { files in var f = files; f[7].sha256 = String(repeating: "0", count: 64); return f }, nil),
-            ("is in the archive twice", { files in var f = files; f[5] = f[4]; return f }, { names in var n = names; n[5] = n[4]; return n }),
+            (
+                "has SHA-256",
+                { files in
+                    var f = files; f[7].sha256 = String(repeating: "0", count: 64); return f
+                }, nil
+            ),
+            (
+                "is in the archive twice",
+                { files in
+                    var f = files; f[5] = f[4]; return f
+                },
+                { names in
+                    var n = names; n[5] = n[4]; return n
+                }
+            ),
         ]
         for (message, listed, members) in cases {
             let folder = TemporaryFolder()
             let archive = try Self.writeArchive(folder, count: count, listed: listed, members: members)
             let failure = #expect(throws: VerificationFailure.self, "\(message)") { try verify(archive, in: folder) }
-            #expect(failure?.description.contains(message) == true, "\(failure?.description ?? "nothing") for \(message)")
+            #expect(
+                failure?.description.contains(message) == true, "\(failure?.description ?? "nothing") for \(message)")
         }
     }
 
@@ -119,7 +146,9 @@ struct ManifestScaleTests {
         let error = try #require(refused)
         #expect(error.status == .dataError)
         #expect(error.description.contains("carol@example.com: the archive's MANIFEST.json would be"))
-        #expect(error.description.contains("800000 Core Data entities, over the 16 MiB granary reads; no archive was written"))
+        #expect(
+            error.description.contains(
+                "800000 Core Data entities, over the 16 MiB granary reads; no archive was written"))
         // The reader refuses the same bytes with the same limit.
         let bytes = manifest.encoded()
         #expect(bytes.count > Manifest.sizeLimit)
@@ -128,12 +157,16 @@ struct ManifestScaleTests {
         #expect(!decoded)
     }
 
-    @Test("MANIFEST.files lines parse back whatever the name: spaces, a line feed, a backslash, a byte that is not UTF-8")
+    @Test(
+        "MANIFEST.files lines parse back whatever the name: spaces, a line feed, a backslash, a byte that is not UTF-8")
     func lines() throws {
-        for name in ["with space", "two\nlines", "back\\slash\\x41", "tab\tand\u{7F}", FolderName.decode([0x66, 0xFF, 0x0D])] {
+        for name in [
+            "with space", "two\nlines", "back\\slash\\x41", "tab\tand\u{7F}", FolderName.decode([0x66, 0xFF, 0x0D]),
+        ] {
             for mode: UInt32? in [nil, 0o640] {
                 let file = Manifest.File(
-                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: .external, mode: mode)
+                    path: "stores/.A_SUPPORT/_EXTERNAL_DATA/" + name, size: 12, sha256: Self.emptySHA, kind: .external,
+                    mode: mode)
                 let line = Manifest.fileListLine(file)
                 #expect(line.filter { $0 == 0x0A } == [0x0A], "one line for \(name.debugDescription)")
                 #expect(Manifest.fileListEntry(line.dropLast()) == file, "\(name.debugDescription)")

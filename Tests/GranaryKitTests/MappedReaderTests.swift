@@ -15,7 +15,9 @@ struct MappedReaderTests {
         return bytes
     }
 
-    @Test("pieces of any range, from any offset, come in order and match the file", arguments: [0, 1, 512, 4095, 4096, 1_000_000])
+    @Test(
+        "pieces of any range, from any offset, come in order and match the file",
+        arguments: [0, 1, 512, 4095, 4096, 1_000_000])
     func ranges(from: Int) throws {
         let folder = TemporaryFolder()
         let path = folder.child("f")

@@ -23,7 +23,8 @@ struct OverlappedPackTests {
             options.overlap.enabled = overlap
             options.overlap.minimumSize = 0
             if let prefix { options.overlap.prefix = prefix }
-            let operation = BackupOperation(root: Root(path: root), repository: LocalRepository(path: repo), options: options)
+            let operation = BackupOperation(
+                root: Root(path: root), repository: LocalRepository(path: repo), options: options)
             return try operation.run(try UserID(user)).archive
         }
 
@@ -64,7 +65,8 @@ struct OverlappedPackTests {
         var result: [String: Data] = [:]
         for name in FileManager.default.enumerator(atPath: folder)?.allObjects as? [String] ?? [] {
             var isFolder: ObjCBool = false
-            if FileManager.default.fileExists(atPath: folder + "/" + name, isDirectory: &isFolder), !isFolder.boolValue {
+            if FileManager.default.fileExists(atPath: folder + "/" + name, isDirectory: &isFolder), !isFolder.boolValue
+            {
                 result[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
             }
         }
@@ -89,7 +91,8 @@ struct OverlappedPackTests {
         let b = try Self.files(fixture.extract(inOrder) + "/stores")
         #expect(!a.isEmpty)
         #expect(a == b, "the stores and external files differ between the two paths")
-        let outcome = try ArchiveVerifier.verify(archive: overlapped, workFolder: fixture.repo + "/.granary-tmp", check: .full)
+        let outcome = try ArchiveVerifier.verify(
+            archive: overlapped, workFolder: fixture.repo + "/.granary-tmp", check: .full)
         #expect(outcome.checks.values.allSatisfy { $0 == "ok" })
         #expect(outcome.manifest.stores.count == (user == "alice@example.com" ? 2 : 1))
     }
@@ -101,7 +104,8 @@ struct OverlappedPackTests {
         #expect(try Self.skippableFrames(archive) == 0)
         try Self.run("/usr/bin/zstd", ["-tq", archive])
         let inOrder = try fixture.backup("alice@example.com", overlap: false)
-        #expect(try Self.files(fixture.extract(archive) + "/stores") == Self.files(fixture.extract(inOrder) + "/stores"))
+        #expect(
+            try Self.files(fixture.extract(archive) + "/stores") == Self.files(fixture.extract(inOrder) + "/stores"))
         // Nothing is left behind: the first temporary archive is gone with the rewrite.
         try Self.expectVerifiedAlone(archive, fixture: fixture, user: "alice@example.com")
     }
@@ -124,8 +128,11 @@ struct OverlappedPackTests {
     @Test("the tee VFS publishes a WAL snapshot's pages in order, and marks a rollback store's copy broken")
     func snapshotTrack() throws {
         let fixture = try Fixture()
-        for (user, name, wal) in [("alice@example.com", "Local.sqlite", true), ("carol@example.com", "Legacy.db", false)] {
-            let store = try #require(try Root(path: fixture.root).user(UserID(user)).scan().stores.first { $0.name == name })
+        for (user, name, wal) in [
+            ("alice@example.com", "Local.sqlite", true), ("carol@example.com", "Legacy.db", false),
+        ] {
+            let store = try #require(
+                try Root(path: fixture.root).user(UserID(user)).scan().stores.first { $0.name == name })
             let track = SnapshotTrack()
             let copy = fixture.folder.child(UUID().uuidString)
             _ = try Snapshotter().snapshot(store, to: copy, track: track)
@@ -145,7 +152,8 @@ struct OverlappedPackTests {
     /// A track for a file with `pageSize`-byte pages, nothing published yet (the caller deallocates it).
     static func newTrack(pageSize: Int64 = 4096) -> UnsafeMutablePointer<granary_tee_track> {
         let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
-        track.initialize(to: granary_tee_track(page_size: pageSize, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
+        track.initialize(
+            to: granary_tee_track(page_size: pageSize, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
         return track
     }
 
@@ -156,7 +164,8 @@ struct OverlappedPackTests {
         let db = try Database(path: path, mode: .create, vfs: "granary-tee")
         try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
         #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
-        try db.execute("""
+        try db.execute(
+            """
             BEGIN;
             CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT);
             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) INSERT INTO t SELECT i, hex(randomblob(100)) FROM n;
@@ -208,13 +217,16 @@ struct OverlappedPackTests {
         #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 10)
     }
 
-    @Test("a finished file is checked through mapped pages with the same answers, and a damaged page is still found", arguments: ["wal", "delete"])
+    @Test(
+        "a finished file is checked through mapped pages with the same answers, and a damaged page is still found",
+        arguments: ["wal", "delete"])
     func mappedCheck(journalMode: String) throws {
         let folder = TemporaryFolder()
         let path = folder.child("finished.db")
         do {
             let db = try Database(path: path, mode: .create)
-            try db.execute("""
+            try db.execute(
+                """
                 PRAGMA page_size=4096; PRAGMA journal_mode=\(journalMode);
                 CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT NOT NULL);
                 CREATE INDEX t_body ON t(body);
@@ -239,7 +251,9 @@ struct OverlappedPackTests {
             // at 0 and reads each page through xRead: the answers above must hold all the same.
             try plain.execute("PRAGMA mmap_size=1048576")
             if try plain.scalar("PRAGMA mmap_size")?.integer ?? 0 > 0 {
-                #expect(fetched > Int64(pageCount), "pages were taken in place, not read: \(fetched) for \(pageCount) pages")
+                #expect(
+                    fetched > Int64(pageCount), "pages were taken in place, not read: \(fetched) for \(pageCount) pages"
+                )
             } else {
                 #expect(fetched == 0)
             }
@@ -252,10 +266,14 @@ struct OverlappedPackTests {
         let mapped = try Database.openFinished(path: path)
         let problems = mapped.integrityCheck(full: false)
         #expect(problems != ["ok"])
-        #expect(try problems == Database(path: path, mode: .readOnly).integrityCheck(full: false), "the same answer as SQLite's own reads")
+        #expect(
+            try problems == Database(path: path, mode: .readOnly).integrityCheck(full: false),
+            "the same answer as SQLite's own reads")
     }
 
-    @Test("a file that only gathers writes ends byte for byte as SQLite wrote it, through rewrites behind, reads and a vacuum")
+    @Test(
+        "a file that only gathers writes ends byte for byte as SQLite wrote it, through rewrites behind, reads and a vacuum"
+    )
     func combineOnly() throws {
         let folder = TemporaryFolder()
         #expect(granary_tee_register() == SQLITE_OK)
@@ -274,7 +292,9 @@ struct OverlappedPackTests {
             let path = folder.child(combine ? "combined.db" : "plain.db")
             do {
                 let db = try Database(path: path, mode: .create, vfs: combine ? "granary-tee" : nil)
-                try db.execute("PRAGMA page_size=4096; PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=10")
+                try db.execute(
+                    "PRAGMA page_size=4096; PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE; PRAGMA cache_size=10"
+                )
                 if combine {
                     var pageSize: Int64 = 4096
                     #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize) == SQLITE_OK)
@@ -286,6 +306,8 @@ struct OverlappedPackTests {
             files.append(path)
         }
         #expect(FileSystem.size(files[0]) > 500_000)
-        #expect(FileManager.default.contentsEqual(atPath: files[0], andPath: files[1]), "the gathered file differs from the plain one")
+        #expect(
+            FileManager.default.contentsEqual(atPath: files[0], andPath: files[1]),
+            "the gathered file differs from the plain one")
     }
 }

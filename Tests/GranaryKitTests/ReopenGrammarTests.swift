@@ -185,7 +185,8 @@ struct ReopenGrammarTests {
     @Test("every message written by one side reads back as itself on the other")
     func roundTrip() {
         let requests: [ReopenRequest] = [
-            .hello(versions: [1]), .hello(versions: [2, 1]), .pause(leaseMilliseconds: 1), .pause(leaseMilliseconds: 3_600_000),
+            .hello(versions: [1]), .hello(versions: [2, 1]), .pause(leaseMilliseconds: 1),
+            .pause(leaseMilliseconds: 3_600_000),
             .resume, .bye, .error(.busy), .error(.unsupportedVersion(spoken: [1])),
         ]
         for request in requests { #expect(ReopenRequest.parse(request.line) == .success(request), "\(request.line)") }
@@ -193,10 +194,12 @@ struct ReopenGrammarTests {
             .permissionDenied, .badHello, .unsupportedVersion(spoken: [1]), .badLease, .busy, .closeFailed,
             .unexpectedWhilePaused, .unknownCommand,
         ]
-        let answers: [ReopenAnswer] = [.hello(version: 1, pid: 77), .paused, .resumed, .expired] + refusals.map { .error($0) }
+        let answers: [ReopenAnswer] =
+            [.hello(version: 1, pid: 77), .paused, .resumed, .expired] + refusals.map { .error($0) }
         for answer in answers { #expect(ReopenAnswer.parse(answer.line) == answer, "\(answer.line)") }
         // Which refusals end the conversation.
-        #expect(refusals.filter(\.closesConnection) == [.permissionDenied, .badHello, .unsupportedVersion(spoken: [1])])
+        #expect(
+            refusals.filter(\.closesConnection) == [.permissionDenied, .badHello, .unsupportedVersion(spoken: [1])])
     }
 
     @Test("peer text is quoted with every byte outside printable ASCII escaped, and cut after 60 bytes")

@@ -29,12 +29,15 @@ struct ReopenProtocolTests {
     }
 
     /// Runs /usr/bin/python3 (optionally as `nobody` through setpriv) and returns its output.
-    func python(_ script: String, arguments: [String], asNobody: Bool = false, wait: Bool = true) throws -> (Process, Pipe) {
+    func python(_ script: String, arguments: [String], asNobody: Bool = false, wait: Bool = true) throws -> (
+        Process, Pipe
+    ) {
         let process = Process()
         let pipe = Pipe()
         if asNobody {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script] + arguments
+            process.arguments =
+                ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script] + arguments
         } else {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
             process.arguments = ["-c", script] + arguments
@@ -278,7 +281,9 @@ struct ReopenProtocolTests {
         return detail
     }
 
-    @Test("granary refuses a HELLO answer without a pid, with an extra word, or with control bytes, and quotes it escaped")
+    @Test(
+        "granary refuses a HELLO answer without a pid, with an extra word, or with control bytes, and quotes it escaped"
+    )
     func malformedGreetings() throws {
         let cases: [(answer: String, quoted: String)] = [
             ("HELLO granary-reopen 1", #""HELLO granary-reopen 1""#),
@@ -295,8 +300,12 @@ struct ReopenProtocolTests {
                 Issue.record("\(test.answer) was accepted")
             } catch {
                 let text = "\(error)"
-                #expect(text.contains(test.quoted) || violation(error)?.contains("HELLO granary-reopen 2") == true, "\(text)")
-                #expect(!text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "raw control bytes in \(text)")
+                #expect(
+                    text.contains(test.quoted) || violation(error)?.contains("HELLO granary-reopen 2") == true,
+                    "\(text)")
+                #expect(
+                    !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F },
+                    "raw control bytes in \(text)")
                 #expect(violation(error) != nil, "\(error)")
             }
         }
@@ -331,7 +340,8 @@ struct ReopenProtocolTests {
     func idleConnectionDropped() throws {
         let store = try makeStore(in: folder.child("idle"))
         let calls = Calls()
-        let owner = GranaryOwner(onEvent: { calls.add($0.kind.rawValue) }, breaking: [], idleTimeout: .milliseconds(300))
+        let owner = GranaryOwner(
+            onEvent: { calls.add($0.kind.rawValue) }, breaking: [], idleTimeout: .milliseconds(300))
         try owner.register(store: store, close: {}, reopen: {})
         defer { owner.stop() }
         let idler = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
@@ -343,7 +353,8 @@ struct ReopenProtocolTests {
         #expect(throws: ReopenError.self) { try idler.pause(lease: .seconds(5), timeout: .seconds(1)) }
     }
 
-    @Test("a close that leaves a descriptor of the store open is refused with ERROR close-failed and the store reopened")
+    @Test(
+        "a close that leaves a descriptor of the store open is refused with ERROR close-failed and the store reopened")
     func descriptorLeftOpen() throws {
         let store = try makeStore(in: folder.child("descriptor"))
         let calls = Calls()
@@ -362,7 +373,9 @@ struct ReopenProtocolTests {
 
     final class Kept: @unchecked Sendable { var fd: Int32 = -1 }
 
-    @Test("the lease covers both finishing the running transactions and the pause, so no transaction waits longer than it")
+    @Test(
+        "the lease covers both finishing the running transactions and the pause, so no transaction waits longer than it"
+    )
     func leaseIncludesDraining() throws {
         let store = try makeStore(in: folder.child("drain"))
         let calls = Calls()
@@ -433,7 +446,9 @@ struct ReopenProtocolTests {
         let again = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
         try again.pause(lease: .seconds(10), timeout: .seconds(5))
         usleep(200_000)
-        #expect { _ = try again.endPause(timeout: .seconds(5)) } throws: { violation($0)?.contains("before RESUME") == true }
+        #expect { _ = try again.endPause(timeout: .seconds(5)) } throws: {
+            violation($0)?.contains("before RESUME") == true
+        }
     }
 
     @Test("endPause reports a pause that ended on time, late, by the lease's end, and with no answer")
@@ -443,7 +458,8 @@ struct ReopenProtocolTests {
             let owner = GranaryOwner()
             try owner.register(store: store, close: {}, reopen: {})
             defer { owner.stop() }
-            let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+            let client = try #require(
+                try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
             try client.pause(lease: .seconds(10), timeout: .seconds(5))
             let report = try client.endPause(timeout: .seconds(5))
             #expect(report.ending == .resumed)
@@ -460,7 +476,8 @@ struct ReopenProtocolTests {
             let owner = GranaryOwner(breaking: [.slowAnswers], answerDelay: .milliseconds(300))
             try owner.register(store: store, close: {}, reopen: {})
             defer { owner.stop() }
-            let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
+            let client = try #require(
+                try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
             try client.pause(lease: .seconds(10), timeout: .seconds(5))
             let report = try client.endPause(timeout: .milliseconds(100))
             #expect(report.ending == .late)

@@ -1,8 +1,9 @@
 import CSQLite
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 @Suite("SQLite wrapper")
 struct SQLiteWrapperTests {
@@ -22,7 +23,8 @@ struct SQLiteWrapperTests {
     func notADatabase() throws {
         let folder = TemporaryFolder()
         let path = folder.child("notes.sqlite")
-        try Data(String(repeating: "plain text, not a database\n", count: 200).utf8).write(to: URL(fileURLWithPath: path))
+        try Data(String(repeating: "plain text, not a database\n", count: 200).utf8).write(
+            to: URL(fileURLWithPath: path))
         let db = try Database(path: path, mode: .readOnly)
         let error = #expect(throws: SQLiteError.self) { try db.tableNames() }
         #expect(error?.kind == .notADatabase)

@@ -1,7 +1,8 @@
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
+
+@testable import GranaryCLI
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +21,9 @@ struct SparseExtractionTests {
     static func sparseFile(_ path: String, length: Int64, marker: String, at offsets: [Int64]) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         defer { close(fd) }
-        for offset in offsets { _ = Array(marker.utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) } }
+        for offset in offsets {
+            _ = Array(marker.utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+        }
         #expect(ftruncate(fd, off_t(length)) == 0)
     }
 
@@ -31,7 +34,8 @@ struct SparseExtractionTests {
         let fileDigest = try FileDigest.of(attachment)
         let external = TestArchive.external
         let path = folder.child("archive.tar.zst")
-        let photo = Manifest.File(path: external + "photo", size: fileDigest.size, sha256: fileDigest.sha256, kind: .external, mode: 0o600)
+        let photo = Manifest.File(
+            path: external + "photo", size: fileDigest.size, sha256: fileDigest.sha256, kind: .external, mode: 0o600)
         try TestArchive.write(to: path, store: entry, files: [photo]) { writer in
             try writer.addFile(member: "stores/Notes.sqlite", from: store)
             try writer.addFile(member: external + "photo", from: attachment)
@@ -39,7 +43,9 @@ struct SparseExtractionTests {
         return path
     }
 
-    @Test("a 256 MiB attachment of zeros but for three markers is extracted with holes: the same bytes, a few KiB on disk", arguments: [false, true])
+    @Test(
+        "a 256 MiB attachment of zeros but for three markers is extracted with holes: the same bytes, a few KiB on disk",
+        arguments: [false, true])
     func holesOnExtraction(durable: Bool) throws {
         let folder = TemporaryFolder()
         let attachment = folder.child("photo")
@@ -66,15 +72,20 @@ struct SparseExtractionTests {
         let source = folder.child("source")
         // A marker every 512 KiB: no MiB of it is all zeros.
         let length: Int64 = 64 << 20
-        try Self.sparseFile(source, length: length, marker: "M", at: stride(from: 0, to: length, by: 512 << 10).map { $0 })
+        try Self.sparseFile(
+            source, length: length, marker: "M", at: stride(from: 0, to: length, by: 512 << 10).map { $0 })
         let input = open(source, O_RDONLY | O_CLOEXEC)
         let (size, digest) = try FileDigest.copy(from: Descriptor(input, display: source), to: folder.child("copy"))
         #expect(size == length)
         #expect(digest == (try FileDigest.of(source).sha256))
-        #expect(Self.allocated(folder.child("copy")) <= 128 * 4096 * 2, "the copy takes \(Self.allocated(folder.child("copy"))) bytes")
+        #expect(
+            Self.allocated(folder.child("copy")) <= 128 * 4096 * 2,
+            "the copy takes \(Self.allocated(folder.child("copy"))) bytes")
     }
 
-    @Test("the room a restore's staging needs is counted from the manifest before a member is written, and a refusal writes nothing")
+    @Test(
+        "the room a restore's staging needs is counted from the manifest before a member is written, and a refusal writes nothing"
+    )
     func roomBeforeWriting() throws {
         let folder = TemporaryFolder()
         let attachment = folder.child("photo")
@@ -86,10 +97,12 @@ struct SparseExtractionTests {
         var asked: ArchiveVerifier.Needs?
         struct Refused: Error {}
         #expect(throws: Refused.self) {
-            try ArchiveVerifier.extract(archive: archive, into: into, check: .full, durable: false, room: { needs in
-                asked = needs
-                throw Refused()
-            })
+            try ArchiveVerifier.extract(
+                archive: archive, into: into, check: .full, durable: false,
+                room: { needs in
+                    asked = needs
+                    throw Refused()
+                })
         }
         // Every file at its full length; the files and the three folders they go in.
         #expect(asked == ArchiveVerifier.Needs(bytes: store.size + (8 << 20), files: 2 + 3))

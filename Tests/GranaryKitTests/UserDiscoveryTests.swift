@@ -1,11 +1,14 @@
 import Foundation
-@testable import GranaryCLI
 import GranaryKit
 import Testing
 
+@testable import GranaryCLI
+
 @Suite("User and store discovery")
 struct UserDiscoveryTests {
-    @Test("valid ids are accepted verbatim, email addresses included", arguments: ["alice@example.com", "Bob Smith", "ünïcode", "a.b", "..hidden-ish"])
+    @Test(
+        "valid ids are accepted verbatim, email addresses included",
+        arguments: ["alice@example.com", "Bob Smith", "ünïcode", "a.b", "..hidden-ish"])
     func acceptsIDs(id: String) throws {
         #expect(try UserID(id).rawValue == id)
     }
@@ -48,7 +51,8 @@ struct UserDiscoveryTests {
         try Data().write(to: URL(fileURLWithPath: user + "/empty.sqlite"))
         try Data(repeating: 7, count: 64).write(to: URL(fileURLWithPath: user + "/gone.sqlite-wal"))
         try Data(repeating: 7, count: 64).write(to: URL(fileURLWithPath: user + "/gone.sqlite-shm"))
-        try FileManager.default.createSymbolicLink(atPath: user + "/link.sqlite", withDestinationPath: user + "/data.bin")
+        try FileManager.default.createSymbolicLink(
+            atPath: user + "/link.sqlite", withDestinationPath: user + "/data.bin")
         try FileSystem.makeDirectory(user + "/.hidden")
         try SampleData.makeRollbackStore(user + "/.hidden/secret.db", rows: 1)
         let scan = UserFolder(id: try UserID("u"), folder: try Folder.open(path: user)).scan()
@@ -90,7 +94,10 @@ struct UserDiscoveryTests {
         #expect(ArchiveName(fileName: second.fileName) == second)
         #expect(ArchiveName(fileName: "20261122T101500Z.tar") == ArchiveName(created: date, compression: .none))
         #expect(plain < second)
-        for bad in ["x.tar.zst", "20261322T101500Z.tar.zst", "20261122T101500Z-Bad.tar.zst", "20261122T101500Z_1.tar", "20261122T101500Z.zip", ".20261122T101500Z.tar.zst.tmp-1-2"] {
+        for bad in [
+            "x.tar.zst", "20261322T101500Z.tar.zst", "20261122T101500Z-Bad.tar.zst", "20261122T101500Z_1.tar",
+            "20261122T101500Z.zip", ".20261122T101500Z.tar.zst.tmp-1-2",
+        ] {
             #expect(ArchiveName(fileName: bad) == nil, "\(bad)")
         }
     }

@@ -22,7 +22,9 @@ public enum TestArchive {
     /// Writes an archive at `path` as backup lays one out: the manifest of `store` (from
     /// ``store(at:name:)``) and `files`, the stores folder, then what `members` writes. The
     /// manifest is alice@example.com's, taken at a fixed time, compressed with zstd.
-    public static func write(to path: String, store: Manifest.File, files: [Manifest.File], members: (ArchiveWriter) throws -> Void) throws {
+    public static func write(
+        to path: String, store: Manifest.File, files: [Manifest.File], members: (ArchiveWriter) throws -> Void
+    ) throws {
         let name = String(store.path.dropFirst(Manifest.storesFolder.count))
         let manifest = Manifest(
             user: "alice@example.com", host: "test", created: Date(timeIntervalSince1970: 1_700_000_000), label: nil,
@@ -30,7 +32,8 @@ public enum TestArchive {
             stores: [
                 Manifest.Store(
                     name: name, path: store.path, pageSize: 4096, pageCount: Int(store.size / 4096),
-                    journalMode: "delete", sqliteVersion: Database.libraryVersion, check: "quick", integrity: Database.sound,
+                    journalMode: "delete", sqliteVersion: Database.libraryVersion, check: "quick",
+                    integrity: Database.sound,
                     externalDataPath: external)
             ], files: [store] + files)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)

@@ -35,7 +35,8 @@ enum ArgumentValues {
                 throw ValidationError("not a duration such as 30s, 2m, 1m30s or 0.5")
             }
             guard range.contains(duration) else {
-                throw ValidationError("must be \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound))")
+                throw ValidationError(
+                    "must be \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound))")
             }
             return duration
         }
@@ -49,7 +50,9 @@ enum ArgumentValues {
                 throw ValidationError("not a duration such as 30m, 12h, 7d or 1d12h")
             }
             guard seconds >= minimum, seconds <= SettingLimits.longestDuration else {
-                throw ValidationError("must be \(DurationText.format(seconds: minimum)) to \(DurationText.format(seconds: SettingLimits.longestDuration))")
+                throw ValidationError(
+                    "must be \(DurationText.format(seconds: minimum)) to \(DurationText.format(seconds: SettingLimits.longestDuration))"
+                )
             }
             return seconds
         }
@@ -58,7 +61,8 @@ enum ArgumentValues {
     /// Throws a usage error when `value` is outside `range`.
     static func check(_ value: Int?, _ option: String, within range: ClosedRange<Int>) throws {
         guard let value, !range.contains(value) else { return }
-        throw ValidationError("\(option) \(value) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
+        throw ValidationError(
+            "\(option) \(value) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
     }
 
     /// Throws a usage error when `level` cannot be used with `compression`.

@@ -58,13 +58,18 @@ struct CommandLineWords {
     func check() throws(Problem) {
         guard !isBuiltInRequest else { return }
         guard let word = firstWord else {
-            throw Problem(failure: Failure(code: .usage, message: "no command given", hint: "granary help COMMAND"), showsHelp: true)
+            throw Problem(
+                failure: Failure(code: .usage, message: "no command given", hint: "granary help COMMAND"),
+                showsHelp: true)
         }
         if word.hasPrefix("-") { return }  // an option ArgumentParser will name
         if word == "help" {
             let topics = Self.plainWords(Array(arguments.drop { $0 != "help" }.dropFirst()))
             for topic in topics.prefix(1) where !Granary.commandNames.contains(topic) { throw unknown(topic) }
-            if topics.count > 1 { throw Problem(failure: Failure(code: .usage, message: "help takes one command", hint: "granary help COMMAND")) }
+            if topics.count > 1 {
+                throw Problem(
+                    failure: Failure(code: .usage, message: "help takes one command", hint: "granary help COMMAND"))
+            }
             return
         }
         if !Granary.commandNames.contains(word) { throw unknown(word) }
@@ -88,7 +93,9 @@ struct CommandLineWords {
 
     private func unknown(_ word: String) -> Problem {
         var message = "unknown command '\(word)'"
-        if let close = Self.closest(to: word, in: Granary.commandNames + ["help"]) { message += " (did you mean \(close)?)" }
+        if let close = Self.closest(to: word, in: Granary.commandNames + ["help"]) {
+            message += " (did you mean \(close)?)"
+        }
         return Problem(failure: Failure(code: .usage, message: message, hint: "granary --help lists the commands"))
     }
 
@@ -121,7 +128,9 @@ struct CommandLineWords {
     static func sentence(_ message: String) -> String {
         var text = message.split(separator: "\n").first.map(String.init) ?? message
         if text.hasSuffix(".") { text.removeLast() }
-        guard let first = text.first, first.isUppercase, !(text.dropFirst().first?.isUppercase ?? false) else { return text }
+        guard let first = text.first, first.isUppercase, !(text.dropFirst().first?.isUppercase ?? false) else {
+            return text
+        }
         return first.lowercased() + text.dropFirst()
     }
 }

@@ -5,7 +5,8 @@ import GranaryKit
 struct LockOptions: ParsableArguments {
     @Option(
         name: .customLong("lock-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long to wait for another run on the same user: 30s, 2m, 0.5 (default: 1m).", valueName: "duration"),
+        help: ArgumentHelp(
+            "How long to wait for another run on the same user: 30s, 2m, 0.5 (default: 1m).", valueName: "duration"),
         transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
     var lockTimeout: Duration?
 

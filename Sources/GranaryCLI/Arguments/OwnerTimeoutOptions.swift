@@ -5,7 +5,8 @@ import GranaryKit
 struct OwnerTimeoutOptions: ParsableArguments {
     @Option(
         name: .customLong("owner-timeout"), parsing: .unconditional,
-        help: ArgumentHelp("How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
+        help: ArgumentHelp(
+            "How long an owner has to acknowledge the pause: 10s, 0.5 (default: 10s).", valueName: "duration"),
         transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
     var ownerTimeout: Duration?
 

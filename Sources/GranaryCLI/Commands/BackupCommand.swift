@@ -31,7 +31,10 @@ struct BackupCommand: GranaryCommand {
     @Option(help: "The archive's compression.")
     var compression: Compression?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Compression level: zstd 1-19, gzip and xz 0-9 (default: zstd 3, gzip and xz 6).", valueName: "n"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Compression level: zstd 1-19, gzip and xz 0-9 (default: zstd 3, gzip and xz 6).", valueName: "n"))
     var level: Int?
 
     @Option(help: "The check run on each snapshot (default: quick).")
@@ -40,7 +43,9 @@ struct BackupCommand: GranaryCommand {
     @Option(help: "A label added to the archive name (letters, digits, - and _).")
     var label: String?
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Users backed up at the same time, 1-64 (default: 1).", valueName: "n"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Users backed up at the same time, 1-64 (default: 1).", valueName: "n"))
     var jobs: Int?
 
     @OptionGroup var lock: LockOptions
@@ -48,13 +53,19 @@ struct BackupCommand: GranaryCommand {
     @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
     var prune = false
 
-    @Option(name: .customLong("mirror"), help: ArgumentHelp("Also send each new archive to this repository (repeatable; replaces the configured mirrors).", valueName: "location"))
+    @Option(
+        name: .customLong("mirror"),
+        help: ArgumentHelp(
+            "Also send each new archive to this repository (repeatable; replaces the configured mirrors).",
+            valueName: "location"))
     var mirror: [String] = []
 
     func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
-        if let label, !ArchiveName.isValidLabel(label) { throw ValidationError("invalid label \(label.debugDescription)") }
+        if let label, !ArchiveName.isValidLabel(label) {
+            throw ValidationError("invalid label \(label.debugDescription)")
+        }
         if let label, ArchiveName.reservedLabels.contains(label) {
             throw ValidationError("the label \(label) is granary's own (safety and final archives); choose another")
         }
@@ -85,7 +96,8 @@ struct BackupCommand: GranaryCommand {
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let mirrors = try settings.mirrorRepositories(flags: mirror)
-        let operation = BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
+        let operation = BackupOperation(
+            root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
         let outcomes = try BackupRun.run(
             operation, users: ids, jobs: jobs ?? settings.jobs.value, prune: prune ? settings.retention.value : nil)
         progress?.clear()
@@ -139,12 +151,17 @@ struct BackupResult: CommandResult {
             seconds = result?.seconds
             stages = result?.stages
             priority = result?.priority.rawValue
-            stores = result?.stores.map { Store(name: $0.name, nameBase64: JSONName.base64($0.name), journalMode: JournalMode.name($0.journalMode), integrity: $0.integrity) }
+            stores = result?.stores.map {
+                Store(
+                    name: $0.name, nameBase64: JSONName.base64($0.name), journalMode: JournalMode.name($0.journalMode),
+                    integrity: $0.integrity)
+            }
             skipped = result?.skipped.map { Skipped(name: $0.name, reason: $0.reason) }
             warnings = result?.warnings
             prune = outcome.pruned.map { PruneResult.Plan($0) }
             mirrors = result.flatMap { $0.mirrors.isEmpty ? nil : $0.mirrors.map(Mirror.init) }
-            let failure: (any GranaryError)? = outcome.error ?? outcome.pruneError
+            let failure: (any GranaryError)? =
+                outcome.error ?? outcome.pruneError
                 ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
             ok = failure == nil
             error = failure.map(Failure.init)
@@ -187,9 +204,13 @@ struct BackupResult: CommandResult {
     /// repository; granary sync sends it later).
     var problems: [Failure] {
         users.flatMap { user in
-            (user.error.map { [$0] } ?? []) + (user.mirrors ?? []).compactMap(\.error).map {
-                Failure(code: .partialFailure, message: "\(user.id): \($0.message)", hint: $0.hint.map { $0 + "; then granary sync \(ShellWord.quote(user.id))" } ?? "granary sync \(ShellWord.quote(user.id)) sends it")
-            }
+            (user.error.map { [$0] } ?? [])
+                + (user.mirrors ?? []).compactMap(\.error).map {
+                    Failure(
+                        code: .partialFailure, message: "\(user.id): \($0.message)",
+                        hint: $0.hint.map { $0 + "; then granary sync \(ShellWord.quote(user.id))" }
+                            ?? "granary sync \(ShellWord.quote(user.id)) sends it")
+                }
         }
     }
 
@@ -207,9 +228,13 @@ struct BackupResult: CommandResult {
         guard detail.summaries else { return }
         for user in users {
             guard let archive = user.archive, let size = user.size, let stores = user.stores else { continue }
-            text.line("\(bold: user.id): \((archive as NSString).lastPathComponent) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)")
+            text.line(
+                "\(bold: user.id): \((archive as NSString).lastPathComponent) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"
+            )
             if detail.verbose, let s = user.stages {
-                text.line("  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(user.priority ?? "normal")")
+                text.line(
+                    "  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(user.priority ?? "normal")"
+                )
             }
             for mirror in user.mirrors ?? [] where mirror.ok && detail.verbose {
                 text.line("  sent to \(mirror.archive ?? mirror.repository) (\(Format.duration(mirror.seconds)))")

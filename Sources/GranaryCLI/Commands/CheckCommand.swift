@@ -27,12 +27,17 @@ struct CheckCommand: GranaryCommand {
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
-    @Option(name: .customLong("mirror"), help: ArgumentHelp("Also watch this mirror (repeatable; replaces the configured mirrors).", valueName: "location"))
+    @Option(
+        name: .customLong("mirror"),
+        help: ArgumentHelp(
+            "Also watch this mirror (repeatable; replaces the configured mirrors).", valueName: "location"))
     var mirror: [String] = []
 
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("The oldest a user's newest verified archive may be: 30m, 26h, 2d, 1w (default: 1d).", valueName: "duration"),
+        help: ArgumentHelp(
+            "The oldest a user's newest verified archive may be: 30m, 26h, 2d, 1w (default: 1d).", valueName: "duration"
+        ),
         transform: ArgumentValues.span(minimum: 1))
     var maxAge: Int64?
 
@@ -51,10 +56,12 @@ struct CheckCommand: GranaryCommand {
         for id in ids { if let reason = root?.unreadable(id) { unreadable[id] = reason } }
         let limit = maxAge ?? 86_400
         let reports = try Freshness.evaluate(
-            users: ids, repository: repository, maxAge: TimeInterval(limit), mirrors: try settings.mirrorRepositories(flags: mirror),
+            users: ids, repository: repository, maxAge: TimeInterval(limit),
+            mirrors: try settings.mirrorRepositories(flags: mirror),
             root: root)
         return CheckResult(
-            maxAge: limit, reports: reports, unreadable: unreadable, ignored: ignored.filter(\.mayHoldData), root: root?.path ?? "")
+            maxAge: limit, reports: reports, unreadable: unreadable, ignored: ignored.filter(\.mayHoldData),
+            root: root?.path ?? "")
     }
 }
 
@@ -93,16 +100,24 @@ struct CheckResult: CommandResult {
 
     /// `unreadable`: the users whose folder could not be read, with why; they fail whatever
     /// their archives.
-    init(maxAge: Int64, reports: [Freshness.Report], unreadable: [UserID: String] = [:], ignored: [Root.Ignored] = [], root: String = "") {
+    init(
+        maxAge: Int64, reports: [Freshness.Report], unreadable: [UserID: String] = [:], ignored: [Root.Ignored] = [],
+        root: String = ""
+    ) {
         maxAgeSeconds = maxAge
         users = reports.map { report in
             let folder = unreadable[report.user].map { "cannot read its folder: " + $0 }
             let reason = [folder, report.reason].compactMap { $0 }.joined(separator: "; ")
             return User(
                 id: report.user.rawValue, ok: report.ok && folder == nil, newestVerified: report.newestVerified?.path,
-                ageSeconds: report.age.map { Int64($0) }, newest: report.newest?.path, reason: reason.isEmpty ? nil : reason,
+                ageSeconds: report.age.map { Int64($0) }, newest: report.newest?.path,
+                reason: reason.isEmpty ? nil : reason,
                 mirrors: report.mirrors.isEmpty
-                    ? nil : report.mirrors.map { Mirror(repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem) },
+                    ? nil
+                    : report.mirrors.map {
+                        Mirror(
+                            repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem)
+                    },
                 retired: report.retired != nil)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
@@ -113,17 +128,22 @@ struct CheckResult: CommandResult {
     var problems: [Failure] {
         // One line per failing user or entry, no hint: monitoring mail stays one line per problem.
         ignored.map { Failure(code: .partialFailure, message: "FAIL \(root)/\($0.name): \($0.reason)") }
-            + users.filter { !$0.ok }.map { Failure(code: .partialFailure, message: "FAIL \($0.id): \($0.reason ?? "failed")") }
+            + users.filter { !$0.ok }.map {
+                Failure(code: .partialFailure, message: "FAIL \($0.id): \($0.reason ?? "failed")")
+            }
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
         for user in users where user.ok && user.retired {
-            text.line("ok    \(user.id): retired, final archive \(user.newest.map { ($0 as NSString).lastPathComponent } ?? "")")
+            text.line(
+                "ok    \(user.id): retired, final archive \(user.newest.map { ($0 as NSString).lastPathComponent } ?? "")"
+            )
         }
         for user in users where user.ok && !user.retired {
             let name = user.newestVerified.map { ($0 as NSString).lastPathComponent } ?? ""
-            text.line("ok    \(user.id): \(name) verified, \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old")
+            text.line(
+                "ok    \(user.id): \(name) verified, \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old")
         }
     }
 }

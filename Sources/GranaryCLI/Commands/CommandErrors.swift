@@ -23,7 +23,9 @@ struct NoArchivesError: GranaryError, CommandLineError {
     var status: ExitStatus { .notFound }
 
     var hint: String? {
-        existsUnderRoot ? "granary backup \(ShellWord.quote(user.rawValue))" : "granary list shows every user's archives; check the spelling of the user id"
+        existsUnderRoot
+            ? "granary backup \(ShellWord.quote(user.rawValue))"
+            : "granary list shows every user's archives; check the spelling of the user id"
     }
 }
 
@@ -45,7 +47,9 @@ struct OutsideRepository: GranaryError, CommandLineError {
 
     var description: String {
         let subject = paths.count == 1 ? paths[0] + ": it is" : paths.joined(separator: ", ") + ": they are"
-        let place = repository.map { "the repository \($0)" } ?? "a repository (none is set, and the folder above the user's folder is not one)"
+        let place =
+            repository.map { "the repository \($0)" }
+            ?? "a repository (none is set, and the folder above the user's folder is not one)"
         return "refusing to \(command) \(subject) not in \(place)"
     }
 
@@ -54,7 +58,8 @@ struct OutsideRepository: GranaryError, CommandLineError {
     var hint: String? {
         let words = paths.map(ShellWord.quote).joined(separator: " ")
         switch command {
-        case "delete": return "granary delete --force \(words) removes it anyway; granary list shows the repository's archives"
+        case "delete":
+            return "granary delete --force \(words) removes it anyway; granary list shows the repository's archives"
         default: return "granary verify --force \(words) verifies it without recording the result"
         }
     }

@@ -55,11 +55,15 @@ struct ConfigResult: CommandResult {
     init(_ settings: Settings) {
         file = settings.configPath
         func entry<V>(_ key: String, _ setting: Setting<V>?, _ value: (V) -> Value) -> Entry {
-            Entry(key: key, value: setting.map { value($0.value) } ?? .unset, source: setting?.source.rawValue ?? "default")
+            Entry(
+                key: key, value: setting.map { value($0.value) } ?? .unset,
+                source: setting?.source.rawValue ?? "default")
         }
         let policy = settings.retention.value
         func retention(_ key: String, _ value: Value) -> Entry {
-            Entry(key: "retention." + key, value: value, source: settings.retentionKeysFromFile.contains(key) ? "file" : "default")
+            Entry(
+                key: "retention." + key, value: value,
+                source: settings.retentionKeysFromFile.contains(key) ? "file" : "default")
         }
         self.settings = [
             entry("root", settings.root) { .string($0) },
@@ -81,7 +85,8 @@ struct ConfigResult: CommandResult {
             retention("keep_yearly", .integer(policy.keepYearly)),
             retention("keep_within", .string(DurationText.format(seconds: policy.keepWithin))),
             retention("safety_keep_within", .string(DurationText.format(seconds: policy.safetyKeepWithin))),
-            retention("final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
+            retention(
+                "final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
             entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
             entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
             entry("limits.memory", settings.limits) { Self.size($0.memory) },

@@ -18,10 +18,14 @@ struct DeleteCommand: GranaryCommand {
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Archives to remove.", valueName: "archive"), completion: .custom(Completions.archivesOrUsers))
+    @Argument(
+        help: ArgumentHelp("Archives to remove.", valueName: "archive"),
+        completion: .custom(Completions.archivesOrUsers))
     var archives: [String]
 
-    @Option(help: ArgumentHelp("The user of archives given by NAME alone.", valueName: "user"), completion: .custom(Completions.users))
+    @Option(
+        help: ArgumentHelp("The user of archives given by NAME alone.", valueName: "user"),
+        completion: .custom(Completions.users))
     var user: String?
 
     @Flag(help: "Remove even a user's newest verified archive, or an archive file outside the repository.")
@@ -39,10 +43,13 @@ struct DeleteCommand: GranaryCommand {
         let locator = ArchiveLocator(repository: repository)
         let entries = try archives.map { try locator.locate($0, user: owner) }
         let outside = entries.filter { $0.object == nil }.map(\.path)
-        if !outside.isEmpty && !force { throw OutsideRepository(command: "delete", paths: outside, repository: repository.location) }
+        if !outside.isEmpty && !force {
+            throw OutsideRepository(command: "delete", paths: outside, repository: repository.location)
+        }
         try ArchiveRemoval.checkDeletable(entries, repository: repository, force: force)
         if dryRun { return DeleteResult(entries: entries, dryRun: true) }
-        try ArchiveRemoval.delete(entries, from: repository, root: try? settings.requireRoot(), lockTimeout: lock.timeout(settings))
+        try ArchiveRemoval.delete(
+            entries, from: repository, root: try? settings.requireRoot(), lockTimeout: lock.timeout(settings))
         return DeleteResult(entries: entries, dryRun: false)
     }
 }

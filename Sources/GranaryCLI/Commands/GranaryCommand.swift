@@ -34,7 +34,8 @@ extension GranaryCommand {
         var onWait: (@Sendable (UserLock.Wait) -> Void)?
         if console.interactive && !console.quiet {
             onWait = { wait in
-                console.note("waiting for the lock on \(wait.user.rawValue) held by \(LockHolderText.describe(wait.holder))")
+                console.note(
+                    "waiting for the lock on \(wait.user.rawValue) held by \(LockHolderText.describe(wait.holder))")
             }
         }
         UserLock.configure(command: "granary " + Self._commandName, onWait: onWait)

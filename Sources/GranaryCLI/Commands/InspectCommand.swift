@@ -21,8 +21,9 @@ struct InspectCommand: GranaryCommand {
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("A store file, an archive file, or USER/NAME.", valueName: "path"),
-              completion: .custom(Completions.filesOrArchives))
+    @Argument(
+        help: ArgumentHelp("A store file, an archive file, or USER/NAME.", valueName: "path"),
+        completion: .custom(Completions.filesOrArchives))
     var path: String
 
     func execute(_ console: Console) throws -> InspectResult {
@@ -35,9 +36,10 @@ struct InspectCommand: GranaryCommand {
             do {
                 let entry = try ArchiveLocator(repository: repository).locate(path)
                 if let location = settings?.repo?.value, Repositories.isRemote(location) {
-                    return InspectResult(try Inspector.inspect(
-                        archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
-                        temporaryFolder: try repository.prepareWorkFolder()))
+                    return InspectResult(
+                        try Inspector.inspect(
+                            archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
+                            temporaryFolder: try repository.prepareWorkFolder()))
                 }
                 return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
@@ -93,7 +95,8 @@ struct InspectResult: CommandResult {
         toolVersion = inspection.toolVersion
         stores = inspection.stores.map { store in
             Store(
-                name: store.name, nameBase64: JSONName.base64(store.name), size: store.size, pageSize: store.pageSize, pageCount: store.pageCount,
+                name: store.name, nameBase64: JSONName.base64(store.name), size: store.size, pageSize: store.pageSize,
+                pageCount: store.pageCount,
                 journalMode: JournalMode.name(store.journalMode), sqliteVersion: store.sqliteVersion,
                 tables: store.tables.map { Table(name: $0.name, rows: $0.rows) },
                 coreData: store.coreData.map {
@@ -113,7 +116,9 @@ struct InspectResult: CommandResult {
             text.line(line)
         }
         for store in stores {
-            text.line("\(bold: store.name)  \(Format.bytes(store.size)), \(store.pageCount) pages of \(store.pageSize) bytes, journal mode \(store.journalMode), SQLite \(store.sqliteVersion)")
+            text.line(
+                "\(bold: store.name)  \(Format.bytes(store.size)), \(store.pageCount) pages of \(store.pageSize) bytes, journal mode \(store.journalMode), SQLite \(store.sqliteVersion)"
+            )
             let names = store.tables.map(\.name) + (store.coreData?.entities.map(\.name) ?? [])
             let width = max(12, (names.map { TerminalText.escape($0).count }.max() ?? 0) + 2)
             text.line("  tables")

@@ -35,7 +35,9 @@ struct ListCommand: GranaryCommand {
         // Retired users (no folder under the root, a final archive their newest) are marked as such.
         var retired: [String] = []
         if let root = try? settings.requireRoot() {
-            for user in Set(items.map(\.user)) where Retirement.isRetired(user, root: root, repository: repository) { retired.append(user.rawValue) }
+            for user in Set(items.map(\.user)) where Retirement.isRetired(user, root: root, repository: repository) {
+                retired.append(user.rawValue)
+            }
         }
         return ListResult(repository: repository.path, items: items, retiredUsers: retired.sorted())
     }
@@ -88,7 +90,8 @@ struct ListResult: CommandResult {
         self.retiredUsers = retiredUsers
         archives = items.map { item in
             Archive(
-                user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created, size: item.size,
+                user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created,
+                size: item.size,
                 compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
                 verified: item.problem != nil ? .unreadable : State(item.verified), verifiedAt: item.record?.verified,
@@ -103,11 +106,13 @@ struct ListResult: CommandResult {
     var problems: [Failure] {
         let bad = self.bad
         guard !bad.isEmpty else { return [] }
-        return [Failure(
-            code: .dataError,
-            message: "\(bad.count) archive\(bad.count == 1 ? " is" : "s are") unreadable or failed verification: "
-                + bad.map { "\($0.user)/\($0.name)" }.joined(separator: ", "),
-            hint: "granary verify " + bad.map { ShellWord.quote("\($0.user)/\($0.name)") }.joined(separator: " "))]
+        return [
+            Failure(
+                code: .dataError,
+                message: "\(bad.count) archive\(bad.count == 1 ? " is" : "s are") unreadable or failed verification: "
+                    + bad.map { "\($0.user)/\($0.name)" }.joined(separator: ", "),
+                hint: "granary verify " + bad.map { ShellWord.quote("\($0.user)/\($0.name)") }.joined(separator: " "))
+        ]
     }
 
     var notes: [String] { archives.isEmpty ? ["no archives in \(repository)"] : [] }
@@ -118,9 +123,11 @@ struct ListResult: CommandResult {
         for archive in archives {
             if archive.user != user {
                 user = archive.user
-                text.line(retiredUsers.contains(archive.user) ? "\(bold: archive.user)  (retired)" : "\(bold: archive.user)")
+                text.line(
+                    retiredUsers.contains(archive.user) ? "\(bold: archive.user)  (retired)" : "\(bold: archive.user)")
             }
-            var line: TextLine = "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5)"
+            var line: TextLine =
+                "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5)"
             if archive.verified == .unreadable {
                 line += " unreadable: \(archive.problem ?? "")"
             } else {
@@ -128,7 +135,8 @@ struct ListResult: CommandResult {
                 if let label = archive.label { line += "  [\(label)]" }
                 // Safety and final archives are not backups: say so where an operator looks.
                 if archive.kind != .backup {
-                    line += "  (\(archive.kind.rawValue) archive\(archive.restoredFrom.map { ", replaced by the restore of \($0)" } ?? ""))"
+                    line +=
+                        "  (\(archive.kind.rawValue) archive\(archive.restoredFrom.map { ", replaced by the restore of \($0)" } ?? ""))"
                 }
                 if archive.verified == .bad, let problem = archive.problem { line += "  (\(problem))" }
             }

@@ -24,27 +24,48 @@ struct PruneCommand: GranaryCommand {
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Users whose archives to prune.", valueName: "user"), completion: .custom(Completions.users))
+    @Argument(
+        help: ArgumentHelp("Users whose archives to prune.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
     @Flag(help: "Prune every user in the repository.")
     var all = false
 
-    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the N newest archives.", valueName: "n")) var keepLast: Int?
-    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N hours that have one.", valueName: "n")) var keepHourly: Int?
-    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N days that have one.", valueName: "n")) var keepDaily: Int?
-    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N ISO weeks that have one.", valueName: "n")) var keepWeekly: Int?
-    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N months that have one.", valueName: "n")) var keepMonthly: Int?
-    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the newest archive of each of the last N years that have one.", valueName: "n")) var keepYearly: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("Keep the N newest archives.", valueName: "n")) var keepLast:
+        Int?
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("Keep every archive taken within this long of the user's newest archive (30m, 12h, 7d, 1d12h).", valueName: "duration"),
+        help: ArgumentHelp("Keep the newest archive of each of the last N hours that have one.", valueName: "n"))
+    var keepHourly: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Keep the newest archive of each of the last N days that have one.", valueName: "n"))
+    var keepDaily: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Keep the newest archive of each of the last N ISO weeks that have one.", valueName: "n"))
+    var keepWeekly: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Keep the newest archive of each of the last N months that have one.", valueName: "n"))
+    var keepMonthly: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Keep the newest archive of each of the last N years that have one.", valueName: "n"))
+    var keepYearly: Int?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Keep every archive taken within this long of the user's newest archive (30m, 12h, 7d, 1d12h).",
+            valueName: "duration"),
         transform: ArgumentValues.span(minimum: 1))
     var keepWithin: Int64?
 
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("Keep final archives (what retired users left) this long, then remove every archive of a retired user (default: for ever).", valueName: "duration"),
+        help: ArgumentHelp(
+            "Keep final archives (what retired users left) this long, then remove every archive of a retired user (default: for ever).",
+            valueName: "duration"),
         transform: ArgumentValues.span(minimum: 1))
     var finalKeepWithin: Int64?
 
@@ -56,18 +77,23 @@ struct PruneCommand: GranaryCommand {
     func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to prune, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
-        for (value, option) in [(keepLast, "--keep-last"), (keepHourly, "--keep-hourly"), (keepDaily, "--keep-daily"),
-            (keepWeekly, "--keep-weekly"), (keepMonthly, "--keep-monthly"), (keepYearly, "--keep-yearly")] {
+        for (value, option) in [
+            (keepLast, "--keep-last"), (keepHourly, "--keep-hourly"), (keepDaily, "--keep-daily"),
+            (keepWeekly, "--keep-weekly"), (keepMonthly, "--keep-monthly"), (keepYearly, "--keep-yearly"),
+        ] {
             try ArgumentValues.check(value, option, within: SettingLimits.retentionCount)
         }
     }
 
     /// The policy from the flags, when any is given.
     var flagPolicy: RetentionPolicy? {
-        guard [keepLast, keepHourly, keepDaily, keepWeekly, keepMonthly, keepYearly].contains(where: { $0 != nil }) || keepWithin != nil
+        guard
+            [keepLast, keepHourly, keepDaily, keepWeekly, keepMonthly, keepYearly].contains(where: { $0 != nil })
+                || keepWithin != nil
         else { return nil }
         return RetentionPolicy(
-            keepLast: keepLast ?? 0, keepHourly: keepHourly ?? 0, keepDaily: keepDaily ?? 0, keepWeekly: keepWeekly ?? 0,
+            keepLast: keepLast ?? 0, keepHourly: keepHourly ?? 0, keepDaily: keepDaily ?? 0,
+            keepWeekly: keepWeekly ?? 0,
             keepMonthly: keepMonthly ?? 0, keepYearly: keepYearly ?? 0, keepWithin: keepWithin ?? 0)
     }
 
@@ -79,7 +105,9 @@ struct PruneCommand: GranaryCommand {
         policy.safetyKeepWithin = settings.retention.value.safetyKeepWithin
         policy.finalKeepWithin = finalKeepWithin ?? settings.retention.value.finalKeepWithin
         if policy.isEmpty {
-            throw ValidationError("the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file")
+            throw ValidationError(
+                "the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file"
+            )
         }
         let ids = all ? try repository.users() : try UserID.named(users)
         let folders = Set(try repository.folders())
@@ -119,14 +147,18 @@ struct PruneResult: CommandResult {
         let archives: [Archive]
 
         init(_ items: [ArchiveRemoval.Item]) {
-            archives = items.map { Archive(name: $0.entry.name.fileName, path: $0.entry.path, keep: $0.keep, keptBy: $0.keptBy) }
+            archives = items.map {
+                Archive(name: $0.entry.name.fileName, path: $0.entry.path, keep: $0.keep, keptBy: $0.keptBy)
+            }
         }
 
         /// One line per archive: `keep NAME rules` or `remove NAME` (`removed` once done).
         func render(_ text: inout TextOutput, dryRun: Bool) {
             for archive in archives {
                 let verb = archive.keep ? (dryRun ? "keep" : "kept") : (dryRun ? "remove" : "removed")
-                text.line("  \(verb, width: 8)\(archive.name, width: 40)\(archive.keep ? archive.keptBy.joined(separator: ", ") : "kept by no rule")")
+                text.line(
+                    "  \(verb, width: 8)\(archive.name, width: 40)\(archive.keep ? archive.keptBy.joined(separator: ", ") : "kept by no rule")"
+                )
             }
         }
     }

@@ -25,14 +25,16 @@ struct RecoverCommand: GranaryCommand {
         let settings = try global.settings()
         let ids = try UserID.named(users)
         let run = try Recovery.run(
-            root: try settings.requireRoot(), users: ids, repository: try settings.repository(), lockTimeout: lock.timeout(settings),
+            root: try settings.requireRoot(), users: ids, repository: try settings.repository(),
+            lockTimeout: lock.timeout(settings),
             ownerTimeout: settings.ownerTimeout.value)
         var result = RecoverResult()
         result.users = run.reports.filter(RecoverResult.User.applies).map(RecoverResult.User.init)
         result.removedTemporaries = run.removedTemporaries
         // A safety archive still waiting for the repository: the run has not done all it should.
         if let pending = run.reports.compactMap(\.safetyArchivePending).first {
-            result.failure = Failure(RestoreError.repositoryUnusable(repository: settings.repo?.value ?? "", reason: pending))
+            result.failure = Failure(
+                RestoreError.repositoryUnusable(repository: settings.repo?.value ?? "", reason: pending))
         }
         return result
     }
@@ -77,8 +79,10 @@ struct RecoverResult: CommandResult {
             safetyArchivePending = report.safetyArchivePending
             intruders = report.intruders.map(JSONName.Named.init)
             switch report.retire {
-            case .finished(let archive, let leftovers): retire = Retire(outcome: "finished", archive: archive, reason: nil, leftoversFolder: leftovers)
-            case .undone(let reason): retire = Retire(outcome: "undone", archive: nil, reason: reason, leftoversFolder: nil)
+            case .finished(let archive, let leftovers):
+                retire = Retire(outcome: "finished", archive: archive, reason: nil, leftoversFolder: leftovers)
+            case .undone(let reason):
+                retire = Retire(outcome: "undone", archive: nil, reason: reason, leftoversFolder: nil)
             case nil: retire = nil
             }
         }
@@ -86,14 +90,20 @@ struct RecoverResult: CommandResult {
         func render(_ text: inout TextOutput, _ detail: TextDetail) {
             if let retire {
                 if retire.outcome == "finished" {
-                    text.line("finished an interrupted retire of \(id): its folder is gone; final archive \(retire.archive ?? "")")
-                    if let left = retire.leftoversFolder { text.line("  what its owner could not remove is kept in \(left)") }
+                    text.line(
+                        "finished an interrupted retire of \(id): its folder is gone; final archive \(retire.archive ?? "")"
+                    )
+                    if let left = retire.leftoversFolder {
+                        text.line("  what its owner could not remove is kept in \(left)")
+                    }
                 } else {
-                    text.line("undid an interrupted retire of \(id): its folder is where it was (\(retire.reason ?? ""))")
+                    text.line(
+                        "undid an interrupted retire of \(id): its folder is where it was (\(retire.reason ?? ""))")
                 }
             }
             guard !finished.isEmpty || !rolledBack.isEmpty || safetyArchive != nil || !intruders.isEmpty else { return }
-            text.line("recovered an interrupted swap of \(id): rolled back \(rolledBack.count), finished \(finished.count)")
+            text.line(
+                "recovered an interrupted swap of \(id): rolled back \(rolledBack.count), finished \(finished.count)")
             for store in rolledBack { text.line("  \(store.name, width: 24) old content kept") }
             for store in finished { text.line("  \(store.name, width: 24) new content kept") }
             if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }

@@ -29,7 +29,9 @@ struct ResetCommand: GranaryCommand {
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The user whose stores to empty.", valueName: "user"), completion: .custom(Completions.users))
+    @Argument(
+        help: ArgumentHelp("The user whose stores to empty.", valueName: "user"), completion: .custom(Completions.users)
+    )
     var user: String
 
     @Option(help: "How each store is put in place.")
@@ -120,7 +122,9 @@ struct ResetResult: CommandResult {
             "\(store.name): empties \(store.empties.isEmpty ? "nothing" : store.empties.map(table).joined(separator: ", "))",
             "\(store.name): keeps \(store.keeps.isEmpty ? "no table's rows" : store.keeps.map(table).joined(separator: ", "))",
         ]
-        if !store.countersReset.isEmpty { lines.append("\(store.name): sets back \(store.countersReset.joined(separator: ", "))") }
+        if !store.countersReset.isEmpty {
+            lines.append("\(store.name): sets back \(store.countersReset.joined(separator: ", "))")
+        }
         if !store.dropped.isEmpty { lines.append("\(store.name): drops \(store.dropped.joined(separator: ", "))") }
         return lines
     }

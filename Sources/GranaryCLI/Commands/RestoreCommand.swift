@@ -24,16 +24,24 @@ struct RestoreCommand: GranaryCommand {
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The user whose stores to restore.", valueName: "user"), completion: .custom(Completions.usersAndArchived))
+    @Argument(
+        help: ArgumentHelp("The user whose stores to restore.", valueName: "user"),
+        completion: .custom(Completions.usersAndArchived))
     var user: String
 
-    @Argument(help: ArgumentHelp("An archive name or path (default: the newest).", valueName: "archive"), completion: .custom(Completions.archives))
+    @Argument(
+        help: ArgumentHelp("An archive name or path (default: the newest).", valueName: "archive"),
+        completion: .custom(Completions.archives))
     var archive: String?
 
-    @Option(help: ArgumentHelp("The newest archive at or before this time (RFC 3339 or YYYYMMDDTHHMMSSZ).", valueName: "time"))
+    @Option(
+        help: ArgumentHelp(
+            "The newest archive at or before this time (RFC 3339 or YYYYMMDDTHHMMSSZ).", valueName: "time"))
     var at: String?
 
-    @Option(help: ArgumentHelp("Restore into this folder instead, touching nothing live.", valueName: "dir"), completion: .directory)
+    @Option(
+        help: ArgumentHelp("Restore into this folder instead, touching nothing live.", valueName: "dir"),
+        completion: .directory)
     var to: String?
 
     @Option(help: "How each store is put in place.")
@@ -59,18 +67,28 @@ struct RestoreCommand: GranaryCommand {
     var create = false
 
     @Option(
-        help: ArgumentHelp("With --create: the folder's owner, a user name or uid, and group (default: as the archive recorded).", valueName: "user[:group]"))
+        help: ArgumentHelp(
+            "With --create: the folder's owner, a user name or uid, and group (default: as the archive recorded).",
+            valueName: "user[:group]"))
     var owner: String?
 
-    @Option(help: ArgumentHelp("With --create: the folder's mode, in octal (default: as the archive recorded).", valueName: "mode"))
+    @Option(
+        help: ArgumentHelp(
+            "With --create: the folder's mode, in octal (default: as the archive recorded).", valueName: "mode"))
     var mode: String?
 
     func checkArguments() throws {
-        if let at, RestoreCommand.parseTime(at) == nil { throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ") }
+        if let at, RestoreCommand.parseTime(at) == nil {
+            throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ")
+        }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
-        if undo && (at != nil || archive != nil) { throw ValidationError("--undo picks the archive itself: give no archive and no --at") }
+        if undo && (at != nil || archive != nil) {
+            throw ValidationError("--undo picks the archive itself: give no archive and no --at")
+        }
         if !create && (owner != nil || mode != nil) { throw ValidationError("--owner and --mode go with --create") }
-        if create && (to != nil || undo) { throw ValidationError("--create makes the user's live folder: not with --to or --undo") }
+        if create && (to != nil || undo) {
+            throw ValidationError("--create makes the user's live folder: not with --to or --undo")
+        }
         _ = try createFolder()
     }
 
@@ -86,13 +104,16 @@ struct RestoreCommand: GranaryCommand {
             folder.uid = uid
             if parts.count == 2 {
                 guard let gid = UInt32(parts[1]) ?? AccountNames.gid(parts[1]), !parts[1].isEmpty else {
-                    throw ValidationError("--owner \(owner): no group \(parts[1]) on this host (give a group name or a gid)")
+                    throw ValidationError(
+                        "--owner \(owner): no group \(parts[1]) on this host (give a group name or a gid)")
                 }
                 folder.gid = gid
             }
         }
         if let mode {
-            guard let value = mode_t(mode, radix: 8), value <= 0o7777 else { throw ValidationError("--mode \(mode) is not an octal mode such as 0700 or 750") }
+            guard let value = mode_t(mode, radix: 8), value <= 0o7777 else {
+                throw ValidationError("--mode \(mode) is not an octal mode such as 0700 or 750")
+            }
             folder.mode = value
         }
         return folder
@@ -121,7 +142,10 @@ struct RestoreCommand: GranaryCommand {
             return RestoreResult(try restorer.run(request), operation: .restore)
         } catch RestoreError.noUser(let user, let root, let create?) {
             // The hint is this very command line with --create: the same root, repository and archive.
-            let words = ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + ["--create", "--owner", create.owner.map(ShellWord.quote) ?? "USER"]
+            let words =
+                ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + [
+                    "--create", "--owner", create.owner.map(ShellWord.quote) ?? "USER",
+                ]
             throw CommandError(
                 description: RestoreError.noUser(user: user, root: root, create: nil).description, status: .notFound,
                 hint: words.joined(separator: " ") + " (creates the folder and restores into it)")
@@ -189,8 +213,10 @@ struct RestoreResult: CommandResult {
         target = report.target
         stores = report.stores.map {
             Store(
-                name: $0.name, nameBase64: JSONName.base64($0.name), live: $0.live, liveBase64: JSONName.base64($0.live), staged: $0.staged,
-                stagedBase64: JSONName.base64($0.staged), method: $0.method.rawValue, ownerPid: $0.ownerPID, openBy: $0.openBy,
+                name: $0.name, nameBase64: JSONName.base64($0.name), live: $0.live,
+                liveBase64: JSONName.base64($0.live), staged: $0.staged,
+                stagedBase64: JSONName.base64($0.staged), method: $0.method.rawValue, ownerPid: $0.ownerPID,
+                openBy: $0.openBy,
                 paused: $0.paused?.timeInterval)
         }
         safetyArchive = report.safetyArchive
@@ -199,7 +225,8 @@ struct RestoreResult: CommandResult {
         writtenWhilePaused = report.writtenWhilePaused
         createdFolder = report.createdFolder.map {
             CreatedFolder(
-                path: report.createdPath ?? "", uid: $0.uid, gid: $0.gid, user: $0.user, group: $0.group, mode: RestoreResult.octal($0.mode))
+                path: report.createdPath ?? "", uid: $0.uid, gid: $0.gid, user: $0.user, group: $0.group,
+                mode: RestoreResult.octal($0.mode))
         }
         recovered = report.recovered.flatMap { RecoverResult.User.applies($0) ? RecoverResult.User($0) : nil }
     }
@@ -225,18 +252,24 @@ struct RestoreResult: CommandResult {
         for store in stores {
             var line: TextLine = "  \(store.name, width: 24) \(store.method, width: 8)"
             if let pid = store.ownerPid { line += " owner pid \(pid)" }
-            if !store.openBy.isEmpty && store.ownerPid == nil { line += " open by \(store.openBy.map(String.init).joined(separator: ", "))" }
+            if !store.openBy.isEmpty && store.ownerPid == nil {
+                line += " open by \(store.openBy.map(String.init).joined(separator: ", "))"
+            }
             if dryRun && !detail.verbose { line += "  \(store.staged) -> \(store.live)" }
             text.line(line)
             if detail.verbose {
                 text.line("    live   \(store.live)")
                 text.line("    staged \(store.staged)")
-                if !store.openBy.isEmpty { text.line("    open by \(store.openBy.map(String.init).joined(separator: ", "))") }
+                if !store.openBy.isEmpty {
+                    text.line("    open by \(store.openBy.map(String.init).joined(separator: ", "))")
+                }
             }
         }
         for store in stores {
             guard let paused = store.paused else { continue }
-            text.line("\(store.name): owner paused for \(String(format: "%.1f", paused * 1000)) ms (from PAUSE sent to RESUMED received)")
+            text.line(
+                "\(store.name): owner paused for \(String(format: "%.1f", paused * 1000)) ms (from PAUSE sent to RESUMED received)"
+            )
         }
         if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
     }
@@ -248,15 +281,19 @@ struct RestoreResult: CommandResult {
     var problems: [Failure] {
         var problems: [Failure] = []
         if !writtenWhilePaused.isEmpty {
-            problems.append(Failure(
-                code: .dataError,
-                message: "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it)",
-                hint: "check the app that owns it; granary verify and a new restore put the archive's content back"))
+            problems.append(
+                Failure(
+                    code: .dataError,
+                    message:
+                        "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it)",
+                    hint: "check the app that owns it; granary verify and a new restore put the archive's content back")
+            )
         }
         if let pending = safetyArchivePending {
-            problems.append(Failure(
-                code: .partialFailure, message: "restored; \(pending)",
-                hint: "granary recover \(ShellWord.quote(user)) once the repository can take it"))
+            problems.append(
+                Failure(
+                    code: .partialFailure, message: "restored; \(pending)",
+                    hint: "granary recover \(ShellWord.quote(user)) once the repository can take it"))
         }
         return problems
     }

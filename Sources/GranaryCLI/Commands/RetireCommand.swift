@@ -32,7 +32,9 @@ struct RetireCommand: GranaryCommand {
 
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("How long an owner has to answer when granary asks whether it serves a store: 10s, 0.5 (default: 10s).", valueName: "duration"),
+        help: ArgumentHelp(
+            "How long an owner has to answer when granary asks whether it serves a store: 10s, 0.5 (default: 10s).",
+            valueName: "duration"),
         transform: ArgumentValues.timeout(within: SettingLimits.ownerTimeout))
     var ownerTimeout: Duration?
 
@@ -54,7 +56,9 @@ struct RetireCommand: GranaryCommand {
             let plan = try retirement.plan(id)
             let answer = console.ask(RetireResult.question(plan), prompt: "Type yes to retire \(id.rawValue): ")
             try Interruption.check()
-            guard let answer, ["yes", "y"].contains(answer.lowercased()) else { throw RetireNotConfirmed.declined(user: id.rawValue) }
+            guard let answer, ["yes", "y"].contains(answer.lowercased()) else {
+                throw RetireNotConfirmed.declined(user: id.rawValue)
+            }
         }
         return RetireResult(try retirement.run(id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout))
     }
@@ -115,7 +119,9 @@ struct RetireResult: CommandResult {
         if plan.stores.isEmpty { lines.append("  no stores") }
         if !plan.others.isEmpty {
             let shown = plan.others.prefix(5).joined(separator: ", ") + (plan.others.count > 5 ? ", …" : "")
-            lines.append("  and \(plan.others.count) other file\(plan.others.count == 1 ? "" : "s") (\(Format.bytes(plan.othersSize))) that no archive holds: \(shown)")
+            lines.append(
+                "  and \(plan.others.count) other file\(plan.others.count == 1 ? "" : "s") (\(Format.bytes(plan.othersSize))) that no archive holds: \(shown)"
+            )
         }
         return lines
     }
@@ -123,33 +129,42 @@ struct RetireResult: CommandResult {
     static func storeLine(_ store: Store) -> TextLine {
         var line: TextLine = "  \(store.name, width: 24) \(Format.bytes(store.size))"
         if store.externalFiles > 0 {
-            line += ", external data \(store.externalFiles) file\(store.externalFiles == 1 ? "" : "s") \(Format.bytes(store.externalSize))"
+            line +=
+                ", external data \(store.externalFiles) file\(store.externalFiles == 1 ? "" : "s") \(Format.bytes(store.externalSize))"
         }
         return line
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         if let recovered { recovered.render(&text, detail) }
-        text.line("retired \(bold: user): final archive \((archive as NSString).lastPathComponent) (\(Format.bytes(archiveSize)), verified); \(folder) removed")
+        text.line(
+            "retired \(bold: user): final archive \((archive as NSString).lastPathComponent) (\(Format.bytes(archiveSize)), verified); \(folder) removed"
+        )
         if detail.verbose {
             text.line("  archive \(archive)")
             for store in stores { text.line(Self.storeLine(store)) }
             for name in others { text.line("  \(name, width: 24) removed, in no archive") }
-            for mirror in mirrors ?? [] where mirror.ok { text.line("  sent to \(mirror.archive ?? mirror.repository)") }
+            for mirror in mirrors ?? [] where mirror.ok {
+                text.line("  sent to \(mirror.archive ?? mirror.repository)")
+            }
         }
     }
 
     /// A mirror that did not take the final archive: the user is retired, the mirror lacks it.
     var problems: [Failure] {
         (mirrors ?? []).compactMap(\.error).map {
-            Failure(code: .partialFailure, message: "\(user): \($0.message)", hint: "granary sync \(ShellWord.quote(user)) sends it")
+            Failure(
+                code: .partialFailure, message: "\(user): \($0.message)",
+                hint: "granary sync \(ShellWord.quote(user)) sends it")
         }
     }
 
     var notes: [String] {
         leftovers.isEmpty
             ? []
-            : ["warning: \(leftovers.count) entr\(leftovers.count == 1 ? "y" : "ies") of the folder could not be removed with its owner's permissions (\(leftovers.prefix(3).joined(separator: ", "))); they are kept in \(leftoversFolder ?? "the root's .granary folder")"]
+            : [
+                "warning: \(leftovers.count) entr\(leftovers.count == 1 ? "y" : "ies") of the folder could not be removed with its owner's permissions (\(leftovers.prefix(3).joined(separator: ", "))); they are kept in \(leftoversFolder ?? "the root's .granary folder")"
+            ]
     }
 }
 
@@ -162,7 +177,8 @@ enum RetireNotConfirmed: GranaryError, CommandLineError {
 
     var description: String {
         switch self {
-        case .notConfirmed(let user, _): return "retire removes \(user)'s folder for good; without a terminal to ask on, it needs --yes"
+        case .notConfirmed(let user, _):
+            return "retire removes \(user)'s folder for good; without a terminal to ask on, it needs --yes"
         case .declined(let user): return "not retiring \(user): nothing was removed"
         }
     }

@@ -25,7 +25,9 @@ struct SyncCommand: GranaryCommand {
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
-    @Option(name: .customLong("mirror"), help: ArgumentHelp("Sync this mirror (repeatable; replaces the configured mirrors).", valueName: "location"))
+    @Option(
+        name: .customLong("mirror"),
+        help: ArgumentHelp("Sync this mirror (repeatable; replaces the configured mirrors).", valueName: "location"))
     var mirror: [String] = []
 
     @Flag(help: "Show what would be sent and removed; change nothing.")
@@ -37,10 +39,14 @@ struct SyncCommand: GranaryCommand {
         let settings = try global.settings()
         let repository = try settings.requireRepository()
         let mirrors = try settings.mirrorRepositories(flags: mirror)
-        if mirrors.isEmpty { throw ValidationError("no mirror: set [[mirror]] repo = \"…\" in the configuration, or pass --mirror LOCATION") }
+        if mirrors.isEmpty {
+            throw ValidationError(
+                "no mirror: set [[mirror]] repo = \"…\" in the configuration, or pass --mirror LOCATION")
+        }
         let ids = try UserID.named(users)
         let results = try MirrorSync.run(
-            primary: repository, mirrors: mirrors, users: ids, root: try? settings.requireRoot(), lockTimeout: lock.timeout(settings),
+            primary: repository, mirrors: mirrors, users: ids, root: try? settings.requireRoot(),
+            lockTimeout: lock.timeout(settings),
             dryRun: dryRun)
         return SyncResult(dryRun: dryRun, results: results)
     }
@@ -76,27 +82,34 @@ struct SyncResult: CommandResult {
                 repository: result.location, ok: !result.failed,
                 users: result.users.map {
                     User(
-                        id: $0.user.rawValue, ok: $0.error == nil, uploaded: $0.uploaded, records: $0.records, removed: $0.removed,
+                        id: $0.user.rawValue, ok: $0.error == nil, uploaded: $0.uploaded, records: $0.records,
+                        removed: $0.removed,
                         error: $0.error.map(Failure.init))
                 },
                 removedTemporaries: result.cleaned, error: result.error.map(Failure.init))
         }
     }
 
-    var problems: [Failure] { mirrors.flatMap { mirror in (mirror.error.map { [$0] } ?? []) + mirror.users.compactMap(\.error) } }
+    var problems: [Failure] {
+        mirrors.flatMap { mirror in (mirror.error.map { [$0] } ?? []) + mirror.users.compactMap(\.error) }
+    }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         for mirror in mirrors {
             for user in mirror.users where user.ok {
                 let changed = !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty
                 guard (changed && detail.summaries) || detail.verbose || dryRun else { continue }
-                text.line("\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)")
+                text.line(
+                    "\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)"
+                )
                 if detail.verbose || dryRun {
                     for name in user.uploaded { text.line("  send    \(name)") }
                     for name in user.removed { text.line("  remove  \(name)") }
                 }
             }
-            for path in mirror.removedTemporaries where detail.summaries { text.line("removed \(path), left by a run that died") }
+            for path in mirror.removedTemporaries where detail.summaries {
+                text.line("removed \(path), left by a run that died")
+            }
         }
     }
 }

@@ -32,7 +32,8 @@ struct UsersCommand: GranaryCommand {
             for skipped in user.scan.skipped { notes.append("\(user.id): skipped \(skipped.name): \(skipped.reason)") }
         }
         for entry in ignored { notes.append("ignored '\(entry.name)': \(entry.reason)") }
-        return UsersResult(root: root.path, summaries: summaries, ignored: ignored, hasRepository: settings.repo != nil, notes: notes)
+        return UsersResult(
+            root: root.path, summaries: summaries, ignored: ignored, hasRepository: settings.repo != nil, notes: notes)
     }
 }
 
@@ -88,12 +89,15 @@ struct UsersResult: CommandResult {
                 id: user.id.rawValue, path: user.path, size: user.totalSize,
                 stores: user.stores.map {
                     Store(
-                        name: $0.name, nameBase64: JSONName.base64($0.name), path: $0.path, pathBase64: JSONName.base64($0.path), size: $0.size, journalMode: JournalMode.name($0.journalKind),
+                        name: $0.name, nameBase64: JSONName.base64($0.name), path: $0.path,
+                        pathBase64: JSONName.base64($0.path), size: $0.size,
+                        journalMode: JournalMode.name($0.journalKind),
                         pageSize: $0.header.pageSize, walSize: $0.walSize, shm: $0.hasSHM, journal: $0.hasJournal,
                         externalData: $0.hasExternalData)
                 },
                 lastBackup: user.lastBackup?.name.created, lastArchive: user.lastBackup?.path,
-                skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) }, unreadable: user.scan.unreadable.map(JSONName.Named.init),
+                skipped: user.scan.skipped.map { Ignored(name: $0.name, reason: $0.reason) },
+                unreadable: user.scan.unreadable.map(JSONName.Named.init),
                 problem: user.problem, retired: user.retired != nil)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
@@ -107,12 +111,14 @@ struct UsersResult: CommandResult {
             if user.retired {
                 var line: TextLine = "\(bold: user.id)  retired"
                 if let last = user.lastBackup, let archive = user.lastArchive {
-                    line += ": final archive \((archive as NSString).lastPathComponent) (\(Format.age(now.timeIntervalSince(last))) ago)"
+                    line +=
+                        ": final archive \((archive as NSString).lastPathComponent) (\(Format.age(now.timeIntervalSince(last))) ago)"
                 }
                 text.line(line)
                 continue
             }
-            var line: TextLine = "\(bold: user.id)  \(user.stores.count) store\(user.stores.count == 1 ? "" : "s"), \(Format.bytes(user.size))"
+            var line: TextLine =
+                "\(bold: user.id)  \(user.stores.count) store\(user.stores.count == 1 ? "" : "s"), \(Format.bytes(user.size))"
             if let last = user.lastBackup {
                 line += ", last backup \(Format.time(last)) (\(Format.age(now.timeIntervalSince(last))) ago)"
             } else if hasRepository {
@@ -120,7 +126,8 @@ struct UsersResult: CommandResult {
             }
             text.line(line)
             for store in user.stores {
-                var detail: TextLine = "  \(store.name, width: 24) \(store.journalMode, width: 8) \(Format.bytes(store.size))"
+                var detail: TextLine =
+                    "  \(store.name, width: 24) \(store.journalMode, width: 8) \(Format.bytes(store.size))"
                 if let wal = store.walSize { detail += ", -wal \(Format.bytes(wal))" }
                 if store.shm { detail += ", -shm" }
                 if store.journal { detail += ", -journal" }

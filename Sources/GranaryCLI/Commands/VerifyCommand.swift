@@ -27,11 +27,13 @@ struct VerifyCommand: GranaryCommand {
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("Archives: a path, USER/NAME, or NAME with --user.", valueName: "archive"),
-              completion: .custom(Completions.archivesOrUsers))
+    @Argument(
+        help: ArgumentHelp("Archives: a path, USER/NAME, or NAME with --user.", valueName: "archive"),
+        completion: .custom(Completions.archivesOrUsers))
     var archives: [String] = []
 
-    @Option(help: ArgumentHelp("Verify this user's archives.", valueName: "user"), completion: .custom(Completions.users))
+    @Option(
+        help: ArgumentHelp("Verify this user's archives.", valueName: "user"), completion: .custom(Completions.users))
     var user: String?
 
     @Flag(help: "Verify the archives of every user in the repository.")
@@ -47,8 +49,12 @@ struct VerifyCommand: GranaryCommand {
     var force = false
 
     func checkArguments() throws {
-        if archives.isEmpty && user == nil && !all { throw ValidationError("name archives, or pass --user USER or --all") }
-        if all && (user != nil || !archives.isEmpty) { throw ValidationError("pass --all alone, not with archives or --user") }
+        if archives.isEmpty && user == nil && !all {
+            throw ValidationError("name archives, or pass --user USER or --all")
+        }
+        if all && (user != nil || !archives.isEmpty) {
+            throw ValidationError("pass --all alone, not with archives or --user")
+        }
     }
 
     func execute(_ console: Console) throws -> VerifyResult {
@@ -60,7 +66,9 @@ struct VerifyCommand: GranaryCommand {
             let locator = ArchiveLocator(repository: repository)
             entries = try archives.map { try locator.locate($0, user: owner) }
             let outside = entries.filter { $0.object == nil }.map(\.path)
-            if !outside.isEmpty && !force { throw OutsideRepository(command: "verify", paths: outside, repository: repository?.location) }
+            if !outside.isEmpty && !force {
+                throw OutsideRepository(command: "verify", paths: outside, repository: repository?.location)
+            }
         } else if let repository {
             let users = try owner.map { [$0] } ?? repository.users()
             if let owner, try !repository.folders().contains(owner.rawValue) {
@@ -80,7 +88,8 @@ struct VerifyCommand: GranaryCommand {
     /// folder above their user's folder is the repository when it is one (it has the marker),
     /// else they are files outside any repository.
     private func repository(_ settings: Settings) throws -> (any Repository)? {
-        guard settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) }) else {
+        guard settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) })
+        else {
             return try settings.requireRepository()
         }
         return ArchiveLocator.enclosingRepository(ofFile: first)
@@ -125,7 +134,8 @@ struct VerifyResult: CommandResult {
         priority = CPUYield.shared.mode.rawValue
         archives = outcomes.map {
             Archive(
-                user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path, ok: $0.failure == nil,
+                user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path,
+                ok: $0.failure == nil,
                 stores: $0.stores, bytes: $0.bytes,
                 error: $0.failure.map {
                     Fault(
@@ -143,7 +153,9 @@ struct VerifyResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
         for archive in archives where archive.ok {
-            text.line("ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))")
+            text.line(
+                "ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))"
+            )
         }
     }
 }

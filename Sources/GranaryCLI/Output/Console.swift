@@ -24,8 +24,10 @@ final class Console: Sendable {
     /// Standard input and standard error are terminals: a person can be asked (retire's question).
     let canAsk: Bool
 
-    init(json: Bool = false, quiet: Bool = false, verbose: Bool = false,
-         environment: [String: String] = ProcessInfo.processInfo.environment) {
+    init(
+        json: Bool = false, quiet: Bool = false, verbose: Bool = false,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
         self.json = json
         self.quiet = quiet
         self.verbose = verbose
@@ -107,13 +109,15 @@ final class Console: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
-        encoder.nonConformingFloatEncodingStrategy = .convertToString(positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
         do {
             // Names that are not UTF-8 travel in their `…Base64` fields; every string shows their
             // bytes as U+FFFD, never as the private code points GranaryKit carries them in.
             return JSONName.text(String(decoding: try encoder.encode(value), as: UTF8.self)) + "\n"
         } catch {
-            return "{\"error\": {\"code\": 74, \"hint\": null, \"message\": \"the result could not be encoded as JSON\"}, \"format\": 1}\n"
+            return
+                "{\"error\": {\"code\": 74, \"hint\": null, \"message\": \"the result could not be encoded as JSON\"}, \"format\": 1}\n"
         }
     }
 }

@@ -69,12 +69,16 @@ extension RestoreError: CommandLineError {
     var hint: String? {
         switch self {
         case .noArchives(let user): return "granary backup \(ShellQuoting.word(user))"
-        case .archiveNotFound(let user, _), .nothingBefore(let user, _): return "granary list \(ShellQuoting.word(user))"
+        case .archiveNotFound(let user, _), .nothingBefore(let user, _):
+            return "granary list \(ShellQuoting.word(user))"
         case .verificationFailed(_, _, let good, let user):
             if let good, let user {
-                return "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
+                return
+                    "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
             }
-            return user.map { "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))" }
+            return user.map {
+                "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))"
+            }
                 ?? "check the repository with granary verify --all"
         case .nothingToUndo(let user): return "granary list \(ShellQuoting.word(user))"
         case .ownerUnknown(let user): return "granary restore \(ShellQuoting.word(user)) --create --owner USER[:GROUP]"
@@ -83,17 +87,21 @@ extension RestoreError: CommandLineError {
                 "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word($0.archive)) --create --owner \($0.owner.map(ShellQuoting.word) ?? "USER") (creates the folder and restores into it)"
             } ?? "granary users lists the users under the root"
         case .noRepository: return "pass --repo DIR or set GRANARY_REPO"
-        case .repositoryUnusable: return "make room in the repository or fix its permissions, or pass --no-safety-archive"
+        case .repositoryUnusable:
+            return "make room in the repository or fix its permissions, or pass --no-safety-archive"
         case .unfinished(let user, _): return "granary recover \(ShellQuoting.word(user))"
-        case .pausedOwnerWrote: return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
+        case .pausedOwnerWrote:
+            return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
         case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
         case .noOwner: return "use --method online, or start the owner"
         case .storeOpen: return "use --method online (or auto), or stop the processes first"
-        case .differentFilesystem: return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
+        case .differentFilesystem:
+            return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
         case .leaseTooShort, .storeBusy: return "run again"
         case .targetExists: return "choose an empty folder for --to"
         case .noRoomToStage(let folder, _, _, _):
-            return "free space on the filesystem of \(folder) (every file is counted at its full length), or restore with --to a folder on another filesystem"
+            return
+                "free space on the filesystem of \(folder) (every file is counted at its full length), or restore with --to a folder on another filesystem"
         case .owner(let error): return error.hint
         }
     }
@@ -147,7 +155,9 @@ extension ManifestError: CommandLineError {
     var hint: String? {
         switch self {
         case .unsupportedFormat: return "use the granary version that wrote this archive, or a newer one"
-        case .tooLarge: return "the user's folder holds more stores or Core Data entities than one archive can describe; see them with granary users and granary inspect STORE"
+        case .tooLarge:
+            return
+                "the user's folder holds more stores or Core Data entities than one archive can describe; see them with granary users and granary inspect STORE"
         default: return "the archive is damaged or not one of granary's; use another archive (granary list)"
         }
     }
@@ -219,9 +229,13 @@ extension SQLiteError: CommandLineError {
         case .busy: return "run again when the store is less busy, or raise the busy timeout"
         case .full: return "free space on the filesystem that holds \(path ?? "the store")"
         case .corrupt, .notADatabase:
-            return path.map { "granary inspect \(ShellQuoting.word($0)) to see what is wrong; restore from a verified archive" }
+            return path.map {
+                "granary inspect \(ShellQuoting.word($0)) to see what is wrong; restore from a verified archive"
+            }
                 ?? "restore the store from a verified archive"
-        case .refused: return "remove or replace that file: a store's companions must be regular files with one link, owned by the folder's owner"
+        case .refused:
+            return
+                "remove or replace that file: a store's companions must be regular files with one link, owned by the folder's owner"
         case .overLimit: return limit?.hint
         default: return nil
         }
@@ -273,17 +287,22 @@ extension RepositoryError: CommandLineError {
     var hint: String? {
         switch self {
         case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
-        case .parentMissing(let path): return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
+        case .parentMissing(let path):
+            return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
         case .unsafe(let path, _): return "chown root \(path) && chmod 0700 \(path), or choose another --repo"
         case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
         case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
         case .cannotCreate(_, let error): return error.hint
-        case .badLocation: return "a repository is a local folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (see granary(1), REPOSITORIES)"
+        case .badLocation:
+            return
+                "a repository is a local folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (see granary(1), REPOSITORIES)"
         case .rcloneMissing: return "apt-get install rclone"
         case .transport(_, _, let temporary):
             return temporary ? "run again later (cron may retry)" : "check the network and the remote, then run again"
         case .missing: return "check the location (the bucket must exist) and --repo"
-        case .denied: return "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the rclone remote's) and the bucket's policy"
+        case .denied:
+            return
+                "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the rclone remote's) and the bucket's policy"
         case .local(let error): return error.hint
         case .noRoom(let path, _, _): return "free space in \(path)"
         }
@@ -342,7 +361,9 @@ extension RetireError: CommandLineError {
         case .inUse, .changed: return "stop the app's use of this user (its owner process), then run again"
         case .alreadyRetired(let user, _): return "granary restore \(ShellQuoting.word(user)) --create brings it back"
         case .stateInTheWay: return "look at it, move it away, then run again"
-        case .noStores(_, let folder): return "granary only retires users it can archive; remove \(ShellQuoting.word(folder)) by hand if it should go"
+        case .noStores(_, let folder):
+            return
+                "granary only retires users it can archive; remove \(ShellQuoting.word(folder)) by hand if it should go"
         }
     }
 }
@@ -352,7 +373,8 @@ extension MirrorError: CommandLineError {
     var status: ExitStatus { .cannotCreate }
     var hint: String? {
         switch self {
-        case .nameTaken(let mirror, _): return "a mirror takes the archives of one primary repository; check the mirrors of \(mirror)"
+        case .nameTaken(let mirror, _):
+            return "a mirror takes the archives of one primary repository; check the mirrors of \(mirror)"
         }
     }
 }
@@ -375,7 +397,8 @@ extension BackupError: CommandLineError {
             return "granary inspect \(ShellQuoting.word(path ?? store)); restore the user from a verified archive"
         case .storeBusy: return "run the backup again later"
         case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
-        case .diskFull(let repo, _): return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
+        case .diskFull(let repo, _):
+            return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
         case .noStores: return "granary users shows what granary sees in each user's folder"
         case .unsupportedName: return "rename the file"
         case .reservedLabel: return "choose another label"
@@ -384,7 +407,9 @@ extension BackupError: CommandLineError {
                 ? "look at that file: a sparse file is no store or attachment an app wrote"
                 : "if the data is honest, raise bytes_per_user under [limits] in granary.toml(5)"
         case .noRoom(_, let repo, _, _, _, let sparse):
-            return sparse != nil ? "look at that store: a sparse SQLite file is no store an app wrote" : "free space in \(repo) (granary prune), then run again"
+            return sparse != nil
+                ? "look at that store: a sparse SQLite file is no store an app wrote"
+                : "free space in \(repo) (granary prune), then run again"
         case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
         }
     }
@@ -398,7 +423,9 @@ extension UnexpectedError: CommandLineError {
 // Sources/GranaryKit/Catalogue/ArchiveVerifier.swift
 extension VerificationFailure: CommandLineError {
     var status: ExitStatus { .dataError }
-    var hint: String? { limit?.hint ?? "the archive is damaged; restore from another one (granary list shows which verify)" }
+    var hint: String? {
+        limit?.hint ?? "the archive is damaged; restore from another one (granary list shows which verify)"
+    }
 }
 
 // Sources/GranaryKit/Catalogue/Inspector.swift
@@ -410,9 +437,12 @@ extension InspectError: CommandLineError {
     var hint: String? {
         switch kind {
         case .missing:
-            return "name a store by its path (granary users lists each user's stores), or an archive of the repository as USER/NAME"
-        case .unreadable: return "inspect takes a SQLite store, a granary archive, or an archive of the repository as USER/NAME"
-        case .damagedStore: return "the store is damaged; restore it from an archive that verifies (granary list shows them)"
+            return
+                "name a store by its path (granary users lists each user's stores), or an archive of the repository as USER/NAME"
+        case .unreadable:
+            return "inspect takes a SQLite store, a granary archive, or an archive of the repository as USER/NAME"
+        case .damagedStore:
+            return "the store is damaged; restore it from an archive that verifies (granary list shows them)"
         case .overLimit(let limit): return limit.hint
         }
     }
@@ -428,7 +458,8 @@ extension RemovalRefused: CommandLineError {
 extension ArchiveNotFound: CommandLineError {
     var status: ExitStatus { .notFound }
     var hint: String? {
-        suggestions.isEmpty ? "granary list shows the archives" : "did you mean " + suggestions.joined(separator: " or ") + "?"
+        suggestions.isEmpty
+            ? "granary list shows the archives" : "did you mean " + suggestions.joined(separator: " or ") + "?"
     }
 }
 
@@ -455,8 +486,12 @@ extension ContentLimit {
     /// What to try, for messages.
     var hint: String {
         switch self {
-        case .time: return "if the store is honest, raise time or time_per_gib under [limits] in granary.toml(5); otherwise its schema makes SQLite work without end (look at it with: sqlite3 -readonly STORE .schema)"
-        case .memory: return "if the store is honest, raise memory under [limits] in granary.toml(5); otherwise its schema makes SQLite build huge values (look at it with: sqlite3 -readonly STORE .schema)"
+        case .time:
+            return
+                "if the store is honest, raise time or time_per_gib under [limits] in granary.toml(5); otherwise its schema makes SQLite work without end (look at it with: sqlite3 -readonly STORE .schema)"
+        case .memory:
+            return
+                "if the store is honest, raise memory under [limits] in granary.toml(5); otherwise its schema makes SQLite build huge values (look at it with: sqlite3 -readonly STORE .schema)"
         }
     }
 }

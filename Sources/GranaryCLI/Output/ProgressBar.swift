@@ -23,7 +23,8 @@ final class ProgressBar: BackupProgress, @unchecked Sendable {
         let width = 20
         let filled = max(0, min(width, percent * width / 100))
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        let line: TextLine = "\(user) \(phase) [\(bar)] \(Format.bytes(done))/\(Format.bytes(total)) \(Format.bytes(Int64(rate)))/s ETA \(Int(min(eta, 1e9)))s"
+        let line: TextLine =
+            "\(user) \(phase) [\(bar)] \(Format.bytes(done))/\(Format.bytes(total)) \(Format.bytes(Int64(rate)))/s ETA \(Int(min(eta, 1e9)))s"
         console.draw("\r" + line.rendered(color: false) + "\u{1B}[K")
     }
 

@@ -16,7 +16,8 @@
 /// text printed before the name), and two different names would look the same.
 public enum TerminalText {
     public static func escape(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: needsEscape) || text.unicodeScalars.first.map(joinsPrevious) == true else { return text }
+        guard text.unicodeScalars.contains(where: needsEscape) || text.unicodeScalars.first.map(joinsPrevious) == true
+        else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)
         var afterEscape = true

@@ -33,7 +33,8 @@ public struct ConfigFile: Sendable {
 
     /// The top-level keys and the keys of each table the file may hold, for messages and docs.
     public static let keys = [
-        "root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror", "limits",
+        "root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror",
+        "limits",
         "reset",
     ]
     public static let retentionKeys = [
@@ -48,7 +49,8 @@ public struct ConfigFile: Sendable {
     public static func locate(explicit: String?, environment: [String: String]) -> (path: String, required: Bool)? {
         if let explicit, !explicit.isEmpty { return (explicit, true) }
         if let variable = environment["GRANARY_CONFIG"], !variable.isEmpty { return (variable, true) }
-        for candidate in defaultPaths(environment: environment) where FileManager.default.fileExists(atPath: candidate) {
+        for candidate in defaultPaths(environment: environment) where FileManager.default.fileExists(atPath: candidate)
+        {
             return (candidate, false)
         }
         return nil
@@ -81,18 +83,26 @@ public struct ConfigFile: Sendable {
         if euid == 0, let problem = RootEnvironment.trustProblem(path) { throw .untrusted(path: path, reason: problem) }
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else {
-            throw .unreadable(path: path, reason: errno == ENOENT ? "does not exist" : "cannot be read (\(String(cString: strerror(errno))))")
+            throw .unreadable(
+                path: path,
+                reason: errno == ENOENT ? "does not exist" : "cannot be read (\(String(cString: strerror(errno))))")
         }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { throw .unreadable(path: path, reason: "is not a regular file") }
-        guard info.st_size <= maximumSize else { throw .unreadable(path: path, reason: "is larger than \(maximumSize) bytes") }
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw .unreadable(path: path, reason: "is not a regular file")
+        }
+        guard info.st_size <= maximumSize else {
+            throw .unreadable(path: path, reason: "is larger than \(maximumSize) bytes")
+        }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size) + 1)
         var count = 0
         while count < bytes.count {
             let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }
             if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw .unreadable(path: path, reason: "cannot be read (\(String(cString: strerror(errno))))") }
+            guard n >= 0 else {
+                throw .unreadable(path: path, reason: "cannot be read (\(String(cString: strerror(errno))))")
+            }
             if n == 0 { break }
             count += n
         }
@@ -111,18 +121,24 @@ public struct ConfigFile: Sendable {
         /// `[[mirror]]` tables: each has `repo`, a location, and nothing else.
         func mirrors(_ value: TOMLValueConvertible) throws(ConfigError) -> [String] {
             guard let array = value.array else {
-                throw .wrongType(path: path, line: locator.line(of: "mirror"), key: "mirror", expected: "an array of tables ([[mirror]])", found: value.type.description)
+                throw .wrongType(
+                    path: path, line: locator.line(of: "mirror"), key: "mirror",
+                    expected: "an array of tables ([[mirror]])", found: value.type.description)
             }
             var locations: [String] = []
             for item in array {
                 guard let table = item.table else {
-                    throw .wrongType(path: path, line: locator.line(of: "mirror"), key: "mirror", expected: "an array of tables ([[mirror]])", found: item.type.description)
+                    throw .wrongType(
+                        path: path, line: locator.line(of: "mirror"), key: "mirror",
+                        expected: "an array of tables ([[mirror]])", found: item.type.description)
                 }
                 for key in table.keys.sorted() where key != "repo" {
                     throw .unknownKey(path: path, line: locator.line(of: "mirror." + key), key: "mirror." + key)
                 }
                 guard let repo = table["repo"]?.string, !repo.isEmpty else {
-                    throw .invalidValue(path: path, line: locator.line(of: "mirror"), key: "mirror.repo", message: "each [[mirror]] needs repo = \"LOCATION\"")
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: "mirror"), key: "mirror.repo",
+                        message: "each [[mirror]] needs repo = \"LOCATION\"")
                 }
                 locations.append(repo)
             }
@@ -132,7 +148,8 @@ public struct ConfigFile: Sendable {
         do {
             table = try TOMLTable(string: text)
         } catch let error as TOMLParseError {
-            throw .unparseable(path: path, line: error.source.begin.line, column: error.source.begin.column,
+            throw .unparseable(
+                path: path, line: error.source.begin.line, column: error.source.begin.column,
                 message: error.description)
         } catch {
             throw .unparseable(path: path, line: 1, column: 1, message: "\(error)")
@@ -140,12 +157,15 @@ public struct ConfigFile: Sendable {
         var config = ConfigFile(path: path)
 
         func fail(_ key: String, expected: String, found: TOMLValueConvertible) -> ConfigError {
-            .wrongType(path: path, line: locator.line(of: key), key: key, expected: expected, found: found.type.description)
+            .wrongType(
+                path: path, line: locator.line(of: key), key: key, expected: expected, found: found.type.description)
         }
-        func integer(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int {
+        func integer(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int
+        {
             guard let int = value.int else { throw fail(key, expected: "an integer", found: value) }
             guard range.contains(int) else {
-                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
                     message: "\(int) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
             }
             return int
@@ -156,40 +176,63 @@ public struct ConfigFile: Sendable {
         }
         func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> Int64 {
             if let seconds = value.int, seconds >= 0, seconds <= SettingLimits.longestDuration { return Int64(seconds) }
-            guard let text = value.string else { throw fail(key, expected: "a duration such as \"30s\" or \"7d\"", found: value) }
+            guard let text = value.string else {
+                throw fail(key, expected: "a duration such as \"30s\" or \"7d\"", found: value)
+            }
             guard let seconds = DurationText.seconds(text), seconds <= SettingLimits.longestDuration else {
-                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
                     message: "\"\(text)\" is not a duration (use a number with s, m, h, d or w, e.g. \"30d\")")
             }
             return seconds
         }
         /// A timeout: whole or fractional seconds, or a duration text, within `range`.
-        func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError) -> Duration {
+        func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
+            -> Duration
+        {
             var parsed: Duration?
-            if let seconds = value.int { parsed = seconds >= 0 && seconds <= SettingLimits.longestDuration ? .seconds(seconds) : nil }
-            else if let seconds = value.double { parsed = DurationText.duration(String(seconds)) }
-            else if let text = value.string { parsed = DurationText.duration(text) }
-            else { throw fail(key, expected: "a duration such as \"30s\" or \"2m\"", found: value) }
+            if let seconds = value.int {
+                parsed = seconds >= 0 && seconds <= SettingLimits.longestDuration ? .seconds(seconds) : nil
+            } else if let seconds = value.double {
+                parsed = DurationText.duration(String(seconds))
+            } else if let text = value.string {
+                parsed = DurationText.duration(text)
+            } else {
+                throw fail(key, expected: "a duration such as \"30s\" or \"2m\"", found: value)
+            }
             guard let parsed, range.contains(parsed) else {
-                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                    message: "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2m\"")
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message:
+                        "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2m\""
+                )
             }
             return parsed
         }
         /// A size: a number of bytes or a size text (`512MiB`), within `range`.
-        func bytes(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int64>) throws(ConfigError) -> Int64 {
+        func bytes(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int64>) throws(ConfigError)
+            -> Int64
+        {
             let count: Int64
-            if let number = value.int { count = Int64(number) } else {
-                guard let text = value.string else { throw fail(key, expected: "a size such as \"512MiB\" or \"2GiB\"", found: value) }
+            if let number = value.int {
+                count = Int64(number)
+            } else {
+                guard let text = value.string else {
+                    throw fail(key, expected: "a size such as \"512MiB\" or \"2GiB\"", found: value)
+                }
                 guard let parsed = ByteCountText.bytes(text) else {
-                    throw .invalidValue(path: path, line: locator.line(of: key), key: key,
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: key), key: key,
                         message: "\"\(text)\" is not a size (use a number with KiB, MiB, GiB or TiB, e.g. \"512MiB\")")
                 }
                 count = parsed
             }
             guard range.contains(count) else {
-                throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                    message: "\(count) is out of range: it must be \(ByteCountText.render(range.lowerBound)) to \(ByteCountText.render(range.upperBound)) (0: none)")
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message:
+                        "\(count) is out of range: it must be \(ByteCountText.render(range.lowerBound)) to \(ByteCountText.render(range.upperBound)) (0: none)"
+                )
             }
             return count
         }
@@ -206,16 +249,20 @@ public struct ConfigFile: Sendable {
             case "compression":
                 let name = try string(value, key)
                 guard let compression = Compression(rawValue: name) else {
-                    throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                        message: "\"\(name)\" is not one of \(Compression.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: key), key: key,
+                        message:
+                            "\"\(name)\" is not one of \(Compression.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.compression = compression
             case "level": config.level = try integer(value, key, SettingLimits.levels)
             case "check":
                 let name = try string(value, key)
                 guard let mode = CheckMode(rawValue: name) else {
-                    throw .invalidValue(path: path, line: locator.line(of: key), key: key,
-                        message: "\"\(name)\" is not one of \(CheckMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: key), key: key,
+                        message:
+                            "\"\(name)\" is not one of \(CheckMode.allCases.map(\.rawValue).joined(separator: ", "))")
                 }
                 config.check = mode
             case "lock_timeout": config.lockTimeout = try timeout(value, key, SettingLimits.lockTimeout)
@@ -266,11 +313,14 @@ public struct ConfigFile: Sendable {
                     let full = "reset." + inner
                     switch inner {
                     case "keep_tables":
-                        guard let array = item.array else { throw fail(full, expected: "an array of table names", found: item) }
+                        guard let array = item.array else {
+                            throw fail(full, expected: "an array of table names", found: item)
+                        }
                         var names: [String] = []
                         for element in array {
                             guard let name = element.string, !name.isEmpty else {
-                                throw .invalidValue(path: path, line: locator.line(of: full), key: full,
+                                throw .invalidValue(
+                                    path: path, line: locator.line(of: full), key: full,
                                     message: "every entry must be a table name in quotes")
                             }
                             names.append(name)

@@ -113,8 +113,12 @@ public struct Settings: Sendable {
         }
         var settings = resolve(rootFlag: rootFlag, repoFlag: repoFlag, config: config, environment: environment)
         if RootEnvironment.isSudo(environment: environment) {
-            for (name, setting, variable) in [("root", settings.root, "GRANARY_ROOT"), ("repository", settings.repo, "GRANARY_REPO")] {
-                if let setting, setting.source == .environment { notes.append("\(name) \(setting.value) comes from \(variable) in the environment") }
+            for (name, setting, variable) in [
+                ("root", settings.root, "GRANARY_ROOT"), ("repository", settings.repo, "GRANARY_REPO"),
+            ] {
+                if let setting, setting.source == .environment {
+                    notes.append("\(name) \(setting.value) comes from \(variable) in the environment")
+                }
             }
         }
         settings.notes = notes
@@ -130,7 +134,9 @@ public struct Settings: Sendable {
     /// The repository, or a usage error saying how to set it. It must not be the root, lie in it
     /// or hold it; unless `forWriting` (backup, which creates it), it must exist already.
     public func requireRepository(forWriting: Bool = false) throws -> any Repository {
-        guard let repository = try repository() else { throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO") }
+        guard let repository = try repository() else {
+            throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO")
+        }
         if !forWriting { try repository.requireExisting() }
         return repository
     }

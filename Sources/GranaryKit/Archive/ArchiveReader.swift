@@ -51,7 +51,8 @@ public final class ArchiveReader {
     public init(path: String, blockSize: Int = 1 << 20) throws(ArchiveError) {
         self.path = path
         guard FileSystem.isRegularFile(path) else {
-            throw .cannotOpen(path: path, message: FileSystem.status(path) == nil ? "no such file" : "not a regular file")
+            throw .cannotOpen(
+                path: path, message: FileSystem.status(path) == nil ? "no such file" : "not a regular file")
         }
         guard let a = archive_read_new() else { throw .cannotOpen(path: path, message: "out of memory") }
         handle = a
@@ -80,13 +81,15 @@ public final class ArchiveReader {
         Self.configure(a)
         let box = StreamBox(stream: stream, blockSize: blockSize)
         streamBox = box
-        let read: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeRawPointer?>?) -> Int = {
-            _, client, buffer in
-            let box = Unmanaged<StreamBox>.fromOpaque(client!).takeUnretainedValue()
-            let n = box.stream.read(into: box.buffer)
-            buffer?.pointee = UnsafeRawPointer(box.buffer.baseAddress)
-            return n
-        }
+        let read:
+            @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, UnsafeMutablePointer<UnsafeRawPointer?>?) -> Int =
+                {
+                    _, client, buffer in
+                    let box = Unmanaged<StreamBox>.fromOpaque(client!).takeUnretainedValue()
+                    let n = box.stream.read(into: box.buffer)
+                    buffer?.pointee = UnsafeRawPointer(box.buffer.baseAddress)
+                    return n
+                }
         if archive_read_open(a, Unmanaged.passUnretained(box).toOpaque(), nil, read, nil) != ARCHIVE_OK {
             let message = archive_error_string(a).map { String(cString: $0) } ?? "unknown error"
             archive_read_free(a)
@@ -141,7 +144,10 @@ public final class ArchiveReader {
         // carried reversibly in a string (FolderName); a UTF-8 pax name when the bytes are not to be had.
         let name: String
         if let raw = archive_entry_pathname(entry) {
-            name = FolderName.decode(Array(UnsafeBufferPointer(start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))))
+            name = FolderName.decode(
+                Array(
+                    UnsafeBufferPointer(
+                        start: UnsafeRawPointer(raw).assumingMemoryBound(to: UInt8.self), count: strlen(raw))))
         } else if let utf8 = archive_entry_pathname_utf8(entry) {
             name = String(cString: utf8)
         } else {

@@ -37,9 +37,12 @@ public final class ArchiveWriter {
         modificationTime: Date = Date(), rawNames: Bool = false
     ) throws(ArchiveError) {
         let output = try ArchiveOutput(
-            fileDescriptor: fd, path: path, zstdLevel: compression == .zstd ? level ?? Compression.zstd.defaultLevel : nil,
+            fileDescriptor: fd, path: path,
+            zstdLevel: compression == .zstd ? level ?? Compression.zstd.defaultLevel : nil,
             threads: threads > 1 ? threads : 0)
-        try self.init(output: output, compression: compression, level: level, modificationTime: modificationTime, rawNames: rawNames)
+        try self.init(
+            output: output, compression: compression, level: level, modificationTime: modificationTime,
+            rawNames: rawNames)
     }
 
     /// Whether an archive of `members` must mark its names as bytes (pax `hdrcharset=BINARY`):
@@ -55,7 +58,10 @@ public final class ArchiveWriter {
     /// Starts a plain tar stream into `output` (which may already hold the beginning of an
     /// archive: `OverlappedPack` writes a member's data itself and the rest through this).
     /// `finish()` ends `output` too.
-    init(output: ArchiveOutput, compression: Compression = .none, level: Int? = nil, modificationTime: Date, rawNames: Bool = false) throws(ArchiveError) {
+    init(
+        output: ArchiveOutput, compression: Compression = .none, level: Int? = nil, modificationTime: Date,
+        rawNames: Bool = false
+    ) throws(ArchiveError) {
         guard let a = archive_write_new() else {
             throw .writeFailed(path: output.path, message: "out of memory", code: ENOMEM)
         }
@@ -177,7 +183,8 @@ public final class ArchiveWriter {
         try writeBytes(chunk)
         written += Int64(chunk.count)
         guard written == layout.listSize else {
-            throw ArchiveError.writeFailed(path: path, message: "\(Manifest.fileListName) changed size while it was written", code: EIO)
+            throw ArchiveError.writeFailed(
+                path: path, message: "\(Manifest.fileListName) changed size while it was written", code: EIO)
         }
     }
 
@@ -197,7 +204,10 @@ public final class ArchiveWriter {
         onChunk: ((UnsafeRawBufferPointer) -> Bool)? = nil
     ) throws(ArchiveError) {
         let fd = RawPath.open(source, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw .writeFailed(path: path, message: "cannot open \(source): \(String(cString: strerror(errno)))", code: errno) }
+        if fd < 0 {
+            throw .writeFailed(
+                path: path, message: "cannot open \(source): \(String(cString: strerror(errno)))", code: errno)
+        }
         defer { close(fd) }
         var info = stat()
         fstat(fd, &info)
@@ -214,7 +224,9 @@ public final class ArchiveWriter {
                     return onChunk?(chunk) ?? true
                 }
             } catch {
-                throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(error.code)))", code: error.code)
+                throw .writeFailed(
+                    path: path, message: "cannot read \(source): \(String(cString: strerror(error.code)))",
+                    code: error.code)
             }
             if let failure { throw failure }
             return
@@ -227,7 +239,8 @@ public final class ArchiveWriter {
             let n = read(fd, buffer.baseAddress, min(Self.chunkSize, Int(end - written)))
             if n < 0 {
                 if errno == EINTR { continue }
-                throw .writeFailed(path: path, message: "cannot read \(source): \(String(cString: strerror(errno)))", code: errno)
+                throw .writeFailed(
+                    path: path, message: "cannot read \(source): \(String(cString: strerror(errno)))", code: errno)
             }
             if n == 0 {
                 throw .writeFailed(path: path, message: "\(source) shrank while it was archived", code: EIO)

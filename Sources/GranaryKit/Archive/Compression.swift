@@ -47,7 +47,8 @@ public enum Compression: String, Sendable, CaseIterable, Codable {
     public func problem(withLevel level: Int) -> String? {
         guard let levels else { return "compression none takes no level" }
         guard levels.contains(level) else {
-            return "level \(level) is out of range for \(rawValue): it must be \(levels.lowerBound) to \(levels.upperBound)"
+            return
+                "level \(level) is out of range for \(rawValue): it must be \(levels.lowerBound) to \(levels.upperBound)"
         }
         return nil
     }

@@ -81,7 +81,8 @@ public struct Manifest: Codable, Sendable, Equatable {
 
         /// The ownership of a file, with the names the host gives its uid and gid.
         public static func of(uid: UInt32, gid: UInt32, mode: UInt32) -> Ownership {
-            Ownership(uid: uid, gid: gid, mode: mode & 0o7777, user: AccountNames.user(uid), group: AccountNames.group(gid))
+            Ownership(
+                uid: uid, gid: gid, mode: mode & 0o7777, user: AccountNames.user(uid), group: AccountNames.group(gid))
         }
     }
 
@@ -225,11 +226,14 @@ public struct Manifest: Codable, Sendable, Equatable {
                 listSize += Int64(line.count)
             }
             head.format = Self.newestFormat
-            head.fileList = FileList(member: Self.fileListName, count: listed.count, size: listSize, sha256: hasher.finalize().hex)
+            head.fileList = FileList(
+                member: Self.fileListName, count: listed.count, size: listSize, sha256: hasher.finalize().hex)
         }
         let bytes = head.encoded()
         guard bytes.count <= Self.sizeLimit else {
-            throw .tooLarge(user: user, size: bytes.count, stores: stores.count, entities: stores.reduce(0) { $0 + ($1.coreData?.entityRowCounts.count ?? 0) })
+            throw .tooLarge(
+                user: user, size: bytes.count, stores: stores.count,
+                entities: stores.reduce(0) { $0 + ($1.coreData?.entityRowCounts.count ?? 0) })
         }
         return Layout(manifest: bytes, listed: listed, listSize: listSize)
     }
@@ -293,13 +297,17 @@ public struct Manifest: Codable, Sendable, Equatable {
             switch bytes.popFirst() {
             case 0x5C: path.append(0x5C)
             case 0x78:
-                guard let high = bytes.popFirst().flatMap(nibble), let low = bytes.popFirst().flatMap(nibble) else { return nil }
+                guard let high = bytes.popFirst().flatMap(nibble), let low = bytes.popFirst().flatMap(nibble) else {
+                    return nil
+                }
                 path.append(high << 4 | low)
             default: return nil
             }
         }
         guard !path.isEmpty, let text = String(validating: path, as: UTF8.self) else { return nil }
-        return File(path: FolderName.canonical(text), size: size, sha256: String(decoding: digest, as: UTF8.self), kind: .external, mode: mode)
+        return File(
+            path: FolderName.canonical(text), size: size, sha256: String(decoding: digest, as: UTF8.self),
+            kind: .external, mode: mode)
     }
 
     /// The manifest as JSON bytes, with its `checksum` filled in.
@@ -323,7 +331,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     static func checksumRange(in bytes: [UInt8]) -> Range<Int>? {
         let key = checksumKey
         guard bytes.count >= key.count else { return nil }
-        for start in 0...(bytes.count - key.count) where bytes[start] == key[0] && Array(bytes[start..<start + key.count]) == key {
+        for start in 0...(bytes.count - key.count)
+        where bytes[start] == key[0] && Array(bytes[start..<start + key.count]) == key {
             let from = start + key.count
             guard let end = bytes[from...].firstIndex(of: 0x22) else { return nil }
             return from..<end
@@ -341,13 +350,17 @@ public struct Manifest: Codable, Sendable, Equatable {
         let blank = Array(bytes[..<range.lowerBound]) + Array(bytes[range.upperBound...])
         let actual = SHA256.hash(data: blank).hex
         guard recorded == actual else {
-            throw .invalid(source: source, reason: "manifest is damaged: its checksum is \(recorded), its content hashes to \(actual)")
+            throw .invalid(
+                source: source,
+                reason: "manifest is damaged: its checksum is \(recorded), its content hashes to \(actual)")
         }
     }
 
     /// Parses manifest bytes; `source` names the archive in errors.
     public static func decode(_ bytes: [UInt8], source: String) throws(ManifestError) -> Manifest {
-        guard bytes.count <= sizeLimit else { throw .invalid(source: source, reason: "manifest is over \(sizeLimit) bytes") }
+        guard bytes.count <= sizeLimit else {
+            throw .invalid(source: source, reason: "manifest is over \(sizeLimit) bytes")
+        }
         // Look at the format first, so a newer manifest is reported as newer, not as invalid.
         struct Header: Decodable { var format: Int }
         let decoder = JSONDecoder()
@@ -401,7 +414,9 @@ extension Manifest {
             file.path = FolderName.canonical(file.path)
             return file
         }
-        copy.folders = folders.map { Dictionary($0.map { (FolderName.canonical($0.key), $0.value) }, uniquingKeysWith: { first, _ in first }) }
+        copy.folders = folders.map {
+            Dictionary($0.map { (FolderName.canonical($0.key), $0.value) }, uniquingKeysWith: { first, _ in first })
+        }
         return copy
     }
 }
@@ -424,7 +439,8 @@ public enum AccountNames {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return nil }
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
+        else { return nil }
         return String(cString: name)
     }
 
@@ -479,7 +495,8 @@ public enum AccountNames {
         var entry = SwiftGlibc.group()
         var result: UnsafeMutablePointer<SwiftGlibc.group>?
         var buffer = [CChar](repeating: 0, count: 4096)
-        guard getgrgid_r(gid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.gr_name else { return nil }
+        guard getgrgid_r(gid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.gr_name
+        else { return nil }
         return String(cString: name)
     }
 }
@@ -496,10 +513,12 @@ public enum ManifestError: GranaryError, Sendable {
         switch self {
         case .invalid(let source, let reason): return "\(source): \(reason)"
         case .unsupportedFormat(let source, let format):
-            return "\(source): manifest format \(format) is not supported (this granary reads formats 1 to \(Manifest.newestFormat))"
+            return
+                "\(source): manifest format \(format) is not supported (this granary reads formats 1 to \(Manifest.newestFormat))"
         case .missing(let source): return "\(source): the first member is not \(Manifest.memberName)"
         case .tooLarge(let user, let size, let stores, let entities):
-            return "\(user): the archive's \(Manifest.memberName) would be \(ByteCountText.render(Int64(size))) for \(stores) store\(stores == 1 ? "" : "s") and \(entities) Core Data entities, over the \(ByteCountText.render(Int64(Manifest.sizeLimit))) granary reads; no archive was written"
+            return
+                "\(user): the archive's \(Manifest.memberName) would be \(ByteCountText.render(Int64(size))) for \(stores) store\(stores == 1 ? "" : "s") and \(entities) Core Data entities, over the \(ByteCountText.render(Int64(Manifest.sizeLimit))) granary reads; no archive was written"
         }
     }
 

@@ -30,17 +30,23 @@ public enum BackupError: GranaryError, Sendable {
         case .storeBusy(let user, let store):
             return "\(user): store \(store) stayed busy; no archive was written"
         case .unreadable(let user, let paths):
-            return "\(user): cannot read \(paths.prefix(3).joined(separator: ", "))\(paths.count > 3 ? " and \(paths.count - 3) more" : ""), which may \(paths.count == 1 ? "be a store" : "be stores"); no archive was written"
+            return
+                "\(user): cannot read \(paths.prefix(3).joined(separator: ", "))\(paths.count > 3 ? " and \(paths.count - 3) more" : ""), which may \(paths.count == 1 ? "be a store" : "be stores"); no archive was written"
         case .diskFull(let repo, let user):
             return "\(user): the repository \(repo) is full; no archive was written"
         case .noStores(let user, let folder):
             return "\(user): no SQLite store found in \(folder); no archive was written"
         case .noRoom(let user, let repo, let needed, let free, let store, let sparse):
-            let why = sparse.map { "; \(store) takes only \($0 >> 10) KiB on disk but claims more: its snapshot writes every page" } ?? ""
-            return "\(user): the snapshots need up to \(needed >> 20) MiB and the repository \(repo) has \(free >> 20) MiB free\(why); nothing was written"
+            let why =
+                sparse.map {
+                    "; \(store) takes only \($0 >> 10) KiB on disk but claims more: its snapshot writes every page"
+                } ?? ""
+            return
+                "\(user): the snapshots need up to \(needed >> 20) MiB and the repository \(repo) has \(free >> 20) MiB free\(why); nothing was written"
         case .overUserCap(let user, let bytes, let cap, let item, let sparse):
             let why = sparse.map { "; \(item) is sparse: \($0)" } ?? ""
-            return "\(user): with \(item) the user's data comes to \(ByteCountText.approximate(bytes)), over the \(ByteCountText.render(cap)) a user may have ([limits] bytes_per_user)\(why); nothing was written"
+            return
+                "\(user): with \(item) the user's data comes to \(ByteCountText.approximate(bytes)), over the \(ByteCountText.render(cap)) a user may have ([limits] bytes_per_user)\(why); nothing was written"
         case .reservedLabel(let label):
             return "the label \(label) is granary's own (safety and final archives); no archive was written"
         case .noUsers(let root):

@@ -106,7 +106,8 @@ public struct BackupOperation: Sendable {
 
     /// A backup of users under `root` into `repository`, then to each of `mirrors`.
     public init(
-        root: Root, repository: any Repository, mirrors: [any Repository] = [], options: Options, progress: (any BackupProgress)? = nil
+        root: Root, repository: any Repository, mirrors: [any Repository] = [], options: Options,
+        progress: (any BackupProgress)? = nil
     ) {
         self.root = root
         self.repository = repository
@@ -126,7 +127,9 @@ public struct BackupOperation: Sendable {
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
         _ = try Recovery.recover(root: root, user: user)
-        if let label = options.label, ArchiveName.reservedLabels.contains(label) { throw BackupError.reservedLabel(label) }
+        if let label = options.label, ArchiveName.reservedLabels.contains(label) {
+            throw BackupError.reservedLabel(label)
+        }
         return try runLocked(user, kind: .backup)
     }
 
@@ -151,7 +154,8 @@ public struct BackupOperation: Sendable {
             // Everything but the snapshots themselves yields the CPU to the owners (CPUYield).
             return try CPUYield.shared.yielding {
                 var stages = Stages()
-                let taken = try snapshotAll(folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
+                let taken = try snapshotAll(
+                    folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
                 let created = Date()
                 var manifest = Manifest(
                     user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
@@ -160,7 +164,8 @@ public struct BackupOperation: Sendable {
                 manifest.folder = taken.folderOwner
                 manifest.folders = taken.folders.isEmpty ? nil : taken.folders
                 let (entry, mirrored) = try pack(
-                    manifest, files: taken.files, into: userFolder, user: user, created: created, stages: &stages, overlapped: overlapped,
+                    manifest, files: taken.files, into: userFolder, user: user, created: created, stages: &stages,
+                    overlapped: overlapped,
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
                     written: { FileSystem.removeTree(work) })
@@ -168,9 +173,12 @@ public struct BackupOperation: Sendable {
                 var result = Result(
                     user: user, archive: entry.path, size: entry.size,
                     stores: taken.stores.map {
-                        StoreResult(name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode, integrity: $0.integrity)
+                        StoreResult(
+                            name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode,
+                            integrity: $0.integrity)
                     },
-                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode, skipped: taken.skipped,
+                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode,
+                    skipped: taken.skipped,
                     entry: entry)
                 result.mirrors = mirrored
                 result.warnings = taken.warnings
@@ -207,7 +215,8 @@ public struct BackupOperation: Sendable {
     }
 
     private func snapshotAll(
-        _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String, overlapped: inout OverlappedPack?
+        _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String,
+        overlapped: inout OverlappedPack?
     ) throws -> (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
         folders: [String: Manifest.Ownership], warnings: [String]
@@ -216,7 +225,9 @@ public struct BackupOperation: Sendable {
         var files: [Packed] = []
         let scan = folder.scan()
         if !scan.unreadable.isEmpty {
-            throw BackupError.unreadable(user: folder.id.rawValue, paths: scan.unreadable.map { $0 == "./" ? folder.path + "/" : folder.path + "/" + $0 })
+            throw BackupError.unreadable(
+                user: folder.id.rawValue,
+                paths: scan.unreadable.map { $0 == "./" ? folder.path + "/" : folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
         // The stores count before any is copied; external-data files as each is (they are listed
@@ -237,14 +248,16 @@ public struct BackupOperation: Sendable {
             if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size) {
                 let name = ArchiveName(created: Date(), label: options.label, compression: options.compression).fileName
                 let pack = try OverlappedPack(
-                    folder: archiveFolder, name: name, prefix: options.overlap.prefix, level: options.level, threads: zstdThreads)
+                    folder: archiveFolder, name: name, prefix: options.overlap.prefix, level: options.level,
+                    threads: zstdThreads)
                 overlapped = pack
                 pack.follow(snapshotPath)
             }
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
             let (taken, external) = try CPUYield.shared.normal {
-                let taken = try options.snapshotter.snapshot(store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
+                let taken = try options.snapshotter.snapshot(
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
@@ -266,7 +279,8 @@ public struct BackupOperation: Sendable {
             let pageSize = try db.pageSize()
             let pageCount = try db.pageCount()
             var entry = Manifest.Store(
-                name: store.name, path: member, pageSize: pageSize, pageCount: pageCount, journalMode: taken.journalMode,
+                name: store.name, path: member, pageSize: pageSize, pageCount: pageCount,
+                journalMode: taken.journalMode,
                 sqliteVersion: Database.libraryVersion, check: options.check.rawValue, integrity: check,
                 externalDataPath: externalMember, coreData: coreData)
             entry.owner = .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode))
@@ -274,7 +288,9 @@ public struct BackupOperation: Sendable {
             files.append(Packed(source: snapshotPath, file: hashed))
             files += externalFiles
         }
-        let folderOwner = folderInfo.map { Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
+        let folderOwner = folderInfo.map {
+            Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
+        }
         return (stores, files, scan.skipped, folderOwner, folders, bytes.warnings)
     }
 
@@ -289,7 +305,9 @@ public struct BackupOperation: Sendable {
         for store in stores {
             let claimed = max(store.size, Int64(store.header.pageCount) * Int64(store.header.pageSize))
             let size = claimed + (store.walSize ?? 0)
-            if largest.map({ size > max($0.size, Int64($0.header.pageCount) * Int64($0.header.pageSize)) }) ?? true { largest = store }
+            if largest.map({ size > max($0.size, Int64($0.header.pageCount) * Int64($0.header.pageSize)) }) ?? true {
+                largest = store
+            }
             needed += size
         }
         var info = statvfs()
@@ -308,7 +326,9 @@ public struct BackupOperation: Sendable {
     static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
         var result: [String: Manifest.Ownership] = [:]
         func record(_ path: String) {
-            guard result[path] == nil, let folder = try? user.folder.folder(path), let info = try? folder.descriptor.status() else { return }
+            guard result[path] == nil, let folder = try? user.folder.folder(path),
+                let info = try? folder.descriptor.status()
+            else { return }
             result[path] = .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode))
         }
         for store in stores {
@@ -336,27 +356,37 @@ public struct BackupOperation: Sendable {
         max(store.size, Int64(store.header.pageCount) * Int64(store.header.pageSize))
     }
 
-    private func copyExternalData(of store: StoreFile, to copyFolder: String, counting bytes: inout UserBytes) throws -> (String?, [Packed]) {
+    private func copyExternalData(of store: StoreFile, to copyFolder: String, counting bytes: inout UserBytes) throws
+        -> (String?, [Packed])
+    {
         guard let external = try store.externalDataFolder() else { return (nil, []) }
         let member = Manifest.storesFolder + store.externalDataName
         try FileSystem.makeDirectory(copyFolder)
         var files: [Packed] = []
         for (index, entry) in try external.entries().enumerated() {
             try Interruption.check()
-            guard entry.kind == .file else { throw FolderError.notRegular(path: external.path(entry.name), kind: entry.kind) }
+            guard entry.kind == .file else {
+                throw FolderError.notRegular(path: external.path(entry.name), kind: entry.kind)
+            }
             try bytes.add(store.externalDataName + "/" + entry.name, length: entry.size, allocated: entry.allocated)
             let source = try external.openFile(entry.name)
             let copy = copyFolder + "/\(index)"
             let (size, digest) = try FileDigest.copy(from: source, to: copy)
             let mode = UInt32(try source.status().st_mode & 0o7777)
-            files.append(Packed(source: copy, file: Manifest.File(path: member + "/" + entry.name, size: size, sha256: digest, kind: .external, mode: mode)))
+            files.append(
+                Packed(
+                    source: copy,
+                    file: Manifest.File(
+                        path: member + "/" + entry.name, size: size, sha256: digest, kind: .external, mode: mode)))
         }
         return (member, files)
     }
 
     /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.
     /// `live` is the store's own path, for the hint.
-    static func check(_ path: String, mode: CheckMode, user: String, store: String, live: String? = nil) throws -> String {
+    static func check(_ path: String, mode: CheckMode, user: String, store: String, live: String? = nil) throws
+        -> String
+    {
         guard mode != .none else { return "unchecked" }
         let db: Database
         do { db = try Database.openFinished(path: path) } catch {
@@ -364,7 +394,8 @@ public struct BackupOperation: Sendable {
         }
         let problems = db.integrityCheck(full: mode == .full)
         guard problems == [Database.sound] else {
-            throw BackupError.checkFailed(user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
+            throw BackupError.checkFailed(
+                user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
         }
         return Database.sound
     }
@@ -377,7 +408,8 @@ public struct BackupOperation: Sendable {
 
     /// zstd workers: `threads`, or one per core up to `defaultMaxThreads`.
     private var zstdThreads: Int {
-        options.threads > 0 ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
+        options.threads > 0
+            ? options.threads : min(ProcessInfo.processInfo.activeProcessorCount, Options.defaultMaxThreads)
     }
 
     /// A written temporary archive, not yet synced or published.
@@ -404,7 +436,10 @@ public struct BackupOperation: Sendable {
         let archive: Written
         // The follower's file is closed (and removed unless published) by its `discard()`.
         let inOrder: Bool
-        if let overlapped, let followed = try finishOverlapped(overlapped, manifest: manifest, files: files, created: created, total: total) {
+        if let overlapped,
+            let followed = try finishOverlapped(
+                overlapped, manifest: manifest, files: files, created: created, total: total)
+        {
             archive = followed
             inOrder = false
         } else {
@@ -421,7 +456,9 @@ public struct BackupOperation: Sendable {
         }
         stages.pack = Self.seconds(since: packStarted)
         written()
-        return try publish(archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages, lookups: lookups) {
+        return try publish(
+            archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages, lookups: lookups
+        ) {
             published = true
             archive.onRenamed()
         }
@@ -433,16 +470,21 @@ public struct BackupOperation: Sendable {
     ) throws -> Written? {
         guard let firstStore = manifest.stores.first else { return nil }
         var done = files.first?.file.size ?? 0
-        let completed = try overlapped.complete(manifest: manifest, files: files, pageSize: firstStore.pageSize, created: created) { chunk in
+        let completed = try overlapped.complete(
+            manifest: manifest, files: files, pageSize: firstStore.pageSize, created: created
+        ) { chunk in
             done += Int64(chunk.count)
             progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
         }
-        return completed ? Written(fd: overlapped.fd, temporary: overlapped.temporary, onRenamed: overlapped.markPublished) : nil
+        return completed
+            ? Written(fd: overlapped.fd, temporary: overlapped.temporary, onRenamed: overlapped.markPublished) : nil
     }
 
     /// The ordinary path: a new temporary archive with the manifest, the `stores/` folder and
     /// each file, in order. The caller closes it (and removes it unless published).
-    private func packInOrder(_ manifest: Manifest, files: [Packed], into folder: String, created: Date, total: Int64) throws -> Written {
+    private func packInOrder(_ manifest: Manifest, files: [Packed], into folder: String, created: Date, total: Int64)
+        throws -> Written
+    {
         let first = ArchiveName(created: created, label: options.label, compression: options.compression)
         let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
         do {
@@ -510,7 +552,9 @@ public struct BackupOperation: Sendable {
     /// the same name; a failure is the upload's outcome, not thrown. `lookup` is the mirror's
     /// `exists()` started earlier: what it threw is this mirror's failure; once it found the
     /// repository, `prepare()` has nothing left to ask of a remote one.
-    static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository, lookup: Pending<Bool>? = nil) -> MirrorUpload {
+    static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository, lookup: Pending<Bool>? = nil)
+        -> MirrorUpload
+    {
         let started = ContinuousClock.now
         do {
             let object = entry.user.rawValue + "/" + entry.name.fileName
@@ -519,12 +563,15 @@ public struct BackupOperation: Sendable {
             guard try mirror.write(object, from: file) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
-            return MirrorUpload(location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started))
+            return MirrorUpload(
+                location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started)
+            )
         } catch let error as any GranaryError & Sendable {
             return MirrorUpload(location: mirror.location, archive: nil, error: error, seconds: seconds(since: started))
         } catch {
             return MirrorUpload(
-                location: mirror.location, archive: nil, error: UnexpectedError(description: "\(mirror.location): \(error)"),
+                location: mirror.location, archive: nil,
+                error: UnexpectedError(description: "\(mirror.location): \(error)"),
                 seconds: seconds(since: started))
         }
     }

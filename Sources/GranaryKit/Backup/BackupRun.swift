@@ -18,7 +18,9 @@ public enum BackupRun {
     /// Runs `operation` for every user, then, with a `prune` policy, prunes each user whose
     /// backup succeeded: under the user's lock, after the new archive is published (in order
     /// of `users`, stopping at the first user whose backup an interruption cut short).
-    public static func run(_ operation: BackupOperation, users: [UserID], jobs: Int, prune policy: RetentionPolicy?) throws -> [Outcome] {
+    public static func run(_ operation: BackupOperation, users: [UserID], jobs: Int, prune policy: RetentionPolicy?)
+        throws -> [Outcome]
+    {
         var outcomes = run(operation, users: users, jobs: jobs)
         guard let policy else { return outcomes }
         for index in outcomes.indices {

@@ -65,7 +65,9 @@ public struct Snapshotter: Sendable {
             var pageSize = Int64(try source.pageSize())
             if let track, !track.isBroken {
                 track.pageSize = pageSize
-                if sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track.raw) != SQLITE_OK { track.markBroken() }
+                if sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track.raw) != SQLITE_OK {
+                    track.markBroken()
+                }
             } else {
                 // Only a hint: without it the writes go one page at a time.
                 _ = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize)
@@ -101,7 +103,10 @@ public struct Snapshotter: Sendable {
         if registered {
             // The last gathered writes reach the file here, where a full disk can still be reported.
             let rc = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_FLUSH, nil)
-            if rc != SQLITE_OK { throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: destination, operation: "write") }
+            if rc != SQLITE_OK {
+                throw SQLiteError(
+                    code: rc, message: String(cString: sqlite3_errstr(rc)), path: destination, operation: "write")
+            }
         }
         return Result(journalMode: journalMode, restarts: restarts)
     }
@@ -114,7 +119,10 @@ public struct Snapshotter: Sendable {
             case .more: continue
             case .busy:
                 try Interruption.check()
-                if ContinuousClock.now > deadline { throw SQLiteError(code: SQLITE_BUSY, message: "database is locked", path: nil, operation: "backup_step") }
+                if ContinuousClock.now > deadline {
+                    throw SQLiteError(
+                        code: SQLITE_BUSY, message: "database is locked", path: nil, operation: "backup_step")
+                }
                 Thread.sleep(forTimeInterval: 0.01)
             }
         }

@@ -1,6 +1,5 @@
 import Foundation
 
-
 /// Removes temporary files and folders left by granary runs that died (SIGKILL, power loss).
 ///
 /// Temporary names are `.NAME.tmp-PID-RANDOM` (`FileSystem.createTemporaryFile`). A run

@@ -61,7 +61,8 @@ public struct ArchiveLocator: Sendable {
         if text.contains("/") || user == nil, FileSystem.isRegularFile(text) {
             let file = (text as NSString).lastPathComponent
             guard let name = ArchiveName(fileName: file) else {
-                throw NotAnArchive(path: text, reason: "its name is not an archive's (YYYYMMDDTHHMMSSZ[-label].tar.zst)")
+                throw NotAnArchive(
+                    path: text, reason: "its name is not an archive's (YYYYMMDDTHHMMSSZ[-label].tar.zst)")
             }
             if let entry = try repositoryArchive(at: text) { return entry }
             let owner: UserID
@@ -72,7 +73,9 @@ public struct ArchiveLocator: Sendable {
                 do { manifest = try Catalogue.readManifest(text) } catch let error as any GranaryError {
                     throw NotAnArchive(path: text, reason: error.description)
                 }
-                do { owner = try UserID(manifest.user) } catch { throw NotAnArchive(path: text, reason: "its manifest names no valid user") }
+                do { owner = try UserID(manifest.user) } catch {
+                    throw NotAnArchive(path: text, reason: "its manifest names no valid user")
+                }
             }
             return RepositoryEntry(user: owner, name: name, path: text, size: FileSystem.size(text))
         }
@@ -82,20 +85,28 @@ public struct ArchiveLocator: Sendable {
         if let slash = text.lastIndex(of: "/") {
             // USER/NAME. Anything else with a slash is a path to no file: it must not match
             // another user's archive of that name.
-            guard let id = try? UserID(String(text[..<slash])) else { throw ArchiveNotFound(name: text, suggestions: []) }
+            guard let id = try? UserID(String(text[..<slash])) else {
+                throw ArchiveNotFound(name: text, suggestions: [])
+            }
             owner = id
             file = String(text[text.index(after: slash)...])
         }
-        let candidates = try owner.map { try repository.archives(of: $0) } ?? repository.users().flatMap { try repository.archives(of: $0) }
+        let candidates =
+            try owner.map { try repository.archives(of: $0) }
+            ?? repository.users().flatMap { try repository.archives(of: $0) }
         // Exact name, then a name without its extension, then a unique prefix (a bare stamp).
         if let hit = candidates.first(where: { $0.name.fileName == file }) { return hit }
         let prefixed = candidates.filter { $0.name.fileName.hasPrefix(file) }
         if prefixed.count == 1, !file.isEmpty { return prefixed[0] }
         if prefixed.count > 1, !file.isEmpty {
-            let newestFirst = prefixed.sorted { ($0.name.created, $0.user.rawValue) > ($1.name.created, $1.user.rawValue) }
+            let newestFirst = prefixed.sorted {
+                ($0.name.created, $0.user.rawValue) > ($1.name.created, $1.user.rawValue)
+            }
             throw AmbiguousArchive(name: text, matches: newestFirst.map { $0.user.rawValue + "/" + $0.name.fileName })
         }
-        let label = { (entry: RepositoryEntry) in owner == nil ? entry.user.rawValue + "/" + entry.name.fileName : entry.name.fileName }
+        let label = { (entry: RepositoryEntry) in
+            owner == nil ? entry.user.rawValue + "/" + entry.name.fileName : entry.name.fileName
+        }
         let ranked = candidates.map { (label($0), Self.distance(file, $0.name.fileName)) }
             .filter { $0.1 <= max(4, file.count / 3) || $0.0.hasPrefix(String(file.prefix(8))) }
             .sorted { $0.1 < $1.1 }
@@ -110,7 +121,9 @@ public struct ArchiveLocator: Sendable {
         let folder = LocalRepository.canonical(base)
         let file = LocalRepository.canonical(path)
         guard file.hasPrefix(folder == "/" ? "/" : folder + "/") else { return nil }
-        let parts = file.dropFirst(folder == "/" ? 1 : folder.count + 1).split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let parts = file.dropFirst(folder == "/" ? 1 : folder.count + 1).split(
+            separator: "/", omittingEmptySubsequences: false
+        ).map(String.init)
         if parts.count == 2, let owner = try? UserID(parts[0]), !parts[0].hasPrefix("."),
             let entry = try repository.archives(of: owner).first(where: { $0.name.fileName == parts[1] })
         {

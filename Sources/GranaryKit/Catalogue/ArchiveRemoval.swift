@@ -37,9 +37,12 @@ public enum ArchiveRemoval {
     /// A retired user (no folder under `root`, a final archive their newest) is one unit: once
     /// their final archive is past `finalKeepWithin`, every archive of theirs goes with it, so
     /// that nothing of a user who left stays for ever by accident.
-    public static func plan(user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil) throws -> [Item] {
+    public static func plan(
+        user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil
+    ) throws -> [Item] {
         let archives = try repository.archives(of: user)
-        if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository), let limit = policy.finalKeepWithin,
+        if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository),
+            let limit = policy.finalKeepWithin,
             now.timeIntervalSince(final.name.created) >= TimeInterval(limit)
         {
             return archives.map { Item(entry: $0, keptBy: []) }.reversed()
@@ -49,12 +52,15 @@ public enum ArchiveRemoval {
         for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {
             kept[entry.path] = decision.keptBy.map(\.rawValue)
         }
-        if let protected = try Catalogue(repository: repository).newestVerified(of: user)?.path { kept[protected, default: []].append(newestVerifiedReason) }
+        if let protected = try Catalogue(repository: repository).newestVerified(of: user)?.path {
+            kept[protected, default: []].append(newestVerifiedReason)
+        }
         for entry in archives where entry.name.kind != .backup {
             let age = now.timeIntervalSince(entry.name.created)
             switch entry.name.kind {
             case .safety: kept[entry.path] = age < TimeInterval(policy.safetyKeepWithin) ? [safetyReason] : []
-            case .final: kept[entry.path] = policy.finalKeepWithin.map { age < TimeInterval($0) } ?? true ? [finalReason] : []
+            case .final:
+                kept[entry.path] = policy.finalKeepWithin.map { age < TimeInterval($0) } ?? true ? [finalReason] : []
             case .backup: break
             }
         }
@@ -64,9 +70,12 @@ public enum ArchiveRemoval {
     /// Prunes one user's archives under the user's lock (when a root is given): plans with
     /// `policy`, removes what nothing keeps (unless `dryRun`) and returns the plan.
     public static func prune(
-        user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration, dryRun: Bool = false
+        user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration,
+        dryRun: Bool = false
     ) throws -> [Item] {
-        let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: user, timeout: lockTimeout) }
+        let lock = try root.map { root throws(LockError) in
+            try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
+        }
         defer { lock?.release() }
         let items = try plan(user: user, repository: repository, policy: policy, root: root)
         if !dryRun {
@@ -98,7 +107,9 @@ public enum ArchiveRemoval {
     /// `delete`: removes `entries` under the locks of their users (when a root is given), taken
     /// in the order of the users' ids and held until every archive is gone, as `prune` holds
     /// one user's. The caller has checked them (``checkDeletable(_:repository:force:)``).
-    public static func delete(_ entries: [RepositoryEntry], from repository: any Repository, root: Root?, lockTimeout: Duration) throws {
+    public static func delete(
+        _ entries: [RepositoryEntry], from repository: any Repository, root: Root?, lockTimeout: Duration
+    ) throws {
         var locks: [UserLock] = []
         defer { for lock in locks { lock.release() } }
         if let root {

@@ -21,7 +21,9 @@ public enum ArchiveVerification {
     /// failed download or another error of the machine (not of the archive) is thrown, and
     /// records nothing. With no repository (files outside any, named by their paths), the work
     /// is done in a private temporary folder, removed after.
-    public static func run(_ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode) throws -> [Outcome] {
+    public static func run(_ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode) throws
+        -> [Outcome]
+    {
         var outcomes: [Outcome] = []
         var scratch: String?
         defer { scratch.map(FileSystem.removeTree) }
@@ -38,11 +40,13 @@ public enum ArchiveVerification {
                 // Work on granary's own files only: it yields the CPU to the owners (CPUYield).
                 let result = try CPUYield.shared.yielding {
                     try ArchiveVerifier.verify(
-                        source: try repository?.open(entry) ?? .file(entry.path), name: entry.path, workFolder: work, check: check,
+                        source: try repository?.open(entry) ?? .file(entry.path), name: entry.path, workFolder: work,
+                        check: check,
                         expectedUser: entry.user.rawValue)
                 }
                 try record(entry, good: true, reason: nil, check: check, in: repository)
-                outcomes.append(Outcome(entry: entry, failure: nil, stores: result.manifest.stores.count, bytes: result.bytes))
+                outcomes.append(
+                    Outcome(entry: entry, failure: nil, stores: result.manifest.stores.count, bytes: result.bytes))
             } catch let failure as VerificationFailure {
                 let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
                 try? record(entry, good: false, reason: reason, check: check, in: repository)
@@ -54,8 +58,11 @@ public enum ArchiveVerification {
 
     /// Writes the verification record of `entry`, an archive of `repository` (none for a file
     /// outside it).
-    static func record(_ entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, in repository: (any Repository)?) throws {
+    static func record(
+        _ entry: RepositoryEntry, good: Bool, reason: String?, check: CheckMode, in repository: (any Repository)?
+    ) throws {
         guard let repository, entry.object != nil else { return }
-        try repository.writeRecord(VerificationRecord(entry: entry, good: good, reason: reason, check: check), for: entry)
+        try repository.writeRecord(
+            VerificationRecord(entry: entry, good: good, reason: reason, check: check), for: entry)
     }
 }

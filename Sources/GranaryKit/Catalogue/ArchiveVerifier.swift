@@ -76,11 +76,13 @@ public enum ArchiveVerifier {
     /// before any member is written, with what the files will take; what it throws ends the
     /// extraction.
     public static func extract(
-        archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil, durable: Bool = true,
+        archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
+        durable: Bool = true,
         allFiles: Bool = false, room: ((Needs) throws -> Void)? = nil
     ) throws -> Outcome {
         try extract(
-            source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser, durable: durable,
+            source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser,
+            durable: durable,
             allFiles: allFiles, room: room)
     }
 
@@ -106,7 +108,8 @@ public enum ArchiveVerifier {
     }
 
     private static func extractVerified(
-        source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?, durable: Bool,
+        source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?,
+        durable: Bool,
         allFiles: Bool, room: ((Needs) throws -> Void)?
     ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
@@ -132,12 +135,16 @@ public enum ArchiveVerifier {
             throw fail(Manifest.memberName, "cannot be read: \(error.message)")
         }
         if let expectedUser, manifest.user != expectedUser {
-            throw fail(Manifest.memberName, "belongs to user \(manifest.user.debugDescription), not \(expectedUser.debugDescription)")
+            throw fail(
+                Manifest.memberName,
+                "belongs to user \(manifest.user.debugDescription), not \(expectedUser.debugDescription)")
         }
         var expected: [String: Manifest.File] = [:]
         for file in manifest.files {
             guard isSafe(file.path) else { throw fail(file.path, "is listed in the manifest with an unsafe name") }
-            if let problem = lengthProblem(file.path, under: folder) { throw fail(file.path, "is listed in the manifest with \(problem)") }
+            if let problem = lengthProblem(file.path, under: folder) {
+                throw fail(file.path, "is listed in the manifest with \(problem)")
+            }
             expected[file.path] = file
         }
         // The only folders an archive may hold as members: those the manifest implies. Anything
@@ -156,11 +163,14 @@ public enum ArchiveVerifier {
                     throw fail(Manifest.fileListName, "is not the second member, where the manifest says it is")
                 }
                 guard entry.size <= fileList.size else {
-                    throw fail(Manifest.fileListName, "declares \(entry.size) bytes, the manifest says \(fileList.size)")
+                    throw fail(
+                        Manifest.fileListName, "declares \(entry.size) bytes, the manifest says \(fileList.size)")
                 }
                 let (size, digest) = try write(reader, to: listPath, limit: fileList.size, durable: false)
                 list = try FileListCursor(path: listPath)
-                guard size == fileList.size else { throw fail(Manifest.fileListName, "has \(size) bytes, the manifest says \(fileList.size)") }
+                guard size == fileList.size else {
+                    throw fail(Manifest.fileListName, "has \(size) bytes, the manifest says \(fileList.size)")
+                }
                 guard digest == fileList.sha256 else {
                     throw fail(Manifest.fileListName, "has SHA-256 \(digest), the manifest says \(fileList.sha256)")
                 }
@@ -196,12 +206,16 @@ public enum ArchiveVerifier {
                 guard name == "stores" || name.hasPrefix(Manifest.storesFolder), isSafe(name) else {
                     throw fail(entry.name, "is an unexpected member (only stores/… belongs in an archive)")
                 }
-                guard !seen.contains(name), !directories.contains(name) else { throw fail(name, "is in the archive twice") }
+                guard !seen.contains(name), !directories.contains(name) else {
+                    throw fail(name, "is in the archive twice")
+                }
                 if let problem = lengthProblem(name, under: folder) { throw fail(entry.name, "has \(problem)") }
                 let target = folder + "/" + name
                 switch entry.kind {
                 case .directory:
-                    guard folders.contains(name) else { throw fail(entry.name, "is a folder the manifest does not list") }
+                    guard folders.contains(name) else {
+                        throw fail(entry.name, "is a folder the manifest does not list")
+                    }
                     try makeFolders(folder, name)
                     directories.insert(name)
                 case .regular:
@@ -211,9 +225,12 @@ public enum ArchiveVerifier {
                         seen.insert(name)
                     } else if let list {
                         guard let next = try list.next() else { throw fail(name, "is not in the manifest") }
-                        guard let next else { throw fail(Manifest.fileListName, "line \(listed + 1) is not SHA256 SIZE MODE PATH") }
+                        guard let next else {
+                            throw fail(Manifest.fileListName, "line \(listed + 1) is not SHA256 SIZE MODE PATH")
+                        }
                         guard next.path == name else {
-                            throw fail(name, "comes where \(Manifest.fileListName) lists \(next.path) (line \(listed + 1))")
+                            throw fail(
+                                name, "comes where \(Manifest.fileListName) lists \(next.path) (line \(listed + 1))")
                         }
                         listed += 1
                         // Listed names are not remembered (flat memory): a second copy finds the first.
@@ -233,12 +250,19 @@ public enum ArchiveVerifier {
                     }
                     let (size, digest) = try write(reader, to: target, limit: file.size, durable: durable)
                     bytes += size
-                    guard size == file.size else { throw fail(name, "has \(size) bytes, the manifest says \(file.size)") }
-                    guard digest == file.sha256 else { throw fail(name, "has SHA-256 \(digest), the manifest says \(file.sha256)") }
+                    guard size == file.size else {
+                        throw fail(name, "has \(size) bytes, the manifest says \(file.size)")
+                    }
+                    guard digest == file.sha256 else {
+                        throw fail(name, "has SHA-256 \(digest), the manifest says \(file.sha256)")
+                    }
                 case .symlink, .hardlink:
-                    throw fail(entry.name, "is a \(entry.kind.rawValue) to \(entry.linkTarget ?? "?"), never found in granary's archives")
+                    throw fail(
+                        entry.name,
+                        "is a \(entry.kind.rawValue) to \(entry.linkTarget ?? "?"), never found in granary's archives")
                 case .other:
-                    throw fail(entry.name, "is a special file (device, FIFO or socket), never found in granary's archives")
+                    throw fail(
+                        entry.name, "is a special file (device, FIFO or socket), never found in granary's archives")
                 }
             }
         } catch let error as ArchiveError {
@@ -254,7 +278,11 @@ public enum ArchiveVerifier {
         }
         if let list, let fileList = manifest.fileList {
             if let next = try list.next() {
-                throw fail(next?.path ?? Manifest.fileListName, next == nil ? "line \(listed + 1) is not SHA256 SIZE MODE PATH" : "is listed in \(Manifest.fileListName) but missing")
+                throw fail(
+                    next?.path ?? Manifest.fileListName,
+                    next == nil
+                        ? "line \(listed + 1) is not SHA256 SIZE MODE PATH"
+                        : "is listed in \(Manifest.fileListName) but missing")
             }
             guard listed == fileList.count else {
                 throw fail(Manifest.fileListName, "lists \(listed) files, the manifest says \(fileList.count)")
@@ -264,9 +292,12 @@ public enum ArchiveVerifier {
         for store in manifest.stores {
             // The name decides where the store goes in the user's folder: it must stay inside it.
             guard isSafe(store.name), store.path == Manifest.storesFolder + store.name else {
-                throw fail(store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
+                throw fail(
+                    store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
             }
-            guard seen.contains(store.path) else { throw fail(store.path, "is the store \(store.name) but is not in the archive") }
+            guard seen.contains(store.path) else {
+                throw fail(store.path, "is the store \(store.name) but is not in the archive")
+            }
             let path = folder + "/" + store.path
             guard FileSystem.head(path, count: 16) == StoreHeader.magic else {
                 throw fail(store.path, "is not a SQLite database")
@@ -280,15 +311,21 @@ public enum ArchiveVerifier {
                     let db = try Database.openFinished(path: path)
                     problems = db.integrityCheck(full: check == .full)
                     if let limit = db.exceededLimit {
-                        throw VerificationFailure(archive: archive, member: store.path, reason: problems.first ?? "stopped at \(limit)", limit: limit)
+                        throw VerificationFailure(
+                            archive: archive, member: store.path, reason: problems.first ?? "stopped at \(limit)",
+                            limit: limit)
                     }
                 } catch let failure as VerificationFailure {
                     throw failure
                 } catch {
-                    throw fail(store.path, "cannot be opened by SQLite: \((error as? SQLiteError)?.message ?? "\(error)")")
+                    throw fail(
+                        store.path, "cannot be opened by SQLite: \((error as? SQLiteError)?.message ?? "\(error)")")
                 }
                 guard problems == [Database.sound] else {
-                    throw fail(store.path, "fails \(check == .full ? "integrity_check" : "quick_check"): \(problems.prefix(3).joined(separator: "; "))")
+                    throw fail(
+                        store.path,
+                        "fails \(check == .full ? "integrity_check" : "quick_check"): \(problems.prefix(3).joined(separator: "; "))"
+                    )
                 }
                 checks[store.name] = Database.sound
             }
@@ -324,7 +361,9 @@ public enum ArchiveVerifier {
             guard isSafe(path), path.hasPrefix(Manifest.storesFolder) else {
                 throw fail(external, "is the external-data folder of \(store.name) with an unsafe name")
             }
-            if let problem = lengthProblem(path, under: folder) { throw fail(external, "is an external-data folder with \(problem)") }
+            if let problem = lengthProblem(path, under: folder) {
+                throw fail(external, "is an external-data folder with \(problem)")
+            }
             folders.insert(path)
             addParents(of: path)
         }
@@ -341,10 +380,13 @@ public enum ArchiveVerifier {
         for byte in bytes {
             if byte == UInt8(ascii: "/") { current = 0 } else { current += 1; longest = max(longest, current) }
         }
-        if longest > Int(NAME_MAX) { return "a name too long to extract: a component of \(longest) bytes (at most \(NAME_MAX))" }
+        if longest > Int(NAME_MAX) {
+            return "a name too long to extract: a component of \(longest) bytes (at most \(NAME_MAX))"
+        }
         let total = FolderName.encode(folder).count + 1 + bytes.count
         if total >= Int(PATH_MAX) {
-            return "a name too long to extract: \(total) bytes with the folder it goes in (at most \(Int(PATH_MAX) - 1))"
+            return
+                "a name too long to extract: \(total) bytes with the folder it goes in (at most \(Int(PATH_MAX) - 1))"
         }
         return nil
     }
@@ -363,7 +405,11 @@ public enum ArchiveVerifier {
             for name in FileSystem.contents(of: folders[index]) {
                 let path = folders[index] + "/" + name
                 guard let info = FileSystem.status(path) else { continue }
-                if (info.st_mode & S_IFMT) == S_IFDIR { folders.append(path) } else if (info.st_mode & S_IFMT) == S_IFREG { files.append(path) }
+                if (info.st_mode & S_IFMT) == S_IFDIR {
+                    folders.append(path)
+                } else if (info.st_mode & S_IFMT) == S_IFREG {
+                    files.append(path)
+                }
                 if files.count > syncOneByOne { break }
             }
             if files.count > syncOneByOne { break }
@@ -407,7 +453,8 @@ public enum ArchiveVerifier {
         try FileSystem.makeDirectory(workFolder)
         let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
         defer { FileSystem.removeTree(folder) }
-        return try extract(source: source, name: name, into: folder, check: check, expectedUser: expectedUser, durable: false)
+        return try extract(
+            source: source, name: name, into: folder, check: check, expectedUser: expectedUser, durable: false)
     }
 
     /// A relative name made of ordinary components: no `/` at the start, no empty, `.` or `..`
@@ -415,7 +462,8 @@ public enum ArchiveVerifier {
     /// `Café.sqlite`, or have a newline in its name); it is escaped wherever it is shown.
     static func isSafe(_ name: String) -> Bool {
         let parts = name.split(separator: "/", omittingEmptySubsequences: false)
-        return !name.isEmpty && !name.hasPrefix("/") && !parts.contains("..") && !parts.contains(".") && !parts.contains("")
+        return !name.isEmpty && !name.hasPrefix("/") && !parts.contains("..") && !parts.contains(".")
+            && !parts.contains("")
             && !name.utf8.contains(0)
     }
 
@@ -426,7 +474,9 @@ public enum ArchiveVerifier {
         for part in relative.split(separator: "/") {
             path += "/" + part
             if let info = FileSystem.status(path) {
-                guard (info.st_mode & S_IFMT) == S_IFDIR else { throw FileSystemError("mkdir", path: path, code: ENOTDIR) }
+                guard (info.st_mode & S_IFMT) == S_IFDIR else {
+                    throw FileSystemError("mkdir", path: path, code: ENOTDIR)
+                }
             } else {
                 try FileSystem.makeDirectory(path)
             }
@@ -531,7 +581,8 @@ extension ManifestError {
         switch self {
         case .invalid(_, let reason): return "is not a valid manifest: \(reason)"
         case .unsupportedFormat(_, let format):
-            return "has format \(format), newer than this granary reads (\(Manifest.currentFormat)): use a newer granary"
+            return
+                "has format \(format), newer than this granary reads (\(Manifest.currentFormat)): use a newer granary"
         case .missing: return "is missing"
         case .tooLarge: return "is over \(Manifest.sizeLimit) bytes"
         }

@@ -55,7 +55,8 @@ public struct Catalogue: Sendable {
             for (entry, head) in zip(entries, heads) {
                 items.append(
                     Item(
-                        user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: head.0, problem: head.1,
+                        user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: head.0,
+                        problem: head.1,
                         record: records[entry.path]))
             }
         }
@@ -66,7 +67,8 @@ public struct Catalogue: Sendable {
     public func item(_ entry: RepositoryEntry) throws -> Item {
         let (manifest, problem) = try head(entry)
         return Item(
-            user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: manifest, problem: problem,
+            user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: manifest,
+            problem: problem,
             record: repository.record(for: entry))
     }
 
@@ -83,7 +85,9 @@ public struct Catalogue: Sendable {
     }
 
     /// `body` over `items`, `width` at a time, results in order.
-    static func concurrently<T: Sendable, R: Sendable>(_ items: [T], width: Int, _ body: @Sendable @escaping (T) throws -> R) throws -> [R] {
+    static func concurrently<T: Sendable, R: Sendable>(
+        _ items: [T], width: Int, _ body: @Sendable @escaping (T) throws -> R
+    ) throws -> [R] {
         guard width > 1, items.count > 1 else { return try items.map(body) }
         let results = ResultsBox<R>(count: items.count)
         let queue = OperationQueue()

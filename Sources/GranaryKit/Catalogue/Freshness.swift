@@ -41,7 +41,8 @@ public enum Freshness {
     /// mirror's newest regular archive is older than `maxAge`. A retired user (no folder under
     /// `root`, a final archive their newest) passes, mirrors or not.
     public static func evaluate(
-        users: [UserID], repository: any Repository, maxAge: TimeInterval, now: Date = Date(), mirrors: [any Repository] = [],
+        users: [UserID], repository: any Repository, maxAge: TimeInterval, now: Date = Date(),
+        mirrors: [any Repository] = [],
         root: Root? = nil
     ) throws -> [Report] {
         try users.map { user in
@@ -52,8 +53,12 @@ public enum Freshness {
             }
             var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
             guard !mirrors.isEmpty else { return report }
-            let standings = mirrors.map { mirror($0, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now) }
-            let problems = standings.compactMap { standing in standing.problem.map { "mirror \(standing.location): \($0)" } }
+            let standings = mirrors.map {
+                mirror($0, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now)
+            }
+            let problems = standings.compactMap { standing in
+                standing.problem.map { "mirror \(standing.location): \($0)" }
+            }
             let reason = ([report.reason].compactMap { $0 } + problems).joined(separator: "; ")
             report = Report(
                 user: user, ok: report.ok && problems.isEmpty, newestVerified: report.newestVerified, age: report.age,
@@ -62,7 +67,9 @@ public enum Freshness {
         }
     }
 
-    private static func evaluate(_ user: UserID, repository: any Repository, maxAge: TimeInterval, now: Date) throws -> Report {
+    private static func evaluate(_ user: UserID, repository: any Repository, maxAge: TimeInterval, now: Date) throws
+        -> Report
+    {
         // Regular backups only: a safety archive is what a restore replaced, not a backup.
         let archives = try repository.archives(of: user).filter { $0.name.kind == .backup }
         let records = repository.records(for: archives)
@@ -81,7 +88,9 @@ public enum Freshness {
         if age > maxAge {
             return Report(
                 user: user, ok: false, newestVerified: verified, age: age, newest: newest,
-                reason: "newest verified archive \(verified.name) is \(describe(age)) old, over the \(describe(maxAge)) limit")
+                reason:
+                    "newest verified archive \(verified.name) is \(describe(age)) old, over the \(describe(maxAge)) limit"
+            )
         }
         return Report(user: user, ok: true, newestVerified: verified, age: age, newest: newest, reason: nil)
     }
@@ -95,12 +104,16 @@ public enum Freshness {
         }
         let newest = archives.last
         if let primaryNewest, !archives.contains(where: { $0.name == primaryNewest.name }) {
-            return Mirror(location: mirror.location, newest: newest, problem: "lacks the newest archive \(primaryNewest.name) (granary sync sends it)")
+            return Mirror(
+                location: mirror.location, newest: newest,
+                problem: "lacks the newest archive \(primaryNewest.name) (granary sync sends it)")
         }
         guard let newest else { return Mirror(location: mirror.location, newest: nil, problem: "has no archives") }
         let age = now.timeIntervalSince(newest.name.created)
         if age > maxAge {
-            return Mirror(location: mirror.location, newest: newest, problem: "newest archive \(newest.name) is \(describe(age)) old, over the \(describe(maxAge)) limit")
+            return Mirror(
+                location: mirror.location, newest: newest,
+                problem: "newest archive \(newest.name) is \(describe(age)) old, over the \(describe(maxAge)) limit")
         }
         return Mirror(location: mirror.location, newest: newest, problem: nil)
     }

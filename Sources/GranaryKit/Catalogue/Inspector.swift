@@ -94,7 +94,8 @@ public enum Inspector {
     public static func inspect(file text: String, repository: (any Repository)?) throws -> Inspection {
         let full = ArchiveLocator.absolute(text)
         let absolute = "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
-        return try inspect(path: absolute, expectedUser: ArchiveLocator(repository: repository).folderUser(ofFile: text))
+        return try inspect(
+            path: absolute, expectedUser: ArchiveLocator(repository: repository).folderUser(ofFile: text))
     }
 
     /// Describes `path`. For an archive, `expectedUser` (the user folder it lies in, inside the
@@ -112,7 +113,9 @@ public enum Inspector {
         do {
             let opened = try Folder.open(path: parentPath.isEmpty ? "." : parentPath)
             let info = try opened.descriptor.status()
-            parent = info.st_uid == geteuid() ? opened : try Folder.open(path: opened.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
+            parent =
+                info.st_uid == geteuid()
+                ? opened : try Folder.open(path: opened.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
         } catch {
             throw InspectError(path: path, reason: "no such file", kind: .missing)
         }
@@ -120,39 +123,48 @@ public enum Inspector {
             throw InspectError(path: path, reason: "no such file", kind: .missing)
         }
         guard info.kind == .file else {
-            throw InspectError(path: path, reason: "is \(FolderError.phrase(info.kind)), not a regular file", kind: .unreadable)
+            throw InspectError(
+                path: path, reason: "is \(FolderError.phrase(info.kind)), not a regular file", kind: .unreadable)
         }
         let head: [UInt8]
         do { head = try parent.openFile(fileName).read(count: 16, at: 0) } catch {
             throw InspectError(path: path, reason: "cannot be read: \(error)", kind: .unreadable)
         }
         if head == StoreHeader.magic {
-            return Inspection(kind: .store, path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
+            return Inspection(
+                kind: .store, path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
         }
-        guard ArchiveName(fileName: fileName) != nil || Self.compressionMagics.contains(where: { head.starts(with: $0) }) else {
+        guard
+            ArchiveName(fileName: fileName) != nil || Self.compressionMagics.contains(where: { head.starts(with: $0) })
+        else {
             throw InspectError(path: path, reason: "is neither a SQLite store nor a granary archive", kind: .unreadable)
         }
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
-        let outcome = try ArchiveVerifier.extract(archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
+        let outcome = try ArchiveVerifier.extract(
+            archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
         let manifest = outcome.manifest
         let stores = try manifest.stores.map { entry in
             let (parent, file) = try Folder.open(path: folder).parent(of: entry.path)
             return try store(in: parent, fileName: file, name: entry.name)
         }
         return Inspection(
-            kind: .archive, path: path, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
+            kind: .archive, path: path, user: manifest.user, created: manifest.created,
+            toolVersion: manifest.toolVersion,
             stores: stores)
     }
 
     /// How a file compressed as granary compresses archives begins: zstd, gzip, xz.
-    static let compressionMagics: [[UInt8]] = [[0x28, 0xB5, 0x2F, 0xFD], [0x1F, 0x8B], [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00]]
+    static let compressionMagics: [[UInt8]] = [
+        [0x28, 0xB5, 0x2F, 0xFD], [0x1F, 0x8B], [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00],
+    ]
 
     /// Describes an archive read from `source` (a remote archive, streamed: no local copy is kept
     /// but the extracted stores, in a private temporary folder that is always removed). `name`
     /// names it; `expectedUser`, when given, must match its manifest.
     public static func inspect(
-        archive source: ArchiveSource, name: String, expectedUser: String? = nil, temporaryFolder: String = NSTemporaryDirectory()
+        archive source: ArchiveSource, name: String, expectedUser: String? = nil,
+        temporaryFolder: String = NSTemporaryDirectory()
     ) throws -> Inspection {
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
@@ -164,7 +176,8 @@ public enum Inspector {
             return try store(in: parent, fileName: file, name: entry.name)
         }
         return Inspection(
-            kind: .archive, path: name, user: manifest.user, created: manifest.created, toolVersion: manifest.toolVersion,
+            kind: .archive, path: name, user: manifest.user, created: manifest.created,
+            toolVersion: manifest.toolVersion,
             stores: stores)
     }
 
@@ -187,12 +200,16 @@ public enum Inspector {
             if let metadata = try CoreDataMetadata.read(db) {
                 coreData = .init(
                     storeUUID: metadata.storeUUID, modelVersionHashes: metadata.modelVersionHashes,
-                    entities: metadata.entityRowCounts.sorted { $0.key < $1.key }.map { .init(name: $0.key, rows: $0.value) })
+                    entities: metadata.entityRowCounts.sorted { $0.key < $1.key }.map {
+                        .init(name: $0.key, rows: $0.value)
+                    })
             }
             let header = (try? folder.openFile(fileName).read(count: 100, at: 0)) ?? []
             return StoreInspection(
-                name: name, size: folder.entry(fileName)?.size ?? 0, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
-                journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(header: header), tables: tables, coreData: coreData)
+                name: name, size: folder.entry(fileName)?.size ?? 0, pageSize: try db.pageSize(),
+                pageCount: try db.pageCount(),
+                journalMode: try db.journalMode(), sqliteVersion: sqliteVersion(header: header), tables: tables,
+                coreData: coreData)
         } catch {
             if let limit = error.limit {
                 throw InspectError(path: path, reason: "reading it \(error.message)", kind: .overLimit(limit))

@@ -83,7 +83,8 @@ public final class OverlappedPack: @unchecked Sendable {
         self.level = level ?? Compression.zstd.defaultLevel ?? 3
         do {
             if lseek(fd, off_t(prefix), SEEK_SET) < 0 { throw FileSystemError("seek in", path: temporary) }
-            output = try ArchiveOutput(fileDescriptor: fd, path: temporary, zstdLevel: self.level, threads: threads > 1 ? threads : 0)
+            output = try ArchiveOutput(
+                fileDescriptor: fd, path: temporary, zstdLevel: self.level, threads: threads > 1 ? threads : 0)
         } catch {
             close(fd)
             unlink(temporary)
@@ -180,7 +181,8 @@ public final class OverlappedPack: @unchecked Sendable {
                     return .failed(error)
                 }
                 guard ok else {
-                    return .failed(output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO))
+                    return .failed(
+                        output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO))
                 }
                 position = end
                 continue
@@ -213,9 +215,12 @@ public final class OverlappedPack: @unchecked Sendable {
         let padding = [UInt8](repeating: 0, count: Int((512 - size % 512) % 512))
         if !padding.isEmpty {
             let ok = padding.withUnsafeBytes { output.write($0.baseAddress!, count: $0.count) }
-            if !ok { throw output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO) }
+            if !ok {
+                throw output.failure ?? ArchiveError.writeFailed(path: temporary, message: "write failed", code: EIO)
+            }
         }
-        let rest = try ArchiveWriter(output: output, modificationTime: created, rawNames: ArchiveWriter.needsRawNames(files.map(\.file.path)))
+        let rest = try ArchiveWriter(
+            output: output, modificationTime: created, rawNames: ArchiveWriter.needsRawNames(files.map(\.file.path)))
         for file in files.dropFirst() {
             try Interruption.check()
             var interrupted = false
@@ -232,9 +237,12 @@ public final class OverlappedPack: @unchecked Sendable {
     }
 
     /// The plain tar bytes before the first store's page 2.
-    private func head(manifest: Manifest, first: BackupOperation.Packed, pageSize: Int, created: Date) throws -> [UInt8] {
+    private func head(manifest: Manifest, first: BackupOperation.Packed, pageSize: Int, created: Date) throws -> [UInt8]
+    {
         let capture = ArchiveOutput(capturingFor: temporary)
-        let writer = try ArchiveWriter(output: capture, modificationTime: created, rawNames: ArchiveWriter.needsRawNames(manifest.files.map(\.path)))
+        let writer = try ArchiveWriter(
+            output: capture, modificationTime: created,
+            rawNames: ArchiveWriter.needsRawNames(manifest.files.map(\.path)))
         try writer.addManifest(manifest)
         try writer.addDirectory(member: Manifest.storesFolder)
         try writer.addFile(member: first.file.path, from: first.source, dataLimit: Int64(pageSize))
@@ -249,7 +257,8 @@ public final class OverlappedPack: @unchecked Sendable {
     /// Compresses `head` into one zstd frame and puts it before the followed stream.
     private func writeFirstFrame(_ head: [UInt8]) throws {
         guard let context = ZSTD_createCCtx() else {
-            throw ArchiveError.writeFailed(path: temporary, message: "out of memory for the zstd compressor", code: ENOMEM)
+            throw ArchiveError.writeFailed(
+                path: temporary, message: "out of memory for the zstd compressor", code: ENOMEM)
         }
         defer { ZSTD_freeCCtx(context) }
         ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, Int32(level))
@@ -259,7 +268,8 @@ public final class OverlappedPack: @unchecked Sendable {
             head.withUnsafeBytes { ZSTD_compress2(context, out.baseAddress, out.count, $0.baseAddress, $0.count) }
         }
         if ZSTD_isError(length) != 0 {
-            throw ArchiveError.writeFailed(path: temporary, message: "zstd: \(String(cString: ZSTD_getErrorName(length)))", code: EIO)
+            throw ArchiveError.writeFailed(
+                path: temporary, message: "zstd: \(String(cString: ZSTD_getErrorName(length)))", code: EIO)
         }
         frame.removeSubrange(length...)
         let gap = prefix - Int64(length)
@@ -269,7 +279,10 @@ public final class OverlappedPack: @unchecked Sendable {
                 // Its content is the reserved region's unwritten bytes (a hole, zeros).
                 let content = UInt32(gap - 8)
                 frame += [0x50, 0x2A, 0x4D, 0x18]
-                frame += [UInt8(content & 0xFF), UInt8(content >> 8 & 0xFF), UInt8(content >> 16 & 0xFF), UInt8(content >> 24)]
+                frame += [
+                    UInt8(content & 0xFF), UInt8(content >> 8 & 0xFF), UInt8(content >> 16 & 0xFF),
+                    UInt8(content >> 24),
+                ]
             }
             try Self.writeAll(fd, frame, at: 0, path: temporary)
         } else {
@@ -315,7 +328,9 @@ public final class OverlappedPack: @unchecked Sendable {
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8], at offset: Int64, path: String) throws {
         var done = 0
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done)) }
+            let n = bytes.withUnsafeBytes {
+                pwrite(fd, $0.baseAddress! + done, $0.count - done, off_t(offset) + off_t(done))
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("write", path: path)

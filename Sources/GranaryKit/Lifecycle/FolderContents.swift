@@ -39,7 +39,8 @@ public struct FolderContents: Sendable {
             }
             for entry in entries {
                 let name = prefix + entry.name
-                items.append(Item(name: name, kind: entry.kind, size: entry.size, inode: entry.inode, modified: entry.modified))
+                items.append(
+                    Item(name: name, kind: entry.kind, size: entry.size, inode: entry.inode, modified: entry.modified))
                 guard entry.kind == .folder else { continue }
                 if depth < depthLimit, let child = try? current.folder(entry.name) {
                     walk(child, name + "/", depth + 1)
@@ -61,7 +62,8 @@ public struct FolderContents: Sendable {
         for item in items.sorted(by: { $0.name < $1.name }) {
             if item.name.hasSuffix("-shm") { continue }
             if item.size == 0 && (item.name.hasSuffix("-wal") || item.name.hasSuffix("-journal")) { continue }
-            let line = item.kind == .folder
+            let line =
+                item.kind == .folder
                 ? "\(item.name)/\n" : "\(item.name) \(item.kind) \(item.size) \(item.inode) \(item.modified)\n"
             hasher.update(data: FolderName.encode(line))
         }
@@ -79,7 +81,8 @@ public struct FolderContents: Sendable {
             externalPrefixes.append(StoreFile.externalDataName(for: store) + "/")
         }
         return items.filter { item in
-            item.kind != .folder && !archived.contains(item.name) && !externalPrefixes.contains { item.name.hasPrefix($0) }
+            item.kind != .folder && !archived.contains(item.name)
+                && !externalPrefixes.contains { item.name.hasPrefix($0) }
         }
     }
 

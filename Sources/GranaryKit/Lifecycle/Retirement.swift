@@ -68,7 +68,8 @@ public struct Retirement: Sendable {
     /// a person is asked, and again by ``run(_:lockTimeout:ownerTimeout:)``.
     public func checkNotInUse(_ user: UserID, ownerTimeout: Duration) throws {
         for store in try existingFolder(user).scan().stores {
-            if let busy = Self.inUse(store.fileName, in: store.folder, ownerUID: store.uid, ownerTimeout: ownerTimeout) {
+            if let busy = Self.inUse(store.fileName, in: store.folder, ownerUID: store.uid, ownerTimeout: ownerTimeout)
+            {
                 throw RetireError.inUse(store: store.path, detail: busy)
             }
         }
@@ -90,7 +91,9 @@ public struct Retirement: Sendable {
         return Plan(
             user: folder.id, folder: folder.path,
             stores: stores.map { store in
-                let external = contents.items.filter { $0.kind == .file && $0.name.hasPrefix(store.externalDataName + "/") }
+                let external = contents.items.filter {
+                    $0.kind == .file && $0.name.hasPrefix(store.externalDataName + "/")
+                }
                 return Store(
                     name: store.name, size: store.size + (store.walSize ?? 0), externalFiles: external.count,
                     externalSize: FolderContents.size(of: external))
@@ -136,7 +139,8 @@ public struct Retirement: Sendable {
         options.lockTimeout = lockTimeout
         let backup: BackupOperation.Result
         do {
-            backup = try BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options).runLocked(user, kind: .final)
+            backup = try BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options)
+                .runLocked(user, kind: .final)
         } catch BackupError.noStores(let user, let folder) {
             throw RetireError.noStores(user: user, folder: folder)
         }
@@ -144,7 +148,8 @@ public struct Retirement: Sendable {
         let published = backup.entry
         _ = try CPUYield.shared.yielding {
             try ArchiveVerifier.verify(
-                source: try repository.open(published), name: backup.archive, workFolder: try repository.prepareWorkFolder(), check: .full,
+                source: try repository.open(published), name: backup.archive,
+                workFolder: try repository.prepareWorkFolder(), check: .full,
                 expectedUser: user.rawValue)
         }
         let record = VerificationRecord(entry: published, good: true, reason: nil, check: .full)
@@ -152,7 +157,9 @@ public struct Retirement: Sendable {
         // Each mirror's copy is the same bytes: it is recorded verified there too (as sync would),
         // so that a host with the mirror alone sees the final archive verified.
         for (mirror, upload) in zip(mirrors, backup.mirrors) where upload.archive != nil {
-            guard let copy = (try? mirror.archives(of: user))?.first(where: { $0.name == published.name }) else { continue }
+            guard let copy = (try? mirror.archives(of: user))?.first(where: { $0.name == published.name }) else {
+                continue
+            }
             var moved = record
             moved.archiveSize = copy.size
             moved.archiveModified = copy.modified
@@ -165,10 +172,13 @@ public struct Retirement: Sendable {
         let work = Self.workFolder(root: root, user: user)
         try FileSystem.makeDirectory(work)
         let workFolder = try Folder.open(path: work)
-        guard workFolder.entry(Self.movedName) == nil else { throw RetireError.stateInTheWay(path: workFolder.path(Self.movedName)) }
+        guard workFolder.entry(Self.movedName) == nil else {
+            throw RetireError.stateInTheWay(path: workFolder.path(Self.movedName))
+        }
         let info = try folder.folder.descriptor.status()
         var journal = RetireJournal(
-            user: user.rawValue, archive: backup.archive, device: UInt64(info.st_dev), inode: UInt64(info.st_ino), fingerprint: before,
+            user: user.rawValue, archive: backup.archive, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+            fingerprint: before,
             stores: stores.map(\.name), stage: .moving)
         try journal.write(to: work)
         CrashPoint.reach()
@@ -192,7 +202,9 @@ public struct Retirement: Sendable {
             // The final archive of a retire that did not happen would pass for the user's last word.
             if let object = published.object {
                 try? repository.delete(object)
-                for (mirror, upload) in zip(mirrors, backup.mirrors) where upload.archive != nil { try? mirror.delete(object) }
+                for (mirror, upload) in zip(mirrors, backup.mirrors) where upload.archive != nil {
+                    try? mirror.delete(object)
+                }
             }
             throw RetireError.changed(user: user.rawValue, detail: changed)
         }
@@ -202,7 +214,8 @@ public struct Retirement: Sendable {
         // Removed where nobody else can reach it by name.
         let left = try Self.finish(work: work, journal: journal, root: root)
         return Report(
-            plan: plan, archive: backup.archive, archiveSize: backup.size, mirrors: backup.mirrors, leftovers: left?.names ?? [],
+            plan: plan, archive: backup.archive, archiveSize: backup.size, mirrors: backup.mirrors,
+            leftovers: left?.names ?? [],
             leftoversFolder: left?.folder, recovered: recovered.hadJournal || recovered.retire != nil ? recovered : nil)
     }
 
@@ -223,12 +236,17 @@ public struct Retirement: Sendable {
 
     /// What changed in the moved folder since the journal was written, or nil.
     static func changeSince(_ journal: RetireJournal, work: Folder, ownerTimeout: Duration) -> String? {
-        guard let entry = work.entry(movedName), entry.kind == .folder, entry.inode == journal.inode, entry.device == journal.device,
+        guard let entry = work.entry(movedName), entry.kind == .folder, entry.inode == journal.inode,
+            entry.device == journal.device,
             let moved = try? work.userFolder(movedName)
         else { return "the folder set aside is not the user's" }
         for store in journal.stores {
-            guard let (folder, file) = try? moved.parent(of: store), let info = folder.entry(file) else { return "\(store) is gone" }
-            if let busy = inUse(file, in: folder, ownerUID: info.uid, ownerTimeout: ownerTimeout) { return "\(store): \(busy)" }
+            guard let (folder, file) = try? moved.parent(of: store), let info = folder.entry(file) else {
+                return "\(store) is gone"
+            }
+            if let busy = inUse(file, in: folder, ownerUID: info.uid, ownerTimeout: ownerTimeout) {
+                return "\(store): \(busy)"
+            }
         }
         if FolderContents.read(moved).fingerprint != journal.fingerprint {
             return "something in the folder was written while its final archive was taken"
@@ -256,10 +274,14 @@ public struct Retirement: Sendable {
     static func finish(work: String, journal: RetireJournal, root: Root) throws -> (names: [String], folder: String)? {
         let container = try Folder.open(path: work)
         var left: [String] = []
-        if let entry = container.entry(movedName), entry.kind == .folder, entry.inode == journal.inode, entry.device == journal.device {
+        if let entry = container.entry(movedName), entry.kind == .folder, entry.inode == journal.inode,
+            entry.device == journal.device
+        {
             let moved = try container.userFolder(movedName)
             // The folder itself opened up to its owner, as they could (a 0500 folder keeps its files).
-            if entry.mode & 0o700 != 0o700 { _ = moved.asOwnerQuietly { fchmod(moved.descriptor.raw, (entry.mode & 0o7777) | 0o700) } }
+            if entry.mode & 0o700 != 0o700 {
+                _ = moved.asOwnerQuietly { fchmod(moved.descriptor.raw, (entry.mode & 0o7777) | 0o700) }
+            }
             for item in try moved.entries() {
                 CrashPoint.reach()
                 try Interruption.check()
@@ -286,13 +308,17 @@ public struct Retirement: Sendable {
 
     /// Finishes or undoes a retire that stopped (the caller holds the user's lock). Returns what
     /// it did, nil when there was nothing to do.
-    public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws -> RecoveryOutcome? {
+    public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws
+        -> RecoveryOutcome?
+    {
         let work = workFolder(root: root, user: user)
         guard FileSystem.isDirectory(work) else { return nil }
         let container = try Folder.open(path: work)
         guard let journal = RetireJournal.read(from: work) else {
             // Stopped before its journal: nothing was moved (the journal comes first).
-            guard container.entry(movedName) == nil else { throw RetireError.stateInTheWay(path: container.path(movedName)) }
+            guard container.entry(movedName) == nil else {
+                throw RetireError.stateInTheWay(path: container.path(movedName))
+            }
             FileSystem.removeTree(work)
             return .undone(reason: "it stopped before its final archive had verified")
         }
@@ -303,7 +329,9 @@ public struct Retirement: Sendable {
             return .finished(archive: journal.archive, leftovers: left?.folder)
         case .moving where !moved:
             // Stopped before the rename: the folder is where it was (or was finished deleting).
-            if let entry = try root.open().entry(user.rawValue), entry.inode == journal.inode, entry.device == journal.device {
+            if let entry = try root.open().entry(user.rawValue), entry.inode == journal.inode,
+                entry.device == journal.device
+            {
                 RawPath.unlink(work + "/journal")
                 RawPath.rmdir(work)
                 return .undone(reason: "it stopped before the folder moved")
@@ -343,7 +371,9 @@ public struct Retirement: Sendable {
         if let root, let folder = try? root.open(), folder.entry(user.rawValue) != nil { return nil }
         let archives = ((try? repository.archives(of: user)) ?? []).filter { $0.name.kind != .safety }
         let newest = archives.max { a, b in
-            (a.name.created, a.name.kind == .final ? 1 : 0, a.name.sequence) < (b.name.created, b.name.kind == .final ? 1 : 0, b.name.sequence)
+            (a.name.created, a.name.kind == .final ? 1 : 0, a.name.sequence) < (
+                b.name.created, b.name.kind == .final ? 1 : 0, b.name.sequence
+            )
         }
         guard let newest, newest.name.kind == .final else { return nil }
         return newest
@@ -405,10 +435,13 @@ public enum RetireError: GranaryError, Sendable {
         switch self {
         case .inUse(let store, let detail): return "\(store) is in use: \(detail); nothing was removed"
         case .changed(let user, let detail):
-            return "\(user) changed while its final archive was taken (\(detail)); the folder was put back and nothing was removed"
-        case .alreadyRetired(let user, let archive): return "\(user) is retired already: it has no folder and its final archive is \(archive)"
+            return
+                "\(user) changed while its final archive was taken (\(detail)); the folder was put back and nothing was removed"
+        case .alreadyRetired(let user, let archive):
+            return "\(user) is retired already: it has no folder and its final archive is \(archive)"
         case .stateInTheWay(let path): return "\(path) is in the way of a retire; granary did not put it there"
-        case .noStores(let user, let folder): return "\(user) has no store in \(folder) to make a final archive of; nothing was removed"
+        case .noStores(let user, let folder):
+            return "\(user) has no store in \(folder) to make a final archive of; nothing was removed"
         }
     }
 

@@ -51,12 +51,15 @@ public struct LocalRepository: Repository {
         if FileSystem.status(path) == nil {
             let parent = (path as NSString).deletingLastPathComponent
             guard FileSystem.isDirectory(parent.isEmpty ? "." : parent) else { throw .parentMissing(path) }
-            if mkdir(path, 0o700) != 0 && errno != EEXIST { throw .cannotCreate(path, FileSystemError("create folder", path: path)) }
+            if mkdir(path, 0o700) != 0 && errno != EEXIST {
+                throw .cannotCreate(path, FileSystemError("create folder", path: path))
+            }
         }
         try checkOwnership()
         if !FileSystem.isRegularFile(path + "/" + Self.markerName) {
             do {
-                try FileSystem.writeAtomically(Array("granary repository \(Self.format)\n".utf8), to: path + "/" + Self.markerName)
+                try FileSystem.writeAtomically(
+                    Array("granary repository \(Self.format)\n".utf8), to: path + "/" + Self.markerName)
             } catch { throw .cannotCreate(path, error) }
         }
     }
@@ -67,9 +70,14 @@ public struct LocalRepository: Repository {
         guard (info.st_mode & S_IFMT) == S_IFDIR else {
             throw .unsafe(path, (info.st_mode & S_IFMT) == S_IFLNK ? "is a symbolic link" : "is not a folder")
         }
-        guard info.st_uid == geteuid() else { throw .unsafe(path, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())") }
+        guard info.st_uid == geteuid() else {
+            throw .unsafe(path, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())")
+        }
         if info.st_mode & 0o022 != 0 {
-            throw .unsafe(path, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+            throw .unsafe(
+                path,
+                "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))"
+            )
         }
         try checkEntries()
     }
@@ -90,9 +98,14 @@ public struct LocalRepository: Repository {
             guard let info = FileSystem.status(entry) else { continue }
             let kind = info.st_mode & S_IFMT
             if kind == S_IFLNK { throw .planted(entry, "is a symbolic link") }
-            if info.st_uid != geteuid() { throw .planted(entry, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())") }
+            if info.st_uid != geteuid() {
+                throw .planted(entry, "belongs to uid \(info.st_uid), not to granary's uid \(geteuid())")
+            }
             if kind == S_IFDIR && info.st_mode & 0o022 != 0 {
-                throw .planted(entry, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+                throw .planted(
+                    entry,
+                    "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))"
+                )
             }
         }
         Self.checked.withLock { _ = $0.insert(path) }
@@ -104,8 +117,12 @@ public struct LocalRepository: Repository {
         let repo = Self.canonical(path)
         let base = Self.canonical(root.path)
         if repo == base { throw .overlapsRoot(path, root: root.path, "is the root itself") }
-        if repo.hasPrefix(base == "/" ? "/" : base + "/") { throw .overlapsRoot(path, root: root.path, "is inside the root") }
-        if base.hasPrefix(repo == "/" ? "/" : repo + "/") { throw .overlapsRoot(path, root: root.path, "holds the root") }
+        if repo.hasPrefix(base == "/" ? "/" : base + "/") {
+            throw .overlapsRoot(path, root: root.path, "is inside the root")
+        }
+        if base.hasPrefix(repo == "/" ? "/" : repo + "/") {
+            throw .overlapsRoot(path, root: root.path, "holds the root")
+        }
     }
 
     /// The real path of `path` (of its longest existing ancestor, for a path not made yet).
@@ -142,7 +159,9 @@ public struct LocalRepository: Repository {
     public func objects(in folder: String) -> [RepositoryObject] {
         let base = path + "/" + folder
         return FileSystem.contents(of: base).compactMap { name in
-            guard let info = FileSystem.status(base + "/" + name), (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+            guard let info = FileSystem.status(base + "/" + name), (info.st_mode & S_IFMT) == S_IFREG else {
+                return nil
+            }
             return RepositoryObject(name: name, size: Int64(info.st_size), modified: VerificationRecord.modified(info))
         }
     }
@@ -213,7 +232,9 @@ public struct LocalRepository: Repository {
 
     public func readSidecar(of object: String) -> [UInt8]? {
         let file = VerificationRecord.path(for: path + "/" + object)
-        guard FileSystem.isRegularFile(file), let data = FileManager.default.contents(atPath: file), data.count < 1 << 16 else { return nil }
+        guard FileSystem.isRegularFile(file), let data = FileManager.default.contents(atPath: file),
+            data.count < 1 << 16
+        else { return nil }
         return Array(data)
     }
 
@@ -226,7 +247,9 @@ public struct LocalRepository: Repository {
     }
 
     public func writeSidecar(_ bytes: [UInt8], of object: String) throws(RepositoryError) {
-        do { try FileSystem.writeAtomically(bytes, to: VerificationRecord.path(for: path + "/" + object)) } catch { throw .local(error) }
+        do { try FileSystem.writeAtomically(bytes, to: VerificationRecord.path(for: path + "/" + object)) } catch {
+            throw .local(error)
+        }
     }
 
     public func stagingFolder(for user: UserID) throws -> String {
@@ -257,7 +280,9 @@ public struct LocalRepository: Repository {
 
     public func removeDeadTemporaries(users: [UserID]) -> [String] {
         var removed = StaleTemporaries.clean(workFolder)
-        for user in users.isEmpty ? ((try? self.users()) ?? []) : users { removed += StaleTemporaries.clean(folder(for: user)) }
+        for user in users.isEmpty ? ((try? self.users()) ?? []) : users {
+            removed += StaleTemporaries.clean(folder(for: user))
+        }
         return removed
     }
 

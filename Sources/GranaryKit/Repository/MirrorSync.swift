@@ -50,7 +50,8 @@ public enum MirrorSync {
 
     /// Syncs every mirror with `primary` for `users` (every user of the primary when empty).
     public static func run(
-        primary: any Repository, mirrors: [any Repository], users: [UserID], root: Root?, lockTimeout: Duration, dryRun: Bool = false
+        primary: any Repository, mirrors: [any Repository], users: [UserID], root: Root?, lockTimeout: Duration,
+        dryRun: Bool = false
     ) throws -> [MirrorResult] {
         try primary.requireExisting()
         let ids = users.isEmpty ? try primary.users() : users
@@ -62,7 +63,9 @@ public enum MirrorSync {
                 if !dryRun { try mirror.prepare() }
                 for user in ids {
                     try Interruption.check()
-                    let lock = try root.map { root throws(LockError) in try UserLock.acquire(root: root, user: user, timeout: lockTimeout) }
+                    let lock = try root.map { root throws(LockError) in
+                        try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
+                    }
                     defer { lock?.release() }
                     result.users.append(sync(user, from: primary, to: mirror, dryRun: dryRun))
                 }
@@ -81,7 +84,9 @@ public enum MirrorSync {
     }
 
     /// Syncs one user; a failure is the result's, not thrown.
-    static func sync(_ user: UserID, from primary: any Repository, to mirror: any Repository, dryRun: Bool) -> UserResult {
+    static func sync(_ user: UserID, from primary: any Repository, to mirror: any Repository, dryRun: Bool)
+        -> UserResult
+    {
         var result = UserResult(user: user)
         do {
             let source = try primary.archives(of: user)
@@ -129,7 +134,9 @@ public enum MirrorSync {
     static func upload(_ entry: RepositoryEntry, from primary: any Repository, to mirror: any Repository) throws {
         let object = entry.user.rawValue + "/" + entry.name.fileName
         if primary.isLocal {
-            guard try mirror.write(object, from: entry.path) else { throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object)) }
+            guard try mirror.write(object, from: entry.path) else {
+                throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
+            }
             return
         }
         let folder = try mirror.isLocal ? mirror.stagingFolder(for: entry.user) : mirror.prepareWorkFolder()
@@ -139,7 +146,9 @@ public enum MirrorSync {
             unlink(file)
         }
         try primary.download(entry, into: fd, path: file)
-        guard try mirror.write(object, from: file) else { throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object)) }
+        guard try mirror.write(object, from: file) else {
+            throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
+        }
     }
 }
 

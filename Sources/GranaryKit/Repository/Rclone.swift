@@ -35,13 +35,15 @@ public struct Rclone: Sendable {
     public static func locate(
         environment: [String: String] = ProcessInfo.processInfo.environment, euid: uid_t = geteuid()
     ) throws(RepositoryError) -> Rclone {
-        var folders = euid == 0 ? systemFolders : (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        var folders =
+            euid == 0 ? systemFolders : (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
         #if GRANARY_TEST_HOOKS
             // Tests stand in for a machine without rclone (root's search ignores PATH).
             if let folder = searchOnlyIn { folders = [folder] }
         #endif
         folders = folders.filter { $0.hasPrefix("/") }
-        for folder in folders where access(folder + "/rclone", X_OK) == 0 && FileSystem.isRegularFile(folder + "/rclone") {
+        for folder in folders
+        where access(folder + "/rclone", X_OK) == 0 && FileSystem.isRegularFile(folder + "/rclone") {
             return Rclone(executable: folder + "/rclone", environment: environment)
         }
         throw .rcloneMissing
@@ -56,7 +58,9 @@ public struct Rclone: Sendable {
     }
 
     /// Runs rclone with `arguments` and `extra` variables to completion; collects its output.
-    public func run(_ arguments: [String], extra: [String: String] = [:], input: String? = nil) throws(RepositoryError) -> Output {
+    public func run(_ arguments: [String], extra: [String: String] = [:], input: String? = nil) throws(RepositoryError)
+        -> Output
+    {
         let process = try start(arguments, extra: extra, stdinPath: input)
         var output: [UInt8] = []
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
@@ -72,10 +76,14 @@ public struct Rclone: Sendable {
     }
 
     /// Starts rclone with its standard output on a pipe the caller reads (a streamed download).
-    public func start(_ arguments: [String], extra: [String: String] = [:], stdinPath: String? = nil) throws(RepositoryError) -> RcloneProcess {
+    public func start(_ arguments: [String], extra: [String: String] = [:], stdinPath: String? = nil)
+        throws(RepositoryError) -> RcloneProcess
+    {
         var environment = self.environment
         for (key, value) in extra { environment[key] = value }
-        return try RcloneProcess.spawn(executable: executable, arguments: ["rclone"] + arguments, environment: environment, secrets: Self.secrets(in: environment))
+        return try RcloneProcess.spawn(
+            executable: executable, arguments: ["rclone"] + arguments, environment: environment,
+            secrets: Self.secrets(in: environment))
     }
 
     /// The values in `environment` that must never be shown: keys, passwords, tokens.
@@ -84,9 +92,11 @@ public struct Rclone: Sendable {
         for (key, value) in environment where value.count >= 4 {
             let upper = key.uppercased()
             let secret =
-                ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "RCLONE_CONFIG_PASS"].contains(upper)
+                ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "RCLONE_CONFIG_PASS"].contains(
+                    upper)
                 || (upper.hasPrefix("RCLONE_")
-                    && ["KEY", "SECRET", "PASS", "TOKEN", "PASSWORD", "PASSWORD2", "ACCOUNT", "SAS_URL", "CREDENTIALS"].contains { upper.hasSuffix("_" + $0) })
+                    && ["KEY", "SECRET", "PASS", "TOKEN", "PASSWORD", "PASSWORD2", "ACCOUNT", "SAS_URL", "CREDENTIALS"]
+                        .contains { upper.hasSuffix("_" + $0) })
             if secret { values.append(value) }
         }
         return values.sorted { $0.count > $1.count }
@@ -131,13 +141,21 @@ public final class RcloneProcess: @unchecked Sendable {
         close(output)
     }
 
-    static func spawn(executable: String, arguments: [String], environment: [String: String], secrets: [String]) throws(RepositoryError) -> RcloneProcess {
+    static func spawn(executable: String, arguments: [String], environment: [String: String], secrets: [String])
+        throws(RepositoryError) -> RcloneProcess
+    {
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
-        guard granary_pipe_cloexec(&outPipe) == 0 else { throw .transport(location: executable, detail: "cannot create a pipe: \(String(cString: strerror(errno)))", temporary: false) }
+        guard granary_pipe_cloexec(&outPipe) == 0 else {
+            throw .transport(
+                location: executable, detail: "cannot create a pipe: \(String(cString: strerror(errno)))",
+                temporary: false)
+        }
         guard granary_pipe_cloexec(&errPipe) == 0 else {
             close(outPipe[0]); close(outPipe[1])
-            throw .transport(location: executable, detail: "cannot create a pipe: \(String(cString: strerror(errno)))", temporary: false)
+            throw .transport(
+                location: executable, detail: "cannot create a pipe: \(String(cString: strerror(errno)))",
+                temporary: false)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -159,7 +177,8 @@ public final class RcloneProcess: @unchecked Sendable {
         posix_spawnattr_setsigmask(&attributes, &empty)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        let envp: [UnsafeMutablePointer<CChar>?] = environment.sorted { $0.key < $1.key }.map { strdup($0.key + "=" + $0.value) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] =
+            environment.sorted { $0.key < $1.key }.map { strdup($0.key + "=" + $0.value) } + [nil]
         defer {
             for pointer in argv { free(pointer) }
             for pointer in envp { free(pointer) }
@@ -171,7 +190,8 @@ public final class RcloneProcess: @unchecked Sendable {
         guard rc == 0 else {
             close(outPipe[0]); close(errPipe[0])
             if rc == ENOENT { throw .rcloneMissing }
-            throw .transport(location: executable, detail: "cannot run rclone: \(String(cString: strerror(rc)))", temporary: false)
+            throw .transport(
+                location: executable, detail: "cannot run rclone: \(String(cString: strerror(rc)))", temporary: false)
         }
         return RcloneProcess(pid: pid, output: outPipe[0], errorPipe: errPipe[0], secrets: secrets)
     }

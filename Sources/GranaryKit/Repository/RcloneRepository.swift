@@ -42,7 +42,9 @@ public struct RcloneRepository: Repository {
     /// The name of the remote an `s3:` location defines.
     static let s3Remote = "granarys3"
 
-    public init(location: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(RepositoryError) {
+    public init(location: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(RepositoryError)
+    {
         self.location = location
         var environment = environment
         var extra: [String: String] = [:]
@@ -58,8 +60,10 @@ public struct RcloneRepository: Repository {
             }
             root = Self.s3Remote + ":" + rest
             let prefix = "RCLONE_CONFIG_" + Self.s3Remote.uppercased() + "_"
-            let endpoint = environment["AWS_ENDPOINT_URL_S3"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["AWS_ENDPOINT_URL"]
-            let region = environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["AWS_DEFAULT_REGION"]
+            let endpoint =
+                environment["AWS_ENDPOINT_URL_S3"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["AWS_ENDPOINT_URL"]
+            let region =
+                environment["AWS_REGION"].flatMap { $0.isEmpty ? nil : $0 } ?? environment["AWS_DEFAULT_REGION"]
             extra[prefix + "TYPE"] = "s3"
             extra[prefix + "PROVIDER"] = endpoint?.isEmpty == false ? "Other" : "AWS"
             extra[prefix + "ENV_AUTH"] = "true"
@@ -92,10 +96,14 @@ public struct RcloneRepository: Repository {
             if remote.contains(",") || remote.contains("=") {
                 // The parameters may hold a secret: they are not shown either.
                 let shown = "rclone:" + remote.prefix { $0 != "," } + ",…"
-                throw .badLocation(shown, "connection-string parameters would go on rclone's command line, where every user can read them; define the remote in rclone's configuration (or RCLONE_CONFIG_NAME_* variables)")
+                throw .badLocation(
+                    shown,
+                    "connection-string parameters would go on rclone's command line, where every user can read them; define the remote in rclone's configuration (or RCLONE_CONFIG_NAME_* variables)"
+                )
             }
             if remote == "" || remote == ":local" || remote.hasPrefix("/") || remote.hasPrefix(".") {
-                throw .badLocation(location, "a local folder is a repository by its path, with the checks a local repository gets")
+                throw .badLocation(
+                    location, "a local folder is a repository by its path, with the checks a local repository gets")
             }
             root = rest
         } else {
@@ -110,7 +118,10 @@ public struct RcloneRepository: Repository {
             }
             if location.hasPrefix("rclone:") {
                 let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
-                let config = environment["RCLONE_CONFIG"] ?? (environment["XDG_CONFIG_HOME"].map { $0 + "/rclone/rclone.conf" } ?? home + "/.config/rclone/rclone.conf")
+                let config =
+                    environment["RCLONE_CONFIG"]
+                    ?? (environment["XDG_CONFIG_HOME"].map { $0 + "/rclone/rclone.conf" } ?? home
+                        + "/.config/rclone/rclone.conf")
                 if let problem = RootEnvironment.trustProblem(config) {
                     throw .badLocation(location, "refusing the rclone configuration \(config) as root: \(problem)")
                 }
@@ -139,7 +150,9 @@ public struct RcloneRepository: Repository {
     @discardableResult
     func run(_ arguments: [String], what: String) throws(RepositoryError) -> [UInt8] {
         let output = try rclone.run(common + arguments, extra: extra)
-        guard output.status == 0 else { throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: what) }
+        guard output.status == 0 else {
+            throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: what)
+        }
         return output.standardOutput
     }
 
@@ -159,9 +172,13 @@ public struct RcloneRepository: Repository {
         let lines = diagnostics.split(separator: "\n").map { line -> String in
             var text = String(line)
             // "2026/11/23 20:24:29 ERROR : name: what" → "name: what"
-            if let range = text.range(of: #"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (ERROR|NOTICE|INFO|DEBUG|CRITICAL) ?: ?"#, options: .regularExpression) {
+            if let range = text.range(
+                of: #"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} (ERROR|NOTICE|INFO|DEBUG|CRITICAL) ?: ?"#,
+                options: .regularExpression)
+            {
                 text.removeSubrange(range)
-            } else if let range = text.range(of: #"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} "#, options: .regularExpression) {
+            } else if let range = text.range(of: #"^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} "#, options: .regularExpression)
+            {
                 text.removeSubrange(range)
             }
             return text.trimmingCharacters(in: .whitespaces)
@@ -172,15 +189,22 @@ public struct RcloneRepository: Repository {
         if lower.contains("nosuchbucket") || lower.contains("status code: 404") {
             return .missing(location: location, detail: "no such bucket, or no such object (\(detail))")
         }
-        if status == ExitCode.directoryNotFound || status == ExitCode.fileNotFound || lower.contains("directory not found") {
+        if status == ExitCode.directoryNotFound || status == ExitCode.fileNotFound
+            || lower.contains("directory not found")
+        {
             return .missing(location: location, detail: detail)
         }
-        if ["accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "403 forbidden", "status code: 403"].contains(where: lower.contains) {
+        if ["accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch", "403 forbidden", "status code: 403"]
+            .contains(where: lower.contains)
+        {
             return .denied(location: location, detail: detail)
         }
         let temporary =
             status == ExitCode.temporaryError || status >= ExitCode.signalled
-            || ["connection refused", "connection reset", "timeout", "timed out", "503", "slowdown", "serviceunavailable", "unexpected eof", "broken pipe", "no such host", "500", "internalerror"].contains(where: lower.contains)
+            || [
+                "connection refused", "connection reset", "timeout", "timed out", "503", "slowdown",
+                "serviceunavailable", "unexpected eof", "broken pipe", "no such host", "500", "internalerror",
+            ].contains(where: lower.contains)
         return .transport(location: location, detail: detail, temporary: temporary)
     }
 
@@ -226,9 +250,14 @@ public struct RcloneRepository: Repository {
         if RawPath.mkdir(workFolder, 0o700) != 0 && errno != EEXIST {
             throw .cannotCreate(workFolder, FileSystemError("create folder", path: workFolder))
         }
-        guard let info = FileSystem.status(workFolder) else { throw .cannotCreate(workFolder, FileSystemError("stat", path: workFolder)) }
+        guard let info = FileSystem.status(workFolder) else {
+            throw .cannotCreate(workFolder, FileSystemError("stat", path: workFolder))
+        }
         guard (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
-            throw .unsafe(workFolder, "is not a folder of uid \(geteuid()) closed to everyone else (granary's work folder for remote repositories)")
+            throw .unsafe(
+                workFolder,
+                "is not a folder of uid \(geteuid()) closed to everyone else (granary's work folder for remote repositories)"
+            )
         }
         return workFolder
     }
@@ -243,11 +272,14 @@ public struct RcloneRepository: Repository {
     }
 
     private func list(_ folder: String, directories: Bool) throws(RepositoryError) -> [Listed] {
-        let bytes = try run(["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype", remote(folder)], what: display(folder))
+        let bytes = try run(
+            ["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype", remote(folder)],
+            what: display(folder))
         do {
             return try JSONDecoder().decode([Listed].self, from: Data(bytes))
         } catch {
-            throw .transport(location: display(folder), detail: "rclone's listing cannot be read: \(error)", temporary: false)
+            throw .transport(
+                location: display(folder), detail: "rclone's listing cannot be read: \(error)", temporary: false)
         }
     }
 
@@ -266,7 +298,9 @@ public struct RcloneRepository: Repository {
             if folder.isEmpty { throw .missing(location: location, detail: detail) }
             return []
         }
-        return listed.map { RepositoryObject(name: $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? "")) }
+        return listed.map {
+            RepositoryObject(name: $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""))
+        }
     }
 
     /// `2026-11-23T20:10:31.000000000Z` → nanoseconds since 1970 (0 when unreadable).
@@ -290,7 +324,8 @@ public struct RcloneRepository: Repository {
         if let head { arguments += ["--count", String(head)] }
         arguments.append(remote(object))
         let process = try rclone.start(arguments, extra: extra)
-        return .stream(RepositoryStream(process: process, location: display(object), expected: head.map { min($0, size) } ?? size))
+        return .stream(
+            RepositoryStream(process: process, location: display(object), expected: head.map { min($0, size) } ?? size))
     }
 
     // MARK: Writing
@@ -367,7 +402,8 @@ public struct RcloneRepository: Repository {
     }
 
     public func readSidecar(of object: String) -> [UInt8]? {
-        guard let output = try? rclone.run(common + ["cat", remote(Self.sidecar(of: object))], extra: extra), output.status == 0,
+        guard let output = try? rclone.run(common + ["cat", remote(Self.sidecar(of: object))], extra: extra),
+            output.status == 0,
             !output.standardOutput.isEmpty
         else { return nil }
         return output.standardOutput
@@ -398,7 +434,13 @@ public struct RcloneRepository: Repository {
         var escaped = false
         for (index, byte) in bytes.enumerated() {
             if inString {
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
                 continue
             }
             switch byte {
@@ -460,7 +502,8 @@ public struct RcloneRepository: Repository {
                 var parts = object.name[marker.upperBound...].split(separator: "-", omittingEmptySubsequences: false)
                 guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]) else { continue }
                 parts.removeLast(2)
-                let dead = parts.joined(separator: "-") == host && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
+                let dead =
+                    parts.joined(separator: "-") == host && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH
                 let old = object.modified > 0 && now - object.modified > 86_400 * 1_000_000_000
                 guard dead || old else { continue }
                 let key = user.rawValue + "/" + object.name

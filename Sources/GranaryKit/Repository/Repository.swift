@@ -102,7 +102,8 @@ public struct RepositoryEntry: Sendable, Equatable {
     /// which is read where it is.
     public let object: String?
 
-    public init(user: UserID, name: ArchiveName, path: String, size: Int64, modified: Int64 = 0, object: String? = nil) {
+    public init(user: UserID, name: ArchiveName, path: String, size: Int64, modified: Int64 = 0, object: String? = nil)
+    {
         self.user = user
         self.name = name
         self.path = path
@@ -157,7 +158,8 @@ extension Repository {
         try objects(in: user.rawValue).compactMap { object -> Entry? in
             guard !object.name.hasPrefix("."), let name = ArchiveName(fileName: object.name) else { return nil }
             let key = user.rawValue + "/" + object.name
-            return Entry(user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
+            return Entry(
+                user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
         }.sorted { $0.name < $1.name }
     }
 
@@ -185,7 +187,9 @@ extension Repository {
         for (folder, entries) in byFolder {
             let sidecars = readSidecars(in: folder)
             for entry in entries {
-                if let bytes = sidecars[entry.name.fileName], let record = VerificationRecord.decode(bytes, matching: entry) {
+                if let bytes = sidecars[entry.name.fileName],
+                    let record = VerificationRecord.decode(bytes, matching: entry)
+                {
                     result[entry.path] = record
                 }
             }
@@ -224,12 +228,14 @@ extension Repository {
             if try write(key, from: file) {
                 if let localPath, let info = FileSystem.status(localPath + "/" + key) {
                     return Entry(
-                        user: user, name: archive, path: display(key), size: Int64(info.st_size), modified: VerificationRecord.modified(info),
+                        user: user, name: archive, path: display(key), size: Int64(info.st_size),
+                        modified: VerificationRecord.modified(info),
                         object: key)
                 }
                 let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
                 return Entry(
-                    user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file), modified: listed?.modified ?? 0,
+                    user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
+                    modified: listed?.modified ?? 0,
                     object: key)
             }
             sequence += 1
@@ -245,7 +251,7 @@ extension Repository {
             return try Self.manifest(in: try open(entry, head: min(head, entry.size)), name: entry.path)
         } catch let error as RepositoryError {
             throw error
-        } catch where entry.size > head {
+        } catch  where entry.size > head {
             // A manifest larger than the head (many attachments): read on until it ends.
             return try Self.manifest(in: try open(entry), name: entry.path)
         }
@@ -315,7 +321,8 @@ public enum RepositoryError: GranaryError, Sendable {
         case .notARepository(let path): return "not a granary repository: \(path)"
         case .parentMissing(let path): return "cannot create the repository \(path): its parent folder does not exist"
         case .unsafe(let path, let why): return "refusing the repository \(path): it \(why)"
-        case .planted(let path, let why): return "refusing the repository: \(path) \(why); someone else may have made it"
+        case .planted(let path, let why):
+            return "refusing the repository: \(path) \(why); someone else may have made it"
         case .overlapsRoot(let path, let root, let why): return "the repository \(path) \(why) \(root); keep them apart"
         case .cannotCreate(let path, let error): return "cannot create the repository \(path): \(error.description)"
         case .badLocation(let location, let why): return "cannot use the repository location \(location): \(why)"
@@ -324,7 +331,8 @@ public enum RepositoryError: GranaryError, Sendable {
         case .missing(let location, let detail): return "\(location): \(detail)"
         case .denied(let location, let detail): return "\(location): access denied: \(detail)"
         case .local(let error): return error.description
-        case .noRoom(_, let free, let needed): return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
+        case .noRoom(_, let free, let needed):
+            return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
         }
     }
 

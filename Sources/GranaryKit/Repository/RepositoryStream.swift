@@ -61,12 +61,16 @@ public final class RepositoryStream: ArchiveByteStream, @unchecked Sendable {
         if status != 0 {
             failure = RcloneRepository.failure(status: status, diagnostics: process.diagnostics(), location: location)
         } else if let code = readFailed {
-            failure = .transport(location: location, detail: "reading the download failed: \(String(cString: strerror(code)))", temporary: false)
+            failure = .transport(
+                location: location, detail: "reading the download failed: \(String(cString: strerror(code)))",
+                temporary: false)
         } else if delivered < expected {
             failure =
                 delivered == 0
                 ? .missing(location: location, detail: "the object is no longer there")
-                : .transport(location: location, detail: "the download ended after \(delivered) of \(expected) bytes", temporary: true)
+                : .transport(
+                    location: location, detail: "the download ended after \(delivered) of \(expected) bytes",
+                    temporary: true)
         }
         outcome = .some(failure)
         return failure

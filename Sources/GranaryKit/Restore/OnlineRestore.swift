@@ -14,7 +14,9 @@ enum OnlineRestore {
     /// differ, the staged copy — ours to change — is rebuilt at the live page size first:
     /// `PRAGMA page_size` only takes effect through `VACUUM`, and `VACUUM` only changes the page
     /// size outside WAL mode, so the staged copy is switched to `journal_mode=DELETE` before.
-    static func restore(staged: String, into folder: Folder, _ file: String, aside: String, busyTimeout: Duration) throws {
+    static func restore(staged: String, into folder: Folder, _ file: String, aside: String, busyTimeout: Duration)
+        throws
+    {
         let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
         if !FileSystem.isRegularFile(aside) {
             try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)

@@ -20,7 +20,10 @@ public enum OpenFiles {
 
     /// The identities of store `file` of `folder`, its `-wal` and its `-shm` (those that exist).
     public static func identities(of file: String, in folder: Folder) -> Set<Identity> {
-        Set([file, file + "-wal", file + "-shm"].compactMap { folder.entry($0) }.map { Identity(device: $0.device, inode: $0.inode) })
+        Set(
+            [file, file + "-wal", file + "-shm"].compactMap { folder.entry($0) }.map {
+                Identity(device: $0.device, inode: $0.inode)
+            })
     }
 
     /// Process ids (other than this one) that hold the store or its companions open.
@@ -41,7 +44,9 @@ public enum OpenFiles {
             for fd in FileSystem.contents(of: fdFolder) {
                 var info = stat()
                 // stat(2) follows the magic link to the open file itself, even when it was renamed or unlinked.
-                if stat(fdFolder + "/" + fd, &info) == 0, targets.contains(Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))) {
+                if stat(fdFolder + "/" + fd, &info) == 0,
+                    targets.contains(Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+                {
                     found.append(pid)
                     break
                 }

@@ -11,10 +11,13 @@ enum Owners {
     /// socket name is derived from the canonical path of the folder as the kernel knows the open
     /// descriptor (not by resolving a name the user controls) and the file's name in it. A
     /// process that is not the store owner's uid (or root) is refused (`ReopenError.untrustedPeer`).
-    static func connect(_ folder: Folder, _ file: String, ownerUID: uid_t, timeout: Duration) throws(ReopenError) -> ReopenClient? {
+    static func connect(_ folder: Folder, _ file: String, ownerUID: uid_t, timeout: Duration) throws(ReopenError)
+        -> ReopenClient?
+    {
         let canonical = folder.canonicalPath
         let address = ReopenAddress(canonicalPath: (canonical == "/" ? "" : canonical) + "/" + file)
-        return try ReopenClient.connect(address: address, store: folder.path(file), storeOwnerUID: ownerUID, timeout: timeout)
+        return try ReopenClient.connect(
+            address: address, store: folder.path(file), storeOwnerUID: ownerUID, timeout: timeout)
     }
 }
 
@@ -29,7 +32,9 @@ final class CommitLocks {
         let locks = CommitLocks()
         var seen: Set<[UInt64]> = []
         for folder in folders {
-            guard let info = try? folder.descriptor.status(), seen.insert([UInt64(info.st_dev), UInt64(info.st_ino)]).inserted else { continue }
+            guard let info = try? folder.descriptor.status(),
+                seen.insert([UInt64(info.st_dev), UInt64(info.st_ino)]).inserted
+            else { continue }
             while flock(folder.descriptor.raw, LOCK_EX | LOCK_NB) != 0 {
                 guard errno == EWOULDBLOCK || errno == EINTR else {
                     locks.release()
@@ -37,7 +42,8 @@ final class CommitLocks {
                 }
                 if ContinuousClock.now >= deadline {
                     locks.release()
-                    throw RestoreError.storeBusy(store: folder.display, detail: "another process holds its folder's commit lock")
+                    throw RestoreError.storeBusy(
+                        store: folder.display, detail: "another process holds its folder's commit lock")
                 }
                 try Interruption.check()
                 Thread.sleep(forTimeInterval: 0.01)

@@ -63,7 +63,8 @@ public enum Recovery {
             for entry in plan.stores where entry.method == .online && steps.contains(.switched(entry.name)) {
                 // Copied in before the commit point: its old content goes back the same way.
                 let (live, file) = try StoreSwap.live(entry.name, in: folder)
-                try OnlineRestore.putBack(aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout)
+                try OnlineRestore.putBack(
+                    aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout)
             }
             for entry in plan.stores { StoreSwap.rollBack(entry, user: folder, work: work) }
             report.rolledBack = plan.stores.map(\.name)
@@ -76,7 +77,8 @@ public enum Recovery {
             switch entry.method {
             case .swap:
                 if !StoreSwap.isSwitched(entry, user: folder) {
-                    report.intruders += try switchAgain(entry, user: folder, work: work, ownerTimeout: ownerTimeout, folderMode: mode)
+                    report.intruders += try switchAgain(
+                        entry, user: folder, work: work, ownerTimeout: ownerTimeout, folderMode: mode)
                 }
             case .new:
                 try StoreSwap.switchIn(entry, user: folder, work: work, folderMode: mode)
@@ -84,7 +86,8 @@ public enum Recovery {
                 if !steps.contains(.switched(entry.name)) {
                     let (live, file) = try StoreSwap.live(entry.name, in: folder)
                     try OnlineRestore.restore(
-                        staged: work.stagedStore(entry.name), into: live, file, aside: work.asideStore(entry.name), busyTimeout: ownerTimeout)
+                        staged: work.stagedStore(entry.name), into: live, file, aside: work.asideStore(entry.name),
+                        busyTimeout: ownerTimeout)
                     try work.journal.record(.switched(entry.name))
                 }
             }
@@ -94,9 +97,13 @@ public enum Recovery {
             }
             report.rolledForward.append(entry.name)
         }
-        if let done = steps.compactMap({ step -> String? in if case .safetyArchive(let path) = step { return path } else { return nil } }).first {
+        if let done = steps.compactMap({ step -> String? in
+            if case .safetyArchive(let path) = step { return path } else { return nil }
+        }).first {
             report.safetyArchive = done
-        } else if let repository = plan.repository, plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) }) {
+        } else if let repository = plan.repository,
+            plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) })
+        {
             // (A restore that only added stores, into a folder the restore created, replaced nothing.)
             do {
                 let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
@@ -123,7 +130,9 @@ public enum Recovery {
     /// the old store when granary went away) is paused again, the old store checkpointed (so the
     /// file kept aside has everything written since), the stale companions removed, and the staged
     /// file renamed in under the commit lock.
-    static func switchAgain(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, ownerTimeout: Duration, folderMode: mode_t) throws -> [String] {
+    static func switchAgain(
+        _ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, ownerTimeout: Duration, folderMode: mode_t
+    ) throws -> [String] {
         let (live, file) = try StoreSwap.live(entry.name, in: user)
         var owner: ReopenClient?
         if let info = live.entry(file) {
@@ -139,19 +148,24 @@ public enum Recovery {
         defer { locks.release() }
         try owner?.confirmPaused()
         if !OpenFiles.holders(of: file, in: live).isEmpty || OpenFiles.hasWALConnection(file, in: live) {
-            throw RestoreError.storeBusy(store: live.path(file), detail: "it is open; the restore committed before and will finish when it is not")
+            throw RestoreError.storeBusy(
+                store: live.path(file),
+                detail: "it is open; the restore committed before and will finish when it is not")
         }
         try StoreSwap.switchIn(entry, user: user, work: work, folderMode: folderMode)
         return try StoreSwap.removeIntruders(entry, user: user, work: work)
     }
 
     /// Packs the work folder's `aside/` into the safety archive.
-    static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: any Repository) throws -> String {
+    static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: any Repository) throws
+        -> String
+    {
         if CrashPoint.failSafetyArchive { throw FileSystemError("write", path: repository.path, code: EROFS) }
         let user = try UserID(plan.user)
         let items = plan.stores.compactMap { entry -> SafetyArchive.Item? in
             guard FileSystem.isRegularFile(work.asideStore(entry.name)) else { return nil }
-            return SafetyArchive.Item(name: entry.name, database: work.asideStore(entry.name), external: work.asideExternal(entry.name))
+            return SafetyArchive.Item(
+                name: entry.name, database: work.asideStore(entry.name), external: work.asideExternal(entry.name))
         }
         guard !items.isEmpty else { throw RestoreError.storeBusy(store: work.aside, detail: "nothing was kept aside") }
         return try SafetyArchive.write(
@@ -169,13 +183,15 @@ public enum Recovery {
                 FileSystem.removeTree(work.path)
                 continue
             }
-            if !steps.contains(where: { if case .safetyArchive = $0 { return true } else { return false } }), let repository = plan.repository,
+            if !steps.contains(where: { if case .safetyArchive = $0 { return true } else { return false } }),
+                let repository = plan.repository,
                 plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) })
             {
                 do {
                     _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
                 } catch {
-                    return "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"
+                    return
+                        "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"
                 }
             }
             FileSystem.removeTree(work.path)
@@ -190,20 +206,26 @@ public enum Recovery {
         public var removedTemporaries: [String] = []
         /// Whether there was anything at all to do.
         public var nothing: Bool {
-            !reports.contains { $0.hadJournal || $0.safetyArchivePending != nil || $0.retire != nil } && removedTemporaries.isEmpty
+            !reports.contains { $0.hadJournal || $0.safetyArchivePending != nil || $0.retire != nil }
+                && removedTemporaries.isEmpty
         }
     }
 
     /// The users with an unfinished restore or a pending safety archive.
     public static func unfinishedUsers(root: Root) -> [UserID] {
-        let names = FileSystem.contents(of: root.stateFolderPath + "/restore") + FileSystem.contents(of: root.stateFolderPath + "/safety-pending")
+        let names =
+            FileSystem.contents(of: root.stateFolderPath + "/restore")
+            + FileSystem.contents(of: root.stateFolderPath + "/safety-pending")
             + FileSystem.contents(of: root.stateFolderPath + "/retire")
         return Set(names.compactMap { try? UserID($0) }).sorted()
     }
 
     /// Recovers `users` (every user with something unfinished when empty), each under its lock,
     /// then removes the temporaries dead runs left in `repository`.
-    public static func run(root: Root, users: [UserID], repository: (any Repository)?, lockTimeout: Duration, ownerTimeout: Duration = .seconds(10)) throws -> Run {
+    public static func run(
+        root: Root, users: [UserID], repository: (any Repository)?, lockTimeout: Duration,
+        ownerTimeout: Duration = .seconds(10)
+    ) throws -> Run {
         var run = Run()
         for id in users.isEmpty ? unfinishedUsers(root: root) : users {
             let lock = try UserLock.acquire(root: root, user: id, timeout: lockTimeout)

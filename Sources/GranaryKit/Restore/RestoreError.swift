@@ -43,33 +43,47 @@ public enum RestoreError: GranaryError, Sendable {
         case .noArchives(let user): return "no archives of \(user) in the repository"
         case .archiveNotFound(let user, let name): return "no archive \(name) of \(user)"
         case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"
-        case .verificationFailed(let archive, let reason, _, _): return "\(archive) failed verification: \(reason); nothing was changed"
+        case .verificationFailed(let archive, let reason, _, _):
+            return "\(archive) failed verification: \(reason); nothing was changed"
         case .noUser(let user, let root, _): return "no user \(user) under \(root)"
         case .ownerUnknown(let user):
-            return "the archive does not record who owned \(user)'s folder (it was made by an older granary); nothing was changed"
-        case .nothingToUndo(let user): return "no restore or reset of \(user) to undo: the repository has no safety archive of \(user)"
+            return
+                "the archive does not record who owned \(user)'s folder (it was made by an older granary); nothing was changed"
+        case .nothingToUndo(let user):
+            return "no restore or reset of \(user) to undo: the repository has no safety archive of \(user)"
         case .repositoryUnusable(let repository, let reason):
             return "the repository \(repository) cannot take the safety archive: \(reason); nothing was changed"
         case .pausedOwnerWrote(let file):
-            return "\(file) appeared while its store's owner was paused (it would have been applied to the restored store); nothing was changed"
+            return
+                "\(file) appeared while its store's owner was paused (it would have been applied to the restored store); nothing was changed"
         case .unfinished(let user, let reason):
-            return "the restore of \(user) committed, but finishing it failed: \(reason); every store ends new once it is finished"
-        case .storesDiffer(let user, let detail): return "the archive's stores differ from \(user)'s live stores: \(detail)"
-        case .modelMismatch(let store, let detail): return "\(store): the archive's Core Data model differs from the live store's (\(detail))"
+            return
+                "the restore of \(user) committed, but finishing it failed: \(reason); every store ends new once it is finished"
+        case .storesDiffer(let user, let detail):
+            return "the archive's stores differ from \(user)'s live stores: \(detail)"
+        case .modelMismatch(let store, let detail):
+            return "\(store): the archive's Core Data model differs from the live store's (\(detail))"
         case .noOwner(let store): return "nobody serves the reopen protocol for \(store)"
         case .storeOpen(let store, let pids):
-            return "\(store) is open by process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", "))"
+            return
+                "\(store) is open by process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", "))"
         case .differentFilesystem(let staging, let live):
             return "the staging folder \(staging) is not on the filesystem of \(live); a rename cannot be atomic"
-        case .leaseTooShort(let store): return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
+        case .leaseTooShort(let store):
+            return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
         case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
         case .targetExists(let path): return "\(path) already exists"
         case .noRoomToStage(let folder, let needed, let free, let unit):
-            let (need, have) = unit == .bytes
-                ? (ByteCountText.approximate(needed), ByteCountText.approximate(free)) : ("\(needed) files", "room for \(free)")
-            return "staging the archive's files needs \(need) in \(folder), whose filesystem has \(have) free; nothing was changed"
+            let (need, have) =
+                unit == .bytes
+                ? (ByteCountText.approximate(needed), ByteCountText.approximate(free))
+                : ("\(needed) files", "room for \(free)")
+            return
+                "staging the archive's files needs \(need) in \(folder), whose filesystem has \(have) free; nothing was changed"
         // Thrown only before the commit point: the owner's refusal or fault changed nothing.
-        case .owner(let error): return error.description.contains("nothing was changed") ? error.description : error.description + "; nothing was changed"
+        case .owner(let error):
+            return error.description.contains("nothing was changed")
+                ? error.description : error.description + "; nothing was changed"
         }
     }
 

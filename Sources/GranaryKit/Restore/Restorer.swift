@@ -153,7 +153,8 @@ public struct Restorer: Sendable {
         }
         let chosen = request.operation == .restore ? try chooseArchive(request, forNewUser: existing == nil) : nil
         let archive = chosen?.path
-        var report = RestoreReport(user: request.user.rawValue, archive: archive, target: request.target, dryRun: request.dryRun)
+        var report = RestoreReport(
+            user: request.user.rawValue, archive: archive, target: request.target, dryRun: request.dryRun)
         if recovered.hadJournal || recovered.retire != nil { report.recovered = recovered }
         if let pending = recovered.safetyArchivePending { report.warnings.append(pending) }
 
@@ -184,20 +185,29 @@ public struct Restorer: Sendable {
             // `create` fills a folder that holds no store yet (one an earlier restore created before it was
             // interrupted, or an empty one an admin made) like a new one: every store is new.
             let fillsEmpty = request.create != nil && liveStores.isEmpty
-            if request.target == nil && existing != nil && !fillsEmpty { try compare(verified, live: liveStores, force: request.force) }
+            if request.target == nil && existing != nil && !fillsEmpty {
+                try compare(verified, live: liveStores, force: request.force)
+            }
             staged = verified.stores.map { store in
                 let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
                 var modes: [String: UInt32] = [:]
                 if let prefix {
-                    for file in verified.files where file.path.hasPrefix(prefix) { modes[String(file.path.dropFirst(prefix.count))] = file.mode }
+                    for file in verified.files where file.path.hasPrefix(prefix) {
+                        modes[String(file.path.dropFirst(prefix.count))] = file.mode
+                    }
                 }
                 return Staged(
-                    name: store.name, path: work.stagedStore(store.name), external: Staging.stagedExternal(of: store, in: work.staged),
+                    name: store.name, path: work.stagedStore(store.name),
+                    external: Staging.stagedExternal(of: store, in: work.staged),
                     owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
             }
         } else {
-            guard let existing else { throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil) }
-            guard !liveStores.isEmpty else { throw BackupError.noStores(user: request.user.rawValue, folder: existing.path) }
+            guard let existing else {
+                throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil)
+            }
+            guard !liveStores.isEmpty else {
+                throw BackupError.noStores(user: request.user.rawValue, folder: existing.path)
+            }
             for store in liveStores {
                 let path = work.stagedStore(store.name)
                 try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
@@ -209,7 +219,10 @@ public struct Restorer: Sendable {
 
         if let target = request.target {
             for store in staged {
-                report.stores.append(.init(name: store.name, live: target + "/" + store.name, method: .copy, openBy: [], staged: store.path))
+                report.stores.append(
+                    .init(
+                        name: store.name, live: target + "/" + store.name, method: .copy, openBy: [], staged: store.path
+                    ))
             }
             if !request.dryRun { try place(staged, into: target) }
             finished = true
@@ -229,10 +242,15 @@ public struct Restorer: Sendable {
             report.createdFolder = ownership
             report.createdPath = root.path + "/" + request.user.rawValue
             if request.dryRun {
-                report.stores = staged.map { .init(name: $0.name, live: root.path + "/" + request.user.rawValue + "/" + $0.name, method: .new, openBy: [], staged: $0.path) }
+                report.stores = staged.map {
+                    .init(
+                        name: $0.name, live: root.path + "/" + request.user.rawValue + "/" + $0.name, method: .new,
+                        openBy: [], staged: $0.path)
+                }
                 return report
             }
-            user = try root.createUser(request.user, uid: ownership.uid, gid: ownership.gid, mode: mode_t(ownership.mode))
+            user = try root.createUser(
+                request.user, uid: ownership.uid, gid: ownership.gid, mode: mode_t(ownership.mode))
             createdHere = true
         }
         defer { if createdHere && !finished { root.removeEmptyUser(request.user) } }
@@ -243,8 +261,13 @@ public struct Restorer: Sendable {
         for store in staged {
             // A store whose folder is gone is new, like one whose file is gone (a link or anything
             // else in the folder's place is refused).
-            guard let located = try StoreSwap.liveIfPresent(store.name, in: user.folder), let info = located.0.entry(located.1) else {
-                report.stores.append(.init(name: store.name, live: user.folder.path(store.name), method: .new, openBy: [], staged: store.path))
+            guard let located = try StoreSwap.liveIfPresent(store.name, in: user.folder),
+                let info = located.0.entry(located.1)
+            else {
+                report.stores.append(
+                    .init(
+                        name: store.name, live: user.folder.path(store.name), method: .new, openBy: [],
+                        staged: store.path))
                 continue
             }
             let (folder, file) = located
@@ -261,9 +284,11 @@ public struct Restorer: Sendable {
                     switch error {
                     case .untrustedPeer(let path, let pid, let uid, let expected) where request.method != .swap:
                         report.warnings.append(
-                            "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))")
+                            "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))"
+                        )
                     case .unreachable where request.method != .swap:
-                        report.warnings.append("ignored the reopen socket of \(folder.path(file)): \(error.description)")
+                        report.warnings.append(
+                            "ignored the reopen socket of \(folder.path(file)): \(error.description)")
                     default: throw RestoreError.owner(error)
                     }
                     squatted = true
@@ -278,13 +303,17 @@ public struct Restorer: Sendable {
                 method = .swap
             case .offline:
                 guard owner == nil && holders.isEmpty else {
-                    throw RestoreError.storeOpen(store: folder.path(file), pids: holders.isEmpty ? [owner!.ownerPID] : holders)
+                    throw RestoreError.storeOpen(
+                        store: folder.path(file), pids: holders.isEmpty ? [owner!.ownerPID] : holders)
                 }
                 method = .offline
             case .online: method = .online
             }
             if method == .swap { owners[store.name] = owner } else { owner?.close() }
-            report.stores.append(.init(name: store.name, live: folder.path(file), method: method, ownerPID: owner?.ownerPID, openBy: holders, staged: store.path))
+            report.stores.append(
+                .init(
+                    name: store.name, live: folder.path(file), method: method, ownerPID: owner?.ownerPID,
+                    openBy: holders, staged: store.path))
         }
         if request.dryRun { return report }
 
@@ -297,7 +326,8 @@ public struct Restorer: Sendable {
         try journal.begin(
             SwapJournal.Plan(
                 user: request.user.rawValue, operation: request.operation.rawValue,
-                label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel, archive: archive,
+                label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel,
+                archive: archive,
                 repository: request.safetyArchive ? repository?.path : nil, stores: entries))
 
         // Up to the commit point: pause the owners, prepare every store, then check, under the
@@ -311,14 +341,17 @@ public struct Restorer: Sendable {
             for entry in entries where entry.method == .online {
                 let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
                 try OnlineRestore.restore(
-                    staged: work.stagedStore(entry.name), into: folder, file, aside: work.asideStore(entry.name), busyTimeout: request.ownerTimeout)
+                    staged: work.stagedStore(entry.name), into: folder, file, aside: work.asideStore(entry.name),
+                    busyTimeout: request.ownerTimeout)
                 try journal.record(.switched(entry.name))
             }
             for entry in entries {
                 guard let owner = owners[entry.name] else { continue }
                 try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
                 // pause() may have reconnected: name the process that was paused.
-                if let index = report.stores.firstIndex(where: { $0.name == entry.name }) { report.stores[index].ownerPID = owner.ownerPID }
+                if let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
+                    report.stores[index].ownerPID = owner.ownerPID
+                }
             }
             // What each paused store looks like once prepared (checkpointed, companions removed): a
             // paused owner writing through a connection it opened anew changes it, even when that
@@ -339,7 +372,9 @@ public struct Restorer: Sendable {
                 }, until: .now + request.ownerTimeout)
             for entry in renamed where entry.method == .swap {
                 if let owner = owners[entry.name] {
-                    if owner.leaseRemaining < StoreSwap.commitMargin { throw RestoreError.leaseTooShort(store: entry.name) }
+                    if owner.leaseRemaining < StoreSwap.commitMargin {
+                        throw RestoreError.leaseTooShort(store: entry.name)
+                    }
                     // An owner that said RESUMED (or anything) unasked while paused is not paused.
                     try owner.confirmPaused()
                 }
@@ -348,17 +383,24 @@ public struct Restorer: Sendable {
                 let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
                 let before = report.stores.first { $0.name == entry.name }?.openBy ?? []
                 var holders = OpenFiles.holders(of: file, in: folder, among: before)
-                if holders.isEmpty && OpenFiles.hasWALConnection(file, in: folder) { holders = OpenFiles.holders(of: file, in: folder) }
+                if holders.isEmpty && OpenFiles.hasWALConnection(file, in: folder) {
+                    holders = OpenFiles.holders(of: file, in: folder)
+                }
                 if !holders.isEmpty || OpenFiles.hasWALConnection(file, in: folder) {
                     let who = holders.isEmpty ? "of another user" : holders.map(String.init).joined(separator: ", ")
-                    throw RestoreError.storeBusy(store: folder.path(file), detail: "still open by process \(who) after the pause")
+                    throw RestoreError.storeBusy(
+                        store: folder.path(file), detail: "still open by process \(who) after the pause")
                 }
                 // The stale companions were removed when the store was prepared: one that is back was
                 // written while the store was paused (an owner putting back a saved -wal would apply
                 // the old store's pages to the new one). Nothing is committed then.
                 for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
-                    if owners[entry.name] != nil { throw RestoreError.pausedOwnerWrote(file: folder.path(file + suffix)) }
-                    throw RestoreError.storeBusy(store: folder.path(file), detail: "\(folder.path(file + suffix)) appeared while it was being swapped")
+                    if owners[entry.name] != nil {
+                        throw RestoreError.pausedOwnerWrote(file: folder.path(file + suffix))
+                    }
+                    throw RestoreError.storeBusy(
+                        store: folder.path(file),
+                        detail: "\(folder.path(file + suffix)) appeared while it was being swapped")
                 }
                 if let prepared = preparedState[entry.name], StoreSwap.Fingerprint(folder.entry(file)) != prepared {
                     throw RestoreError.pausedOwnerWrote(file: folder.path(file))
@@ -382,7 +424,9 @@ public struct Restorer: Sendable {
                 try StoreSwap.switchIn(entry, user: user.folder, work: work, folderMode: mode)
                 let intruders = try StoreSwap.removeIntruders(entry, user: user.folder, work: work)
                 for path in intruders {
-                    report.warnings.append("\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                    report.warnings.append(
+                        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
+                    )
                     if owners[entry.name] != nil { report.writtenWhilePaused.append(path) }
                 }
                 try journal.record(.switched(entry.name))
@@ -396,7 +440,9 @@ public struct Restorer: Sendable {
                 guard let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) else { continue }
                 let intruders = (try? StoreSwap.removeIntruders(entry, user: user.folder, work: work)) ?? []
                 for path in intruders {
-                    report.warnings.append("\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                    report.warnings.append(
+                        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
+                    )
                 }
                 if !intruders.isEmpty || StoreSwap.Fingerprint(folder.entry(file)) != switchedState[entry.name] {
                     report.writtenWhilePaused.append(folder.path(file))
@@ -409,16 +455,23 @@ public struct Restorer: Sendable {
                 // Past the commit point whatever the owner does is reported, and the restore stands.
                 do {
                     let ended = try owner.endPause(timeout: request.ownerTimeout)
-                    if let index = report.stores.firstIndex(where: { $0.name == entry.name }) { report.stores[index].paused = ended.pause }
+                    if let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
+                        report.stores[index].paused = ended.pause
+                    }
                     switch ended.ending {
                     case .resumed: break
                     case .late:
-                        report.warnings.append("restored; the owner of \(entry.name) resumed late (\(Int(ended.reopening.timeInterval * 1000)) ms after RESUME)")
+                        report.warnings.append(
+                            "restored; the owner of \(entry.name) resumed late (\(Int(ended.reopening.timeInterval * 1000)) ms after RESUME)"
+                        )
                     case .expired:
-                        report.warnings.append("restored; the owner of \(entry.name) reopened by itself: its lease had run out before RESUME")
+                        report.warnings.append(
+                            "restored; the owner of \(entry.name) reopened by itself: its lease had run out before RESUME"
+                        )
                     case .unanswered:
                         report.warnings.append(
-                            "restored; the owner of \(entry.name) did not confirm it resumed (it reopens on its own when granary's connection closes)")
+                            "restored; the owner of \(entry.name) did not confirm it resumed (it reopens on its own when granary's connection closes)"
+                        )
                     }
                 } catch {
                     report.warnings.append("restored; the owner of \(entry.name): \(error.description)")
@@ -428,7 +481,8 @@ public struct Restorer: Sendable {
         } catch {
             locks?.release()
             for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
-            throw RestoreError.unfinished(user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+            throw RestoreError.unfinished(
+                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
         }
 
         // After the owners run again: external-data clean-up, the safety archive, then clean up.
@@ -438,7 +492,8 @@ public struct Restorer: Sendable {
         do {
             done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
         } catch {
-            throw RestoreError.unfinished(user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+            throw RestoreError.unfinished(
+                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
         }
         report.safetyArchive = done.safetyArchive
         report.safetyArchivePending = done.safetyArchivePending
@@ -451,9 +506,13 @@ public struct Restorer: Sendable {
     /// `restore USER`; a final archive (what a retired user left) only for a user whose folder is
     /// gone (`create` brings a retired user back).
     /// A path given (a local file, outside any repository) has no entry.
-    private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> (path: String, entry: RepositoryEntry?) {
+    private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> (
+        path: String, entry: RepositoryEntry?
+    ) {
         if let name = request.archive, name.contains("/") {
-            guard FileSystem.isRegularFile(name) else { throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name) }
+            guard FileSystem.isRegularFile(name) else {
+                throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name)
+            }
             return (name, nil)
         }
         guard let repository else { throw RestoreError.noRepository }
@@ -466,7 +525,9 @@ public struct Restorer: Sendable {
             return (entry.path, entry)
         }
         if request.undo {
-            guard let entry = archives.last(where: { $0.name.kind == .safety }) else { throw RestoreError.nothingToUndo(user: request.user.rawValue) }
+            guard let entry = archives.last(where: { $0.name.kind == .safety }) else {
+                throw RestoreError.nothingToUndo(user: request.user.rawValue)
+            }
             return (entry.path, entry)
         }
         let backups = archives.filter { $0.name.kind == .backup || (forNewUser && $0.name.kind == .final) }
@@ -481,7 +542,9 @@ public struct Restorer: Sendable {
     }
 
     /// Stages `archive`; when it does not verify, finds the newest archive of the user that does, for the message.
-    private func stageVerified(_ chosen: (path: String, entry: RepositoryEntry?), into staging: String, user: UserID) throws -> Manifest {
+    private func stageVerified(_ chosen: (path: String, entry: RepositoryEntry?), into staging: String, user: UserID)
+        throws -> Manifest
+    {
         let archive = chosen.path
         do {
             // A remote archive streams through the verifier into staging: no other local copy.
@@ -503,7 +566,9 @@ public struct Restorer: Sendable {
                     }
                 }
                 if let repository, let source = try? repository.open(candidate),
-                    (try? ArchiveVerifier.verify(source: source, name: candidate.path, workFolder: work, check: .full, expectedUser: user.rawValue)) != nil
+                    (try? ArchiveVerifier.verify(
+                        source: source, name: candidate.path, workFolder: work, check: .full,
+                        expectedUser: user.rawValue)) != nil
                 {
                     good = candidate.path
                     break
@@ -533,8 +598,11 @@ public struct Restorer: Sendable {
             let db = try Database(try liveStore.sqliteName(), mode: .readOnly)
             let liveModel = try CoreDataMetadata.read(db)?.modelVersionHashes ?? [:]
             if liveModel != archivedModel {
-                let differing = Set(liveModel.keys).union(archivedModel.keys).filter { liveModel[$0] != archivedModel[$0] }.sorted()
-                throw RestoreError.modelMismatch(store: liveStore.path, detail: "entities \(differing.joined(separator: ", "))")
+                let differing = Set(liveModel.keys).union(archivedModel.keys).filter {
+                    liveModel[$0] != archivedModel[$0]
+                }.sorted()
+                throw RestoreError.modelMismatch(
+                    store: liveStore.path, detail: "entities \(differing.joined(separator: ", "))")
             }
         }
     }
@@ -543,7 +611,8 @@ public struct Restorer: Sendable {
     /// with which owner the archive recorded (as this host names it), for the message.
     private func createSource(_ request: RestoreRequest) -> CreateSource? {
         guard let chosen = (try? chooseArchive(request, forNewUser: true)),
-            let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) }) ?? Catalogue.readManifest(chosen.path)
+            let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) })
+                ?? Catalogue.readManifest(chosen.path)
         else {
             return nil
         }
@@ -583,7 +652,9 @@ public struct Restorer: Sendable {
         var needed: Int64 = 0
         for store in stores {
             needed += store.size + (store.walSize ?? 0)
-            if let external = try? store.externalDataFolder() { needed += ((try? external.entries()) ?? []).reduce(0) { $0 + $1.size } }
+            if let external = try? store.externalDataFolder() {
+                needed += ((try? external.entries()) ?? []).reduce(0) { $0 + $1.size }
+            }
         }
         do { try repository.checkRoom(for: user, bytes: needed) } catch {
             throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description)
@@ -593,9 +664,13 @@ public struct Restorer: Sendable {
     /// The journal entry of one store: the staged file given the live file's owner and mode (or,
     /// for a new store, the folder owner's uid and gid and the mode the archive recorded) and the
     /// live store's journal mode, and which external-data files come, go and stay.
-    private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder, work: RestoreWork) throws -> SwapJournal.Entry {
+    private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder, work: RestoreWork) throws
+        -> SwapJournal.Entry
+    {
         // A new store's folder may not exist yet (the switch makes it): nothing live is read then.
-        let (folder, file) = method == .new ? (user, (store.name as NSString).lastPathComponent) : try StoreSwap.live(store.name, in: user)
+        let (folder, file) =
+            method == .new
+            ? (user, (store.name as NSString).lastPathComponent) : try StoreSwap.live(store.name, in: user)
         let live = method == .new ? nil : folder.entry(file)
         let stagedFile = Descriptor(RawPath.open(store.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), display: store.path)
         guard stagedFile.raw >= 0 else { throw FileSystemError("open", path: store.path) }
@@ -604,7 +679,9 @@ public struct Restorer: Sendable {
         let uid = live?.uid ?? user.ownerUID ?? geteuid()
         // A new store gets the group the archive recorded for it when its owner is in that group
         // (a change the owner could make with chgrp), else the user folder's.
-        let recordedGID = store.owner.map(AccountNames.hostGID).flatMap { AccountNames.isMember(uid: uid, of: $0) ? $0 : nil }
+        let recordedGID = store.owner.map(AccountNames.hostGID).flatMap {
+            AccountNames.isMember(uid: uid, of: $0) ? $0 : nil
+        }
         let gid = live?.gid ?? recordedGID ?? folderGID
         let mode = live?.mode ?? mode_t((store.owner?.mode ?? 0o600) & 0o7777)
         if geteuid() == 0 && fchown(stagedFile.raw, uid, gid) != 0 { throw FileSystemError("chown", path: store.path) }
@@ -612,7 +689,8 @@ public struct Restorer: Sendable {
         // The restored file keeps the live store's journal mode (WAL or rollback), which the header
         // records and every process opening the store follows; the archive's may differ.
         if method != .online, let live, live.kind == .file, let liveFile = try? folder.openFile(file),
-            let liveHeader = StoreHeader((try? liveFile.read(count: 100, at: 0)) ?? []), let stagedHeader = StoreHeader.read(store.path),
+            let liveHeader = StoreHeader((try? liveFile.read(count: 100, at: 0)) ?? []),
+            let stagedHeader = StoreHeader.read(store.path),
             liveHeader.isWAL != stagedHeader.isWAL
         {
             let db = try Database(path: store.path, mode: .readWrite)
@@ -627,7 +705,9 @@ public struct Restorer: Sendable {
         let liveExternal = method == .new ? nil : try StoreFile.externalDataFolder(of: file, in: folder)
         var oldFiles: Set<String> = []
         for entry in (try liveExternal?.entries()) ?? [] {
-            guard entry.kind == .file else { throw FolderError.notRegular(path: liveExternal!.path(entry.name), kind: entry.kind) }
+            guard entry.kind == .file else {
+                throw FolderError.notRegular(path: liveExternal!.path(entry.name), kind: entry.kind)
+            }
             oldFiles.insert(entry.name)
         }
         let newFiles = Set(store.external.map { FileSystem.contents(of: $0) } ?? [])
@@ -644,13 +724,16 @@ public struct Restorer: Sendable {
             let old = try FileDigest.of(try liveExternal!.openFile(name)).sha256
             let new = try SafetyArchive.hash(store.external! + "/" + name).1
             if old != new {
-                throw RestoreError.storeBusy(store: folder.path(file), detail: "external-data file \(name) differs in content with the same name")
+                throw RestoreError.storeBusy(
+                    store: folder.path(file), detail: "external-data file \(name) differs in content with the same name"
+                )
             }
         }
         return SwapJournal.Entry(
             name: store.name, method: method == .new ? .new : method == .online ? .online : .swap,
             stagedDevice: UInt64(staged.st_dev), stagedInode: UInt64(staged.st_ino),
-            externalAdded: newFiles.subtracting(oldFiles).sorted(), externalRemoved: oldFiles.subtracting(newFiles).sorted(),
+            externalAdded: newFiles.subtracting(oldFiles).sorted(),
+            externalRemoved: oldFiles.subtracting(newFiles).sorted(),
             externalKept: oldFiles.intersection(newFiles).sorted(), folderModes: store.folderModes)
     }
 
@@ -658,7 +741,8 @@ public struct Restorer: Sendable {
     private func place(_ staged: [Staged], into target: String) throws {
         try FileSystem.makeDirectory(target)
         let destination = try Folder.open(path: target)
-        for store in staged where destination.entry(store.name.split(separator: "/").first.map(String.init) ?? store.name) != nil {
+        for store in staged
+        where destination.entry(store.name.split(separator: "/").first.map(String.init) ?? store.name) != nil {
             if (try? destination.parent(of: store.name))?.0.entry((store.name as NSString).lastPathComponent) != nil {
                 throw RestoreError.targetExists(path: destination.path(store.name))
             }
@@ -669,7 +753,8 @@ public struct Restorer: Sendable {
             let (staging, stagedName) = try RestoreWork.parent(of: store.path)
             try staging.rename(stagedName, to: folder, as: (store.name as NSString).lastPathComponent, .noReplace)
             if let external = store.external, FileSystem.isDirectory(external) {
-                let support = try folder.makeFolder(StoreFile.supportFolderName(for: (store.name as NSString).lastPathComponent))
+                let support = try folder.makeFolder(
+                    StoreFile.supportFolderName(for: (store.name as NSString).lastPathComponent))
                 let (from, name) = try RestoreWork.parent(of: external)
                 try from.rename(name, to: support, as: StoreFile.externalDataFolderName, .noReplace)
                 try support.sync()

@@ -35,7 +35,8 @@ public enum SafetyArchive {
     /// Writes the archive and returns its path. It appears under its final name only when complete
     /// and synced.
     public static func write(
-        user: UserID, items: [Item], repository: any Repository, label: String?, kind: ArchiveKind = .safety, restoredFrom: String? = nil,
+        user: UserID, items: [Item], repository: any Repository, label: String?, kind: ArchiveKind = .safety,
+        restoredFrom: String? = nil,
         compression: Compression = .zstd
     ) throws -> String {
         try repository.prepare()
@@ -57,7 +58,9 @@ public enum SafetyArchive {
                 for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
                     let (size, digest) = try hash(external + "/" + name)
                     let mode = FileSystem.status(external + "/" + name).map { UInt32($0.st_mode & 0o7777) }
-                    files.append(Manifest.File(path: prefix + "/" + name, size: size, sha256: digest, kind: .external, mode: mode))
+                    files.append(
+                        Manifest.File(
+                            path: prefix + "/" + name, size: size, sha256: digest, kind: .external, mode: mode))
                     members.append((prefix + "/" + name, external + "/" + name))
                 }
             }
@@ -67,7 +70,9 @@ public enum SafetyArchive {
                 journalMode: try db.journalMode(), sqliteVersion: Database.libraryVersion, check: "quick",
                 integrity: problems == [Database.sound] ? Database.sound : problems.joined(separator: "; "),
                 externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db))
-            store.owner = FileSystem.status(item.database).map { .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode)) }
+            store.owner = FileSystem.status(item.database).map {
+                .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
+            }
             stores.append(store)
         }
         let now = Date()
@@ -80,7 +85,8 @@ public enum SafetyArchive {
         let file = Descriptor(fd, display: temporary)
         var published = false
         defer { if !published { unlink(temporary) } }
-        let writer = try ArchiveWriter(fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now,
+        let writer = try ArchiveWriter(
+            fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now,
             rawNames: ArchiveWriter.needsRawNames(members.map(\.0)))
         try writer.addManifest(manifest)
         for (member, source) in members { try writer.addFile(member: member, from: source) }

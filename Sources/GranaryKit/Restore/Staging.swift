@@ -18,7 +18,9 @@ public enum Staging {
 
     /// Extracts the archive `source` gives (a local file, or a remote archive streamed) as
     /// ``extract(archive:into:user:)`` does; `name` names it in messages.
-    public static func extract(source: ArchiveSource, name archive: String, into folder: String, user: String? = nil) throws -> Manifest {
+    public static func extract(source: ArchiveSource, name archive: String, into folder: String, user: String? = nil)
+        throws -> Manifest
+    {
         do {
             // Every file, those a format-2 archive lists in MANIFEST.files too: restore needs their modes.
             // Before a byte is written: room for every file at its full length (the users'
@@ -53,12 +55,16 @@ public enum StagingRoom {
     public static func check(_ needs: ArchiveVerifier.Needs, in folder: String) throws {
         var info = statvfs()
         guard statvfs(folder, &info) == 0 else { return }
-        let free = Int64(clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue)
+        let free = Int64(
+            clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue)
         let spare: Int64 = 64 << 10
-        if needs.bytes > free - spare { throw RestoreError.noRoomToStage(folder: folder, needed: needs.bytes, free: free, unit: .bytes) }
+        if needs.bytes > free - spare {
+            throw RestoreError.noRoomToStage(folder: folder, needed: needs.bytes, free: free, unit: .bytes)
+        }
         // Filesystems without a fixed number of inodes (btrfs) report none at all.
         if info.f_files > 0 && Int64(needs.files) > Int64(clamping: info.f_favail) {
-            throw RestoreError.noRoomToStage(folder: folder, needed: Int64(needs.files), free: Int64(clamping: info.f_favail), unit: .files)
+            throw RestoreError.noRoomToStage(
+                folder: folder, needed: Int64(needs.files), free: Int64(clamping: info.f_favail), unit: .files)
         }
     }
 }

@@ -21,8 +21,12 @@ public struct RestoreWork: Sendable {
     /// The kept-aside database of a store.
     public func asideStore(_ name: String) -> String { aside + "/" + Manifest.storesFolder + name }
     /// The staged and kept-aside external-data folders of a store.
-    public func stagedExternal(_ name: String) -> String { staged + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name) }
-    public func asideExternal(_ name: String) -> String { aside + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name) }
+    public func stagedExternal(_ name: String) -> String {
+        staged + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name)
+    }
+    public func asideExternal(_ name: String) -> String {
+        aside + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name)
+    }
 
     /// Opens the folder holding `path` (in granary's work folder; made when missing with
     /// `create`) and gives its last component.
@@ -125,7 +129,8 @@ enum StoreSwap {
         let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
         if !entry.externalKept.isEmpty || !entry.externalRemoved.isEmpty {
             guard let liveExternal = try StoreFile.externalDataFolder(of: file, in: folder) else {
-                throw RestoreError.storeBusy(store: folder.path(externalName), detail: "its external-data folder went away")
+                throw RestoreError.storeBusy(
+                    store: folder.path(externalName), detail: "its external-data folder went away")
             }
             let asideExternal = try FileSystem.makeDirectoryHandle(work.asideExternal(entry.name))
             for name in entry.externalKept + entry.externalRemoved {
@@ -146,7 +151,9 @@ enum StoreSwap {
 
     /// Step 3: links the external-data files only the new store has into the live folder (made as
     /// the owner when missing). Idempotent.
-    static func addExternal(_ entry: SwapJournal.Entry, folder: Folder, file: String, work: RestoreWork, mode: mode_t) throws {
+    static func addExternal(_ entry: SwapJournal.Entry, folder: Folder, file: String, work: RestoreWork, mode: mode_t)
+        throws
+    {
         guard !entry.externalAdded.isEmpty else { return }
         let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
         let parent = (entry.name as NSString).deletingLastPathComponent
@@ -196,7 +203,9 @@ enum StoreSwap {
             let stagedExternal = try? Folder.open(path: work.stagedExternal(entry.name))
         {
             for name in entry.externalAdded {
-                if let live = liveExternal.entry(name), let new = stagedExternal.entry(name), live.inode == new.inode, live.device == new.device {
+                if let live = liveExternal.entry(name), let new = stagedExternal.entry(name), live.inode == new.inode,
+                    live.device == new.device
+                {
                     try? liveExternal.remove(name)
                 }
             }
@@ -209,7 +218,9 @@ enum StoreSwap {
 
     /// Whether the live name holds the staged inode: the store was switched.
     static func isSwitched(_ entry: SwapJournal.Entry, user: Folder) -> Bool {
-        guard entry.method != .online, let (folder, file) = try? live(entry.name, in: user), let info = folder.entry(file) else { return false }
+        guard entry.method != .online, let (folder, file) = try? live(entry.name, in: user),
+            let info = folder.entry(file)
+        else { return false }
         return info.inode == entry.stagedInode && info.device == entry.stagedDevice
     }
 
@@ -220,7 +231,8 @@ enum StoreSwap {
         precondition(entry.method != .online)
         if isSwitched(entry, user: user) { return }
         CrashPoint.reach()
-        let (folder, file) = try live(entry.name, in: user, create: entry.method == .new, mode: folderMode, modes: entry.folderModes)
+        let (folder, file) = try live(
+            entry.name, in: user, create: entry.method == .new, mode: folderMode, modes: entry.folderModes)
         let (staging, stagedName) = try RestoreWork.parent(of: work.stagedStore(entry.name))
         try staging.rename(stagedName, to: folder, as: file, entry.method == .new ? .noReplace : .replace)
         try folder.sync()
@@ -252,7 +264,9 @@ enum StoreSwap {
         let aside = try? Folder.open(path: work.asideExternal(entry.name))
         for name in entry.externalRemoved {
             guard let current = liveExternal.entry(name) else { continue }
-            if let kept = aside?.entry(name), kept.inode == current.inode, kept.device == current.device { try liveExternal.remove(name) }
+            if let kept = aside?.entry(name), kept.inode == current.inode, kept.device == current.device {
+                try liveExternal.remove(name)
+            }
         }
         try liveExternal.sync()
     }

@@ -99,7 +99,10 @@ public final class SwapJournal {
         }
 
         init?(line: String) {
-            let (word, rest) = line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) } ?? (line, "")
+            let (word, rest) =
+                line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) } ?? (
+                    line, ""
+                )
             switch word {
             case "prepared": self = .prepared(rest)
             case "commit": self = .commit
@@ -146,7 +149,9 @@ public final class SwapJournal {
     public func read() -> (plan: Plan, steps: [Step])? {
         guard let data = FileManager.default.contents(atPath: path) else { return nil }
         let lines = data.split(separator: 0x0A, omittingEmptySubsequences: true)
-        guard let first = lines.first, let plan = try? JSONDecoder().decode(Plan.self, from: Data(first)), plan.format == 2 else {
+        guard let first = lines.first, let plan = try? JSONDecoder().decode(Plan.self, from: Data(first)),
+            plan.format == 2
+        else {
             return nil
         }
         return (plan, lines.dropFirst().compactMap { Step(line: String(decoding: $0, as: UTF8.self)) })

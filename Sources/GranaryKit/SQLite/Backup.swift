@@ -67,11 +67,14 @@ public final class SQLiteBackup {
     private func rethrowStep(_ error: SQLiteError, rc: Int32) throws(SQLiteError) -> StepResult {
         // A file of a source beneath a user's folder that granary refused (its -wal, its -shm).
         if let refusal = Database.refusal(near: source.path) {
-            throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step", refusal: refusal)
+            throw SQLiteError(
+                code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step",
+                refusal: refusal)
         }
         // Report the source path when the failure came from reading it.
         if [SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_IOERR].contains(rc & SQLiteError.primaryMask) {
-            throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step")
+            throw SQLiteError(
+                code: rc, message: String(cString: sqlite3_errstr(rc)), path: source.path, operation: "backup_step")
         }
         throw error
     }

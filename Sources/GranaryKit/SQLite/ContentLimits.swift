@@ -78,7 +78,11 @@ public enum ContentLimit: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .time(let budget):
             // Whole seconds from 10 s on: the per-GiB part of a small store's budget is noise.
-            let shown = budget >= .seconds(10) ? .seconds(budget.components.seconds + (budget.components.attoseconds >= 500_000_000_000_000_000 ? 1 : 0)) : budget
+            let shown =
+                budget >= .seconds(10)
+                ? .seconds(
+                    budget.components.seconds + (budget.components.attoseconds >= 500_000_000_000_000_000 ? 1 : 0))
+                : budget
             return "its time budget of \(DurationText.format(shown)) ([limits] time, time_per_gib)"
         case .memory(let bytes): return "its memory ceiling of \(ByteCountText.render(bytes)) ([limits] memory)"
         }
@@ -111,7 +115,8 @@ final class ContentBudget {
         time = limits.timeBudget(forStoreOfSize: size)
         let (seconds, attoseconds) = time.components
         let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        granary_budget_set_time(handle, nanoseconds.overflow ? Int64.max : max(0, nanoseconds.partialValue + attoseconds / 1_000_000_000))
+        granary_budget_set_time(
+            handle, nanoseconds.overflow ? Int64.max : max(0, nanoseconds.partialValue + attoseconds / 1_000_000_000))
     }
 
     deinit { granary_budget_release(handle) }

@@ -14,7 +14,9 @@ import Foundation
 public enum CoreDataMetadata {
     public static func read(_ db: Database) throws(SQLiteError) -> Manifest.CoreData? {
         let tables = Dictionary(
-            try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table'").compactMap { $0[0].text }.map { ($0.uppercased(), $0) },
+            try db.rows("SELECT name FROM sqlite_schema WHERE type = 'table'").compactMap { $0[0].text }.map {
+                ($0.uppercased(), $0)
+            },
             uniquingKeysWith: { first, _ in first })
         guard tables["Z_METADATA"] != nil, tables["Z_PRIMARYKEY"] != nil else { return nil }
         var uuid: String?
@@ -23,7 +25,9 @@ public enum CoreDataMetadata {
             uuid = row[0].text
             if let plist = row[1].blob { hashes = modelVersionHashes(fromPlist: plist) }
         }
-        let hasSuper = try db.rows("SELECT name FROM pragma_table_info('Z_PRIMARYKEY')").contains { $0[0].text?.uppercased() == "Z_SUPER" }
+        let hasSuper = try db.rows("SELECT name FROM pragma_table_info('Z_PRIMARYKEY')").contains {
+            $0[0].text?.uppercased() == "Z_SUPER"
+        }
         var names: [Int64: String] = [:]
         var parents: [Int64: Int64] = [:]
         for row in try db.rows("SELECT Z_ENT, Z_NAME\(hasSuper ? ", Z_SUPER" : "") FROM Z_PRIMARYKEY") {
@@ -38,7 +42,9 @@ public enum CoreDataMetadata {
             var path: [Int64] = []
             var seen: Set<Int64> = []
             var current = ent
-            while roots[current] == nil, let parent = parents[current], names[parent] != nil, seen.insert(current).inserted {
+            while roots[current] == nil, let parent = parents[current], names[parent] != nil,
+                seen.insert(current).inserted
+            {
                 path.append(current)
                 current = parent
             }
@@ -62,7 +68,8 @@ public enum CoreDataMetadata {
                 continue
             }
             for row in rows {
-                guard let ent = row[0].integer, known.contains(ent), let name = names[ent], let count = row[1].integer else { continue }
+                guard let ent = row[0].integer, known.contains(ent), let name = names[ent], let count = row[1].integer
+                else { continue }
                 counts[name] = count
             }
         }

@@ -55,17 +55,20 @@ public final class Database {
     /// its memory ceiling applies to everything SQLite allocates in its calls. A statement stopped
     /// by either throws an `SQLiteError` whose `limit` says which. See `ContentLimits`.
     public convenience init(
-        path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil, limits: ContentLimits? = nil,
+        path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil,
+        limits: ContentLimits? = nil,
         budgetSize: Int64? = nil
     ) throws(SQLiteError) {
         // SQLite's unix VFS takes paths of at most 512 bytes; a store deep in granary's staging
         // folder (a 255-byte user id, a long store name) is opened beneath its folder instead,
         // under a short name.
-        if FolderName.encode(path).count > Database.longPath, let folder = try? Folder.open(path: (path as NSString).deletingLastPathComponent),
+        if FolderName.encode(path).count > Database.longPath,
+            let folder = try? Folder.open(path: (path as NSString).deletingLastPathComponent),
             let name = try? folder.sqliteName((path as NSString).lastPathComponent)
         {
             try self.init(
-                opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs, limits: limits,
+                opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs,
+                limits: limits,
                 budgetSize: budgetSize)
             return
         }
@@ -88,7 +91,8 @@ public final class Database {
         budgetSize: Int64? = nil
     ) throws(SQLiteError) {
         try self.init(
-            opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil, limits: limits,
+            opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil,
+            limits: limits,
             budgetSize: budgetSize)
     }
 
@@ -103,13 +107,17 @@ public final class Database {
         // A path of granary's own may hold a name that is not UTF-8 (escaped in the string): SQLite
         // gets its bytes.
         let rc = budget.charging {
-            FolderName.withRaw(opening) { sqlite3_open_v2($0, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs) }
+            FolderName.withRaw(opening) {
+                sqlite3_open_v2($0, &db, mode.flags | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, vfs)
+            }
         }
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(rc))
             let code = db.map { sqlite3_extended_errcode($0) } ?? rc
             if let db { sqlite3_close_v2(db) }
-            throw SQLiteError(code: code, message: message, path: display, operation: "open", refusal: Database.refusal(near: display))
+            throw SQLiteError(
+                code: code, message: message, path: display, operation: "open", refusal: Database.refusal(near: display)
+            )
         }
         self.handle = db
         self.path = display
@@ -148,7 +156,8 @@ public final class Database {
     /// The error for the connection's last failure.
     func lastError(_ rc: Int32, operation: String?) -> SQLiteError {
         let code = sqlite3_extended_errcode(handle)
-        return error(code: code == SQLITE_OK ? rc : code, message: String(cString: sqlite3_errmsg(handle)), operation: operation)
+        return error(
+            code: code == SQLITE_OK ? rc : code, message: String(cString: sqlite3_errmsg(handle)), operation: operation)
     }
 
     /// An error of this connection: one caused by the connection's budget says so; one of a store
@@ -156,7 +165,9 @@ public final class Database {
     private func error(code: Int32, message: String, operation: String?) -> SQLiteError {
         let refusal = beneath == nil ? nil : Database.refusal(near: path)
         if let limit = budget.exceeded {
-            return SQLiteError(code: code, message: "stopped at \(limit)", path: path, operation: operation, refusal: refusal, limit: limit)
+            return SQLiteError(
+                code: code, message: "stopped at \(limit)", path: path, operation: operation, refusal: refusal,
+                limit: limit)
         }
         return SQLiteError(code: code, message: message, path: path, operation: operation, refusal: refusal)
     }

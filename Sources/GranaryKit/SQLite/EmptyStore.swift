@@ -178,17 +178,22 @@ extension EmptyStore {
             func fail(_ reason: String) -> EmptyStoreError { EmptyStoreError(store: store, reason: reason) }
             func integer(_ pragma: String) throws -> Int64 { try db.scalar("PRAGMA \(pragma)")?.integer ?? 0 }
             let encoding = try db.scalar("PRAGMA encoding")?.text ?? "UTF-8"
-            guard ["UTF-8", "UTF-16le", "UTF-16be"].contains(encoding) else { throw fail("has text encoding \(encoding)") }
+            guard ["UTF-8", "UTF-16le", "UTF-16be"].contains(encoding) else {
+                throw fail("has text encoding \(encoding)")
+            }
             var schema = Schema(
                 store: store,
                 header: Plan.Header(
-                    pageSize: Int(try integer("page_size")), autoVacuum: Int(try integer("auto_vacuum")), encoding: encoding,
+                    pageSize: Int(try integer("page_size")), autoVacuum: Int(try integer("auto_vacuum")),
+                    encoding: encoding,
                     userVersion: try integer("user_version"), applicationID: try integer("application_id"),
                     journalMode: try db.journalMode()))
             // Shadow tables belong to a virtual table, which creates them again.
             let shadows = Set(
-                try db.rows("SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow'").compactMap { $0[0].text }
-                    .map(Self.folded))
+                try db.rows("SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow'").compactMap {
+                    $0[0].text
+                }
+                .map(Self.folded))
             let wanted = Set(keep.map(Self.folded))
             for row in try db.rows("SELECT type, name, sql FROM sqlite_schema ORDER BY rowid") {
                 guard let type = row[0].text, let name = row[1].text else { continue }
@@ -202,13 +207,19 @@ extension EmptyStore {
                 switch type {
                 case "table":
                     if name.lowercased().hasPrefix("sqlite_") {
-                        if Self.folded(name) == "sqlite_sequence" { schema.hasSequence = true } else { schema.dropped.append(name) }
+                        if Self.folded(name) == "sqlite_sequence" {
+                            schema.hasSequence = true
+                        } else {
+                            schema.dropped.append(name)
+                        }
                         continue
                     }
                     if shadows.contains(Self.folded(name)) { continue }
                     if let module = try Self.virtualModule(sql) {
                         guard let module, EmptyStore.modules.contains(module.lowercased()) else {
-                            throw fail("has virtual table \(name.debugDescription) of module \(module ?? "?"), which reset cannot rebuild (it rebuilds \(EmptyStore.modules.sorted().joined(separator: ", ")))")
+                            throw fail(
+                                "has virtual table \(name.debugDescription) of module \(module ?? "?"), which reset cannot rebuild (it rebuilds \(EmptyStore.modules.sorted().joined(separator: ", ")))"
+                            )
                         }
                         schema.virtualTables.append((object, module.lowercased()))
                     } else {
@@ -270,7 +281,9 @@ extension EmptyStore {
             for (table, _) in virtualTables { try run(table, in: db) }
             for name in kept { try copyRows(of: name, from: source, to: db) }
             if kept.contains(where: { Self.folded($0) == "z_primarykey" }),
-                try db.rows("SELECT name FROM pragma_table_info('Z_PRIMARYKEY')").contains(where: { $0[0].text == "Z_MAX" })
+                try db.rows("SELECT name FROM pragma_table_info('Z_PRIMARYKEY')").contains(where: {
+                    $0[0].text == "Z_MAX"
+                })
             {
                 try db.execute("UPDATE Z_PRIMARYKEY SET Z_MAX = 0")
             }
@@ -298,14 +311,17 @@ extension EmptyStore {
         private func run(_ object: Object, in db: Database) throws {
             do { try db.runSingle(object.sql) } catch {
                 if error.limit != nil { throw error }
-                throw EmptyStoreError(store: store, reason: "cannot recreate \(object.type) \(object.name.debugDescription): \(error.message)")
+                throw EmptyStoreError(
+                    store: store,
+                    reason: "cannot recreate \(object.type) \(object.name.debugDescription): \(error.message)")
             }
         }
 
         /// Copies every row of `table` (its stored columns, and the rowid of a rowid table).
         private func copyRows(of table: String, from source: Database, to db: Database) throws {
             let quoted = Self.quoted(table)
-            let info = try source.rows("SELECT type, wr FROM pragma_table_list WHERE schema = 'main' AND name = ?", [.text(table)])
+            let info = try source.rows(
+                "SELECT type, wr FROM pragma_table_list WHERE schema = 'main' AND name = ?", [.text(table)])
             let virtual = info.first?[0].text == "virtual"
             let withoutRowid = info.first?[1].integer == 1
             // hidden: 0 an ordinary column, 1 a virtual table's hidden one, 2 and 3 generated.
@@ -313,14 +329,17 @@ extension EmptyStore {
                 .filter { $0[1].integer == 0 }.compactMap { $0[0].text }
             var names = columns.map(Self.quoted)
             if !virtual && !withoutRowid,
-                let alias = ["rowid", "_rowid_", "oid"].first(where: { alias in !columns.contains { Self.folded($0) == alias } })
+                let alias = ["rowid", "_rowid_", "oid"].first(where: { alias in
+                    !columns.contains { Self.folded($0) == alias }
+                })
             {
                 names.insert(alias, at: 0)
             }
             guard !names.isEmpty else { return }
             let select = try source.prepare("SELECT \(names.joined(separator: ", ")) FROM \(quoted)")
             let insert = try db.prepare(
-                "INSERT INTO \(quoted)(\(names.joined(separator: ", "))) VALUES(\(Array(repeating: "?", count: names.count).joined(separator: ", ")))")
+                "INSERT INTO \(quoted)(\(names.joined(separator: ", "))) VALUES(\(Array(repeating: "?", count: names.count).joined(separator: ", ")))"
+            )
             try select.bind([])
             while let row = try select.step() {
                 try insert.bind(row.values)
@@ -344,9 +363,13 @@ extension EmptyStore {
             }
             let problems = db.integrityCheck(full: true)
             if let limit = db.exceededLimit {
-                throw SQLiteError(code: SQLITE_INTERRUPT, message: "stopped at \(limit)", path: store, operation: "integrity_check", limit: limit)
+                throw SQLiteError(
+                    code: SQLITE_INTERRUPT, message: "stopped at \(limit)", path: store, operation: "integrity_check",
+                    limit: limit)
             }
-            guard problems == [Database.sound] else { throw fail("fails integrity_check: \(problems.prefix(3).joined(separator: "; "))") }
+            guard problems == [Database.sound] else {
+                throw fail("fails integrity_check: \(problems.prefix(3).joined(separator: "; "))")
+            }
             for (table, module) in virtualTables {
                 let name = Self.quoted(table.name)
                 do {
@@ -439,7 +462,8 @@ struct SQLTokens {
             return String(decoding: word, as: UTF8.self)
         }
         func isWord(_ b: UInt8) -> Bool {
-            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F || b == 0x24 || b >= 0x80
+            (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5A) || (b >= 0x61 && b <= 0x7A) || b == 0x5F || b == 0x24
+                || b >= 0x80
         }
         if isWord(byte) {
             let start = index

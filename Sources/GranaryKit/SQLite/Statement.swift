@@ -61,7 +61,8 @@ public final class Statement {
         }
         guard rc == SQLITE_OK, let stmt else {
             if rc == SQLITE_OK {
-                throw SQLiteError(code: SQLITE_MISUSE, message: "no statement to run", path: database.path, operation: sql)
+                throw SQLiteError(
+                    code: SQLITE_MISUSE, message: "no statement to run", path: database.path, operation: sql)
             }
             throw database.lastError(rc, operation: sql)
         }
@@ -69,7 +70,8 @@ public final class Statement {
         self.database = database
         self.sql = sql
         if single, !sql.utf8.suffix(rest).allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) {
-            throw SQLiteError(code: SQLITE_MISUSE, message: "holds more than one statement", path: database.path, operation: sql)
+            throw SQLiteError(
+                code: SQLITE_MISUSE, message: "holds more than one statement", path: database.path, operation: sql)
         }
     }
 
@@ -89,7 +91,8 @@ public final class Statement {
             case .text(let v): rc = sqlite3_bind_text(handle, index, v, -1, granary_sqlite_transient())
             case .blob(let v):
                 rc = v.withUnsafeBytes { buffer in
-                    sqlite3_bind_blob(handle, index, buffer.baseAddress, Int32(buffer.count), granary_sqlite_transient())
+                    sqlite3_bind_blob(
+                        handle, index, buffer.baseAddress, Int32(buffer.count), granary_sqlite_transient())
                 }
             }
             if rc != SQLITE_OK { throw database.lastError(rc, operation: sql) }

@@ -110,7 +110,9 @@ public enum SampleData {
         for (index, name) in folders.enumerated() {
             try db.run("INSERT INTO ZFOLDER VALUES (?, 1, 1, ?)", [.integer(Int64(index + 1)), .text(name)])
         }
-        let external = (path as NSString).deletingLastPathComponent + "/" + StoreFile.externalDataName(for: (path as NSString).lastPathComponent)
+        let external =
+            (path as NSString).deletingLastPathComponent + "/"
+            + StoreFile.externalDataName(for: (path as NSString).lastPathComponent)
         try FileSystem.makeDirectory(external, mode: 0o700)
         for pk in 1...notes {
             var attachment: SQLValue = .null

@@ -63,7 +63,9 @@ public final class Descriptor: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: count)
         var done = 0
         while done < count {
-            let n = buffer.withUnsafeMutableBytes { pread(raw, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done)) }
+            let n = buffer.withUnsafeMutableBytes {
+                pread(raw, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+            }
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("read", path: display)
@@ -84,7 +86,9 @@ extension Duration {
 
     /// The duration in whole milliseconds, clamped to what an `Int32` holds (SQLite's busy timeout).
     public var clampedMilliseconds: Int32 {
-        Int32(clamping: components.seconds.multipliedReportingOverflow(by: 1000).overflow ? Int64.max
-            : components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000)
+        Int32(
+            clamping: components.seconds.multipliedReportingOverflow(by: 1000).overflow
+                ? Int64.max
+                : components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000)
     }
 }

@@ -134,7 +134,9 @@ public enum FileSystem {
 
     /// A new, empty file created exclusively with mode 0600 in `directory`, named so that
     /// listings skip it (a leading dot) and a crash leaves an obvious leftover: `.NAME.tmp-PID-RANDOM`.
-    public static func createTemporaryFile(in directory: String, for name: String) throws(FileSystemError) -> (fd: Int32, path: String) {
+    public static func createTemporaryFile(in directory: String, for name: String) throws(FileSystemError) -> (
+        fd: Int32, path: String
+    ) {
         for _ in 0..<16 {
             let path = directory + "/" + temporaryName(for: name)
             let fd = RawPath.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
@@ -148,7 +150,9 @@ public enum FileSystem {
     }
 
     /// A fresh private folder (mode 0700) in `directory`.
-    public static func createTemporaryDirectory(in directory: String, for name: String) throws(FileSystemError) -> String {
+    public static func createTemporaryDirectory(in directory: String, for name: String) throws(FileSystemError)
+        -> String
+    {
         for _ in 0..<16 {
             let path = directory + "/" + temporaryName(for: name)
             if RawPath.mkdir(path, 0o700) == 0 {
@@ -247,11 +251,21 @@ public enum RawPath {
     public static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0) -> Int32 {
         FolderName.withRaw(path) { Glibc.open($0, flags, mode) }
     }
-    @discardableResult public static func mkdir(_ path: String, _ mode: mode_t) -> Int32 { FolderName.withRaw(path) { Glibc.mkdir($0, mode) } }
-    @discardableResult public static func chmod(_ path: String, _ mode: mode_t) -> Int32 { FolderName.withRaw(path) { Glibc.chmod($0, mode) } }
-    @discardableResult public static func unlink(_ path: String) -> Int32 { FolderName.withRaw(path) { Glibc.unlink($0) } }
-    @discardableResult public static func rmdir(_ path: String) -> Int32 { FolderName.withRaw(path) { Glibc.rmdir($0) } }
-    public static func lstat(_ path: String, _ info: inout stat) -> Int32 { FolderName.withRaw(path) { Glibc.lstat($0, &info) } }
+    @discardableResult public static func mkdir(_ path: String, _ mode: mode_t) -> Int32 {
+        FolderName.withRaw(path) { Glibc.mkdir($0, mode) }
+    }
+    @discardableResult public static func chmod(_ path: String, _ mode: mode_t) -> Int32 {
+        FolderName.withRaw(path) { Glibc.chmod($0, mode) }
+    }
+    @discardableResult public static func unlink(_ path: String) -> Int32 {
+        FolderName.withRaw(path) { Glibc.unlink($0) }
+    }
+    @discardableResult public static func rmdir(_ path: String) -> Int32 {
+        FolderName.withRaw(path) { Glibc.rmdir($0) }
+    }
+    public static func lstat(_ path: String, _ info: inout stat) -> Int32 {
+        FolderName.withRaw(path) { Glibc.lstat($0, &info) }
+    }
     public static func link(_ from: String, _ to: String) -> Int32 {
         FolderName.withRaw(from) { a in FolderName.withRaw(to) { b in Glibc.link(a, b) } }
     }

@@ -16,7 +16,9 @@ public enum RootEnvironment {
     public static let dangerous = ["SWIFT_BACKTRACE"]
 
     /// Whether `environment` holds a variable a root process must not run with.
-    public static func needsScrubbing(euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+    public static func needsScrubbing(
+        euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> Bool {
         euid == 0 && dangerous.contains { environment[$0] != nil }
     }
 
@@ -33,7 +35,9 @@ public enum RootEnvironment {
 
     /// Whether this is root acting for a user through sudo (`SUDO_USER` set): then the user's
     /// `XDG_*` and `HOME` do not choose root's configuration.
-    public static func isSudo(euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+    public static func isSudo(
+        euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> Bool {
         euid == 0 && (environment["SUDO_USER"].map { !$0.isEmpty } ?? false)
     }
 

@@ -25,7 +25,8 @@ public enum FileDigest {
     /// With `mapped`, for a private file that nothing writes or truncates any more (a snapshot),
     /// the pieces are mappings of the page cache, hashed in place (`MappedReader`); otherwise
     /// they are read into a buffer, which is safe for a file someone else may still change.
-    public static func of(_ path: String, mapped: Bool = false) throws(FileSystemError) -> (size: Int64, sha256: String) {
+    public static func of(_ path: String, mapped: Bool = false) throws(FileSystemError) -> (size: Int64, sha256: String)
+    {
         let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }
@@ -82,7 +83,9 @@ extension FileDigest {
     /// hashed, whatever the owner does to their file meanwhile. Reads in 1 MiB pieces; a block of
     /// zeros is not written but left a hole (`SparseWriter`), so a sparse file (a few KiB on disk,
     /// gigabytes long) costs the repository no more than it costs its owner.
-    public static func copy(from source: Descriptor, to destination: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
+    public static func copy(from source: Descriptor, to destination: String) throws(FileSystemError) -> (
+        size: Int64, sha256: String
+    ) {
         let fd = RawPath.open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: destination) }
         let output = Descriptor(fd, display: destination)

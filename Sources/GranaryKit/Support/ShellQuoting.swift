@@ -6,7 +6,8 @@ public enum ShellQuoting {
     /// quotes (a single quote inside as `'\''`).
     public static func word(_ word: String) -> String {
         let safe = word.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "@%+=:,./_-".unicodeScalars.contains($0)
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0)
+                || "@%+=:,./_-".unicodeScalars.contains($0)
         }
         if safe && !word.isEmpty { return word }
         return "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"

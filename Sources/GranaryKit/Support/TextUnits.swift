@@ -62,8 +62,9 @@ public enum DurationText {
             guard !digits.isEmpty, digits.count <= 12, let number = Int64(digits) else { return nil }
             rest = rest.dropFirst(digits.count)
             let unit: Int64
-            if rest.hasPrefix("ms") { unit = 1; rest = rest.dropFirst(2) }
-            else {
+            if rest.hasPrefix("ms") {
+                unit = 1; rest = rest.dropFirst(2)
+            } else {
                 switch rest.first {
                 case "s": unit = 1000
                 case "m": unit = 60_000
@@ -130,7 +131,8 @@ public enum ByteCountText {
         var value = Double(bytes)
         for unit in ["bytes", "KiB", "MiB", "GiB", "TiB"] {
             if value < 1024 || unit == "TiB" {
-                return unit == "bytes" ? "\(bytes) bytes" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, unit)
+                return unit == "bytes"
+                    ? "\(bytes) bytes" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, unit)
             }
             value /= 1024
         }
@@ -139,7 +141,8 @@ public enum ByteCountText {
 
     /// `bytes` in the largest binary unit that divides it exactly (`512 MiB`), else in bytes.
     public static func render(_ bytes: Int64) -> String {
-        for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] where bytes > 0 && bytes % (Int64(1) << shift) == 0 {
+        for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")]
+        where bytes > 0 && bytes % (Int64(1) << shift) == 0 {
             return "\(bytes >> shift) \(unit)"
         }
         return "\(bytes) bytes"

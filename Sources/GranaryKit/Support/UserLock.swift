@@ -74,7 +74,11 @@ public final class UserLock: @unchecked Sendable {
     /// 255 bytes, a file name too), its first bytes and a hash of the whole id.
     public static func path(root: Root, user: UserID) -> String {
         let id = user.rawValue
-        let name = id.utf8.count + 5 <= 255 ? id : String(decoding: id.utf8.prefix(180), as: UTF8.self) + "-" + String(SHA256.hash(data: Array(id.utf8)).hex.prefix(32))
+        let name =
+            id.utf8.count + 5 <= 255
+            ? id
+            : String(decoding: id.utf8.prefix(180), as: UTF8.self) + "-"
+                + String(SHA256.hash(data: Array(id.utf8)).hex.prefix(32))
         return root.stateFolderPath + "/locks/" + name + ".lock"
     }
 
@@ -86,7 +90,8 @@ public final class UserLock: @unchecked Sendable {
             // changes a user takes first).
             _ = try root.stateFolder()
         } catch {
-            throw .cannotCreate(path: path, underlying: FileSystemError("open", path: root.stateFolderPath, code: EACCES))
+            throw .cannotCreate(
+                path: path, underlying: FileSystemError("open", path: root.stateFolderPath, code: EACCES))
         }
         do {
             try FileSystem.makeDirectory(root.stateFolderPath + "/locks", mode: 0o700)
@@ -139,11 +144,14 @@ public final class UserLock: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 512)
         let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 511, 0) }
         guard n > 0 else { return Holder() }
-        let lines = String(decoding: buffer[0..<n], as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        let lines = String(decoding: buffer[0..<n], as: UTF8.self).split(
+            separator: "\n", omittingEmptySubsequences: false)
         var holder = Holder()
         holder.pid = lines.first.flatMap { Int32($0.trimmingCharacters(in: .whitespaces)) }
         if lines.count > 1, !lines[1].isEmpty { holder.command = String(lines[1]) }
-        if lines.count > 2, let seconds = Int64(lines[2]) { holder.since = Date(timeIntervalSince1970: TimeInterval(seconds)) }
+        if lines.count > 2, let seconds = Int64(lines[2]) {
+            holder.since = Date(timeIntervalSince1970: TimeInterval(seconds))
+        }
         return holder
     }
 
@@ -169,7 +177,8 @@ public enum LockError: GranaryError, Sendable {
             if let pid = holder.pid { who.append("pid \(pid)") }
             if let command = holder.command { who.append(command) }
             if let since = holder.since { who.append("since " + LockError.clockTime(since)) }
-            return "another granary run holds the lock of \(user)" + (who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")")
+            return "another granary run holds the lock of \(user)"
+                + (who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")")
         case .cannotCreate(let path, let underlying): return "cannot take the lock \(path): \(underlying.description)"
         case .interrupted: return "interrupted while waiting for a lock"
         }

@@ -93,7 +93,8 @@ public final class Folder: Sendable, CustomStringConvertible {
     public func userFolder(_ name: String) throws(FolderError) -> Folder {
         let child = try openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control)
         let info = try child.statusOfSelf()
-        return Folder(descriptor: child.descriptor, display: child.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
+        return Folder(
+            descriptor: child.descriptor, display: child.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
     }
 
     /// Opens the folder at `relative` (components separated by `/`) beneath this one; each
@@ -126,7 +127,8 @@ public final class Folder: Sendable, CustomStringConvertible {
         } catch {
             // O_DIRECTORY with O_NOFOLLOW fails with ENOTDIR on a link as on a file: say which it is.
             if case .system(let failure) = error, failure.code == ENOTDIR, let found = entry(name) {
-                throw found.kind == .symbolicLink ? .symbolicLink(path: path(name)) : .notAFolder(path: path(name), kind: found.kind)
+                throw found.kind == .symbolicLink
+                    ? .symbolicLink(path: path(name)) : .notAFolder(path: path(name), kind: found.kind)
             }
             throw error
         }
@@ -206,7 +208,9 @@ public final class Folder: Sendable, CustomStringConvertible {
                 var info = stat()
                 let rc = raw.withUnsafeBufferPointer { buffer -> Int32 in
                     (Array(buffer) + [0]).withUnsafeBufferPointer {
-                        $0.withMemoryRebound(to: CChar.self) { fstatat(descriptor.raw, $0.baseAddress!, &info, AT_SYMLINK_NOFOLLOW) }
+                        $0.withMemoryRebound(to: CChar.self) {
+                            fstatat(descriptor.raw, $0.baseAddress!, &info, AT_SYMLINK_NOFOLLOW)
+                        }
                     }
                 }
                 if rc != 0 { continue }  // gone since it was listed
@@ -237,7 +241,9 @@ public final class Folder: Sendable, CustomStringConvertible {
     /// Opens the existing regular file `name` (one component). It must not be a link, a FIFO, a
     /// device or a folder; in a user's folder it must belong to the owner; with `.readWrite`
     /// (or `singleLink`) it must have exactly one link.
-    public func openFile(_ name: String, _ access: Access = .read, singleLink: Bool = false) throws(FolderError) -> Descriptor {
+    public func openFile(_ name: String, _ access: Access = .read, singleLink: Bool = false) throws(FolderError)
+        -> Descriptor
+    {
         try Self.checkComponent(name, in: self)
         let flags = (access == .read ? O_RDONLY : O_RDWR) | O_NONBLOCK
         let fd = try asOwner { () throws(FolderError) -> Int32 in
@@ -256,7 +262,9 @@ public final class Folder: Sendable, CustomStringConvertible {
     public func createFile(_ name: String, mode: mode_t = 0o600) throws(FolderError) -> Descriptor {
         try Self.checkComponent(name, in: self)
         let fd = try asOwner { () throws(FolderError) -> Int32 in
-            let fd = FolderName.withRaw(name) { granary_open_beneath(descriptor.raw, $0, O_RDWR | O_CREAT | O_EXCL, mode) }
+            let fd = FolderName.withRaw(name) {
+                granary_open_beneath(descriptor.raw, $0, O_RDWR | O_CREAT | O_EXCL, mode)
+            }
             if fd < 0 { throw classify(errno, name: name, operation: "create") }
             return fd
         }
@@ -275,7 +283,9 @@ public final class Folder: Sendable, CustomStringConvertible {
         if rc != 0 && errno != EEXIST { throw classify(errno, name: name, operation: "create folder") }
         let child = try openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control)
         try child.checkOwner(try child.statusOfSelf(), name: child.display)
-        if created && fchmod(child.descriptor.raw, mode) != 0 { throw .system(FileSystemError("chmod", path: child.display)) }
+        if created && fchmod(child.descriptor.raw, mode) != 0 {
+            throw .system(FileSystemError("chmod", path: child.display))
+        }
         return child
     }
 
@@ -338,13 +348,19 @@ public final class Folder: Sendable, CustomStringConvertible {
             return rc != 0 && errno != ENOENT ? [name] : []
         }
         if item.mode & 0o700 != 0o700, ownerUID == nil || item.uid == ownerUID {
-            _ = asOwnerQuietly { FolderName.withRaw(name) { fchmodat(descriptor.raw, $0, (item.mode & 0o7777) | 0o700, 0) } }
+            _ = asOwnerQuietly {
+                FolderName.withRaw(name) { fchmodat(descriptor.raw, $0, (item.mode & 0o7777) | 0o700, 0) }
+            }
         }
-        guard depth < Self.removalDepth, let child = try? openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control) else {
+        guard depth < Self.removalDepth,
+            let child = try? openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control)
+        else {
             return [name + "/"]
         }
         var left: [String] = []
-        for inner in (try? child.entries()) ?? [] { left += child.removeAll(inner.name, depth: depth + 1).map { name + "/" + $0 } }
+        for inner in (try? child.entries()) ?? [] {
+            left += child.removeAll(inner.name, depth: depth + 1).map { name + "/" + $0 }
+        }
         let rc = asOwnerQuietly { FolderName.withRaw(name) { unlinkat(descriptor.raw, $0, AT_REMOVEDIR) } }
         if rc != 0 && errno != ENOENT && left.isEmpty { left.append(name + "/") }
         return left
@@ -366,12 +382,16 @@ public final class Folder: Sendable, CustomStringConvertible {
     /// Renames `name` in this folder to `newName` in `destination` (`renameat2`, descriptor to
     /// descriptor). Within one user's folder it runs with the owner's credentials; between
     /// granary's folders and a user's, as granary.
-    public func rename(_ name: String, to destination: Folder, as newName: String, _ mode: RenameMode = .replace) throws(FolderError) {
+    public func rename(_ name: String, to destination: Folder, as newName: String, _ mode: RenameMode = .replace)
+        throws(FolderError)
+    {
         try Self.checkComponent(name, in: self)
         try Self.checkComponent(newName, in: destination)
         let body = {
             FolderName.withRaw(name) { old in
-                FolderName.withRaw(newName) { new in granary_renameat2(self.descriptor.raw, old, destination.descriptor.raw, new, mode.rawValue) }
+                FolderName.withRaw(newName) { new in
+                    granary_renameat2(self.descriptor.raw, old, destination.descriptor.raw, new, mode.rawValue)
+                }
             }
         }
         let rc = control == destination.control ? asOwnerQuietly(body) : body()
@@ -455,7 +475,9 @@ public final class Folder: Sendable, CustomStringConvertible {
     private func classify(_ code: Int32, name: String, operation: String) -> FolderError {
         // Opened with the owner's credentials: the kernel refused what the owner could not open
         // (a root-only file hard-linked in, say), not something granary cannot write.
-        if (code == EACCES || code == EPERM) && ownerUID != nil && operation.hasPrefix("open") { return .ownerCannotOpen(path: path(name)) }
+        if (code == EACCES || code == EPERM) && ownerUID != nil && operation.hasPrefix("open") {
+            return .ownerCannotOpen(path: path(name))
+        }
         switch code {
         case ELOOP: return .symbolicLink(path: path(name))
         case EXDEV: return .crossesMount(path: path(name))
@@ -526,14 +548,19 @@ public enum FolderError: GranaryError, Sendable {
 
     public var description: String {
         switch self {
-        case .symbolicLink(let path): return "\(path) is a symbolic link; granary does not follow links in a user's folder"
-        case .crossesMount(let path): return "\(path) is a mount point; granary does not cross mounts in a user's folder"
+        case .symbolicLink(let path):
+            return "\(path) is a symbolic link; granary does not follow links in a user's folder"
+        case .crossesMount(let path):
+            return "\(path) is a mount point; granary does not cross mounts in a user's folder"
         case .notRegular(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a regular file"
         case .notOwned(let path, let uid, let owner):
             return "\(path) belongs to uid \(uid), not to its folder's owner (uid \(owner))"
-        case .ownerCannotOpen(let path): return "\(path) cannot be opened with its folder owner's permissions; granary opens nothing there that the owner could not"
+        case .ownerCannotOpen(let path):
+            return
+                "\(path) cannot be opened with its folder owner's permissions; granary opens nothing there that the owner could not"
         case .notAFolder(let path, let kind): return "\(path) is \(Self.phrase(kind)), not a folder"
-        case .hardLinked(let path, let links): return "\(path) has \(links) hard links; granary only changes files with one"
+        case .hardLinked(let path, let links):
+            return "\(path) has \(links) hard links; granary only changes files with one"
         case .badName(let path): return "\(path) is not a usable file name"
         case .system(let error): return error.description
         }

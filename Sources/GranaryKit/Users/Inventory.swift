@@ -34,7 +34,11 @@ public enum Inventory {
             // Retired users have archives and no folder: listed too, as retired.
             if let repository {
                 let live = Set(ids)
-                ids = (ids + (try repository.users()).filter { !live.contains($0) && Retirement.isRetired($0, root: root, repository: repository) })
+                ids =
+                    (ids
+                    + (try repository.users()).filter {
+                        !live.contains($0) && Retirement.isRetired($0, root: root, repository: repository)
+                    })
                     .sorted { $0.rawValue < $1.rawValue }
             }
         }
@@ -42,7 +46,8 @@ public enum Inventory {
         for id in ids {
             if let repository, let final = Retirement.finalArchive(of: id, root: root, repository: repository) {
                 var summary = UserSummary(
-                    id: id, path: root.path + "/" + id.rawValue, scan: .init(stores: [], unreadable: [], skipped: []), lastBackup: final,
+                    id: id, path: root.path + "/" + id.rawValue, scan: .init(stores: [], unreadable: [], skipped: []),
+                    lastBackup: final,
                     problem: nil)
                 summary.retired = final
                 users.append(summary)
@@ -51,12 +56,14 @@ public enum Inventory {
             let lastBackup = try repository?.archives(of: id).last
             do throws(UserError) {
                 let folder = try root.user(id)
-                users.append(UserSummary(id: id, path: folder.path, scan: folder.scan(), lastBackup: lastBackup, problem: nil))
+                users.append(
+                    UserSummary(id: id, path: folder.path, scan: folder.scan(), lastBackup: lastBackup, problem: nil))
             } catch {
                 if !only.isEmpty, case .notFound = error { throw error }
                 users.append(
                     UserSummary(
-                        id: id, path: root.path + "/" + id.rawValue, scan: .init(stores: [], unreadable: [], skipped: []),
+                        id: id, path: root.path + "/" + id.rawValue,
+                        scan: .init(stores: [], unreadable: [], skipped: []),
                         lastBackup: lastBackup, problem: error.description))
             }
         }

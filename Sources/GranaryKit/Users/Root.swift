@@ -47,15 +47,21 @@ public struct Root: Sendable {
         do {
             folder = try Folder.open(path: path)
         } catch {
-            if case .system(let failure) = error, failure.code == ENOENT || failure.code == ENOTDIR { throw .rootMissing(path) }
+            if case .system(let failure) = error, failure.code == ENOENT || failure.code == ENOTDIR {
+                throw .rootMissing(path)
+            }
             throw .unreadableRoot(path, error.description)
         }
         guard let info = try? folder.descriptor.status() else { throw .unreadableRoot(path, "cannot be examined") }
         if info.st_uid != 0 && info.st_uid != geteuid() {
-            throw .unsafeRoot(path, "belongs to uid \(info.st_uid); the root must belong to root, the folders in it to their users")
+            throw .unsafeRoot(
+                path, "belongs to uid \(info.st_uid); the root must belong to root, the folders in it to their users")
         }
         if info.st_mode & 0o022 != 0 && info.st_mode & UInt32(S_ISVTX) == 0 {
-            throw .unsafeRoot(path, "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))")
+            throw .unsafeRoot(
+                path,
+                "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))"
+            )
         }
         return folder
     }
@@ -71,24 +77,34 @@ public struct Root: Sendable {
             let folderLike = entry.kind == .folder || entry.kind == .symbolicLink
             if entry.name == Root.stateFolderName { continue }
             if entry.name.hasPrefix(".") {
-                ignored.append(Ignored(name: entry.name, reason: "is hidden; granary takes no hidden entry of the root for a user", mayHoldData: folderLike))
+                ignored.append(
+                    Ignored(
+                        name: entry.name, reason: "is hidden; granary takes no hidden entry of the root for a user",
+                        mayHoldData: folderLike))
                 continue
             }
             switch entry.kind {
             case .folder: break
             case .symbolicLink:
-                ignored.append(Ignored(name: entry.name, reason: "is a symbolic link; granary does not follow links in the root", mayHoldData: true))
+                ignored.append(
+                    Ignored(
+                        name: entry.name, reason: "is a symbolic link; granary does not follow links in the root",
+                        mayHoldData: true))
                 continue
             default:
                 ignored.append(Ignored(name: entry.name, reason: "is \(FolderError.phrase(entry.kind)), not a folder"))
                 continue
             }
             if !FolderName.isUTF8(entry.name) {
-                ignored.append(Ignored(name: entry.name, reason: "is not UTF-8 text in normal form C; a user id must be", mayHoldData: true))
+                ignored.append(
+                    Ignored(
+                        name: entry.name, reason: "is not UTF-8 text in normal form C; a user id must be",
+                        mayHoldData: true))
                 continue
             }
             if let reason = UserID.problem(with: entry.name) {
-                ignored.append(Ignored(name: entry.name, reason: "is not a valid user id: it \(reason)", mayHoldData: true))
+                ignored.append(
+                    Ignored(name: entry.name, reason: "is not a valid user id: it \(reason)", mayHoldData: true))
                 continue
             }
             users.append(try UserID(entry.name))
@@ -135,7 +151,9 @@ public struct Root: Sendable {
     public func createUser(_ id: UserID, uid: uid_t, gid: gid_t, mode: mode_t) throws -> UserFolder {
         let root = try open()
         let made = try root.makeFolder(id.rawValue, mode: 0o700)
-        if geteuid() == 0 && fchown(made.descriptor.raw, uid, gid) != 0 { throw FileSystemError("chown", path: made.display) }
+        if geteuid() == 0 && fchown(made.descriptor.raw, uid, gid) != 0 {
+            throw FileSystemError("chown", path: made.display)
+        }
         if fchmod(made.descriptor.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: made.display) }
         try root.sync()
         return try user(id)
@@ -229,12 +247,19 @@ public struct UserFolder: Sendable {
         for entry in entries {
             let rel = relative.isEmpty ? entry.name : relative + "/" + entry.name
             if entry.name.hasPrefix(".") {
-                if entry.kind == .folder && StoreFile.supportOwner(entry.name).map({ base in names.contains { StoreFile.baseName($0) == base } }) == true {
+                if entry.kind == .folder
+                    && StoreFile.supportOwner(entry.name).map({ base in
+                        names.contains { StoreFile.baseName($0) == base }
+                    }) == true
+                {
                     continue  // a store's Core Data support folder
                 }
                 if let found = sqliteFiles(in: current, entry: entry, depth: depth), !found.isEmpty {
                     for name in found {
-                        scan.skipped.append(Skipped(name: relative.isEmpty ? name : relative + "/" + name, reason: "is in a hidden folder or hidden; granary does not back up hidden stores"))
+                        scan.skipped.append(
+                            Skipped(
+                                name: relative.isEmpty ? name : relative + "/" + name,
+                                reason: "is in a hidden folder or hidden; granary does not back up hidden stores"))
                     }
                 }
                 continue
@@ -242,24 +267,32 @@ public struct UserFolder: Sendable {
             switch entry.kind {
             case .folder:
                 if depth >= UserFolder.searchDepth {
-                    scan.skipped.append(Skipped(name: rel + "/", reason: "is deeper than \(UserFolder.searchDepth) levels; not searched"))
+                    scan.skipped.append(
+                        Skipped(
+                            name: rel + "/", reason: "is deeper than \(UserFolder.searchDepth) levels; not searched"))
                 } else if entry.uid != current.ownerUID && current.ownerUID != nil {
-                    scan.skipped.append(Skipped(name: rel + "/", reason: "belongs to uid \(entry.uid), not to the folder's owner"))
+                    scan.skipped.append(
+                        Skipped(name: rel + "/", reason: "belongs to uid \(entry.uid), not to the folder's owner"))
                 } else if let child = try? current.folder(entry.name) {
                     collect(child, relative: rel, depth: depth + 1, into: &scan)
                 } else {
                     scan.unreadable.append(rel + "/")
                 }
             case .symbolicLink:
-                scan.skipped.append(Skipped(name: rel, reason: "is a symbolic link; granary does not follow links in a user's folder"))
+                scan.skipped.append(
+                    Skipped(name: rel, reason: "is a symbolic link; granary does not follow links in a user's folder"))
             case .fifo, .socket, .device:
-                if Self.companionSuffixes.contains(where: { entry.name.hasSuffix($0) }) { continue }  // refused when its store is opened
-                scan.skipped.append(Skipped(name: rel, reason: "is \(FolderError.phrase(entry.kind)), not a regular file"))
+                // A companion of a store is refused when its store is opened.
+                if Self.companionSuffixes.contains(where: { entry.name.hasSuffix($0) }) { continue }
+                scan.skipped.append(
+                    Skipped(name: rel, reason: "is \(FolderError.phrase(entry.kind)), not a regular file"))
             case .file:
                 if entry.size == 0 { continue }
                 // A companion is its store's: SQLite opens it (beneath the folder, with the checks)
                 // when it opens the store. It is not opened here.
-                if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }), names.contains(String(entry.name.dropLast(suffix.count))) {
+                if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }),
+                    names.contains(String(entry.name.dropLast(suffix.count)))
+                {
                     continue
                 }
                 let file: Descriptor
@@ -279,7 +312,10 @@ public struct UserFolder: Sendable {
                 }
                 guard let header = StoreHeader(bytes) else { continue }
                 if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }) {
-                    scan.skipped.append(Skipped(name: rel, reason: "is a SQLite database named like a \(suffix) file; rename it to back it up"))
+                    scan.skipped.append(
+                        Skipped(
+                            name: rel,
+                            reason: "is a SQLite database named like a \(suffix) file; rename it to back it up"))
                     continue
                 }
                 var hasExternal = false
@@ -287,14 +323,18 @@ public struct UserFolder: Sendable {
                     hasExternal = try StoreFile.externalDataFolder(of: entry.name, in: current) != nil
                 } catch {
                     // The store's attachments cannot be taken: say so (the store itself still can).
-                    scan.skipped.append(Skipped(name: StoreFile.externalDataName(for: rel), reason: error.description + "; the store's external data is not backed up"))
+                    scan.skipped.append(
+                        Skipped(
+                            name: StoreFile.externalDataName(for: rel),
+                            reason: error.description + "; the store's external data is not backed up"))
                 }
                 scan.stores.append(
                     StoreFile(
                         name: rel, folder: current, fileName: entry.name, size: entry.size, allocated: entry.allocated,
                         header: header, uid: entry.uid, gid: entry.gid, mode: entry.mode,
                         walSize: entries.first { $0.name == entry.name + "-wal" }.map(\.size),
-                        hasSHM: names.contains(entry.name + "-shm"), hasJournal: names.contains(entry.name + "-journal"),
+                        hasSHM: names.contains(entry.name + "-shm"),
+                        hasJournal: names.contains(entry.name + "-journal"),
                         hasExternalData: hasExternal))
             }
         }
@@ -304,7 +344,8 @@ public struct UserFolder: Sendable {
     private func sqliteFiles(in current: Folder, entry: Folder.Entry, depth: Int) -> [String]? {
         switch entry.kind {
         case .file:
-            guard entry.size >= 100, let file = try? current.openFile(entry.name), let bytes = try? file.read(count: 16, at: 0),
+            guard entry.size >= 100, let file = try? current.openFile(entry.name),
+                let bytes = try? file.read(count: 16, at: 0),
                 bytes == StoreHeader.magic
             else { return [] }
             return [entry.name]

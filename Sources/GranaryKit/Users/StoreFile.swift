@@ -61,7 +61,8 @@ public struct StoreFile: Sendable {
     public let hasExternalData: Bool
 
     public init(
-        name: String, folder: Folder, fileName: String, size: Int64, allocated: Int64, header: StoreHeader, uid: uid_t, gid: gid_t,
+        name: String, folder: Folder, fileName: String, size: Int64, allocated: Int64, header: StoreHeader, uid: uid_t,
+        gid: gid_t,
         mode: mode_t, walSize: Int64?, hasSHM: Bool, hasJournal: Bool, hasExternalData: Bool
     ) {
         self.name = name
@@ -101,7 +102,8 @@ public struct StoreFile: Sendable {
         let support = supportFolderName(for: file)
         guard let entry = folder.entry(support) else { return nil }
         guard entry.kind == .folder else {
-            throw entry.kind == .symbolicLink ? .symbolicLink(path: folder.path(support)) : .notRegular(path: folder.path(support), kind: entry.kind)
+            throw entry.kind == .symbolicLink
+                ? .symbolicLink(path: folder.path(support)) : .notRegular(path: folder.path(support), kind: entry.kind)
         }
         let supportFolder = try folder.folder(support)
         guard let inner = supportFolder.entry(externalDataFolderName) else { return nil }
@@ -131,7 +133,9 @@ public struct StoreFile: Sendable {
 
     /// `.Notes_SUPPORT` → `Notes`; nil for any other name.
     public static func supportOwner(_ folderName: String) -> String? {
-        guard folderName.hasPrefix("."), folderName.hasSuffix("_SUPPORT"), folderName.count > "._SUPPORT".count else { return nil }
+        guard folderName.hasPrefix("."), folderName.hasSuffix("_SUPPORT"), folderName.count > "._SUPPORT".count else {
+            return nil
+        }
         return String(folderName.dropFirst().dropLast("_SUPPORT".count))
     }
 

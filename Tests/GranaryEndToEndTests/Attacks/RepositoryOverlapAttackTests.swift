@@ -33,7 +33,8 @@ extension AttackTests {
                 for command in index == 0 ? commands : [commands[index % 2], commands[2 + index % 5]] {
                     let outcome = try lab.granary(command, repo: repo)
                     Lab.expectRefused(
-                        outcome, "\(command) with --repo \(repo)", codes: [64], naming: LocalRepository(path: repo).path)
+                        outcome, "\(command) with --repo \(repo)", codes: [64], naming: LocalRepository(path: repo).path
+                    )
                 }
             }
             #expect(Lab.fingerprint(lab.root) == rootBefore, "something was written in the root")

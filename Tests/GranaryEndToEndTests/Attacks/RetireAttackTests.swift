@@ -18,7 +18,9 @@ extension AttackTests {
     struct RetireSwap {
         static let paths = StepSwap.paths + ["notes.txt"]
 
-        @Test("retire never follows a path swapped for a link at any of its steps: the victim's folder is untouched and the attacker's ends fully there or fully gone")
+        @Test(
+            "retire never follows a path swapped for a link at any of its steps: the victim's folder is untouched and the attacker's ends fully there or fully gone"
+        )
         func retireSteps() throws {
             var step = 1
             var outcomes: [String] = []
@@ -26,7 +28,8 @@ extension AttackTests {
                 for path in [Self.paths[(2 * step) % Self.paths.count], Self.paths[(2 * step + 1) % Self.paths.count]] {
                     let lab = try Lab()
                     let before = lab.watch()
-                    let run = try lab.start(["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT_STEP": String(step)])
+                    let run = try lab.start(
+                        ["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT_STEP": String(step)])
                     let deadline = Date().addingTimeInterval(30)
                     while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
                     guard run.isStopped else {
@@ -42,14 +45,17 @@ extension AttackTests {
                     if swapped { try Lab.exchange(home + "/" + path, home + "/.evil") }
                     kill(run.pid, SIGCONT)
                     let outcome = run.wait(timeout: 30)
-                    let context = "step \(step) (\(home == moved ? "moved" : "in place")), \(path) swapped for a link: \(swapped)"
+                    let context =
+                        "step \(step) (\(home == moved ? "moved" : "in place")), \(path) swapped for a link: \(swapped)"
                     outcomes.append("\(step):\(path):\(outcome.status)")
                     Lab.expectDocumented(outcome, context)
                     try lab.expectContained(since: before, context, folderToo: false)
                     let recover = try lab.granary(["recover", "attacker"])
                     #expect(recover.status == 0, "\(context): recover: \(recover)")
                     try lab.expectContained(since: before, context + ", recover", folderToo: false)
-                    #expect(FileSystem.status(lab.root + "/.granary/retire/attacker") == nil, "\(context): the retire's work is left")
+                    #expect(
+                        FileSystem.status(lab.root + "/.granary/retire/attacker") == nil,
+                        "\(context): the retire's work is left")
                     if FileSystem.status(lab.attackerHome) == nil {
                         // Gone: only after its final archive verified.
                         let finals = lab.attackerArchives().filter { $0.hasSuffix("-final.tar.zst") }

@@ -13,7 +13,9 @@ extension AttackTests.Resources {
         FileSystem.removeTree(path)
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         defer { close(fd) }
-        for offset in [0, length / 2] { _ = Array(marker.utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) } }
+        for offset in [0, length / 2] {
+            _ = Array(marker.utf8).withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+        }
         #expect(ftruncate(fd, off_t(length)) == 0)
         lchown(path, lab.attacker.uid, lab.attacker.gid)
         #expect(Int64(FileSystem.status(path)!.st_blocks) * 512 < 1 << 20, "the file is not sparse here")
@@ -62,7 +64,8 @@ extension AttackTests.Resources {
         #expect(attacker["ok"] as? Bool == false)
         #expect(error?["code"] as? Int == 65, "\(outcome)")
         let message = error?["message"] as? String ?? ""
-        #expect(message.contains(file) && message.contains("bytes_per_user") && message.contains("is sparse"), "\(message)")
+        #expect(
+            message.contains(file) && message.contains("bytes_per_user") && message.contains("is sparse"), "\(message)")
         #expect(outcome.stderr.contains("granary: attacker: with \(file)"), "\(outcome)")
         // The victim's backup is whole and verifies; nothing of the attacker's was left behind.
         let victim = try #require(users["victim"], "\(outcome)")
@@ -70,10 +73,14 @@ extension AttackTests.Resources {
         let archive = try #require(victim["archive"] as? String)
         #expect(try lab.granary(["verify", archive]).status == 0)
         #expect(lab.attackerArchives().isEmpty)
-        #expect(FileSystem.contents(of: lab.repo + "/.granary-tmp").isEmpty, "\(FileSystem.contents(of: lab.repo + "/.granary-tmp"))")
+        #expect(
+            FileSystem.contents(of: lab.repo + "/.granary-tmp").isEmpty,
+            "\(FileSystem.contents(of: lab.repo + "/.granary-tmp"))")
     }
 
-    @Test("a sparse attachment under the cap is backed up with a warning, and costs its blocks, not its length, in the archive's checks and a restore's staging")
+    @Test(
+        "a sparse attachment under the cap is backed up with a warning, and costs its blocks, not its length, in the archive's checks and a restore's staging"
+    )
     func underTheCap() throws {
         let lab = try Lab()
         let file = lab.attackerHome + "/.Local_SUPPORT/_EXTERNAL_DATA/photo-3"
@@ -82,8 +89,11 @@ extension AttackTests.Resources {
         #expect(outcome.status == 0, "\(outcome)")
         let users = try Self.document(outcome)
         let warnings = users["attacker"]?["warnings"] as? [String] ?? []
-        #expect(warnings.count == 1 && warnings[0].hasPrefix(".Local_SUPPORT/_EXTERNAL_DATA/photo-3 is sparse: 64 MiB long"), "\(warnings)")
-        #expect(outcome.stderr.contains("warning: attacker: .Local_SUPPORT/_EXTERNAL_DATA/photo-3 is sparse"), "\(outcome)")
+        #expect(
+            warnings.count == 1
+                && warnings[0].hasPrefix(".Local_SUPPORT/_EXTERNAL_DATA/photo-3 is sparse: 64 MiB long"), "\(warnings)")
+        #expect(
+            outcome.stderr.contains("warning: attacker: .Local_SUPPORT/_EXTERNAL_DATA/photo-3 is sparse"), "\(outcome)")
         #expect(users["victim"]?["warnings"] as? [String] == [], "\(outcome)")
         // Restored into a new folder through staging on the root's filesystem: the same bytes,
         // still a hole.
@@ -92,7 +102,9 @@ extension AttackTests.Resources {
         #expect(restored.status == 0, "\(restored)")
         let copy = target + "/.Local_SUPPORT/_EXTERNAL_DATA/photo-3"
         #expect(FileSystem.status(copy)?.st_size == 64 << 20)
-        #expect(Int64(FileSystem.status(copy)?.st_blocks ?? .max) * 512 < 1 << 20, "the restored attachment takes its length on disk")
+        #expect(
+            Int64(FileSystem.status(copy)?.st_blocks ?? .max) * 512 < 1 << 20,
+            "the restored attachment takes its length on disk")
         #expect(try FileDigest.of(copy).sha256 == (try FileDigest.of(file).sha256))
     }
 }
