@@ -67,7 +67,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             // Test seams (crash injection) exist in debug builds only: see Support/TestHooks.swift.
-            swiftSettings: fuzzFlags + [.define("GRANARY_TEST_HOOKS", .when(configuration: .debug))]
+            swiftSettings: fuzzFlags + [.define("TEST_HOOKS", .when(configuration: .debug))]
         ),
         // The command line: parsing, rendering (text and JSON), errors to exit codes. A library so
         // that the fuzz target can feed argument vectors to the same parser.
@@ -79,7 +79,7 @@ let package = Package(
                 .product(name: "TOMLKit", package: "TOMLKit"),
             ],
             // The test switches read from the environment: debug builds only (TestHooks.swift).
-            swiftSettings: fuzzFlags + [.define("GRANARY_TEST_HOOKS", .when(configuration: .debug))]
+            swiftSettings: fuzzFlags + [.define("TEST_HOOKS", .when(configuration: .debug))]
         ),
         // The `granary` executable: GranaryCLI's entry point and nothing else.
         .executableTarget(name: "granary", dependencies: ["GranaryCLI"]),

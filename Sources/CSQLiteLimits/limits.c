@@ -50,7 +50,7 @@ static granary_budget **header_of(void *block) { return (granary_budget **)((cha
 static int over(granary_budget *budget, int64_t more) {
     if (budget == NULL || budget->memory_limit <= 0 || more <= 0) return 0;
     if (atomic_load(&budget->memory_used) + more <= budget->memory_limit) return 0;
-    atomic_fetch_or(&budget->exceeded, GRANARY_BUDGET_MEMORY);
+    atomic_fetch_or(&budget->exceeded, CONTENT_BUDGET_MEMORY);
     return 1;
 }
 
@@ -147,7 +147,7 @@ static int progress(void *context) {
     granary_budget *budget = context;
     if (budget->time_limit <= 0 || budget->entered_at == 0) return 0;
     if (budget->spent + (now_ns() - budget->entered_at) <= budget->time_limit) return 0;
-    atomic_fetch_or(&budget->exceeded, GRANARY_BUDGET_TIME);
+    atomic_fetch_or(&budget->exceeded, CONTENT_BUDGET_TIME);
     return 1;
 }
 

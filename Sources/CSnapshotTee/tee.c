@@ -34,7 +34,7 @@ typedef struct TeeFile {
     unsigned char *wbuf;
     sqlite3_int64 wstart;
     int wlen;
-    // Read-ahead (GRANARY_TEE_FCNTL_READAHEAD, for a file nothing writes any more): reads are
+    // Read-ahead (SNAPSHOT_TEE_FCNTL_READAHEAD, for a file nothing writes any more): reads are
     // served from a few aligned blocks, each read with one system call. A check walks a b-tree
     // back and forth between neighbouring blocks, so one block would be read again and again.
     unsigned char *rbuf;          // TEE_SLOTS blocks of TEE_BLOCK bytes
@@ -42,7 +42,7 @@ typedef struct TeeFile {
     unsigned rused[TEE_SLOTS];           // last use, for eviction
     unsigned rclock;
     sqlite3_int64 rsize;          // the file's size when read-ahead was turned on
-    // Mapped pages (also GRANARY_TEE_FCNTL_READAHEAD; used when the connection's mmap_size is
+    // Mapped pages (also SNAPSHOT_TEE_FCNTL_READAHEAD; used when the connection's mmap_size is
     // set): SQLite's pager takes pages in place (xFetch) from a few read-only windows instead
     // of copying each page out of the page cache, then out of a read-ahead block. A window
     // stays mapped while SQLite holds a page of it; when every window is held, a fetch returns
@@ -51,7 +51,7 @@ typedef struct TeeFile {
     int mapfd;                    // -1: no mapped pages
     TeeMap maps[TEE_MAPS];
     unsigned mclock;
-    sqlite3_int64 fetched;        // pages SQLite took in place (GRANARY_TEE_FCNTL_FETCHED, tests)
+    sqlite3_int64 fetched;        // pages SQLite took in place (SNAPSHOT_TEE_FCNTL_FETCHED, tests)
 } TeeFile;
 
 // Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
@@ -228,9 +228,9 @@ static void teeAttach(TeeFile *p, granary_tee_track *t) {
 
 static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     TeeFile *p = (TeeFile *)f;
-    if (op == GRANARY_TEE_FCNTL_TRACK || op == GRANARY_TEE_FCNTL_COMBINE) {
+    if (op == SNAPSHOT_TEE_FCNTL_TRACK || op == SNAPSHOT_TEE_FCNTL_COMBINE) {
         if (p->track != NULL) return SQLITE_MISUSE;
-        if (op == GRANARY_TEE_FCNTL_TRACK) {
+        if (op == SNAPSHOT_TEE_FCNTL_TRACK) {
             teeAttach(p, (granary_tee_track *)arg);
             return SQLITE_OK;
         }
@@ -238,12 +238,12 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         teeAttach(p, &p->own);
         return p->wbuf != NULL ? SQLITE_OK : SQLITE_NOMEM;
     }
-    if (op == GRANARY_TEE_FCNTL_FLUSH) return teeFlush(f);
-    if (op == GRANARY_TEE_FCNTL_FETCHED) {
+    if (op == SNAPSHOT_TEE_FCNTL_FLUSH) return teeFlush(f);
+    if (op == SNAPSHOT_TEE_FCNTL_FETCHED) {
         *(sqlite3_int64 *)arg = p->fetched;
         return SQLITE_OK;
     }
-    if (op == GRANARY_TEE_FCNTL_READAHEAD) {
+    if (op == SNAPSHOT_TEE_FCNTL_READAHEAD) {
         if (p->track != NULL) return SQLITE_MISUSE;
         sqlite3_int64 size = 0;
         int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);

@@ -13,7 +13,7 @@ import GranaryKit
 ///   prove what the crash handler may and may not run.
 enum TestHooks {
     static func apply(_ environment: [String: String] = ProcessInfo.processInfo.environment) {
-        #if GRANARY_TEST_HOOKS
+        #if TEST_HOOKS
             if environment["GRANARY_TEST_CRASH"] == "1" { fatalError("crash asked for by GRANARY_TEST_CRASH") }
             var plan = CrashPoint.Plan()
             plan.crashAt = environment["GRANARY_TEST_CRASH_AT_STEP"].flatMap(Int.init)

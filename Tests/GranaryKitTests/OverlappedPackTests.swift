@@ -163,7 +163,7 @@ struct OverlappedPackTests {
         #expect(granary_tee_register() == SQLITE_OK)
         let db = try Database(path: path, mode: .create, vfs: "granary-tee")
         try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
-        #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_TRACK, track) == SQLITE_OK)
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_TRACK, track) == SQLITE_OK)
         try db.execute(
             """
             BEGIN;
@@ -246,7 +246,7 @@ struct OverlappedPackTests {
             #expect(answer?.hasPrefix("20000:4000000:") == true)
             #expect(try mapped.scalar(sql)?.text == answer)
             var fetched: Int64 = 0
-            #expect(sqlite3_file_control(mapped.handle, "main", GRANARY_TEE_FCNTL_FETCHED, &fetched) == SQLITE_OK)
+            #expect(sqlite3_file_control(mapped.handle, "main", SNAPSHOT_TEE_FCNTL_FETCHED, &fetched) == SQLITE_OK)
             // A SQLite built without memory mapping (SQLITE_MAX_MMAP_SIZE=0) keeps every mmap_size
             // at 0 and reads each page through xRead: the answers above must hold all the same.
             try plain.execute("PRAGMA mmap_size=1048576")
@@ -297,7 +297,7 @@ struct OverlappedPackTests {
                 )
                 if combine {
                     var pageSize: Int64 = 4096
-                    #expect(sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize) == SQLITE_OK)
+                    #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_COMBINE, &pageSize) == SQLITE_OK)
                 }
                 try db.execute(work)
                 #expect(try db.scalar("SELECT count(*) FROM t")?.integer == 2333)

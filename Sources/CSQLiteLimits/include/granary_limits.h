@@ -17,8 +17,8 @@
 typedef struct granary_budget granary_budget;
 
 // What a budget ran into (a bit set).
-#define GRANARY_BUDGET_TIME 1
-#define GRANARY_BUDGET_MEMORY 2
+#define CONTENT_BUDGET_TIME 1
+#define CONTENT_BUDGET_MEMORY 2
 
 // 1 when the allocator wrapper was installed (at load time, before SQLite initialised), so
 // that memory ceilings are enforced; 0 otherwise.
@@ -55,7 +55,7 @@ void granary_limits_set_interruption(int (*check)(void));
 granary_budget *granary_budget_enter(granary_budget *budget);
 void granary_budget_leave(granary_budget *budget, granary_budget *previous);
 
-// GRANARY_BUDGET_TIME and/or GRANARY_BUDGET_MEMORY when the budget ran into them; 0 otherwise.
+// CONTENT_BUDGET_TIME and/or CONTENT_BUDGET_MEMORY when the budget ran into them; 0 otherwise.
 int granary_budget_exceeded(const granary_budget *budget);
 // Bytes currently charged, the most ever charged, and the nanoseconds spent inside SQLite.
 int64_t granary_budget_memory_used(const granary_budget *budget);

@@ -5,16 +5,16 @@
 // read; it changes how many system calls that takes and lets another thread follow the copy.
 // It has four jobs, each switched on per file by a file control:
 //
-// 1. Tracking (GRANARY_TEE_FCNTL_TRACK): publishes how far a snapshot that SQLite's backup API
+// 1. Tracking (SNAPSHOT_TEE_FCNTL_TRACK): publishes how far a snapshot that SQLite's backup API
 //    is writing is final, for OverlappedPack's follower (Sources/GranaryKit/FastPath).
 //    Invariant: every byte at or beyond `page_size` and below `high` is final while `broken` is
 //    0 -- no write has gone behind `high`, none straddled page 1, no truncate cut into it. Page 1
 //    is the backup's last write and is read only once the copy is done.
-// 2. Write gathering (with tracking, or GRANARY_TEE_FCNTL_COMBINE alone): writes beyond page 1
+// 2. Write gathering (with tracking, or SNAPSHOT_TEE_FCNTL_COMBINE alone): writes beyond page 1
 //    that follow each other reach the file 64 KiB at a time instead of one page per call.
-//    Invariant: `high` covers only what has reached the file; GRANARY_TEE_FCNTL_FLUSH (called
+//    Invariant: `high` covers only what has reached the file; SNAPSHOT_TEE_FCNTL_FLUSH (called
 //    when the copy is done) writes the rest and reports a full disk, which xClose could not.
-// 3. Read-ahead (GRANARY_TEE_FCNTL_READAHEAD, for a finished snapshot being checked): reads come
+// 3. Read-ahead (SNAPSHOT_TEE_FCNTL_READAHEAD, for a finished snapshot being checked): reads come
 //    from a few aligned 64 KiB blocks (1 MiB in all). Invariant: only for a file nothing
 //    writes any more; the blocks are never invalidated.
 // 4. Mapped fetch (with read-ahead, when the connection's mmap_size is above 0): SQLite takes
@@ -37,25 +37,25 @@ typedef struct granary_tee_track {
 } granary_tee_track;
 
 // The file-control opcode that attaches a track to the main database file:
-// sqlite3_file_control(db, "main", GRANARY_TEE_FCNTL_TRACK, track).
-#define GRANARY_TEE_FCNTL_TRACK 0x47524e01
+// sqlite3_file_control(db, "main", SNAPSHOT_TEE_FCNTL_TRACK, track).
+#define SNAPSHOT_TEE_FCNTL_TRACK 0x47524e01
 // Turns on 1 MiB read-ahead for a file that nothing writes any more (a finished snapshot
 // being checked): one system call per block instead of one per page. With the connection's
 // `PRAGMA mmap_size` above 0, SQLite then takes pages in place from a few read-only mapped
 // windows of the file (2 MiB at most) instead, and reads through the read-ahead only when
 // every window is held.
-#define GRANARY_TEE_FCNTL_READAHEAD 0x47524e02
+#define SNAPSHOT_TEE_FCNTL_READAHEAD 0x47524e02
 // Writes what write combining still holds and returns the result (SQLITE_FULL on a full disk):
 // called once the copy is done, so that a failure there is not left to xClose, whose result
 // SQLite drops.
-#define GRANARY_TEE_FCNTL_FLUSH 0x47524e03
+#define SNAPSHOT_TEE_FCNTL_FLUSH 0x47524e03
 
 // Gathers writes like a tracked file, with a track of its own that nobody follows: for a
 // snapshot that is packed after it is written (another compression, a second store). Its
 // argument points to the page size, an int64_t.
-#define GRANARY_TEE_FCNTL_COMBINE 0x47524e04
+#define SNAPSHOT_TEE_FCNTL_COMBINE 0x47524e04
 // How many pages SQLite has taken in place from mapped windows (an int64_t; for tests).
-#define GRANARY_TEE_FCNTL_FETCHED 0x47524e05
+#define SNAPSHOT_TEE_FCNTL_FETCHED 0x47524e05
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.
 int granary_tee_register(void);

@@ -65,12 +65,12 @@ public struct Snapshotter: Sendable {
             var pageSize = Int64(try source.pageSize())
             if let track, !track.isBroken {
                 track.pageSize = pageSize
-                if sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_TRACK, track.raw) != SQLITE_OK {
+                if sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_TRACK, track.raw) != SQLITE_OK {
                     track.markBroken()
                 }
             } else {
                 // Only a hint: without it the writes go one page at a time.
-                _ = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_COMBINE, &pageSize)
+                _ = sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_COMBINE, &pageSize)
             }
         }
         // The snapshot is a scratch file: the archive made from it is what gets fsynced. With
@@ -102,7 +102,7 @@ public struct Snapshotter: Sendable {
         try backup.finish()
         if registered {
             // The last gathered writes reach the file here, where a full disk can still be reported.
-            let rc = sqlite3_file_control(copy.handle, "main", GRANARY_TEE_FCNTL_FLUSH, nil)
+            let rc = sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_FLUSH, nil)
             if rc != SQLITE_OK {
                 throw SQLiteError(
                     code: rc, message: String(cString: sqlite3_errstr(rc)), path: destination, operation: "write")

@@ -26,7 +26,7 @@ public struct Rclone: Sendable {
     /// Folders searched for rclone as root.
     static let systemFolders = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
-    #if GRANARY_TEST_HOOKS
+    #if TEST_HOOKS
         /// A debug build's test switch: look for rclone in this folder only.
         nonisolated(unsafe) public static var searchOnlyIn: String?
     #endif
@@ -37,7 +37,7 @@ public struct Rclone: Sendable {
     ) throws(RepositoryError) -> Rclone {
         var folders =
             euid == 0 ? systemFolders : (environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
-        #if GRANARY_TEST_HOOKS
+        #if TEST_HOOKS
             // Tests stand in for a machine without rclone (root's search ignores PATH).
             if let folder = searchOnlyIn { folders = [folder] }
         #endif

@@ -146,8 +146,8 @@ final class ContentBudget {
     var exceeded: ContentLimit? {
         guard let handle else { return nil }
         let bits = granary_budget_exceeded(handle)
-        if bits & GRANARY_BUDGET_TIME != 0 { return .time(time) }
-        if bits & GRANARY_BUDGET_MEMORY != 0 { return .memory(memory) }
+        if bits & CONTENT_BUDGET_TIME != 0 { return .time(time) }
+        if bits & CONTENT_BUDGET_MEMORY != 0 { return .memory(memory) }
         return nil
     }
 

@@ -141,7 +141,7 @@ public final class Database {
     public static func openFinished(path: String) throws(SQLiteError) -> Database {
         guard granary_tee_register() == SQLITE_OK else { return try Database(path: path, mode: .readOnly) }
         let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee")
-        if sqlite3_file_control(db.handle, "main", GRANARY_TEE_FCNTL_READAHEAD, nil) == SQLITE_OK {
+        if sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_READAHEAD, nil) == SQLITE_OK {
             // Pages in place from the tee's mapped windows (SQLite clamps the size to its
             // limit; the tee maps 2 MiB at most, whatever it is).
             try? db.execute("PRAGMA mmap_size=\(Int64(1) << 40)")

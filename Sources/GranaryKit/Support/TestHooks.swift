@@ -9,7 +9,7 @@ import Foundation
 /// can make a real restore stop half-way. The program using the core sets `plan` once, before
 /// any work (the `granary` command reads it from its environment in a debug build).
 public enum CrashPoint {
-    #if GRANARY_TEST_HOOKS
+    #if TEST_HOOKS
         /// What to do at the restore steps, counted from 1 across the whole run.
         public struct Plan: Sendable {
             /// Kill the process (SIGKILL) just before this step: a crash at any step must leave
