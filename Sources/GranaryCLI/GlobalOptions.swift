@@ -43,6 +43,15 @@ struct GlobalOptions: ParsableArguments {
     /// Every setting with flag > environment > configuration file > default precedence.
     /// Throws a `ConfigError` (exit 64) when the configuration file is unreadable or wrong.
     func settings() throws -> Settings {
+        // A path with bytes that are not UTF-8 would reach the filesystem as other bytes than
+        // typed (granary opens the root and its own files by UTF-8 paths): refused, with 64.
+        for (flag, value) in [("--root", root), ("--config", config)] {
+            if let value, !FolderName.isUTF8(value) {
+                throw CommandError(
+                    description: "\(flag) \(value) is not UTF-8 text", status: .usage,
+                    hint: "name it by a UTF-8 path (a link with such a name works)")
+            }
+        }
         let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
         // Where the settings came from, when a person should know (root's environment, an ignored file).
         if !quiet {

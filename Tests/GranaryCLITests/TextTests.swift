@@ -102,6 +102,28 @@ struct TextTests {
         #expect(ShellWord.quote("$(reboot)") == "'$(reboot)'")
     }
 
+    @Test(
+        "a word with a byte that is not UTF-8, a control character or a bidi override is quoted as $'…' and bash reads back the same bytes",
+        arguments: [
+            [0x2F, 0x74, 0x6D, 0x70, 0x2F, 0xFF, 0x61] as [UInt8], Array("a\nb c".utf8), Array("it's\u{1B}[31m".utf8),
+            Array("x\u{202E}y\\z".utf8), [0x61, 0x0A, 0x27, 0x5C, 0xC3, 0xA9],
+        ])
+    func quoteBytes(bytes: [UInt8]) throws {
+        let word = FolderName.decode(bytes)
+        let quoted = ShellWord.quote(word)
+        #expect(quoted.hasPrefix("$'"), "\(quoted)")
+        #expect(!quoted.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F || $0.value == 0x202E })
+        let bash = Process()
+        bash.executableURL = URL(fileURLWithPath: "/bin/bash")
+        bash.arguments = ["-c", "printf %s " + quoted]
+        let pipe = Pipe()
+        bash.standardOutput = pipe
+        try bash.run()
+        let printed = pipe.fileHandleForReading.readDataToEndOfFile()
+        bash.waitUntilExit()
+        #expect(Array(printed) == bytes, "\(quoted)")
+    }
+
     @Test("a mistyped command is matched to the closest one; an unrelated word to none")
     func closest() {
         #expect(CommandLineWords.closest(to: "bakup", in: Granary.commandNames) == "backup")

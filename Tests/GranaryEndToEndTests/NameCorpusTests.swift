@@ -219,6 +219,35 @@ struct NameCorpusTests {
         }
     }
 
+    @Test(
+        "a root, repository or mirror path that is not UTF-8 is refused with 64 naming it, and nothing is made anywhere"
+    )
+    func folderPathBytes() throws {
+        let odd = folder.child("paths")
+        try FileSystem.makeDirectory(odd)
+        #expect(RawPath.mkdir(odd + "/" + FolderName.decode(Array("r".utf8) + [0xFF]), 0o755) == 0)
+        try FileSystem.makeDirectory(root + "/alice@example.com")
+        try SampleData.makeItemsStore(root + "/alice@example.com/Store.sqlite", rows: 2, walOnlyTail: 0)
+        let before = FileSystem.contents(of: odd)
+        for (arguments, flag) in [
+            (["backup", "--root", "$1/r\\377", "--repo", "$1/repo", "alice@example.com"], "--root"),
+            (["backup", "--root", "$2", "--repo", "$1/r\\377", "alice@example.com"], "repository location"),
+            (
+                ["backup", "--root", "$2", "--repo", "$1/repo", "--mirror", "$1/m\\377", "alice@example.com"],
+                "repository location"
+            ),
+        ] {
+            // The shell makes the bytes: a Swift string cannot carry 0xFF as itself.
+            let words = arguments.map { $0.contains("\\") ? "\"$(printf \"\($0)\")\"" : "\"\($0)\"" }
+                .joined(separator: " ")
+            let result = try GranaryProcess.runExecutable(
+                "/bin/sh", ["-c", "exec \"$0\" " + words, GranaryProcess.binDirectory + "/granary", odd, root])
+            #expect(result.status == 64, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains(flag) && result.stderr.contains("not UTF-8"), "\(result.stderr)")
+        }
+        #expect(FileSystem.contents(of: odd) == before, "nothing may be made beside the odd folder")
+    }
+
     @Test("a user id of 255 bytes with a store of a 247-byte name in a folder of 200 is backed up, listed and restored")
     func longUserID() throws {
         let id = String(repeating: "u", count: 255 - "@example.com".utf8.count) + "@example.com"

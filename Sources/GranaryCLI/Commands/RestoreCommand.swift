@@ -129,6 +129,11 @@ struct RestoreCommand: GranaryCommand {
         request.archive = archive
         request.undo = undo
         request.at = at.flatMap(RestoreCommand.parseTime)
+        if let to, !FolderName.isUTF8(to) {
+            throw CommandError(
+                description: "--to \(to) is not UTF-8 text", status: .usage,
+                hint: "name the folder by a UTF-8 path (a link with such a name works)")
+        }
         request.target = to
         request.method = method
         request.dryRun = dryRun
@@ -143,7 +148,7 @@ struct RestoreCommand: GranaryCommand {
         } catch RestoreError.noUser(let user, let root, let create?) {
             // The hint is this very command line with --create: the same root, repository and archive.
             let words =
-                ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + [
+                ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + [
                     "--create", "--owner", create.owner.map(ShellWord.quote) ?? "USER",
                 ]
             throw CommandError(

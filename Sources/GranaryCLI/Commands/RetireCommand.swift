@@ -49,7 +49,7 @@ struct RetireCommand: GranaryCommand {
         let timeout = ownerTimeout ?? settings.ownerTimeout.value
         if !yes {
             guard console.canAsk else {
-                let words = ["granary"] + CommandLine.arguments.dropFirst().map(ShellWord.quote) + ["--yes"]
+                let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--yes"]
                 throw RetireNotConfirmed.notConfirmed(user: id.rawValue, command: words.joined(separator: " "))
             }
             try retirement.checkNotInUse(id, ownerTimeout: timeout)

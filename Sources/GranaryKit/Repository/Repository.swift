@@ -280,6 +280,12 @@ public enum Repositories {
     public static func open(
         _ location: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(RepositoryError) -> any Repository {
+        // A name with bytes that are not UTF-8 would reach the filesystem (or rclone) as other
+        // bytes than typed: refused, never followed to a different place.
+        guard FolderName.isUTF8(location) else {
+            throw .badLocation(
+                location, "it is not UTF-8 text; name the repository by a UTF-8 path (a link with such a name works)")
+        }
         if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
             return try RcloneRepository(location: location, environment: environment)
         }
