@@ -56,6 +56,7 @@ final class S3Server: @unchecked Sendable {
         process.standardError = handle
         try process.run()
         self.process = process
+        Self.live.started(process.processIdentifier)
         for _ in 0..<300 {
             if Self.answers(port: port) { return }
             usleep(50_000)
@@ -68,6 +69,34 @@ final class S3Server: @unchecked Sendable {
         guard let process, process.isRunning else { return }
         Glibc.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+        Self.live.stopped(process.processIdentifier)
+    }
+
+    /// The servers still running, killed when the test process exits: a `static let` server
+    /// (the suite's shared one) is never deinitialised, and moto outliving the run would keep
+    /// a port and a core busy.
+    static let live = LiveServers()
+
+    final class LiveServers: @unchecked Sendable {
+        private let lock = NSLock()
+        private var pids: Set<Int32> = []
+        private var registered = false
+
+        func started(_ pid: Int32) {
+            lock.withLock {
+                pids.insert(pid)
+                if !registered {
+                    registered = true
+                    atexit { S3Server.live.killAll() }
+                }
+            }
+        }
+
+        func stopped(_ pid: Int32) { _ = lock.withLock { pids.remove(pid) } }
+
+        func killAll() {
+            for pid in lock.withLock({ pids }) { Glibc.kill(pid, SIGKILL) }
+        }
     }
 
     func stop() { kill() }
