@@ -104,7 +104,7 @@ for user in alice@example.com dave@example.com; do
   restarts=$(grep -c '^READY' "$W/$user.log"); [ "$restarts" = 1 ] || { echo "soak: $user's owner started $restarts times"; unexpected=$((unexpected + 1)); }
 done
 leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | wc -l)
-[ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' | head; }
+[ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | head; }
 held=0; for lock in "$W"/root/.granary/locks/*.lock; do [ -e "$lock" ] && ! flock -n "$lock" true && held=$((held + 1)); done
 echo "soak: ${DURATION}s; backups ${count[backup]:-0}, verifies ${count[verify]:-0}, restores ${count[restore]:-0}, undos ${count[undo]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}, read-only spells $readonly_spells"
 echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits; alice's stores split $split times"

@@ -196,6 +196,9 @@ public enum Recovery {
             }
             FileSystem.removeTree(work.path)
         }
+        // Nothing is pending any more: the user's folder goes too (it stays only while it holds
+        // something; a run killed between making it and moving the files in left it empty).
+        _ = rmdir(folder)
         return nil
     }
 
