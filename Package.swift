@@ -10,6 +10,9 @@ import PackageDescription
 /// never sees either.
 let fuzzing = getenv("GRANARY_FUZZ") != nil
 let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
+/// Our C, in release builds (the shipped binaries), with glibc's checked string and memory
+/// functions, as Debian's hardening flags build C (lintian's hardening-no-fortify-functions).
+let hardenedC: [CSetting] = [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))]
 
 let package = Package(
     name: "granary",
@@ -24,10 +27,16 @@ let package = Package(
         // The reopen protocol's conformance checker, for anyone writing an owner.
         .executable(name: "granary-reopen-check", targets: ["granary-reopen-check"]),
     ],
+    // Every package of the dependency graph, pinned exactly, transitive ones too (swift-asn1 comes
+    // with swift-crypto; it is named only to be pinned, hence SwiftPM's warning that no target uses
+    // it): what root runs on users' data is built from these versions and no others.
+    // Package.resolved stays out of git (the package mirror's commit ids are not upstream's);
+    // `make check-pins` fails when the resolved graph differs from these pins.
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
-        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-asn1.git", exact: "1.7.4"),
+        .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
     ],
     targets: [
         // C at the edges: the system libraries, wrapped once in GranaryKit/SQLite and GranaryKit/Archive.
@@ -43,12 +52,12 @@ let package = Package(
         ),
         .systemLibrary(name: "CLinux"),
         // A pass-through SQLite VFS that watches the snapshot's writes (overlapped pack).
-        .target(name: "CSnapshotTee", dependencies: ["CSQLite"]),
+        .target(name: "CSnapshotTee", dependencies: ["CSQLite"], cSettings: hardenedC),
         // The trust boundary's system calls: openat2 beneath a folder, per-thread owner
         // credentials, and SQLite's file access redirected beneath a folder (Users/Folder.swift).
-        .target(name: "CBeneath", dependencies: ["CSQLite"]),
+        .target(name: "CBeneath", dependencies: ["CSQLite"], cSettings: hardenedC),
         // Time budgets and per-connection memory ceilings for SQLite's work on stores.
-        .target(name: "CSQLiteLimits", dependencies: ["CSQLite"]),
+        .target(name: "CSQLiteLimits", dependencies: ["CSQLite"], cSettings: hardenedC),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
