@@ -114,6 +114,13 @@ for name, text in pages.items():
     if os.path.exists(notes):
         text = text.replace(".Sh AUTHORS", ".Sh NOTES\n" + read(notes) + ".Sh AUTHORS")
     text = text.replace(".Sh AUTHORS", '.Sh "SEE ALSO"\n' + see_also + ".Sh AUTHORS")
+    # NAME names the page as its file does (granary-backup, as git-commit(1) does) and the summary
+    # goes unquoted: man-db's whatis parser (lexgrog) reads neither a name with a space nor the
+    # quotes, so apropos and whatis did not find the pages. SYNOPSIS keeps the words typed.
+    if command is not None:
+        text = text.replace(f'.Nm "granary {command}"\n', f".Nm granary-{command}\n", 1)
+        text = re.sub(r"^\.Nm$", f'.Nm "granary {command}"', text, flags=re.M)
+    text = re.sub(r'^\.Nd "(.*)"$', r".Nd \1", text, count=1, flags=re.M)
     # The generator leaves an empty paragraph where an option's value list would go.
     text = re.sub(r"\n\.Pp\n(?=\.It )", "\n", text)
     with open(os.path.join(man, out), "w") as f:
