@@ -91,17 +91,42 @@ public enum CoreDataMetadata {
     }
 
     /// A `Z_PLIST` blob (binary property list) as Core Data writes it.
+    ///
+    /// Written with `PropertyListEncoder`: `PropertyListSerialization` cannot write an array
+    /// (`NSStoreModelVersionIdentifiers`) in a binary linked with Swift's static standard library
+    /// ("property lists cannot contain objects of type 'Not A Type'"), as the release binaries are.
     public static func makePlist(storeUUID: String, modelVersionHashes: [String: Data]) -> [UInt8] {
-        let dictionary: [String: Any] = [
-            "NSStoreModelVersionHashes": modelVersionHashes,
-            "NSStoreModelVersionHashesVersion": 3,
-            "NSStoreModelVersionIdentifiers": [""],
-            "NSStoreType": "SQLite",
-            "NSStoreUUID": storeUUID,
-            "NSPersistenceFrameworkVersion": 1141,
-            "_NSAutoVacuumLevel": "2",
-        ]
-        let data = try! PropertyListSerialization.data(fromPropertyList: dictionary, format: .binary, options: 0)
+        let encoder = PropertyListEncoder()
+        encoder.outputFormat = .binary
+        // Encoding strings, numbers and data cannot fail.
+        let data = try! encoder.encode(CoreDataPlist(storeUUID: storeUUID, modelVersionHashes: modelVersionHashes))
         return Array(data)
+    }
+}
+
+/// The metadata dictionary Core Data keeps in `Z_METADATA.Z_PLIST`, as `makePlist` writes it.
+private struct CoreDataPlist: Encodable {
+    var storeUUID: String
+    var modelVersionHashes: [String: Data]
+
+    enum CodingKeys: String, CodingKey {
+        case modelVersionHashes = "NSStoreModelVersionHashes"
+        case hashesVersion = "NSStoreModelVersionHashesVersion"
+        case identifiers = "NSStoreModelVersionIdentifiers"
+        case storeType = "NSStoreType"
+        case storeUUID = "NSStoreUUID"
+        case frameworkVersion = "NSPersistenceFrameworkVersion"
+        case autoVacuumLevel = "_NSAutoVacuumLevel"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(modelVersionHashes, forKey: .modelVersionHashes)
+        try container.encode(3, forKey: .hashesVersion)
+        try container.encode([""], forKey: .identifiers)
+        try container.encode("SQLite", forKey: .storeType)
+        try container.encode(storeUUID, forKey: .storeUUID)
+        try container.encode(1141, forKey: .frameworkVersion)
+        try container.encode("2", forKey: .autoVacuumLevel)
     }
 }
