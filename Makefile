@@ -4,6 +4,7 @@
 #   make bench    compare granary with the pipeline a user would otherwise write
 #   make install  PREFIX=/usr/local (DESTDIR supported); make uninstall
 #                 (granary, granary-reopen-check, the man pages and completions)
+#   make deb      a Debian package (.build-deb/granary_*.deb: apt install ./granary_*.deb)
 #   make generate regenerate completions/ and man/ from the command declarations
 #   make lint     check the sources against .swift-format (make format rewrites them so)
 
@@ -40,8 +41,13 @@ moto: deps
 	@test -x $(MOTO) || { python3 -m venv .build-tools/moto && .build-tools/moto/bin/pip install -q 'moto[server]'; } \
 		|| { rm -rf .build-tools/moto; echo "moto could not be installed: the remote-repository tests will be skipped"; }
 
+# Release binaries link Swift's standard library, Foundation and Dispatch statically: they need
+# only Debian's shared libraries (libsqlite3, libarchive, libzstd, zlib, libc), not the toolchain
+# (docs/performance.md: size and start-up). make install, bench, check-release and deb use them.
+RELEASE_FLAGS := -c release --static-swift-stdlib -Xlinker -z -Xlinker now
+
 release: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build $(RELEASE_FLAGS)
 
 # The shipped binaries carry no test seam: the GRANARY_TEST_* switches (crash or stop at a restore
 # step, short leases, a failing safety archive) are compiled into debug builds only. CI runs this.
@@ -55,6 +61,34 @@ check-release: release
 
 test: build moto
 	$(SWIFT) test
+
+.PHONY: check-pins deb deb-deps check-deb
+
+# Every package of the resolved dependency graph is pinned with exact: in Package.swift, at the
+# version it resolved to, and nothing else is pinned (scripts/check-pins.py). CI runs this.
+check-pins: deps
+	@SWIFT="$(SWIFT)" bash scripts/check-pins.sh
+
+# The Debian package, built by debhelper from the release binaries (debian/rules), then lintian.
+# Writes .build-deb/granary_VERSION_ARCH.deb.
+DEB_TOOLS := debhelper dpkg-dev lintian
+deb-deps:
+	@missing=""; for p in $(DEB_TOOLS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+deb: release deb-deps
+	@SWIFT="$(SWIFT)" bash scripts/make-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
+
+# Installs the .deb into a scratch root (an overlay of / in a private mount namespace) with the
+# Swift toolchain hidden, and runs what it installed: --version, --help, a backup and restore of
+# the sample users, man pages, completions, the conffile, systemd-analyze verify. CI runs this.
+check-deb: deb
+	@SWIFT="$(SWIFT)" bash scripts/check-deb.sh "$$(ls .build-deb/granary_*.deb)" \
+		"$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
 
 # The committed .swift-format (120 columns) over every Swift source; CI runs `make lint`.
 SWIFT_FORMAT = $(shell command -v swift-format >/dev/null && echo swift-format || echo "$(SWIFT) format")
@@ -135,4 +169,4 @@ uninstall:
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
 
 clean:
-	rm -rf .build .build-fuzz .build-tools "$(DEMO)" bench/work
+	rm -rf .build .build-fuzz .build-tools .build-deb "$(DEMO)" bench/work
