@@ -71,7 +71,7 @@ check "bash completes 'granary restore al' to $user (the installed binary asked)
     printf '%s\n' \"\${COMPREPLY[@]}\" | grep -qx '$user'"
 if command -v fish > /dev/null; then
     check "fish finds the installed completion by itself" bash -c \
-        'fish --no-config -c "complete -C \"granary ba\"" | grep -q "^backup"'
+        'HOME=$(mktemp -d) fish -c "complete -C \"granary ba\"" | grep -q "^backup"'
 fi
 if command -v zsh > /dev/null; then
     check "zsh's own fpath holds the installed _granary" bash -c \
