@@ -43,6 +43,7 @@ unshare --mount --propagation private bash -euo pipefail -c '
     mkdir -p "$root/srv/granary-check"
     mount --bind "$work/data" "$root/srv/granary-check"
     # The toolchain hidden: an empty folder where it was.
+    mkdir -p "$root$toolchain"
     mount -t tmpfs -o ro,size=1m no-toolchain "$root$toolchain"
     chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
         bash /srv/granary-check/check-installed.sh /srv/granary-check "$toolchain" "$version"
