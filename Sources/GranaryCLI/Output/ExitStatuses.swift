@@ -59,7 +59,7 @@ extension RestoreError: CommandLineError {
         case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
-        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
+        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy, .replacedByOthers: return .temporaryFailure
         case .differentFilesystem, .targetExists: return .cannotCreate
         case .noRoomToStage: return .ioError
         case .noRepository: return .usage
@@ -97,7 +97,7 @@ extension RestoreError: CommandLineError {
         case .storeOpen: return "use --method online (or auto), or stop the processes first"
         case .differentFilesystem:
             return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
-        case .leaseTooShort, .storeBusy: return "run again"
+        case .leaseTooShort, .storeBusy, .replacedByOthers: return "run again"
         case .targetExists: return "choose an empty folder for --to"
         case .noRoomToStage(let folder, _, _, _):
             return

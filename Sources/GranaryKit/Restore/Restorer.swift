@@ -143,7 +143,7 @@ public struct Restorer: Sendable {
         _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
-        let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
+        let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
 
         // The user's folder; a missing one is created after the archive has verified (`create`), or
         // is not needed at all (a target folder).
@@ -217,6 +217,7 @@ public struct Restorer: Sendable {
             }
         }
 
+        CrashPoint.reach(.staged)
         if let target = request.target {
             for store in staged {
                 report.stores.append(
@@ -329,176 +330,91 @@ public struct Restorer: Sendable {
                 label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel,
                 archive: archive,
                 repository: request.safetyArchive ? repository?.path : nil, stores: entries))
+        let commit = UserCommit(
+            user: user.folder, work: work, journal: journal,
+            stores: entries.map { .init(entry: $0, owner: owners[$0.name]) },
+            ownerTimeout: request.ownerTimeout, lease: request.lease)
+        try commitAndSwitch(commit, entries: entries, request: request, report: &report)
+        finished = true
+        return report
+    }
 
-        // Up to the commit point: pause the owners, prepare every store, then check, under the
-        // commit locks, that every lease has room and nobody has a store open. Any failure rolls
-        // everything back: nothing live was replaced.
-        var locks: CommitLocks?
+    /// The user's commit (``UserCommit``): pause, check, commit record, switch, resume, then the
+    /// online copies and what follows (external-data clean-up, the safety archive). A refusal up
+    /// to the commit record changes nothing in the user's folder; after it, every store is rolled
+    /// forward, by this run or by `granary recover`.
+    private func commitAndSwitch(
+        _ commit: UserCommit, entries: [SwapJournal.Entry], request: RestoreRequest, report: inout RestoreReport
+    ) throws {
+        let journal = commit.journal
         do {
-            // Online copies first, before any owner is paused (their time must not eat a lease):
-            // SQLite's own locking makes each one atomic, and its old content is kept aside just
-            // before, so that a later failure can copy it back.
-            for entry in entries where entry.method == .online {
-                let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
-                try OnlineRestore.restore(
-                    staged: work.stagedStore(entry.name), into: folder, file, aside: work.asideStore(entry.name),
-                    busyTimeout: request.ownerTimeout)
-                try journal.record(.switched(entry.name))
-            }
-            for entry in entries {
-                guard let owner = owners[entry.name] else { continue }
-                try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
-                // pause() may have reconnected: name the process that was paused.
-                if let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
+            try commit.pauseAll()
+            // pause() may have reconnected: name the processes that were paused.
+            for store in commit.stores {
+                if let owner = store.owner, let index = report.stores.firstIndex(where: { $0.name == store.entry.name }) {
                     report.stores[index].ownerPID = owner.ownerPID
                 }
             }
-            // What each paused store looks like once prepared (checkpointed, companions removed): a
-            // paused owner writing through a connection it opened anew changes it, even when that
-            // connection's last close folds its -wal back in and removes it.
-            var preparedState: [String: StoreSwap.Fingerprint] = [:]
-            for entry in entries {
-                try StoreSwap.prepare(entry, user: user.folder, work: work)
-                try journal.record(.prepared(entry.name))
-                if owners[entry.name] != nil, entry.method == .swap {
-                    let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
-                    preparedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
-                }
-            }
-            let renamed = entries.filter { $0.method != .online }
-            locks = try CommitLocks.take(
-                try renamed.compactMap { entry in
-                    entry.method == .swap ? try StoreSwap.live(entry.name, in: user.folder).0 : nil
-                }, until: .now + request.ownerTimeout)
-            for entry in renamed where entry.method == .swap {
-                if let owner = owners[entry.name] {
-                    if owner.leaseRemaining < StoreSwap.commitMargin {
-                        throw RestoreError.leaseTooShort(store: entry.name)
-                    }
-                    // An owner that said RESUMED (or anything) unasked while paused is not paused.
-                    try owner.confirmPaused()
-                }
-                // Trust, but check: an owner that acknowledged without closing its connections (or a
-                // process outside the protocol) would keep writing to the old inode after the rename.
-                let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
-                let before = report.stores.first { $0.name == entry.name }?.openBy ?? []
-                var holders = OpenFiles.holders(of: file, in: folder, among: before)
-                if holders.isEmpty && OpenFiles.hasWALConnection(file, in: folder) {
-                    holders = OpenFiles.holders(of: file, in: folder)
-                }
-                if !holders.isEmpty || OpenFiles.hasWALConnection(file, in: folder) {
-                    let who = holders.isEmpty ? "of another user" : holders.map(String.init).joined(separator: ", ")
-                    throw RestoreError.storeBusy(
-                        store: folder.path(file), detail: "still open by process \(who) after the pause")
-                }
-                // The stale companions were removed when the store was prepared: one that is back was
-                // written while the store was paused (an owner putting back a saved -wal would apply
-                // the old store's pages to the new one). Nothing is committed then.
-                for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
-                    if owners[entry.name] != nil {
-                        throw RestoreError.pausedOwnerWrote(file: folder.path(file + suffix))
-                    }
-                    throw RestoreError.storeBusy(
-                        store: folder.path(file),
-                        detail: "\(folder.path(file + suffix)) appeared while it was being swapped")
-                }
-                if let prepared = preparedState[entry.name], StoreSwap.Fingerprint(folder.entry(file)) != prepared {
-                    throw RestoreError.pausedOwnerWrote(file: folder.path(file))
-                }
-            }
-            CrashPoint.reach()
-            try journal.record(.commit, durable: true)
+            try commit.checkAll()
+            try commit.commitRecord()
         } catch {
-            locks?.release()
-            _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
-            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
-            throw (error as? ReopenError).map { RestoreError.owner($0) } ?? error
+            let refused = commit.refuse(error)
+            _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+            throw refused
         }
 
         // Past the commit point every store ends new: a failure from here on is finished by
         // `granary recover` (or the next command on this user), never rolled back.
         do {
-            let mode = try StoreSwap.folderMode(user.folder)
-            var switchedState: [String: StoreSwap.Fingerprint] = [:]
-            for entry in entries where entry.method != .online {
-                try StoreSwap.switchIn(entry, user: user.folder, work: work, folderMode: mode)
-                let intruders = try StoreSwap.removeIntruders(entry, user: user.folder, work: work)
-                for path in intruders {
-                    report.warnings.append(
-                        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
-                    )
-                    if owners[entry.name] != nil { report.writtenWhilePaused.append(path) }
-                }
-                try journal.record(.switched(entry.name))
-                if owners[entry.name] != nil, let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) {
-                    switchedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
-                }
-            }
-            // Last look before RESUME: an owner that writes while paused (a -wal put back, a
-            // connection opened anew) is told off, and its companions moved away again.
-            for entry in entries where switchedState[entry.name] != nil {
-                guard let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) else { continue }
-                let intruders = (try? StoreSwap.removeIntruders(entry, user: user.folder, work: work)) ?? []
-                for path in intruders {
-                    report.warnings.append(
-                        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
-                    )
-                }
-                if !intruders.isEmpty || StoreSwap.Fingerprint(folder.entry(file)) != switchedState[entry.name] {
-                    report.writtenWhilePaused.append(folder.path(file))
-                }
-            }
-            locks?.release()
-            CrashPoint.reach()
-            for entry in entries {
-                guard let owner = owners[entry.name] else { continue }
-                // Past the commit point whatever the owner does is reported, and the restore stands.
-                do {
-                    let ended = try owner.endPause(timeout: request.ownerTimeout)
-                    if let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
-                        report.stores[index].paused = ended.pause
-                    }
-                    switch ended.ending {
-                    case .resumed: break
-                    case .late:
-                        report.warnings.append(
-                            "restored; the owner of \(entry.name) resumed late (\(Int(ended.reopening.timeInterval * 1000)) ms after RESUME)"
-                        )
-                    case .expired:
-                        report.warnings.append(
-                            "restored; the owner of \(entry.name) reopened by itself: its lease had run out before RESUME"
-                        )
-                    case .unanswered:
-                        report.warnings.append(
-                            "restored; the owner of \(entry.name) did not confirm it resumed (it reopens on its own when granary's connection closes)"
-                        )
-                    }
-                } catch {
-                    report.warnings.append("restored; the owner of \(entry.name): \(error.description)")
-                }
-            }
-            try journal.record(.resumed)
+            let seen = try commit.switchAll()
+            report.warnings += seen.warnings
+            report.writtenWhilePaused += seen.writtenWhilePaused
         } catch {
-            locks?.release()
-            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
+            commit.abandon()
+            for store in commit.stores { try? store.owner?.resume(timeout: request.ownerTimeout) }
             throw RestoreError.unfinished(
                 user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+        }
+        report.warnings += commit.resumeAll()
+        for (name, pause) in commit.pauses {
+            if let index = report.stores.firstIndex(where: { $0.name == name }) { report.stores[index].paused = pause }
+        }
+
+        // Online copies: each one atomic under SQLite's locking, with the content it replaces kept
+        // aside in the same instant. When the first change of the whole restore is an online copy
+        // that could not take its lock, nothing changed: the commit is withdrawn.
+        var changed = entries.contains { $0.method != .online }
+        for entry in entries where entry.method == .online {
+            do {
+                let (folder, file) = try StoreSwap.live(entry.name, in: commit.user)
+                try OnlineRestore.restore(
+                    staged: commit.work.stagedStore(entry.name), into: folder, file,
+                    aside: commit.work.asideStore(entry.name), busyTimeout: request.ownerTimeout)
+            } catch {
+                guard !changed else {
+                    throw RestoreError.unfinished(
+                        user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+                }
+                try? journal.record(.withdrawn, durable: true)
+                _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+                throw error
+            }
+            changed = true
+            try journal.record(.switched(entry.name))
         }
 
         // After the owners run again: external-data clean-up, the safety archive, then clean up.
         // Still past the commit point: a failure here is finished by `granary recover` too.
-        CrashPoint.reach()
+        CrashPoint.reach(.finishing)
         let done: Recovery.Report
         do {
-            done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
+            done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
         } catch {
             throw RestoreError.unfinished(
                 user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
         }
         report.safetyArchive = done.safetyArchive
         report.safetyArchivePending = done.safetyArchivePending
-        finished = true
-        return report
     }
 
     /// The archive to restore: the one named, the newest regular backup (at or before `at`), or
