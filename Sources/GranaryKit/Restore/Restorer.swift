@@ -177,45 +177,8 @@ public struct Restorer: Sendable {
         let liveStores = scan?.stores ?? []
         // What the scan passed over is said: a store left out must not be left out in silence.
         for skipped in scan?.skipped ?? [] { report.warnings.append("passed over \(skipped.name): \(skipped.reason)") }
-        var staged: [Staged] = []
-        var manifest: Manifest?
-        if let chosen {
-            let verified = try stageVerified(chosen, into: work.staged, user: request.user)
-            manifest = verified
-            // `create` fills a folder that holds no store yet (one an earlier restore created before it was
-            // interrupted, or an empty one an admin made) like a new one: every store is new.
-            let fillsEmpty = request.create != nil && liveStores.isEmpty
-            if request.target == nil && existing != nil && !fillsEmpty {
-                try compare(verified, live: liveStores, force: request.force)
-            }
-            staged = verified.stores.map { store in
-                let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
-                var modes: [String: UInt32] = [:]
-                if let prefix {
-                    for file in verified.files where file.path.hasPrefix(prefix) {
-                        modes[String(file.path.dropFirst(prefix.count))] = file.mode
-                    }
-                }
-                return Staged(
-                    name: store.name, path: work.stagedStore(store.name),
-                    external: Staging.stagedExternal(of: store, in: work.staged),
-                    owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
-            }
-        } else {
-            guard let existing else {
-                throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil)
-            }
-            guard !liveStores.isEmpty else {
-                throw BackupError.noStores(user: request.user.rawValue, folder: existing.path)
-            }
-            for store in liveStores {
-                let path = work.stagedStore(store.name)
-                try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
-                let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout)
-                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
-                staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
-            }
-        }
+        let (staged, manifest) = try stage(
+            request, chosen: chosen, existing: existing, liveStores: liveStores, work: work)
 
         CrashPoint.reach(.staged)
         if let target = request.target {
@@ -259,63 +222,7 @@ public struct Restorer: Sendable {
         // Pick a method per store.
         var owners: [String: ReopenClient] = [:]
         defer { for owner in owners.values { owner.close() } }
-        for store in staged {
-            // A store whose folder is gone is new, like one whose file is gone (a link or anything
-            // else in the folder's place is refused).
-            guard let located = try StoreSwap.liveIfPresent(store.name, in: user.folder),
-                let info = located.0.entry(located.1)
-            else {
-                report.stores.append(
-                    .init(
-                        name: store.name, live: user.folder.path(store.name), method: .new, openBy: [],
-                        staged: store.path))
-                continue
-            }
-            let (folder, file) = located
-            var owner: ReopenClient?
-            var squatted = false
-            if request.method != .online {
-                switch Result(catching: { () throws(ReopenError) -> ReopenClient? in
-                    try Owners.connect(folder, file, ownerUID: info.uid, timeout: request.ownerTimeout)
-                }) {
-                case .success(let client): owner = client
-                case .failure(let error):
-                    // A process of another user holds the store's reopen socket (or one that never
-                    // accepts a connection): it is not the owner, and it must not block the restore.
-                    switch error {
-                    case .untrustedPeer(let path, let pid, let uid, let expected) where request.method != .swap:
-                        report.warnings.append(
-                            "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))"
-                        )
-                    case .unreachable where request.method != .swap:
-                        report.warnings.append(
-                            "ignored the reopen socket of \(folder.path(file)): \(error.description)")
-                    default: throw RestoreError.owner(error)
-                    }
-                    squatted = true
-                }
-            }
-            let holders = OpenFiles.holders(of: file, in: folder)
-            let method: RestoreReport.Method
-            switch request.method {
-            case .auto: method = owner != nil ? .swap : holders.isEmpty && !squatted ? .offline : .online
-            case .swap:
-                guard owner != nil else { throw RestoreError.noOwner(store: folder.path(file)) }
-                method = .swap
-            case .offline:
-                guard owner == nil && holders.isEmpty else {
-                    throw RestoreError.storeOpen(
-                        store: folder.path(file), pids: holders.isEmpty ? [owner!.ownerPID] : holders)
-                }
-                method = .offline
-            case .online: method = .online
-            }
-            if method == .swap { owners[store.name] = owner } else { owner?.close() }
-            report.stores.append(
-                .init(
-                    name: store.name, live: folder.path(file), method: method, ownerPID: owner?.ownerPID,
-                    openBy: holders, staged: store.path))
-        }
+        owners = try chooseMethods(staged, user: user.folder, request: request, report: &report)
         if request.dryRun { return report }
 
         // The journal's plan: every store, before anything live is touched.
@@ -415,6 +322,123 @@ public struct Restorer: Sendable {
         }
         report.safetyArchive = done.safetyArchive
         report.safetyArchivePending = done.safetyArchivePending
+    }
+
+    /// Phase "stage": the archive verified into `work.staged` (a restore), or each live store's
+    /// empty copy made there (a reset). Nothing live is touched.
+    private func stage(
+        _ request: RestoreRequest, chosen: (path: String, entry: RepositoryEntry?)?, existing: UserFolder?,
+        liveStores: [StoreFile], work: RestoreWork
+    ) throws -> (staged: [Staged], manifest: Manifest?) {
+        var staged: [Staged] = []
+        var manifest: Manifest?
+        if let chosen {
+            let verified = try stageVerified(chosen, into: work.staged, user: request.user)
+            manifest = verified
+            // `create` fills a folder that holds no store yet (one an earlier restore created before it was
+            // interrupted, or an empty one an admin made) like a new one: every store is new.
+            let fillsEmpty = request.create != nil && liveStores.isEmpty
+            if request.target == nil && existing != nil && !fillsEmpty {
+                try compare(verified, live: liveStores, force: request.force)
+            }
+            staged = verified.stores.map { store in
+                let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+                var modes: [String: UInt32] = [:]
+                if let prefix {
+                    for file in verified.files where file.path.hasPrefix(prefix) {
+                        modes[String(file.path.dropFirst(prefix.count))] = file.mode
+                    }
+                }
+                return Staged(
+                    name: store.name, path: work.stagedStore(store.name),
+                    external: Staging.stagedExternal(of: store, in: work.staged),
+                    owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
+            }
+        } else {
+            guard let existing else {
+                throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil)
+            }
+            guard !liveStores.isEmpty else {
+                throw BackupError.noStores(user: request.user.rawValue, folder: existing.path)
+            }
+            for store in liveStores {
+                let path = work.stagedStore(store.name)
+                try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
+                let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout)
+                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
+                staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
+            }
+        }
+        return (staged, manifest)
+    }
+
+    /// Phase "methods": per store, how its new content goes in (swap with its owner, offline,
+    /// online, new), appended to `report`; returns the owners of the swapped stores, connected.
+    private func chooseMethods(
+        _ staged: [Staged], user: Folder, request: RestoreRequest, report: inout RestoreReport
+    ) throws -> [String: ReopenClient] {
+        var owners: [String: ReopenClient] = [:]
+        var done = false
+        defer { if !done { for owner in owners.values { owner.close() } } }
+        for store in staged {
+            // A store whose folder is gone is new, like one whose file is gone (a link or anything
+            // else in the folder's place is refused).
+            guard let located = try StoreSwap.liveIfPresent(store.name, in: user),
+                let info = located.0.entry(located.1)
+            else {
+                report.stores.append(
+                    .init(
+                        name: store.name, live: user.path(store.name), method: .new, openBy: [],
+                        staged: store.path))
+                continue
+            }
+            let (folder, file) = located
+            var owner: ReopenClient?
+            var squatted = false
+            if request.method != .online {
+                switch Result(catching: { () throws(ReopenError) -> ReopenClient? in
+                    try Owners.connect(folder, file, ownerUID: info.uid, timeout: request.ownerTimeout)
+                }) {
+                case .success(let client): owner = client
+                case .failure(let error):
+                    // A process of another user holds the store's reopen socket (or one that never
+                    // accepts a connection): it is not the owner, and it must not block the restore.
+                    switch error {
+                    case .untrustedPeer(let path, let pid, let uid, let expected) where request.method != .swap:
+                        report.warnings.append(
+                            "ignored the reopen socket of \(path): it is held by pid \(pid) of uid \(uid), not by the store's owner (uid \(expected))"
+                        )
+                    case .unreachable where request.method != .swap:
+                        report.warnings.append(
+                            "ignored the reopen socket of \(folder.path(file)): \(error.description)")
+                    default: throw RestoreError.owner(error)
+                    }
+                    squatted = true
+                }
+            }
+            let holders = OpenFiles.holders(of: file, in: folder)
+            let method: RestoreReport.Method
+            switch request.method {
+            case .auto: method = owner != nil ? .swap : holders.isEmpty && !squatted ? .offline : .online
+            case .swap:
+                guard owner != nil else { throw RestoreError.noOwner(store: folder.path(file)) }
+                method = .swap
+            case .offline:
+                guard owner == nil && holders.isEmpty else {
+                    throw RestoreError.storeOpen(
+                        store: folder.path(file), pids: holders.isEmpty ? [owner!.ownerPID] : holders)
+                }
+                method = .offline
+            case .online: method = .online
+            }
+            if method == .swap { owners[store.name] = owner } else { owner?.close() }
+            report.stores.append(
+                .init(
+                    name: store.name, live: folder.path(file), method: method, ownerPID: owner?.ownerPID,
+                    openBy: holders, staged: store.path))
+        }
+        done = true
+        return owners
     }
 
     /// The archive to restore: the one named, the newest regular backup (at or before `at`), or
