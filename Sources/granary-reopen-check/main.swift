@@ -18,7 +18,7 @@ struct ReopenCheckCommand: ParsableCommand {
             rules: one line per check, pass, FAIL or skip, and exit status 1 when any check fails. \
             The owner is paused several times (for milliseconds, and twice for a second or two) and left \
             running. Run it as the store's owner or root (as root it also checks that other users \
-            are refused), while no restore of the store runs. It takes about 30 s, most of it \
+            are refused), while no restore of the store runs. It takes about 40 s, most of it \
             waiting for the owner's idle timeout.
             """)
 
