@@ -28,9 +28,10 @@ public struct ReopenAddress: Sendable, Equatable, CustomStringConvertible {
             throw .storeNotFound(path: path, code: errno)
         }
         defer { free(resolved) }
-        self.init(canonicalPathBytes: Array(UnsafeBufferPointer(start: resolved, count: strlen(resolved))).map {
-            UInt8(bitPattern: $0)
-        })
+        self.init(
+            canonicalPathBytes: Array(UnsafeBufferPointer(start: resolved, count: strlen(resolved))).map {
+                UInt8(bitPattern: $0)
+            })
     }
 
     /// The address for an already canonical path.

@@ -1,8 +1,8 @@
 import Foundation
+@_spi(RuleBreaking) import GranaryOwner
 import Testing
 
 @testable import GranaryKit
-@_spi(RuleBreaking) import GranaryOwner
 
 #if canImport(Glibc)
     import Glibc
@@ -36,14 +36,20 @@ extension ReopenProtocolTests {
         // A running transaction keeps the owner pausing.
         let running = DispatchSemaphore(value: 0)
         let finish = DispatchSemaphore(value: 0)
-        Thread { _ = try? owner.withStore(store) { running.signal(); finish.wait() } }.start()
+        Thread {
+            _ = try? owner.withStore(store) {
+                running.signal(); finish.wait()
+            }
+        }.start()
         running.wait()
         defer { finish.signal() }
         let channel = try rawClient(store)
         channel.send("PAUSE 60000")
         usleep(200_000)  // the owner reads PAUSE and is pausing
         let waited = DispatchSemaphore(value: 0)
-        Thread { _ = try? owner.withStore(store) { calls.add("transaction") }; waited.signal() }.start()
+        Thread {
+            _ = try? owner.withStore(store) { calls.add("transaction") }; waited.signal()
+        }.start()
         usleep(100_000)
         #expect(!calls.all.contains("transaction"), "a transaction ran while the owner was pausing")
         channel.close()
@@ -62,7 +68,11 @@ extension ReopenProtocolTests {
         defer { owner.stop() }
         let running = DispatchSemaphore(value: 0)
         let finish = DispatchSemaphore(value: 0)
-        Thread { _ = try? owner.withStore(store) { running.signal(); finish.wait() } }.start()
+        Thread {
+            _ = try? owner.withStore(store) {
+                running.signal(); finish.wait()
+            }
+        }.start()
         running.wait()
         let channel = try rawClient(store)
         // The lease (1.5 s) outlasts the idle timeout (1 s): the answer comes after it.
@@ -109,7 +119,8 @@ extension ReopenProtocolTests {
             ("PAUSE 100\t", "ERROR bad-lease"), ("PAUSE 100\r\r", "ERROR bad-lease"),
         ] {
             channel.sendBytes(Array(line.utf8) + [0x0A])
-            #expect(channel.readLine(until: .now + .seconds(5)) == .line(Array(answer.utf8)), "\(line.debugDescription)")
+            #expect(
+                channel.readLine(until: .now + .seconds(5)) == .line(Array(answer.utf8)), "\(line.debugDescription)")
         }
     }
 

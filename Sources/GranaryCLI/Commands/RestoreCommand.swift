@@ -265,7 +265,8 @@ struct RestoreResult: CommandResult {
         case .resumed: return "\(store): owner paused for \(ms) ms (from PAUSE sent to RESUMED received)"
         case .late: return "\(store): owner paused for \(ms) ms (from PAUSE sent to RESUMED received, late)"
         case .expired:
-            return "\(store): owner paused for \(ms) ms, expired (from PAUSE sent to EXPIRED received: its lease ran out)"
+            return
+                "\(store): owner paused for \(ms) ms, expired (from PAUSE sent to EXPIRED received: its lease ran out)"
         case .unanswered:
             return
                 "\(store): owner paused for at least \(ms) ms (from PAUSE sent until granary stopped waiting for RESUMED)"
