@@ -35,7 +35,8 @@ public final class GranaryOwner: @unchecked Sendable {
             /// `reopen` ran because the lease ran out.
             case leaseExpired = "lease-expired"
             /// `reopen` ran because granary ended the conversation while paused (BYE, ERROR, the
-            /// connection closed: granary died or gave up).
+            /// connection closed: granary died or gave up); or the connection closed while the
+            /// owner was pausing, and the pause was given up (`reopen` ran if `close` had).
             case peerGone = "peer-gone"
             /// A connection was refused (wrong uid, bad version, bad message).
             case refused

@@ -1,3 +1,4 @@
+import GranaryOwner
 import Testing
 
 @testable import GranaryCLI
@@ -39,5 +40,22 @@ struct PauseLineTests {
         #expect(RestoreResult.pauseEnding(of: "Gone.sqlite", warnings: warnings) == .unanswered)
         #expect(RestoreResult.pauseEnding(of: "Local.sqlite", warnings: warnings) == .resumed)
         #expect(RestoreResult.pauseEnding(of: "Cloud", warnings: warnings) == .resumed)
+    }
+}
+
+/// What granary tells the admin when an owner refuses.
+@Suite("reopen refusals: exit status and hint")
+struct ReopenRefusalHintTests {
+    @Test("an owner that speaks none of granary's versions: 75, and a hint to bring them to one version")
+    func unsupportedVersion() {
+        let error = ReopenError.refused(
+            store: "/srv/users/alice/Local.sqlite",
+            reason: ReopenRefusal.unsupportedVersion(spoken: [2, 3]).explanation)
+        #expect(error.status == .temporaryFailure)
+        #expect(
+            error.description.hasSuffix(
+                "refused: unsupported-version (it speaks versions 2, 3 of the reopen protocol, granary 1)"))
+        #expect(error.hint?.contains("both speak one version of the reopen protocol") == true)
+        #expect(ReopenError.refused(store: "s", reason: "busy").hint == "run again; see the owner's log")
     }
 }
