@@ -261,6 +261,36 @@ struct ReopenConformanceTests {
         #expect(try RestoreFixtures.ids(store, table: "items") == before)
     }
 
+    @Test("a restore whose owner's lease ran out after the commit says so in its pause line: expired, not RESUMED")
+    func pauseLineSaysExpired() throws {
+        try FileSystem.removeFile(cloud)
+        let archive = (try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com") as NSString)
+            .lastPathComponent
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
+        defer { owner.stop() }
+        try owner.waitForMoreWrites(10)
+        // A stall of 2.5 s at each restore step in turn under a lease of 2.3 s: before the commit
+        // the restore is refused; after it, RESUME comes after the lease and the owner has sent EXPIRED.
+        var expired: GranaryProcess.Result?
+        for step in 1..<40 {
+            let result = try GranaryProcess.run(
+                ["restore", "alice@example.com", archive, "--no-safety-archive", "--root", root, "--repo", repo],
+                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT_STEP": "\(step):2500"])
+            if result.status == 0 && result.stderr.contains("reopened by itself") {
+                expired = result
+                break
+            }
+        }
+        let result = try #require(expired, "no restore step stalled past the lease after the commit")
+        #expect(
+            result.stdout.contains(
+                "Local.sqlite: owner paused for "), "\(result.stdout)")
+        #expect(
+            result.stdout.contains(", expired (from PAUSE sent to EXPIRED received: its lease ran out)"),
+            "\(result.stdout)")
+        #expect(!result.stdout.contains("to RESUMED received"), "\(result.stdout)")
+    }
+
     @Test("an owner's text reaches the admin's terminal escaped, and a malformed greeting changes nothing")
     func ownerTextEscaped() throws {
         try FileSystem.removeFile(cloud)
