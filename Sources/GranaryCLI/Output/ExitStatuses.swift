@@ -122,6 +122,8 @@ extension ReopenError: CommandLineError {
         case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
         case .unreachable: return "use --method online (or auto), or stop the process that holds the socket"
         case .untrustedPeer: return "stop the process that poses as the owner"
+        case .refused(_, let reason) where reason.hasPrefix("unsupported-version"):
+            return "update granary or the app so that both speak one version of the reopen protocol (granary-reopen(7))"
         case .refused, .protocolViolation: return "run again; see the owner's log"
         default: return nil
         }

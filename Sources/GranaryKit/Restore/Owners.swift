@@ -14,8 +14,20 @@ enum Owners {
     static func connect(_ folder: Folder, _ file: String, ownerUID: uid_t, timeout: Duration) throws(ReopenError)
         -> ReopenClient?
     {
-        let canonical = folder.canonicalPath
-        let address = ReopenAddress(canonicalPath: (canonical == "/" ? "" : canonical) + "/" + file)
+        // The bytes of the folder's path as the kernel knows the descriptor: the name hashes the
+        // path's bytes, which a string of a name that is not UTF-8 (or not NFC) would not give back.
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let n = buffer.withUnsafeMutableBufferPointer { raw in
+            raw.baseAddress!.withMemoryRebound(to: CChar.self, capacity: raw.count) {
+                readlink("/proc/self/fd/\(folder.descriptor.raw)", $0, raw.count)
+            }
+        }
+        var bytes = n > 0 ? Array(buffer[0..<n]) : FolderName.encode(folder.canonicalPath)
+        if bytes != [0x2F] { bytes.append(0x2F) }
+        bytes += FolderName.encode(file)
+        // realpath(3) fails for a path of PATH_MAX bytes or more: no owner can serve such a store.
+        if bytes.count >= Int(PATH_MAX) { return nil }
+        let address = ReopenAddress(canonicalPathBytes: bytes)
         return try ReopenClient.connect(
             address: address, store: folder.path(file), storeOwnerUID: ownerUID, timeout: timeout)
     }
