@@ -27,19 +27,13 @@ struct PauseLineTests {
         #expect(RestoreResult.pauseLine("Local.sqlite", seconds: 0.0018, ending: ending) == expected)
     }
 
-    @Test("how a pause ended is read from the restore's warning for that store, and that store only")
+    @Test("how a pause ended is read from the report's field, RESUMED on time when it has none")
     func ending() {
-        // The warnings as the restore gives them after the commit (Restorer).
-        let warnings = [
-            "restored; the owner of Cloud.sqlite reopened by itself: its lease had run out before RESUME",
-            "restored; the owner of Late.sqlite resumed late (12034 ms after RESUME)",
-            "restored; the owner of Gone.sqlite did not confirm it resumed (it reopens on its own when granary's connection closes)",
-        ]
-        #expect(RestoreResult.pauseEnding(of: "Cloud.sqlite", warnings: warnings) == .expired)
-        #expect(RestoreResult.pauseEnding(of: "Late.sqlite", warnings: warnings) == .late)
-        #expect(RestoreResult.pauseEnding(of: "Gone.sqlite", warnings: warnings) == .unanswered)
-        #expect(RestoreResult.pauseEnding(of: "Local.sqlite", warnings: warnings) == .resumed)
-        #expect(RestoreResult.pauseEnding(of: "Cloud", warnings: warnings) == .resumed)
+        #expect(RestoreResult.pauseEnding("expired") == .expired)
+        #expect(RestoreResult.pauseEnding("late") == .late)
+        #expect(RestoreResult.pauseEnding("unanswered") == .unanswered)
+        #expect(RestoreResult.pauseEnding("resumed") == .resumed)
+        #expect(RestoreResult.pauseEnding(nil) == .resumed)
     }
 }
 

@@ -272,10 +272,10 @@ struct ReopenConformanceTests {
         // A stall of 2.5 s at each restore step in turn under a lease of 2.3 s: before the commit
         // the restore is refused; after it, RESUME comes after the lease and the owner has sent EXPIRED.
         var expired: GranaryProcess.Result?
-        for step in 1..<40 {
+        for step in CrashPoints.plan(CrashPoint.Name.restoreCommit) {
             let result = try GranaryProcess.run(
                 ["restore", "alice@example.com", archive, "--no-safety-archive", "--root", root, "--repo", repo],
-                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT_STEP": "\(step):2500"])
+                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT": "\(step):2500"])
             if result.status == 0 && result.stderr.contains("reopened by itself") {
                 expired = result
                 break

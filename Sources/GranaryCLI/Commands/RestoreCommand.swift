@@ -179,6 +179,8 @@ struct RestoreResult: CommandResult {
         let openBy: [Int32]
         /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED (or EXPIRED) received.
         @Null var paused: Double?
+        /// How its owner's pause ended: `resumed`, `late`, `expired` or `unanswered`.
+        @Null var pauseEnding: String?
     }
 
     /// `restore` or `reset`.
@@ -224,7 +226,7 @@ struct RestoreResult: CommandResult {
                 liveBase64: JSONName.base64($0.live), staged: $0.staged,
                 stagedBase64: JSONName.base64($0.staged), method: $0.method.rawValue, ownerPid: $0.ownerPID,
                 openBy: $0.openBy,
-                paused: $0.paused?.timeInterval)
+                paused: $0.paused?.timeInterval, pauseEnding: $0.pauseEnding?.rawValue)
         }
         safetyArchive = report.safetyArchive
         safetyArchivePending = report.safetyArchivePending
@@ -243,18 +245,14 @@ struct RestoreResult: CommandResult {
         case resumed, late, expired, unanswered
     }
 
-    /// How the pause of `store`'s owner ended. The report carries only the pause's length; the
-    /// restore says how it ended in the warning it gives for that store after the commit
-    /// (`Restorer`): none for RESUMED on time.
-    static func pauseEnding(of store: String, warnings: [String]) -> PauseEnding {
-        let prefix = "restored; the owner of \(store) "
-        for warning in warnings where warning.hasPrefix(prefix) {
-            let rest = warning.dropFirst(prefix.count)
-            if rest.hasPrefix("resumed late") { return .late }
-            if rest.hasPrefix("reopened by itself") { return .expired }
-            if rest.hasPrefix("did not confirm") { return .unanswered }
+    /// How a pause ended, from the restore's report (RESUMED on time when it says nothing).
+    static func pauseEnding(_ text: String?) -> PauseEnding {
+        switch text {
+        case "late": return .late
+        case "expired": return .expired
+        case "unanswered": return .unanswered
+        default: return .resumed
         }
-        return .resumed
     }
 
     /// `Local.sqlite: owner paused for 1.8 ms (from PAUSE sent to RESUMED received)`, saying
@@ -313,7 +311,7 @@ struct RestoreResult: CommandResult {
             text.line(
                 TextLine(
                     stringLiteral: Self.pauseLine(
-                        store.name, seconds: paused, ending: Self.pauseEnding(of: store.name, warnings: warnings))))
+                        store.name, seconds: paused, ending: Self.pauseEnding(store.pauseEnding))))
         }
         if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
     }

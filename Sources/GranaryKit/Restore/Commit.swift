@@ -44,8 +44,8 @@ final class UserCommit {
     private var guards: [String: StoreGuard] = [:]
     /// The live database of each store as it was checked (its old inode).
     private var checked: [String: StoreSwap.Fingerprint] = [:]
-    /// How long each owner was paused, by store (set by ``resumeAll(_:)``).
-    private(set) var pauses: [String: Duration] = [:]
+    /// How each owner's pause went, by store (set by ``resumeAll()``).
+    private(set) var pauses: [String: ReopenClient.PauseReport] = [:]
 
     init(
         user: Folder, work: RestoreWork, journal: SwapJournal, stores: [Store], ownerTimeout: Duration,
@@ -236,7 +236,7 @@ final class UserCommit {
             let name = store.entry.name
             do {
                 let ended = try owner.endPause(timeout: ownerTimeout)
-                pauses[name] = ended.pause
+                pauses[name] = ended
                 switch ended.ending {
                 case .resumed: break
                 case .late:

@@ -84,6 +84,8 @@ public struct RestoreReport: Sendable {
         public var staged: String
         /// From PAUSE sent to RESUMED received (swap with an owner).
         public var paused: Duration?
+        /// How the owner's pause ended (swap with an owner).
+        public var pauseEnding: ReopenClient.PauseReport.Ending?
     }
     public var user: String
     public var archive: String?
@@ -283,8 +285,11 @@ public struct Restorer: Sendable {
                 user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
         }
         report.warnings += commit.resumeAll()
-        for (name, pause) in commit.pauses {
-            if let index = report.stores.firstIndex(where: { $0.name == name }) { report.stores[index].paused = pause }
+        for (name, ended) in commit.pauses {
+            if let index = report.stores.firstIndex(where: { $0.name == name }) {
+                report.stores[index].paused = ended.pause
+                report.stores[index].pauseEnding = ended.ending
+            }
         }
 
         // Online copies: each one atomic under SQLite's locking, with the content it replaces kept
