@@ -31,6 +31,12 @@ final class UserCommit {
         let entry: SwapJournal.Entry
         /// The owner serving the store (swap), if any.
         let owner: ReopenClient?
+        /// The processes that had the store open when its method was chosen (a full look at
+        /// /proc, before any pause): inside the pause only these are looked at again, since a
+        /// full look costs up to a few hundred milliseconds on a busy machine. Any other
+        /// connection is refused by SQLite's lock; a process that opens the file meanwhile is
+        /// found by the full look after the owners resume.
+        var candidates: [Int32] = []
     }
 
     let user: Folder
@@ -95,21 +101,27 @@ final class UserCommit {
             // outside the protocol, would keep writing to the old file after the rename. Processes
             // are looked for before the lock (to name them) and after it (a rollback-mode
             // connection holds no lock between transactions; one opened meanwhile is seen).
-            try Self.refuseHolders(file, in: folder, paused: store.owner != nil)
+            // A companion that is not a plain file of the folder's owner (a FIFO, a device, a link,
+            // a hard link) is refused here, naming it, rather than met half-way through the swap.
+            for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
+                _ = try folder.openFile(file + suffix, singleLink: true)
+            }
+            let candidates = store.candidates + (store.owner.map { [$0.ownerPID] } ?? [])
             do {
                 guards[name] = try StoreGuard(folder, file)
             } catch {
-                try Self.refuseHolders(file, in: folder, paused: store.owner != nil)
+                // Named in the refusal: the processes that hold it (a full look, the pause ends anyway).
+                try Self.refuseHolders(file, in: folder, among: nil, paused: store.owner != nil)
                 throw error
             }
-            try Self.refuseHolders(file, in: folder, paused: store.owner != nil)
+            try Self.refuseHolders(file, in: folder, among: candidates, paused: store.owner != nil)
         }
         CrashPoint.reach(.checked)
     }
 
     /// Refuses when any process but this one has the store, its `-wal`, `-shm` or `-journal` open.
-    private static func refuseHolders(_ file: String, in folder: Folder, paused: Bool) throws {
-        let holders = OpenFiles.holders(of: file, in: folder)
+    private static func refuseHolders(_ file: String, in folder: Folder, among: [Int32]?, paused: Bool) throws {
+        let holders = OpenFiles.holders(of: file, in: folder, among: among)
         guard !holders.isEmpty else { return }
         throw RestoreError.storeBusy(
             store: folder.path(file),
@@ -181,26 +193,6 @@ final class UserCommit {
                 switchedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
             }
         }
-        // A process outside the protocol that opened the old file by name between the checks and
-        // the rename holds it now (SQLite's lock kept it from reading or writing): it would write
-        // into the replaced file, and into the new store's -wal. Give it the time a busy handler
-        // waits to let go, holding the lock meanwhile, and say so if it does not.
-        for store in renamed {
-            guard let old = checked[store.entry.name], let guardian = guards[store.entry.name] else { continue }
-            let target: Set<OpenFiles.Identity> = [OpenFiles.Identity(device: old.device, inode: old.inode)]
-            var holders = OpenFiles.holders(of: target, among: nil)
-            let deadline = ContinuousClock.now + ownerTimeout
-            while !holders.isEmpty && ContinuousClock.now < deadline {
-                Thread.sleep(forTimeInterval: 0.05)
-                holders = OpenFiles.holders(of: target, among: nil)
-            }
-            if !holders.isEmpty {
-                seen.warnings.append(
-                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol: restart it, or it goes on with the replaced store"
-                )
-            }
-        }
-        releaseGuards()
         // Last look before RESUME: an owner that writes while paused (a -wal put back by hand) is
         // told off, and its companions moved away again.
         for store in renamed where switchedState[store.entry.name] != nil {
@@ -224,10 +216,10 @@ final class UserCommit {
 
     // MARK: Phase 5
 
-    /// Releases the commit locks and tells every owner to resume. Past the commit point whatever
-    /// an owner does is reported, and the restore stands.
+    /// Releases the commit locks and tells every owner to resume, then looks for processes that
+    /// opened the old files meanwhile before it lets go of SQLite's locks on them. Past the
+    /// commit point whatever an owner does is reported, and the restore stands.
     func resumeAll() -> [String] {
-        releaseGuards()
         locks?.release()
         locks = nil
         var warnings: [String] = []
@@ -258,6 +250,32 @@ final class UserCommit {
         }
         try? journal.record(.resumed)
         CrashPoint.reach(.resumed)
+        warnings += lateOpeners()
+        releaseGuards()
+        return warnings
+    }
+
+    /// Processes that opened a replaced file by name between the checks and the rename, outside
+    /// the protocol: SQLite's lock, still held, keeps them from reading or writing it, and once it
+    /// is let go they would write into the replaced file (and into the new store's `-wal`). They
+    /// are given the time a busy handler waits to let go, and named if they do not.
+    private func lateOpeners() -> [String] {
+        var warnings: [String] = []
+        for store in renamed {
+            guard let old = checked[store.entry.name], let guardian = guards[store.entry.name] else { continue }
+            let target: Set<OpenFiles.Identity> = [OpenFiles.Identity(device: old.device, inode: old.inode)]
+            var holders = OpenFiles.holders(of: target, among: nil)
+            let deadline = ContinuousClock.now + ownerTimeout
+            while !holders.isEmpty && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                holders = OpenFiles.holders(of: target, among: nil)
+            }
+            if !holders.isEmpty {
+                warnings.append(
+                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol: restart it, or it goes on with the replaced store"
+                )
+            }
+        }
         return warnings
     }
 

@@ -32,43 +32,103 @@ enum OnlineRestore {
             try source.execute("PRAGMA page_size=\(livePageSize)")
             try source.execute("VACUUM")
         }
-        let keepAside = {
-            // A recovery that runs the copy again keeps the first snapshot: it is the content the
-            // restore replaced.
-            guard !FileSystem.isRegularFile(aside) else { return }
-            try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
-            let temporary = aside + ".partial"
-            try FileSystem.removeFile(temporary)
-            let reader = try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout)
-            try copy(from: reader, to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
-            try FileSystem.rename(temporary, to: aside)
+        if try liveDB.journalMode() == "wal" {
+            try copyKeepingAside(
+                source: source, into: liveDB, folder: folder, file, aside: aside, busyTimeout: busyTimeout)
+        } else {
+            try copyKeepingAsideRollback(
+                source: source, into: liveDB, folder: folder, file, aside: aside, busyTimeout: busyTimeout)
         }
+    }
+
+    /// Snapshots the live store into `aside` (unless a recovery that runs the copy again finds the
+    /// first snapshot there: it is the content the restore replaced). `reader` reads it.
+    private static func keepAside(_ reader: () throws -> Database, aside: String, busyTimeout: Duration) throws {
+        guard !FileSystem.isRegularFile(aside) else { return }
+        try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
+        let temporary = aside + ".partial"
+        try FileSystem.removeFile(temporary)
+        try copy(from: try reader(), to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
+        try FileSystem.rename(temporary, to: aside)
+    }
+
+    /// WAL: the copy's first page takes the live store's write lock, which it holds until the copy
+    /// commits; readers are not blocked by it, so the snapshot is read while it is held.
+    private static func copyKeepingAside(
+        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+    ) throws {
         let deadline = ContinuousClock.now + busyTimeout
+        let reader = { try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout) }
         let backup = try SQLiteBackup(from: source, to: liveDB)
         // A one-page database is copied whole by the first step: its snapshot is taken before.
-        if try source.pageCount() <= 1 { try keepAside() }
-        var result = try backup.step(pages: 1)
-        while result == .busy {
+        if try source.pageCount() <= 1 { try keepAside(reader, aside: aside, busyTimeout: busyTimeout) }
+        var result = try step(backup, pages: 1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+        // The live store's write lock is held from here until the copy is done.
+        try keepAside(reader, aside: aside, busyTimeout: busyTimeout)
+        while result != .done {
+            result = try step(backup, pages: -1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+        }
+        try backup.finish()
+    }
+
+    /// Rollback journal: the copy's lock is exclusive (no reader either), so the snapshot is read
+    /// first, under a read transaction that records the file change counter SQLite bumps at every
+    /// commit; once the copy holds its lock, the counter on disk must be the same, else another
+    /// process committed in between: the copy is given up (nothing written) and both are done again.
+    private static func copyKeepingAsideRollback(
+        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+    ) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        // Descriptors of the live file stay open until the end: closing one would drop the locks
+        // SQLite holds on it in this process.
+        var kept: [Descriptor] = []
+        defer { kept = [] }
+        func counter() throws -> [UInt8] {
+            let fd = try folder.openFile(file)
+            kept.append(fd)
+            return try fd.read(count: 4, at: 24)
+        }
+        while true {
+            let reader = try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout)
+            try reader.execute("BEGIN")
+            _ = try reader.scalar("SELECT count(*) FROM sqlite_schema")
+            let before = try counter()
+            let fresh = !FileSystem.isRegularFile(aside)
+            if fresh { try keepAside({ reader }, aside: aside, busyTimeout: busyTimeout) }
+            try reader.execute("COMMIT")
+            let backup = try SQLiteBackup(from: source, to: liveDB)
+            var result = try step(backup, pages: 1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+            if try result != .done && counter() != before && fresh {
+                // Someone committed between the snapshot and the lock: nothing was copied yet
+                // (the backup ends uncommitted when it goes away).
+                try FileSystem.removeFile(aside)
+                if ContinuousClock.now >= deadline {
+                    throw RestoreError.storeBusy(store: liveDB.path, detail: "it kept changing for \(busyTimeout)")
+                }
+                continue
+            }
+            while result != .done {
+                result = try step(backup, pages: -1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+            }
+            try backup.finish()
+            return
+        }
+    }
+
+    /// One backup step, waiting out a locked store until `deadline`.
+    private static func step(
+        _ backup: SQLiteBackup, pages: Int32, until deadline: ContinuousClock.Instant, store: String,
+        busyTimeout: Duration
+    ) throws -> SQLiteBackup.StepResult {
+        while true {
+            let result = try backup.step(pages: pages)
+            if result != .busy { return result }
             if ContinuousClock.now >= deadline {
-                throw RestoreError.storeBusy(store: liveDB.path, detail: "it stayed locked for \(busyTimeout)")
+                throw RestoreError.storeBusy(store: store, detail: "it stayed locked for \(busyTimeout)")
             }
             try Interruption.check()
             Thread.sleep(forTimeInterval: 0.02)
-            result = try backup.step(pages: 1)
         }
-        // The live store's write lock is held from here until the copy is done.
-        try keepAside()
-        while result != .done {
-            if ContinuousClock.now >= deadline {
-                throw RestoreError.storeBusy(store: liveDB.path, detail: "it stayed locked for \(busyTimeout)")
-            }
-            result = try backup.step(pages: -1)
-            if result == .busy {
-                try Interruption.check()
-                Thread.sleep(forTimeInterval: 0.02)
-            }
-        }
-        try backup.finish()
     }
 
     /// Copies the kept-aside old content back into the live store (rolling back an online copy

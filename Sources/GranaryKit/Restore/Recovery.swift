@@ -147,7 +147,8 @@ public enum Recovery {
         }
         defer { owner?.close() }
         let commit = UserCommit(
-            user: user, work: work, journal: work.journal, stores: [.init(entry: entry, owner: owner)],
+            user: user, work: work, journal: work.journal,
+            stores: [.init(entry: entry, owner: owner, candidates: OpenFiles.holders(of: file, in: live))],
             ownerTimeout: ownerTimeout, lease: lease)
         do {
             try commit.pauseAll()

@@ -241,7 +241,9 @@ public struct Restorer: Sendable {
                 repository: request.safetyArchive ? repository?.path : nil, stores: entries))
         let commit = UserCommit(
             user: user.folder, work: work, journal: journal,
-            stores: entries.map { .init(entry: $0, owner: owners[$0.name]) },
+            stores: zip(entries, report.stores).map {
+                .init(entry: $0, owner: owners[$0.name], candidates: $1.openBy)
+            },
             ownerTimeout: request.ownerTimeout, lease: request.lease)
         try commitAndSwitch(commit, entries: entries, request: request, report: &report)
         finished = true
