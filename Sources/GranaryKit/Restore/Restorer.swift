@@ -426,7 +426,11 @@ public struct Restorer: Sendable {
             let holders = OpenFiles.holders(of: file, in: folder)
             let method: RestoreReport.Method
             switch request.method {
-            case .auto: method = owner != nil ? .swap : holders.isEmpty && !squatted ? .offline : .online
+            case .auto:
+                // Offline only when nobody has it open, as SQLite's own lock tells too (a process
+                // that opens it for each write is between two writes when /proc is looked at).
+                method =
+                    owner != nil ? .swap : holders.isEmpty && !squatted && StoreGuard.isFree(folder, file) ? .offline : .online
             case .swap:
                 guard owner != nil else { throw RestoreError.noOwner(store: folder.path(file)) }
                 method = .swap

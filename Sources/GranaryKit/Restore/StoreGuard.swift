@@ -48,6 +48,13 @@ final class StoreGuard {
         database = db
     }
 
+    /// Whether the lock could be taken now (taken and let go at once: a check, nothing changes).
+    static func isFree(_ folder: Folder, _ file: String) -> Bool {
+        guard let probe = try? StoreGuard(folder, file) else { return false }
+        probe.release()
+        return true
+    }
+
     /// Moves every frame of the old WAL into the old database file and empties the WAL (before
     /// the old file is set aside, so that it holds all of its store).
     func checkpoint() throws {
