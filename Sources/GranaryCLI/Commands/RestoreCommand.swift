@@ -139,7 +139,9 @@ struct RestoreCommand: GranaryCommand {
             // would let them swap what is written, or read it.
             throw CommandError(
                 description: "refusing --to \(to): \(problem)", status: .cannotCreate,
-                hint: "restore into a folder only root can write (made with install -d -m 0700), then hand the files over")
+                hint:
+                    "restore into a folder only root can write (made with install -d -m 0700), then hand the files over"
+            )
         }
         request.target = to
         request.method = method

@@ -205,7 +205,8 @@ extension ConfigError: CommandLineError {
     var hint: String? {
         switch self {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
-        case .untrusted(let path, _): return Hint.commands([["chown", "root", "--", path], ["chmod", "go-w", "--", path]])
+        case .untrusted(let path, _):
+            return Hint.commands([["chown", "root", "--", path], ["chmod", "go-w", "--", path]])
         case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
             return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
         case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
@@ -233,7 +234,8 @@ extension SQLiteError: CommandLineError {
     }
     var hint: String? {
         if isNotAuthorized && kind == .other {
-            return "the store's schema asks SQLite for something granary does not allow (such as load_extension); look at its schema with sqlite3 -readonly"
+            return
+                "the store's schema asks SQLite for something granary does not allow (such as load_extension); look at its schema with sqlite3 -readonly"
         }
         switch kind {
         case .busy: return "run again when the store is less busy, or raise the busy timeout"
@@ -299,7 +301,8 @@ extension RepositoryError: CommandLineError {
         case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
         case .parentMissing(let path):
             return "create \(Hint.name((path as NSString).deletingLastPathComponent)) first, or check --repo for a typo"
-        case .unsafe(let path, _): return Hint.commands([["chown", "root", "--", path], ["chmod", "0700", "--", path]])
+        case .unsafe(let path, _):
+            return Hint.commands([["chown", "root", "--", path], ["chmod", "0700", "--", path]])
         case .planted(let path, _): return "look at \(Hint.name(path)) and remove it (rm -r), or choose another --repo"
         case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
         case .cannotCreate(_, let error): return error.hint
@@ -339,7 +342,8 @@ extension UserError: CommandLineError {
         case .rootMissing: return "pass --root DIR or set GRANARY_ROOT to the folder that holds one folder per user"
         case .notAFolder: return "a user is a real folder directly under the root; granary does not follow links"
         case .unreadableRoot: return "check the root folder's permissions"
-        case .unsafeRoot(let root, _): return Hint.commands([["chown", "root", "--", root], ["chmod", "go-w", "--", root]])
+        case .unsafeRoot(let root, _):
+            return Hint.commands([["chown", "root", "--", root], ["chmod", "go-w", "--", root]])
         }
     }
 }

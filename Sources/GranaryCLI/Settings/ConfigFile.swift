@@ -307,7 +307,8 @@ public struct ConfigFile: Sendable {
                 let file = try string(value, key)
                 guard file.hasPrefix("/") else {
                     throw .invalidValue(
-                        path: path, line: locator.line(of: key), key: key, message: "\"\(file)\" is not an absolute path")
+                        path: path, line: locator.line(of: key), key: key,
+                        message: "\"\(file)\" is not an absolute path")
                 }
                 config.remoteEnvironment = file
             case "limits":

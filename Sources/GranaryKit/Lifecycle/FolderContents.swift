@@ -59,18 +59,22 @@ public struct FolderContents: Sendable {
     }
 
     /// SHA-256 over every item but folders' own times: name, kind, size, inode, modification
-    /// and change times. A store's `-shm` (which readers write, granary's snapshot among them) is left out,
-    /// and so is an empty `-wal` or `-journal` (SQLite makes and removes empty ones as
-    /// connections come and go, without changing the store).
+    /// and change times (a `-wal` or `-journal` without its change time: SQLite, opening one as
+    /// root, gives it its owner again, which changes nothing but that time). A store's `-shm`
+    /// (which readers write, granary's snapshot among them) is left out, and so is an empty
+    /// `-wal` or `-journal` (SQLite makes and removes empty ones as connections come and go,
+    /// without changing the store).
     public var fingerprint: String {
         var hasher = SHA256()
         for item in items.sorted(by: { $0.name < $1.name }) {
             if item.name.hasSuffix("-shm") { continue }
             if item.size == 0 && (item.name.hasSuffix("-wal") || item.name.hasSuffix("-journal")) { continue }
+            let companion = item.name.hasSuffix("-wal") || item.name.hasSuffix("-journal")
+            let changed = companion ? "" : " \(item.changed)"
             let line =
                 item.kind == .folder
                 ? "\(item.name)/\n"
-                : "\(item.name) \(item.kind) \(item.size) \(item.inode) \(item.modified) \(item.changed)\n"
+                : "\(item.name) \(item.kind) \(item.size) \(item.inode) \(item.modified)\(changed)\n"
             hasher.update(data: FolderName.encode(line))
         }
         for name in unlisted.sorted() { hasher.update(data: Array("\(name) unlisted\n".utf8)) }

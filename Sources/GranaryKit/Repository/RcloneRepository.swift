@@ -122,7 +122,8 @@ public struct RcloneRepository: Repository {
             // XDG_CONFIG_HOME), and only when it and every folder on the way are root's alone.
             if location.hasPrefix("rclone:") {
                 let home = environment["HOME"] ?? "/root"
-                let config = environment["RCLONE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? home
+                let config =
+                    environment["RCLONE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? home
                     + "/.config/rclone/rclone.conf"
                 environment["RCLONE_CONFIG"] = config
                 if let problem = RootEnvironment.trustProblem(config) {
@@ -287,9 +288,15 @@ public struct RcloneRepository: Repository {
             if !isFolder || info.st_uid != geteuid() {
                 let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(info.st_uid)"
                 throw .squatted(
-                    folder, !isFolder ? "is not a folder" : "belongs to \(owner) (uid \(info.st_uid)), not to granary's uid \(geteuid())")
+                    folder,
+                    !isFolder
+                        ? "is not a folder"
+                        : "belongs to \(owner) (uid \(info.st_uid)), not to granary's uid \(geteuid())")
             }
-            throw .unsafe(folder, "is open to others (mode \(String(info.st_mode & 0o7777, radix: 8))): it is granary's work folder for remote repositories\(last ? "" : ", on the way")")
+            throw .unsafe(
+                folder,
+                "is open to others (mode \(String(info.st_mode & 0o7777, radix: 8))): it is granary's work folder for remote repositories\(last ? "" : ", on the way")"
+            )
         }
         return workFolder
     }

@@ -138,9 +138,10 @@ public enum RemoteEnvironment {
             bytes += buffer[0..<n]
         }
         var result: [String: String] = [:]
-        for (index, raw) in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-            .enumerated()
-        {
+        for (index, raw) in String(decoding: bytes, as: UTF8.self).split(
+            separator: "\n", omittingEmptySubsequences: false
+        )
+        .enumerated() {
             var line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
             if line.hasPrefix("export ") { line = String(line.dropFirst(7)).trimmingCharacters(in: .whitespaces) }

@@ -345,7 +345,8 @@ public enum RepositoryError: GranaryError, Sendable {
         case .noRoom(_, let free, let needed):
             return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
         case .untrustedFile(let path, let what, let why): return "refusing \(what) \(path) as root: \(why)"
-        case .squatted(let path, let why): return "refusing the work folder \(path): it \(why); someone else made it first"
+        case .squatted(let path, let why):
+            return "refusing the work folder \(path): it \(why); someone else made it first"
         }
     }
 

@@ -189,7 +189,8 @@ public struct Restorer: Sendable {
                 // Only a folder of the owner the archive recorded (or the one asked for): in a
                 // shared root anyone could have made it, to receive another's data.
                 try SafeModes.checkFolderToFill(
-                    existing.folder, owner: newFolderOwnership(request.create ?? .init(), manifest: verified, user: request.user).uid)
+                    existing.folder,
+                    owner: newFolderOwnership(request.create ?? .init(), manifest: verified, user: request.user).uid)
             }
             if request.target == nil && existing != nil && !fillsEmpty {
                 try compare(verified, live: liveStores, force: request.force)
@@ -694,7 +695,8 @@ public struct Restorer: Sendable {
         }
         // No setuid/setgid bit, and no group the owner could not have set (SafeModes).
         let (mode, gid) = SafeModes.restorable(
-            mode: live?.mode ?? mode_t(store.owner?.mode ?? 0o600), uid: uid, gid: live?.gid ?? recordedGID ?? folderGID,
+            mode: live?.mode ?? mode_t(store.owner?.mode ?? 0o600), uid: uid,
+            gid: live?.gid ?? recordedGID ?? folderGID,
             folderGID: folderGID)
         if geteuid() == 0 && fchown(stagedFile.raw, uid, gid) != 0 { throw FileSystemError("chown", path: store.path) }
         if fchmod(stagedFile.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: store.path) }

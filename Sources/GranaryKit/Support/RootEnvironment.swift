@@ -146,7 +146,8 @@ public enum TrustedPath {
                 }
                 close(current)
                 // Not there: nobody but root can make it in a folder judged root's alone.
-                return errno == ENOENT ? .absent : .untrusted("\(here) cannot be reached (\(String(cString: strerror(errno))))")
+                return errno == ENOENT
+                    ? .absent : .untrusted("\(here) cannot be reached (\(String(cString: strerror(errno))))")
             }
             guard fstat(next, &info) == 0 else {
                 close(next)

@@ -195,7 +195,9 @@ public struct Root: Sendable {
             } catch .symbolicLink(let shown) {
                 guard attempt < 4, (try? reclaimStateFolder()) != nil else { throw .symbolicLink(path: shown) }
             } catch .notAFolder(let shown, let kind) {
-                guard attempt < 4, (try? reclaimStateFolder()) != nil else { throw .notAFolder(path: shown, kind: kind) }
+                guard attempt < 4, (try? reclaimStateFolder()) != nil else {
+                    throw .notAFolder(path: shown, kind: kind)
+                }
             }
         }
     }

@@ -53,7 +53,8 @@ public enum OwnershipError: GranaryError, Sendable {
         case .notTheRecordedOwner(let path, let uid, let owner):
             let who = AccountNames.user(uid).map { "\($0) (uid \(uid))" } ?? "uid \(uid)"
             let expected = AccountNames.user(owner).map { "\($0) (uid \(owner))" } ?? "uid \(owner)"
-            return "\(path) belongs to \(who), not to \(expected), the owner the archive recorded; refusing to restore into it"
+            return
+                "\(path) belongs to \(who), not to \(expected), the owner the archive recorded; refusing to restore into it"
         }
     }
 }

@@ -54,7 +54,8 @@ extension AttackTests {
             let photo = lab.attackerHome + "/.Local_SUPPORT/_EXTERNAL_DATA/photo-1"
             // As the attacker: their own group, then g+s (allowed: they are in their own group).
             let made = try lab.shell(
-                as: lab.attacker, "chgrp \(lab.attacker.gid) '\(photo)' && chmod 2755 '\(photo)' && stat -c %a '\(photo)'")
+                as: lab.attacker,
+                "chgrp \(lab.attacker.gid) '\(photo)' && chmod 2755 '\(photo)' && stat -c %a '\(photo)'")
             try #require(made.status == 0 && made.stdout.contains("2755"), "\(made)")
             return svc
         }
@@ -70,7 +71,8 @@ extension AttackTests {
                         "\(context): \(entry.path) has mode \(String(entry.mode, radix: 8))",
                         sourceLocation: sourceLocation)
                 } else {
-                    #expect(entry.mode & 0o4000 == 0, "\(context): \(entry.path) is setuid", sourceLocation: sourceLocation)
+                    #expect(
+                        entry.mode & 0o4000 == 0, "\(context): \(entry.path) is setuid", sourceLocation: sourceLocation)
                 }
                 // Its group is one the attacker is in, or the group of the folder it is in.
                 let parent = (entry.path as NSString).deletingLastPathComponent
@@ -97,7 +99,8 @@ extension AttackTests {
             Self.expectNoSetBits(lab, "restore", homeToo: false)
         }
 
-        @Test("retire then restore --create: the folder and its files carry no set bits and no group the owner is not in")
+        @Test(
+            "retire then restore --create: the folder and its files carry no set bits and no group the owner is not in")
         func retireAndCreate() throws {
             let lab = try Lab()
             let svc = try Self.setUp(lab)
@@ -154,7 +157,9 @@ extension AttackTests {
         @Test(".granary is not a user id")
         func stateFolderIsNoUser() throws {
             let lab = try Lab()
-            for command in [["backup", ".granary"], ["restore", ".granary", "--create"], ["retire", ".granary", "--yes"]] {
+            for command in [
+                ["backup", ".granary"], ["restore", ".granary", "--create"], ["retire", ".granary", "--yes"],
+            ] {
                 let outcome = try lab.granary(command)
                 #expect(outcome.status == 64 && outcome.stderr.contains("state folder"), "\(command): \(outcome)")
             }
@@ -166,7 +171,9 @@ extension AttackTests {
         "14. the work folder of remote repositories",
         .enabled(if: S3Server.available, S3Server.unavailableReason))
     struct WorkFolder {
-        @Test("a user making /var/tmp/granary-0 first stops no backup to a remote repository")
+        @Test(
+            "a user making root's work folder (TMPDIR/granary-0, in a shared folder) first stops no backup to a remote repository"
+        )
         func squattedWorkFolder() throws {
             guard let server = RemoteRepositoryTests.shared else {
                 Issue.record("moto did not start")
@@ -175,15 +182,16 @@ extension AttackTests {
             let lab = try Lab()
             let bucket = "wf" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
             try server.makeBucket(bucket)
-            let squat = "/var/tmp/granary-0"
-            let existed = FileSystem.status(squat) != nil
-            if !existed { try lab.shell(as: lab.attacker, "mkdir -m 0700 \(squat)") }
-            defer { if !existed { FileSystem.removeTree(squat) } }
-            let squatted = FileSystem.status(squat)?.st_uid == lab.attacker.uid
-            let backup = try lab.granary(
-                ["backup", "victim"], repo: "s3:\(bucket)/granary", environment: server.environment())
-            // Before: 73 "is not a folder of uid 0 … chown root /var/tmp/granary-0".
-            #expect(backup.status == 0, "squatted: \(squatted): \(backup)")
+            // A shared folder such as /tmp or /var/tmp (root's, 1777), where the attacker makes the
+            // name root's work folder had first. (Not /var/tmp itself: other runs on this host use it.)
+            let shared = lab.base + "/tmp"
+            try Lab.makeFolder(shared, mode: 0o1777)
+            try lab.shell(as: lab.attacker, "mkdir -m 0700 '\(shared)/granary-0'")
+            var environment = server.environment()
+            environment["TMPDIR"] = shared
+            let backup = try lab.granary(["backup", "victim"], repo: "s3:\(bucket)/granary", environment: environment)
+            // Before: 73 "is not a folder of uid 0 … Try: chown root …/granary-0".
+            #expect(backup.status == 0, "\(backup)")
             #expect(!backup.stderr.contains("chown"), "\(backup)")
             let work = try #require(FileSystem.status(RcloneRepository.rootWorkFolder))
             #expect(work.st_uid == 0 && work.st_mode & 0o077 == 0)
@@ -206,7 +214,8 @@ extension AttackTests {
             try FileSystem.makeDirectory(stubs)
             for program in ["granary", "sqlite3", "chown", "chmod", "apt-get", "install", "rm", "mv"] {
                 try Lab.write(
-                    stubs + "/" + program, "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" >> '\(folder)/args'\nprintf '\\001' >> '\(folder)/args'\n",
+                    stubs + "/" + program,
+                    "#!/bin/sh\nprintf '%s\\0' \"$0\" \"$@\" >> '\(folder)/args'\nprintf '\\001' >> '\(folder)/args'\n",
                     mode: 0o755)
             }
             let result = try GranaryProcess.runExecutable(
@@ -328,7 +337,8 @@ extension AttackTests {
             try #require(run.isStopped, "retire did not pause")
             let rewrite = try lab.shell(
                 as: lab.attacker,
-                "f='\(photo)'; t=$(stat -c %y \"$f\"); printf 'NEW-BYTES-SAME-LENGTH' | dd of=\"$f\" conv=notrunc status=none && touch -d \"$t\" \"$f\"")
+                "f='\(photo)'; t=$(stat -c %y \"$f\"); printf 'NEW-BYTES-SAME-LENGTH' | dd of=\"$f\" conv=notrunc status=none && touch -d \"$t\" \"$f\""
+            )
             #expect(rewrite.status == 0, "\(rewrite)")
             kill(run.pid, SIGCONT)
             let outcome = run.wait(timeout: 60)

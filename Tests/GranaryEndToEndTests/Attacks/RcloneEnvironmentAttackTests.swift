@@ -187,7 +187,8 @@ extension AttackTests {
                     "AWS_ENDPOINT_URL=\(server.endpoint)", "RCLONE_RETRIES=1", "RCLONE_LOW_LEVEL_RETRIES=1",
                 ].joined(separator: "\n") + "\n", mode: 0o600)
             let config = try lab.rootFile(
-                "own.toml", "remote_environment = \"\(environmentFile)\"\n[[mirror]]\nrepo = \"s3:\(bucket)/granary\"\n")
+                "own.toml", "remote_environment = \"\(environmentFile)\"\n[[mirror]]\nrepo = \"s3:\(bucket)/granary\"\n"
+            )
             let outcome = try lab.sudoGranary(
                 ["backup", "--all", "--config", config],
                 environment: [
