@@ -275,7 +275,8 @@ public struct RcloneRepository: Repository {
         for (index, folder) in folders.enumerated() {
             let last = index == folders.count - 1
             let ours = geteuid() != 0 || folder.hasPrefix("/var/cache/granary")
-            if ours, RawPath.mkdir(folder, 0o700) != 0 && errno != EEXIST {
+            // A missing system folder on the way (/var/cache in a minimal container) is made as it would be.
+            if RawPath.mkdir(folder, ours ? 0o700 : 0o755) != 0 && errno != EEXIST {
                 throw .cannotCreate(folder, FileSystemError("create folder", path: folder))
             }
             guard let info = FileSystem.status(folder) else {
