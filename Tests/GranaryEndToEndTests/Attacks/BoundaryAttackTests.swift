@@ -347,6 +347,25 @@ extension AttackTests {
             #expect(FileSystem.status(photo) != nil, "the folder was removed with a change no archive holds")
         }
 
+        @Test("a store whose kept table has a CHECK calling load_extension fails reset with 65 (its data), not 74")
+        func loadExtensionIsData() throws {
+            let lab = try Lab()
+            let store = lab.attackerHome + "/Ext.sqlite"
+            let db = try Database(path: store, mode: .create)
+            try db.execute(
+                "CREATE TABLE t(a INTEGER CHECK (a IS NULL OR load_extension('/nonexistent-granary') IS NULL))")
+            try db.execute("PRAGMA ignore_check_constraints=ON")
+            try db.execute("INSERT INTO t(a) VALUES (1)")
+            lchown(store, lab.attacker.uid, lab.attacker.gid)
+            let config = try lab.rootFile("keep.toml", "[reset]\nkeep_tables = [\"t\"]\n")
+            let backup = try lab.granary(["backup", "attacker"])
+            try #require(backup.status == 0, "\(backup)")
+            // Emptying the store copies the kept table's rows, and SQLite refuses the CHECK.
+            let reset = try lab.granary(["reset", "attacker", "--config", config])
+            Lab.expectRefused(reset, "reset of a store calling load_extension", codes: [65], naming: "Ext.sqlite")
+            #expect(reset.stderr.contains("not authorized"), "\(reset)")
+        }
+
         @Test("restore --to refuses a folder another user owns or can write")
         func restoreToTheirs() throws {
             let lab = try Lab()
