@@ -59,6 +59,11 @@ struct GlobalOptions: ParsableArguments {
                 StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n")
             }
         }
+        // A `.granary` another user made first in the root (a sticky root lets them) is moved
+        // aside before anything uses it, and named.
+        if geteuid() == 0, let root = settings.root, let note = try? Root(path: root.value).reclaimStateFolder() {
+            StandardStreams.error(TextLine(stringLiteral: "granary: warning: " + note).rendered(color: false) + "\n")
+        }
         // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
         settings.applyToProcess()
         return settings

@@ -70,7 +70,8 @@ struct HostileContentTests {
         )
         // The hint runs as shown from anywhere: the store's full path.
         #expect(
-            one.stderr.contains("Try: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"), "\(one.stderr)"
+            one.stderr.contains("Hint: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"),
+            "\(one.stderr)"
         )
         #expect(
             !FileManager.default.fileExists(atPath: repo + "/mallory@example.com")
@@ -106,7 +107,7 @@ struct HostileContentTests {
         #expect(
             verify.stderr.contains(
                 "stores/Index.sqlite integrity_check stopped at its time budget of 2s ([limits] time, time_per_gib)"))
-        #expect(verify.stderr.contains("Try: if the store is honest, raise time or time_per_gib under [limits]"))
+        #expect(verify.stderr.contains("Hint: if the store is honest, raise time or time_per_gib under [limits]"))
         let inspect = try granary(["inspect", repo + "/mallory@example.com/" + columnArchive])
         #expect(inspect.status == 65, "\(inspect.stderr)")
         #expect(inspect.stderr.contains("stores/Column.sqlite quick_check stopped at its time budget of 2s"))

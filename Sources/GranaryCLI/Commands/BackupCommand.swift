@@ -209,7 +209,7 @@ struct BackupResult: CommandResult {
                 + (user.mirrors ?? []).compactMap(\.error).map {
                     Failure(
                         code: .partialFailure, message: "\(user.id): \($0.message)",
-                        hint: $0.hint.map { $0 + "; then granary sync \(ShellWord.quote(user.id))" }
+                        hint: $0.hint.map { Hint.text($0) + "; then granary sync \(ShellWord.quote(user.id))" }
                             ?? "granary sync \(ShellWord.quote(user.id)) sends it")
                 }
         }

@@ -111,7 +111,7 @@ struct ListResult: CommandResult {
                 code: .dataError,
                 message: "\(bad.count) archive\(bad.count == 1 ? " is" : "s are") unreadable or failed verification: "
                     + bad.map { "\($0.user)/\($0.name)" }.joined(separator: ", "),
-                hint: "granary verify " + bad.map { ShellWord.quote("\($0.user)/\($0.name)") }.joined(separator: " "))
+                hint: Hint.commands([["granary", "verify"] + bad.map { "\($0.user)/\($0.name)" }]))
         ]
     }
 

@@ -136,6 +136,15 @@ struct RestoreCommand: GranaryCommand {
                 description: "--to \(to) is not UTF-8 text", status: .usage,
                 hint: "name the folder by a UTF-8 path (a link with such a name works)")
         }
+        if let to, geteuid() == 0, let problem = TrustedPath.folderProblem(to) {
+            // Root writes the restored stores there: a folder another user owns or can write
+            // would let them swap what is written, or read it.
+            throw CommandError(
+                description: "refusing --to \(to): \(problem)", status: .cannotCreate,
+                hint:
+                    "restore into a folder only root can write (made with install -d -m 0700), then hand the files over"
+            )
+        }
         request.target = to
         request.method = method
         request.dryRun = dryRun
@@ -149,13 +158,12 @@ struct RestoreCommand: GranaryCommand {
             return RestoreResult(try restorer.run(request), operation: .restore)
         } catch RestoreError.noUser(let user, let root, let create?) {
             // The hint is this very command line with --create: the same root, repository and archive.
-            let words =
-                ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + [
-                    "--create", "--owner", create.owner.map(ShellWord.quote) ?? "USER",
-                ]
+            // It creates the folder and restores into it.
+            let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--create", "--owner"]
             throw CommandError(
                 description: RestoreError.noUser(user: user, root: root, create: nil).description, status: .notFound,
-                hint: words.joined(separator: " ") + " (creates the folder and restores into it)")
+                hint: create.owner.map { Hint.quotedCommand(words + [ShellWord.quote($0)]) }
+                    ?? (words + ["USER"]).joined(separator: " ") + " (creates the folder and restores into it)")
         }
     }
 }

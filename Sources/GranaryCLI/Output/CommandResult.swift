@@ -48,11 +48,17 @@ struct Failure: Encodable, Sendable {
     let code: Int32
     let message: String
     @Null var hint: String?
+    /// The hint is a command line (printed "Try: …"), not prose ("Hint: …"); see `Hint`.
+    let hintIsCommand: Bool
+
+    enum CodingKeys: String, CodingKey { case code, message, hint }
 
     init(code: ExitStatus, message: String, hint: String? = nil) {
         self.code = code.rawValue
         self.message = message
-        self.hint = hint
+        let parsed = hint.map(Hint.parse)
+        self.hint = parsed?.text
+        self.hintIsCommand = parsed?.isCommand ?? false
     }
 
     init(_ error: any GranaryError) {

@@ -30,12 +30,14 @@ public struct ConfigFile: Sendable {
     public var resetKeepTables: [String]?
     /// `[limits] bytes_per_user`.
     public var bytesPerUser: Int64?
+    /// `remote_environment`: a root-owned file of `KEY=VALUE` lines for root's rclone.
+    public var remoteEnvironment: String?
 
     /// The top-level keys and the keys of each table the file may hold, for messages and docs.
     public static let keys = [
         "root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror",
         "limits",
-        "reset",
+        "reset", "remote_environment",
     ]
     public static let retentionKeys = [
         "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly", "keep_within",
@@ -80,8 +82,18 @@ public struct ConfigFile: Sendable {
     /// regular file is read (opened without blocking, so a FIFO named by mistake is refused
     /// instead of hanging), and at most `maximumSize` bytes of it.
     public static func load(path: String, euid: uid_t = geteuid()) throws(ConfigError) -> ConfigFile {
-        if euid == 0, let problem = RootEnvironment.trustProblem(path) { throw .untrusted(path: path, reason: problem) }
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        // As root: every folder on the way checked, then the file opened through the descriptor
+        // that was checked (never by its name again).
+        var fd: Int32 = -1
+        if euid == 0 {
+            switch RootEnvironment.openTrusted(path) {
+            case .opened(let opened): fd = opened
+            case .absent: errno = ENOENT
+            case .untrusted(let problem): throw .untrusted(path: path, reason: problem)
+            }
+        } else {
+            fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        }
         guard fd >= 0 else {
             throw .unreadable(
                 path: path,
@@ -291,6 +303,14 @@ public struct ConfigFile: Sendable {
                 }
                 config.retention = policy
             case "mirror": config.mirrors = try mirrors(value)
+            case "remote_environment":
+                let file = try string(value, key)
+                guard file.hasPrefix("/") else {
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: key), key: key,
+                        message: "\"\(file)\" is not an absolute path")
+                }
+                config.remoteEnvironment = file
             case "limits":
                 let limits = try subtable(value, key)
                 var result = ContentLimits.defaults

@@ -121,6 +121,17 @@ public struct Settings: Sendable {
                 }
             }
         }
+        RemoteEnvironment.file = config?.remoteEnvironment
+        if !RemoteEnvironment.isRootsOwn(environment: environment), geteuid() == 0,
+            ([settings.repo?.value].compactMap { $0 } + settings.mirrors.value).contains(where: Repositories.isRemote)
+        {
+            let ignored = environment.keys.filter { RemoteEnvironment.allowed($0) || $0.hasPrefix("RCLONE_") }.sorted()
+            if !ignored.isEmpty {
+                notes.append(
+                    "ignoring \(ignored.joined(separator: ", ")) from the environment: it is not root's own (sudo), and root's rclone takes its settings from remote_environment in the configuration (granary.toml(5))"
+                )
+            }
+        }
         settings.notes = notes
         return settings
     }

@@ -23,8 +23,9 @@ import Foundation
 /// other backends it is uploaded under a hidden temporary name and moved server-side. A run that
 /// is killed or cut off leaves at most a hidden temporary object (removed by the next run of
 /// the user, `sync` and `recover`) or an unfinished multipart upload, which lists nothing.
-/// Archives are first written to a local work folder (`$TMPDIR` or `/var/tmp`, in a folder
-/// `granary-UID` of mode 0700), then uploaded with `rclone copyto`.
+/// Archives are first written to a local work folder (root's: `/var/cache/granary/work`, 0700;
+/// another uid's: `$TMPDIR` or `/var/tmp`, in a folder `granary-UID` of mode 0700), then
+/// uploaded with `rclone copyto`.
 public struct RcloneRepository: Repository {
     public let location: String
     /// The repository's root as rclone names it (`granarys3:bucket/prefix`, `remote:path`).
@@ -38,6 +39,8 @@ public struct RcloneRepository: Repository {
     /// name then moved; nil until asked of rclone.
     private let features: FeatureCache
     public let workFolder: String
+    /// Inherited variables root's rclone was not given (the environment was not root's own).
+    public private(set) var ignoredVariables: [String] = []
 
     /// The name of the remote an `s3:` location defines.
     static let s3Remote = "granarys3"
@@ -46,9 +49,14 @@ public struct RcloneRepository: Repository {
         throws(RepositoryError)
     {
         self.location = location
-        var environment = environment
+        // Root's rclone gets an environment built from an allow-list (RemoteEnvironment), never
+        // the one a sudo user handed granary.
+        let built = try RemoteEnvironment.build(from: environment)
+        var environment = built.environment
+        ignoredVariables = built.ignored
         var extra: [String: String] = [:]
-        let common = ["--quiet", "--use-server-modtime"]
+        // Never rclone's remote-control server, whatever its environment or configuration says.
+        let common = ["--quiet", "--use-server-modtime", "--rc=false"]
         let features = FeatureCache()
         if location.hasPrefix("s3:") {
             var rest = String(location.dropFirst(3))
@@ -110,18 +118,14 @@ public struct RcloneRepository: Repository {
             throw .badLocation(location, "not a remote location")
         }
         if geteuid() == 0 {
-            // Root reads root's rclone configuration, never one chosen by a sudo user's HOME or
-            // XDG_CONFIG_HOME, and only when nobody else can write it.
-            if RootEnvironment.isSudo(environment: environment) && environment["RCLONE_CONFIG"] == nil {
-                let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
-                environment["RCLONE_CONFIG"] = home + "/.config/rclone/rclone.conf"
-            }
+            // Root reads root's rclone configuration (never one chosen by a sudo user's HOME or
+            // XDG_CONFIG_HOME), and only when it and every folder on the way are root's alone.
             if location.hasPrefix("rclone:") {
-                let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
+                let home = environment["HOME"] ?? "/root"
                 let config =
-                    environment["RCLONE_CONFIG"]
-                    ?? (environment["XDG_CONFIG_HOME"].map { $0 + "/rclone/rclone.conf" } ?? home
-                        + "/.config/rclone/rclone.conf")
+                    environment["RCLONE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? home
+                    + "/.config/rclone/rclone.conf"
+                environment["RCLONE_CONFIG"] = config
                 if let problem = RootEnvironment.trustProblem(config) {
                     throw .badLocation(location, "refusing the rclone configuration \(config) as root: \(problem)")
                 }
@@ -131,8 +135,14 @@ public struct RcloneRepository: Repository {
         self.common = common
         self.features = features
         rclone = try Rclone.locate(environment: environment)
-        let base = environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/var/tmp"
-        workFolder = base + "/granary-\(geteuid())"
+        if geteuid() == 0 {
+            // Root's: beneath a folder no other user can create first (a name in /var/tmp is
+            // anyone's to take).
+            workFolder = Self.rootWorkFolder
+        } else {
+            let base = environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/var/tmp"
+            workFolder = base + "/granary-\(geteuid())"
+        }
     }
 
     public var localPath: String? { nil }
@@ -244,19 +254,49 @@ public struct RcloneRepository: Repository {
     /// A remote repository is not a folder of this machine: it can neither be the root nor hold it.
     public func checkSeparate(from root: Root) throws(RepositoryError) {}
 
-    /// `$TMPDIR/granary-UID` (else `/var/tmp/granary-UID`): made 0700, and refused unless it is
-    /// a real folder of granary's uid closed to everyone else (the folder above is shared).
+    /// Root's work folder: in `/var/cache/granary`, which root makes 0700 and nobody else can
+    /// make first (its parents are root's and closed to others).
+    public static let rootWorkFolder = "/var/cache/granary/work"
+
+    /// The work folder, made 0700 and refused unless it is a real folder of granary's uid closed
+    /// to everyone else. Root's is ``rootWorkFolder`` (every folder on the way root's and writable
+    /// by nobody else); another uid's is `$TMPDIR/granary-UID` (else `/var/tmp/granary-UID`), in
+    /// a shared folder: one another user made first is reported as theirs.
     public func prepareWorkFolder() throws(RepositoryError) -> String {
-        if RawPath.mkdir(workFolder, 0o700) != 0 && errno != EEXIST {
-            throw .cannotCreate(workFolder, FileSystemError("create folder", path: workFolder))
+        var folders = [workFolder]
+        if geteuid() == 0 {
+            folders = []
+            var path = ""
+            for part in workFolder.split(separator: "/") {
+                path += "/" + part
+                folders.append(path)
+            }
         }
-        guard let info = FileSystem.status(workFolder) else {
-            throw .cannotCreate(workFolder, FileSystemError("stat", path: workFolder))
-        }
-        guard (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+        for (index, folder) in folders.enumerated() {
+            let last = index == folders.count - 1
+            let ours = geteuid() != 0 || folder.hasPrefix("/var/cache/granary")
+            // A missing system folder on the way (/var/cache in a minimal container) is made as it would be.
+            if RawPath.mkdir(folder, ours ? 0o700 : 0o755) != 0 && errno != EEXIST {
+                throw .cannotCreate(folder, FileSystemError("create folder", path: folder))
+            }
+            guard let info = FileSystem.status(folder) else {
+                throw .cannotCreate(folder, FileSystemError("stat", path: folder))
+            }
+            let isFolder = (info.st_mode & S_IFMT) == S_IFDIR
+            if isFolder && info.st_uid == geteuid() && (ours ? info.st_mode & 0o077 == 0 : info.st_mode & 0o022 == 0) {
+                continue
+            }
+            if !isFolder || info.st_uid != geteuid() {
+                let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(info.st_uid)"
+                throw .squatted(
+                    folder,
+                    !isFolder
+                        ? "is not a folder"
+                        : "belongs to \(owner) (uid \(info.st_uid)), not to granary's uid \(geteuid())")
+            }
             throw .unsafe(
-                workFolder,
-                "is not a folder of uid \(geteuid()) closed to everyone else (granary's work folder for remote repositories)"
+                folder,
+                "is open to others (mode \(String(info.st_mode & 0o7777, radix: 8))): it is granary's work folder for remote repositories\(last ? "" : ", on the way")"
             )
         }
         return workFolder

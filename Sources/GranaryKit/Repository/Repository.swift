@@ -321,6 +321,11 @@ public enum RepositoryError: GranaryError, Sendable {
     case local(FileSystemError)
     /// Not enough free space for what is about to be written.
     case noRoom(String, free: Int64, needed: Int64)
+    /// A file root's rclone would read (its configuration, the AWS client's files, the remote
+    /// environment file) that root cannot trust: (path, what it is, why).
+    case untrustedFile(String, String, String)
+    /// A folder granary needs was made first by another user (or is not a folder): (path, what is wrong).
+    case squatted(String, String)
 
     public var description: String {
         switch self {
@@ -339,6 +344,9 @@ public enum RepositoryError: GranaryError, Sendable {
         case .local(let error): return error.description
         case .noRoom(_, let free, let needed):
             return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
+        case .untrustedFile(let path, let what, let why): return "refusing \(what) \(path) as root: \(why)"
+        case .squatted(let path, let why):
+            return "refusing the work folder \(path): it \(why); someone else made it first"
         }
     }
 

@@ -345,6 +345,13 @@ public struct Restorer: Sendable {
             // `create` fills a folder that holds no store yet (one an earlier restore created before it was
             // interrupted, or an empty one an admin made) like a new one: every store is new.
             let fillsEmpty = request.create != nil && liveStores.isEmpty
+            if fillsEmpty, request.target == nil, let existing {
+                // Only a folder of the owner the archive recorded (or the one asked for): in a
+                // shared root anyone could have made it, to receive another's data.
+                try SafeModes.checkFolderToFill(
+                    existing.folder,
+                    owner: newFolderOwnership(request.create ?? .init(), manifest: verified, user: request.user).uid)
+            }
             if request.target == nil && existing != nil && !fillsEmpty {
                 try compare(verified, live: liveStores, force: request.force)
             }
@@ -594,7 +601,11 @@ public struct Restorer: Sendable {
             throw RestoreError.ownerUnknown(user: user.rawValue)
         }
         let mode = create.mode ?? recorded.map { mode_t($0.mode & 0o7777) } ?? 0o700
-        return .of(uid: uid, gid: gid, mode: UInt32(mode))
+        // A group from the archive only when the owner is in it (SafeModes); one given is the admin's.
+        let safe = SafeModes.restorable(
+            mode: mode, uid: uid, gid: gid, folderGID: create.gid ?? AccountNames.primaryGroup(of: uid) ?? gid,
+            isFolder: true)
+        return .of(uid: uid, gid: safe.gid, mode: UInt32(safe.mode))
     }
 
     /// Refuses before anything live is touched when the repository cannot take the safety archive:
@@ -633,8 +644,11 @@ public struct Restorer: Sendable {
         let recordedGID = store.owner.map(AccountNames.hostGID).flatMap {
             AccountNames.isMember(uid: uid, of: $0) ? $0 : nil
         }
-        let gid = live?.gid ?? recordedGID ?? folderGID
-        let mode = live?.mode ?? mode_t((store.owner?.mode ?? 0o600) & 0o7777)
+        // No setuid/setgid bit, and no group the owner could not have set (SafeModes).
+        let (mode, gid) = SafeModes.restorable(
+            mode: live?.mode ?? mode_t(store.owner?.mode ?? 0o600), uid: uid,
+            gid: live?.gid ?? recordedGID ?? folderGID,
+            folderGID: folderGID)
         if geteuid() == 0 && fchown(stagedFile.raw, uid, gid) != 0 { throw FileSystemError("chown", path: store.path) }
         if fchmod(stagedFile.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: store.path) }
         // The restored file keeps the live store's journal mode (WAL or rollback), which the header
@@ -668,7 +682,7 @@ public struct Restorer: Sendable {
             let fd = Descriptor(RawPath.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), display: path)
             guard fd.raw >= 0 else { throw FileSystemError("open", path: path) }
             if geteuid() == 0 && fchown(fd.raw, uid, gid) != 0 { throw FileSystemError("chown", path: path) }
-            _ = fchmod(fd.raw, mode_t(store.externalModes[name] ?? 0o600) & 0o7777)
+            _ = fchmod(fd.raw, SafeModes.restorable(mode: mode_t(store.externalModes[name] ?? 0o600), isFolder: false))
         }
         for name in oldFiles.intersection(newFiles) {
             // A name in both must be the same file, or the old store would see new bytes before the commit.
