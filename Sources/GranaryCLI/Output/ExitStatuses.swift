@@ -495,3 +495,11 @@ extension ContentLimit {
         }
     }
 }
+
+// Sources/GranaryKit/Isolation/UserWorkers.swift
+extension WorkerFailed: CommandLineError {
+    /// A crash-class fault reading the user's files (SIGBUS: one was truncated under a mapping) or
+    /// a kill: the work could not be done, as for a failed read.
+    var status: ExitStatus { .ioError }
+    var hint: String? { "granary backup \(ShellQuoting.word(user)) (backs this user up again, alone)" }
+}

@@ -23,14 +23,16 @@ public enum RootEnvironment {
     }
 
     /// As root, with a dangerous variable set: removes it and replaces the process with a fresh
-    /// copy of itself (same arguments). Returns only when there is nothing to do (or the re-exec
-    /// failed, in which case the variable is at least gone from what granary starts).
-    public static func scrubAndReexec(arguments: [String] = CommandLine.arguments) {
+    /// copy of itself (the same argument bytes: `argv` is the process's own vector, not
+    /// `CommandLine.arguments`, which turns bytes that are not UTF-8 into U+FFFD). Returns only
+    /// when there is nothing to do (or the re-exec failed, in which case the variable is at least
+    /// gone from what granary starts).
+    public static func scrubAndReexec(
+        argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = CommandLine.unsafeArgv
+    ) {
         guard needsScrubbing() else { return }
         for name in dangerous { unsetenv(name) }
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        execv("/proc/self/exe", &argv)
-        for pointer in argv { free(pointer) }
+        execv("/proc/self/exe", argv)
     }
 
     /// Whether this is root acting for a user through sudo (`SUDO_USER` set): then the user's
