@@ -89,21 +89,23 @@ struct HostileContentTests {
     }
 
     @Test(
-        "[limits] time bounds a user's checks across its stores: 20 stores each under the budget, over it together, fail that user (65); the next user is backed up"
+        "[limits] time bounds a user's checks across its stores: 80 stores each under the budget, over it together, fail that user (65); the next user is backed up"
     )
     func userTimeAcrossStores() throws {
-        // 1 s per store and per user; each store costs its check about 3 rows x 0.1 s (well under
-        // 1 s), twenty of them several seconds. Before, each connection had a budget of its own:
-        // every store passed, and the user delayed the next one by the sum.
-        try Data("[limits]\ntime = \"1s\"\ntime_per_gib = \"0s\"\n".utf8).write(to: URL(fileURLWithPath: config))
+        // 2 s per store and per user; each store costs its check about 4 rows x 25 ms (a twentieth
+        // of its budget, so that a loaded machine stays under it), eighty of them several seconds.
+        // Before, each connection had a budget of its own: every store passed, and the user
+        // delayed the next one by the sum.
+        try Data("[limits]\ntime = \"2s\"\ntime_per_gib = \"0s\"\n".utf8).write(to: URL(fileURLWithPath: config))
         let mallory = try user("mallory@example.com")
-        for index in 0..<20 {
-            try Self.makeSlowStore(mallory + "/Slow-\(index).sqlite", index: false, wal: false, rows: 3)
+        for index in 0..<80 {
+            try Self.makeSlowStore(
+                mallory + "/Slow-\(index).sqlite", index: false, wal: false, bytes: 5_000_000, rows: 4)
         }
         try SampleData.makeRollbackStore(try user("zoe@example.com") + "/Legacy.db", rows: 100)
         let one = try granary(["backup", "mallory@example.com"])
         #expect(one.status == 65, "\(one.stderr)")
-        #expect(one.stderr.contains("the user's time budget of 1s for all its stores"), "\(one.stderr)")
+        #expect(one.stderr.contains("the user's time budget of 2s for all its stores"), "\(one.stderr)")
         #expect(!one.stderr.contains("stopped at its time budget"), "a store was over its own budget: \(one.stderr)")
         let all = try granary(["backup", "--all"])
         #expect(all.status == 1, "\(all.stderr)")

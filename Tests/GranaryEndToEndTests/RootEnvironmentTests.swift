@@ -108,14 +108,18 @@ struct RootEnvironmentTests {
         let odd = folder.child("odd")
         try FileSystem.makeDirectory(odd)
         // The shell makes the bytes: a Swift string cannot carry 0xFF as itself.
-        let words = ["backup", "--root", "\"$(printf '%s/r\\377' \"$1\")\"", "--repo", "\"$1/repo\"", "alice@example.com"]
+        let words = [
+            "backup", "--root", "\"$(printf '%s/r\\377' \"$1\")\"", "--repo", "\"$1/repo\"", "alice@example.com",
+        ]
         for environment in [[:], ["SWIFT_BACKTRACE": "enable=no"]] {
             let result = try GranaryProcess.runExecutable(
-                "/bin/sh", ["-c", "exec \"$0\" " + words.joined(separator: " "), GranaryProcess.binDirectory + "/granary", odd],
+                "/bin/sh",
+                ["-c", "exec \"$0\" " + words.joined(separator: " "), GranaryProcess.binDirectory + "/granary", odd],
                 environment: environment)
             #expect(result.status == 64, "\(environment): \(result.stderr)")
             #expect(
-                result.stderr.contains("--root") && result.stderr.contains("not UTF-8"), "\(environment): \(result.stderr)")
+                result.stderr.contains("--root") && result.stderr.contains("not UTF-8"),
+                "\(environment): \(result.stderr)")
             #expect(!result.stderr.contains("\u{FFFD}"), "\(environment): \(result.stderr)")
         }
     }

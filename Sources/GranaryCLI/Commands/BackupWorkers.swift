@@ -36,7 +36,8 @@ enum BackupWorkers {
                     return BackupResult.User(
                         id: reply.user.rawValue,
                         failure: Failure(
-                            UnexpectedError(description: "\(reply.user): the worker's result could not be read: \(error)")))
+                            UnexpectedError(
+                                description: "\(reply.user): the worker's result could not be read: \(error)")))
                 }
             case .failure(let failure):
                 // What the dead worker left (its snapshots, a half-written archive) goes now, not

@@ -42,7 +42,8 @@ extension AttackTests {
                 #expect((user["ok"] as? Bool) == (id != "attacker"), "\(context): \(id): \(user)")
             }
             #expect(outcome.stderr.contains("granary: attacker: "), "\(context): the failure names no user: \(outcome)")
-            let leftovers = FileSystem.contents(of: lab.repo + "/.granary-tmp")
+            let leftovers =
+                FileSystem.contents(of: lab.repo + "/.granary-tmp")
                 + FileSystem.contents(of: lab.repo + "/attacker").filter { $0.hasPrefix(".") }
             #expect(leftovers.isEmpty, "\(context): temporaries left: \(leftovers)")
             for name in Self.others {
