@@ -82,6 +82,23 @@ extension AttackTests {
             }
         }
 
+        @Test("SIGTERM to backup --all reaches the workers: a worker waiting on a lock its user holds ends, 130")
+        func sigterm() throws {
+            let lab = try lab()
+            let holder = try lab.helper("hold.py", ["sqlite", lab.attackerHome + "/Data/App.sqlite"])
+            defer { holder.stop() }
+            let run = try lab.start(["backup", "--all", "--jobs", "4"])
+            usleep(700_000)
+            kill(run.pid, SIGTERM)
+            let outcome = run.wait(timeout: 60)
+            #expect(!outcome.timedOut && outcome.signal == nil && outcome.status == 130, "\(outcome)")
+            // The parent waits for its workers: none is left, and none left a temporary behind.
+            let left = try GranaryProcess.runExecutable("/usr/bin/pgrep", ["-f", "--", "--worker-user=.*" + lab.root])
+            #expect(left.stdout.isEmpty, "workers still running: \(left.stdout)")
+            #expect(lab.attackerArchives().isEmpty)
+            #expect(FileSystem.contents(of: lab.repo + "/.granary-tmp").isEmpty)
+        }
+
         @Test("a worker that traps (a Swift runtime check) fails its user; the run goes on")
         func trap() throws {
             let lab = try lab()
