@@ -88,7 +88,16 @@ extension AttackTests {
             let holder = try lab.helper("hold.py", ["sqlite", lab.attackerHome + "/Data/App.sqlite"])
             defer { holder.stop() }
             let run = try lab.start(["backup", "--all", "--jobs", "4"])
-            usleep(700_000)
+            // Once the attacker's worker runs, the parent has its handlers (it installs them
+            // before it starts a worker), and the worker waits on the lock its user holds.
+            let worker = ["-f", "--", "--worker-user=attacker .*" + lab.root]
+            let deadline = ContinuousClock.now + .seconds(60)
+            while try GranaryProcess.runExecutable("/usr/bin/pgrep", worker).stdout.isEmpty
+                && ContinuousClock.now < deadline
+            {
+                usleep(50_000)
+            }
+            usleep(300_000)
             kill(run.pid, SIGTERM)
             let outcome = run.wait(timeout: 60)
             #expect(!outcome.timedOut && outcome.signal == nil && outcome.status == 130, "\(outcome)")
