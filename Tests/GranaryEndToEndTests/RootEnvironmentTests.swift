@@ -111,7 +111,7 @@ struct RootEnvironmentTests {
         let words = [
             "backup", "--root", "\"$(printf '%s/r\\377' \"$1\")\"", "--repo", "\"$1/repo\"", "alice@example.com",
         ]
-        for environment in [[:], ["SWIFT_BACKTRACE": "enable=no"]] {
+        for environment in [[:], ["SWIFT_BACKTRACE": "enable=yes,interactive=no"]] {
             let result = try GranaryProcess.runExecutable(
                 "/bin/sh",
                 ["-c", "exec \"$0\" " + words.joined(separator: " "), GranaryProcess.binDirectory + "/granary", odd],

@@ -15,11 +15,16 @@ public enum RootEnvironment {
     /// Variables that let the environment choose a program for a root granary to run.
     public static let dangerous = ["SWIFT_BACKTRACE"]
 
+    /// What a dangerous variable may say, as it chooses no program: `SWIFT_BACKTRACE=enable=no`
+    /// turns the crash handler off (`make tsan` sets it: the backtracer hangs on an instrumented
+    /// process).
+    public static let harmless: Set<String> = ["enable=no"]
+
     /// Whether `environment` holds a variable a root process must not run with.
     public static func needsScrubbing(
         euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> Bool {
-        euid == 0 && dangerous.contains { environment[$0] != nil }
+        euid == 0 && dangerous.contains { name in environment[name].map { !harmless.contains($0) } ?? false }
     }
 
     /// As root, with a dangerous variable set: removes it and replaces the process with a fresh
