@@ -11,9 +11,10 @@ import PackageDescription
 let fuzzing = getenv("GRANARY_FUZZ") != nil
 let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
 
+// No `platforms`: that list gives Apple platforms' minimum versions, and granary builds only on
+// Linux (Glibc, openat2, per-thread credentials, /proc). A macOS entry claimed a port there is not.
 let package = Package(
     name: "granary",
-    platforms: [.macOS(.v13)],
     products: [
         .executable(name: "granary", targets: ["granary"]),
         .executable(name: "granary-sample", targets: ["granary-sample"]),

@@ -90,6 +90,31 @@ struct HostileContentTests {
     }
 
     @Test(
+        "[limits] time bounds a user's checks across its stores: 80 stores each under the budget, over it together, fail that user (65); the next user is backed up"
+    )
+    func userTimeAcrossStores() throws {
+        // 2 s per store and per user; each store costs its check about 4 rows x 25 ms (a twentieth
+        // of its budget, so that a loaded machine stays under it), eighty of them several seconds.
+        // Before, each connection had a budget of its own: every store passed, and the user
+        // delayed the next one by the sum.
+        try Data("[limits]\ntime = \"2s\"\ntime_per_gib = \"0s\"\n".utf8).write(to: URL(fileURLWithPath: config))
+        let mallory = try user("mallory@example.com")
+        for index in 0..<80 {
+            try Self.makeSlowStore(
+                mallory + "/Slow-\(index).sqlite", index: false, wal: false, bytes: 5_000_000, rows: 4)
+        }
+        try SampleData.makeRollbackStore(try user("zoe@example.com") + "/Legacy.db", rows: 100)
+        let one = try granary(["backup", "mallory@example.com"])
+        #expect(one.status == 65, "\(one.stderr)")
+        #expect(one.stderr.contains("the user's time budget of 2s for all its stores"), "\(one.stderr)")
+        #expect(!one.stderr.contains("stopped at its time budget"), "a store was over its own budget: \(one.stderr)")
+        let all = try granary(["backup", "--all"])
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(all.stderr.contains("mallory@example.com: store Slow-"), "\(all.stderr)")
+        #expect(FileSystem.contents(of: repo + "/zoe@example.com").contains { $0.hasSuffix(".tar.zst") })
+    }
+
+    @Test(
         "verify, restore and inspect of an archive holding such stores stop at the budget too (65, naming the member and the limit)"
     )
     func verifyAndInspectStopAtBudget() throws {

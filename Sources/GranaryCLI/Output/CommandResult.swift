@@ -44,7 +44,7 @@ struct TextDetail: Sendable {
 }
 
 /// An error, as printed and as encoded in JSON: `{"code", "message", "hint"}`.
-struct Failure: Encodable, Sendable {
+struct Failure: Codable, Sendable {
     let code: Int32
     let message: String
     @Null var hint: String?
@@ -78,6 +78,13 @@ struct Null<Value: Encodable & Sendable>: Encodable, Sendable {
     func encode(to encoder: Encoder) throws {
         var container = encoder.singleValueContainer()
         if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
+extension Null: Decodable where Value: Decodable {
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        wrappedValue = container.decodeNil() ? nil : try container.decode(Value.self)
     }
 }
 

@@ -525,3 +525,11 @@ extension OwnershipError: CommandLineError {
         "look at who made the folder and why; move it away (as root: mv), then run restore --create again"
     }
 }
+
+// Sources/GranaryKit/Isolation/UserWorkers.swift
+extension WorkerFailed: CommandLineError {
+    /// A crash-class fault reading the user's files (SIGBUS: one was truncated under a mapping) or
+    /// a kill: the work could not be done, as for a failed read.
+    var status: ExitStatus { .ioError }
+    var hint: String? { Hint.command("granary", "backup", user) }
+}

@@ -54,7 +54,7 @@ public struct BackupOperation: Sendable {
     }
 
     /// Where a backup's time went, in seconds (summed over the user's stores).
-    public struct Stages: Sendable, Encodable {
+    public struct Stages: Sendable, Codable {
         /// SQLite's backup API copying the live stores (and the external data) into scratch files.
         public var snapshot = 0.0
         /// The check and the SHA-256 of the snapshots (on two threads).
@@ -243,6 +243,9 @@ public struct BackupOperation: Sendable {
         try checkRoom(for: scan.stores, user: folder.id, scratch: work)
         let folderInfo = try? folder.folder.descriptor.status()
         let folders = Self.folderOwnerships(of: scan.stores, in: folder)
+        // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
+        let account = ContentAccount(
+            storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -274,10 +277,10 @@ public struct BackupOperation: Sendable {
             let member = Manifest.storesFolder + store.name
             let mode = options.check, user = folder.id.rawValue, name = store.name, live = store.path
             let (check, hashed) = try Parallel.both(
-                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live) },
+                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live, account: account) },
                 { try Self.entry(snapshotPath, member: member, kind: .store) })
             stages.checkAndHash += Self.seconds(since: checkStarted)
-            let db = try Database(path: snapshotPath, mode: .readOnly)
+            let db = try Database(path: snapshotPath, mode: .readOnly, account: account)
             let coreData = try CoreDataMetadata.read(db)
             let pageSize = try db.pageSize()
             let pageCount = try db.pageCount()
@@ -387,12 +390,14 @@ public struct BackupOperation: Sendable {
 
     /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.
     /// `live` is the store's own path, for the hint.
-    static func check(_ path: String, mode: CheckMode, user: String, store: String, live: String? = nil) throws
-        -> String
-    {
+    /// `account`: the user's time across stores (`ContentAccount`), charged too.
+    static func check(
+        _ path: String, mode: CheckMode, user: String, store: String, live: String? = nil,
+        account: ContentAccount? = nil
+    ) throws -> String {
         guard mode != .none else { return "unchecked" }
         let db: Database
-        do { db = try Database.openFinished(path: path) } catch {
+        do { db = try Database.openFinished(path: path, account: account) } catch {
             throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
         let problems = db.integrityCheck(full: mode == .full)

@@ -15,22 +15,29 @@ public enum RootEnvironment {
     /// Variables that let the environment choose a program for a root granary to run.
     public static let dangerous = ["SWIFT_BACKTRACE"]
 
+    /// What a dangerous variable may say, as it chooses no program: `SWIFT_BACKTRACE=enable=no`
+    /// turns the crash handler off (`make tsan` sets it: the backtracer hangs on an instrumented
+    /// process).
+    public static let harmless: Set<String> = ["enable=no"]
+
     /// Whether `environment` holds a variable a root process must not run with.
     public static func needsScrubbing(
         euid: uid_t = geteuid(), environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> Bool {
-        euid == 0 && dangerous.contains { environment[$0] != nil }
+        euid == 0 && dangerous.contains { name in environment[name].map { !harmless.contains($0) } ?? false }
     }
 
     /// As root, with a dangerous variable set: removes it and replaces the process with a fresh
-    /// copy of itself (same arguments). Returns only when there is nothing to do (or the re-exec
-    /// failed, in which case the variable is at least gone from what granary starts).
-    public static func scrubAndReexec(arguments: [String] = CommandLine.arguments) {
+    /// copy of itself (the same argument bytes: `argv` is the process's own vector, not
+    /// `CommandLine.arguments`, which turns bytes that are not UTF-8 into U+FFFD). Returns only
+    /// when there is nothing to do (or the re-exec failed, in which case the variable is at least
+    /// gone from what granary starts).
+    public static func scrubAndReexec(
+        argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = CommandLine.unsafeArgv
+    ) {
         guard needsScrubbing() else { return }
         for name in dangerous { unsetenv(name) }
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        execv("/proc/self/exe", &argv)
-        for pointer in argv { free(pointer) }
+        execv("/proc/self/exe", argv)
     }
 
     /// Whether this is root acting for a user through sudo (`SUDO_USER` set): then the user's
