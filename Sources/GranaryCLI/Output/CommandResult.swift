@@ -48,8 +48,9 @@ struct Failure: Codable, Sendable {
     let code: Int32
     let message: String
     @Null var hint: String?
-    /// The hint is a command line (printed "Try: …"), not prose ("Hint: …"); see `Hint`.
-    let hintIsCommand: Bool
+    /// The hint is a command line (printed "Try: …"), not prose ("Hint: …"); see `Hint`. Not in
+    /// the JSON document: a failure read back from a backup worker's report prints its hint as prose.
+    var hintIsCommand = false
 
     enum CodingKeys: String, CodingKey { case code, message, hint }
 
