@@ -253,6 +253,7 @@ struct MirrorUploadFailed: GranaryError, CommandLineError {
     let mirror: String
     let error: any GranaryError
     var description: String { "the new archive did not reach the mirror \(mirror): \(error.description)" }
-    var status: ExitStatus { .partialFailure }
+    /// The mirror's own failure (74, 75, …): the run as a whole exits 1.
+    var status: ExitStatus { error.exitStatus }
     var hint: String? { error.advice }
 }

@@ -1,0 +1,14 @@
+import Foundation
+import GranaryKit
+
+// Sources/GranaryKit/Repository/Hosts.swift
+extension InvalidHost: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? { "pass --host NAME (or set host = \"NAME\") with a name such as web-1" }
+}
+
+// Sources/GranaryKit/Backup/BackupRun.swift
+extension MirrorSkipped: CommandLineError {
+    var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
+    var hint: String? { "granary sync sends it once the mirror answers" }
+}
