@@ -20,7 +20,7 @@ import Synchronization
 /// every host's.
 ///
 /// What `delete` and `prune` remove is recorded first, per host and user, in the **deletion
-/// record** `USER/.granary-deleted.HOST` (one archive name a line, the newest
+/// record** `.granary-deleted/HOST/USER` (one archive name a line, the newest
 /// ``deletionRecordLimit``): `sync` removes from a mirror only archives this record names, so
 /// that an archive the repository never had (a new repository after a disaster, another
 /// host's) is never removed from a mirror.
@@ -84,9 +84,13 @@ public enum Hosts {
         return (archive, host)
     }
 
-    /// The deletion record of `host` in `user`'s folder.
+    /// The folder of `host`'s deletion records (hidden: never taken for a user's folder).
+    public static func deletionRecords(host: String) -> String { ".granary-deleted/" + host }
+
+    /// The deletion record of `host` for `user`: beside the users' folders, not in them, so that a
+    /// user whose every archive went leaves no folder behind, and sync still finds the record.
     public static func deletionRecord(user: UserID, host: String) -> String {
-        user.rawValue + "/.granary-deleted." + host
+        deletionRecords(host: host) + "/" + user.rawValue
     }
 
     /// The names a deletion record keeps (the newest): about a year of hourly archives.
@@ -123,6 +127,11 @@ extension Repository {
     public func deletedNames(of user: UserID, host: String) throws(RepositoryError) -> Set<String> {
         guard let bytes = try readSmall(Hosts.deletionRecord(user: user, host: host)) else { return [] }
         return Set(String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init))
+    }
+
+    /// The users `host` has a deletion record of.
+    public func usersWithDeletions(host: String) -> [UserID] {
+        ((try? objects(in: Hosts.deletionRecords(host: host))) ?? []).compactMap { try? UserID($0.name) }
     }
 
     /// Adds `names` to `host`'s deletion record for `user` (before they are deleted).

@@ -57,7 +57,12 @@ public enum MirrorSync {
         dryRun: Bool = false
     ) throws -> [MirrorResult] {
         try primary.requireExisting()
-        let ids = users.isEmpty ? try primary.users() : users
+        // Every user of the primary, and those whose last archives a delete or prune removed.
+        let ids =
+            users.isEmpty
+            ? Array(Set(try primary.users() + primary.usersWithDeletions(host: Hosts.current))).sorted {
+                $0.rawValue < $1.rawValue
+            } : users
         var results: [MirrorResult] = []
         for mirror in mirrors {
             try Interruption.check()
