@@ -24,7 +24,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "This host's name in shared repositories: archives are written as its, and commands act on its (env GRANARY_HOST; default: the machine's host name).",
+            "This host's name where hosts share a repository: new archives are this host's, and commands act on this host's archives (env GRANARY_HOST; default: the machine's host name).",
             valueName: "name"))
     var host: String?
 
@@ -88,7 +88,8 @@ struct GlobalOptions: ParsableArguments {
     /// The option names, and whether each takes a value (for scanning a command line that
     /// ArgumentParser refused).
     static let names: [String: Bool] = [
-        "--root": true, "--repo": true, "--host": true, "--config": true, "--json": false, "-q": false, "--quiet": false,
+        "--root": true, "--repo": true, "--host": true, "--config": true, "--json": false, "-q": false,
+        "--quiet": false,
         "-v": false, "--verbose": false,
     ]
 }

@@ -291,7 +291,8 @@ struct HostsTests {
                 #expect(
                     [74, 75].contains(result.status), "\(what), \(command[0]): exit \(result.status): \(result.stderr)")
                 // A bound on a hang, not a speed measurement: three times the documented bound.
-                #expect(seconds < Self.bound * 3, "\(what), \(command[0]) ran \(seconds) s; the bound is \(Self.bound) s")
+                #expect(
+                    seconds < Self.bound * 3, "\(what), \(command[0]) ran \(seconds) s; the bound is \(Self.bound) s")
             }
             proxy.mode = .pass
         }
@@ -510,7 +511,9 @@ struct HostsTests {
         for _ in 0..<600 {
             usleep(100_000)
             if Self.processes(mentioning: bucket).count > 0,
-                (try? server.objects(bucket + "/killed"))?.keys.contains(where: { $0.contains(".host=") && $0.hasPrefix("alice@example.com/.2") && !$0.contains(".verify") }) == true,
+                (try? server.objects(bucket + "/killed"))?.keys.contains(where: {
+                    $0.contains(".host=") && $0.hasPrefix("alice@example.com/.2") && !$0.contains(".verify")
+                }) == true,
                 Self.multipartUploads(server, bucket: bucket) > 0
             {
                 uploading = true

@@ -215,7 +215,9 @@ struct RestoreRecoveryTests {
         #expect(result.stdout.contains("offline"))
         #expect(FileSystem.contents(of: external) == archived)
         let safety = try #require(
-            FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains("pre-restore") && !$0.hasPrefix(".") })
+            FileSystem.contents(of: repo + "/alice@example.com").first {
+                $0.contains("pre-restore") && !$0.hasPrefix(".")
+            })
         let extracted = folder.child("safety")
         try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: extracted)
         // The safety archive holds the replaced store's attachments complete (those the restore

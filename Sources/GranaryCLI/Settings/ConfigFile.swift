@@ -267,7 +267,8 @@ public struct ConfigFile: Sendable {
                     case "connect_timeout": result.connectTimeout = try timeout(item, full, SettingLimits.remoteTimeout)
                     case "timeout": result.timeout = try timeout(item, full, SettingLimits.remoteTimeout)
                     case "retries": result.retries = try integer(item, full, SettingLimits.remoteRetries)
-                    case "low_level_retries": result.lowLevelRetries = try integer(item, full, SettingLimits.remoteRetries)
+                    case "low_level_retries":
+                        result.lowLevelRetries = try integer(item, full, SettingLimits.remoteRetries)
                     default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
                     }
                 }

@@ -99,10 +99,12 @@ public enum BackupRun {
         private let lock = NSLock()
         private var failed: [String: any GranaryError & Sendable] = [:]
 
-        func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> BackupOperation.MirrorUpload {
+        func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> BackupOperation.MirrorUpload
+        {
             if let cause = lock.withLock({ failed[mirror.location] }) {
                 return BackupOperation.MirrorUpload(
-                    location: mirror.location, archive: nil, error: MirrorSkipped(mirror: mirror.location, cause: cause),
+                    location: mirror.location, archive: nil,
+                    error: MirrorSkipped(mirror: mirror.location, cause: cause),
                     seconds: 0)
             }
             let upload = BackupOperation.send(file, as: entry, to: mirror)

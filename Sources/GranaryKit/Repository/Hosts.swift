@@ -137,7 +137,9 @@ extension Repository {
     /// Adds `names` to `host`'s deletion record for `user` (before they are deleted).
     func recordDeletion(of names: [String], user: UserID, host: String) throws(RepositoryError) {
         let record = Hosts.deletionRecord(user: user, host: host)
-        var lines = (try readSmall(record)).map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) } ?? []
+        var lines =
+            (try readSmall(record)).map { String(decoding: $0, as: UTF8.self).split(separator: "\n").map(String.init) }
+            ?? []
         let known = Set(lines)
         lines += names.filter { !known.contains($0) }
         if lines.count > Hosts.deletionRecordLimit { lines.removeFirst(lines.count - Hosts.deletionRecordLimit) }
