@@ -144,7 +144,10 @@ public struct BackupOperation: Sendable {
     func runLocked(_ user: UserID, kind: ArchiveKind) throws -> Result {
         let started = ContinuousClock.now
         // Started before anything yields the CPU, so the lookups (and the rclone they run) do not.
-        let lookups = mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
+        // (Not when the caller sends to the mirrors later: it looks them up then.)
+        let lookups =
+            options.mirrorsLater
+            ? [] : mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
         let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()

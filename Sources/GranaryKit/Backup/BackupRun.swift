@@ -72,6 +72,21 @@ public enum BackupRun {
                     if let file = result.mirrorFile {
                         mirrorQueue.addOperation {
                             defer { if file.removeAfter { unlink(file.path) } }
+                            // Under the user's lock, as every write of the user's archives is (a sync
+                            // of the user must not take this upload for a dead run's).
+                            let lock: UserLock
+                            do throws(LockError) {
+                                lock = try UserLock.acquire(
+                                    root: operation.root, user: user, timeout: operation.options.lockTimeout)
+                            } catch {
+                                let uploads = operation.mirrors.map {
+                                    BackupOperation.MirrorUpload(
+                                        location: $0.location, archive: nil, error: error, seconds: 0)
+                                }
+                                results.update(index) { $0.result?.mirrors = uploads }
+                                return
+                            }
+                            defer { lock.release() }
                             let uploads = operation.mirrors.map { mirror in
                                 health.send(file.path, as: result.entry, to: mirror)
                             }
