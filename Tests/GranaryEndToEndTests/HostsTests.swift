@@ -338,6 +338,27 @@ struct HostsTests {
         #expect(seconds < Self.bound * 3, "the run took \(seconds) s; one mirror failure is bounded by \(Self.bound) s")
     }
 
+    @Test(
+        "a dead mirror and several users: sync and check fail within one bound, not one per user"
+    )
+    func deadMirrorSyncAndCheck() throws {
+        let users = ["u1@example.com", "u2@example.com", "u3@example.com", "u4@example.com"]
+        for user in users { try makeUser(user, marker: user) }
+        let repo = folder.child("repo")
+        try writeConfig(repo: repo, mirror: mirror, extra: Self.limits)
+        #expect(try granary(["backup", "--all"]).status == 0)
+        #expect(try granary(["verify", "--all"]).status == 0)
+        let proxy = try FaultProxy(upstream: server.port)
+        proxy.mode = .delay(milliseconds: 3_600_000)
+        let (sync, syncSeconds) = try timed(["sync", "--json"], repo: repo, environment: ownLimits(port: proxy.port))
+        #expect(sync.status == 1, "\(sync.stderr)")
+        #expect(syncSeconds < Self.bound * 3, "sync took \(syncSeconds) s; the bound is \(Self.bound) s")
+        let (check, checkSeconds) = try timed(["check"], repo: repo, environment: ownLimits(port: proxy.port))
+        #expect(check.status == 1, "\(check.stderr)")
+        #expect(checkSeconds < Self.bound * 3, "check took \(checkSeconds) s; the bound is \(Self.bound) s")
+        for user in users { #expect(check.stderr.contains(user), "\(check.stderr)") }
+    }
+
     @Test("a download cut twice is resumed where it stopped: verify and restore --to succeed")
     func downloadsResume() throws {
         let store = try makeUser("alice@example.com", marker: "resumed")

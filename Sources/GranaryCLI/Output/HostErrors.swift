@@ -12,3 +12,9 @@ extension MirrorSkipped: CommandLineError {
     var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
     var hint: String? { "granary sync sends it once the mirror answers" }
 }
+
+// Sources/GranaryKit/Repository/MirrorSync.swift
+extension MirrorAbandoned: CommandLineError {
+    var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
+    var hint: String? { "granary sync syncs them once the mirror answers" }
+}

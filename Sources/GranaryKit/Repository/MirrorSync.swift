@@ -69,7 +69,7 @@ public enum MirrorSync {
             var result = MirrorResult(location: mirror.location)
             do {
                 if !dryRun { try mirror.prepare() }
-                for user in ids {
+                for (position, user) in ids.enumerated() {
                     try Interruption.check()
                     let lock = try root.map { root throws(LockError) in
                         try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
@@ -78,6 +78,16 @@ public enum MirrorSync {
                     // Under the user's lock: what this host's runs that died left for the user.
                     if !dryRun { result.cleaned += mirror.removeDeadTemporaries(users: [user]) }
                     result.users.append(sync(user, from: primary, to: mirror, dryRun: dryRun))
+                    // A remote that does not answer fails every user alike, each after the whole
+                    // time bound: the rest of the users are left for the next sync.
+                    if case .transport(_, _, _)? = result.users.last?.error as? RepositoryError,
+                        position < ids.count - 1
+                    {
+                        result.error = MirrorAbandoned(
+                            mirror: mirror.location, users: ids.count - position - 1,
+                            cause: result.users.last!.error!)
+                        break
+                    }
                 }
                 if !dryRun { (mirror as? RcloneRepository)?.cleanUpUnfinishedUploads() }
             } catch let error as InterruptedError {
@@ -156,6 +166,21 @@ public enum MirrorSync {
         guard try mirror.writeArchive(object, from: file, host: entry.host) else {
             throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
         }
+    }
+}
+
+/// A sync that stopped trying a mirror after a failure to reach it (or the repository).
+public struct MirrorAbandoned: GranaryError, Sendable {
+    public let mirror: String
+    /// The users left for the next sync.
+    public let users: Int
+    public let cause: any GranaryError & Sendable
+    public var description: String {
+        "\(mirror): \(users) more user\(users == 1 ? "" : "s") not synced after a failure to reach it (\(cause.description))"
+    }
+    public var isTemporary: Bool {
+        if case .transport(_, _, true)? = cause as? RepositoryError { return true }
+        return false
     }
 }
 
