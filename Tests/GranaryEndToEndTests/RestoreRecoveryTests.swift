@@ -104,7 +104,9 @@ struct RestoreRecoveryTests {
         #expect(try live.journalMode() == "wal")
         #expect(try live.pageSize() == 4096)
         #expect(live.integrityCheck(full: true) == ["ok"])
-        let safety = FileSystem.contents(of: repo + "/alice@example.com").filter { $0.contains("pre-restore") }
+        let safety = FileSystem.contents(of: repo + "/alice@example.com").filter {
+            $0.contains("pre-restore") && !$0.hasPrefix(".")
+        }
         #expect(safety.count == 1)
         let extracted = folder.child("safety")
         try RestoreFixtures.extract(repo + "/alice@example.com/" + safety[0], into: extracted)
@@ -175,7 +177,7 @@ struct RestoreRecoveryTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try RestoreFixtures.ids(target + "/Local.sqlite", table: "items").count == 20)
         #expect(RestoreFixtures.sha256(user + "/Local.sqlite") == before)
-        #expect(FileSystem.contents(of: repo + "/alice@example.com").count == 1)
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").filter { !$0.hasPrefix(".") }.count == 1)
     }
 
     @Test("--method offline refuses a store another process has open")
@@ -214,7 +216,9 @@ struct RestoreRecoveryTests {
         #expect(result.stdout.contains("offline"))
         #expect(FileSystem.contents(of: external) == archived)
         let safety = try #require(
-            FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains("pre-restore") })
+            FileSystem.contents(of: repo + "/alice@example.com").first {
+                $0.contains("pre-restore") && !$0.hasPrefix(".")
+            })
         let extracted = folder.child("safety")
         try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: extracted)
         // The safety archive holds the replaced store's attachments complete (those the restore

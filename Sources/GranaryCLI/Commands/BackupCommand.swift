@@ -14,8 +14,9 @@ struct BackupCommand: GranaryCommand {
             Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
             check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted. \
             With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \
-            repository first, then sent to every mirror; a mirror that fails is reported on its own line (the \
-            archive stays in the repository, granary sync sends it later) and the run exits 1.
+            repository first, then sent to every mirror beside the next users' backups (a mirror never delays a local \
+            backup); a mirror that fails is reported on its own line with its own code, 74 or 75 (the archive stays \
+            in the repository, granary sync sends it later), is not tried again in the run, and the run exits 1.
             """
     )
     static let cleansUpOnSignals = true
@@ -312,6 +313,7 @@ struct MirrorUploadFailed: GranaryError, CommandLineError {
     let mirror: String
     let error: any GranaryError
     var description: String { "the new archive did not reach the mirror \(mirror): \(error.description)" }
-    var status: ExitStatus { .partialFailure }
+    /// The mirror's own failure (74, 75, …): the run as a whole exits 1.
+    var status: ExitStatus { error.exitStatus }
     var hint: String? { error.advice }
 }

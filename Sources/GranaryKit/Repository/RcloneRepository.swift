@@ -34,6 +34,8 @@ public struct RcloneRepository: Repository {
     let extra: [String: String]
     /// Arguments given to every rclone run.
     let common: [String]
+    /// How often a whole operation (a download) is tried.
+    let tries: Int
     let rclone: Rclone
     /// Objects are uploaded under their final name (object stores), else under a temporary
     /// name then moved; nil until asked of rclone.
@@ -55,8 +57,10 @@ public struct RcloneRepository: Repository {
         var environment = built.environment
         ignoredVariables = built.ignored
         var extra: [String: String] = [:]
+        let limits = RemoteLimits.current
         // Never rclone's remote-control server, whatever its environment or configuration says.
-        let common = ["--quiet", "--use-server-modtime", "--rc=false"]
+        let common = ["--quiet", "--use-server-modtime", "--rc=false"] + limits.flags(environment: environment)
+        tries = limits.operationTries(environment: environment)
         let features = FeatureCache()
         if location.hasPrefix("s3:") {
             var rest = String(location.dropFirst(3))
@@ -236,8 +240,73 @@ public struct RcloneRepository: Repository {
     }
 
     public func prepare() throws(RepositoryError) {
-        if try exists() { return }
+        if try exists() {
+            try checkLocalFolder()
+            return
+        }
+        try checkNewLocation()
         try createMarker()
+        try checkLocalFolder()
+    }
+
+    /// Before a repository is started where no marker is found: the location must be a folder,
+    /// not an object (rclone would otherwise write beside the object, where nothing reads it
+    /// back), and a crypt remote must hold no names its password cannot decrypt (a wrong
+    /// password hides the real repository and would start a second one beside it).
+    func checkNewLocation() throws(RepositoryError) {
+        let stat = try rclone.run(common + ["lsjson", "--stat", "--no-mimetype", remote("")], extra: extra)
+        if stat.status == 0, let item = try? JSONDecoder().decode(Listed.self, from: Data(stat.standardOutput)),
+            !item.IsDir
+        {
+            throw .badLocation(
+                location,
+                "it is an object (\(item.Size) bytes), not a folder: a repository is a prefix that holds objects; choose another prefix"
+            )
+        }
+        guard location.hasPrefix("rclone:"), try remoteFeatures().crypt else { return }
+        // The crypt remote's top, listed with rclone's debug log, which alone names what it skips.
+        let top = String(root[...root.firstIndex(of: ":")!])
+        let listing = try rclone.run(
+            ["--use-server-modtime", "--log-level", "DEBUG", "lsjson", "--max-depth", "1", "--no-mimetype", top],
+            extra: extra)
+        if listing.diagnostics.contains("Skipping undecryptable") {
+            throw .badLocation(
+                location,
+                "no repository is there, and the crypt remote holds names its password cannot decrypt: a wrong password (or salt) would start a second repository beside the real one; check the remote's password"
+            )
+        }
+    }
+
+    /// A remote on this machine's filesystem (an rclone `local` remote): its folder gets the
+    /// checks a local repository's gets (granary's own, closed to everyone else), and rclone
+    /// runs with umask 077 so that what it writes there is 0600 and 0700.
+    func checkLocalFolder() throws(RepositoryError) {
+        guard location.hasPrefix("rclone:"), let folder = try remoteFeatures().localRoot else { return }
+        guard FileSystem.status(folder) != nil else { return }
+        do { try LocalRepository(path: folder).checkOwnership() } catch .notARepository {}
+    }
+
+    /// What rclone says of the remote: whether it is a crypt remote, and the folder of a local one.
+    func remoteFeatures() throws(RepositoryError) -> (crypt: Bool, localRoot: String?) {
+        if let known = features.remote { return known }
+        let bytes = try run(["backend", "features", remote("")], what: location)
+        struct Document: Decodable {
+            struct Flags: Decodable {
+                let BucketBased: Bool?
+                let IsLocal: Bool?
+            }
+            let Root: String?
+            let String: String?
+            let Features: Flags?
+        }
+        let document = try? JSONDecoder().decode(Document.self, from: Data(bytes))
+        let known = (
+            crypt: document?.String?.hasPrefix("Encrypted drive") == true,
+            localRoot: document?.Features?.IsLocal == true ? document?.Root : nil
+        )
+        features.set(remote: known)
+        if features.direct == nil { features.set(direct: document?.Features?.BucketBased ?? false) }
+        return known
     }
 
     private func createMarker() throws(RepositoryError) {
@@ -360,12 +429,17 @@ public struct RcloneRepository: Repository {
     // MARK: Reading
 
     public func read(_ object: String, size: Int64, head: Int64?) throws(RepositoryError) -> ArchiveSource {
-        var arguments = common + ["cat"]
-        if let head { arguments += ["--count", String(head)] }
-        arguments.append(remote(object))
-        let process = try rclone.start(arguments, extra: extra)
+        let expected = head.map { min($0, size) } ?? size
+        let start = { @Sendable (offset: Int64) throws(RepositoryError) -> RcloneProcess in
+            var arguments = common + ["cat"]
+            if offset > 0 { arguments += ["--offset", String(offset)] }
+            if head != nil { arguments += ["--count", String(expected - offset)] }
+            arguments.append(remote(object))
+            return try rclone.start(arguments, extra: extra)
+        }
         return .stream(
-            RepositoryStream(process: process, location: display(object), expected: head.map { min($0, size) } ?? size))
+            RepositoryStream(
+                process: try start(0), location: display(object), expected: expected, tries: tries, resume: start))
     }
 
     // MARK: Writing
@@ -373,14 +447,8 @@ public struct RcloneRepository: Repository {
     /// Whether uploads go straight to the final name (object stores, where they appear whole).
     func uploadsDirectly() throws(RepositoryError) -> Bool {
         if let direct = features.direct { return direct }
-        let bytes = try run(["backend", "features", remote("")], what: location)
-        struct Features: Decodable {
-            struct Flags: Decodable { let BucketBased: Bool? }
-            let Features: Flags?
-        }
-        let direct = (try? JSONDecoder().decode(Features.self, from: Data(bytes)))?.Features?.BucketBased ?? false
-        features.set(direct: direct)
-        return direct
+        _ = try remoteFeatures()
+        return features.direct ?? false
     }
 
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
@@ -506,6 +574,22 @@ public struct RcloneRepository: Repository {
         try run(["copyto", "--no-check-dest", file, remote(Self.sidecar(of: object))], what: display(object))
     }
 
+    public func readSmall(_ object: String) throws(RepositoryError) -> [UInt8]? {
+        do { return try run(["cat", remote(object)], what: display(object)) } catch .missing { return nil }
+    }
+
+    public func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError) {
+        let folder = try prepareWorkFolder()
+        let file = folder + "/" + Self.temporaryName(for: "small")
+        defer { unlink(file) }
+        do { try FileSystem.writeAtomically(bytes, to: file) } catch { throw .local(error) }
+        try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
+    }
+
+    public func deleteSmall(_ object: String) throws(RepositoryError) {
+        do { try run(["deletefile", remote(object)], what: display(object)) } catch .missing {}
+    }
+
     public func stagingFolder(for user: UserID) throws -> String {
         try prepareWorkFolder()
     }
@@ -549,6 +633,17 @@ public struct RcloneRepository: Repository {
                 let key = user.rawValue + "/" + object.name
                 if (try? run(["deletefile", remote(key)], what: display(key))) != nil { removed.append(display(key)) }
             }
+            // An upload of this host killed after its host marker was written: the marker without
+            // its archive, and (S3) the unfinished multipart upload of exactly that name.
+            for archive in orphanedArchives(of: user) {
+                let key = user.rawValue + "/" + archive
+                if location.hasPrefix("s3:") {
+                    _ = try? rclone.run(common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra)
+                }
+                if (try? deleteSmall(Hosts.marker(of: key, host: Hosts.current))) != nil {
+                    removed.append(display(key) + " (unfinished upload)")
+                }
+            }
         }
         return removed
     }
@@ -572,4 +667,7 @@ final class FeatureCache: @unchecked Sendable {
     func set(direct: Bool) { lock.withLock { value = direct } }
     var exists: Bool? { lock.withLock { seen } }
     func set(exists: Bool) { lock.withLock { seen = exists } }
+    private var described: (crypt: Bool, localRoot: String?)?
+    var remote: (crypt: Bool, localRoot: String?)? { lock.withLock { described } }
+    func set(remote: (crypt: Bool, localRoot: String?)) { lock.withLock { described = remote } }
 }
