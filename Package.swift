@@ -14,9 +14,10 @@ let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,addre
 /// functions, as Debian's hardening flags build C (lintian's hardening-no-fortify-functions).
 let hardenedC: [CSetting] = [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))]
 
+// No `platforms`: that list gives Apple platforms' minimum versions, and granary builds only on
+// Linux (Glibc, openat2, per-thread credentials, /proc). A macOS entry claimed a port there is not.
 let package = Package(
     name: "granary",
-    platforms: [.macOS(.v13)],
     products: [
         .executable(name: "granary", targets: ["granary"]),
         .executable(name: "granary-sample", targets: ["granary-sample"]),

@@ -173,7 +173,7 @@ _granary() {
     local -a repeating_flags=()
     local -a non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     local -a repeating_options=()
-    local -a non_repeating_options=(--root --repo --config)
+    local -a non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 0
 
     # Offer option value completions
@@ -184,6 +184,9 @@ _granary() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -212,7 +215,7 @@ _granary_users() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -223,6 +226,9 @@ _granary_users() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -244,7 +250,7 @@ _granary_backup() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -255,6 +261,9 @@ _granary_backup() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -297,9 +306,9 @@ _granary_backup() {
 
 _granary_list() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all-hosts --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -310,6 +319,9 @@ _granary_list() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -331,7 +343,7 @@ _granary_verify() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --force --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --user --check)
+    non_repeating_options=(--root --repo --host --config --user --check)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -342,6 +354,9 @@ _granary_verify() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -371,7 +386,7 @@ _granary_inspect() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -382,6 +397,9 @@ _granary_inspect() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -403,7 +421,7 @@ _granary_check() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config --max-age)
+    non_repeating_options=(--root --repo --host --config --max-age)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -414,6 +432,9 @@ _granary_check() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -441,7 +462,7 @@ _granary_delete() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --force --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --user --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --user --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -452,6 +473,9 @@ _granary_delete() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -480,7 +504,7 @@ _granary_prune() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -491,6 +515,9 @@ _granary_prune() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -539,7 +566,7 @@ _granary_restore() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --create --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
+    non_repeating_options=(--root --repo --host --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
     __granary_offer_flags_options 2
 
     # Offer option value completions
@@ -550,6 +577,9 @@ _granary_restore() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -598,7 +628,7 @@ _granary_reset() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --method --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --method --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -609,6 +639,9 @@ _granary_reset() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -640,7 +673,7 @@ _granary_retire() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose -y --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -651,6 +684,9 @@ _granary_retire() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -678,7 +714,7 @@ _granary_recover() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -689,6 +725,9 @@ _granary_recover() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -713,7 +752,7 @@ _granary_sync() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -724,6 +763,9 @@ _granary_sync() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -751,7 +793,7 @@ _granary_config() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 0
 
     # Offer option value completions
@@ -762,6 +804,9 @@ _granary_config() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')

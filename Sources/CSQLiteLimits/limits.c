@@ -7,7 +7,14 @@
 #include <string.h>
 #include <time.h>
 
+struct granary_account {
+    int64_t time_limit;          // ns; 0: none
+    _Atomic int64_t spent;       // ns inside SQLite calls of every budget charged to it, calls finished
+    _Atomic int64_t references;
+};
+
 struct granary_budget {
+    granary_account *account;    // NULL: none (one reference held)
     int64_t time_limit;          // ns; 0: none
     int64_t memory_limit;        // bytes; 0: none
     _Atomic int64_t memory_used;
@@ -30,8 +37,15 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static void release_account(granary_account *account) {
+    if (account != NULL && atomic_fetch_sub(&account->references, 1) == 1) free(account);
+}
+
 static void unreference(granary_budget *budget) {
-    if (atomic_fetch_sub(&budget->references, 1) == 1) free(budget);
+    if (atomic_fetch_sub(&budget->references, 1) == 1) {
+        release_account(budget->account);
+        free(budget);
+    }
 }
 
 // ---- The allocator wrapper -------------------------------------------------------------------
@@ -143,16 +157,49 @@ int64_t granary_database_size(sqlite3 *db) {
     return size;
 }
 
+granary_account *granary_account_create(int64_t time_ns) {
+    granary_account *account = calloc(1, sizeof *account);
+    if (account == NULL) return NULL;
+    account->time_limit = time_ns > 0 ? time_ns : 0;
+    atomic_store(&account->references, 1);
+    return account;
+}
+
+void granary_account_release(granary_account *account) { release_account(account); }
+
+int64_t granary_account_spent(const granary_account *account) {
+    return account != NULL ? atomic_load(&((granary_account *)account)->spent) : 0;
+}
+
+void granary_budget_set_account(granary_budget *budget, granary_account *account) {
+    if (budget == NULL || account == NULL || budget->account != NULL) return;
+    atomic_fetch_add(&account->references, 1);
+    budget->account = account;
+}
+
 static int progress(void *context) {
     granary_budget *budget = context;
-    if (budget->time_limit <= 0 || budget->entered_at == 0) return 0;
-    if (budget->spent + (now_ns() - budget->entered_at) <= budget->time_limit) return 0;
-    atomic_fetch_or(&budget->exceeded, CONTENT_BUDGET_TIME);
-    return 1;
+    if (budget->entered_at == 0) return 0;
+    int64_t running = now_ns() - budget->entered_at;
+    if (budget->time_limit > 0 && budget->spent + running > budget->time_limit) {
+        atomic_fetch_or(&budget->exceeded, CONTENT_BUDGET_TIME);
+        return 1;
+    }
+    // The account: what the user's stores have spent together (a store that is over its own
+    // budget is named for that first).
+    granary_account *account = budget->account;
+    if (account != NULL && account->time_limit > 0 && atomic_load(&account->spent) + running > account->time_limit) {
+        atomic_fetch_or(&budget->exceeded, CONTENT_BUDGET_ACCOUNT);
+        return 1;
+    }
+    return 0;
 }
 
 void granary_budget_watch(granary_budget *budget, sqlite3 *db, int instructions) {
-    if (budget != NULL && budget->time_limit > 0) sqlite3_progress_handler(db, instructions, progress, budget);
+    if (budget == NULL) return;
+    if (budget->time_limit > 0 || (budget->account != NULL && budget->account->time_limit > 0)) {
+        sqlite3_progress_handler(db, instructions, progress, budget);
+    }
 }
 
 #include <errno.h>
@@ -204,8 +251,10 @@ granary_budget *granary_budget_enter(granary_budget *budget) {
 
 void granary_budget_leave(granary_budget *budget, granary_budget *previous) {
     if (budget != NULL && --budget->depth == 0) {
-        budget->spent += now_ns() - budget->entered_at;
+        int64_t elapsed = now_ns() - budget->entered_at;
+        budget->spent += elapsed;
         budget->entered_at = 0;
+        if (budget->account != NULL) atomic_fetch_add(&budget->account->spent, elapsed);
     }
     current = previous;
 }

@@ -85,11 +85,10 @@ public enum GranaryMain {
             }
             let message = Granary.message(for: error)
             let usage = code == .validationFailure
-            let command = words.command.map { " " + $0 } ?? ""
             console.fail(
                 Failure(
                     code: usage ? .usage : .partialFailure, message: CommandLineWords.sentence(message),
-                    hint: usage ? "granary\(command) --help" : nil))
+                    hint: usage ? Hint.commands([["granary"] + (words.command.map { [$0] } ?? []) + ["--help"]]) : nil))
             return usage ? ExitStatus.usage.rawValue : code.rawValue
         }
     }

@@ -23,6 +23,13 @@ struct GlobalOptions: ParsableArguments {
 
     @Option(
         name: .long,
+        help: ArgumentHelp(
+            "This host's name where hosts share a repository: new archives are this host's, and commands act on this host's archives (env GRANARY_HOST; default: the machine's host name).",
+            valueName: "name"))
+    var host: String?
+
+    @Option(
+        name: .long,
         help: ArgumentHelp("Configuration file (env GRANARY_CONFIG; see granary.toml(5)).", valueName: "file"),
         completion: .file())
     var config: String?
@@ -52,12 +59,31 @@ struct GlobalOptions: ParsableArguments {
                     hint: "name it by a UTF-8 path (a link with such a name works)")
             }
         }
-        let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
+        var settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
+        if let host {
+            guard Hosts.isValid(host) else {
+                throw CommandError(
+                    description: InvalidHost(name: host).description, status: .usage,
+                    hint: "pass --host NAME with a host name such as web-1")
+            }
+            settings.host = Setting(host, from: .flag)
+        } else if let variable = ProcessInfo.processInfo.environment["GRANARY_HOST"], !variable.isEmpty,
+            !Hosts.isValid(variable)
+        {
+            throw CommandError(
+                description: "GRANARY_HOST: " + InvalidHost(name: variable).description, status: .usage,
+                hint: "set GRANARY_HOST to a host name such as web-1, or unset it")
+        }
         // Where the settings came from, when a person should know (root's environment, an ignored file).
         if !quiet {
             for note in settings.notes {
                 StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n")
             }
+        }
+        // A `.granary` another user made first in the root (a sticky root lets them) is moved
+        // aside before anything uses it, and named.
+        if geteuid() == 0, let root = settings.root, let note = try? Root(path: root.value).reclaimStateFolder() {
+            StandardStreams.error(TextLine(stringLiteral: "granary: warning: " + note).rendered(color: false) + "\n")
         }
         // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
         settings.applyToProcess()
@@ -67,7 +93,8 @@ struct GlobalOptions: ParsableArguments {
     /// The option names, and whether each takes a value (for scanning a command line that
     /// ArgumentParser refused).
     static let names: [String: Bool] = [
-        "--root": true, "--repo": true, "--config": true, "--json": false, "-q": false, "--quiet": false,
+        "--root": true, "--repo": true, "--host": true, "--config": true, "--json": false, "-q": false,
+        "--quiet": false,
         "-v": false, "--verbose": false,
     ]
 }

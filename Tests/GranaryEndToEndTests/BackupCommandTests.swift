@@ -17,8 +17,11 @@ struct BackupCommandTests {
             try GranaryProcess.run(["backup", "--root", root, "--repo", repo] + arguments)
         }
 
+        /// The names in a user's folder of the repository, but its host markers (`.NAME.host=HOST`).
         func archives(_ user: String) -> [String] {
-            ((try? FileManager.default.contentsOfDirectory(atPath: repo + "/" + user)) ?? []).sorted()
+            ((try? FileManager.default.contentsOfDirectory(atPath: repo + "/" + user)) ?? []).filter {
+                !$0.contains(".host=")
+            }.sorted()
         }
 
         /// Every name under the repository, hidden ones included (temporaries start with a dot).

@@ -70,7 +70,8 @@ struct HostileContentTests {
         )
         // The hint runs as shown from anywhere: the store's full path.
         #expect(
-            one.stderr.contains("Try: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"), "\(one.stderr)"
+            one.stderr.contains("Hint: granary inspect \(try user("mallory@example.com"))/Slow.sqlite;"),
+            "\(one.stderr)"
         )
         #expect(
             !FileManager.default.fileExists(atPath: repo + "/mallory@example.com")
@@ -86,6 +87,31 @@ struct HostileContentTests {
                 FileSystem.contents(of: repo + "/" + user).contains { $0.hasSuffix(".tar.zst") },
                 "\(user) was backed up")
         }
+    }
+
+    @Test(
+        "[limits] time bounds a user's checks across its stores: 80 stores each under the budget, over it together, fail that user (65); the next user is backed up"
+    )
+    func userTimeAcrossStores() throws {
+        // 2 s per store and per user; each store costs its check about 4 rows x 25 ms (a twentieth
+        // of its budget, so that a loaded machine stays under it), eighty of them several seconds.
+        // Before, each connection had a budget of its own: every store passed, and the user
+        // delayed the next one by the sum.
+        try Data("[limits]\ntime = \"2s\"\ntime_per_gib = \"0s\"\n".utf8).write(to: URL(fileURLWithPath: config))
+        let mallory = try user("mallory@example.com")
+        for index in 0..<80 {
+            try Self.makeSlowStore(
+                mallory + "/Slow-\(index).sqlite", index: false, wal: false, bytes: 5_000_000, rows: 4)
+        }
+        try SampleData.makeRollbackStore(try user("zoe@example.com") + "/Legacy.db", rows: 100)
+        let one = try granary(["backup", "mallory@example.com"])
+        #expect(one.status == 65, "\(one.stderr)")
+        #expect(one.stderr.contains("the user's time budget of 2s for all its stores"), "\(one.stderr)")
+        #expect(!one.stderr.contains("stopped at its time budget"), "a store was over its own budget: \(one.stderr)")
+        let all = try granary(["backup", "--all"])
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(all.stderr.contains("mallory@example.com: store Slow-"), "\(all.stderr)")
+        #expect(FileSystem.contents(of: repo + "/zoe@example.com").contains { $0.hasSuffix(".tar.zst") })
     }
 
     @Test(
@@ -106,7 +132,7 @@ struct HostileContentTests {
         #expect(
             verify.stderr.contains(
                 "stores/Index.sqlite integrity_check stopped at its time budget of 2s ([limits] time, time_per_gib)"))
-        #expect(verify.stderr.contains("Try: if the store is honest, raise time or time_per_gib under [limits]"))
+        #expect(verify.stderr.contains("Hint: if the store is honest, raise time or time_per_gib under [limits]"))
         let inspect = try granary(["inspect", repo + "/mallory@example.com/" + columnArchive])
         #expect(inspect.status == 65, "\(inspect.stderr)")
         #expect(inspect.stderr.contains("stores/Column.sqlite quick_check stopped at its time budget of 2s"))

@@ -62,7 +62,7 @@ struct RepositoryPathTests {
             #expect(verify.stderr.contains("refusing to verify \(elsewhere): it is not in "), "\(verify.stderr)")
             #expect(
                 verify.stderr.contains(
-                    "Try: granary verify --force \(elsewhere) verifies it without recording the result"),
+                    "Hint: granary verify --force \(elsewhere) verifies it without recording the result"),
                 "\(verify.stderr)")
             let forced = try fixture.granary(
                 ["verify", "--force", elsewhere, "-v"], repository: repository, environment: ["TMPDIR": scratch])
@@ -80,7 +80,7 @@ struct RepositoryPathTests {
             delete.stderr.contains("refusing to delete \(elsewhere): it is not in the repository \(fixture.repo)"),
             "\(delete.stderr)")
         #expect(
-            delete.stderr.contains("Try: granary delete --force \(elsewhere) removes it anyway"), "\(delete.stderr)")
+            delete.stderr.contains("Hint: granary delete --force \(elsewhere) removes it anyway"), "\(delete.stderr)")
         #expect(FileSystem.isRegularFile(elsewhere))
         let forced = try fixture.granary(["delete", "--force", elsewhere])
         #expect(forced.status == 0, "\(forced.stderr)")
@@ -170,7 +170,7 @@ struct RepositoryPathTests {
         let restore = try GranaryProcess.run(["restore", user, "--root", root, "--repo", repo])
         #expect(restore.status == 65, "\(restore.stderr)")
         let hint =
-            "Try: granary restore 'bob smith@example.com' \((good as NSString).lastPathComponent) (the newest archive that verifies)"
+            "Try: granary restore 'bob smith@example.com' \((good as NSString).lastPathComponent)\n"
         #expect(restore.stderr.contains(hint), "\(restore.stderr)")
         #expect(!restore.stderr.contains("USER"), "\(restore.stderr)")
 
@@ -189,7 +189,7 @@ struct RepositoryPathTests {
         let damaged = try inspect("Default.sqlite")
         #expect(damaged.status == 65, "\(damaged.stderr)")
         #expect(damaged.stderr.hasPrefix("granary: \(userFolder)/Default.sqlite: "), "\(damaged.stderr)")
-        #expect(damaged.stderr.contains("Try: the store is damaged"), "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("Hint: the store is damaged"), "\(damaged.stderr)")
         let missing = try inspect("Missing.sqlite")
         #expect(missing.status == 66, "\(missing.stderr)")
         #expect(missing.stderr.hasPrefix("granary: \(userFolder)/Missing.sqlite: no such file"), "\(missing.stderr)")

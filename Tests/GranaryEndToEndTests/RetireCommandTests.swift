@@ -101,7 +101,7 @@ struct RetireCommandTests {
         #expect(check.status == 0 && check.stderr.isEmpty, "\(check.stderr)")
         let again = try granary(["retire", bob, "--yes"])
         #expect(again.status == 66 && again.stderr.contains("retired already"), "\(again.stderr)")
-        #expect(again.stderr.contains("Try: granary restore \(bob) --create"), "\(again.stderr)")
+        #expect(again.stderr.contains("Hint: granary restore \(bob) --create"), "\(again.stderr)")
         let missing = try granary(["restore", bob])
         #expect(missing.status == 66, "\(missing.stderr)")
         #expect(

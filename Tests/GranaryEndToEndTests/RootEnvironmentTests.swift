@@ -100,6 +100,30 @@ struct RootEnvironmentTests {
         #expect(restore.stderr.contains("belongs to uid \(uid)"), "\(restore.stderr)")
     }
 
+    @Test("the re-exec that drops SWIFT_BACKTRACE keeps the argument bytes that are not UTF-8")
+    func reexecKeepsArgumentBytes() throws {
+        // Before: the re-exec passed CommandLine.arguments, which had turned 0xFF into U+FFFD: the
+        // re-executed granary looked for a root named "r\u{FFFD}" (a valid UTF-8 path: exit 66,
+        // "no such folder") instead of refusing the path it was given (64, "not UTF-8").
+        let odd = folder.child("odd")
+        try FileSystem.makeDirectory(odd)
+        // The shell makes the bytes: a Swift string cannot carry 0xFF as itself.
+        let words = [
+            "backup", "--root", "\"$(printf '%s/r\\377' \"$1\")\"", "--repo", "\"$1/repo\"", "alice@example.com",
+        ]
+        for environment in [[:], ["SWIFT_BACKTRACE": "enable=yes,interactive=no"]] {
+            let result = try GranaryProcess.runExecutable(
+                "/bin/sh",
+                ["-c", "exec \"$0\" " + words.joined(separator: " "), GranaryProcess.binDirectory + "/granary", odd],
+                environment: environment)
+            #expect(result.status == 64, "\(environment): \(result.stderr)")
+            #expect(
+                result.stderr.contains("--root") && result.stderr.contains("not UTF-8"),
+                "\(environment): \(result.stderr)")
+            #expect(!result.stderr.contains("\u{FFFD}"), "\(environment): \(result.stderr)")
+        }
+    }
+
     @Test("a real sudo -E keeps the same rules")
     func realSudo() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/sudo") else {

@@ -80,7 +80,7 @@ struct UsersCommandTests {
     func missingRoot() throws {
         let result = try GranaryProcess.run(["users", "--root", "/nonexistent/granary-root"])
         #expect(result.status == 66)
-        #expect(result.stderr.contains("Try: pass --root"))
+        #expect(result.stderr.contains("Hint: pass --root"))
         let unset = try GranaryProcess.run(["users"])
         #expect(unset.status == 64)
         #expect(unset.stderr.contains("no root is set"))

@@ -53,6 +53,43 @@ struct ContentLimitsTests {
         #expect(other.exceededLimit == nil)
     }
 
+    @Test(
+        "a user's account bounds its checks across stores: stores each under their own budget stop once they are over it together"
+    )
+    func budgetAcrossStores() throws {
+        let folder = TemporaryFolder()
+        // Each check costs about 2 rows x 0.1 s, well under the 3 s budget of its store (a loaded
+        // machine stays under it); checks of the same store are charged to one account of 3 s
+        // until one stops. However fast the machine, some number of them (at most 500) adds up
+        // to the account.
+        let path = folder.child("Slow.sqlite")
+        try Self.makeExpensiveStore(path, index: false, rows: 2, wal: false)
+        let limits = ContentLimits(time: .seconds(3), timePerGiB: .zero, memory: ContentLimits.defaults.memory)
+        let account = ContentAccount(limits: limits, storesOfSize: 0)
+        #expect(account.budget == .seconds(3))
+        var passed = 0
+        var stopped: Database?
+        while passed < 500 {
+            let db = try Database(path: path, mode: .readOnly, limits: limits, account: account)
+            let problems = db.integrityCheck(full: false)
+            if problems != ["ok"] {
+                #expect(
+                    problems.first?.contains("the user's time budget of 3s for all its stores") == true, "\(problems)")
+                stopped = db
+                break
+            }
+            passed += 1
+        }
+        #expect(stopped?.exceededLimit == .time(.seconds(3), acrossStores: true))
+        #expect(passed >= 1, "the first store alone was over the account")
+        #expect(account.spent >= .seconds(3))
+        // The control: without the account, the same store passes as often (each is under its budget).
+        for _ in 0...passed {
+            let db = try Database(path: path, mode: .readOnly, limits: limits)
+            #expect(db.integrityCheck(full: false) == ["ok"])
+        }
+    }
+
     @Test("a NOT NULL virtual generated column stops quick_check at the time budget; the error says which limit")
     func generatedColumnStopsAtBudget() throws {
         let folder = TemporaryFolder()

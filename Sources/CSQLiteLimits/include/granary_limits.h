@@ -15,10 +15,15 @@
 #include <sqlite3.h>
 
 typedef struct granary_budget granary_budget;
+// A time account several budgets share: one user's checks across all its stores (a budget per
+// connection alone would let a user with many stores spend many budgets).
+typedef struct granary_account granary_account;
 
 // What a budget ran into (a bit set).
 #define CONTENT_BUDGET_TIME 1
 #define CONTENT_BUDGET_MEMORY 2
+// The time of the account the budget is charged to (granary_budget_set_account).
+#define CONTENT_BUDGET_ACCOUNT 4
 
 // 1 when the allocator wrapper was installed (at load time, before SQLite initialised), so
 // that memory ceilings are enforced; 0 otherwise.
@@ -29,6 +34,16 @@ int granary_limits_memory_enforced(void);
 // hold one each, so it outlives the connection until its last allocation is freed.
 granary_budget *granary_budget_create(int64_t time_ns, int64_t memory);
 void granary_budget_release(granary_budget *budget);
+
+// An account of `time_ns` nanoseconds (0: none) for the budgets charged to it; the caller holds
+// one reference, each budget charged to it one more.
+granary_account *granary_account_create(int64_t time_ns);
+void granary_account_release(granary_account *account);
+// Nanoseconds spent inside SQLite calls on every budget charged to the account (calls finished).
+int64_t granary_account_spent(const granary_account *account);
+// Charges the budget's time to `account` as well (before granary_budget_watch; once): a
+// statement stops when either the budget's own time or the account's is spent.
+void granary_budget_set_account(granary_budget *budget, granary_account *account);
 
 // Sets the budget's time, once the connection is open and its store's size known.
 void granary_budget_set_time(granary_budget *budget, int64_t time_ns);

@@ -96,7 +96,7 @@ struct CommandLineWords {
         if let close = Self.closest(to: word, in: Granary.commandNames + ["help"]) {
             message += " (did you mean \(close)?)"
         }
-        return Problem(failure: Failure(code: .usage, message: message, hint: "granary --help lists the commands"))
+        return Problem(failure: Failure(code: .usage, message: message, hint: Hint.command("granary", "--help")))
     }
 
     /// The candidate within a couple of edits of `word`, if one is clearly closest.

@@ -14,8 +14,9 @@ struct BackupCommand: GranaryCommand {
             Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
             check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted. \
             With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \
-            repository first, then sent to every mirror; a mirror that fails is reported on its own line (the \
-            archive stays in the repository, granary sync sends it later) and the run exits 1.
+            repository first, then sent to every mirror beside the next users' backups (a mirror never delays a local \
+            backup); a mirror that fails is reported on its own line with its own code, 74 or 75 (the archive stays \
+            in the repository, granary sync sends it later), is not tried again in the run, and the run exits 1.
             """
     )
     static let cleansUpOnSignals = true
@@ -60,6 +61,11 @@ struct BackupCommand: GranaryCommand {
             valueName: "location"))
     var mirror: [String] = []
 
+    /// Set by the run itself, never by a person: this process is the worker that backs up this
+    /// one user for a run over several (BackupWorkers, docs/security.md).
+    @Option(name: .customLong(BackupWorkers.flag), help: .private)
+    var workerUser: String?
+
     func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
@@ -90,16 +96,34 @@ struct BackupCommand: GranaryCommand {
         options.bytesPerUser = settings.bytesPerUser.value
         options.label = label
         options.lockTimeout = lock.timeout(settings)
+        options.ownerTimeout = settings.ownerTimeout.value
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
+        let mirrors = try settings.mirrorRepositories(flags: mirror)
+        if let workerUser {
+            // A worker: this one user, the result to the parent (throws ExitCode(0) once sent).
+            let reporter = UserWorkers.Reporter()
+            let operation = BackupOperation(
+                root: root, repository: repository, mirrors: mirrors, options: options,
+                progress: console.showsProgress ? reporter : nil)
+            try BackupWorkers.serve(operation, user: workerUser, reporter: reporter)
+        }
         if all { (ids, ignored) = try root.scan() } else { ids = try UserID.named(users) }
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
-        let mirrors = try settings.mirrorRepositories(flags: mirror)
         let operation = BackupOperation(
             root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
-        let outcomes = try BackupRun.run(
-            operation, users: ids, jobs: jobs ?? settings.jobs.value, prune: prune ? settings.retention.value : nil)
+        let policy = prune ? settings.retention.value : nil
+        if ids.count > 1 {
+            // Several users: each in a worker process of its own, so that a crash-class fault one
+            // user's content causes (SIGBUS on a truncated -shm, a trap) fails that user only.
+            let users = BackupWorkers.run(
+                operation, users: ids, jobs: jobs ?? settings.jobs.value, prune: policy, progress: progress)
+            progress?.clear()
+            try Interruption.check()
+            return BackupResult(users: users, ignored: ignored, root: root.path)
+        }
+        let outcomes = try BackupRun.run(operation, users: ids, jobs: jobs ?? settings.jobs.value, prune: policy)
         progress?.clear()
 
         var users: [BackupResult.User] = []
@@ -115,7 +139,7 @@ struct BackupCommand: GranaryCommand {
 
 /// `granary backup`: one entry per user, with its archive or its error.
 struct BackupResult: CommandResult {
-    struct Store: Encodable {
+    struct Store: Codable {
         let name: String
         @Null var nameBase64: String?
         /// `wal` or `rollback`.
@@ -123,9 +147,10 @@ struct BackupResult: CommandResult {
         let integrity: String
     }
 
-    struct User: Encodable {
+    /// Codable: a worker process sends its user's entry to the parent (BackupWorkers).
+    struct User: Codable {
         let id: String
-        let ok: Bool
+        var ok: Bool
         @Null var archive: String?
         @Null var size: Int64?
         @Null var seconds: Double?
@@ -142,6 +167,41 @@ struct BackupResult: CommandResult {
         /// The new archive on each mirror (null without mirrors).
         @Null var mirrors: [Mirror]?
         @Null var error: Failure?
+
+        /// A user that failed before it had an outcome (its worker ended without one).
+        init(id: String, failure: Failure) {
+            self.id = id
+            ok = false
+            archive = nil
+            size = nil
+            seconds = nil
+            stages = nil
+            priority = nil
+            stores = nil
+            skipped = nil
+            warnings = nil
+            prune = nil
+            mirrors = nil
+            error = failure
+        }
+
+        /// What a worker sent (`prune` is the parent's business: a worker sends null).
+        init(from decoder: any Decoder) throws {
+            let values = try decoder.container(keyedBy: CodingKeys.self)
+            id = try values.decode(String.self, forKey: .id)
+            ok = try values.decode(Bool.self, forKey: .ok)
+            archive = try values.decodeIfPresent(String.self, forKey: .archive)
+            size = try values.decodeIfPresent(Int64.self, forKey: .size)
+            seconds = try values.decodeIfPresent(Double.self, forKey: .seconds)
+            stages = try values.decodeIfPresent(BackupOperation.Stages.self, forKey: .stages)
+            priority = try values.decodeIfPresent(String.self, forKey: .priority)
+            stores = try values.decodeIfPresent([Store].self, forKey: .stores)
+            skipped = try values.decodeIfPresent([Skipped].self, forKey: .skipped)
+            warnings = try values.decodeIfPresent([String].self, forKey: .warnings)
+            prune = nil
+            mirrors = try values.decodeIfPresent([Mirror].self, forKey: .mirrors)
+            error = try values.decodeIfPresent(Failure.self, forKey: .error)
+        }
 
         init(_ outcome: BackupRun.Outcome) {
             id = outcome.user.rawValue
@@ -171,7 +231,7 @@ struct BackupResult: CommandResult {
     typealias Skipped = JSONName.NamedReason
 
     /// A new archive sent to a mirror, or why it was not.
-    struct Mirror: Encodable, Sendable {
+    struct Mirror: Codable, Sendable {
         let repository: String
         let ok: Bool
         @Null var archive: String?
@@ -208,7 +268,7 @@ struct BackupResult: CommandResult {
                 + (user.mirrors ?? []).compactMap(\.error).map {
                     Failure(
                         code: .partialFailure, message: "\(user.id): \($0.message)",
-                        hint: $0.hint.map { $0 + "; then granary sync \(ShellWord.quote(user.id))" }
+                        hint: $0.hint.map { Hint.text($0) + "; then granary sync \(ShellWord.quote(user.id))" }
                             ?? "granary sync \(ShellWord.quote(user.id)) sends it")
                 }
         }
@@ -253,6 +313,7 @@ struct MirrorUploadFailed: GranaryError, CommandLineError {
     let mirror: String
     let error: any GranaryError
     var description: String { "the new archive did not reach the mirror \(mirror): \(error.description)" }
-    var status: ExitStatus { .partialFailure }
+    /// The mirror's own failure (74, 75, …): the run as a whole exits 1.
+    var status: ExitStatus { error.exitStatus }
     var hint: String? { error.advice }
 }

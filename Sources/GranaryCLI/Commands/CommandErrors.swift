@@ -24,7 +24,7 @@ struct NoArchivesError: GranaryError, CommandLineError {
 
     var hint: String? {
         existsUnderRoot
-            ? "granary backup \(ShellWord.quote(user.rawValue))"
+            ? Hint.command("granary", "backup", user.rawValue)
             : "granary list shows every user's archives; check the spelling of the user id"
     }
 }

@@ -68,6 +68,7 @@ struct ConfigResult: CommandResult {
         self.settings = [
             entry("root", settings.root) { .string($0) },
             entry("repo", settings.repo) { .string($0) },
+            entry("host", settings.host) { .string($0) },
             entry("compression", settings.compression) { .string($0.rawValue) },
             entry("level", settings.level) { $0.map { .integer($0) } ?? .unset },
             entry("check", settings.check) { .string($0.rawValue) },
@@ -92,6 +93,10 @@ struct ConfigResult: CommandResult {
             entry("limits.memory", settings.limits) { Self.size($0.memory) },
             entry("limits.bytes_per_user", settings.bytesPerUser) { Self.size($0) },
             entry("reset.keep_tables", settings.resetKeepTables) { $0.isEmpty ? .unset : .list($0) },
+            entry("remote.connect_timeout", settings.remote) { .string(DurationText.format($0.connectTimeout)) },
+            entry("remote.timeout", settings.remote) { .string(DurationText.format($0.timeout)) },
+            entry("remote.retries", settings.remote) { .integer($0.retries) },
+            entry("remote.low_level_retries", settings.remote) { .integer($0.lowLevelRetries) },
         ]
     }
 

@@ -11,6 +11,9 @@ struct ListCommand: GranaryCommand {
             granary verify: verified, bad (with the reason), or unverified (never verified, or the file changed \
             since). An archive whose head cannot be read is listed as unreadable. A retired user (no folder under \
             the root, a final archive their newest) is marked retired. \
+            Only this host's archives are listed (--host, host = in the configuration, else the machine's host \
+            name), with the archives written before hosts existed, which every host counts as its own; \
+            --all-hosts lists every host's. \
             Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
             66 a user with no archives who is not a user under the root either.
             """
@@ -21,8 +24,12 @@ struct ListCommand: GranaryCommand {
     @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
     var users: [String] = []
 
+    @Flag(help: "List the archives of every host, not only this host's.")
+    var allHosts = false
+
     func execute(_ console: Console) throws -> ListResult {
         let settings = try global.settings()
+        if allHosts { Hosts.scope = nil }
         let repository = try settings.requireRepository()
         let ids = try UserID.named(users)
         let folders = ids.isEmpty ? [] : Set(try repository.folders())
@@ -49,6 +56,10 @@ struct ListResult: CommandResult {
         let user: String
         let name: String
         let path: String
+        /// The host that wrote it: its host marker's, else (an archive from before hosts) its manifest's.
+        @Null var host: String?
+        /// Whether the archive has a host marker (false: written before hosts existed; every host counts it as its own).
+        let hostMarked: Bool
         let created: Date
         let size: Int64
         let compression: String
@@ -90,7 +101,8 @@ struct ListResult: CommandResult {
         self.retiredUsers = retiredUsers
         archives = items.map { item in
             Archive(
-                user: item.user.rawValue, name: item.name.fileName, path: item.path, created: item.created,
+                user: item.user.rawValue, name: item.name.fileName, path: item.path, host: item.shownHost,
+                hostMarked: item.host != nil, created: item.created,
                 size: item.size,
                 compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
@@ -111,7 +123,7 @@ struct ListResult: CommandResult {
                 code: .dataError,
                 message: "\(bad.count) archive\(bad.count == 1 ? " is" : "s are") unreadable or failed verification: "
                     + bad.map { "\($0.user)/\($0.name)" }.joined(separator: ", "),
-                hint: "granary verify " + bad.map { ShellWord.quote("\($0.user)/\($0.name)") }.joined(separator: " "))
+                hint: Hint.commands([["granary", "verify"] + bad.map { "\($0.user)/\($0.name)" }]))
         ]
     }
 
@@ -127,7 +139,7 @@ struct ListResult: CommandResult {
                     retiredUsers.contains(archive.user) ? "\(bold: archive.user)  (retired)" : "\(bold: archive.user)")
             }
             var line: TextLine =
-                "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5)"
+                "  \(archive.name, width: 38) \(Format.time(archive.created)) \(Format.age(now.timeIntervalSince(archive.created)) + " ago", width: 12) \(Format.bytes(archive.size), width: 10) \(archive.compression, width: 5) \((archive.host ?? "-") + (archive.hostMarked ? "" : "*"), width: 16)"
             if archive.verified == .unreadable {
                 line += " unreadable: \(archive.problem ?? "")"
             } else {

@@ -10,14 +10,16 @@ struct RestoreCommand: GranaryCommand {
             The archive is extracted and fully verified beside the live stores before anything live is \
             touched. Methods: swap (an owner serves the reopen protocol, see granary-reopen(7)), online (the \
             SQLite backup API into the live database), offline (nobody has the store open), auto (per store, in \
-            that order of preference). The replaced content is kept as a pre-restore archive. -v also prints \
-            each store's paths, the processes that have it open and the owner's pause. \
+            that order of preference). The replaced content is kept as a pre-restore archive. For each swapped \
+            store a line gives the owner's pause and how it ended (RESUMED, late, expired); -v also prints \
+            each store's paths and the processes that have it open. \
             A user with no folder under the root (a new host, a user moved from another server, a retired user) is \
             restored with --create: the folder is made, owned as --owner says or else as the archive recorded, and \
             every store, external-data file and folder in it gets the owner, group and mode the archive recorded; \
             without a named archive the newest regular backup or final archive is used. \
             Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner), \
-            65 the archive is damaged or does not match, 66 no such user (the hint is the --create command line) or \
+            65 the archive is damaged or does not match, or a store's owner runs as another uid (--method swap) or \
+            wrote to it while paused (granary-reopen(7)), 66 no such user (the hint is the --create command line) or \
             archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed).
             """
     )
@@ -134,6 +136,15 @@ struct RestoreCommand: GranaryCommand {
                 description: "--to \(to) is not UTF-8 text", status: .usage,
                 hint: "name the folder by a UTF-8 path (a link with such a name works)")
         }
+        if let to, geteuid() == 0, let problem = TrustedPath.folderProblem(to) {
+            // Root writes the restored stores there: a folder another user owns or can write
+            // would let them swap what is written, or read it.
+            throw CommandError(
+                description: "refusing --to \(to): \(problem)", status: .cannotCreate,
+                hint:
+                    "restore into a folder only root can write (made with install -d -m 0700), then hand the files over"
+            )
+        }
         request.target = to
         request.method = method
         request.dryRun = dryRun
@@ -147,13 +158,12 @@ struct RestoreCommand: GranaryCommand {
             return RestoreResult(try restorer.run(request), operation: .restore)
         } catch RestoreError.noUser(let user, let root, let create?) {
             // The hint is this very command line with --create: the same root, repository and archive.
-            let words =
-                ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + [
-                    "--create", "--owner", create.owner.map(ShellWord.quote) ?? "USER",
-                ]
+            // It creates the folder and restores into it.
+            let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--create", "--owner"]
             throw CommandError(
                 description: RestoreError.noUser(user: user, root: root, create: nil).description, status: .notFound,
-                hint: words.joined(separator: " ") + " (creates the folder and restores into it)")
+                hint: create.owner.map { Hint.quotedCommand(words + [ShellWord.quote($0)]) }
+                    ?? (words + ["USER"]).joined(separator: " ") + " (creates the folder and restores into it)")
         }
     }
 }
@@ -175,8 +185,10 @@ struct RestoreResult: CommandResult {
         @Null var ownerPid: Int32?
         /// Processes that have the store open (other than an owner).
         let openBy: [Int32]
-        /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED received.
+        /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED (or EXPIRED) received.
         @Null var paused: Double?
+        /// How its owner's pause ended: `resumed`, `late`, `expired` or `unanswered`.
+        @Null var pauseEnding: String?
     }
 
     /// `restore` or `reset`.
@@ -222,7 +234,7 @@ struct RestoreResult: CommandResult {
                 liveBase64: JSONName.base64($0.live), staged: $0.staged,
                 stagedBase64: JSONName.base64($0.staged), method: $0.method.rawValue, ownerPid: $0.ownerPID,
                 openBy: $0.openBy,
-                paused: $0.paused?.timeInterval)
+                paused: $0.paused?.timeInterval, pauseEnding: $0.pauseEnding?.rawValue)
         }
         safetyArchive = report.safetyArchive
         safetyArchivePending = report.safetyArchivePending
@@ -234,6 +246,37 @@ struct RestoreResult: CommandResult {
                 mode: RestoreResult.octal($0.mode))
         }
         recovered = report.recovered.flatMap { RecoverResult.User.applies($0) ? RecoverResult.User($0) : nil }
+    }
+
+    /// How an owner's pause ended, as its pause line says it.
+    enum PauseEnding: Equatable {
+        case resumed, late, expired, unanswered
+    }
+
+    /// How a pause ended, from the restore's report (RESUMED on time when it says nothing).
+    static func pauseEnding(_ text: String?) -> PauseEnding {
+        switch text {
+        case "late": return .late
+        case "expired": return .expired
+        case "unanswered": return .unanswered
+        default: return .resumed
+        }
+    }
+
+    /// `Local.sqlite: owner paused for 1.8 ms (from PAUSE sent to RESUMED received)`, saying
+    /// `expired` when the owner's lease ran out (it sent EXPIRED, not RESUMED).
+    static func pauseLine(_ store: String, seconds: Double, ending: PauseEnding) -> String {
+        let ms = String(format: "%.1f", seconds * 1000)
+        switch ending {
+        case .resumed: return "\(store): owner paused for \(ms) ms (from PAUSE sent to RESUMED received)"
+        case .late: return "\(store): owner paused for \(ms) ms (from PAUSE sent to RESUMED received, late)"
+        case .expired:
+            return
+                "\(store): owner paused for \(ms) ms, expired (from PAUSE sent to EXPIRED received: its lease ran out)"
+        case .unanswered:
+            return
+                "\(store): owner paused for at least \(ms) ms (from PAUSE sent until granary stopped waiting for RESUMED)"
+        }
     }
 
     /// `448` → `0700`.
@@ -270,11 +313,13 @@ struct RestoreResult: CommandResult {
                 }
             }
         }
+        // Printed without -v too: the pause is what the owner's users felt (granary-reopen(7)).
         for store in stores {
             guard let paused = store.paused else { continue }
             text.line(
-                "\(store.name): owner paused for \(String(format: "%.1f", paused * 1000)) ms (from PAUSE sent to RESUMED received)"
-            )
+                TextLine(
+                    stringLiteral: Self.pauseLine(
+                        store.name, seconds: paused, ending: Self.pauseEnding(store.pauseEnding))))
         }
         if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
     }

@@ -192,7 +192,8 @@ enum RetireNotConfirmed: GranaryError, CommandLineError {
 
     var hint: String? {
         switch self {
-        case .notConfirmed(_, let command): return command
+        // The very command line, its words quoted, with --yes.
+        case .notConfirmed(_, let command): return Hint.marker + command
         case .declined: return nil
         }
     }

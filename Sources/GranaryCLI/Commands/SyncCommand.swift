@@ -8,12 +8,13 @@ struct SyncCommand: GranaryCommand {
         abstract: "Bring the mirror repositories up to date with the repository.",
         discussion: """
             For each mirror ([[mirror]] in the configuration, or --mirror) and each user (those named, else every \
-            user of the repository): archives the mirror lacks are uploaded, verification records are copied, and \
-            archives the repository no longer has (prune or delete removed them) are removed from the mirror when \
-            they are older than the repository's newest archive of the user. A user the repository has no archive \
-            of is left alone on the mirror, so an empty or lost repository never empties its mirrors. Each user is \
-            synced under its lock. Uploads that a killed run left behind are removed. -v and --dry-run list each \
-            archive sent and removed. \
+            user of the repository): this host's archives the mirror lacks are uploaded with their host markers, \
+            verification records are copied, and archives the repository no longer has are removed from the mirror \
+            only when this host's deletion record names them (delete or prune on this host removed them). So sync \
+            never removes from a mirror what the repository never had: a new or emptied repository (the host lost, \
+            users restored from the mirror) leaves the mirror's history alone, and hosts sharing a mirror never \
+            remove or resend each other's archives. Each user is synced under its lock. Uploads that a killed run of \
+            this host left behind are removed. -v and --dry-run list each archive sent and removed. \
             Exit codes: 0 every mirror is up to date, 1 some user or mirror failed (each is named), 64 no mirror, \
             66 no repository, 75 lock held.
             """

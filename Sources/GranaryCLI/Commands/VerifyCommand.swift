@@ -139,7 +139,8 @@ struct VerifyResult: CommandResult {
                 stores: $0.stores, bytes: $0.bytes,
                 error: $0.failure.map {
                     Fault(
-                        code: $0.status.rawValue, message: $0.description, hint: $0.hint, member: $0.member,
+                        code: $0.status.rawValue, message: $0.description, hint: $0.hint.map(Hint.text),
+                        member: $0.member,
                         memberBase64: $0.member.flatMap(JSONName.base64), reason: $0.reason)
                 })
         }

@@ -44,15 +44,22 @@ struct TextDetail: Sendable {
 }
 
 /// An error, as printed and as encoded in JSON: `{"code", "message", "hint"}`.
-struct Failure: Encodable, Sendable {
+struct Failure: Codable, Sendable {
     let code: Int32
     let message: String
     @Null var hint: String?
+    /// The hint is a command line (printed "Try: …"), not prose ("Hint: …"); see `Hint`. Not in
+    /// the JSON document: a failure read back from a backup worker's report prints its hint as prose.
+    var hintIsCommand = false
+
+    enum CodingKeys: String, CodingKey { case code, message, hint }
 
     init(code: ExitStatus, message: String, hint: String? = nil) {
         self.code = code.rawValue
         self.message = message
-        self.hint = hint
+        let parsed = hint.map(Hint.parse)
+        self.hint = parsed?.text
+        self.hintIsCommand = parsed?.isCommand ?? false
     }
 
     init(_ error: any GranaryError) {
@@ -72,6 +79,13 @@ struct Null<Value: Encodable & Sendable>: Encodable, Sendable {
     func encode(to encoder: Encoder) throws {
         var container = encoder.singleValueContainer()
         if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
+extension Null: Decodable where Value: Decodable {
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        wrappedValue = container.decodeNil() ? nil : try container.decode(Value.self)
     }
 }
 

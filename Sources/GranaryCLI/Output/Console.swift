@@ -100,7 +100,11 @@ final class Console: Sendable {
 
     private func printError(_ failure: Failure) {
         var text = TextLine(stringLiteral: "granary: " + failure.message).rendered(color: false) + "\n"
-        if let hint = failure.hint { text += TextLine(stringLiteral: "Try: " + hint).rendered(color: false) + "\n" }
+        if let hint = failure.hint {
+            text +=
+                TextLine(stringLiteral: (failure.hintIsCommand ? "Try: " : "Hint: ") + hint).rendered(color: false)
+                + "\n"
+        }
         StandardStreams.error(text)
     }
 

@@ -59,7 +59,7 @@ extension RestoreError: CommandLineError {
         case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
-        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
+        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy, .replacedByOthers: return .temporaryFailure
         case .differentFilesystem, .targetExists: return .cannotCreate
         case .noRoomToStage: return .ioError
         case .noRepository: return .usage
@@ -68,28 +68,32 @@ extension RestoreError: CommandLineError {
     }
     var hint: String? {
         switch self {
-        case .noArchives(let user): return "granary backup \(ShellQuoting.word(user))"
+        case .noArchives(let user): return Hint.command("granary", "backup", user)
         case .archiveNotFound(let user, _), .nothingBefore(let user, _):
-            return "granary list \(ShellQuoting.word(user))"
+            return Hint.command("granary", "list", user)
         case .verificationFailed(_, _, let good, let user):
             if let good, let user {
-                return
-                    "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
+                // The newest archive that verifies.
+                return Hint.command("granary", "restore", user, (good as NSString).lastPathComponent)
             }
             return user.map {
-                "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))"
+                "no archive of \(Hint.name($0)) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))"
             }
                 ?? "check the repository with granary verify --all"
-        case .nothingToUndo(let user): return "granary list \(ShellQuoting.word(user))"
+        case .nothingToUndo(let user): return Hint.command("granary", "list", user)
         case .ownerUnknown(let user): return "granary restore \(ShellQuoting.word(user)) --create --owner USER[:GROUP]"
         case .noUser(let user, _, let create):
-            return create.map {
-                "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word($0.archive)) --create --owner \($0.owner.map(ShellQuoting.word) ?? "USER") (creates the folder and restores into it)"
+            return create.map { source in
+                // Creates the folder and restores into it.
+                source.owner.map { owner in
+                    Hint.command("granary", "restore", user, source.archive, "--create", "--owner", owner)
+                }
+                    ?? "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word(source.archive)) --create --owner USER (creates the folder and restores into it)"
             } ?? "granary users lists the users under the root"
         case .noRepository: return "pass --repo DIR or set GRANARY_REPO"
         case .repositoryUnusable:
             return "make room in the repository or fix its permissions, or pass --no-safety-archive"
-        case .unfinished(let user, _): return "granary recover \(ShellQuoting.word(user))"
+        case .unfinished(let user, _): return Hint.command("granary", "recover", user)
         case .pausedOwnerWrote:
             return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
         case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"
@@ -97,11 +101,11 @@ extension RestoreError: CommandLineError {
         case .storeOpen: return "use --method online (or auto), or stop the processes first"
         case .differentFilesystem:
             return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
-        case .leaseTooShort, .storeBusy: return "run again"
+        case .leaseTooShort, .storeBusy, .replacedByOthers: return "run again"
         case .targetExists: return "choose an empty folder for --to"
         case .noRoomToStage(let folder, _, _, _):
             return
-                "free space on the filesystem of \(folder) (every file is counted at its full length), or restore with --to a folder on another filesystem"
+                "free space on the filesystem of \(Hint.name(folder)) (every file is counted at its full length), or restore with --to a folder on another filesystem"
         case .owner(let error): return error.hint
         }
     }
@@ -122,6 +126,8 @@ extension ReopenError: CommandLineError {
         case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
         case .unreachable: return "use --method online (or auto), or stop the process that holds the socket"
         case .untrustedPeer: return "stop the process that poses as the owner"
+        case .refused(_, let reason) where reason.hasPrefix("unsupported-version"):
+            return "update granary or the app so that both speak one version of the reopen protocol (granary-reopen(7))"
         case .refused, .protocolViolation: return "run again; see the owner's log"
         default: return nil
         }
@@ -166,7 +172,8 @@ extension ManifestError: CommandLineError {
 // Sources/GranaryKit/SQLite/EmptyStore.swift
 extension EmptyStoreError: CommandLineError {
     var status: ExitStatus { .dataError }
-    var hint: String? { "look at the store's schema with: sqlite3 -readonly \(store) .schema" }
+    // The store's schema, read only.
+    var hint: String? { Hint.command("sqlite3", "-readonly", store.hasPrefix("-") ? "./" + store : store, ".schema") }
 }
 
 // Sources/GranaryKit/Support/Interruption.swift
@@ -186,9 +193,9 @@ extension FileSystemError: CommandLineError {
     }
     var hint: String? {
         switch code {
-        case ENOSPC, EDQUOT, EFBIG: return "free space on the filesystem that holds \(path), then run again"
-        case EACCES, EPERM: return "check the owner and mode of \(path), or run as the user who owns it"
-        case EROFS: return "\(path) is on a read-only filesystem; choose another location"
+        case ENOSPC, EDQUOT, EFBIG: return "free space on the filesystem that holds \(Hint.name(path)), then run again"
+        case EACCES, EPERM: return "check the owner and mode of \(Hint.name(path)), or run as the user who owns it"
+        case EROFS: return "\(Hint.name(path)) is on a read-only filesystem; choose another location"
         default: return nil
         }
     }
@@ -200,7 +207,8 @@ extension ConfigError: CommandLineError {
     var hint: String? {
         switch self {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
-        case .untrusted(let path, _): return "chown root \(path) && chmod go-w \(path), or use /etc/granary/config.toml"
+        case .untrusted(let path, _):
+            return Hint.commands([["chown", "root", "--", path], ["chmod", "go-w", "--", path]])
         case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
             return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
         case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
@@ -216,6 +224,8 @@ extension ConfigError: CommandLineError {
 // Sources/GranaryKit/SQLite/Database.swift
 extension SQLiteError: CommandLineError {
     var status: ExitStatus {
+        // What the store's schema asked for and SQLite refused is the store's doing (65), not an I/O error.
+        if isNotAuthorized && kind == .other { return .dataError }
         switch kind {
         case .cannotOpen: return .notFound
         case .notADatabase, .corrupt, .refused, .overLimit: return .dataError
@@ -225,9 +235,13 @@ extension SQLiteError: CommandLineError {
         }
     }
     var hint: String? {
+        if isNotAuthorized && kind == .other {
+            return
+                "the store's schema asks SQLite for something granary does not allow (such as load_extension); look at its schema with sqlite3 -readonly"
+        }
         switch kind {
         case .busy: return "run again when the store is less busy, or raise the busy timeout"
-        case .full: return "free space on the filesystem that holds \(path ?? "the store")"
+        case .full: return "free space on the filesystem that holds \(path.map(Hint.name) ?? "the store")"
         case .corrupt, .notADatabase:
             return path.map {
                 "granary inspect \(ShellQuoting.word($0)) to see what is wrong; restore from a verified archive"
@@ -276,10 +290,10 @@ extension RepositoryError: CommandLineError {
     var status: ExitStatus {
         switch self {
         case .notARepository, .missing: return .notFound
-        case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom: return .cannotCreate
+        case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom, .squatted: return .cannotCreate
         // No rclone: the configuration asks for what this machine cannot do (EX_UNAVAILABLE, 69,
         // is not one of granary's codes; usage is the closest: fix the setup, then run again).
-        case .overlapsRoot, .badLocation, .rcloneMissing: return .usage
+        case .overlapsRoot, .badLocation, .rcloneMissing, .untrustedFile: return .usage
         case .transport(_, _, let temporary): return temporary ? .temporaryFailure : .ioError
         case .local(let error): return error.status
         }
@@ -288,15 +302,16 @@ extension RepositoryError: CommandLineError {
         switch self {
         case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
         case .parentMissing(let path):
-            return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
-        case .unsafe(let path, _): return "chown root \(path) && chmod 0700 \(path), or choose another --repo"
-        case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
+            return "create \(Hint.name((path as NSString).deletingLastPathComponent)) first, or check --repo for a typo"
+        case .unsafe(let path, _):
+            return Hint.commands([["chown", "root", "--", path], ["chmod", "0700", "--", path]])
+        case .planted(let path, _): return "look at \(Hint.name(path)) and remove it (rm -r), or choose another --repo"
         case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"
         case .cannotCreate(_, let error): return error.hint
         case .badLocation:
             return
                 "a repository is a local folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (see granary(1), REPOSITORIES)"
-        case .rcloneMissing: return "apt-get install rclone"
+        case .rcloneMissing: return Hint.command("apt-get", "install", "rclone")
         case .transport(_, _, let temporary):
             return temporary ? "run again later (cron may retry)" : "check the network and the remote, then run again"
         case .missing: return "check the location (the bucket must exist) and --repo"
@@ -304,7 +319,9 @@ extension RepositoryError: CommandLineError {
             return
                 "check the credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the rclone remote's) and the bucket's policy"
         case .local(let error): return error.hint
-        case .noRoom(let path, _, _): return "free space in \(path)"
+        case .noRoom(let path, _, _): return "free space in \(Hint.name(path))"
+        case .untrustedFile: return nil
+        case .squatted: return nil
         }
     }
 }
@@ -327,7 +344,8 @@ extension UserError: CommandLineError {
         case .rootMissing: return "pass --root DIR or set GRANARY_ROOT to the folder that holds one folder per user"
         case .notAFolder: return "a user is a real folder directly under the root; granary does not follow links"
         case .unreadableRoot: return "check the root folder's permissions"
-        case .unsafeRoot(let root, _): return "chown root \(root) && chmod go-w \(root)"
+        case .unsafeRoot(let root, _):
+            return Hint.commands([["chown", "root", "--", root], ["chmod", "go-w", "--", root]])
         }
     }
 }
@@ -341,7 +359,11 @@ extension FolderError: CommandLineError {
     var hint: String? {
         switch self {
         case .system(let error): return error.hint
-        case .notOwned, .ownerCannotOpen: return "give the file to the folder's owner (chown), or remove it"
+        // Never "chown it": the file may be a hard link to another's file (root's, say), and giving
+        // it to the folder's owner would give them that file.
+        case .notOwned, .ownerCannotOpen:
+            return
+                "look at the file (ls -li): a file of another user, or a second name of another's file, does not belong there; move or remove it"
         default: return "remove or replace the file; it is not part of a store granary can take"
         }
     }
@@ -374,7 +396,7 @@ extension MirrorError: CommandLineError {
     var hint: String? {
         switch self {
         case .nameTaken(let mirror, _):
-            return "a mirror takes the archives of one primary repository; check the mirrors of \(mirror)"
+            return "a mirror takes the archives of one primary repository; check the mirrors of \(Hint.name(mirror))"
         }
     }
 }
@@ -398,7 +420,7 @@ extension BackupError: CommandLineError {
         case .storeBusy: return "run the backup again later"
         case .unreadable: return "run granary as root or as the owner of those files, or fix their permissions"
         case .diskFull(let repo, _):
-            return "free space in \(repo) (granary prune) or point --repo elsewhere, then run again"
+            return "free space in \(Hint.name(repo)) (granary prune) or point --repo elsewhere, then run again"
         case .noStores: return "granary users shows what granary sees in each user's folder"
         case .unsupportedName: return "rename the file"
         case .reservedLabel: return "choose another label"
@@ -409,7 +431,7 @@ extension BackupError: CommandLineError {
         case .noRoom(_, let repo, _, _, _, let sparse):
             return sparse != nil
                 ? "look at that store: a sparse SQLite file is no store an app wrote"
-                : "free space in \(repo) (granary prune), then run again"
+                : "free space in \(Hint.name(repo)) (granary prune), then run again"
         case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
         }
     }
@@ -494,4 +516,20 @@ extension ContentLimit {
                 "if the store is honest, raise memory under [limits] in granary.toml(5); otherwise its schema makes SQLite build huge values (look at it with: sqlite3 -readonly STORE .schema)"
         }
     }
+}
+
+// Sources/GranaryKit/Users/SafeModes.swift
+extension OwnershipError: CommandLineError {
+    var status: ExitStatus { .cannotCreate }
+    var hint: String? {
+        "look at who made the folder and why; move it away (as root: mv), then run restore --create again"
+    }
+}
+
+// Sources/GranaryKit/Isolation/UserWorkers.swift
+extension WorkerFailed: CommandLineError {
+    /// A crash-class fault reading the user's files (SIGBUS: one was truncated under a mapping) or
+    /// a kill: the work could not be done, as for a failed read.
+    var status: ExitStatus { .ioError }
+    var hint: String? { Hint.command("granary", "backup", user) }
 }

@@ -39,7 +39,7 @@ public enum JSONName {
     }
 
     /// A name with why granary passed it over (an entry of the root, a file of a user's folder).
-    struct NamedReason: Encodable, Sendable {
+    struct NamedReason: Codable, Sendable {
         let name: String
         @Null var nameBase64: String?
         let reason: String

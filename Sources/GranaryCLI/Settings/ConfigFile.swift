@@ -13,6 +13,10 @@ public struct ConfigFile: Sendable {
     public let path: String
     public var root: String?
     public var repo: String?
+    /// This host's name in shared repositories (`host`).
+    public var host: String?
+    /// `[remote]`: the defaults with the keys the file sets.
+    public var remote: RemoteLimits?
     public var compression: Compression?
     public var level: Int?
     public var check: CheckMode?
@@ -30,13 +34,15 @@ public struct ConfigFile: Sendable {
     public var resetKeepTables: [String]?
     /// `[limits] bytes_per_user`.
     public var bytesPerUser: Int64?
+    /// `remote_environment`: a root-owned file of `KEY=VALUE` lines for root's rclone.
+    public var remoteEnvironment: String?
 
     /// The top-level keys and the keys of each table the file may hold, for messages and docs.
     public static let keys = [
-        "root", "repo", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention", "mirror",
-        "limits",
-        "reset",
+        "root", "repo", "host", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention",
+        "mirror", "limits", "reset", "remote", "remote_environment",
     ]
+    public static let remoteKeys = ["connect_timeout", "timeout", "retries", "low_level_retries"]
     public static let retentionKeys = [
         "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly", "keep_within",
         "safety_keep_within", "final_keep_within",
@@ -80,8 +86,18 @@ public struct ConfigFile: Sendable {
     /// regular file is read (opened without blocking, so a FIFO named by mistake is refused
     /// instead of hanging), and at most `maximumSize` bytes of it.
     public static func load(path: String, euid: uid_t = geteuid()) throws(ConfigError) -> ConfigFile {
-        if euid == 0, let problem = RootEnvironment.trustProblem(path) { throw .untrusted(path: path, reason: problem) }
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        // As root: every folder on the way checked, then the file opened through the descriptor
+        // that was checked (never by its name again).
+        var fd: Int32 = -1
+        if euid == 0 {
+            switch RootEnvironment.openTrusted(path) {
+            case .opened(let opened): fd = opened
+            case .absent: errno = ENOENT
+            case .untrusted(let problem): throw .untrusted(path: path, reason: problem)
+            }
+        } else {
+            fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        }
         guard fd >= 0 else {
             throw .unreadable(
                 path: path,
@@ -246,6 +262,29 @@ public struct ConfigFile: Sendable {
             switch key {
             case "root": config.root = try string(value, key)
             case "repo": config.repo = try string(value, key)
+            case "host":
+                let name = try string(value, key)
+                guard Hosts.isValid(name) else {
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: key), key: key, message: InvalidHost(name: name).description)
+                }
+                config.host = name
+            case "remote":
+                let remote = try subtable(value, key)
+                var result = RemoteLimits.defaults
+                for inner in remote.keys.sorted() {
+                    guard let item = remote[inner] else { continue }
+                    let full = "remote." + inner
+                    switch inner {
+                    case "connect_timeout": result.connectTimeout = try timeout(item, full, SettingLimits.remoteTimeout)
+                    case "timeout": result.timeout = try timeout(item, full, SettingLimits.remoteTimeout)
+                    case "retries": result.retries = try integer(item, full, SettingLimits.remoteRetries)
+                    case "low_level_retries":
+                        result.lowLevelRetries = try integer(item, full, SettingLimits.remoteRetries)
+                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
+                    }
+                }
+                config.remote = result
             case "compression":
                 let name = try string(value, key)
                 guard let compression = Compression(rawValue: name) else {
@@ -291,6 +330,14 @@ public struct ConfigFile: Sendable {
                 }
                 config.retention = policy
             case "mirror": config.mirrors = try mirrors(value)
+            case "remote_environment":
+                let file = try string(value, key)
+                guard file.hasPrefix("/") else {
+                    throw .invalidValue(
+                        path: path, line: locator.line(of: key), key: key,
+                        message: "\"\(file)\" is not an absolute path")
+                }
+                config.remoteEnvironment = file
             case "limits":
                 let limits = try subtable(value, key)
                 var result = ContentLimits.defaults
@@ -384,6 +431,10 @@ public enum SettingLimits {
     public static let lockTimeout = Duration.zero...Duration.seconds(7 * 86_400)
     /// How long an owner has to acknowledge a pause (`owner_timeout`, `--owner-timeout`).
     public static let ownerTimeout = Duration.milliseconds(1)...Duration.seconds(3600)
+    /// Remote timeouts (`[remote] connect_timeout`, `timeout`): 1 s to an hour.
+    public static let remoteTimeout = Duration.seconds(1)...Duration.seconds(3600)
+    /// Remote tries (`[remote] retries`, `low_level_retries`).
+    public static let remoteRetries = 1...20
     /// The longest duration anywhere (`keep_within`, `--max-age`): 100 years, in seconds.
     public static let longestDuration: Int64 = DurationText.longest
     /// SQLite's time budget on a store (`[limits] time`, `time_per_gib`): up to a day each; 0: none.

@@ -22,6 +22,10 @@ public struct Setting<Value: Sendable>: Sendable {
 public struct Settings: Sendable {
     public var root: Setting<String>?
     public var repo: Setting<String>?
+    /// This host's name (`--host`, `GRANARY_HOST`, `host =`, else the machine's host name).
+    public var host = Setting(Hosts.machine, from: .defaultValue)
+    /// Timeouts and retries of remote operations (`[remote]`).
+    public var remote = Setting(RemoteLimits.defaults, from: .defaultValue)
     /// Archive compression (`compression`).
     public var compression = Setting(Compression.zstd, from: .defaultValue)
     /// Compression level (`level`); `nil` is the filter's own default.
@@ -71,6 +75,7 @@ public struct Settings: Sendable {
         settings.configPath = config?.path
         settings.root = pick(rootFlag, "GRANARY_ROOT", config?.root)
         settings.repo = pick(repoFlag, "GRANARY_REPO", config?.repo)
+        if let host = pick(nil, "GRANARY_HOST", config?.host), Hosts.isValid(host.value) { settings.host = host }
         guard let config else { return settings }
         if let value = config.compression { settings.compression = Setting(value, from: .file) }
         if let value = config.level { settings.level = Setting(value, from: .file) }
@@ -84,6 +89,7 @@ public struct Settings: Sendable {
         if let value = config.limits { settings.limits = Setting(value, from: .file) }
         if let value = config.bytesPerUser { settings.bytesPerUser = Setting(value, from: .file) }
         if let value = config.resetKeepTables { settings.resetKeepTables = Setting(value, from: .file) }
+        if let value = config.remote { settings.remote = Setting(value, from: .file) }
         return settings
     }
 
@@ -93,6 +99,10 @@ public struct Settings: Sendable {
     public func applyToProcess() {
         ContentLimits.current = limits.value
         EmptyStore.configuredKeepTables = resetKeepTables.value
+        // Archives are written as this host's, and every listing shows this host's (and unmarked) ones.
+        Hosts.current = host.value
+        Hosts.scope = host.value
+        RemoteLimits.current = remote.value
     }
 
     /// Finds and reads the configuration file (the search order of granary.toml(5)), then resolves.
@@ -119,6 +129,17 @@ public struct Settings: Sendable {
                 if let setting, setting.source == .environment {
                     notes.append("\(name) \(setting.value) comes from \(variable) in the environment")
                 }
+            }
+        }
+        RemoteEnvironment.file = config?.remoteEnvironment
+        if !RemoteEnvironment.isRootsOwn(environment: environment), geteuid() == 0,
+            ([settings.repo?.value].compactMap { $0 } + settings.mirrors.value).contains(where: Repositories.isRemote)
+        {
+            let ignored = environment.keys.filter { RemoteEnvironment.allowed($0) || $0.hasPrefix("RCLONE_") }.sorted()
+            if !ignored.isEmpty {
+                notes.append(
+                    "ignoring \(ignored.joined(separator: ", ")) from the environment: it is not root's own (sudo), and root's rclone takes its settings from remote_environment in the configuration (granary.toml(5))"
+                )
             }
         }
         settings.notes = notes

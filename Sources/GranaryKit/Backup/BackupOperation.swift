@@ -28,6 +28,9 @@ public struct BackupOperation: Sendable {
         public var check: CheckMode = .quick
         public var label: String?
         public var lockTimeout: Duration = .seconds(60)
+        /// How long an owner has to acknowledge a pause, when the backup finishes an interrupted
+        /// restore first (`owner_timeout`).
+        public var ownerTimeout: Duration = .seconds(10)
         /// zstd worker threads; 0 = one per core, at most `defaultMaxThreads`.
         public var threads = 0
         /// Two zstd workers at most by default: each keeps about 6 MiB, so a backup stays under
@@ -39,6 +42,9 @@ public struct BackupOperation: Sendable {
         public var overlap = OverlappedPack.Settings()
         /// The most bytes one user's backup copies (`[limits] bytes_per_user`, see `UserBytes`); 0: no cap.
         public var bytesPerUser: Int64 = 0
+        /// The mirrors are left to the caller (``BackupRun``, which sends while the next user is
+        /// backed up): the result carries the archive's local file (``Result/mirrorFile``).
+        public var mirrorsLater = false
         public init() {}
     }
 
@@ -51,7 +57,7 @@ public struct BackupOperation: Sendable {
     }
 
     /// Where a backup's time went, in seconds (summed over the user's stores).
-    public struct Stages: Sendable, Encodable {
+    public struct Stages: Sendable, Codable {
         /// SQLite's backup API copying the live stores (and the external data) into scratch files.
         public var snapshot = 0.0
         /// The check and the SHA-256 of the snapshots (on two threads).
@@ -83,6 +89,9 @@ public struct BackupOperation: Sendable {
         public let entry: RepositoryEntry
         /// What each mirror made of the new archive, in the order of the mirrors.
         public var mirrors: [MirrorUpload] = []
+        /// With ``Options/mirrorsLater``: the archive's local file to send to the mirrors, and
+        /// whether it is a copy of the caller's to remove once sent (a remote repository's upload).
+        public var mirrorFile: (path: String, removeAfter: Bool)?
     }
 
     /// One mirror's copy of a new archive.
@@ -126,7 +135,7 @@ public struct BackupOperation: Sendable {
         defer { lock.release() }
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
-        _ = try Recovery.recover(root: root, user: user)
+        _ = try Recovery.recover(root: root, user: user, ownerTimeout: options.ownerTimeout)
         if let label = options.label, ArchiveName.reservedLabels.contains(label) {
             throw BackupError.reservedLabel(label)
         }
@@ -138,7 +147,10 @@ public struct BackupOperation: Sendable {
     func runLocked(_ user: UserID, kind: ArchiveKind) throws -> Result {
         let started = ContinuousClock.now
         // Started before anything yields the CPU, so the lookups (and the rclone they run) do not.
-        let lookups = mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
+        // (Not when the caller sends to the mirrors later: it looks them up then.)
+        let lookups =
+            options.mirrorsLater
+            ? [] : mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
         let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()
@@ -158,7 +170,7 @@ public struct BackupOperation: Sendable {
                     folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
                 let created = Date()
                 var manifest = Manifest(
-                    user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: created, label: options.label,
+                    user: user.rawValue, host: Hosts.current, created: created, label: options.label,
                     compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
                 manifest.kind = kind
                 manifest.folder = taken.folderOwner
@@ -180,7 +192,8 @@ public struct BackupOperation: Sendable {
                     files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode,
                     skipped: taken.skipped,
                     entry: entry)
-                result.mirrors = mirrored
+                result.mirrors = mirrored.uploads
+                result.mirrorFile = mirrored.file
                 result.warnings = taken.warnings
                 return result
             }
@@ -240,6 +253,9 @@ public struct BackupOperation: Sendable {
         try checkRoom(for: scan.stores, user: folder.id, scratch: work)
         let folderInfo = try? folder.folder.descriptor.status()
         let folders = Self.folderOwnerships(of: scan.stores, in: folder)
+        // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
+        let account = ContentAccount(
+            storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -271,10 +287,10 @@ public struct BackupOperation: Sendable {
             let member = Manifest.storesFolder + store.name
             let mode = options.check, user = folder.id.rawValue, name = store.name, live = store.path
             let (check, hashed) = try Parallel.both(
-                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live) },
+                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live, account: account) },
                 { try Self.entry(snapshotPath, member: member, kind: .store) })
             stages.checkAndHash += Self.seconds(since: checkStarted)
-            let db = try Database(path: snapshotPath, mode: .readOnly)
+            let db = try Database(path: snapshotPath, mode: .readOnly, account: account)
             let coreData = try CoreDataMetadata.read(db)
             let pageSize = try db.pageSize()
             let pageCount = try db.pageCount()
@@ -384,12 +400,14 @@ public struct BackupOperation: Sendable {
 
     /// Runs the check on a snapshot; throws `BackupError.checkFailed` with the first problem.
     /// `live` is the store's own path, for the hint.
-    static func check(_ path: String, mode: CheckMode, user: String, store: String, live: String? = nil) throws
-        -> String
-    {
+    /// `account`: the user's time across stores (`ContentAccount`), charged too.
+    static func check(
+        _ path: String, mode: CheckMode, user: String, store: String, live: String? = nil,
+        account: ContentAccount? = nil
+    ) throws -> String {
         guard mode != .none else { return "unchecked" }
         let db: Database
-        do { db = try Database.openFinished(path: path) } catch {
+        do { db = try Database.openFinished(path: path, account: account) } catch {
             throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
         let problems = db.integrityCheck(full: mode == .full)
@@ -430,7 +448,7 @@ public struct BackupOperation: Sendable {
     private func pack(
         _ manifest: Manifest, files: [Packed], into folder: String, user: UserID, created: Date, stages: inout Stages,
         overlapped: OverlappedPack?, lookups: [Pending<Bool>], written: () -> Void
-    ) throws -> (RepositoryEntry, [MirrorUpload]) {
+    ) throws -> (RepositoryEntry, Mirrored) {
         let packStarted = ContinuousClock.now
         let total = files.reduce(Int64(0)) { $0 + $1.file.size }
         let archive: Written
@@ -519,10 +537,16 @@ public struct BackupOperation: Sendable {
     /// renamed in its folder, calling `onRenamed` right after, and the folder synced; a remote
     /// one: uploaded, the temporary file then removed by the caller); then sends it to each mirror
     /// (`lookups`: each mirror's lookup, started with the run).
+    /// What became of the mirrors: their uploads, or the file to send them later.
+    struct Mirrored {
+        var uploads: [MirrorUpload] = []
+        var file: (path: String, removeAfter: Bool)?
+    }
+
     private func publish(
         _ fd: Int32, temporary: String, user: UserID, created: Date, stages: inout Stages, lookups: [Pending<Bool>],
         onRenamed: () -> Void
-    ) throws -> (RepositoryEntry, [MirrorUpload]) {
+    ) throws -> (RepositoryEntry, Mirrored) {
         let syncStarted = ContinuousClock.now
         if repository.isLocal, fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
         fchmod(fd, 0o600)
@@ -539,13 +563,19 @@ public struct BackupOperation: Sendable {
         // The finished archive, still on this machine: the published file, or the temporary one
         // that was uploaded.
         let local = repository.isLocal ? entry.path : temporary
+        if options.mirrorsLater && !mirrors.isEmpty {
+            if repository.isLocal { return (entry, Mirrored(file: (local, false))) }
+            // The uploaded temporary file is removed by the caller: a second name keeps it for the mirrors.
+            let kept = (temporary as NSString).deletingLastPathComponent + "/" + FileSystem.temporaryName(for: "mirror")
+            if link(temporary, kept) == 0 { return (entry, Mirrored(file: (kept, true))) }
+        }
         // An upload waits on the network and on rclone, not on granary's own CPU work: it runs at
         // the caller's priority (rclone started from a SCHED_IDLE thread would inherit it and stall
         // behind any busy program, holding the user's lock).
         let uploads = CPUYield.shared.normal {
             zip(mirrors, lookups).map { mirror, lookup in Self.send(local, as: entry, to: mirror, lookup: lookup) }
         }
-        return (entry, uploads)
+        return (entry, Mirrored(uploads: uploads))
     }
 
     /// Sends the archive in the local file `file` (published as `entry`) to `mirror`, under
@@ -560,7 +590,7 @@ public struct BackupOperation: Sendable {
             let object = entry.user.rawValue + "/" + entry.name.fileName
             _ = try lookup?.wait()
             try mirror.prepare()
-            guard try mirror.write(object, from: file) else {
+            guard try mirror.writeArchive(object, from: file, host: entry.host) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
             return MirrorUpload(

@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Backs up several users, `jobs` at a time, going on past failures.
 public enum BackupRun {
     /// One user's outcome.
@@ -38,10 +42,24 @@ public enum BackupRun {
     }
 
     /// Runs `operation` for every user (in order of `users` in the outcome list).
+    ///
+    /// With mirrors, each new archive is sent to them beside the next users' backups, on a queue of
+    /// its own (one upload at a time), never under a user's lock and never before the next user's
+    /// snapshot: a slow or dead mirror delays no local backup. A mirror that failed for one user
+    /// (anything but a taken name) is not tried again in this run: every later archive is reported
+    /// as not sent to it, for `granary sync` to send.
     public static func run(_ operation: BackupOperation, users: [UserID], jobs: Int) -> [Outcome] {
         let results = Results(count: users.count)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = max(1, jobs)
+        let mirrorQueue = OperationQueue()
+        mirrorQueue.maxConcurrentOperationCount = 1
+        var options = operation.options
+        options.mirrorsLater = !operation.mirrors.isEmpty
+        let operation = BackupOperation(
+            root: operation.root, repository: operation.repository, mirrors: operation.mirrors, options: options,
+            progress: operation.progress)
+        let health = MirrorHealth()
         for (index, user) in users.enumerated() {
             queue.addOperation {
                 if Interruption.isRequested {
@@ -49,7 +67,32 @@ public enum BackupRun {
                     return
                 }
                 do {
-                    results.set(index, Outcome(user: user, result: try operation.run(user)))
+                    let result = try operation.run(user)
+                    results.set(index, Outcome(user: user, result: result))
+                    if let file = result.mirrorFile {
+                        mirrorQueue.addOperation {
+                            defer { if file.removeAfter { unlink(file.path) } }
+                            // Under the user's lock, as every write of the user's archives is (a sync
+                            // of the user must not take this upload for a dead run's).
+                            let lock: UserLock
+                            do throws(LockError) {
+                                lock = try UserLock.acquire(
+                                    root: operation.root, user: user, timeout: operation.options.lockTimeout)
+                            } catch {
+                                let uploads = operation.mirrors.map {
+                                    BackupOperation.MirrorUpload(
+                                        location: $0.location, archive: nil, error: error, seconds: 0)
+                                }
+                                results.update(index) { $0.result?.mirrors = uploads }
+                                return
+                            }
+                            defer { lock.release() }
+                            let uploads = operation.mirrors.map { mirror in
+                                health.send(file.path, as: result.entry, to: mirror)
+                            }
+                            results.update(index) { $0.result?.mirrors = uploads }
+                        }
+                    }
                 } catch _ where Interruption.isRequested {
                     // Whatever the signal cut short (a wait for a lock, say) failed because of it.
                     results.set(index, Outcome(user: user, error: (InterruptedError(signal: Interruption.signal))))
@@ -61,7 +104,30 @@ public enum BackupRun {
             }
         }
         queue.waitUntilAllOperationsAreFinished()
+        mirrorQueue.waitUntilAllOperationsAreFinished()
         return results.all
+    }
+
+    /// The mirrors of one run: the first failure of a mirror (other than a taken name) stands for
+    /// the rest of the run.
+    final class MirrorHealth: @unchecked Sendable {
+        private let lock = NSLock()
+        private var failed: [String: any GranaryError & Sendable] = [:]
+
+        func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> BackupOperation.MirrorUpload
+        {
+            if let cause = lock.withLock({ failed[mirror.location] }) {
+                return BackupOperation.MirrorUpload(
+                    location: mirror.location, archive: nil,
+                    error: MirrorSkipped(mirror: mirror.location, cause: cause),
+                    seconds: 0)
+            }
+            let upload = BackupOperation.send(file, as: entry, to: mirror)
+            if let error = upload.error, !(error is MirrorError) {
+                lock.withLock { failed[mirror.location] = failed[mirror.location] ?? error }
+            }
+            return upload
+        }
     }
 
     private final class Results: @unchecked Sendable {
@@ -73,7 +139,21 @@ public enum BackupRun {
             items[index] = outcome
             lock.unlock()
         }
+        func update(_ index: Int, _ change: (inout Outcome) -> Void) {
+            lock.withLock { if items[index] != nil { change(&items[index]!) } }
+        }
         var all: [Outcome] { items.compactMap { $0 } }
+    }
+}
+
+/// A new archive not sent to a mirror that failed for an earlier user of the same run.
+public struct MirrorSkipped: GranaryError, Sendable {
+    public let mirror: String
+    public let cause: any GranaryError & Sendable
+    public var description: String { "not sent: the mirror failed earlier in this run (\(cause.description))" }
+    public var isTemporary: Bool {
+        if case .transport(_, _, true)? = cause as? RepositoryError { return true }
+        return false
     }
 }
 

@@ -79,7 +79,7 @@ public enum ArchiveRemoval {
         defer { lock?.release() }
         let items = try plan(user: user, repository: repository, policy: policy, root: root)
         if !dryRun {
-            try repository.remove(items.filter { !$0.keep }.map(\.entry))
+            try repository.removeRecorded(items.filter { !$0.keep }.map(\.entry))
             // A retired user whose last archive went leaves no folder behind (a remote repository has
             // no folders of its own): the repository no longer names them.
             if !items.isEmpty, !items.contains(where: \.keep), let local = repository.localPath {
@@ -101,7 +101,7 @@ public enum ArchiveRemoval {
     /// Removes each archive and its verification record from `repository` (a local folder is
     /// synced after each removal).
     public static func remove(_ entries: [RepositoryEntry], from repository: any Repository) throws {
-        try repository.remove(entries)
+        try repository.removeRecorded(entries)
     }
 
     /// `delete`: removes `entries` under the locks of their users (when a root is given), taken

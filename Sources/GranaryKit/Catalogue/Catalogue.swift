@@ -30,6 +30,11 @@ public struct Catalogue: Sendable {
         /// Why the manifest cannot be read.
         public let problem: String?
         public let record: VerificationRecord?
+        /// The host its marker names; nil for an archive written before hosts existed.
+        public var host: String? = nil
+
+        /// The host to show: its marker's, else (an unmarked archive) the one its manifest recorded.
+        public var shownHost: String? { host ?? manifest?.host }
 
         /// The archive's time: the manifest's, else the name's.
         public var created: Date { manifest?.created ?? name.created }
@@ -53,11 +58,12 @@ public struct Catalogue: Sendable {
             let records = repository.records(for: entries)
             let heads = try Self.concurrently(entries, width: repository.isLocal ? 1 : 4) { entry in try head(entry) }
             for (entry, head) in zip(entries, heads) {
-                items.append(
-                    Item(
-                        user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: head.0,
-                        problem: head.1,
-                        record: records[entry.path]))
+                var item = Item(
+                    user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: head.0,
+                    problem: head.1,
+                    record: records[entry.path])
+                item.host = entry.host
+                items.append(item)
             }
         }
         return items
@@ -66,10 +72,12 @@ public struct Catalogue: Sendable {
     /// Reads one archive's head.
     public func item(_ entry: RepositoryEntry) throws -> Item {
         let (manifest, problem) = try head(entry)
-        return Item(
+        var item = Item(
             user: entry.user, name: entry.name, path: entry.path, size: entry.size, manifest: manifest,
             problem: problem,
             record: repository.record(for: entry))
+        item.host = entry.host
+        return item
     }
 
     /// The manifest of `entry`, or why it cannot be read; a failed download is thrown (it says

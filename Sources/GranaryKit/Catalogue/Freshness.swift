@@ -34,6 +34,8 @@ public enum Freshness {
         public let newest: RepositoryEntry?
         /// Why the mirror fails the user (`nil` when it is up to date).
         public let problem: String?
+        /// Whether the mirror could not be reached (not asked again for the next users).
+        var unreachable = false
     }
 
     /// Evaluates `users` against `maxAge` seconds at `now`. With `mirrors`, a user also fails
@@ -45,7 +47,9 @@ public enum Freshness {
         mirrors: [any Repository] = [],
         root: Root? = nil
     ) throws -> [Report] {
-        try users.map { user in
+        // A mirror that could not be listed (it does not answer) is not asked again for each user.
+        var unreachable: [String: String] = [:]
+        return try users.map { user in
             if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository) {
                 var report = Report(user: user, ok: true, newestVerified: nil, age: nil, newest: final, reason: nil)
                 report.retired = final
@@ -53,8 +57,14 @@ public enum Freshness {
             }
             var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
             guard !mirrors.isEmpty else { return report }
-            let standings = mirrors.map {
-                mirror($0, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now)
+            let standings = mirrors.map { mirror -> Mirror in
+                if let problem = unreachable[mirror.location] {
+                    return Mirror(location: mirror.location, newest: nil, problem: problem)
+                }
+                let standing = self.mirror(
+                    mirror, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now)
+                if standing.unreachable { unreachable[mirror.location] = standing.problem }
+                return standing
             }
             let problems = standings.compactMap { standing in
                 standing.problem.map { "mirror \(standing.location): \($0)" }
@@ -100,7 +110,10 @@ public enum Freshness {
     ) -> Mirror {
         let archives: [RepositoryEntry]
         do { archives = try mirror.archives(of: user).filter { $0.name.kind == .backup } } catch {
-            return Mirror(location: mirror.location, newest: nil, problem: "cannot be listed: \(error.description)")
+            var standing = Mirror(
+                location: mirror.location, newest: nil, problem: "cannot be listed: \(error.description)")
+            if case .transport = error { standing.unreachable = true }
+            return standing
         }
         let newest = archives.last
         if let primaryNewest, !archives.contains(where: { $0.name == primaryNewest.name }) {

@@ -19,6 +19,9 @@ public struct FolderContents: Sendable {
         public let inode: UInt64
         /// `st_mtim` in nanoseconds.
         public let modified: Int64
+        /// `st_ctim` in nanoseconds: a rewrite in place with the modification time put back
+        /// (`touch -d`) still changes it, and nobody can set it back.
+        public var changed: Int64 = 0
     }
 
     public let items: [Item]
@@ -40,7 +43,9 @@ public struct FolderContents: Sendable {
             for entry in entries {
                 let name = prefix + entry.name
                 items.append(
-                    Item(name: name, kind: entry.kind, size: entry.size, inode: entry.inode, modified: entry.modified))
+                    Item(
+                        name: name, kind: entry.kind, size: entry.size, inode: entry.inode, modified: entry.modified,
+                        changed: entry.changed))
                 guard entry.kind == .folder else { continue }
                 if depth < depthLimit, let child = try? current.folder(entry.name) {
                     walk(child, name + "/", depth + 1)
@@ -53,18 +58,23 @@ public struct FolderContents: Sendable {
         return FolderContents(items: items, unlisted: unlisted)
     }
 
-    /// SHA-256 over every item but folders' own times: name, kind, size, inode and modification
-    /// time. A store's `-shm` (which readers write, granary's snapshot among them) is left out,
-    /// and so is an empty `-wal` or `-journal` (SQLite makes and removes empty ones as
-    /// connections come and go, without changing the store).
+    /// SHA-256 over every item but folders' own times: name, kind, size, inode, modification
+    /// and change times (a `-wal` or `-journal` without its change time: SQLite, opening one as
+    /// root, gives it its owner again, which changes nothing but that time). A store's `-shm`
+    /// (which readers write, granary's snapshot among them) is left out, and so is an empty
+    /// `-wal` or `-journal` (SQLite makes and removes empty ones as connections come and go,
+    /// without changing the store).
     public var fingerprint: String {
         var hasher = SHA256()
         for item in items.sorted(by: { $0.name < $1.name }) {
             if item.name.hasSuffix("-shm") { continue }
             if item.size == 0 && (item.name.hasSuffix("-wal") || item.name.hasSuffix("-journal")) { continue }
+            let companion = item.name.hasSuffix("-wal") || item.name.hasSuffix("-journal")
+            let changed = companion ? "" : " \(item.changed)"
             let line =
                 item.kind == .folder
-                ? "\(item.name)/\n" : "\(item.name) \(item.kind) \(item.size) \(item.inode) \(item.modified)\n"
+                ? "\(item.name)/\n"
+                : "\(item.name) \(item.kind) \(item.size) \(item.inode) \(item.modified)\(changed)\n"
             hasher.update(data: FolderName.encode(line))
         }
         for name in unlisted.sorted() { hasher.update(data: Array("\(name) unlisted\n".utf8)) }

@@ -252,6 +252,29 @@ public struct LocalRepository: Repository {
         }
     }
 
+    public func readSmall(_ object: String) throws(RepositoryError) -> [UInt8]? {
+        let file = path + "/" + object
+        guard FileSystem.status(file) != nil else { return nil }
+        guard FileSystem.isRegularFile(file), let data = FileManager.default.contents(atPath: file) else {
+            throw .local(FileSystemError("read", path: file))
+        }
+        return Array(data)
+    }
+
+    public func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError) {
+        let file = path + "/" + object
+        do {
+            try FileSystem.makeDirectory((file as NSString).deletingLastPathComponent)
+            try FileSystem.writeAtomically(bytes, to: file)
+        } catch { throw .local(error) }
+    }
+
+    public func deleteSmall(_ object: String) throws(RepositoryError) {
+        let file = path + "/" + object
+        guard FileSystem.status(file) != nil else { return }
+        do { try FileSystem.removeFile(file) } catch { throw .local(error) }
+    }
+
     public func stagingFolder(for user: UserID) throws -> String {
         let folder = folder(for: user)
         try FileSystem.makeDirectory(folder)
@@ -282,6 +305,10 @@ public struct LocalRepository: Repository {
         var removed = StaleTemporaries.clean(workFolder)
         for user in users.isEmpty ? ((try? self.users()) ?? []) : users {
             removed += StaleTemporaries.clean(folder(for: user))
+            for archive in orphanedArchives(of: user) {
+                let marker = Hosts.marker(of: user.rawValue + "/" + archive, host: Hosts.current)
+                if (try? deleteSmall(marker)) != nil { removed.append(display(marker)) }
+            }
         }
         return removed
     }

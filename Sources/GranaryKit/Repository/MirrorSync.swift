@@ -4,24 +4,27 @@ import Foundation
     import Glibc
 #endif
 
-/// `granary sync`: brings each mirror up to date with the primary repository, user by user.
+/// `granary sync`: brings each mirror up to date with the primary repository, user by user,
+/// for this host's archives (``Hosts``: those its marker names, and unmarked ones).
 ///
 /// For one user on one mirror:
 ///
 /// ```
-/// primary, mirror ← the user's archives in each (by file name)
+/// primary, mirror ← the user's archives of this host in each (by file name)
 /// for each archive of the primary missing from the mirror:
-///     upload it (from its file, or streamed down from a remote primary into the work folder)
+///     upload it, with its host marker (from its file, or streamed down from a remote primary)
 /// for each archive in both: copy the primary's verification record when the mirror's differs
 ///     (re-keyed to the mirror's object: the same bytes, uploaded by granary)
-/// for each archive of the mirror missing from the primary and older than the primary's newest:
-///     remove it (prune or delete removed it from the primary)
+/// for each archive of the mirror missing from the primary:
+///     remove it only when this host's deletion record in the primary names it
+///     (a delete or prune on this host removed it)
 /// ```
 ///
-/// A user the primary has no archive of is left alone on the mirror (a lost or empty primary
-/// must never empty its mirrors), and so is an archive newer than the primary's newest. Each
-/// user is synced under its lock (when a root is known), so a backup or prune of the user never
-/// runs at the same time. Dead uploads are cleaned up on the way.
+/// So sync never removes from a mirror what the primary never had: a new or emptied primary
+/// (the host lost, users restored from the mirror) leaves the mirror's history alone, and two
+/// hosts sharing a mirror never remove (or send back) each other's archives. Each user is
+/// synced under its lock (when a root is known), so a backup or prune of the user never runs at
+/// the same time. Dead uploads are cleaned up on the way.
 public enum MirrorSync {
     /// What sync did (or, with `dryRun`, would do) for one user on one mirror.
     public struct UserResult: Sendable {
@@ -54,25 +57,39 @@ public enum MirrorSync {
         dryRun: Bool = false
     ) throws -> [MirrorResult] {
         try primary.requireExisting()
-        let ids = users.isEmpty ? try primary.users() : users
+        // Every user of the primary, and those whose last archives a delete or prune removed.
+        let ids =
+            users.isEmpty
+            ? Array(Set(try primary.users() + primary.usersWithDeletions(host: Hosts.current))).sorted {
+                $0.rawValue < $1.rawValue
+            } : users
         var results: [MirrorResult] = []
         for mirror in mirrors {
             try Interruption.check()
             var result = MirrorResult(location: mirror.location)
             do {
                 if !dryRun { try mirror.prepare() }
-                for user in ids {
+                for (position, user) in ids.enumerated() {
                     try Interruption.check()
                     let lock = try root.map { root throws(LockError) in
                         try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
                     }
                     defer { lock?.release() }
+                    // Under the user's lock: what this host's runs that died left for the user.
+                    if !dryRun { result.cleaned += mirror.removeDeadTemporaries(users: [user]) }
                     result.users.append(sync(user, from: primary, to: mirror, dryRun: dryRun))
+                    // A remote that does not answer fails every user alike, each after the whole
+                    // time bound: the rest of the users are left for the next sync.
+                    if case .transport(_, _, _)? = result.users.last?.error as? RepositoryError,
+                        position < ids.count - 1
+                    {
+                        result.error = MirrorAbandoned(
+                            mirror: mirror.location, users: ids.count - position - 1,
+                            cause: result.users.last!.error!)
+                        break
+                    }
                 }
-                if !dryRun {
-                    result.cleaned = mirror.removeDeadTemporaries(users: ids)
-                    (mirror as? RcloneRepository)?.cleanUpUnfinishedUploads()
-                }
+                if !dryRun { (mirror as? RcloneRepository)?.cleanUpUnfinishedUploads() }
             } catch let error as InterruptedError {
                 throw error
             } catch let error as any GranaryError & Sendable {
@@ -90,7 +107,6 @@ public enum MirrorSync {
         var result = UserResult(user: user)
         do {
             let source = try primary.archives(of: user)
-            guard let newest = source.last else { return result }
             var target = try mirror.archives(of: user)
             let names = Set(target.map(\.name.fileName))
             for entry in source where !names.contains(entry.name.fileName) {
@@ -117,7 +133,8 @@ public enum MirrorSync {
                 result.records.append(entry.name.fileName)
             }
             let kept = Set(source.map(\.name.fileName))
-            let gone = target.filter { !kept.contains($0.name.fileName) && $0.name < newest.name }
+            let deleted = try primary.deletedNames(of: user, host: Hosts.current)
+            let gone = target.filter { !kept.contains($0.name.fileName) && deleted.contains($0.name.fileName) }
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)
         } catch let error as any GranaryError & Sendable {
@@ -134,7 +151,7 @@ public enum MirrorSync {
     static func upload(_ entry: RepositoryEntry, from primary: any Repository, to mirror: any Repository) throws {
         let object = entry.user.rawValue + "/" + entry.name.fileName
         if primary.isLocal {
-            guard try mirror.write(object, from: entry.path) else {
+            guard try mirror.writeArchive(object, from: entry.path, host: entry.host) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
             return
@@ -146,9 +163,24 @@ public enum MirrorSync {
             unlink(file)
         }
         try primary.download(entry, into: fd, path: file)
-        guard try mirror.write(object, from: file) else {
+        guard try mirror.writeArchive(object, from: file, host: entry.host) else {
             throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
         }
+    }
+}
+
+/// A sync that stopped trying a mirror after a failure to reach it (or the repository).
+public struct MirrorAbandoned: GranaryError, Sendable {
+    public let mirror: String
+    /// The users left for the next sync.
+    public let users: Int
+    public let cause: any GranaryError & Sendable
+    public var description: String {
+        "\(mirror): \(users) more user\(users == 1 ? "" : "s") not synced after a failure to reach it (\(cause.description))"
+    }
+    public var isTemporary: Bool {
+        if case .transport(_, _, true)? = cause as? RepositoryError { return true }
+        return false
     }
 }
 

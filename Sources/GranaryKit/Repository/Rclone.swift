@@ -81,9 +81,28 @@ public struct Rclone: Sendable {
     {
         var environment = self.environment
         for (key, value) in extra { environment[key] = value }
+        let (program, argv) = Self.launch(executable, arguments)
         return try RcloneProcess.spawn(
-            executable: executable, arguments: ["rclone"] + arguments, environment: environment,
+            executable: program, arguments: argv, environment: environment,
             secrets: Self.secrets(in: environment))
+    }
+
+    /// How rclone is started: through `setpriv --pdeathsig TERM` (util-linux), so that it dies
+    /// with granary, even a granary killed by SIGKILL (the signal is kept across the exec), and
+    /// through `/bin/sh` for `umask 077`, so that whatever it creates on this machine (a local
+    /// remote's files and folders) is 0600 and 0700. The program run is still `executable`,
+    /// with the same pid.
+    static func launch(_ executable: String, _ arguments: [String]) -> (String, [String]) {
+        let shell = ["/bin/sh", "-c", "umask 077 && exec \"$0\" \"$@\"", executable] + arguments
+        if let setpriv = Self.setpriv {
+            return (setpriv, ["setpriv", "--pdeathsig", "TERM", "--"] + shell)
+        }
+        return ("/bin/sh", ["sh"] + shell.dropFirst())
+    }
+
+    /// util-linux's setpriv, from the system's folders.
+    static let setpriv: String? = ["/usr/bin/setpriv", "/bin/setpriv"].first {
+        access($0, X_OK) == 0 && FileSystem.isRegularFile($0)
     }
 
     /// The values in `environment` that must never be shown: keys, passwords, tokens.

@@ -23,8 +23,9 @@ import Foundation
 /// other backends it is uploaded under a hidden temporary name and moved server-side. A run that
 /// is killed or cut off leaves at most a hidden temporary object (removed by the next run of
 /// the user, `sync` and `recover`) or an unfinished multipart upload, which lists nothing.
-/// Archives are first written to a local work folder (`$TMPDIR` or `/var/tmp`, in a folder
-/// `granary-UID` of mode 0700), then uploaded with `rclone copyto`.
+/// Archives are first written to a local work folder (root's: `/var/cache/granary/work`, 0700;
+/// another uid's: `$TMPDIR` or `/var/tmp`, in a folder `granary-UID` of mode 0700), then
+/// uploaded with `rclone copyto`.
 public struct RcloneRepository: Repository {
     public let location: String
     /// The repository's root as rclone names it (`granarys3:bucket/prefix`, `remote:path`).
@@ -33,11 +34,15 @@ public struct RcloneRepository: Repository {
     let extra: [String: String]
     /// Arguments given to every rclone run.
     let common: [String]
+    /// How often a whole operation (a download) is tried.
+    let tries: Int
     let rclone: Rclone
     /// Objects are uploaded under their final name (object stores), else under a temporary
     /// name then moved; nil until asked of rclone.
     private let features: FeatureCache
     public let workFolder: String
+    /// Inherited variables root's rclone was not given (the environment was not root's own).
+    public private(set) var ignoredVariables: [String] = []
 
     /// The name of the remote an `s3:` location defines.
     static let s3Remote = "granarys3"
@@ -46,9 +51,16 @@ public struct RcloneRepository: Repository {
         throws(RepositoryError)
     {
         self.location = location
-        var environment = environment
+        // Root's rclone gets an environment built from an allow-list (RemoteEnvironment), never
+        // the one a sudo user handed granary.
+        let built = try RemoteEnvironment.build(from: environment)
+        var environment = built.environment
+        ignoredVariables = built.ignored
         var extra: [String: String] = [:]
-        let common = ["--quiet", "--use-server-modtime"]
+        let limits = RemoteLimits.current
+        // Never rclone's remote-control server, whatever its environment or configuration says.
+        let common = ["--quiet", "--use-server-modtime", "--rc=false"] + limits.flags(environment: environment)
+        tries = limits.operationTries(environment: environment)
         let features = FeatureCache()
         if location.hasPrefix("s3:") {
             var rest = String(location.dropFirst(3))
@@ -110,18 +122,14 @@ public struct RcloneRepository: Repository {
             throw .badLocation(location, "not a remote location")
         }
         if geteuid() == 0 {
-            // Root reads root's rclone configuration, never one chosen by a sudo user's HOME or
-            // XDG_CONFIG_HOME, and only when nobody else can write it.
-            if RootEnvironment.isSudo(environment: environment) && environment["RCLONE_CONFIG"] == nil {
-                let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
-                environment["RCLONE_CONFIG"] = home + "/.config/rclone/rclone.conf"
-            }
+            // Root reads root's rclone configuration (never one chosen by a sudo user's HOME or
+            // XDG_CONFIG_HOME), and only when it and every folder on the way are root's alone.
             if location.hasPrefix("rclone:") {
-                let home = getpwuid(0).map { String(cString: $0.pointee.pw_dir) } ?? "/root"
+                let home = environment["HOME"] ?? "/root"
                 let config =
-                    environment["RCLONE_CONFIG"]
-                    ?? (environment["XDG_CONFIG_HOME"].map { $0 + "/rclone/rclone.conf" } ?? home
-                        + "/.config/rclone/rclone.conf")
+                    environment["RCLONE_CONFIG"].flatMap { $0.isEmpty ? nil : $0 } ?? home
+                    + "/.config/rclone/rclone.conf"
+                environment["RCLONE_CONFIG"] = config
                 if let problem = RootEnvironment.trustProblem(config) {
                     throw .badLocation(location, "refusing the rclone configuration \(config) as root: \(problem)")
                 }
@@ -131,8 +139,14 @@ public struct RcloneRepository: Repository {
         self.common = common
         self.features = features
         rclone = try Rclone.locate(environment: environment)
-        let base = environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/var/tmp"
-        workFolder = base + "/granary-\(geteuid())"
+        if geteuid() == 0 {
+            // Root's: beneath a folder no other user can create first (a name in /var/tmp is
+            // anyone's to take).
+            workFolder = Self.rootWorkFolder
+        } else {
+            let base = environment["TMPDIR"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/var/tmp"
+            workFolder = base + "/granary-\(geteuid())"
+        }
     }
 
     public var localPath: String? { nil }
@@ -226,8 +240,73 @@ public struct RcloneRepository: Repository {
     }
 
     public func prepare() throws(RepositoryError) {
-        if try exists() { return }
+        if try exists() {
+            try checkLocalFolder()
+            return
+        }
+        try checkNewLocation()
         try createMarker()
+        try checkLocalFolder()
+    }
+
+    /// Before a repository is started where no marker is found: the location must be a folder,
+    /// not an object (rclone would otherwise write beside the object, where nothing reads it
+    /// back), and a crypt remote must hold no names its password cannot decrypt (a wrong
+    /// password hides the real repository and would start a second one beside it).
+    func checkNewLocation() throws(RepositoryError) {
+        let stat = try rclone.run(common + ["lsjson", "--stat", "--no-mimetype", remote("")], extra: extra)
+        if stat.status == 0, let item = try? JSONDecoder().decode(Listed.self, from: Data(stat.standardOutput)),
+            !item.IsDir
+        {
+            throw .badLocation(
+                location,
+                "it is an object (\(item.Size) bytes), not a folder: a repository is a prefix that holds objects; choose another prefix"
+            )
+        }
+        guard location.hasPrefix("rclone:"), try remoteFeatures().crypt else { return }
+        // The crypt remote's top, listed with rclone's debug log, which alone names what it skips.
+        let top = String(root[...root.firstIndex(of: ":")!])
+        let listing = try rclone.run(
+            ["--use-server-modtime", "--log-level", "DEBUG", "lsjson", "--max-depth", "1", "--no-mimetype", top],
+            extra: extra)
+        if listing.diagnostics.contains("Skipping undecryptable") {
+            throw .badLocation(
+                location,
+                "no repository is there, and the crypt remote holds names its password cannot decrypt: a wrong password (or salt) would start a second repository beside the real one; check the remote's password"
+            )
+        }
+    }
+
+    /// A remote on this machine's filesystem (an rclone `local` remote): its folder gets the
+    /// checks a local repository's gets (granary's own, closed to everyone else), and rclone
+    /// runs with umask 077 so that what it writes there is 0600 and 0700.
+    func checkLocalFolder() throws(RepositoryError) {
+        guard location.hasPrefix("rclone:"), let folder = try remoteFeatures().localRoot else { return }
+        guard FileSystem.status(folder) != nil else { return }
+        do { try LocalRepository(path: folder).checkOwnership() } catch .notARepository {}
+    }
+
+    /// What rclone says of the remote: whether it is a crypt remote, and the folder of a local one.
+    func remoteFeatures() throws(RepositoryError) -> (crypt: Bool, localRoot: String?) {
+        if let known = features.remote { return known }
+        let bytes = try run(["backend", "features", remote("")], what: location)
+        struct Document: Decodable {
+            struct Flags: Decodable {
+                let BucketBased: Bool?
+                let IsLocal: Bool?
+            }
+            let Root: String?
+            let String: String?
+            let Features: Flags?
+        }
+        let document = try? JSONDecoder().decode(Document.self, from: Data(bytes))
+        let known = (
+            crypt: document?.String?.hasPrefix("Encrypted drive") == true,
+            localRoot: document?.Features?.IsLocal == true ? document?.Root : nil
+        )
+        features.set(remote: known)
+        if features.direct == nil { features.set(direct: document?.Features?.BucketBased ?? false) }
+        return known
     }
 
     private func createMarker() throws(RepositoryError) {
@@ -244,19 +323,49 @@ public struct RcloneRepository: Repository {
     /// A remote repository is not a folder of this machine: it can neither be the root nor hold it.
     public func checkSeparate(from root: Root) throws(RepositoryError) {}
 
-    /// `$TMPDIR/granary-UID` (else `/var/tmp/granary-UID`): made 0700, and refused unless it is
-    /// a real folder of granary's uid closed to everyone else (the folder above is shared).
+    /// Root's work folder: in `/var/cache/granary`, which root makes 0700 and nobody else can
+    /// make first (its parents are root's and closed to others).
+    public static let rootWorkFolder = "/var/cache/granary/work"
+
+    /// The work folder, made 0700 and refused unless it is a real folder of granary's uid closed
+    /// to everyone else. Root's is ``rootWorkFolder`` (every folder on the way root's and writable
+    /// by nobody else); another uid's is `$TMPDIR/granary-UID` (else `/var/tmp/granary-UID`), in
+    /// a shared folder: one another user made first is reported as theirs.
     public func prepareWorkFolder() throws(RepositoryError) -> String {
-        if RawPath.mkdir(workFolder, 0o700) != 0 && errno != EEXIST {
-            throw .cannotCreate(workFolder, FileSystemError("create folder", path: workFolder))
+        var folders = [workFolder]
+        if geteuid() == 0 {
+            folders = []
+            var path = ""
+            for part in workFolder.split(separator: "/") {
+                path += "/" + part
+                folders.append(path)
+            }
         }
-        guard let info = FileSystem.status(workFolder) else {
-            throw .cannotCreate(workFolder, FileSystemError("stat", path: workFolder))
-        }
-        guard (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+        for (index, folder) in folders.enumerated() {
+            let last = index == folders.count - 1
+            let ours = geteuid() != 0 || folder.hasPrefix("/var/cache/granary")
+            // A missing system folder on the way (/var/cache in a minimal container) is made as it would be.
+            if RawPath.mkdir(folder, ours ? 0o700 : 0o755) != 0 && errno != EEXIST {
+                throw .cannotCreate(folder, FileSystemError("create folder", path: folder))
+            }
+            guard let info = FileSystem.status(folder) else {
+                throw .cannotCreate(folder, FileSystemError("stat", path: folder))
+            }
+            let isFolder = (info.st_mode & S_IFMT) == S_IFDIR
+            if isFolder && info.st_uid == geteuid() && (ours ? info.st_mode & 0o077 == 0 : info.st_mode & 0o022 == 0) {
+                continue
+            }
+            if !isFolder || info.st_uid != geteuid() {
+                let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(info.st_uid)"
+                throw .squatted(
+                    folder,
+                    !isFolder
+                        ? "is not a folder"
+                        : "belongs to \(owner) (uid \(info.st_uid)), not to granary's uid \(geteuid())")
+            }
             throw .unsafe(
-                workFolder,
-                "is not a folder of uid \(geteuid()) closed to everyone else (granary's work folder for remote repositories)"
+                folder,
+                "is open to others (mode \(String(info.st_mode & 0o7777, radix: 8))): it is granary's work folder for remote repositories\(last ? "" : ", on the way")"
             )
         }
         return workFolder
@@ -320,12 +429,17 @@ public struct RcloneRepository: Repository {
     // MARK: Reading
 
     public func read(_ object: String, size: Int64, head: Int64?) throws(RepositoryError) -> ArchiveSource {
-        var arguments = common + ["cat"]
-        if let head { arguments += ["--count", String(head)] }
-        arguments.append(remote(object))
-        let process = try rclone.start(arguments, extra: extra)
+        let expected = head.map { min($0, size) } ?? size
+        let start = { @Sendable (offset: Int64) throws(RepositoryError) -> RcloneProcess in
+            var arguments = common + ["cat"]
+            if offset > 0 { arguments += ["--offset", String(offset)] }
+            if head != nil { arguments += ["--count", String(expected - offset)] }
+            arguments.append(remote(object))
+            return try rclone.start(arguments, extra: extra)
+        }
         return .stream(
-            RepositoryStream(process: process, location: display(object), expected: head.map { min($0, size) } ?? size))
+            RepositoryStream(
+                process: try start(0), location: display(object), expected: expected, tries: tries, resume: start))
     }
 
     // MARK: Writing
@@ -333,14 +447,8 @@ public struct RcloneRepository: Repository {
     /// Whether uploads go straight to the final name (object stores, where they appear whole).
     func uploadsDirectly() throws(RepositoryError) -> Bool {
         if let direct = features.direct { return direct }
-        let bytes = try run(["backend", "features", remote("")], what: location)
-        struct Features: Decodable {
-            struct Flags: Decodable { let BucketBased: Bool? }
-            let Features: Flags?
-        }
-        let direct = (try? JSONDecoder().decode(Features.self, from: Data(bytes)))?.Features?.BucketBased ?? false
-        features.set(direct: direct)
-        return direct
+        _ = try remoteFeatures()
+        return features.direct ?? false
     }
 
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
@@ -466,6 +574,22 @@ public struct RcloneRepository: Repository {
         try run(["copyto", "--no-check-dest", file, remote(Self.sidecar(of: object))], what: display(object))
     }
 
+    public func readSmall(_ object: String) throws(RepositoryError) -> [UInt8]? {
+        do { return try run(["cat", remote(object)], what: display(object)) } catch .missing { return nil }
+    }
+
+    public func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError) {
+        let folder = try prepareWorkFolder()
+        let file = folder + "/" + Self.temporaryName(for: "small")
+        defer { unlink(file) }
+        do { try FileSystem.writeAtomically(bytes, to: file) } catch { throw .local(error) }
+        try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
+    }
+
+    public func deleteSmall(_ object: String) throws(RepositoryError) {
+        do { try run(["deletefile", remote(object)], what: display(object)) } catch .missing {}
+    }
+
     public func stagingFolder(for user: UserID) throws -> String {
         try prepareWorkFolder()
     }
@@ -509,6 +633,17 @@ public struct RcloneRepository: Repository {
                 let key = user.rawValue + "/" + object.name
                 if (try? run(["deletefile", remote(key)], what: display(key))) != nil { removed.append(display(key)) }
             }
+            // An upload of this host killed after its host marker was written: the marker without
+            // its archive, and (S3) the unfinished multipart upload of exactly that name.
+            for archive in orphanedArchives(of: user) {
+                let key = user.rawValue + "/" + archive
+                if location.hasPrefix("s3:") {
+                    _ = try? rclone.run(common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra)
+                }
+                if (try? deleteSmall(Hosts.marker(of: key, host: Hosts.current))) != nil {
+                    removed.append(display(key) + " (unfinished upload)")
+                }
+            }
         }
         return removed
     }
@@ -532,4 +667,7 @@ final class FeatureCache: @unchecked Sendable {
     func set(direct: Bool) { lock.withLock { value = direct } }
     var exists: Bool? { lock.withLock { seen } }
     func set(exists: Bool) { lock.withLock { seen = exists } }
+    private var described: (crypt: Bool, localRoot: String?)?
+    var remote: (crypt: Bool, localRoot: String?)? { lock.withLock { described } }
+    func set(remote: (crypt: Bool, localRoot: String?)) { lock.withLock { described = remote } }
 }

@@ -59,6 +59,12 @@ public protocol Repository: Sendable {
     func readSidecars(in folder: String) -> [String: [UInt8]]
     /// Writes (or replaces) the sidecar of `object`, atomically.
     func writeSidecar(_ bytes: [UInt8], of object: String) throws(RepositoryError)
+    /// A small object of granary's own (a host marker, a deletion record); nil when there is none.
+    func readSmall(_ object: String) throws(RepositoryError) -> [UInt8]?
+    /// Writes (or replaces) a small object of granary's own, atomically.
+    func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError)
+    /// Deletes a small object of granary's own; a missing one is not an error.
+    func deleteSmall(_ object: String) throws(RepositoryError)
 
     /// The local folder where a new archive of `user` is written before ``write(_:from:)``
     /// publishes it (the user's folder, for a local repository, so that publishing is a rename).
@@ -101,6 +107,9 @@ public struct RepositoryEntry: Sendable, Equatable {
     /// Its name in the repository (`USER/NAME`); nil for a local file named by its path,
     /// which is read where it is.
     public let object: String?
+    /// The host its marker names (``Hosts``); nil for an archive written before hosts existed
+    /// (or a file outside the repository).
+    public var host: String?
 
     public init(user: UserID, name: ArchiveName, path: String, size: Int64, modified: Int64 = 0, object: String? = nil)
     {
@@ -153,13 +162,29 @@ extension Repository {
         try folders().compactMap { try? UserID($0) }
     }
 
-    /// A user's archives, oldest first. Temporary files, sidecars and other names are skipped.
+    /// A user's archives, oldest first: those of the host ``Hosts/scope`` names and the
+    /// unmarked ones (every host's when the scope is nil). Temporary files, sidecars and other
+    /// names are skipped.
     public func archives(of user: UserID) throws(RepositoryError) -> [Entry] {
-        try objects(in: user.rawValue).compactMap { object -> Entry? in
+        try archives(of: user, host: Hosts.scope)
+    }
+
+    /// A user's archives of `host` and the unmarked ones (every host's for nil), oldest first.
+    public func archives(of user: UserID, host scope: String?) throws(RepositoryError) -> [Entry] {
+        let listed = try objects(in: user.rawValue)
+        var hosts: [String: [String]] = [:]
+        for object in listed where object.name.hasPrefix(".") {
+            if let (archive, host) = Hosts.parseMarker(object.name) { hosts[archive, default: []].append(host) }
+        }
+        return listed.compactMap { object -> Entry? in
             guard !object.name.hasPrefix("."), let name = ArchiveName(fileName: object.name) else { return nil }
+            let marked = hosts[object.name]?.sorted()
+            if let scope, let marked, !marked.contains(scope) { return nil }
             let key = user.rawValue + "/" + object.name
-            return Entry(
+            var entry = Entry(
                 user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
+            entry.host = scope.flatMap { marked?.contains($0) == true ? $0 : nil } ?? marked?.first
+            return entry
         }.sorted { $0.name < $1.name }
     }
 
@@ -213,6 +238,7 @@ extension Repository {
                 continue
             }
             try delete(object)
+            if let host = entry.host { try? deleteSmall(Hosts.marker(of: object, host: host)) }
         }
     }
 
@@ -225,18 +251,22 @@ extension Repository {
             try Interruption.check()
             let archive = name(sequence)
             let key = user.rawValue + "/" + archive.fileName
-            if try write(key, from: file) {
+            if try writeArchive(key, from: file, host: Hosts.current) {
                 if let localPath, let info = FileSystem.status(localPath + "/" + key) {
-                    return Entry(
+                    var entry = Entry(
                         user: user, name: archive, path: display(key), size: Int64(info.st_size),
                         modified: VerificationRecord.modified(info),
                         object: key)
+                    entry.host = Hosts.current
+                    return entry
                 }
                 let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
-                return Entry(
+                var entry = Entry(
                     user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
                     modified: listed?.modified ?? 0,
                     object: key)
+                entry.host = Hosts.current
+                return entry
             }
             sequence += 1
         }
@@ -289,6 +319,13 @@ public enum Repositories {
         if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
             return try RcloneRepository(location: location, environment: environment)
         }
+        // `S3:bkt` would otherwise be a local folder named `S3:bkt` in the working directory.
+        for scheme in ["s3:", "rclone:"] where location.lowercased().hasPrefix(scheme) {
+            throw .badLocation(
+                location,
+                "remote schemes are lower-case: did you mean \(scheme + location.dropFirst(scheme.count))? (a local folder with this name: ./\(location))"
+            )
+        }
         return LocalRepository(path: location)
     }
 
@@ -321,6 +358,11 @@ public enum RepositoryError: GranaryError, Sendable {
     case local(FileSystemError)
     /// Not enough free space for what is about to be written.
     case noRoom(String, free: Int64, needed: Int64)
+    /// A file root's rclone would read (its configuration, the AWS client's files, the remote
+    /// environment file) that root cannot trust: (path, what it is, why).
+    case untrustedFile(String, String, String)
+    /// A folder granary needs was made first by another user (or is not a folder): (path, what is wrong).
+    case squatted(String, String)
 
     public var description: String {
         switch self {
@@ -339,6 +381,9 @@ public enum RepositoryError: GranaryError, Sendable {
         case .local(let error): return error.description
         case .noRoom(_, let free, let needed):
             return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
+        case .untrustedFile(let path, let what, let why): return "refusing \(what) \(path) as root: \(why)"
+        case .squatted(let path, let why):
+            return "refusing the work folder \(path): it \(why); someone else made it first"
         }
     }
 

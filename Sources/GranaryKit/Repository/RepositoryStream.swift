@@ -12,8 +12,18 @@ import Foundation
 /// transfer itself failed: rclone's exit status, or fewer bytes than the listing promised (a
 /// connection cut, an object that vanished). The caller reports that failure, not what the
 /// verifier made of a truncated stream: a cut download is a 74/75, never a damaged archive.
+///
+/// A download that stops early on a temporary failure (a cut connection, a timeout, a 5xx) is
+/// resumed where it stopped (`rclone cat --offset`), after a growing pause, as often as the
+/// remote limits allow (``RemoteLimits``): the reader sees one unbroken stream.
 public final class RepositoryStream: ArchiveByteStream, @unchecked Sendable {
-    private let process: RcloneProcess
+    private var process: RcloneProcess
+    /// Starts the download again from an offset (nil: it cannot be resumed).
+    private let resume: (@Sendable (Int64) throws(RepositoryError) -> RcloneProcess)?
+    /// Further tries left for a resumed download.
+    private var triesLeft: Int
+    /// Downloads resumed so far.
+    public private(set) var resumed = 0
     private let location: String
     /// The bytes the stream must deliver.
     public let expected: Int64
@@ -23,10 +33,15 @@ public final class RepositoryStream: ArchiveByteStream, @unchecked Sendable {
     private var stopped = false
     private var outcome: RepositoryError??
 
-    init(process: RcloneProcess, location: String, expected: Int64) {
+    init(
+        process: RcloneProcess, location: String, expected: Int64, tries: Int = 1,
+        resume: (@Sendable (Int64) throws(RepositoryError) -> RcloneProcess)? = nil
+    ) {
         self.process = process
         self.location = location
         self.expected = expected
+        self.resume = resume
+        triesLeft = max(0, tries - 1)
     }
 
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Int {
@@ -37,8 +52,39 @@ public final class RepositoryStream: ArchiveByteStream, @unchecked Sendable {
                 readFailed = errno
                 return -1
             }
+            if n == 0 && delivered < expected && !stopped && outcome == nil && resumeAfterFailure() { continue }
             delivered += Int64(n)
             return n
+        }
+    }
+
+    /// The download ended short: when its failure is temporary and tries are left, starts it again
+    /// where it stopped (true); else false, the failure left for ``finish()``.
+    private func resumeAfterFailure() -> Bool {
+        guard let resume, triesLeft > 0 else { return false }
+        let status = process.wait()
+        if status != 0 {
+            let failure = RcloneRepository.failure(
+                status: status, diagnostics: process.diagnostics(), location: location)
+            guard case .transport(_, _, true) = failure else {
+                outcome = .some(failure)
+                return false
+            }
+        } else if delivered == 0 {
+            return false
+        }
+        triesLeft -= 1
+        resumed += 1
+        let pause = RemoteLimits.backoff(try: resumed)
+        usleep(UInt32(min(pause.timeInterval, 60) * 1_000_000))
+        do {
+            let next = try resume(delivered)
+            process.terminate()
+            process = next
+            return true
+        } catch {
+            outcome = .some(error)
+            return false
         }
     }
 
@@ -51,8 +97,8 @@ public final class RepositoryStream: ArchiveByteStream, @unchecked Sendable {
 
     /// Reads what is left, waits for rclone, and returns the transfer's failure, if any.
     public func finish() -> RepositoryError? {
-        if let outcome { return outcome }
         if stopped { return nil }
+        if let outcome { return outcome }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         defer { buffer.deallocate() }
         while read(into: buffer) > 0 {}

@@ -5,9 +5,16 @@ import Foundation
 /// see the new content at their next transaction (the backup bumps the change counter, which
 /// makes every connection drop its page cache). See <https://www.sqlite.org/backup.html>.
 enum OnlineRestore {
-    /// Keeps the live content in `aside` (a backup-API snapshot, written under a temporary name
-    /// and renamed, so that an aside file that exists is complete) unless it is there already,
-    /// then copies `staged` into the live store `file` of `folder` (opened beneath it).
+    /// Copies `staged` into the live store `file` of `folder` (opened beneath it), keeping the
+    /// content it replaces in `aside` (a backup-API snapshot, written under a temporary name and
+    /// renamed, so that an aside file that exists is complete).
+    ///
+    /// The snapshot and the copy are one step for every other connection: the copy's first page
+    /// takes the live store's write lock, which it holds until the copy commits, and the
+    /// snapshot is read while it is held. So no write of another process can land between the
+    /// content kept aside and the content copied in: each one is either in the safety archive or
+    /// made on top of the restored content. When the copy cannot take the lock within
+    /// `busyTimeout` it gives up having written nothing (SQLite rolls its transaction back).
     ///
     /// A WAL-mode destination must have the source's page size (the backup fails with
     /// SQLITE_READONLY otherwise, because a WAL database cannot change its page size). When they
@@ -18,13 +25,6 @@ enum OnlineRestore {
         throws
     {
         let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
-        if !FileSystem.isRegularFile(aside) {
-            try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
-            let temporary = aside + ".partial"
-            try FileSystem.removeFile(temporary)
-            try copy(from: liveDB, to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
-            try FileSystem.rename(temporary, to: aside)
-        }
         let source = try Database(path: staged, mode: .readWrite)
         let livePageSize = try liveDB.pageSize()
         if try liveDB.journalMode() == "wal", try source.pageSize() != livePageSize {
@@ -32,7 +32,103 @@ enum OnlineRestore {
             try source.execute("PRAGMA page_size=\(livePageSize)")
             try source.execute("VACUUM")
         }
-        try copy(from: source, to: liveDB, busyTimeout: busyTimeout)
+        if try liveDB.journalMode() == "wal" {
+            try copyKeepingAside(
+                source: source, into: liveDB, folder: folder, file, aside: aside, busyTimeout: busyTimeout)
+        } else {
+            try copyKeepingAsideRollback(
+                source: source, into: liveDB, folder: folder, file, aside: aside, busyTimeout: busyTimeout)
+        }
+    }
+
+    /// Snapshots the live store into `aside` (unless a recovery that runs the copy again finds the
+    /// first snapshot there: it is the content the restore replaced). `reader` reads it.
+    private static func keepAside(_ reader: () throws -> Database, aside: String, busyTimeout: Duration) throws {
+        guard !FileSystem.isRegularFile(aside) else { return }
+        try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
+        let temporary = aside + ".partial"
+        try FileSystem.removeFile(temporary)
+        try copy(from: try reader(), to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
+        try FileSystem.rename(temporary, to: aside)
+    }
+
+    /// WAL: the copy's first page takes the live store's write lock, which it holds until the copy
+    /// commits; readers are not blocked by it, so the snapshot is read while it is held.
+    private static func copyKeepingAside(
+        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+    ) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        let reader = { try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout) }
+        let backup = try SQLiteBackup(from: source, to: liveDB)
+        // A one-page database is copied whole by the first step: its snapshot is taken before.
+        if try source.pageCount() <= 1 { try keepAside(reader, aside: aside, busyTimeout: busyTimeout) }
+        var result = try step(backup, pages: 1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+        // The live store's write lock is held from here until the copy is done.
+        try keepAside(reader, aside: aside, busyTimeout: busyTimeout)
+        while result != .done {
+            result = try step(backup, pages: -1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+        }
+        try backup.finish()
+    }
+
+    /// Rollback journal: the copy's lock is exclusive (no reader either), so the snapshot is read
+    /// first, under a read transaction that records the file change counter SQLite bumps at every
+    /// commit; once the copy holds its lock, the counter on disk must be the same, else another
+    /// process committed in between: the copy is given up (nothing written) and both are done again.
+    private static func copyKeepingAsideRollback(
+        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+    ) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        // Descriptors of the live file stay open until the end: closing one would drop the locks
+        // SQLite holds on it in this process.
+        var kept: [Descriptor] = []
+        defer { kept = [] }
+        func counter() throws -> [UInt8] {
+            let fd = try folder.openFile(file)
+            kept.append(fd)
+            return try fd.read(count: 4, at: 24)
+        }
+        while true {
+            let reader = try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout)
+            try reader.execute("BEGIN")
+            _ = try reader.scalar("SELECT count(*) FROM sqlite_schema")
+            let before = try counter()
+            let fresh = !FileSystem.isRegularFile(aside)
+            if fresh { try keepAside({ reader }, aside: aside, busyTimeout: busyTimeout) }
+            try reader.execute("COMMIT")
+            let backup = try SQLiteBackup(from: source, to: liveDB)
+            var result = try step(backup, pages: 1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+            if try result != .done && counter() != before && fresh {
+                // Someone committed between the snapshot and the lock: nothing was copied yet
+                // (the backup ends uncommitted when it goes away).
+                try FileSystem.removeFile(aside)
+                if ContinuousClock.now >= deadline {
+                    throw RestoreError.storeBusy(store: liveDB.path, detail: "it kept changing for \(busyTimeout)")
+                }
+                continue
+            }
+            while result != .done {
+                result = try step(backup, pages: -1, until: deadline, store: liveDB.path, busyTimeout: busyTimeout)
+            }
+            try backup.finish()
+            return
+        }
+    }
+
+    /// One backup step, waiting out a locked store until `deadline`.
+    private static func step(
+        _ backup: SQLiteBackup, pages: Int32, until deadline: ContinuousClock.Instant, store: String,
+        busyTimeout: Duration
+    ) throws -> SQLiteBackup.StepResult {
+        while true {
+            let result = try backup.step(pages: pages)
+            if result != .busy { return result }
+            if ContinuousClock.now >= deadline {
+                throw RestoreError.storeBusy(store: store, detail: "it stayed locked for \(busyTimeout)")
+            }
+            try Interruption.check()
+            Thread.sleep(forTimeInterval: 0.02)
+        }
     }
 
     /// Copies the kept-aside old content back into the live store (rolling back an online copy

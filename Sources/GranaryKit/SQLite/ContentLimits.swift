@@ -17,7 +17,10 @@ import Foundation
 ///
 /// The time budget grows with the store: `time` for any store plus `timePerGiB` for each GiB of
 /// its database file, so that an honest 10 GiB store is checked in full while a small
-/// hostile one is stopped soon. The defaults (30 s + 2 min per GiB, 512 MiB) are several times
+/// hostile one is stopped soon. A user's checks share one more budget across all the user's
+/// stores (`ContentAccount`): `time` once plus `timePerGiB` for each GiB of all of them, so that a
+/// user with many small stores gets no more time than one with a single store of the same size
+/// (10 stores under the budget each would otherwise delay the next user by 10 budgets). The defaults (30 s + 2 min per GiB, 512 MiB) are several times
 /// what an honest store needs (docs/performance.md, "Content limits", has the measurements).
 ///
 /// The memory ceiling is per connection, not the process-wide `sqlite3_hard_heap_limit64`: with
@@ -67,22 +70,47 @@ public struct ContentLimits: Sendable, Equatable {
     public static var memoryCeilingEnforced: Bool { granary_limits_memory_enforced() != 0 }
 }
 
+/// One user's time across stores: the checks of all a user's stores together stop once they have
+/// spent `time` plus `timePerGiB` for each GiB of the stores (see `ContentLimits`). Each
+/// connection opened with it is charged to it as well as to its own budget.
+public final class ContentAccount: @unchecked Sendable {
+    /// The shared budget (immutable; the C account counts atomically).
+    public let budget: Duration
+    let handle: OpaquePointer?
+
+    /// An account for stores of `size` bytes in all, under `limits`.
+    public init(limits: ContentLimits = .current, storesOfSize size: Int64) {
+        budget = limits.timeBudget(forStoreOfSize: size)
+        handle = granary_account_create(ContentBudget.nanoseconds(budget))
+    }
+
+    deinit { granary_account_release(handle) }
+
+    /// The time spent inside SQLite calls charged to it so far.
+    public var spent: Duration { .nanoseconds(granary_account_spent(handle)) }
+}
+
 /// A limit a store ran into.
 public enum ContentLimit: Sendable, Equatable, CustomStringConvertible {
-    /// The time budget, as it was for that store.
-    case time(Duration)
+    /// The time budget, as it was for that store; `acrossStores`: the user's, shared by all its
+    /// stores (`ContentAccount`).
+    case time(Duration, acrossStores: Bool = false)
     /// The memory ceiling, in bytes.
     case memory(Int64)
 
     public var description: String {
         switch self {
-        case .time(let budget):
+        case .time(let budget, let acrossStores):
             // Whole seconds from 10 s on: the per-GiB part of a small store's budget is noise.
             let shown =
                 budget >= .seconds(10)
                 ? .seconds(
                     budget.components.seconds + (budget.components.attoseconds >= 500_000_000_000_000_000 ? 1 : 0))
                 : budget
+            if acrossStores {
+                return
+                    "the user's time budget of \(DurationText.format(shown)) for all its stores ([limits] time, time_per_gib)"
+            }
             return "its time budget of \(DurationText.format(shown)) ([limits] time, time_per_gib)"
         case .memory(let bytes): return "its memory ceiling of \(ByteCountText.render(bytes)) ([limits] memory)"
         }
@@ -104,19 +132,29 @@ final class ContentBudget {
     /// rows past the budget.
     static let instructionsPerLook: Int32 = 16
 
-    /// A budget with `limits`' memory ceiling; its time is set once the store's size is known.
-    init(limits: ContentLimits) {
+    /// The account the connection's time is also charged to, if any.
+    let account: ContentAccount?
+
+    /// A budget with `limits`' memory ceiling, charged to `account` too; its time is set once the
+    /// store's size is known.
+    init(limits: ContentLimits, account: ContentAccount? = nil) {
         self.limits = limits
+        self.account = account
         handle = granary_budget_create(0, max(0, limits.memory))
+        if let account { granary_budget_set_account(handle, account.handle) }
     }
 
     /// Sets the time budget of a store of `size` bytes.
     func setTime(forStoreOfSize size: Int64) {
         time = limits.timeBudget(forStoreOfSize: size)
-        let (seconds, attoseconds) = time.components
+        granary_budget_set_time(handle, Self.nanoseconds(time))
+    }
+
+    /// `duration` in whole nanoseconds, at most `Int64.max`.
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
         let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        granary_budget_set_time(
-            handle, nanoseconds.overflow ? Int64.max : max(0, nanoseconds.partialValue + attoseconds / 1_000_000_000))
+        return nanoseconds.overflow ? Int64.max : max(0, nanoseconds.partialValue + attoseconds / 1_000_000_000)
     }
 
     deinit { granary_budget_release(handle) }
@@ -147,6 +185,7 @@ final class ContentBudget {
         guard let handle else { return nil }
         let bits = granary_budget_exceeded(handle)
         if bits & CONTENT_BUDGET_TIME != 0 { return .time(time) }
+        if bits & CONTENT_BUDGET_ACCOUNT != 0, let account { return .time(account.budget, acrossStores: true) }
         if bits & CONTENT_BUDGET_MEMORY != 0 { return .memory(memory) }
         return nil
     }

@@ -57,7 +57,7 @@ public final class Database {
     public convenience init(
         path: String, mode: OpenMode, busyTimeout: Duration = .seconds(5), vfs: String? = nil,
         limits: ContentLimits? = nil,
-        budgetSize: Int64? = nil
+        budgetSize: Int64? = nil, account: ContentAccount? = nil
     ) throws(SQLiteError) {
         // SQLite's unix VFS takes paths of at most 512 bytes; a store deep in granary's staging
         // folder (a 255-byte user id, a long store name) is opened beneath its folder instead,
@@ -69,12 +69,12 @@ public final class Database {
             try self.init(
                 opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs,
                 limits: limits,
-                budgetSize: budgetSize)
+                budgetSize: budgetSize, account: account)
             return
         }
         try self.init(
             opening: path, display: path, beneath: nil, mode: mode, busyTimeout: busyTimeout, vfs: vfs, limits: limits,
-            budgetSize: budgetSize)
+            budgetSize: budgetSize, account: account)
     }
 
     /// Paths longer than this are opened beneath their folder (SQLite's limit is 512 bytes, and it
@@ -98,9 +98,9 @@ public final class Database {
 
     private init(
         opening: String, display: String, beneath: SQLiteName?, mode: OpenMode, busyTimeout: Duration, vfs: String?,
-        limits: ContentLimits?, budgetSize: Int64?
+        limits: ContentLimits?, budgetSize: Int64?, account: ContentAccount? = nil
     ) throws(SQLiteError) {
-        let budget = ContentBudget(limits: limits ?? .current)
+        let budget = ContentBudget(limits: limits ?? .current, account: account)
         var db: OpaquePointer?
         SQLiteName.clearRefusal()
         // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
@@ -138,9 +138,12 @@ public final class Database {
     /// one system call per window instead of one per page. Falls back to a plain read-only
     /// connection. Never for a user's live store: mapped pages of a file that another process
     /// truncates kill the reader (SIGBUS).
-    public static func openFinished(path: String) throws(SQLiteError) -> Database {
-        guard granary_tee_register() == SQLITE_OK else { return try Database(path: path, mode: .readOnly) }
-        let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee")
+    /// `account`: the user's time across stores, charged too (`ContentAccount`).
+    public static func openFinished(path: String, account: ContentAccount? = nil) throws(SQLiteError) -> Database {
+        guard granary_tee_register() == SQLITE_OK else {
+            return try Database(path: path, mode: .readOnly, account: account)
+        }
+        let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee", account: account)
         if sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_READAHEAD, nil) == SQLITE_OK {
             // Pages in place from the tee's mapped windows (SQLite clamps the size to its
             // limit; the tee maps 2 MiB at most, whatever it is).
@@ -336,6 +339,15 @@ public final class Database {
         var out: Int32 = 0
         let rc = granary_sqlite_db_config_int(handle, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, &out)
         if rc != SQLITE_OK { throw lastError(rc, operation: "db_config(NO_CKPT_ON_CLOSE)") }
+    }
+
+    /// Keeps the `-wal` file when this connection closes (`SQLITE_FCNTL_PERSIST_WAL`): a connection
+    /// that outlives a rename of its database must not unlink, by name, a `-wal` that now
+    /// belongs to the file at that name.
+    public func persistWAL() throws(SQLiteError) {
+        var on: Int32 = 1
+        let rc = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+        if rc != SQLITE_OK { throw lastError(rc, operation: "file_control(PERSIST_WAL)") }
     }
 
     /// Rows changed by the last statement.

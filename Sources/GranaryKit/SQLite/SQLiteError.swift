@@ -67,6 +67,12 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     /// Whether SQLite failed writing a file (`SQLITE_IOERR_WRITE`).
     public var isWriteError: Bool { code == Self.ioErrorWrite }
 
+    /// SQLite refused something the store's schema asked for (`load_extension()` in a CHECK
+    /// constraint, say, with extension loading off): the store's content, not the disk, is at fault.
+    public var isNotAuthorized: Bool {
+        primaryCode == SQLITE_AUTH || (primaryCode == SQLITE_ERROR && message.hasSuffix("not authorized"))
+    }
+
     public var kind: Kind {
         if refusal != nil { return .refused }
         if limit != nil { return .overLimit }

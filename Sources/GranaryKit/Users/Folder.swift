@@ -283,7 +283,7 @@ public final class Folder: Sendable, CustomStringConvertible {
         if rc != 0 && errno != EEXIST { throw classify(errno, name: name, operation: "create folder") }
         let child = try openChild(name, flags: O_RDONLY | O_DIRECTORY, control: control)
         try child.checkOwner(try child.statusOfSelf(), name: child.display)
-        if created && fchmod(child.descriptor.raw, mode) != 0 {
+        if created && fchmod(child.descriptor.raw, SafeModes.restorable(mode: mode, isFolder: true)) != 0 {
             throw .system(FileSystemError("chmod", path: child.display))
         }
         return child
@@ -454,6 +454,11 @@ public final class Folder: Sendable, CustomStringConvertible {
 
     private func checkOwner(_ info: stat, name: String) throws(FolderError) {
         if case .owner(let uid, _) = control, info.st_uid != uid {
+            // Another's file with more than one name is a hard link to it: giving it to the folder's
+            // owner (chown, as a hint for "not owned" would say) would hand them the other file.
+            if info.st_mode & S_IFMT != S_IFDIR && info.st_nlink > 1 {
+                throw .hardLinked(path: name, links: Int(info.st_nlink))
+            }
             throw .notOwned(path: name, uid: info.st_uid, owner: uid)
         }
     }

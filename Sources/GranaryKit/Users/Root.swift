@@ -154,7 +154,9 @@ public struct Root: Sendable {
         if geteuid() == 0 && fchown(made.descriptor.raw, uid, gid) != 0 {
             throw FileSystemError("chown", path: made.display)
         }
-        if fchmod(made.descriptor.raw, mode & 0o7777) != 0 { throw FileSystemError("chmod", path: made.display) }
+        if fchmod(made.descriptor.raw, SafeModes.restorable(mode: mode, isFolder: true)) != 0 {
+            throw FileSystemError("chmod", path: made.display)
+        }
         try root.sync()
         return try user(id)
     }
@@ -167,18 +169,54 @@ public struct Root: Sendable {
 
     /// Opens granary's state folder inside the root, creating it (mode 0700) when missing. It must
     /// be a real folder owned by granary's uid and closed to everyone else: the locks, journals and
-    /// staged files in it are trusted.
+    /// staged files in it are trusted. One another user made first (a sticky root lets anyone make
+    /// a name) is moved aside (``reclaimStateFolder()``) and granary makes its own.
     public func stateFolder() throws(FolderError) -> Folder {
         let root: Folder
         do { root = try open() } catch { throw .system(FileSystemError("open", path: path, code: ENOENT)) }
-        let state = try root.makeFolder(Root.stateFolderName, mode: 0o700)
-        let info: stat
-        do { info = try state.descriptor.status() } catch { throw .system(error) }
-        guard info.st_uid == geteuid() else { throw .notOwned(path: state.display, uid: info.st_uid, owner: geteuid()) }
-        if info.st_mode & 0o077 != 0 && fchmod(state.descriptor.raw, 0o700) != 0 {
-            throw .system(FileSystemError("chmod", path: state.display))
+        var attempt = 0
+        while true {
+            attempt += 1
+            do throws(FolderError) {
+                let state = try root.makeFolder(Root.stateFolderName, mode: 0o700)
+                let info: stat
+                do { info = try state.descriptor.status() } catch { throw .system(error) }
+                guard info.st_uid == geteuid() else {
+                    throw .notOwned(path: state.display, uid: info.st_uid, owner: geteuid())
+                }
+                if info.st_mode & 0o077 != 0 && fchmod(state.descriptor.raw, 0o700) != 0 {
+                    throw .system(FileSystemError("chmod", path: state.display))
+                }
+                return state
+            } catch .notOwned(let shown, let uid, let owner) {
+                guard attempt < 4, (try? reclaimStateFolder()) != nil else {
+                    throw .notOwned(path: shown, uid: uid, owner: owner)
+                }
+            } catch .symbolicLink(let shown) {
+                guard attempt < 4, (try? reclaimStateFolder()) != nil else { throw .symbolicLink(path: shown) }
+            } catch .notAFolder(let shown, let kind) {
+                guard attempt < 4, (try? reclaimStateFolder()) != nil else {
+                    throw .notAFolder(path: shown, kind: kind)
+                }
+            }
         }
-        return state
+    }
+
+    /// When `.granary` in the root is not granary's own (another uid's, a link, not a folder),
+    /// moves it aside as `.granary-squatted-UID-TIME` (a rename in the root's folder, descriptor
+    /// to descriptor; nothing in it is touched) and says so, naming who made it. Nil when there is
+    /// nothing to move.
+    @discardableResult
+    public func reclaimStateFolder() throws -> String? {
+        let root = try open()
+        guard let entry = root.entry(Root.stateFolderName) else { return nil }
+        if entry.kind == .folder && entry.uid == geteuid() { return nil }
+        let who = AccountNames.user(entry.uid).map { "\($0) (uid \(entry.uid))" } ?? "uid \(entry.uid)"
+        let aside = Root.stateFolderName + "-squatted-\(entry.uid)-\(Int(Date().timeIntervalSince1970))-\(getpid())"
+        try root.rename(Root.stateFolderName, to: root, as: aside, .noReplace)
+        try root.sync()
+        return
+            "\(path)/\(Root.stateFolderName) was \(FolderError.phrase(entry.kind)) made by \(who), not granary's state folder: moved aside to \(path)/\(aside); granary made its own"
     }
 }
 

@@ -18,6 +18,10 @@ public struct UserID: Hashable, Comparable, Sendable, CustomStringConvertible {
         if text == "." || text == ".." { return "is a relative folder name" }
         if text.utf8.count > 255 { return "is longer than 255 bytes" }
         if text.hasPrefix("-") { return "starts with '-'" }
+        // The root's state folder (and what a squatted one is moved aside as) is nobody's folder.
+        if text == Root.stateFolderName || text.hasPrefix(Root.stateFolderName + "-") {
+            return "is granary's state folder in the root"
+        }
         // Text only: the id is the folder's name, whose bytes must be exactly the id's UTF-8
         // (an id made of a name that is not UTF-8 in NFC would be shown as one name and open another).
         if !FolderName.isUTF8(text) { return "is not UTF-8 text in normal form C" }

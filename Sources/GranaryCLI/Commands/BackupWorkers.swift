@@ -1,0 +1,109 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+/// `granary backup` over several users: each user in a worker process of its own
+/// (`UserWorkers`), so that a crash-class fault while working on one user (SIGBUS on a `-shm`
+/// or store its owner truncates under a mapping, a trap, an abort) fails that user only and the
+/// run goes on with the others. docs/security.md, "One user's content fails that user only".
+///
+/// A worker is this program run again with the same argument bytes and `--worker-user=ID`
+/// after the command's name: it reads the same configuration and options as the parent, backs
+/// up that one user (lock, recovery, snapshot, check, pack, publish, mirrors) and sends the
+/// user's entry of the result (`BackupResult.User`, as JSON) to the parent. The parent prunes
+/// (in order, under each user's lock, as in one process) and prints the run's result, the same
+/// document and text as a run in one process gives.
+enum BackupWorkers {
+    static let flag = "worker-user"
+
+    /// The parent's side: the users' entries, in order.
+    static func run(
+        _ operation: BackupOperation, users: [UserID], jobs: Int, prune policy: RetentionPolicy?,
+        progress: (any BackupProgress)?
+    ) -> [BackupResult.User] {
+        let words = GranaryMain.argumentBytes()
+        let replies = UserWorkers.run(
+            users: users, jobs: jobs, arguments: { user in arguments(words, for: user) }, progress: progress)
+        var entries = replies.map { reply -> BackupResult.User in
+            switch reply.get() {
+            case .success(let json):
+                do {
+                    let decoder = JSONDecoder()
+                    decoder.nonConformingFloatDecodingStrategy = .convertFromString(
+                        positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+                    return try decoder.decode(BackupResult.User.self, from: Data(json.utf8))
+                } catch {
+                    return BackupResult.User(
+                        id: reply.user.rawValue,
+                        failure: Failure(
+                            UnexpectedError(
+                                description: "\(reply.user): the worker's result could not be read: \(error)")))
+                }
+            case .failure(let failure):
+                // What the dead worker left (its snapshots, a half-written archive) goes now, not
+                // at the next run: only temporaries of processes no longer alive are removed.
+                _ = operation.repository.removeDeadTemporaries(users: [reply.user])
+                return BackupResult.User(id: reply.user.rawValue, failure: Failure(failure))
+            }
+        }
+        guard let policy else { return entries }
+        // As BackupRun: each user whose backup succeeded, in order, stopping at an interruption.
+        for index in entries.indices {
+            if Interruption.isRequested { break }
+            guard entries[index].ok, let user = try? UserID(entries[index].id) else { continue }
+            do {
+                entries[index].prune = PruneResult.Plan(
+                    try ArchiveRemoval.prune(
+                        user: user, repository: operation.repository, policy: policy, root: operation.root,
+                        lockTimeout: operation.options.lockTimeout))
+            } catch let error as any GranaryError {
+                entries[index].ok = false
+                entries[index].error = Failure(error)
+            } catch {
+                entries[index].ok = false
+                entries[index].error = Failure(UnexpectedError(description: "\(user): \(error)"))
+            }
+        }
+        return entries
+    }
+
+    /// The worker's command line: the parent's words, with `--worker-user=ID` right after the
+    /// command's name (before any `--`, so that it is read as an option).
+    static func arguments(_ words: [String], for user: UserID) -> [String] {
+        var words = words
+        let command = words.firstIndex(of: BackupCommand.configuration.commandName ?? "backup") ?? -1
+        if command < 0 { words.insert("backup", at: 0) }
+        words.insert("--\(flag)=\(user.rawValue)", at: max(command, 0) + 1)
+        return words
+    }
+
+    /// The worker's side: backs up `user` with `operation`, sends the user's entry on standard
+    /// output and ends the process (`ExitCode(0)`: the parent reports the user, success or not).
+    static func serve(_ operation: BackupOperation, user: String, reporter: UserWorkers.Reporter) throws -> Never {
+        #if TEST_HOOKS
+            // GRANARY_TEST_WORKER_TRAP=ID: the worker for ID traps (a Swift runtime check), to show
+            // that a run over several users outlives it.
+            if ProcessInfo.processInfo.environment["GRANARY_TEST_WORKER_TRAP"] == user {
+                fatalError("trap asked for by GRANARY_TEST_WORKER_TRAP")
+            }
+        #endif
+        let entry: BackupResult.User
+        do {
+            let id = try UserID(user)
+            guard let outcome = BackupRun.run(operation, users: [id], jobs: 1).first else {
+                throw UnexpectedError(description: "\(user): no outcome")
+            }
+            entry = BackupResult.User(outcome)
+        } catch let error as any GranaryError {
+            entry = BackupResult.User(id: user, failure: Failure(error))
+        }
+        // Strings exactly as they are (names that are not UTF-8 included): the parent's own
+        // encoding makes the document.
+        let encoder = JSONEncoder()
+        encoder.nonConformingFloatEncodingStrategy = .convertToString(
+            positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
+        let json = (try? encoder.encode(entry)).map { String(decoding: $0, as: UTF8.self) }
+        reporter.finish(json ?? "")
+        throw ExitCode(0)
+    }
+}

@@ -1,0 +1,20 @@
+import Foundation
+import GranaryKit
+
+// Sources/GranaryKit/Repository/Hosts.swift
+extension InvalidHost: CommandLineError {
+    var status: ExitStatus { .usage }
+    var hint: String? { "pass --host NAME (or set host = \"NAME\") with a name such as web-1" }
+}
+
+// Sources/GranaryKit/Backup/BackupRun.swift
+extension MirrorSkipped: CommandLineError {
+    var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
+    var hint: String? { "granary sync sends it once the mirror answers" }
+}
+
+// Sources/GranaryKit/Repository/MirrorSync.swift
+extension MirrorAbandoned: CommandLineError {
+    var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
+    var hint: String? { "granary sync syncs them once the mirror answers" }
+}
