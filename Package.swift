@@ -110,7 +110,7 @@ let package = Package(
             name: "GranaryKitTests",
             dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner", "GranaryTestSupport"]),
-        .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit"]),
+        .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit", "GranaryTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import Testing
 
@@ -119,7 +120,7 @@ struct TextTests {
         let pipe = Pipe()
         bash.standardOutput = pipe
         try bash.run()
-        let printed = pipe.fileHandleForReading.readDataToEndOfFile()
+        let printed = pipe.fileHandleForReading.readAllRetryingInterrupts()
         bash.waitUntilExit()
         #expect(Array(printed) == bytes, "\(quoted)")
     }

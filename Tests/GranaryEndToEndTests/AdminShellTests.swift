@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import GranaryOwner
 import Testing
@@ -230,7 +231,7 @@ struct AdminShellTests {
         kill(process.processIdentifier, SIGHUP)
         process.waitUntilExit()
         #expect(process.terminationReason == .exit && process.terminationStatus == 129)
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: errors.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         #expect(text.contains("interrupted"), "\(text)")
         #expect(f.archives("dave@example.com").count == 1)
     }
