@@ -25,6 +25,7 @@ import argparse
 import fcntl
 import hashlib
 import os
+import select
 import signal
 import socket
 import sqlite3
@@ -78,8 +79,9 @@ REASONS = {"permission-denied", "bad-hello", "bad-lease", "busy", "close-failed"
 def parse_request(line):
     """A client's line as (kind, value): ("hello", [versions]), ("pause", ms), ("resume", None),
     ("bye", None), ("error", reason); or ("bad-hello"|"bad-lease"|"unknown", None) when malformed,
-    by its first word."""
-    first = line.split(b" ", 1)[0].rstrip(b"\r")
+    by its first word: once the one CR before the line feed is dropped, the bytes before the first
+    space, compared byte for byte (PAUSE<tab>100 and PAUSE<CR><CR> have no first word PAUSE)."""
+    first = (line[:-1] if line.endswith(b"\r") else line).split(b" ", 1)[0]
     malformed = {b"HELLO": "bad-hello", b"PAUSE": "bad-lease"}.get(first, "unknown")
     words = words_of(line)
     if words is None:
@@ -238,6 +240,13 @@ class Conversation:
                 raise Closed()
             self.buffer += chunk
 
+    def peer_closed(self):
+        """Whether the client closed the connection (or shut down its sending side), without
+        reading: lines it sent before stay to be read."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN | select.POLLRDHUP)
+        return any(events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR) for _, events in poller.poll(0))
+
     def finish(self, line):
         """A last line, then a graceful close: stop writing, drain what the peer still sends."""
         try:
@@ -290,7 +299,13 @@ class Conversation:
         with store.condition:
             store.state = "pausing"  # new transactions wait from here
             while store.active > 0 and time.monotonic() < lease_end:
-                store.condition.wait(min(0.1, max(0.0, lease_end - time.monotonic())))
+                if self.peer_closed():
+                    # Nobody waits for PAUSED any more: give the pause up, without a word.
+                    store.state = "open"
+                    store.condition.notify_all()
+                    log(f"REFUSED {store.path} peer-gone (closed while pausing)")
+                    raise Closed()
+                store.condition.wait(min(0.05, max(0.0, lease_end - time.monotonic())))
             if store.active > 0:
                 store.state = "open"
                 store.condition.notify_all()
@@ -312,6 +327,9 @@ class Conversation:
             store.reopen("busy (closing took the whole lease)")
             self.send("ERROR busy")
             return True
+        if self.peer_closed():
+            store.reopen("peer-gone (closed while pausing)")
+            raise Closed()
         with store.condition:
             store.state = "paused"
         log(f"PAUSED {store.path}")

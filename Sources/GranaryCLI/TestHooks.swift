@@ -3,9 +3,10 @@ import GranaryKit
 
 /// The test switches of a debug build (what `make test` builds), read from the environment once
 /// at start; a release build has none of them (`make check-release` proves it):
-/// - `GRANARY_TEST_CRASH_AT_STEP=N` kills granary (SIGKILL) just before its Nth restore step;
-/// - `GRANARY_TEST_STALL_AT_STEP=N:MS` sleeps MS milliseconds there instead (a lease runs out);
-/// - `GRANARY_TEST_PAUSE_AT_STEP=N` stops granary (SIGSTOP) there, for the link-swap tests;
+/// - `GRANARY_TEST_CRASH_AT=NAME[:N]` kills granary (SIGKILL) the N-th time (default the first) it
+///   reaches the named point (`CrashPoint.Name`: staged, paused, checked, committed, …);
+/// - `GRANARY_TEST_STALL_AT=NAME[:N]:MS` sleeps MS milliseconds there instead (a lease runs out);
+/// - `GRANARY_TEST_PAUSE_AT=NAME[:N]` stops granary (SIGSTOP) there, for the link-swap tests;
 /// - `GRANARY_TEST_LEASE_MS=MS` asks owners for leases of MS milliseconds;
 /// - `GRANARY_TEST_FAIL_SAFETY_ARCHIVE=1` makes writing a safety archive fail;
 /// - `GRANARY_TEST_RCLONE_FOLDER=DIR` looks for rclone in DIR only (a machine without rclone);
@@ -16,13 +17,14 @@ enum TestHooks {
         #if TEST_HOOKS
             if environment["GRANARY_TEST_CRASH"] == "1" { fatalError("crash asked for by GRANARY_TEST_CRASH") }
             var plan = CrashPoint.Plan()
-            plan.crashAt = environment["GRANARY_TEST_CRASH_AT_STEP"].flatMap(Int.init)
-            plan.stall = environment["GRANARY_TEST_STALL_AT_STEP"].flatMap { text in
-                let parts = text.split(separator: ":")
-                guard parts.count == 2, let step = Int(parts[0]), let ms = UInt32(parts[1]) else { return nil }
-                return (step, ms)
+            plan.crashAt = environment["GRANARY_TEST_CRASH_AT"].flatMap(CrashPoint.Plan.point)
+            plan.stall = environment["GRANARY_TEST_STALL_AT"].flatMap { text in
+                guard let colon = text.lastIndex(of: ":"), let ms = UInt32(text[text.index(after: colon)...]),
+                    let point = CrashPoint.Plan.point(String(text[..<colon]))
+                else { return nil }
+                return (point.0, point.1, ms)
             }
-            plan.pauseAt = environment["GRANARY_TEST_PAUSE_AT_STEP"].flatMap(Int.init)
+            plan.pauseAt = environment["GRANARY_TEST_PAUSE_AT"].flatMap(CrashPoint.Plan.point)
             plan.lease = environment["GRANARY_TEST_LEASE_MS"].flatMap(Int64.init).map { .milliseconds($0) }
             plan.failSafetyArchive = environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1"
             CrashPoint.plan = plan

@@ -35,7 +35,8 @@ public final class GranaryOwner: @unchecked Sendable {
             /// `reopen` ran because the lease ran out.
             case leaseExpired = "lease-expired"
             /// `reopen` ran because granary ended the conversation while paused (BYE, ERROR, the
-            /// connection closed: granary died or gave up).
+            /// connection closed: granary died or gave up); or the connection closed while the
+            /// owner was pausing, and the pause was given up (`reopen` ran if `close` had).
             case peerGone = "peer-gone"
             /// A connection was refused (wrong uid, bad version, bad message).
             case refused
@@ -294,22 +295,41 @@ private final class Gate: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Holds new transactions and waits for running ones, until `deadline`. False on timeout (nothing held then).
-    private func drain(until deadline: ContinuousClock.Instant) -> Bool {
+    /// How waiting for the running transactions ended.
+    private enum Drained {
+        /// None runs; new ones wait.
+        case drained
+        /// The lease ran out first (nothing held then).
+        case leaseEnded
+        /// The client closed the connection first (nothing held then).
+        case peerGone
+    }
+
+    /// Holds new transactions and waits for running ones, until `deadline`, watching `channel`:
+    /// a client that closes the connection while the owner is pausing has given up the pause.
+    private func drain(until deadline: ContinuousClock.Instant, watching channel: ReopenChannel) -> Drained {
         condition.lock()
         defer { condition.unlock() }
         pausing = true
+        let watch = !breaks(.ignoreGoneWhilePausing)
         while active > 0 {
+            if watch && channel.peerHasClosed {
+                pausing = false
+                condition.broadcast()
+                return .peerGone
+            }
             let left = deadline - ContinuousClock.now
+            // In slices of 50 ms at most, to look at the connection between them.
+            let slice = min(left, .milliseconds(50))
             let waited =
-                left > .zero && condition.wait(until: Date().addingTimeInterval(Double(left.milliseconds + 1) / 1000))
+                slice > .zero && condition.wait(until: Date().addingTimeInterval(Double(slice.milliseconds + 1) / 1000))
             if !waited && active > 0 && ContinuousClock.now >= deadline {
                 pausing = false
                 condition.broadcast()
-                return false
+                return .leaseEnded
             }
         }
-        return true
+        return .drained
     }
 
     private func setPaused(_ value: Bool) {
@@ -367,7 +387,10 @@ private final class Gate: @unchecked Sendable {
         report(.refused, why)
     }
 
-    private var idleTimeout: Duration { owner?.idleTimeout ?? ReopenProtocol.idleTimeout }
+    /// The idle timeout (4 s later when ``ReopenRuleBreak/lateIdleClose`` is broken).
+    private var idleTimeout: Duration {
+        (owner?.idleTimeout ?? ReopenProtocol.idleTimeout) + (breaks(.lateIdleClose) ? .seconds(4) : .zero)
+    }
 
     private func handle(_ channel: ReopenChannel) {
         // Only our own uid or root may pause us.
@@ -427,6 +450,9 @@ private final class Gate: @unchecked Sendable {
             channel.send(greeting)
         }
 
+        // The idle clock runs only while waiting for a line with the store open: it starts once the
+        // connection is accepted and again once each line is answered (an ERROR busy that took the
+        // whole lease, a pause that ended, included), so a slow answer never eats the client's turn.
         while true {
             let idle: ContinuousClock.Instant? = breaks(.noIdleTimeout) ? nil : .now + idleTimeout
             let line: [UInt8]
@@ -454,6 +480,10 @@ private final class Gate: @unchecked Sendable {
                 // Not paused: nothing to do; the answer is the same so that a retry is harmless.
                 answer(channel, breaks(.refuseResumeWhenOpen) ? .error(.unknownCommand) : .resumed)
             case .success(.bye):
+                if breaks(.byeLingers) {
+                    // Waits for the client to close instead of closing at once.
+                    while case .line = channel.readLine(until: nil, stop: stop) {}
+                }
                 return
             case .success(.error):
                 if breaks(.ignoreClientError) {
@@ -461,10 +491,19 @@ private final class Gate: @unchecked Sendable {
                     continue
                 }
                 return
+            case .failure(.other) where breaks(.looseFirstWord) && looseFirstWord(line) == "PAUSE":
+                answer(channel, .error(.badLease))
+            case .failure(.other) where breaks(.anyErrorEnds) && line.starts(with: Array("ERROR".utf8)):
+                return
             case .success(.hello), .failure(.hello), .failure(.other):
                 if !breaks(.ignoreUnknown) { answer(channel, .error(.unknownCommand)) }
             }
         }
+    }
+
+    /// The first word as ``ReopenRuleBreak/looseFirstWord`` takes it: up to any space, tab or control byte.
+    private func looseFirstWord(_ line: [UInt8]) -> String {
+        String(decoding: line.prefix { $0 > 0x20 && $0 != 0x7F }, as: UTF8.self)
     }
 
     /// One pause. Returns false when the conversation is over.
@@ -472,9 +511,15 @@ private final class Gate: @unchecked Sendable {
         // The lease counts from the moment PAUSE was read: finishing the running transactions
         // and being paused share it, so no transaction of the app waits longer than the lease.
         let leaseEnd = ContinuousClock.now + (breaks(.earlyExpiry) ? lease / 2 : lease)
-        guard drain(until: leaseEnd) else {
+        switch drain(until: leaseEnd, watching: channel) {
+        case .drained: break
+        case .leaseEnded:
             answer(channel, .error(.busy))
             return true
+        case .peerGone:
+            // Nobody waits for PAUSED any more: the waiting transactions go at once, not at the lease's end.
+            report(.peerGone, "the connection closed while pausing; the pause was given up")
+            return false
         }
         do {
             try closeStore()
@@ -503,8 +548,17 @@ private final class Gate: @unchecked Sendable {
             answer(channel, .error(.busy))
             return true
         }
+        if !breaks(.ignoreGoneWhilePausing) && channel.peerHasClosed {
+            // Closed while the store was closing: nobody would end this pause but the lease.
+            reopen(.peerGone)
+            return false
+        }
         setPausedLocked()
         guard answer(channel, .paused) else {
+            if breaks(.ignoreGoneWhilePausing) {
+                let left = leaseEnd - ContinuousClock.now
+                if left > .zero { Thread.sleep(forTimeInterval: Double(left.milliseconds) / 1000) }
+            }
             reopen(.peerGone)
             return false
         }
@@ -529,7 +583,13 @@ private final class Gate: @unchecked Sendable {
             return false
         }
         while true {
-            switch channel.readLine(until: leaseEnd, stop: stop) {
+            // Broken on purpose (idle-while-paused): the idle clock goes on running during the pause.
+            let idleEnd = breaks(.idleWhilePaused) ? min(leaseEnd, .now + idleTimeout) : leaseEnd
+            switch channel.readLine(until: idleEnd, stop: stop) {
+            case .timedOut where ContinuousClock.now < leaseEnd:
+                report(.idle, "no line for \(idleTimeout.milliseconds) ms while paused")
+                reopen(.peerGone)
+                return false
             case .line(let line):
                 switch ReopenRequest.parse(line) {
                 case .success(.resume):
@@ -637,6 +697,22 @@ public enum ReopenRuleBreak: String, CaseIterable, Sendable {
     case dryRunDiffers = "dry-run-differs"
     /// Waits `answerDelay` before every answer.
     case slowAnswers = "slow-answers"
+    /// Takes a line's first word up to any space, tab or control byte, so that `PAUSE\t100` gets
+    /// ERROR bad-lease (check `unknown-command`).
+    case looseFirstWord = "loose-first-word"
+    /// Ends the conversation on any line that starts with ERROR, reason known or not (check `unknown-command`).
+    case anyErrorEnds = "any-error-ends"
+    /// Does not watch the connection while pausing, answers PAUSED into a closed one and stays
+    /// paused until the lease ends (check `gone-while-pausing`).
+    case ignoreGoneWhilePausing = "ignore-gone-while-pausing"
+    /// Lets the idle clock run while paused: closes the connection (and reopens) 10 s into a
+    /// pause (check `idle-timeout`).
+    case idleWhilePaused = "idle-while-paused"
+    /// Closes an idle connection after 14 s instead of 10 to 12 (check `idle-timeout`).
+    case lateIdleClose = "late-idle-close"
+    /// After BYE with the store open, waits for the client to close the connection instead of
+    /// closing it (check `restore-conversations`).
+    case byeLingers = "bye-lingers"
     /// Answers everything with 1 MiB of `x` and no line feed.
     case hugeAnswer = "huge-answer"
 }

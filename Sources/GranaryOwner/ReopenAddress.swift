@@ -16,7 +16,8 @@ public struct ReopenAddress: Sendable, Equatable, CustomStringConvertible {
     /// The prefix of every socket name; the `v1` is the naming scheme's version.
     public static let prefix = "granary-reopen/v1/"
 
-    /// The canonical path the name was derived from.
+    /// The canonical path the name was derived from (for messages and file operations; its
+    /// bytes that are not UTF-8 are repaired, which the name never is).
     public let canonicalPath: String
     /// The abstract socket name, without the leading NUL byte.
     public let name: String
@@ -27,14 +28,22 @@ public struct ReopenAddress: Sendable, Equatable, CustomStringConvertible {
             throw .storeNotFound(path: path, code: errno)
         }
         defer { free(resolved) }
-        let canonical = String(cString: resolved)
-        self.init(canonicalPath: canonical)
+        self.init(
+            canonicalPathBytes: Array(UnsafeBufferPointer(start: resolved, count: strlen(resolved))).map {
+                UInt8(bitPattern: $0)
+            })
     }
 
     /// The address for an already canonical path.
     public init(canonicalPath: String) {
-        self.canonicalPath = canonicalPath
-        let digest = SHA256.hash(data: Array(canonicalPath.utf8))
+        self.init(canonicalPathBytes: Array(canonicalPath.utf8))
+    }
+
+    /// The address for the bytes of an already canonical path, exactly as the filesystem names
+    /// it: a name that is not UTF-8, or not in Unicode's normal form, hashes as its bytes.
+    public init(canonicalPathBytes bytes: [UInt8]) {
+        self.canonicalPath = String(decoding: bytes, as: UTF8.self)
+        let digest = SHA256.hash(data: bytes)
         self.name = ReopenAddress.prefix + digest.map { String(format: "%02x", $0) }.joined()
     }
 

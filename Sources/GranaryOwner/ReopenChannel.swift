@@ -22,6 +22,10 @@ public enum ReopenProtocol {
     /// not paused (the first line included), so that a stuck or idle client cannot keep a
     /// store's one conversation, and every restore, waiting.
     public static let idleTimeout: Duration = .seconds(10)
+    /// The latest an owner closes such a connection: 2 s after ``idleTimeout``. granary waits
+    /// this much longer for the answer to HELLO, since its connection may wait in the owner's
+    /// listen queue behind an idle one.
+    public static let idleCloseLimit: Duration = .seconds(12)
 }
 
 /// The credentials of the process at the other end of a Unix socket (`SO_PEERCRED`).
@@ -156,6 +160,18 @@ public final class ReopenChannel {
         if !buffer.isEmpty || isClosed { return true }
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         return poll(&pfd, 1, 0) > 0
+    }
+
+    /// Whether the peer has closed the connection (or shut down its sending side) or it failed,
+    /// without reading and without waiting: lines the peer sent before stay to be read. An
+    /// owner that is pausing watches for it, since it answers nothing until PAUSED.
+    public var peerHasClosed: Bool {
+        if isClosed { return true }
+        // POLLRDHUP (Linux): the peer shut down writing, even with unread lines before the end.
+        let readHangUp: Int16 = 0x2000
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN) | readHangUp, revents: 0)
+        guard poll(&pfd, 1, 0) > 0 else { return false }
+        return pfd.revents & (readHangUp | Int16(POLLHUP) | Int16(POLLERR)) != 0
     }
 
     /// Sends a last line and closes gracefully: closing a Unix socket with unread input makes

@@ -95,7 +95,7 @@ public final class ReopenClient {
     /// Connects to the owner of `store`, or returns nil when no process listens (no owner, or
     /// the owner died: the kernel freed its name). The owner must run as `storeOwnerUID` or root.
     ///
-    /// The wait for the HELLO answer is `timeout` plus ``ReopenProtocol/idleTimeout``: an owner
+    /// The wait for the HELLO answer is `timeout` plus ``ReopenProtocol/idleCloseLimit``: an owner
     /// serves one conversation per store at a time, and ours may wait in its queue behind one
     /// that it drops only after that long without a line.
     public static func connect(store: String, storeOwnerUID: UInt32, timeout: Duration) throws(ReopenError)
@@ -136,14 +136,14 @@ public final class ReopenClient {
         }
         channel.send(ReopenRequest.hello(versions: [ReopenProtocol.version]).line)
         let answer = try read(
-            channel, store: store, waitingFor: "HELLO", until: .now + timeout + ReopenProtocol.idleTimeout,
-            timeout: timeout + ReopenProtocol.idleTimeout)
+            channel, store: store, waitingFor: "HELLO", until: .now + timeout + ReopenProtocol.idleCloseLimit,
+            timeout: timeout + ReopenProtocol.idleCloseLimit)
         switch answer {
         case .hello(let version, let pid) where version == ReopenProtocol.version:
             return (channel, peer, pid)
         case .error(let refusal):
             channel.close()
-            throw .refused(store: store, reason: refusal.word)
+            throw .refused(store: store, reason: refusal.explanation)
         default:
             channel.close()
             throw .protocolViolation(store: store, detail: "it answered HELLO with \(ReopenLine.describe(answer.line))")

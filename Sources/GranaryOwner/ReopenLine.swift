@@ -20,10 +20,16 @@ public enum ReopenLine {
         return words.map { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// The first word of a line as far as it can be told (the bytes before the first space),
-    /// which decides the kind of refusal a malformed line gets.
-    static func firstWord(_ line: [UInt8]) -> String {
-        String(decoding: line.prefix { $0 != 0x20 && $0 != 0x0D }, as: UTF8.self)
+    /// The first word of a line, which decides the refusal a malformed line gets (`man 7
+    /// granary-reopen`, MESSAGES): once the one carriage return before the line feed is dropped,
+    /// the bytes before the first space, or all of them when there is none. It is compared byte
+    /// for byte, so a tab, a control byte or a second carriage return is part of it:
+    /// `PAUSE\t100` and `PAUSE\r\r` have no first word `PAUSE` (unknown-command), while
+    /// `PAUSE 100\t` has (bad-lease).
+    static func firstWord(_ line: [UInt8]) -> [UInt8] {
+        var bytes = line[...]
+        if bytes.last == 0x0D { bytes = bytes.dropLast() }
+        return Array(bytes.prefix { $0 != 0x20 })
     }
 
     /// A decimal number from 1 to `maximum`, written without sign or leading zero.
@@ -109,6 +115,18 @@ public enum ReopenRefusal: Equatable, Hashable, Sendable {
         return "ERROR " + word
     }
 
+    /// The reason as a client reports it: the word, and for `unsupported-version` the versions
+    /// the owner speaks next to the ones this build speaks.
+    public var explanation: String {
+        if case .unsupportedVersion(let spoken) = self {
+            let theirs = spoken.map(String.init).joined(separator: ", ")
+            let ours = ReopenProtocol.versions.map(String.init).joined(separator: ", ")
+            return
+                "unsupported-version (it speaks version\(spoken.count == 1 ? "" : "s") \(theirs) of the reopen protocol, granary \(ours))"
+        }
+        return word
+    }
+
     /// Whether the owner closes the connection after sending this refusal.
     public var closesConnection: Bool {
         switch self {
@@ -170,8 +188,8 @@ public enum ReopenRequest: Equatable, Sendable {
     public static func parse(_ line: [UInt8]) -> Result<ReopenRequest, Malformed> {
         let malformed: Malformed
         switch ReopenLine.firstWord(line) {
-        case "HELLO": malformed = .hello
-        case "PAUSE": malformed = .lease
+        case Array("HELLO".utf8): malformed = .hello
+        case Array("PAUSE".utf8): malformed = .lease
         default: malformed = .other
         }
         guard let words = ReopenLine.words(line) else { return .failure(malformed) }

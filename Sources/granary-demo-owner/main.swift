@@ -127,6 +127,19 @@ struct Breakage: ExpressibleByArgument, Hashable, Sendable {
         ),
         ("slow-answers", "wait --delay-ms before every answer"),
         ("huge-answer", "answer everything with 1 MiB of x and no line feed"),
+        ("loose-first-word", "take PAUSE<tab>100 for a PAUSE and answer ERROR bad-lease (check unknown-command)"),
+        ("any-error-ends", "end the conversation on any line starting with ERROR (check unknown-command)"),
+        (
+            "ignore-gone-while-pausing",
+            "answer PAUSED into a connection the client closed while pausing, and stay paused until the lease ends (check gone-while-pausing)"
+        ),
+        ("idle-while-paused", "close the connection, and reopen, 10 s into a pause (check idle-timeout)"),
+        ("late-idle-close", "close an idle connection after 14 s instead of 10 (check idle-timeout)"),
+        ("bye-lingers", "after BYE, wait for the client to close the connection (check restore-conversations)"),
+        (
+            "foreign-companions",
+            "give the store's -wal, -shm and -journal to uid 65534 every interval (check file-owners; as root)"
+        ),
     ]
 
     init?(argument: String) {
@@ -361,6 +374,22 @@ final class Misdeeds: @unchecked Sendable {
         }
     }
 
+    /// Gives the store's companions to uid 65534 every interval, for ever (--break foreign-companions).
+    func startForeignCompanions() {
+        guard breaks.contains("foreign-companions") else { return }
+        Thread {
+            while true {
+                for suffix in ["-wal", "-shm", "-journal"] {
+                    var info = stat()
+                    if stat(self.store.path + suffix, &info) == 0 && info.st_uid != 65534 {
+                        _ = chown(self.store.path + suffix, 65534, 65534)
+                    }
+                }
+                usleep(useconds_t(max(self.interval, 1) * 1000))
+            }
+        }.start()
+    }
+
     /// Before the app reopens (RESUMED is sent after it).
     func beforeReopen() {
         // A watcher thread that has not run yet must not miss its moment: still before RESUMED.
@@ -449,6 +478,7 @@ struct DemoOwner {
                 fail("\(store.path): \(error)", status: 74)
             }
         }
+        for deeds in misdeeds.values { deeds.startForeignCompanions() }
         log.line("READY pid=\(getpid())")
 
         // Readers: each store, every 100 ms, through the owner so that a pause holds them too.

@@ -47,7 +47,7 @@ struct Conformance: Sendable {
         Check(
             name: "unknown-command",
             summary:
-                "every malformed line after HELLO gets ERROR unknown-command; the connection and the store stay open",
+                "every malformed line after HELLO (a first word other than PAUSE, byte for byte; a client's ERROR with an unknown reason) gets ERROR unknown-command; the connection and the store stay open",
             run: { try $0.unknownCommand() }),
         Check(
             name: "bad-lease", summary: "every malformed PAUSE gets ERROR bad-lease; the store stays open",
@@ -59,10 +59,20 @@ struct Conformance: Sendable {
             name: "resume-when-open", summary: "RESUME when not paused is answered RESUMED at once, again and again",
             run: { try $0.resumeWhenOpen() }),
         Check(
+            name: "restore-conversations",
+            summary:
+                "granary's conversations: HELLO then BYE; HELLO then PAUSE on one connection; BYE, then at once a new connection that pauses",
+            run: { try $0.restoreConversations() }),
+        Check(
             name: "pause-resume",
             summary:
                 "PAUSE gets PAUSED with no descriptor of the store left open and nothing sent unasked; RESUME gets RESUMED",
             run: { try $0.pauseResume() }),
+        Check(
+            name: "paused-untouched",
+            summary:
+                "while paused the store's database, -wal, -shm and -journal are neither written, created nor removed",
+            run: { try $0.pausedUntouched() }),
         Check(
             name: "while-paused",
             summary:
@@ -78,6 +88,11 @@ struct Conformance: Sendable {
             name: "peer-gone", summary: "a paused store reopens as soon as the client's connection closes",
             run: { try $0.peerGone() }),
         Check(
+            name: "gone-while-pausing",
+            summary:
+                "a connection closed right after PAUSE, before PAUSED, ends the pause at once: the next conversation pauses",
+            run: { try $0.goneWhilePausing() }),
+        Check(
             name: "expire", summary: "EXPIRED comes no sooner than the lease after PAUSE, and the connection closes",
             run: { try $0.expire() }),
         Check(
@@ -90,8 +105,15 @@ struct Conformance: Sendable {
             summary: "a 1024-byte line is answered; a longer one closes the connection without an answer",
             run: { try $0.overlongLine() }),
         Check(
-            name: "idle-timeout", summary: "a connection quiet for 10 s (before or after HELLO) is closed, not sooner",
+            name: "idle-timeout",
+            summary:
+                "a connection quiet for 10 s with the store open is closed within 12 s, not sooner: before HELLO, and counted from RESUMED after a pause longer than 10 s, which it survives",
             run: { try $0.idleTimeout() }),
+        Check(
+            name: "file-owners",
+            summary:
+                "the store's -wal, -shm and -journal belong to the uid that owns its database file, as granary requires",
+            run: { try $0.fileOwners() }),
         Check(
             name: "several-stores",
             summary: "with one store paused, another store of the same owner still answers and pauses",
@@ -229,6 +251,9 @@ struct Conformance: Sendable {
             "EXPIRED",
             "HELLO granary-reopen 1", "HELLO", "ERROR", "ERROR nonsense", "ERROR busy x", "FOO", "RESUME\t", "RÉSUMÉ",
             "pause 100",
+            // The first word is the bytes before the first space: with a tab or a control byte in
+            // it, or a second CR after it, it is not PAUSE.
+            "PAUSE\t100", "\tPAUSE 100", "PAUSE\r\r", "PAUSE\u{0} 100", "PAUSE\u{1B} 100",
         ].map { Array($0.utf8) } + [[0x01], [0xFF, 0xFE], Array("RESUME".utf8) + [0x1B]]
 
     func unknownCommand() throws -> String {
@@ -250,6 +275,8 @@ struct Conformance: Sendable {
         "PAUSE 1.5",
         "PAUSE 1e3", "PAUSE 0x10", "PAUSE x", "PAUSE 5 5", "PAUSE 3600001", "PAUSE 9999999",
         "PAUSE 99999999999999999999",
+        // The first word is PAUSE; what follows is malformed.
+        "PAUSE 100\t", "PAUSE 100\r\r", "PAUSE 1\u{0}", "PAUSE \t100",
     ]
 
     func badLease() throws -> String {
@@ -339,6 +366,8 @@ struct Conformance: Sendable {
     /// Lines that a paused owner must refuse without resuming.
     static let pausedLines = [
         "PAUSE 30000", "PAUSE 100", "PAUSE x", "HELLO granary-reopen 1", "RESUME now", "BYE x", "FOO", "PAUSED", "",
+        // A client's ERROR with a reason the protocol does not have is no ERROR: it does not end the pause.
+        "ERROR", "ERROR nonsense", "ERROR busy x",
     ]
 
     func whilePaused() throws -> String {
@@ -459,26 +488,143 @@ struct Conformance: Sendable {
 
     func idleTimeout() throws -> String {
         let limit = ReopenProtocol.idleTimeout
-        let slack = Duration.milliseconds(2500)
-        let after = try open()
-        let helloSent = ContinuousClock.now
-        try after.hello()
-        let closed = try after.expectClose(
-            after: "HELLO and \(Probe.milliseconds(limit + slack)) ms of silence", within: limit + slack)
-        if closed - helloSent < limit - .milliseconds(100) {
-            throw CheckFailure(
-                "the owner closed the connection \(ms(closed - helloSent)) after HELLO: sooner than \(Probe.milliseconds(limit)) ms"
-            )
-        }
+        // The page's bound, and half a second for the checker's own scheduling.
+        let latest = ReopenProtocol.idleCloseLimit + .milliseconds(500)
         let before = try open()
         let closedBefore = try before.expectClose(
-            after: "\(Probe.milliseconds(limit + slack)) ms of silence before HELLO", within: limit + slack)
+            after: "\(Probe.milliseconds(latest)) ms of silence before HELLO", within: latest)
         if closedBefore - before.opened < limit - .milliseconds(100) {
             throw CheckFailure(
                 "the owner closed a silent connection after \(ms(closedBefore - before.opened)): sooner than \(Probe.milliseconds(limit)) ms"
             )
         }
-        return "closed \(ms(closed - helloSent)) after HELLO and \(ms(closedBefore - before.opened)) after connecting"
+        // A pause longer than the idle timeout: the clock does not run while paused, and starts
+        // again once RESUME is answered.
+        let lease = limit + .milliseconds(3000)
+        let paused = try open()
+        try paused.hello()
+        let pauseSent = ContinuousClock.now
+        try paused.expect("PAUSE \(Probe.milliseconds(lease))", .paused)
+        let during = paused.channel.readLine(until: pauseSent + limit + .milliseconds(500))
+        if during != .timedOut {
+            throw CheckFailure(
+                "\(ms(ContinuousClock.now - pauseSent)) into a pause of \(Probe.milliseconds(lease)) ms the owner sent \(Probe.describe(during)); the idle timeout does not run while the store is paused"
+            )
+        }
+        try paused.expect("RESUME", .resumed)
+        let resumed = ContinuousClock.now
+        let closed = try paused.expectClose(
+            after: "RESUMED and \(Probe.milliseconds(latest)) ms of silence", within: latest)
+        if closed - resumed < limit - .milliseconds(100) {
+            throw CheckFailure(
+                "the owner closed the connection \(ms(closed - resumed)) after RESUMED: sooner than \(Probe.milliseconds(limit)) ms"
+            )
+        }
+        return
+            "closed \(ms(closedBefore - before.opened)) after connecting; a pause of \(ms(resumed - pauseSent)) survived, then closed \(ms(closed - resumed)) after RESUMED"
+    }
+
+    /// The conversations a restore has with an owner (`man 7 granary-reopen`, WHAT GRANARY DOES),
+    /// each answered within the timeout.
+    func restoreConversations() throws -> String {
+        // A dry run, or a store restored without the owner: HELLO, BYE.
+        let plan = try open()
+        try plan.hello()
+        plan.send("BYE")
+        try plan.expectClose(after: "HELLO then BYE")
+        // A restore that pauses at once: one connection.
+        let one = try open()
+        try one.hello()
+        try one.expect("PAUSE 30000", .paused)
+        try one.expect("RESUME", .resumed)
+        one.send("BYE")
+        try one.expectClose(after: "BYE after RESUMED")
+        // A planning connection that went quiet: BYE, and a new connection at once, while the
+        // first is still open on the client's side (the owner closes it on BYE).
+        let quiet = try open()
+        try quiet.hello()
+        quiet.send("BYE")
+        do {
+            let again = try open()
+            try again.hello()
+            try again.expect("PAUSE 30000", .paused)
+            try again.expect("RESUME", .resumed)
+            again.send("BYE")
+        } catch let failure as CheckFailure {
+            throw CheckFailure("after BYE on a planning connection, a new connection at once: \(failure.detail)")
+        }
+        withExtendedLifetime(quiet) {}
+        return "HELLO/BYE, HELLO/PAUSE/RESUME/BYE, and BYE then a new connection that paused at once: all answered"
+    }
+
+    /// What the store's files look like: identity, size and times of each that exists.
+    private func filesState() -> [String: [Int64]] {
+        var state: [String: [Int64]] = [:]
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            var info = stat()
+            if lstat(store + suffix, &info) == 0 {
+                state[suffix.isEmpty ? "database" : suffix] = [
+                    Int64(info.st_dev), Int64(info.st_ino), Int64(info.st_size), Int64(info.st_mtim.tv_sec),
+                    Int64(info.st_mtim.tv_nsec), Int64(info.st_ctim.tv_sec), Int64(info.st_ctim.tv_nsec),
+                ]
+            }
+        }
+        return state
+    }
+
+    func pausedUntouched() throws -> String {
+        let probe = try open()
+        try probe.hello()
+        try probe.expect("PAUSE 30000", .paused)
+        let first = filesState()
+        usleep(1_000_000)
+        let second = filesState()
+        let unasked = probe.unasked()
+        let resumed = probe.ask("RESUME")
+        probe.send("BYE")
+        if first != second {
+            let changed = Set(first.keys).union(second.keys).sorted().filter { first[$0] != second[$0] }.map {
+                first[$0] == nil ? "\($0) appeared" : second[$0] == nil ? "\($0) was removed" : "\($0) was written"
+            }
+            throw CheckFailure(
+                "while the store was paused (1 s after PAUSED) \(changed.joined(separator: ", ")); the owner must not open or write the store while paused"
+            )
+        }
+        if let unasked { throw CheckFailure("while paused the owner sent \(unasked) unasked") }
+        try Probe.require(resumed, .resumed, after: "RESUME")
+        return "nothing changed in 1 s of pause: \(first.keys.sorted().joined(separator: ", "))"
+    }
+
+    func goneWhilePausing() throws -> String {
+        let probe = try open()
+        try probe.hello()
+        // PAUSE and the end of the connection together: the owner is pausing when it sees the end.
+        let lease = max(15000, Probe.milliseconds(timeout * 3))
+        probe.channel.sendBytes(Array("PAUSE \(lease)\n".utf8))
+        probe.channel.close()
+        try pausesAndResumes("after a connection closed right after PAUSE \(lease)")
+        return "the next conversation paused and resumed at once (the lease of \(lease) ms was given up)"
+    }
+
+    func fileOwners() throws -> String {
+        var info = stat()
+        guard stat(store, &info) == 0 else { throw CheckFailure("cannot stat \(store)") }
+        // A pause and a resume first, so that the files are the ones the owner makes on reopening.
+        try pausesAndResumes("before looking at the files")
+        usleep(500_000)
+        var seen: [String] = []
+        for suffix in ["-wal", "-shm", "-journal"] {
+            var companion = stat()
+            guard lstat(store + suffix, &companion) == 0 else { continue }
+            seen.append(suffix)
+            if companion.st_uid != info.st_uid {
+                throw CheckFailure(
+                    "\(store + suffix) belongs to uid \(companion.st_uid), but the database to uid \(info.st_uid): granary refuses a store whose companions another uid owns (exit 65); an owner running as root must give them the database's owner (fchown)"
+                )
+            }
+        }
+        if seen.isEmpty { return "no -wal, -shm or -journal beside the store just now; nothing to compare" }
+        return "\(seen.joined(separator: ", ")) belong to uid \(info.st_uid), like the database"
     }
 
     func severalStores() throws -> String {

@@ -16,9 +16,9 @@ struct ReopenCheckCommand: ParsableCommand {
         discussion: """
             It connects to the owner of each STORE the way granary does and tries the protocol's \
             rules: one line per check, pass, FAIL or skip, and exit status 1 when any check fails. \
-            The owner is paused several times (for milliseconds, and twice for a second or two) and left \
+            The owner is paused several times (for milliseconds, for a second or two, and once for 13 s) and left \
             running. Run it as the store's owner or root (as root it also checks that other users \
-            are refused), while no restore of the store runs. It takes about 30 s, most of it \
+            are refused), while no restore of the store runs. It takes about 40 s, most of it \
             waiting for the owner's idle timeout.
             """)
 

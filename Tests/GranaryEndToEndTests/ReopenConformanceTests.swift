@@ -61,8 +61,8 @@ struct ReopenConformanceTests {
         let result = try check([store, cloud])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         let verdicts = verdicts(result.stdout)
-        #expect(verdicts.count == 18 && verdicts.values.allSatisfy { $0 == "pass" }, "\(result.stdout)")
-        #expect(result.stdout.contains("18 checks: 18 passed, 0 failed, 0 skipped"))
+        #expect(verdicts.count == 22 && verdicts.values.allSatisfy { $0 == "pass" }, "\(result.stdout)")
+        #expect(result.stdout.contains("22 checks: 22 passed, 0 failed, 0 skipped"))
         #expect(owner.process.isRunning)
     }
 
@@ -74,7 +74,7 @@ struct ReopenConformanceTests {
         defer { owner.stop() }
         let result = try check([store, cloud])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
-        #expect(result.stdout.contains("18 checks: 18 passed, 0 failed, 0 skipped"), "\(result.stdout)")
+        #expect(result.stdout.contains("22 checks: 22 passed, 0 failed, 0 skipped"), "\(result.stdout)")
         #expect(stopsOnSIGTERM(owner))
     }
 
@@ -109,7 +109,26 @@ struct ReopenConformanceTests {
             ("one-thread", "several-stores", "HELLO granary-reopen 1 was answered nothing (no answer in time)"),
             ("early-resumed", "pause-resume", #"while paused the owner sent "RESUMED" before RESUME"#),
             ("keep-descriptor", "pause-resume", "still has descriptor"),
-        ] + (getuid() == 0 ? [("any-uid", "credentials", #"was answered "HELLO granary-reopen 1 "#)] : [])
+            // The rules granary-reopen(7) settled after an owner was written in C from it alone.
+            (
+                "loose-first-word", "unknown-command",
+                #"the line "PAUSE\x09100" was answered "ERROR bad-lease"; expected "ERROR unknown-command""#
+            ),
+            ("any-error-ends", "unknown-command", #"the line "ERROR" was answered nothing (it closed the connection)"#),
+            (
+                "ignore-gone-while-pausing", "gone-while-pausing",
+                "after a connection closed right after PAUSE 15000, a new conversation failed"
+            ),
+            ("idle-while-paused", "idle-timeout", "the idle timeout does not run while the store is paused"),
+            ("late-idle-close", "idle-timeout", "the owner kept the connection open 12500 ms"),
+            ("bye-lingers", "restore-conversations", "the owner kept the connection open 2000 ms after HELLO then BYE"),
+            ("write-while-paused", "paused-untouched", "database was written; the owner must not open or write"),
+        ]
+        + (getuid() == 0
+            ? [
+                ("any-uid", "credentials", #"was answered "HELLO granary-reopen 1 "#),
+                ("foreign-companions", "file-owners", "belongs to uid 65534, but the database to uid"),
+            ] : [])
 
     @Test("an owner that breaks one rule on purpose fails the check of that rule, saying what it saw")
     func brokenRuleFailsItsCheck() throws {
@@ -134,7 +153,7 @@ struct ReopenConformanceTests {
         #expect(unowned.stdout.contains("nobody serves the reopen protocol"), "\(unowned.stdout)")
         #expect(try check(["--check", "nonsense", store]).status == 64)
         let list = try check(["--list"])
-        #expect(list.status == 0 && list.stdout.split(separator: "\n").count == 18)
+        #expect(list.status == 0 && list.stdout.split(separator: "\n").count == 22)
     }
 
     @Test("a same-uid process idling after HELLO does not keep a restore from swapping under the owner")
@@ -220,6 +239,56 @@ struct ReopenConformanceTests {
         #expect(result.stdout.contains("would restore"))
         usleep(200_000)
         #expect((try? String(contentsOfFile: recorded, encoding: .utf8)) == "HELLO granary-reopen 1\nBYE\n")
+    }
+
+    @Test(
+        "a restore that swaps plans and pauses on one connection: HELLO then PAUSE, as granary-reopen(7) says (a refused pause changes nothing)"
+    )
+    func restorePlansAndPausesOnOneConnection() throws {
+        try FileSystem.removeFile(cloud)
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let recorded = folder.child("recorded")
+        let owner = try FakeOwner(store: store, greeting: nil, record: recorded, pause: "ERROR busy")
+        defer { owner.stop() }
+        let before = try RestoreFixtures.ids(store, table: "items")
+        let result = try granary(["restore", "alice@example.com", "--method", "swap", "--owner-timeout", "1"])
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(result.stderr.contains("refused: busy"), "\(result.stderr)")
+        usleep(200_000)
+        let lines = (try? String(contentsOfFile: recorded, encoding: .utf8)) ?? ""
+        #expect(lines.hasPrefix("HELLO granary-reopen 1\nPAUSE 30000\n"), "\(lines)")
+        #expect(lines.components(separatedBy: "HELLO").count == 2, "one connection, one HELLO: \(lines)")
+        #expect(try RestoreFixtures.ids(store, table: "items") == before)
+    }
+
+    @Test("a restore whose owner's lease ran out after the commit says so in its pause line: expired, not RESUMED")
+    func pauseLineSaysExpired() throws {
+        try FileSystem.removeFile(cloud)
+        let archive = (try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com") as NSString)
+            .lastPathComponent
+        let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
+        defer { owner.stop() }
+        try owner.waitForMoreWrites(10)
+        // A stall of 2.5 s at each restore step in turn under a lease of 2.3 s: before the commit
+        // the restore is refused; after it, RESUME comes after the lease and the owner has sent EXPIRED.
+        var expired: GranaryProcess.Result?
+        for step in 1..<40 {
+            let result = try GranaryProcess.run(
+                ["restore", "alice@example.com", archive, "--no-safety-archive", "--root", root, "--repo", repo],
+                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT_STEP": "\(step):2500"])
+            if result.status == 0 && result.stderr.contains("reopened by itself") {
+                expired = result
+                break
+            }
+        }
+        let result = try #require(expired, "no restore step stalled past the lease after the commit")
+        #expect(
+            result.stdout.contains(
+                "Local.sqlite: owner paused for "), "\(result.stdout)")
+        #expect(
+            result.stdout.contains(", expired (from PAUSE sent to EXPIRED received: its lease ran out)"),
+            "\(result.stdout)")
+        #expect(!result.stdout.contains("to RESUMED received"), "\(result.stdout)")
     }
 
     @Test("an owner's text reaches the admin's terminal escaped, and a malformed greeting changes nothing")

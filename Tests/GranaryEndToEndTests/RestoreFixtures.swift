@@ -154,3 +154,19 @@ final class DemoOwner {
 }
 
 enum DemoOwnerError: Error { case timedOut(String) }
+
+/// The named points of a debug build's fault injection, as the `GRANARY_TEST_*_AT` variables take
+/// them: each name of `names`, then `NAME:2` … up to `NAME:times` (a per-store point is reached
+/// once per store).
+enum CrashPoints {
+    static func plan(_ names: [CrashPoint.Name], times: Int = 1) -> [String] {
+        (1...times).flatMap { n in names.map { n == 1 ? $0.rawValue : "\($0.rawValue):\(n)" } }
+    }
+
+    /// Whether a point leaves every live file of the user as it was (nothing changed yet).
+    static func untouched(_ point: String) -> Bool {
+        CrashPoint.Name(rawValue: String(point.split(separator: ":")[0])).map {
+            CrashPoint.Name.untouched.contains($0)
+        } ?? false
+    }
+}

@@ -140,7 +140,7 @@ struct RestoreSemanticsTests {
 
     /// Two stores of one user under one running owner: a run of `granary restore` with `environment`
     /// (a crash or a stall injected at `step`); returns whether it finished by itself.
-    func twoStoreRun(step: Int, environment: [String: String], tag: String) throws -> Bool {
+    func twoStoreRun(step: String, environment: [String: String], tag: String) throws -> Bool {
         FileSystem.removeTree(root)
         FileSystem.removeTree(repo)
         try FileSystem.makeDirectory(user)
@@ -175,27 +175,22 @@ struct RestoreSemanticsTests {
 
     @Test("two stores under one owner: granary killed at any step of the restore leaves both old or both new")
     func twoStoresCrashAtEveryStep() throws {
-        var step = 1
         // Before: "rolled back 1, finished 1" left Cloud new and Local old.
-        while step < 40,
-            try !twoStoreRun(step: step, environment: ["GRANARY_TEST_CRASH_AT_STEP": String(step)], tag: "crash")
-        { step += 1 }
-        #expect(step > 5, "the restore had fewer steps than expected")
+        var crashes = 0
+        for step in CrashPoints.plan(CrashPoint.Name.restoreCommit, times: 2) {
+            if try !twoStoreRun(step: step, environment: ["GRANARY_TEST_CRASH_AT": step], tag: "crash") { crashes += 1 }
+        }
+        #expect(crashes > 5, "the restore had fewer points than expected")
     }
 
     @Test("two stores under one owner: a lease that runs out at any step leaves both old or both new")
     func twoStoresLeaseExpiresAtEveryStep() throws {
-        var step = 1
-        while step < 40,
-            try !twoStoreRun(
+        for step in CrashPoints.plan(CrashPoint.Name.restoreCommit, times: 2) {
+            _ = try twoStoreRun(
                 step: step,
-                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT_STEP": "\(step):2500"],
+                environment: ["GRANARY_TEST_LEASE_MS": "2300", "GRANARY_TEST_STALL_AT": "\(step):2500"],
                 tag: "lease")
-        {
-            step += 1
         }
-        // The last step stalls after everything is done: that run finishes by itself.
-        #expect(step > 5)
     }
 
     @Test(

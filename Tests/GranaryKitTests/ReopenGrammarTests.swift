@@ -76,6 +76,16 @@ struct ReopenGrammarTests {
         .init("PAUSE 99999999999999999999", .failure(.lease)),
         .init("PAUSE\t100", .failure(.other)),
         .init(bytes: Array("PAUSE 100".utf8) + [0x1B], .failure(.lease)),
+        // The first word: once one CR is dropped, the bytes before the first space, byte for byte.
+        .init("PAUSE 100\t", .failure(.lease)),
+        .init("PAUSE \t100", .failure(.lease)),
+        .init("PAUSE 100\r\r", .failure(.lease)),
+        .init("PAUSE\r", .failure(.lease)),
+        .init("PAUSE\r\r", .failure(.other)),
+        .init("\tPAUSE 100", .failure(.other)),
+        .init(bytes: Array("PAUSE".utf8) + [0x00] + Array(" 100".utf8), .failure(.other)),
+        .init(bytes: Array("PAUSE".utf8) + [0x0D] + Array(" 100".utf8), .failure(.other)),
+        .init("HELLO\tgranary-reopen 1", .failure(.other)),
         .init("pause 100", .failure(.other)),
         // RESUME, BYE: exactly the word.
         .init("RESUME", .success(.resume)),
@@ -200,6 +210,17 @@ struct ReopenGrammarTests {
         // Which refusals end the conversation.
         #expect(
             refusals.filter(\.closesConnection) == [.permissionDenied, .badHello, .unsupportedVersion(spoken: [1])])
+    }
+
+    @Test("an unsupported-version refusal is explained with the versions each side speaks")
+    func unsupportedVersionExplained() {
+        #expect(
+            ReopenRefusal.unsupportedVersion(spoken: [2, 3]).explanation
+                == "unsupported-version (it speaks versions 2, 3 of the reopen protocol, granary 1)")
+        #expect(
+            ReopenRefusal.unsupportedVersion(spoken: [7]).explanation
+                == "unsupported-version (it speaks version 7 of the reopen protocol, granary 1)")
+        #expect(ReopenRefusal.busy.explanation == "busy")
     }
 
     @Test("peer text is quoted with every byte outside printable ASCII escaped, and cut after 60 bytes")

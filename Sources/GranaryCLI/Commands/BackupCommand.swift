@@ -90,6 +90,7 @@ struct BackupCommand: GranaryCommand {
         options.bytesPerUser = settings.bytesPerUser.value
         options.label = label
         options.lockTimeout = lock.timeout(settings)
+        options.ownerTimeout = settings.ownerTimeout.value
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
         if all { (ids, ignored) = try root.scan() } else { ids = try UserID.named(users) }

@@ -10,14 +10,16 @@ struct RestoreCommand: GranaryCommand {
             The archive is extracted and fully verified beside the live stores before anything live is \
             touched. Methods: swap (an owner serves the reopen protocol, see granary-reopen(7)), online (the \
             SQLite backup API into the live database), offline (nobody has the store open), auto (per store, in \
-            that order of preference). The replaced content is kept as a pre-restore archive. -v also prints \
-            each store's paths, the processes that have it open and the owner's pause. \
+            that order of preference). The replaced content is kept as a pre-restore archive. For each swapped \
+            store a line gives the owner's pause and how it ended (RESUMED, late, expired); -v also prints \
+            each store's paths and the processes that have it open. \
             A user with no folder under the root (a new host, a user moved from another server, a retired user) is \
             restored with --create: the folder is made, owned as --owner says or else as the archive recorded, and \
             every store, external-data file and folder in it gets the owner, group and mode the archive recorded; \
             without a named archive the newest regular backup or final archive is used. \
             Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner), \
-            65 the archive is damaged or does not match, 66 no such user (the hint is the --create command line) or \
+            65 the archive is damaged or does not match, or a store's owner runs as another uid (--method swap) or \
+            wrote to it while paused (granary-reopen(7)), 66 no such user (the hint is the --create command line) or \
             archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed).
             """
     )
@@ -175,7 +177,7 @@ struct RestoreResult: CommandResult {
         @Null var ownerPid: Int32?
         /// Processes that have the store open (other than an owner).
         let openBy: [Int32]
-        /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED received.
+        /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED (or EXPIRED) received.
         @Null var paused: Double?
     }
 
@@ -236,6 +238,41 @@ struct RestoreResult: CommandResult {
         recovered = report.recovered.flatMap { RecoverResult.User.applies($0) ? RecoverResult.User($0) : nil }
     }
 
+    /// How an owner's pause ended, as its pause line says it.
+    enum PauseEnding: Equatable {
+        case resumed, late, expired, unanswered
+    }
+
+    /// How the pause of `store`'s owner ended. The report carries only the pause's length; the
+    /// restore says how it ended in the warning it gives for that store after the commit
+    /// (`Restorer`): none for RESUMED on time.
+    static func pauseEnding(of store: String, warnings: [String]) -> PauseEnding {
+        let prefix = "restored; the owner of \(store) "
+        for warning in warnings where warning.hasPrefix(prefix) {
+            let rest = warning.dropFirst(prefix.count)
+            if rest.hasPrefix("resumed late") { return .late }
+            if rest.hasPrefix("reopened by itself") { return .expired }
+            if rest.hasPrefix("did not confirm") { return .unanswered }
+        }
+        return .resumed
+    }
+
+    /// `Local.sqlite: owner paused for 1.8 ms (from PAUSE sent to RESUMED received)`, saying
+    /// `expired` when the owner's lease ran out (it sent EXPIRED, not RESUMED).
+    static func pauseLine(_ store: String, seconds: Double, ending: PauseEnding) -> String {
+        let ms = String(format: "%.1f", seconds * 1000)
+        switch ending {
+        case .resumed: return "\(store): owner paused for \(ms) ms (from PAUSE sent to RESUMED received)"
+        case .late: return "\(store): owner paused for \(ms) ms (from PAUSE sent to RESUMED received, late)"
+        case .expired:
+            return
+                "\(store): owner paused for \(ms) ms, expired (from PAUSE sent to EXPIRED received: its lease ran out)"
+        case .unanswered:
+            return
+                "\(store): owner paused for at least \(ms) ms (from PAUSE sent until granary stopped waiting for RESUMED)"
+        }
+    }
+
     /// `448` → `0700`.
     static func octal(_ mode: UInt32) -> String {
         let digits = String(mode & 0o7777, radix: 8)
@@ -270,11 +307,13 @@ struct RestoreResult: CommandResult {
                 }
             }
         }
+        // Printed without -v too: the pause is what the owner's users felt (granary-reopen(7)).
         for store in stores {
             guard let paused = store.paused else { continue }
             text.line(
-                "\(store.name): owner paused for \(String(format: "%.1f", paused * 1000)) ms (from PAUSE sent to RESUMED received)"
-            )
+                TextLine(
+                    stringLiteral: Self.pauseLine(
+                        store.name, seconds: paused, ending: Self.pauseEnding(of: store.name, warnings: warnings))))
         }
         if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
     }

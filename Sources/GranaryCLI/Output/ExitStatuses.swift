@@ -59,7 +59,7 @@ extension RestoreError: CommandLineError {
         case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
-        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy: return .temporaryFailure
+        case .noOwner, .storeOpen, .leaseTooShort, .storeBusy, .replacedByOthers: return .temporaryFailure
         case .differentFilesystem, .targetExists: return .cannotCreate
         case .noRoomToStage: return .ioError
         case .noRepository: return .usage
@@ -97,7 +97,7 @@ extension RestoreError: CommandLineError {
         case .storeOpen: return "use --method online (or auto), or stop the processes first"
         case .differentFilesystem:
             return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
-        case .leaseTooShort, .storeBusy: return "run again"
+        case .leaseTooShort, .storeBusy, .replacedByOthers: return "run again"
         case .targetExists: return "choose an empty folder for --to"
         case .noRoomToStage(let folder, _, _, _):
             return
@@ -122,6 +122,8 @@ extension ReopenError: CommandLineError {
         case .timedOut: return "run again when the owner is less busy, or raise --owner-timeout"
         case .unreachable: return "use --method online (or auto), or stop the process that holds the socket"
         case .untrustedPeer: return "stop the process that poses as the owner"
+        case .refused(_, let reason) where reason.hasPrefix("unsupported-version"):
+            return "update granary or the app so that both speak one version of the reopen protocol (granary-reopen(7))"
         case .refused, .protocolViolation: return "run again; see the owner's log"
         default: return nil
         }

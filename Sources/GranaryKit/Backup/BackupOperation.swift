@@ -28,6 +28,9 @@ public struct BackupOperation: Sendable {
         public var check: CheckMode = .quick
         public var label: String?
         public var lockTimeout: Duration = .seconds(60)
+        /// How long an owner has to acknowledge a pause, when the backup finishes an interrupted
+        /// restore first (`owner_timeout`).
+        public var ownerTimeout: Duration = .seconds(10)
         /// zstd worker threads; 0 = one per core, at most `defaultMaxThreads`.
         public var threads = 0
         /// Two zstd workers at most by default: each keeps about 6 MiB, so a backup stays under
@@ -126,7 +129,7 @@ public struct BackupOperation: Sendable {
         defer { lock.release() }
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
-        _ = try Recovery.recover(root: root, user: user)
+        _ = try Recovery.recover(root: root, user: user, ownerTimeout: options.ownerTimeout)
         if let label = options.label, ArchiveName.reservedLabels.contains(label) {
             throw BackupError.reservedLabel(label)
         }

@@ -132,7 +132,7 @@ public struct Retirement: Sendable {
         let before = FolderContents.read(folder.folder).fingerprint
 
         // The final archive, verified in full before anything is removed.
-        CrashPoint.reach()
+        CrashPoint.reach(.retireArchiving)
         var options = BackupOperation.Options()
         options.label = ArchiveName.finalLabel
         options.check = .full
@@ -144,7 +144,7 @@ public struct Retirement: Sendable {
         } catch BackupError.noStores(let user, let folder) {
             throw RetireError.noStores(user: user, folder: folder)
         }
-        CrashPoint.reach()
+        CrashPoint.reach(.retireArchived)
         let published = backup.entry
         _ = try CPUYield.shared.yielding {
             try ArchiveVerifier.verify(
@@ -168,7 +168,7 @@ public struct Retirement: Sendable {
         }
 
         // The journal, then the one rename that makes the user gone.
-        CrashPoint.reach()
+        CrashPoint.reach(.retireJournalling)
         let work = Self.workFolder(root: root, user: user)
         try FileSystem.makeDirectory(work)
         let workFolder = try Folder.open(path: work)
@@ -181,7 +181,7 @@ public struct Retirement: Sendable {
             fingerprint: before,
             stores: stores.map(\.name), stage: .moving)
         try journal.write(to: work)
-        CrashPoint.reach()
+        CrashPoint.reach(.retireMoving)
         let rootFolder = try root.open()
         do {
             try rootFolder.rename(user.rawValue, to: workFolder, as: Self.movedName, .noReplace)
@@ -196,7 +196,7 @@ public struct Retirement: Sendable {
 
         // Checked again where no process can open anything by name: a store opened, or anything
         // written, since the check above would be lost with the folder.
-        CrashPoint.reach()
+        CrashPoint.reach(.retireMoved)
         if let changed = Self.changeSince(journal, work: workFolder, ownerTimeout: ownerTimeout) {
             try Self.putBack(user, work: work, root: root)
             // The final archive of a retire that did not happen would pass for the user's last word.
@@ -283,7 +283,7 @@ public struct Retirement: Sendable {
                 _ = moved.asOwnerQuietly { fchmod(moved.descriptor.raw, (entry.mode & 0o7777) | 0o700) }
             }
             for item in try moved.entries() {
-                CrashPoint.reach()
+                CrashPoint.reach(.retireDeleting)
                 try Interruption.check()
                 left += moved.removeAll(item.name)
             }

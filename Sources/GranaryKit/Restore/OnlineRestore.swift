@@ -5,9 +5,16 @@ import Foundation
 /// see the new content at their next transaction (the backup bumps the change counter, which
 /// makes every connection drop its page cache). See <https://www.sqlite.org/backup.html>.
 enum OnlineRestore {
-    /// Keeps the live content in `aside` (a backup-API snapshot, written under a temporary name
-    /// and renamed, so that an aside file that exists is complete) unless it is there already,
-    /// then copies `staged` into the live store `file` of `folder` (opened beneath it).
+    /// Copies `staged` into the live store `file` of `folder` (opened beneath it), keeping the
+    /// content it replaces in `aside` (a backup-API snapshot, written under a temporary name and
+    /// renamed, so that an aside file that exists is complete).
+    ///
+    /// The snapshot and the copy are one step for every other connection: the copy's first page
+    /// takes the live store's write lock, which it holds until the copy commits, and the
+    /// snapshot is read while it is held. So no write of another process can land between the
+    /// content kept aside and the content copied in: each one is either in the safety archive or
+    /// made on top of the restored content. When the copy cannot take the lock within
+    /// `busyTimeout` it gives up having written nothing (SQLite rolls its transaction back).
     ///
     /// A WAL-mode destination must have the source's page size (the backup fails with
     /// SQLITE_READONLY otherwise, because a WAL database cannot change its page size). When they
@@ -18,13 +25,6 @@ enum OnlineRestore {
         throws
     {
         let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
-        if !FileSystem.isRegularFile(aside) {
-            try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
-            let temporary = aside + ".partial"
-            try FileSystem.removeFile(temporary)
-            try copy(from: liveDB, to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
-            try FileSystem.rename(temporary, to: aside)
-        }
         let source = try Database(path: staged, mode: .readWrite)
         let livePageSize = try liveDB.pageSize()
         if try liveDB.journalMode() == "wal", try source.pageSize() != livePageSize {
@@ -32,7 +32,43 @@ enum OnlineRestore {
             try source.execute("PRAGMA page_size=\(livePageSize)")
             try source.execute("VACUUM")
         }
-        try copy(from: source, to: liveDB, busyTimeout: busyTimeout)
+        let keepAside = {
+            // A recovery that runs the copy again keeps the first snapshot: it is the content the
+            // restore replaced.
+            guard !FileSystem.isRegularFile(aside) else { return }
+            try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
+            let temporary = aside + ".partial"
+            try FileSystem.removeFile(temporary)
+            let reader = try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout)
+            try copy(from: reader, to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
+            try FileSystem.rename(temporary, to: aside)
+        }
+        let deadline = ContinuousClock.now + busyTimeout
+        let backup = try SQLiteBackup(from: source, to: liveDB)
+        // A one-page database is copied whole by the first step: its snapshot is taken before.
+        if try source.pageCount() <= 1 { try keepAside() }
+        var result = try backup.step(pages: 1)
+        while result == .busy {
+            if ContinuousClock.now >= deadline {
+                throw RestoreError.storeBusy(store: liveDB.path, detail: "it stayed locked for \(busyTimeout)")
+            }
+            try Interruption.check()
+            Thread.sleep(forTimeInterval: 0.02)
+            result = try backup.step(pages: 1)
+        }
+        // The live store's write lock is held from here until the copy is done.
+        try keepAside()
+        while result != .done {
+            if ContinuousClock.now >= deadline {
+                throw RestoreError.storeBusy(store: liveDB.path, detail: "it stayed locked for \(busyTimeout)")
+            }
+            result = try backup.step(pages: -1)
+            if result == .busy {
+                try Interruption.check()
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+        }
+        try backup.finish()
     }
 
     /// Copies the kept-aside old content back into the live store (rolling back an online copy

@@ -18,10 +18,10 @@ public enum OpenFiles {
         public let inode: UInt64
     }
 
-    /// The identities of store `file` of `folder`, its `-wal` and its `-shm` (those that exist).
+    /// The identities of store `file` of `folder`, its `-wal`, `-shm` and `-journal` (those that exist).
     public static func identities(of file: String, in folder: Folder) -> Set<Identity> {
         Set(
-            [file, file + "-wal", file + "-shm"].compactMap { folder.entry($0) }.map {
+            [file, file + "-wal", file + "-shm", file + "-journal"].compactMap { folder.entry($0) }.map {
                 Identity(device: $0.device, inode: $0.inode)
             })
     }

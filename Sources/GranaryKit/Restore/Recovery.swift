@@ -48,7 +48,9 @@ public enum Recovery {
     /// Recovers `user` (the caller holds the user's lock). Does nothing when there is no journal,
     /// apart from removing a work folder left by a run that died before its plan was written, and
     /// trying again to write safety archives that are pending.
-    public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws -> Report {
+    public static func recover(
+        root: Root, user: UserID, ownerTimeout: Duration = .seconds(10), lease: Duration = .seconds(30)
+    ) throws -> Report {
         let work = work(root: root, user: user)
         var report = Report(user: user.rawValue, hadJournal: false)
         report.retire = try Retirement.recover(root: root, user: user, ownerTimeout: ownerTimeout)
@@ -59,7 +61,7 @@ public enum Recovery {
         }
         report.hadJournal = true
         let folder = try root.user(user).folder
-        if !steps.contains(.commit) {
+        if !steps.contains(.commit) || steps.contains(.withdrawn) {
             for entry in plan.stores where entry.method == .online && steps.contains(.switched(entry.name)) {
                 // Copied in before the commit point: its old content goes back the same way.
                 let (live, file) = try StoreSwap.live(entry.name, in: folder)
@@ -78,9 +80,11 @@ public enum Recovery {
             case .swap:
                 if !StoreSwap.isSwitched(entry, user: folder) {
                     report.intruders += try switchAgain(
-                        entry, user: folder, work: work, ownerTimeout: ownerTimeout, folderMode: mode)
+                        entry, user: folder, work: work, ownerTimeout: ownerTimeout, lease: lease)
                 }
             case .new:
+                // Its external-data files first (linked in unless they are there), then the rename.
+                try StoreSwap.prepare(entry, user: folder, work: work, guard: nil)
                 try StoreSwap.switchIn(entry, user: folder, work: work, folderMode: mode)
             case .online:
                 if !steps.contains(.switched(entry.name)) {
@@ -126,12 +130,15 @@ public enum Recovery {
         return report
     }
 
-    /// Switches a store that was not switched when the restore stopped: its owner (which reopened
-    /// the old store when granary went away) is paused again, the old store checkpointed (so the
-    /// file kept aside has everything written since), the stale companions removed, and the staged
-    /// file renamed in under the commit lock.
+    /// Switches a store that was not switched when the restore stopped, through the same commit
+    /// as the restore (``UserCommit``): its owner (which reopened the old store when granary went
+    /// away) is paused again, every check runs again (a process that has it open now makes this
+    /// wait for a later recovery, changing nothing), then the old store is checkpointed and kept
+    /// aside (so the file kept aside has everything written since), the stale companions removed,
+    /// and the staged file renamed in under the commit lock. Returns what the owner left beside
+    /// the store while paused, moved away.
     static func switchAgain(
-        _ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, ownerTimeout: Duration, folderMode: mode_t
+        _ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, ownerTimeout: Duration, lease: Duration
     ) throws -> [String] {
         let (live, file) = try StoreSwap.live(entry.name, in: user)
         var owner: ReopenClient?
@@ -139,21 +146,30 @@ public enum Recovery {
             owner = try? Owners.connect(live, file, ownerUID: info.uid, timeout: ownerTimeout)
         }
         defer { owner?.close() }
-        if let owner { try owner.pause(lease: .seconds(30), timeout: ownerTimeout) }
-        defer { if let owner { try? owner.resume(timeout: ownerTimeout) } }
-        // The same preparation as before the commit point, again: what the owner wrote since it
-        // reopened the old store is checkpointed into the file kept aside.
-        try StoreSwap.prepare(entry, user: user, work: work)
-        let locks = try CommitLocks.take([live], until: .now + ownerTimeout)
-        defer { locks.release() }
-        try owner?.confirmPaused()
-        if !OpenFiles.holders(of: file, in: live).isEmpty || OpenFiles.hasWALConnection(file, in: live) {
+        let commit = UserCommit(
+            user: user, work: work, journal: work.journal, stores: [.init(entry: entry, owner: owner)],
+            ownerTimeout: ownerTimeout, lease: lease)
+        do {
+            try commit.pauseAll()
+            try commit.checkAll()
+        } catch {
+            let refused = commit.refuse(error)
             throw RestoreError.storeBusy(
                 store: live.path(file),
-                detail: "it is open; the restore committed before and will finish when it is not")
+                detail:
+                    "the restore committed before and will finish when it can (\((refused as? GranaryError)?.description ?? "\(refused)"))"
+            )
         }
-        try StoreSwap.switchIn(entry, user: user, work: work, folderMode: folderMode)
-        return try StoreSwap.removeIntruders(entry, user: user, work: work)
+        let seen: UserCommit.Observations
+        do {
+            seen = try commit.switchAll()
+        } catch {
+            commit.abandon()
+            try? owner?.resume(timeout: ownerTimeout)
+            throw error
+        }
+        _ = commit.resumeAll()
+        return seen.writtenWhilePaused
     }
 
     /// Packs the work folder's `aside/` into the safety archive.

@@ -29,6 +29,9 @@ public enum RestoreError: GranaryError, Sendable {
     case differentFilesystem(staging: String, live: String)
     case leaseTooShort(store: String)
     case storeBusy(store: String, detail: String)
+    /// Refused before the commit (granary changed nothing), but the live database is no longer the
+    /// file that was checked: another process replaced it meanwhile.
+    case replacedByOthers(store: String, reason: String)
     case targetExists(path: String)
     case owner(ReopenError)
     /// The staging folder's filesystem has not the room (`unit`: bytes or files) the archive's
@@ -72,6 +75,9 @@ public enum RestoreError: GranaryError, Sendable {
         case .leaseTooShort(let store):
             return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
         case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
+        case .replacedByOthers(let store, let reason):
+            return
+                "\(reason); granary changed nothing, but \(store) is no longer the file it was when the restore began (another process replaced it)"
         case .targetExists(let path): return "\(path) already exists"
         case .noRoomToStage(let folder, let needed, let free, let unit):
             let (need, have) =

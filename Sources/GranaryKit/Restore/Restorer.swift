@@ -143,7 +143,7 @@ public struct Restorer: Sendable {
         _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
-        let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
+        let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
 
         // The user's folder; a missing one is created after the archive has verified (`create`), or
         // is not needed at all (a target folder).
@@ -177,46 +177,10 @@ public struct Restorer: Sendable {
         let liveStores = scan?.stores ?? []
         // What the scan passed over is said: a store left out must not be left out in silence.
         for skipped in scan?.skipped ?? [] { report.warnings.append("passed over \(skipped.name): \(skipped.reason)") }
-        var staged: [Staged] = []
-        var manifest: Manifest?
-        if let chosen {
-            let verified = try stageVerified(chosen, into: work.staged, user: request.user)
-            manifest = verified
-            // `create` fills a folder that holds no store yet (one an earlier restore created before it was
-            // interrupted, or an empty one an admin made) like a new one: every store is new.
-            let fillsEmpty = request.create != nil && liveStores.isEmpty
-            if request.target == nil && existing != nil && !fillsEmpty {
-                try compare(verified, live: liveStores, force: request.force)
-            }
-            staged = verified.stores.map { store in
-                let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
-                var modes: [String: UInt32] = [:]
-                if let prefix {
-                    for file in verified.files where file.path.hasPrefix(prefix) {
-                        modes[String(file.path.dropFirst(prefix.count))] = file.mode
-                    }
-                }
-                return Staged(
-                    name: store.name, path: work.stagedStore(store.name),
-                    external: Staging.stagedExternal(of: store, in: work.staged),
-                    owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
-            }
-        } else {
-            guard let existing else {
-                throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil)
-            }
-            guard !liveStores.isEmpty else {
-                throw BackupError.noStores(user: request.user.rawValue, folder: existing.path)
-            }
-            for store in liveStores {
-                let path = work.stagedStore(store.name)
-                try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
-                let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout)
-                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
-                staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
-            }
-        }
+        let (staged, manifest) = try stage(
+            request, chosen: chosen, existing: existing, liveStores: liveStores, work: work)
 
+        CrashPoint.reach(.staged)
         if let target = request.target {
             for store in staged {
                 report.stores.append(
@@ -258,15 +222,173 @@ public struct Restorer: Sendable {
         // Pick a method per store.
         var owners: [String: ReopenClient] = [:]
         defer { for owner in owners.values { owner.close() } }
+        owners = try chooseMethods(staged, user: user.folder, request: request, report: &report)
+        if request.dryRun { return report }
+
+        // The journal's plan: every store, before anything live is touched.
+        var entries: [SwapJournal.Entry] = []
+        for (store, plan) in zip(staged, report.stores) {
+            entries.append(try makeEntry(store, method: plan.method, user: user.folder, work: work))
+        }
+        let journal = work.journal
+        try journal.begin(
+            SwapJournal.Plan(
+                user: request.user.rawValue, operation: request.operation.rawValue,
+                label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel,
+                archive: archive,
+                repository: request.safetyArchive ? repository?.path : nil, stores: entries))
+        let commit = UserCommit(
+            user: user.folder, work: work, journal: journal,
+            stores: entries.map { .init(entry: $0, owner: owners[$0.name]) },
+            ownerTimeout: request.ownerTimeout, lease: request.lease)
+        try commitAndSwitch(commit, entries: entries, request: request, report: &report)
+        finished = true
+        return report
+    }
+
+    /// The user's commit (``UserCommit``): pause, check, commit record, switch, resume, then the
+    /// online copies and what follows (external-data clean-up, the safety archive). A refusal up
+    /// to the commit record changes nothing in the user's folder; after it, every store is rolled
+    /// forward, by this run or by `granary recover`.
+    private func commitAndSwitch(
+        _ commit: UserCommit, entries: [SwapJournal.Entry], request: RestoreRequest, report: inout RestoreReport
+    ) throws {
+        let journal = commit.journal
+        do {
+            try commit.pauseAll()
+            // pause() may have reconnected: name the processes that were paused.
+            for store in commit.stores {
+                if let owner = store.owner, let index = report.stores.firstIndex(where: { $0.name == store.entry.name }) {
+                    report.stores[index].ownerPID = owner.ownerPID
+                }
+            }
+            try commit.checkAll()
+            try commit.commitRecord()
+        } catch {
+            let refused = commit.refuse(error)
+            _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+            throw refused
+        }
+
+        // Past the commit point every store ends new: a failure from here on is finished by
+        // `granary recover` (or the next command on this user), never rolled back.
+        do {
+            let seen = try commit.switchAll()
+            report.warnings += seen.warnings
+            report.writtenWhilePaused += seen.writtenWhilePaused
+        } catch {
+            commit.abandon()
+            for store in commit.stores { try? store.owner?.resume(timeout: request.ownerTimeout) }
+            throw RestoreError.unfinished(
+                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+        }
+        report.warnings += commit.resumeAll()
+        for (name, pause) in commit.pauses {
+            if let index = report.stores.firstIndex(where: { $0.name == name }) { report.stores[index].paused = pause }
+        }
+
+        // Online copies: each one atomic under SQLite's locking, with the content it replaces kept
+        // aside in the same instant. When the first change of the whole restore is an online copy
+        // that could not take its lock, nothing changed: the commit is withdrawn.
+        var changed = entries.contains { $0.method != .online }
+        for entry in entries where entry.method == .online {
+            do {
+                let (folder, file) = try StoreSwap.live(entry.name, in: commit.user)
+                try OnlineRestore.restore(
+                    staged: commit.work.stagedStore(entry.name), into: folder, file,
+                    aside: commit.work.asideStore(entry.name), busyTimeout: request.ownerTimeout)
+            } catch {
+                guard !changed else {
+                    throw RestoreError.unfinished(
+                        user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+                }
+                try? journal.record(.withdrawn, durable: true)
+                _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+                throw error
+            }
+            changed = true
+            try journal.record(.switched(entry.name))
+        }
+
+        // After the owners run again: external-data clean-up, the safety archive, then clean up.
+        // Still past the commit point: a failure here is finished by `granary recover` too.
+        CrashPoint.reach(.finishing)
+        let done: Recovery.Report
+        do {
+            done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+        } catch {
+            throw RestoreError.unfinished(
+                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+        }
+        report.safetyArchive = done.safetyArchive
+        report.safetyArchivePending = done.safetyArchivePending
+    }
+
+    /// Phase "stage": the archive verified into `work.staged` (a restore), or each live store's
+    /// empty copy made there (a reset). Nothing live is touched.
+    private func stage(
+        _ request: RestoreRequest, chosen: (path: String, entry: RepositoryEntry?)?, existing: UserFolder?,
+        liveStores: [StoreFile], work: RestoreWork
+    ) throws -> (staged: [Staged], manifest: Manifest?) {
+        var staged: [Staged] = []
+        var manifest: Manifest?
+        if let chosen {
+            let verified = try stageVerified(chosen, into: work.staged, user: request.user)
+            manifest = verified
+            // `create` fills a folder that holds no store yet (one an earlier restore created before it was
+            // interrupted, or an empty one an admin made) like a new one: every store is new.
+            let fillsEmpty = request.create != nil && liveStores.isEmpty
+            if request.target == nil && existing != nil && !fillsEmpty {
+                try compare(verified, live: liveStores, force: request.force)
+            }
+            staged = verified.stores.map { store in
+                let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
+                var modes: [String: UInt32] = [:]
+                if let prefix {
+                    for file in verified.files where file.path.hasPrefix(prefix) {
+                        modes[String(file.path.dropFirst(prefix.count))] = file.mode
+                    }
+                }
+                return Staged(
+                    name: store.name, path: work.stagedStore(store.name),
+                    external: Staging.stagedExternal(of: store, in: work.staged),
+                    owner: store.owner, externalModes: modes, folderModes: verified.folders?.mapValues(\.mode))
+            }
+        } else {
+            guard let existing else {
+                throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil)
+            }
+            guard !liveStores.isEmpty else {
+                throw BackupError.noStores(user: request.user.rawValue, folder: existing.path)
+            }
+            for store in liveStores {
+                let path = work.stagedStore(store.name)
+                try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
+                let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout)
+                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
+                staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
+            }
+        }
+        return (staged, manifest)
+    }
+
+    /// Phase "methods": per store, how its new content goes in (swap with its owner, offline,
+    /// online, new), appended to `report`; returns the owners of the swapped stores, connected.
+    private func chooseMethods(
+        _ staged: [Staged], user: Folder, request: RestoreRequest, report: inout RestoreReport
+    ) throws -> [String: ReopenClient] {
+        var owners: [String: ReopenClient] = [:]
+        var done = false
+        defer { if !done { for owner in owners.values { owner.close() } } }
         for store in staged {
             // A store whose folder is gone is new, like one whose file is gone (a link or anything
             // else in the folder's place is refused).
-            guard let located = try StoreSwap.liveIfPresent(store.name, in: user.folder),
+            guard let located = try StoreSwap.liveIfPresent(store.name, in: user),
                 let info = located.0.entry(located.1)
             else {
                 report.stores.append(
                     .init(
-                        name: store.name, live: user.folder.path(store.name), method: .new, openBy: [],
+                        name: store.name, live: user.path(store.name), method: .new, openBy: [],
                         staged: store.path))
                 continue
             }
@@ -315,190 +437,8 @@ public struct Restorer: Sendable {
                     name: store.name, live: folder.path(file), method: method, ownerPID: owner?.ownerPID,
                     openBy: holders, staged: store.path))
         }
-        if request.dryRun { return report }
-
-        // The journal's plan: every store, before anything live is touched.
-        var entries: [SwapJournal.Entry] = []
-        for (store, plan) in zip(staged, report.stores) {
-            entries.append(try makeEntry(store, method: plan.method, user: user.folder, work: work))
-        }
-        let journal = work.journal
-        try journal.begin(
-            SwapJournal.Plan(
-                user: request.user.rawValue, operation: request.operation.rawValue,
-                label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel,
-                archive: archive,
-                repository: request.safetyArchive ? repository?.path : nil, stores: entries))
-
-        // Up to the commit point: pause the owners, prepare every store, then check, under the
-        // commit locks, that every lease has room and nobody has a store open. Any failure rolls
-        // everything back: nothing live was replaced.
-        var locks: CommitLocks?
-        do {
-            // Online copies first, before any owner is paused (their time must not eat a lease):
-            // SQLite's own locking makes each one atomic, and its old content is kept aside just
-            // before, so that a later failure can copy it back.
-            for entry in entries where entry.method == .online {
-                let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
-                try OnlineRestore.restore(
-                    staged: work.stagedStore(entry.name), into: folder, file, aside: work.asideStore(entry.name),
-                    busyTimeout: request.ownerTimeout)
-                try journal.record(.switched(entry.name))
-            }
-            for entry in entries {
-                guard let owner = owners[entry.name] else { continue }
-                try owner.pause(lease: request.lease, timeout: request.ownerTimeout)
-                // pause() may have reconnected: name the process that was paused.
-                if let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
-                    report.stores[index].ownerPID = owner.ownerPID
-                }
-            }
-            // What each paused store looks like once prepared (checkpointed, companions removed): a
-            // paused owner writing through a connection it opened anew changes it, even when that
-            // connection's last close folds its -wal back in and removes it.
-            var preparedState: [String: StoreSwap.Fingerprint] = [:]
-            for entry in entries {
-                try StoreSwap.prepare(entry, user: user.folder, work: work)
-                try journal.record(.prepared(entry.name))
-                if owners[entry.name] != nil, entry.method == .swap {
-                    let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
-                    preparedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
-                }
-            }
-            let renamed = entries.filter { $0.method != .online }
-            locks = try CommitLocks.take(
-                try renamed.compactMap { entry in
-                    entry.method == .swap ? try StoreSwap.live(entry.name, in: user.folder).0 : nil
-                }, until: .now + request.ownerTimeout)
-            for entry in renamed where entry.method == .swap {
-                if let owner = owners[entry.name] {
-                    if owner.leaseRemaining < StoreSwap.commitMargin {
-                        throw RestoreError.leaseTooShort(store: entry.name)
-                    }
-                    // An owner that said RESUMED (or anything) unasked while paused is not paused.
-                    try owner.confirmPaused()
-                }
-                // Trust, but check: an owner that acknowledged without closing its connections (or a
-                // process outside the protocol) would keep writing to the old inode after the rename.
-                let (folder, file) = try StoreSwap.live(entry.name, in: user.folder)
-                let before = report.stores.first { $0.name == entry.name }?.openBy ?? []
-                var holders = OpenFiles.holders(of: file, in: folder, among: before)
-                if holders.isEmpty && OpenFiles.hasWALConnection(file, in: folder) {
-                    holders = OpenFiles.holders(of: file, in: folder)
-                }
-                if !holders.isEmpty || OpenFiles.hasWALConnection(file, in: folder) {
-                    let who = holders.isEmpty ? "of another user" : holders.map(String.init).joined(separator: ", ")
-                    throw RestoreError.storeBusy(
-                        store: folder.path(file), detail: "still open by process \(who) after the pause")
-                }
-                // The stale companions were removed when the store was prepared: one that is back was
-                // written while the store was paused (an owner putting back a saved -wal would apply
-                // the old store's pages to the new one). Nothing is committed then.
-                for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
-                    if owners[entry.name] != nil {
-                        throw RestoreError.pausedOwnerWrote(file: folder.path(file + suffix))
-                    }
-                    throw RestoreError.storeBusy(
-                        store: folder.path(file),
-                        detail: "\(folder.path(file + suffix)) appeared while it was being swapped")
-                }
-                if let prepared = preparedState[entry.name], StoreSwap.Fingerprint(folder.entry(file)) != prepared {
-                    throw RestoreError.pausedOwnerWrote(file: folder.path(file))
-                }
-            }
-            CrashPoint.reach()
-            try journal.record(.commit, durable: true)
-        } catch {
-            locks?.release()
-            _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
-            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
-            throw (error as? ReopenError).map { RestoreError.owner($0) } ?? error
-        }
-
-        // Past the commit point every store ends new: a failure from here on is finished by
-        // `granary recover` (or the next command on this user), never rolled back.
-        do {
-            let mode = try StoreSwap.folderMode(user.folder)
-            var switchedState: [String: StoreSwap.Fingerprint] = [:]
-            for entry in entries where entry.method != .online {
-                try StoreSwap.switchIn(entry, user: user.folder, work: work, folderMode: mode)
-                let intruders = try StoreSwap.removeIntruders(entry, user: user.folder, work: work)
-                for path in intruders {
-                    report.warnings.append(
-                        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
-                    )
-                    if owners[entry.name] != nil { report.writtenWhilePaused.append(path) }
-                }
-                try journal.record(.switched(entry.name))
-                if owners[entry.name] != nil, let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) {
-                    switchedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
-                }
-            }
-            // Last look before RESUME: an owner that writes while paused (a -wal put back, a
-            // connection opened anew) is told off, and its companions moved away again.
-            for entry in entries where switchedState[entry.name] != nil {
-                guard let (folder, file) = try? StoreSwap.live(entry.name, in: user.folder) else { continue }
-                let intruders = (try? StoreSwap.removeIntruders(entry, user: user.folder, work: work)) ?? []
-                for path in intruders {
-                    report.warnings.append(
-                        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
-                    )
-                }
-                if !intruders.isEmpty || StoreSwap.Fingerprint(folder.entry(file)) != switchedState[entry.name] {
-                    report.writtenWhilePaused.append(folder.path(file))
-                }
-            }
-            locks?.release()
-            CrashPoint.reach()
-            for entry in entries {
-                guard let owner = owners[entry.name] else { continue }
-                // Past the commit point whatever the owner does is reported, and the restore stands.
-                do {
-                    let ended = try owner.endPause(timeout: request.ownerTimeout)
-                    if let index = report.stores.firstIndex(where: { $0.name == entry.name }) {
-                        report.stores[index].paused = ended.pause
-                    }
-                    switch ended.ending {
-                    case .resumed: break
-                    case .late:
-                        report.warnings.append(
-                            "restored; the owner of \(entry.name) resumed late (\(Int(ended.reopening.timeInterval * 1000)) ms after RESUME)"
-                        )
-                    case .expired:
-                        report.warnings.append(
-                            "restored; the owner of \(entry.name) reopened by itself: its lease had run out before RESUME"
-                        )
-                    case .unanswered:
-                        report.warnings.append(
-                            "restored; the owner of \(entry.name) did not confirm it resumed (it reopens on its own when granary's connection closes)"
-                        )
-                    }
-                } catch {
-                    report.warnings.append("restored; the owner of \(entry.name): \(error.description)")
-                }
-            }
-            try journal.record(.resumed)
-        } catch {
-            locks?.release()
-            for owner in owners.values { try? owner.resume(timeout: request.ownerTimeout) }
-            throw RestoreError.unfinished(
-                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
-        }
-
-        // After the owners run again: external-data clean-up, the safety archive, then clean up.
-        // Still past the commit point: a failure here is finished by `granary recover` too.
-        CrashPoint.reach()
-        let done: Recovery.Report
-        do {
-            done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout)
-        } catch {
-            throw RestoreError.unfinished(
-                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
-        }
-        report.safetyArchive = done.safetyArchive
-        report.safetyArchivePending = done.safetyArchivePending
-        finished = true
-        return report
+        done = true
+        return owners
     }
 
     /// The archive to restore: the one named, the newest regular backup (at or before `at`), or

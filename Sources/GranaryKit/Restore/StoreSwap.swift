@@ -37,21 +37,23 @@ public struct RestoreWork: Sendable {
     }
 }
 
-/// The steps of one store's swap. Each runs while nobody writes the store (its owner is paused,
-/// or nobody has it open), and each can run again after a crash (``Recovery``):
+/// The steps of one store's swap, all after the user's commit point (``UserCommit``): the
+/// checks that can refuse run before, and change nothing. Each step runs while nobody writes the
+/// store (its owner is paused, and ``StoreGuard`` holds SQLite's exclusive lock on it), and each
+/// can run again after a crash (``Recovery``):
 ///
-/// Before the user's commit point (``prepare(_:user:work:)``):
-/// 1. `checkpoint`: open the old store and `wal_checkpoint(TRUNCATE)` (a rollback store: read it,
-///    which rolls back a hot journal), so that the database file alone holds all of it;
-/// 2. `aside`: the old database and its external-data files are linked into `aside/` by their
+/// ``prepare(_:user:work:guard:)``:
+/// 1. `checkpointed`: the old WAL is checkpointed into the old database through the guard's
+///    connection, so that the database file alone holds all of it;
+/// 2. `keptAside`: the old database and its external-data files are linked into `aside/` by their
 ///    descriptors (the very inodes that were checked), so nothing of it can be lost;
-/// 3. `external-add`: files only the new store has are linked into the live external-data folder
+/// 3. `externalAdded`: files only the new store has are linked into the live external-data folder
 ///    (unreferenced by the old store, so harmless to it);
-/// 4. `stale`: the old `-wal` (empty now), `-shm` and `-journal` are removed, so that no stale WAL
-///    can ever be applied to the new database.
+/// 4. `staleRemoved`: the old `-wal` (empty now), `-shm` and `-journal` are removed, so that no
+///    stale WAL can ever be applied to the new database.
 ///
-/// After it (``switchIn(_:user:work:)``): `rename(staged, live)` — one atomic rename per store,
-/// descriptor to descriptor — then the old external-data files leave the live folder
+/// Then ``switchIn(_:user:work:folderMode:)``: `rename(staged, live)` — one atomic rename per
+/// store, descriptor to descriptor — and the old external-data files leave the live folder
 /// (``cleanOldExternal(_:user:work:)``).
 enum StoreSwap {
     /// The least lease left at which granary still commits.
@@ -88,9 +90,11 @@ enum StoreSwap {
         let size: Int64
         let modified: Int64
         let changed: Int64
+        let device: UInt64
 
         init?(_ entry: Folder.Entry?) {
             guard let entry else { return nil }
+            device = entry.device
             inode = entry.inode
             size = entry.size
             modified = entry.modified
@@ -98,34 +102,48 @@ enum StoreSwap {
         }
     }
 
-    static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
+    /// Removes the aside link of a store's old database that an earlier attempt left (recovery
+    /// prepares again after a crash): the live store must have its one link again to be opened.
+    static func dropAsideLink(_ entry: SwapJournal.Entry, work: RestoreWork) {
+        guard let (asideFolder, asideName) = try? RestoreWork.parent(of: work.asideStore(entry.name)) else { return }
+        try? asideFolder.remove(asideName)
+    }
+
+    /// Steps 1 to 4 for one store (after the commit point; `guard` holds the old store's lock).
+    static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, guard guardian: StoreGuard?)
+        throws
+    {
         switch entry.method {
         case .online: return
         case .new:
-            // A store that was not live: only its external-data files go in before the commit
+            // A store that was not live: only its external-data files go in before the switch
             // (its folders made as the owner, with the user folder's mode; without any, the switch
             // makes its folders).
             guard !entry.externalAdded.isEmpty else { return }
             let mode = try folderMode(user)
             let (folder, file) = try live(entry.name, in: user, create: true, mode: mode, modes: entry.folderModes)
             try addExternal(entry, folder: folder, file: file, work: work, mode: mode)
+            CrashPoint.reach(.externalAdded)
             return
         case .swap: break
         }
-        CrashPoint.reach()
         let (folder, file) = try live(entry.name, in: user)
-        // An aside link left by an earlier attempt (recovery prepares again after a crash) goes
-        // first: the live store must have its one link again to be opened.
+        guard let guardian else {
+            throw RestoreError.storeBusy(store: folder.path(file), detail: "it was not locked for the swap")
+        }
+        try guardian.checkpoint()
+        // Kept open until the guard lets go: closing it would drop SQLite's lock on the file.
+        let old = try folder.openFile(file, .readWrite)
+        guardian.keep(old)
+        try old.sync()
+        CrashPoint.reach(.checkpointed)
+
         let (asideFolder, asideName) = try RestoreWork.parent(of: work.asideStore(entry.name), create: true)
         try asideFolder.remove(asideName)
-        try checkpoint(folder, file)
-
-        CrashPoint.reach()
-        let old = try folder.openFile(file, singleLink: true)
         try asideFolder.link(old, as: asideName)
         try asideFolder.sync()
+        CrashPoint.reach(.keptAside)
 
-        CrashPoint.reach()
         let externalName = StoreFile.supportFolderName(for: file) + "/" + StoreFile.externalDataFolderName
         if !entry.externalKept.isEmpty || !entry.externalRemoved.isEmpty {
             guard let liveExternal = try StoreFile.externalDataFolder(of: file, in: folder) else {
@@ -141,9 +159,10 @@ enum StoreSwap {
             try asideExternal.sync()
         }
         try addExternal(entry, folder: folder, file: file, work: work, mode: try folderMode(folder))
+        CrashPoint.reach(.externalAdded)
 
-        CrashPoint.reach()
         for suffix in ["-wal", "-shm", "-journal"] { try folder.remove(file + suffix) }
+        CrashPoint.reach(.staleRemoved)
         // No fsync of the folder here: the one after the rename makes these unlinks durable with it
         // (a journalling filesystem commits metadata changes to one folder in order), and a power
         // loss that keeps neither leaves the old store with an empty -wal, which is harmless.
@@ -168,33 +187,7 @@ enum StoreSwap {
         try liveExternal.sync()
     }
 
-    /// Step 1. Fails with `storeBusy` when another connection keeps the WAL from being emptied
-    /// (someone outside the protocol has the store open).
-    static func checkpoint(_ folder: Folder, _ file: String) throws {
-        let wal = folder.entry(file + "-wal")
-        let journal = folder.entry(file + "-journal")
-        if wal == nil && journal == nil { return }
-        let path = folder.path(file)
-        do {
-            let db = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: .seconds(2))
-            if try db.journalMode() == "wal" {
-                let result = try db.checkpoint(.truncate)
-                if result.logFrames != 0 && result.logFrames != result.checkpointedFrames {
-                    throw RestoreError.storeBusy(store: path, detail: "its WAL could not be checkpointed")
-                }
-            } else {
-                _ = try db.scalar("SELECT count(*) FROM sqlite_schema")
-            }
-        } catch let error as SQLiteError where error.kind == .busy {
-            throw RestoreError.storeBusy(store: path, detail: "another connection holds it (\(error.message))")
-        }
-        if let size = folder.entry(file + "-wal")?.size, size > 0 {
-            throw RestoreError.storeBusy(store: path, detail: "its -wal is not empty after a checkpoint")
-        }
-        try folder.openFile(file, .readWrite).sync()
-    }
-
-    /// Undoes what ``prepare(_:user:work:)`` added (before the commit point only): the new
+    /// Undoes what an older granary's prepare added before its commit point (a journal it left): the new
     /// external-data files linked into the live folder (those that are still the staged inodes) and
     /// the aside links. The live database was never replaced.
     static func rollBack(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) {
@@ -230,12 +223,12 @@ enum StoreSwap {
     static func switchIn(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, folderMode: mode_t) throws {
         precondition(entry.method != .online)
         if isSwitched(entry, user: user) { return }
-        CrashPoint.reach()
         let (folder, file) = try live(
             entry.name, in: user, create: entry.method == .new, mode: folderMode, modes: entry.folderModes)
         let (staging, stagedName) = try RestoreWork.parent(of: work.stagedStore(entry.name))
         try staging.rename(stagedName, to: folder, as: file, entry.method == .new ? .noReplace : .replace)
         try folder.sync()
+        CrashPoint.reach(.switched)
     }
 
     /// What an owner (or a process outside the protocol) left beside a switched store while it

@@ -83,6 +83,10 @@ public final class SwapJournal {
         case resumed
         /// The safety archive was written (durable).
         case safetyArchive(String)
+        /// The commit was taken back before anything live changed (an online copy, the first
+        /// change of a restore with no store to rename, could not take its lock): recovery rolls
+        /// back as if there were no commit (durable).
+        case withdrawn
         /// A step recovery could not finish yet (the safety archive, say), with why.
         case pending(String)
 
@@ -95,6 +99,7 @@ public final class SwapJournal {
             case .resumed: return "resumed"
             case .safetyArchive(let path): return "safety-archive " + path
             case .pending(let why): return "pending " + why
+            case .withdrawn: return "withdrawn"
             }
         }
 
@@ -111,6 +116,7 @@ public final class SwapJournal {
             case "resumed": self = .resumed
             case "safety-archive": self = .safetyArchive(rest)
             case "pending": self = .pending(rest)
+            case "withdrawn": self = .withdrawn
             default: return nil
             }
         }

@@ -338,6 +338,15 @@ public final class Database {
         if rc != SQLITE_OK { throw lastError(rc, operation: "db_config(NO_CKPT_ON_CLOSE)") }
     }
 
+    /// Keeps the `-wal` file when this connection closes (`SQLITE_FCNTL_PERSIST_WAL`): a connection
+    /// that outlives a rename of its database must not unlink, by name, a `-wal` that now
+    /// belongs to the file at that name.
+    public func persistWAL() throws(SQLiteError) {
+        var on: Int32 = 1
+        let rc = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+        if rc != SQLITE_OK { throw lastError(rc, operation: "file_control(PERSIST_WAL)") }
+    }
+
     /// Rows changed by the last statement.
     public var changes: Int { Int(sqlite3_changes(handle)) }
 

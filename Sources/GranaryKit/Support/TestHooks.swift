@@ -8,18 +8,80 @@ import Foundation
 /// builds): a release build (`make install`, `make bench`) has no such switch at all, so nothing
 /// can make a real restore stop half-way. The program using the core sets `plan` once, before
 /// any work (the `granary` command reads it from its environment in a debug build).
+///
+/// Points are named, not counted: a test that kills granary "at every point" iterates over
+/// ``Name/allCases`` (or one of the groups), so a step added to a commit cannot silently shift
+/// what a test tests. docs/reliability.md lists each point and what reaching it proves.
 public enum CrashPoint {
+    /// The points where a restore, reset, recovery or retire can be stopped.
+    public enum Name: String, CaseIterable, Sendable {
+        // The restore (and reset) commit, in order. Up to `checked` nothing in the user's folder
+        // has changed; `committed` is the journal's durable commit record; after it every store is
+        // rolled forward.
+        /// The archive is verified into staging; nothing live was touched.
+        case staged
+        /// Every owner acknowledged PAUSE; nothing was changed.
+        case paused
+        /// Every check that can refuse passed (commit locks held, every live store locked against
+        /// other connections); nothing was changed.
+        case checked
+        /// The commit record is durable; nothing live was moved yet.
+        case committed
+        /// A store's old WAL was checkpointed into its database (per store).
+        case checkpointed
+        /// A store's old database (and external-data files) are linked into the work folder.
+        case keptAside
+        /// A store's new external-data files are linked into the live folder.
+        case externalAdded
+        /// A store's stale `-wal`, `-shm` and `-journal` are removed.
+        case staleRemoved
+        /// A store's new database is at the live name (per store).
+        case switched
+        /// The owners were told to resume.
+        case resumed
+        /// Before the safety archive is written and the work folder removed.
+        case finishing
+
+        // Retire, in order.
+        /// Before the final archive is taken.
+        case retireArchiving
+        /// The final archive is published, not verified yet.
+        case retireArchived
+        /// Before the retire journal is written.
+        case retireJournalling
+        /// The journal is written; the folder is not moved yet.
+        case retireMoving
+        /// The folder is moved into the state folder, not checked yet.
+        case retireMoved
+        /// Before each entry of the moved folder is removed (per entry).
+        case retireDeleting
+
+        /// The restore and reset commit's points, in order.
+        public static let restoreCommit: [Name] = [
+            .staged, .paused, .checked, .committed, .checkpointed, .keptAside, .externalAdded, .staleRemoved,
+            .switched, .resumed, .finishing,
+        ]
+        /// Retire's points, in order.
+        public static let retire: [Name] = [
+            .retireArchiving, .retireArchived, .retireJournalling, .retireMoving, .retireMoved, .retireDeleting,
+        ]
+        /// Points before the commit record: a crash there leaves every store with the same files
+        /// and bytes, and recovery rolls back. (At `committed` nothing has changed either, but the
+        /// commit is recorded: recovery rolls forward.)
+        public static let untouched: Set<Name> = [.staged, .paused, .checked]
+    }
+
     #if TEST_HOOKS
-        /// What to do at the restore steps, counted from 1 across the whole run.
+        /// What to do at named points: `(name, n)` means the n-th time that point is reached.
         public struct Plan: Sendable {
-            /// Kill the process (SIGKILL) just before this step: a crash at any step must leave
-            /// every store of the user fully old or fully new after a recovery.
-            public var crashAt: Int?
-            /// Sleep this many milliseconds at this step instead (a lease runs out).
-            public var stall: (step: Int, milliseconds: UInt32)?
-            /// Stop the process (SIGSTOP) at this step, so that a test can swap a path in a
-            /// user's folder for a link at exactly that step, then continue it.
-            public var pauseAt: Int?
+            /// Kill the process (SIGKILL) there: a crash at any point must leave every store of
+            /// the user fully old or fully new after a recovery.
+            public var crashAt: (Name, Int)?
+            /// Sleep this many milliseconds there instead (a lease runs out).
+            public var stall: (Name, Int, milliseconds: UInt32)?
+            /// Stop the process (SIGSTOP) there, so that a test can swap a path in a user's folder
+            /// for a link at exactly that point, then continue it.
+            public var pauseAt: (Name, Int)?
             /// Ask owners for leases this long.
             public var lease: Duration?
             /// Make writing a safety archive fail (a repository that turned read-only after the
@@ -27,23 +89,34 @@ public enum CrashPoint {
             public var failSafetyArchive = false
 
             public init() {}
+
+            /// `NAME` or `NAME:N` (the N-th time, default the first).
+            public static func point(_ text: String) -> (Name, Int)? {
+                let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+                guard let first = parts.first, let name = Name(rawValue: String(first)), parts.count <= 2 else {
+                    return nil
+                }
+                guard parts.count == 2 else { return (name, 1) }
+                return Int(parts[1]).map { (name, $0) }
+            }
         }
 
         /// The plan of this process.
         nonisolated(unsafe) public static var plan = Plan()
-        nonisolated(unsafe) private static var count = 0
+        nonisolated(unsafe) private static var reached: [Name: Int] = [:]
 
-        static func reach() {
-            count += 1
-            if let target = plan.crashAt, count == target { kill(getpid(), SIGKILL) }
-            if let stall = plan.stall, count == stall.step { usleep(stall.milliseconds * 1000) }
-            if let pause = plan.pauseAt, count == pause { kill(getpid(), SIGSTOP) }
+        static func reach(_ name: Name) {
+            let count = (reached[name] ?? 0) + 1
+            reached[name] = count
+            if let target = plan.crashAt, target.0 == name, target.1 == count { kill(getpid(), SIGKILL) }
+            if let stall = plan.stall, stall.0 == name, stall.1 == count { usleep(stall.milliseconds * 1000) }
+            if let pause = plan.pauseAt, pause.0 == name, pause.1 == count { kill(getpid(), SIGSTOP) }
         }
 
         static var lease: Duration? { plan.lease }
         static var failSafetyArchive: Bool { plan.failSafetyArchive }
     #else
-        @inline(__always) static func reach() {}
+        @inline(__always) static func reach(_ name: Name) {}
 
         static var lease: Duration? { nil }
         static var failSafetyArchive: Bool { false }

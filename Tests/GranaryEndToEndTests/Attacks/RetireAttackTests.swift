@@ -9,7 +9,7 @@ import Testing
 extension AttackTests {
     /// `retire` removes a whole folder the attacker controls: every path it touches there is
     /// swapped for a symbolic link to the same path in the victim's folder while it runs, at each
-    /// of its steps (GRANARY_TEST_PAUSE_AT_STEP stops it there: before the final archive, before
+    /// of its steps (GRANARY_TEST_PAUSE_AT stops it there: before the final archive, before
     /// its verification, before the journal, before the folder moves, after it moved, and before
     /// each entry is removed). After the move the folder is in granary's state folder, out of the
     /// attacker's reach by name; the swap there stands for a process of theirs that kept a
@@ -22,14 +22,16 @@ extension AttackTests {
             "retire never follows a path swapped for a link at any of its steps: the victim's folder is untouched and the attacker's ends fully there or fully gone"
         )
         func retireSteps() throws {
-            var step = 1
+            var stops = 0
             var outcomes: [String] = []
-            stepping: while step < 30 {
-                for path in [Self.paths[(2 * step) % Self.paths.count], Self.paths[(2 * step + 1) % Self.paths.count]] {
+            for (index, step) in CrashPoints.plan(CrashPoint.Name.retire, times: 2).enumerated() {
+                stepping: for path in [
+                    Self.paths[(2 * index) % Self.paths.count], Self.paths[(2 * index + 1) % Self.paths.count],
+                ] {
                     let lab = try Lab()
                     let before = lab.watch()
                     let run = try lab.start(
-                        ["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT_STEP": String(step)])
+                        ["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT": step])
                     let deadline = Date().addingTimeInterval(30)
                     while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
                     guard run.isStopped else {
@@ -37,6 +39,7 @@ extension AttackTests {
                         #expect(outcome.status == 0, "the retire without a pause: \(outcome)")
                         break stepping
                     }
+                    stops += 1
                     // Where the folder is at this step: under the root, or moved into the state folder.
                     let moved = lab.root + "/.granary/retire/attacker/folder"
                     let home = FileSystem.status(lab.attackerHome) != nil ? lab.attackerHome : moved
@@ -68,9 +71,8 @@ extension AttackTests {
                             "\(context): a final archive was left: \(lab.attackerArchives())")
                     }
                 }
-                step += 1
             }
-            #expect(step > 5, "retire had fewer steps than expected: is GRANARY_TEST_PAUSE_AT_STEP compiled in?")
+            #expect(stops > 5, "retire had fewer points than expected: is GRANARY_TEST_PAUSE_AT compiled in?")
             print("retire steps: \(outcomes.joined(separator: " "))")
         }
     }

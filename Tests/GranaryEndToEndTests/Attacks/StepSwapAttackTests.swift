@@ -9,10 +9,11 @@ import Testing
 extension AttackTests {
     /// Every file operation granary makes in a user's folder, with the path it works on swapped
     /// for a symbolic link while granary runs. Races (classes 2 to 4) hit them by chance; here a
-    /// debug build's test seam stops granary (SIGSTOP) at each numbered step of a restore
-    /// (GRANARY_TEST_PAUSE_AT_STEP, the steps GRANARY_TEST_CRASH_AT_STEP counts: before each
-    /// store's checkpoint, aside link, external-data links, stale-companion removal, the commit,
-    /// each switch, the resume and the final clean-up), the path is swapped, and granary goes on.
+    /// debug build's test seam stops granary (SIGSTOP) at each named point of a restore
+    /// (GRANARY_TEST_PAUSE_AT, the points of `CrashPoint.Name.restoreCommit`: staged, paused,
+    /// checked, committed, each store's checkpoint, aside link, external-data links,
+    /// stale-companion removal and switch, the resume and the final clean-up), the path is
+    /// swapped, and granary goes on.
     @Suite("every file operation with its path swapped for a link mid-run")
     struct StepSwap {
         /// Paths in the attacker's folder, each swapped for a link to the same path in the
@@ -43,21 +44,25 @@ extension AttackTests {
             let lab = try Lab()
             try Self.stage(lab)
             let home = lab.attackerHome
-            var step = 1
+            var stops = 0
             var outcomes: [String] = []
-            stepping: while step < 40 {
-                for path in [Self.paths[(2 * step) % Self.paths.count], Self.paths[(2 * step + 1) % Self.paths.count]] {
+            for (index, step) in CrashPoints.plan(CrashPoint.Name.restoreCommit, times: 2).enumerated() {
+                stepping: for path in [
+                    Self.paths[(2 * index) % Self.paths.count], Self.paths[(2 * index + 1) % Self.paths.count],
+                ] {
                     let before = lab.watch()
                     let run = try lab.start(
-                        ["restore", "attacker"], environment: ["GRANARY_TEST_PAUSE_AT_STEP": String(step)])
+                        ["restore", "attacker"], environment: ["GRANARY_TEST_PAUSE_AT": step])
                     let deadline = Date().addingTimeInterval(20)
                     while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
                     guard run.isStopped else {
-                        // The restore ended before this step: every step was seen.
+                        // The restore never reached this point (a second store's, say).
                         let outcome = run.wait(timeout: 20)
                         #expect(outcome.status == 0, "the restore without a pause: \(outcome)")
+                        try Self.restage(lab)
                         break stepping
                     }
+                    stops += 1
                     lab.symlink(home + "/.evil", to: lab.victimHome + "/" + path)
                     let swapped = FileSystem.status(home + "/" + path) != nil
                     if swapped { try Lab.exchange(home + "/" + path, home + "/.evil") }
@@ -87,7 +92,12 @@ extension AttackTests {
                         try lab.expectContained(since: before, context + ", recover with the link")
                     }
                     if swapped, FileSystem.status(home + "/.evil") != nil {
-                        try Lab.exchange(home + "/" + path, home + "/.evil")
+                        // The link may be gone (removed as a link after the commit): the file goes back alone.
+                        if lstatExists(home + "/" + path) {
+                            try Lab.exchange(home + "/" + path, home + "/.evil")
+                        } else {
+                            rename(home + "/.evil", home + "/" + path)
+                        }
                     }
                     FileSystem.removeTree(home + "/.evil")
                     let recover = try lab.granary(["recover", "attacker"])
@@ -96,9 +106,8 @@ extension AttackTests {
                     // The next run starts from the same folder: a -wal, a -journal, the same attachments.
                     try Self.restage(lab)
                 }
-                step += 1
             }
-            #expect(step > 5, "the restore had fewer steps than expected: is GRANARY_TEST_PAUSE_AT_STEP compiled in?")
+            #expect(stops > 5, "the restore had fewer points than expected: is GRANARY_TEST_PAUSE_AT compiled in?")
             print("restore steps: \(outcomes.joined(separator: " "))")
         }
 
@@ -138,4 +147,10 @@ extension AttackTests {
             try lab.expectContained(since: before, "inspect", folderToo: false)
         }
     }
+}
+
+/// Whether anything (a link included) is at `path`.
+private func lstatExists(_ path: String) -> Bool {
+    var info = stat()
+    return lstat(path, &info) == 0
 }

@@ -1,0 +1,312 @@
+import Foundation
+import GranaryOwner
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The commit of one user's restore or reset: the one transaction every path that replaces live
+/// stores goes through (`restore`, `reset`, and recovery finishing an interrupted swap), so that a
+/// rule added here holds everywhere.
+///
+/// Phases, each a method, in order:
+/// 1. ``pauseAll()`` — every owner acknowledges PAUSE. Nothing in the user's folder changes.
+/// 2. ``checkAll()`` — under the commit locks, per store: the owner is still paused with lease to
+///    spare, SQLite's exclusive lock on the live store can be taken (``StoreGuard``: no other
+///    connection has it open, and from now on none can read or write it), and no process holds
+///    the store, its `-wal`, `-shm` or `-journal` open. Nothing changes either: a refusal up to
+///    here leaves every live file with the same inode and bytes.
+/// 3. ``commitRecord()`` — the journal's durable commit record. From here on every store is rolled
+///    forward (``Recovery``), never back.
+/// 4. ``switchAll(_:)`` — per store: checkpoint the old WAL into the old database through the
+///    guard's connection, keep the old files aside (links), link new external-data files in,
+///    remove the stale companions, rename the new database in; then a last look for processes that
+///    opened the old file meanwhile and for files a paused owner wrote.
+/// 5. ``resumeAll(_:)`` — locks released, owners told to resume.
+///
+/// ``refuse(_:)`` undoes phases 1 and 2 (owners resumed, locks released) when a check fails.
+final class UserCommit {
+    /// One store of the commit.
+    struct Store {
+        let entry: SwapJournal.Entry
+        /// The owner serving the store (swap), if any.
+        let owner: ReopenClient?
+    }
+
+    let user: Folder
+    let work: RestoreWork
+    let journal: SwapJournal
+    let stores: [Store]
+    let ownerTimeout: Duration
+    let lease: Duration
+
+    private var locks: CommitLocks?
+    private var guards: [String: StoreGuard] = [:]
+    /// The live database of each store as it was checked (its old inode).
+    private var checked: [String: StoreSwap.Fingerprint] = [:]
+    /// How long each owner was paused, by store (set by ``resumeAll(_:)``).
+    private(set) var pauses: [String: Duration] = [:]
+
+    init(
+        user: Folder, work: RestoreWork, journal: SwapJournal, stores: [Store], ownerTimeout: Duration,
+        lease: Duration
+    ) {
+        self.user = user
+        self.work = work
+        self.journal = journal
+        self.stores = stores
+        self.ownerTimeout = ownerTimeout
+        self.lease = lease
+    }
+
+    /// The stores whose file is renamed (not copied online).
+    private var renamed: [Store] { stores.filter { $0.entry.method != .online } }
+
+    // MARK: Phase 1
+
+    /// Asks every owner to pause; returns when all have acknowledged.
+    func pauseAll() throws {
+        for store in stores {
+            try store.owner?.pause(lease: lease, timeout: ownerTimeout)
+        }
+        CrashPoint.reach(.paused)
+    }
+
+    // MARK: Phase 2
+
+    /// Every check that can refuse the commit, before anything in the user's folder changes.
+    func checkAll() throws {
+        let swapped = renamed.filter { $0.entry.method == .swap }
+        locks = try CommitLocks.take(
+            try swapped.map { try StoreSwap.live($0.entry.name, in: user).0 }, until: .now + ownerTimeout)
+        for store in swapped {
+            let name = store.entry.name
+            let (folder, file) = try StoreSwap.live(name, in: user)
+            if let owner = store.owner {
+                // An owner that said RESUMED or EXPIRED (or anything) unasked, or hung up, is not paused.
+                try owner.confirmPaused()
+                if owner.leaseRemaining < StoreSwap.commitMargin { throw RestoreError.leaseTooShort(store: name) }
+            }
+            // An aside link an earlier attempt left (recovery runs this again) would give the live
+            // file a second link, which opening it beneath its folder refuses.
+            StoreSwap.dropAsideLink(store.entry, work: work)
+            checked[name] = StoreSwap.Fingerprint(folder.entry(file))
+            // Trust, but check: an owner that acknowledged without closing everything, or a process
+            // outside the protocol, would keep writing to the old file after the rename. Processes
+            // are looked for before the lock (to name them) and after it (a rollback-mode
+            // connection holds no lock between transactions; one opened meanwhile is seen).
+            try Self.refuseHolders(file, in: folder, paused: store.owner != nil)
+            do {
+                guards[name] = try StoreGuard(folder, file)
+            } catch {
+                try Self.refuseHolders(file, in: folder, paused: store.owner != nil)
+                throw error
+            }
+            try Self.refuseHolders(file, in: folder, paused: store.owner != nil)
+        }
+        CrashPoint.reach(.checked)
+    }
+
+    /// Refuses when any process but this one has the store, its `-wal`, `-shm` or `-journal` open.
+    private static func refuseHolders(_ file: String, in folder: Folder, paused: Bool) throws {
+        let holders = OpenFiles.holders(of: file, in: folder)
+        guard !holders.isEmpty else { return }
+        throw RestoreError.storeBusy(
+            store: folder.path(file),
+            detail:
+                "still open by process\(holders.count == 1 ? "" : "es") \(holders.map(String.init).joined(separator: ", "))\(paused ? " after the pause" : "")"
+        )
+    }
+
+    /// Undoes phases 1 and 2 after a refusal: guards and locks released, owners resumed. Nothing
+    /// in the user's folder was changed; the error says so only when the live databases are
+    /// still the files that were checked.
+    func refuse(_ error: any Error) -> any Error {
+        releaseGuards()
+        locks?.release()
+        locks = nil
+        for store in stores { try? store.owner?.resume(timeout: ownerTimeout) }
+        for store in renamed where store.entry.method == .swap {
+            guard let before = checked[store.entry.name],
+                let (folder, file) = try? StoreSwap.live(store.entry.name, in: user)
+            else { continue }
+            if StoreSwap.Fingerprint(folder.entry(file))?.inode != before.inode {
+                return RestoreError.replacedByOthers(
+                    store: folder.path(file), reason: Self.reason(error))
+            }
+        }
+        return (error as? ReopenError).map { RestoreError.owner($0) } ?? error
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        var text = (error as? GranaryError)?.description ?? "\(error)"
+        if text.hasSuffix("; nothing was changed") { text.removeLast("; nothing was changed".count) }
+        return text
+    }
+
+    // MARK: Phase 3
+
+    /// The commit point of the whole user (durable).
+    func commitRecord() throws {
+        try journal.record(.commit, durable: true)
+        CrashPoint.reach(.committed)
+    }
+
+    // MARK: Phase 4
+
+    /// What the switch saw that the report should say.
+    struct Observations {
+        var warnings: [String] = []
+        /// Files a paused owner wrote (its store's path, or the companion moved away).
+        var writtenWhilePaused: [String] = []
+    }
+
+    /// Puts every renamed store's new database in place.
+    func switchAll() throws -> Observations {
+        var seen = Observations()
+        let mode = try StoreSwap.folderMode(user)
+        var switchedState: [String: StoreSwap.Fingerprint] = [:]
+        for store in renamed {
+            let entry = store.entry
+            try StoreSwap.prepare(entry, user: user, work: work, guard: guards[entry.name])
+            try journal.record(.prepared(entry.name))
+            try StoreSwap.switchIn(entry, user: user, work: work, folderMode: mode)
+            for path in try StoreSwap.removeIntruders(entry, user: user, work: work) {
+                seen.warnings.append(
+                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                if store.owner != nil { seen.writtenWhilePaused.append(path) }
+            }
+            try journal.record(.switched(entry.name))
+            if store.owner != nil, let (folder, file) = try? StoreSwap.live(entry.name, in: user) {
+                switchedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
+            }
+        }
+        // A process outside the protocol that opened the old file by name between the checks and
+        // the rename holds it now (SQLite's lock kept it from reading or writing): it would write
+        // into the replaced file, and into the new store's -wal. Give it the time a busy handler
+        // waits to let go, holding the lock meanwhile, and say so if it does not.
+        for store in renamed {
+            guard let old = checked[store.entry.name], let guardian = guards[store.entry.name] else { continue }
+            let target: Set<OpenFiles.Identity> = [OpenFiles.Identity(device: old.device, inode: old.inode)]
+            var holders = OpenFiles.holders(of: target, among: nil)
+            let deadline = ContinuousClock.now + ownerTimeout
+            while !holders.isEmpty && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+                holders = OpenFiles.holders(of: target, among: nil)
+            }
+            if !holders.isEmpty {
+                seen.warnings.append(
+                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol: restart it, or it goes on with the replaced store"
+                )
+            }
+        }
+        releaseGuards()
+        // Last look before RESUME: an owner that writes while paused (a -wal put back by hand) is
+        // told off, and its companions moved away again.
+        for store in renamed where switchedState[store.entry.name] != nil {
+            guard let (folder, file) = try? StoreSwap.live(store.entry.name, in: user) else { continue }
+            let intruders = (try? StoreSwap.removeIntruders(store.entry, user: user, work: work)) ?? []
+            for path in intruders {
+                seen.warnings.append(
+                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+            }
+            if !intruders.isEmpty || StoreSwap.Fingerprint(folder.entry(file)) != switchedState[store.entry.name] {
+                seen.writtenWhilePaused.append(folder.path(file))
+            }
+        }
+        return seen
+    }
+
+    private func releaseGuards() {
+        for guardian in guards.values { guardian.release() }
+        guards = [:]
+    }
+
+    // MARK: Phase 5
+
+    /// Releases the commit locks and tells every owner to resume. Past the commit point whatever
+    /// an owner does is reported, and the restore stands.
+    func resumeAll() -> [String] {
+        releaseGuards()
+        locks?.release()
+        locks = nil
+        var warnings: [String] = []
+        for store in stores {
+            guard let owner = store.owner else { continue }
+            let name = store.entry.name
+            do {
+                let ended = try owner.endPause(timeout: ownerTimeout)
+                pauses[name] = ended.pause
+                switch ended.ending {
+                case .resumed: break
+                case .late:
+                    warnings.append(
+                        "restored; the owner of \(name) resumed late (\(Int(ended.reopening.timeInterval * 1000)) ms after RESUME)"
+                    )
+                case .expired:
+                    warnings.append(
+                        "restored; the owner of \(name) reopened by itself (it sent EXPIRED): its lease had run out before RESUME"
+                    )
+                case .unanswered:
+                    warnings.append(
+                        "restored; the owner of \(name) did not confirm it resumed (it reopens on its own when granary's connection closes)"
+                    )
+                }
+            } catch {
+                warnings.append("restored; the owner of \(name): \(error.description)")
+            }
+        }
+        try? journal.record(.resumed)
+        CrashPoint.reach(.resumed)
+        return warnings
+    }
+
+    /// Lets go of everything without resuming anyone (the owners resume on their own when the
+    /// connections close).
+    func abandon() {
+        releaseGuards()
+        locks?.release()
+        locks = nil
+    }
+}
+
+/// The commit locks of the folders a swap renames into (the lock an owner whose lease ran out
+/// takes before it reopens, see `granary-reopen(7)`): `flock(2)` on each distinct folder, taken
+/// without ever blocking past a deadline (a user can hold their own folder's lock forever).
+final class CommitLocks {
+    private var held: [Folder] = []
+
+    /// Takes the lock of every distinct folder in `folders`, retrying until `deadline`.
+    static func take(_ folders: [Folder], until deadline: ContinuousClock.Instant) throws -> CommitLocks {
+        let locks = CommitLocks()
+        var seen: Set<[UInt64]> = []
+        for folder in folders {
+            guard let info = try? folder.descriptor.status(),
+                seen.insert([UInt64(info.st_dev), UInt64(info.st_ino)]).inserted
+            else { continue }
+            while flock(folder.descriptor.raw, LOCK_EX | LOCK_NB) != 0 {
+                guard errno == EWOULDBLOCK || errno == EINTR else {
+                    locks.release()
+                    throw FileSystemError("lock", path: folder.display)
+                }
+                if ContinuousClock.now >= deadline {
+                    locks.release()
+                    throw RestoreError.storeBusy(
+                        store: folder.display, detail: "another process holds its folder's commit lock")
+                }
+                try Interruption.check()
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            locks.held.append(folder)
+        }
+        return locks
+    }
+
+    /// Releases every lock (also done when the value goes away).
+    func release() {
+        for folder in held { flock(folder.descriptor.raw, LOCK_UN) }
+        held = []
+    }
+
+    deinit { release() }
+}
