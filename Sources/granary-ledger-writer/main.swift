@@ -180,9 +180,14 @@ if options.keep {
 }
 var seq = options.start
 var acknowledged: Int64 = 0
+/// One transaction; a per-write connection is closed before this returns (not kept over the sleep).
+func writeOne(_ seq: Int64, through kept: Connection?) -> Bool {
+    guard let connection = kept ?? connect() else { return false }
+    return connection.insert(seq: seq, writer: options.name)
+}
+
 while options.count.map({ acknowledged < $0 }) ?? true {
-    let connection = options.keep ? kept : connect()
-    if let connection, connection.insert(seq: seq, writer: options.name) {
+    if writeOne(seq, through: kept) {
         let line = Array("\(seq)\n".utf8)
         _ = line.withUnsafeBytes { write(ledger, $0.baseAddress, $0.count) }
         if options.fsync { fsync(ledger) }

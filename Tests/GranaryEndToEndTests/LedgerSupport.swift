@@ -46,7 +46,8 @@ final class LedgerWriter {
     /// Waits (up to 20 s) until `count` more rows are acknowledged than now.
     func waitForMoreWrites(_ count: Int) throws {
         let now = acknowledged.count
-        for _ in 0..<2000 {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
             if acknowledged.count >= now + count { return }
             if !process.isRunning { break }
             usleep(10_000)
@@ -61,6 +62,28 @@ final class LedgerWriter {
 }
 
 enum LedgerError: Error { case writerStuck(String, Int) }
+
+extension DemoOwner {
+    /// Waits until `count` more rows are in the owner's `--ledger` than now: up to 20 s, a bound
+    /// (never an assertion on time) that holds however long the owner's log has grown.
+    func waitForMoreLedgered(_ count: Int, upTo bound: Duration = .seconds(20)) throws {
+        let now = ledgered.count
+        let deadline = ContinuousClock.now + bound
+        while ContinuousClock.now < deadline {
+            if ledgered.count >= now + count { return }
+            if !process.isRunning { break }
+            usleep(10_000)
+        }
+        throw LedgerError.writerStuck("owner", ledgered.count - now)
+    }
+
+    /// Lets the owner go on after a restore: up to 10 more acknowledged rows, or 3 s. An owner that
+    /// reopened the replaced file outside the protocol gets SQLITE_READONLY_DBMOVED for every write
+    /// from then on (granary tells it to restart): it acknowledges nothing more, and loses nothing.
+    func goOn() {
+        _ = try? waitForMoreLedgered(10, upTo: .seconds(3))
+    }
+}
 
 /// What a ledger test compares: the live store's files (the database and its companions) by
 /// identity and content.
