@@ -260,6 +260,17 @@ struct LedgerTests {
 
     // MARK: granary killed at every point of the commit
 
+    /// Waits for 10 more acknowledged rows of `owner`, saying where it got stuck and what it logged last.
+    func progress(_ owner: DemoOwner, _ label: String) throws {
+        do {
+            try owner.waitForMoreLedgered(10)
+        } catch {
+            let tail = owner.lines.filter { !$0.hasPrefix("READ") }.suffix(4).joined(separator: " | ")
+            Issue.record("killed at \(label): the owner acknowledged nothing more: \(tail)")
+            throw error
+        }
+    }
+
     /// The restore commit's crash points, in order.
     static let commitPoints = CrashPoint.Name.restoreCommit.map(\.rawValue)
 
@@ -285,7 +296,7 @@ struct LedgerTests {
                 let writer = try LedgerWriter(
                     store: store, ledger: folder.child("cli-\(label).ledger"), start: start, intervalMs: 300,
                     connection: "per-write")
-                try owner.waitForMoreLedgered(10)
+                try progress(owner, label)
                 try writer.waitForMoreWrites(3)
                 let result = try granary(
                     ["restore", user, archive, "--owner-timeout", "2"], environment: ["GRANARY_TEST_CRASH_AT": point])
@@ -293,7 +304,7 @@ struct LedgerTests {
                 if !killed { refusals.append("exit \(result.status): \(result.stderr)") }
                 // Killed or not, the owner goes on (it reopens by itself when granary's connection
                 // closes), and so does the writer; `recover` runs while both write, as an operator's would.
-                try owner.waitForMoreLedgered(10)
+                try progress(owner, label)
                 try writer.waitForMoreWrites(2)
                 // recover refuses (75, "will finish when it can") while the writer has the store open
                 // at its check, as a restore does: run it again, as an operator would, at most five times.
@@ -305,7 +316,7 @@ struct LedgerTests {
                         usleep(100_000)
                     }
                 }
-                try owner.waitForMoreLedgered(10)
+                try progress(owner, label)
                 try writer.waitForMoreWrites(2)
                 owner.stop()
                 writer.stop()
