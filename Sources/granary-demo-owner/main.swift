@@ -321,7 +321,8 @@ final class Misdeeds: @unchecked Sendable {
                 self.lock.unlock()
                 do {
                     try writer.run(
-                        "INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+                        "INSERT INTO demo_writes(id, at) VALUES (?, ?)",
+                        [.integer(id), .real(Date().timeIntervalSince1970)])
                     self.ledger.acknowledged(id)
                     self.log.line("HOSTILE wrote row \(id) into \(self.store.path) through the kept connection")
                 } catch {
@@ -437,9 +438,12 @@ struct DemoOwner {
         let names = Set(options.breaks.map(\.name))
         let misdeeds = Dictionary(
             uniqueKeysWithValues: options.stores.map { path in
-                (path, Misdeeds(
+                (
+                    path,
+                    Misdeeds(
                         store: Connections(path: path), breaks: names, log: log, ledger: ledger,
-                        interval: options.intervalMs))
+                        interval: options.intervalMs)
+                )
             })
         let byCanonicalPath = Dictionary(
             misdeeds.values.compactMap { deeds in

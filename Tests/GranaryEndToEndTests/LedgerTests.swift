@@ -36,7 +36,9 @@ struct LedgerTests {
         try db.execute(
             "CREATE TABLE ledger_writes(seq INTEGER PRIMARY KEY, writer TEXT NOT NULL, at REAL NOT NULL)")
         try db.execute("BEGIN")
-        for id in 1...40 { try db.run("INSERT INTO items(id, body) VALUES (?, ?)", [.integer(Int64(id)), .text("item \(id)")]) }
+        for id in 1...40 {
+            try db.run("INSERT INTO items(id, body) VALUES (?, ?)", [.integer(Int64(id)), .text("item \(id)")])
+        }
         try db.execute("COMMIT")
         let archive = try RestoreFixtures.archive(root: root, repo: repo, user: user)
         try db.execute("DELETE FROM items WHERE id > 20")
@@ -71,7 +73,8 @@ struct LedgerTests {
             #expect(outcome.status != 0, "\(name): exit 0 but \"nothing was changed\"", sourceLocation: sourceLocation)
         }
         if mustRefuse {
-            #expect(outcome.refused, "\(name): not refused: exit \(outcome.status): \(outcome.text)",
+            #expect(
+                outcome.refused, "\(name): not refused: exit \(outcome.status): \(outcome.text)",
                 sourceLocation: sourceLocation)
         }
         if outcome.refused {
