@@ -52,7 +52,15 @@ struct GlobalOptions: ParsableArguments {
                     hint: "name it by a UTF-8 path (a link with such a name works)")
             }
         }
+        if let config = config ?? ProcessInfo.processInfo.environment["GRANARY_CONFIG"] {
+            try Self.checkPlace(config, "--config")
+        }
         let settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
+        // A path starting with ~ (from any source) is refused before anything uses it.
+        if let root = settings.root { try Self.checkPlace(root.value, Self.origin("--root", "GRANARY_ROOT", root)) }
+        if let repo = settings.repo, !Repositories.isRemote(repo.value) {
+            try Self.checkPlace(repo.value, Self.origin("--repo", "GRANARY_REPO", repo))
+        }
         // Where the settings came from, when a person should know (root's environment, an ignored file).
         if !quiet {
             for note in settings.notes {
@@ -62,6 +70,21 @@ struct GlobalOptions: ParsableArguments {
         // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
         settings.applyToProcess()
         return settings
+    }
+
+    /// Refuses a place that starts with `~` (granary does not expand it; see `PathText`).
+    static func checkPlace(_ path: String, _ name: String) throws {
+        guard let found = PathText.tildeProblem(path) else { return }
+        throw CommandError(description: "\(name) \(path) \(found.problem)", status: .usage, hint: found.hint)
+    }
+
+    /// How a setting was given, for messages: the flag, the variable or the file's key.
+    static func origin<Value>(_ flag: String, _ variable: String, _ setting: Setting<Value>) -> String {
+        switch setting.source {
+        case .flag: return flag
+        case .environment: return variable
+        case .file, .defaultValue: return String(flag.dropFirst(2)) + " (configuration)"
+        }
     }
 
     /// The option names, and whether each takes a value (for scanning a command line that

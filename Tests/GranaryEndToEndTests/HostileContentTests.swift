@@ -179,7 +179,7 @@ struct HostileContentTests {
             ))
         #expect(dry.stdout.contains("keeps alembic_version (1 row), app_settings (1 row)"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: store)) == before)
-        let result = try granary(["reset", "alice@example.com"])
+        let result = try granary(["reset", "alice@example.com", "--yes"])
         #expect(result.status == 0, "\(result.stderr)")
         let db = try Database(path: store, mode: .readWrite)
         #expect(try db.scalar("SELECT count(*) FROM notes")?.integer == 0)

@@ -98,7 +98,7 @@ struct RestoreSwapTests {
     func resetUnderOwner() throws {
         let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
         try owner.waitForMoreWrites(30)
-        let result = try granary(["reset", "alice@example.com"])
+        let result = try granary(["reset", "alice@example.com", "--yes"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("swap"))
         try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }

@@ -229,7 +229,7 @@ struct BackupResult: CommandResult {
         for user in users {
             guard let archive = user.archive, let size = user.size, let stores = user.stores else { continue }
             text.line(
-                "\(bold: user.id): \((archive as NSString).lastPathComponent) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"
+                "\(bold: user.id): \(PathText.lastComponent(archive)) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"
             )
             if detail.verbose, let s = user.stages {
                 text.line(

@@ -137,11 +137,11 @@ struct CheckResult: CommandResult {
         guard detail.summaries else { return }
         for user in users where user.ok && user.retired {
             text.line(
-                "ok    \(user.id): retired, final archive \(user.newest.map { ($0 as NSString).lastPathComponent } ?? "")"
+                "ok    \(user.id): retired, final archive \(user.newest.map { PathText.lastComponent($0) } ?? "")"
             )
         }
         for user in users where user.ok && !user.retired {
-            let name = user.newestVerified.map { ($0 as NSString).lastPathComponent } ?? ""
+            let name = user.newestVerified.map { PathText.lastComponent($0) } ?? ""
             text.line(
                 "ok    \(user.id): \(name) verified, \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old")
         }

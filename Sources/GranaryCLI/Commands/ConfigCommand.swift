@@ -18,6 +18,8 @@ struct ConfigCommand: GranaryCommand {
 /// `granary config`: every setting with its value and where the value came from. The keys
 /// are the configuration file's; each value is written as the file would hold it.
 struct ConfigResult: CommandResult {
+    /// A listing: shown with --quiet too.
+    var isAnswer: Bool { true }
     /// A setting's value: a string, an integer, or `null` when unset.
     enum Value: Encodable, Sendable {
         case string(String), integer(Int), list([String]), unset

@@ -50,6 +50,8 @@ struct InspectCommand: GranaryCommand {
 
 /// `granary inspect`: one store, or the stores of an archive.
 struct InspectResult: CommandResult {
+    /// A listing: shown with --quiet too.
+    var isAnswer: Bool { true }
     struct Table: Encodable {
         let name: String
         let rows: Int64

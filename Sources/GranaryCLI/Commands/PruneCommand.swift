@@ -181,6 +181,8 @@ struct PruneResult: CommandResult {
     }
 
     let dryRun: Bool
+    /// A dry run's list is an answer, shown with --quiet too.
+    var isAnswer: Bool { dryRun }
     var users: [User] = []
 
     var problems: [Failure] { users.compactMap(\.error) }

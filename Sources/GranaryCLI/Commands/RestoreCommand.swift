@@ -134,6 +134,7 @@ struct RestoreCommand: GranaryCommand {
                 description: "--to \(to) is not UTF-8 text", status: .usage,
                 hint: "name the folder by a UTF-8 path (a link with such a name works)")
         }
+        if let to { try GlobalOptions.checkPlace(to, "--to") }
         request.target = to
         request.method = method
         request.dryRun = dryRun
@@ -242,11 +243,16 @@ struct RestoreResult: CommandResult {
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
+    /// A dry run's plan is an answer (shown with --quiet); a done restore is silent without a
+    /// terminal, as backup is: cron mails nothing on success.
+    var isAnswer: Bool { dryRun }
+
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        guard dryRun || detail.summaries else { return }
         if let recovered { recovered.render(&text, detail) }
         let head = dryRun ? "would \(operation)" : operation == "restore" ? "restored" : "reset"
         var line: TextLine = "\(head) \(bold: user)"
-        if let archive { line += " from \((archive as NSString).lastPathComponent)" }
+        if let archive { line += " from \(PathText.lastComponent(archive))" }
         if let target { line += " into \(target)" }
         text.line(line)
         if let created = createdFolder {

@@ -136,9 +136,11 @@ struct RetireResult: CommandResult {
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        // Silent without a terminal on success, as backup is (-v prints it).
+        guard detail.summaries else { return }
         if let recovered { recovered.render(&text, detail) }
         text.line(
-            "retired \(bold: user): final archive \((archive as NSString).lastPathComponent) (\(Format.bytes(archiveSize)), verified); \(folder) removed"
+            "retired \(bold: user): final archive \(PathText.lastComponent(archive)) (\(Format.bytes(archiveSize)), verified); \(folder) removed"
         )
         if detail.verbose {
             text.line("  archive \(archive)")

@@ -74,7 +74,7 @@ extension RestoreError: CommandLineError {
         case .verificationFailed(_, _, let good, let user):
             if let good, let user {
                 return
-                    "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word((good as NSString).lastPathComponent)) (the newest archive that verifies)"
+                    "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word(PathText.lastComponent(good))) (the newest archive that verifies)"
             }
             return user.map {
                 "no archive of \($0) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))"
@@ -288,7 +288,7 @@ extension RepositoryError: CommandLineError {
         switch self {
         case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
         case .parentMissing(let path):
-            return "create \((path as NSString).deletingLastPathComponent) first, or check --repo for a typo"
+            return "create \(PathText.parent(path)) first, or check --repo for a typo"
         case .unsafe(let path, _): return "chown root \(path) && chmod 0700 \(path), or choose another --repo"
         case .planted(let path, _): return "look at \(path) and remove it (rm -r), or choose another --repo"
         case .overlapsRoot: return "choose a --repo outside the root, for example /var/backups/granary"

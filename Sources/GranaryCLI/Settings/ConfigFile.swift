@@ -118,6 +118,24 @@ public struct ConfigFile: Sendable {
     /// Parses configuration text; `path` names the file in messages.
     public static func parse(_ text: String, path: String) throws(ConfigError) -> ConfigFile {
         let locator = KeyLocator(text: text)
+        /// A folder or repository location: absolute (cron, systemd and a shell run granary in
+        /// different folders, so a relative path would name a different place in each), never
+        /// starting with `~` (not expanded), or a remote location.
+        func place(_ text: String, _ key: String) throws(ConfigError) -> String {
+            if text.hasPrefix("s3:") || text.hasPrefix("rclone:") || text.isEmpty { return text }
+            if let found = PathText.tildeProblem(text) {
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key, message: "\"\(text)\" \(found.problem): \(found.hint)")
+            }
+            guard text.hasPrefix("/") else {
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message:
+                        "\"\(text)\" is a relative path: write it from / (cron, systemd and a shell start granary in different folders)"
+                )
+            }
+            return text
+        }
         /// `[[mirror]]` tables: each has `repo`, a location, and nothing else.
         func mirrors(_ value: TOMLValueConvertible) throws(ConfigError) -> [String] {
             guard let array = value.array else {
@@ -140,7 +158,7 @@ public struct ConfigFile: Sendable {
                         path: path, line: locator.line(of: "mirror"), key: "mirror.repo",
                         message: "each [[mirror]] needs repo = \"LOCATION\"")
                 }
-                locations.append(repo)
+                locations.append(try place(repo, "mirror.repo"))
             }
             return locations
         }
@@ -244,8 +262,8 @@ public struct ConfigFile: Sendable {
         for key in table.keys.sorted() {
             guard let value = table[key] else { continue }
             switch key {
-            case "root": config.root = try string(value, key)
-            case "repo": config.repo = try string(value, key)
+            case "root": config.root = try place(try string(value, key), key)
+            case "repo": config.repo = try place(try string(value, key), key)
             case "compression":
                 let name = try string(value, key)
                 guard let compression = Compression(rawValue: name) else {

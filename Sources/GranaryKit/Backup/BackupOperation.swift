@@ -332,7 +332,7 @@ public struct BackupOperation: Sendable {
             result[path] = .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode))
         }
         for store in stores {
-            let parent = (store.name as NSString).deletingLastPathComponent
+            let parent = PathText.parent(store.name)
             var path = ""
             for part in parent.split(separator: "/") {
                 path += (path.isEmpty ? "" : "/") + part

@@ -59,7 +59,7 @@ public struct ArchiveLocator: Sendable {
     /// it is read where it is, and whose it is comes from `user`, else from its manifest.
     public func locate(_ text: String, user: UserID? = nil) throws -> RepositoryEntry {
         if text.contains("/") || user == nil, FileSystem.isRegularFile(text) {
-            let file = (text as NSString).lastPathComponent
+            let file = PathText.lastComponent(text)
             guard let name = ArchiveName(fileName: file) else {
                 throw NotAnArchive(
                     path: text, reason: "its name is not an archive's (YYYYMMDDTHHMMSSZ[-label].tar.zst)")
@@ -145,8 +145,8 @@ public struct ArchiveLocator: Sendable {
     /// outside the repository, or without one.
     public func folderUser(ofFile path: String) -> String? {
         guard let repository else { return nil }
-        let place = Self.folders(ofFile: (Self.absolute(path) as NSString).standardizingPath)
-        return place.repository == (repository.path as NSString).standardizingPath ? place.user : nil
+        let place = Self.folders(ofFile: PathText.normalized(Self.absolute(path)))
+        return place.repository == PathText.normalized(repository.path) ? place.user : nil
     }
 
     /// `path` made absolute by its text alone (relative to the working directory).
@@ -157,8 +157,8 @@ public struct ArchiveLocator: Sendable {
     /// The folders a file named by `path` lies in, by the path's text: its own folder's name
     /// (a user's, in a repository) and the folder above that (the repository's).
     static func folders(ofFile path: String) -> (user: String, repository: String) {
-        let folder = (absolute(path) as NSString).deletingLastPathComponent
-        return ((folder as NSString).lastPathComponent, (folder as NSString).deletingLastPathComponent)
+        let folder = PathText.parent(absolute(path))
+        return (PathText.lastComponent(folder), PathText.parent(folder))
     }
 
     /// Levenshtein distance, for suggestions.

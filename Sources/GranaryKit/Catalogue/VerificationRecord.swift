@@ -36,8 +36,8 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
 
     /// The record's path for `archive`.
     public static func path(for archive: String) -> String {
-        let folder = (archive as NSString).deletingLastPathComponent
-        return folder + "/." + (archive as NSString).lastPathComponent + ".verify.json"
+        let folder = PathText.parent(archive)
+        return folder + "/." + PathText.lastComponent(archive) + ".verify.json"
     }
 
     /// A record for `archive` as it is now.
@@ -50,7 +50,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         toolVersion = GranaryVersion.current
         archiveSize = Int64(info.st_size)
         archiveModified = Self.modified(info)
-        self.archive = (archive as NSString).lastPathComponent
+        self.archive = PathText.lastComponent(archive)
     }
 
     /// A record for `entry` as it was listed.

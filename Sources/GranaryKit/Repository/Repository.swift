@@ -286,6 +286,9 @@ public enum Repositories {
             throw .badLocation(
                 location, "it is not UTF-8 text; name the repository by a UTF-8 path (a link with such a name works)")
         }
+        if let found = PathText.tildeProblem(location), !isRemote(location) {
+            throw .badLocation(location, found.problem + "; " + found.hint)
+        }
         if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
             return try RcloneRepository(location: location, environment: environment)
         }

@@ -19,7 +19,7 @@ enum OnlineRestore {
     {
         let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
         if !FileSystem.isRegularFile(aside) {
-            try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
+            try FileSystem.makeDirectory(PathText.parent(aside))
             let temporary = aside + ".partial"
             try FileSystem.removeFile(temporary)
             try copy(from: liveDB, to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)

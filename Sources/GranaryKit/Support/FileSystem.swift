@@ -51,7 +51,7 @@ public enum FileSystem {
             default: throw FileSystemError("create folder", path: path, code: ENOTDIR)
             }
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.parent(path)
         if !parent.isEmpty && parent != path { try makeDirectory(parent, mode: mode, followLink: true) }
         if RawPath.mkdir(path, mode) != 0 {
             if errno == EEXIST && isDirectory(path) { return }
@@ -71,7 +71,7 @@ public enum FileSystem {
 
     /// Flushes the folder that holds `path`, making a rename or unlink in it durable.
     public static func syncParent(of path: String) throws(FileSystemError) {
-        try sync((path as NSString).deletingLastPathComponent)
+        try sync(PathText.parent(path))
     }
 
     /// Moves `from` to `to`, replacing `to` atomically (rename(2)).
@@ -187,8 +187,8 @@ public enum FileSystem {
     /// Writes `data` to `path` atomically: a temporary file, fsync, rename (replacing what was
     /// there), fsync of the folder. The journal, verification records and the repository marker.
     public static func writeAtomically(_ data: [UInt8], to path: String, mode: mode_t = 0o600) throws(FileSystemError) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let (fd, temporary) = try createTemporaryFile(in: directory, for: (path as NSString).lastPathComponent)
+        let directory = PathText.parent(path)
+        let (fd, temporary) = try createTemporaryFile(in: directory, for: PathText.lastComponent(path))
         let file = Descriptor(fd, display: temporary)
         var published = false
         defer { if !published { RawPath.unlink(temporary) } }

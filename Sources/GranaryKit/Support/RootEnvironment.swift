@@ -47,7 +47,7 @@ public enum RootEnvironment {
         guard FileSystem.status(path) != nil else { return nil }
         // A link (the administrator's own, /etc/granary/config.toml -> …) is followed: what it
         // points to is judged, and the folder holding the name.
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.parent(path)
         for (what, checked) in [("it", path), ("its folder \(parent)", parent.isEmpty ? "." : parent)] {
             var resolved = stat()
             guard stat(checked, &resolved) == 0 else { continue }
