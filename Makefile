@@ -18,7 +18,7 @@ TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jso
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release check-release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto lint format
+.PHONY: all deps build release check-release test demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
 
 all: build
 
@@ -40,6 +40,13 @@ moto: deps
 	@test -x $(MOTO) || { python3 -m venv .build-tools/moto && .build-tools/moto/bin/pip install -q 'moto[server]'; } \
 		|| { rm -rf .build-tools/moto; echo "moto could not be installed: the remote-repository tests will be skipped"; }
 
+# prometheus_client (PyPI) for the test that parses check --textfile with Prometheus' own parser;
+# without it that test says it is skipped.
+PROMETHEUS := .build-tools/prometheus/bin/python
+prometheus: deps
+	@$(PROMETHEUS) -c 'import prometheus_client' 2>/dev/null || { python3 -m venv .build-tools/prometheus && .build-tools/prometheus/bin/pip install -q prometheus-client; } \
+		|| { rm -rf .build-tools/prometheus; echo "prometheus-client could not be installed: the --textfile parser test will be skipped"; }
+
 release: deps
 	$(SWIFT) build -c release
 
@@ -53,7 +60,7 @@ check-release: release
 	done; \
 	[ $$status = 0 ] && echo "release binaries hold no GRANARY_TEST_ hook"; exit $$status
 
-test: build moto
+test: build moto prometheus
 	$(SWIFT) test
 
 # The committed .swift-format (120 columns) over every Swift source; CI runs `make lint`.

@@ -85,10 +85,10 @@ struct ConfigResult: CommandResult {
             retention("keep_weekly", .integer(policy.keepWeekly)),
             retention("keep_monthly", .integer(policy.keepMonthly)),
             retention("keep_yearly", .integer(policy.keepYearly)),
-            retention("keep_within", .string(DurationText.format(seconds: policy.keepWithin))),
-            retention("safety_keep_within", .string(DurationText.format(seconds: policy.safetyKeepWithin))),
+            retention("keep_within", .string(policy.keepWithin.description)),
+            retention("safety_keep_within", .string(policy.safetyKeepWithin.description)),
             retention(
-                "final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
+                "final_keep_within", policy.finalKeepWithin.map { .string($0.description) } ?? .unset),
             entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
             entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
             entry("limits.memory", settings.limits) { Self.size($0.memory) },

@@ -67,6 +67,7 @@ struct ResetCommand: GranaryCommand {
         // Whether the user has a regular backup: without one, a reset is the end of the rows.
         let backedUp = ((try? repository?.archives(of: request.user)) ?? []).contains { $0.name.kind == .backup }
         if !dryRun && !yes {
+            _ = try root.user(request.user)  // no such user: 66 before any question
             guard console.canAsk else {
                 let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--yes"]
                 throw ResetNotConfirmed.notConfirmed(

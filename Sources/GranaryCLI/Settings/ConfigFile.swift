@@ -192,37 +192,50 @@ public struct ConfigFile: Sendable {
             guard let string = value.string else { throw fail(key, expected: "a string", found: value) }
             return string
         }
-        func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> Int64 {
-            if let seconds = value.int, seconds >= 0, seconds <= SettingLimits.longestDuration { return Int64(seconds) }
-            guard let text = value.string else {
-                throw fail(key, expected: "a duration such as \"30s\" or \"7d\"", found: value)
+        /// A retention span: the grammar of every duration (`DurationText`), a bare number of
+        /// seconds alike as text or as a TOML number.
+        func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TimeSpan {
+            let text: String
+            if let seconds = value.int {
+                text = String(seconds)
+            } else if let seconds = value.double {
+                text = String(seconds)
+            } else if let string = value.string {
+                text = string
+            } else {
+                throw fail(key, expected: "a duration such as \"7d\" or \"6mo\"", found: value)
             }
-            guard let seconds = DurationText.seconds(text), seconds <= SettingLimits.longestDuration else {
+            guard let span = DurationText.span(text), span.seconds() <= Double(SettingLimits.longestDuration) else {
                 throw .invalidValue(
                     path: path, line: locator.line(of: key), key: key,
-                    message: "\"\(text)\" is not a duration (use a number with s, m, h, d or w, e.g. \"30d\")")
+                    message: "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
             }
-            return seconds
+            return span
         }
         /// A timeout: whole or fractional seconds, or a duration text, within `range`.
         func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
             -> Duration
         {
-            var parsed: Duration?
+            let text: String
             if let seconds = value.int {
-                parsed = seconds >= 0 && seconds <= SettingLimits.longestDuration ? .seconds(seconds) : nil
+                text = String(seconds)
             } else if let seconds = value.double {
-                parsed = DurationText.duration(String(seconds))
-            } else if let text = value.string {
-                parsed = DurationText.duration(text)
+                text = String(seconds)
+            } else if let string = value.string {
+                text = string
             } else {
-                throw fail(key, expected: "a duration such as \"30s\" or \"2m\"", found: value)
+                throw fail(key, expected: "a duration such as \"30s\" or \"2min\"", found: value)
             }
-            guard let parsed, range.contains(parsed) else {
+            guard let parsed = DurationText.duration(text) else {
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message: "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
+            }
+            guard range.contains(parsed) else {
                 throw .invalidValue(
                     path: path, line: locator.line(of: key), key: key,
                     message:
-                        "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2m\""
+                        "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2min\""
                 )
             }
             return parsed

@@ -169,6 +169,11 @@ public struct BackupOperation: Sendable {
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
                     written: { FileSystem.removeTree(work) })
+                // The backup checked every snapshot it packed: recorded, so that check counts the
+                // archive as fresh without a verify (list still shows it unverified).
+                if let record = VerificationRecord.backup(entry: entry, check: options.check) {
+                    try? repository.writeRecord(record, for: entry)
+                }
                 let seconds = Self.seconds(since: started)
                 var result = Result(
                     user: user, archive: entry.path, size: entry.size,
