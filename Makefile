@@ -119,19 +119,24 @@ check-generated: generate
 install: release
 	$(MAKE) install-files BINARY="$$($(SWIFT) build -c release --show-bin-path)/granary"
 
+# fish (3.6, Debian 12) finds completions in /usr/share/fish/vendor_completions.d and in
+# /etc/fish/completions, and under /usr/local only when XDG_DATA_DIRS names it (not on a server):
+# a /usr/local install puts fish's completion in /etc/fish/completions.
+FISHDIR   ?= $(if $(filter /usr/local,$(PREFIX)),/etc/fish/completions,$(PREFIX)/share/fish/vendor_completions.d)
+
 # Copies an already built BINARY (and granary-reopen-check beside it), the man pages and
 # completions under $(DESTDIR)$(PREFIX).
 install-files:
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/man/man5" \
 		"$(DESTDIR)$(PREFIX)/share/man/man7" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
-		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d"
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(FISHDIR)"
 	install -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/granary"
 	install -m 0755 "$(dir $(BINARY))granary-reopen-check" "$(DESTDIR)$(PREFIX)/bin/granary-reopen-check"
 	for page in $(MANPAGES); do \
 		install -m 0644 "$$page" "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/"; done
 	install -m 0644 completions/granary.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary"
 	install -m 0644 completions/_granary "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_granary"
-	install -m 0644 completions/granary.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
+	install -m 0644 completions/granary.fish "$(DESTDIR)$(FISHDIR)/granary.fish"
 
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/granary" "$(DESTDIR)$(PREFIX)/bin/granary-reopen-check"
@@ -139,7 +144,7 @@ uninstall:
 		rm -f "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/$$page"; done
 	rm -f "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_granary" \
-		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
+		"$(DESTDIR)$(FISHDIR)/granary.fish"
 
 clean:
 	rm -rf .build .build-fuzz .build-tools "$(DEMO)" bench/work

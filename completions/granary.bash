@@ -130,7 +130,8 @@ __granary_offer_flags_options() {
 __granary_add_completions() {
     local completion
     while IFS='' read -r completion; do
-        COMPREPLY+=("${completion}")
+        # No candidate is no line: an empty one would be inserted (with -o filenames, as "zz/").
+        [[ -n "${completion}" ]] && COMPREPLY+=("${completion}")
     done < <(IFS=$'\n' compgen "${@}" -- "${cur}")
 }
 
@@ -148,7 +149,8 @@ __granary_custom_complete() {
 __granary_add_custom_completions() {
     local completion
     while IFS='' read -r completion; do
-        COMPREPLY+=("${completion}")
+        # No candidate is no line: an empty one would be inserted (with -o filenames, as "zz/").
+        [[ -n "${completion}" ]] && COMPREPLY+=("${completion}")
     done < <(__granary_custom_complete "${@}")
 }
 

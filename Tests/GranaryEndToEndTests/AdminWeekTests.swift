@@ -92,7 +92,9 @@ struct AdminWeekTests {
         let done = try granary(["reset", bob, "--yes"])
         #expect(done.status == 0, "\(done.stderr)")
         #expect(done.stderr.contains("warning: \(bob) had no backup"), "\(done.stderr)")
-        #expect(done.stdout.isEmpty, "silent on success without a terminal: \(done.stdout)")
+        #expect(done.stdout.hasPrefix("reset \(bob)"), "what was done, on standard output: \(done.stdout)")
+        let quiet = try granary(["reset", bob, "--yes", "-q"])
+        #expect(quiet.status == 0 && quiet.stdout.isEmpty && quiet.stderr.isEmpty, "-q: \(quiet.stdout)\(quiet.stderr)")
     }
 
     @Test("check right after backup --all is green (the backup checked its archives); check = none is not")
@@ -186,7 +188,7 @@ struct AdminWeekTests {
         let archive = FileSystem.contents(of: repo + "/" + alice).first { !$0.hasPrefix(".") } ?? ""
         let inspect = try granary(["inspect", "-q", alice + "/" + archive])
         #expect(inspect.status == 0 && inspect.stdout.contains("Cloud.sqlite"), "\(inspect.stdout)\(inspect.stderr)")
-        let restore = try granary(["restore", alice])
-        #expect(restore.status == 0 && restore.stdout.isEmpty, "silent on success: \(restore.stdout)")
+        let restore = try granary(["restore", alice, "-q"])
+        #expect(restore.status == 0 && restore.stdout.isEmpty, "-q hides what a restore did: \(restore.stdout)")
     }
 }

@@ -194,7 +194,6 @@ struct ResetResult: CommandResult {
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         restore.render(&text, detail)
-        guard restore.dryRun || detail.summaries else { return }
         for store in plan ?? [] { for line in Self.lines(store) { text.line(line) } }
     }
 

@@ -119,6 +119,24 @@ struct RestoreCommand: GranaryCommand {
         return folder
     }
 
+    /// `--to` must be a folder of its own: not the root or in it (a folder there is a user, and
+    /// would become one owned by root), not the repository or in it (it would look like a user's
+    /// archives).
+    static func checkTarget(_ to: String, settings: Settings) throws {
+        let target = LocalRepository.resolvedPath(to)
+        var places: [(String, String)] = []
+        if let root = settings.root?.value { places.append(("the root", root)) }
+        if let repo = settings.repo?.value, !Repositories.isRemote(repo) { places.append(("the repository", repo)) }
+        for (name, place) in places {
+            let base = LocalRepository.resolvedPath(place)
+            if target == base || target.hasPrefix(base == "/" ? "/" : base + "/") {
+                throw CommandError(
+                    description: "--to \(to) is \(target == base ? "" : "inside ")\(name) \(place)", status: .usage,
+                    hint: "restore into a folder of its own, outside the root and the repository, such as /tmp/drill")
+            }
+        }
+    }
+
     static func parseTime(_ text: String) -> Date? {
         ArchiveName.parseStamp(text) ?? ISO8601DateFormatter().date(from: text)
     }
@@ -134,7 +152,16 @@ struct RestoreCommand: GranaryCommand {
                 description: "--to \(to) is not UTF-8 text", status: .usage,
                 hint: "name the folder by a UTF-8 path (a link with such a name works)")
         }
-        if let to { try GlobalOptions.checkPlace(to, "--to") }
+        if let to {
+            try GlobalOptions.checkPlace(to, "--to")
+            try Self.checkTarget(to, settings: settings)
+        }
+        // A file named by its path: its manifest says whose it is (not a damaged archive when it is another user's).
+        if let archive, archive.contains("/"), FileSystem.isRegularFile(archive),
+            let manifest = try? Catalogue.readManifest(archive), manifest.user != request.user.rawValue
+        {
+            throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
+        }
         request.target = to
         request.method = method
         request.dryRun = dryRun
@@ -243,12 +270,11 @@ struct RestoreResult: CommandResult {
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
-    /// A dry run's plan is an answer (shown with --quiet); a done restore is silent without a
-    /// terminal, as backup is: cron mails nothing on success.
+    /// A dry run's plan is an answer (shown with --quiet); what a restore put in place is one
+    /// line of chatter (-q hides it).
     var isAnswer: Bool { dryRun }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
-        guard dryRun || detail.summaries else { return }
         if let recovered { recovered.render(&text, detail) }
         let head = dryRun ? "would \(operation)" : operation == "restore" ? "restored" : "reset"
         var line: TextLine = "\(head) \(bold: user)"

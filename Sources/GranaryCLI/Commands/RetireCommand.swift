@@ -136,8 +136,6 @@ struct RetireResult: CommandResult {
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
-        // Silent without a terminal on success, as backup is (-v prints it).
-        guard detail.summaries else { return }
         if let recovered { recovered.render(&text, detail) }
         text.line(
             "retired \(bold: user): final archive \(PathText.lastComponent(archive)) (\(Format.bytes(archiveSize)), verified); \(folder) removed"

@@ -125,6 +125,10 @@ public struct LocalRepository: Repository {
         }
     }
 
+    /// The real path of `path` (links resolved; for a path not made yet, its longest existing
+    /// ancestor's, with the rest as written).
+    public static func resolvedPath(_ path: String) -> String { canonical(path) }
+
     /// The real path of `path` (of its longest existing ancestor, for a path not made yet).
     static func canonical(_ path: String) -> String {
         var missing: [String] = []
