@@ -130,8 +130,7 @@ __granary_offer_flags_options() {
 __granary_add_completions() {
     local completion
     while IFS='' read -r completion; do
-        # No candidate is no line: an empty one would be inserted (with -o filenames, as "zz/").
-        [[ -n "${completion}" ]] && COMPREPLY+=("${completion}")
+        COMPREPLY+=("${completion}")
     done < <(IFS=$'\n' compgen "${@}" -- "${cur}")
 }
 
@@ -403,9 +402,9 @@ _granary_inspect() {
 
 _granary_check() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --nagios --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config --max-age)
+    non_repeating_options=(--root --repo --config --max-age --textfile)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -426,6 +425,10 @@ _granary_check() {
         return
         ;;
     '--max-age')
+        return
+        ;;
+    '--textfile')
+        __granary_add_completions -f
         return
         ;;
     esac
@@ -598,7 +601,7 @@ _granary_restore() {
 
 _granary_reset() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive -y --yes --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --config --method --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1

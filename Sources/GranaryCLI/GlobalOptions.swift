@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import GranaryKit
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The options every command takes, before or after the command's name.
 ///
 /// The root command declares them, so `granary --help` lists them and they may come first
@@ -61,6 +65,7 @@ struct GlobalOptions: ParsableArguments {
         if let repo = settings.repo, !Repositories.isRemote(repo.value) {
             try Self.checkPlace(repo.value, Self.origin("--repo", "GRANARY_REPO", repo))
         }
+        if geteuid() != 0 { try Self.checkAccess(settings) }
         // Where the settings came from, when a person should know (root's environment, an ignored file).
         if !quiet {
             for note in settings.notes {
@@ -76,6 +81,31 @@ struct GlobalOptions: ParsableArguments {
     static func checkPlace(_ path: String, _ name: String) throws {
         guard let found = PathText.tildeProblem(path) else { return }
         throw CommandError(description: "\(name) \(path) \(found.problem)", status: .usage, hint: found.hint)
+    }
+
+    /// Not root: a root, a user's folder or a repository this user may not read is one answer,
+    /// "granary must run as root", rather than "not a granary repository" or users shown with
+    /// no stores. (granary may run unprivileged over folders that user owns.)
+    static func checkAccess(_ settings: Settings) throws {
+        func denied(_ path: String) -> Bool {
+            access(path, R_OK | X_OK) != 0 && (errno == EACCES || errno == EPERM)
+        }
+        var places: [String] = []
+        if let root = settings.root?.value, FileSystem.isDirectory(root) {
+            places.append(root)
+            if !denied(root) {
+                places += FileSystem.contents(of: root).filter { !$0.hasPrefix(".") }.map { root + "/" + $0 }
+                    .filter { FileSystem.isDirectory($0) }
+            }
+        }
+        if let repo = settings.repo?.value, !Repositories.isRemote(repo), FileSystem.status(repo) != nil {
+            places.insert(repo, at: 0)
+        }
+        guard let place = places.first(where: denied) else { return }
+        let words = ["sudo", "granary"] + GranaryMain.argumentBytes().map(ShellWord.quote)
+        throw CommandError(
+            description: "granary must run as root: \(place) cannot be read by uid \(geteuid()) (permission denied)",
+            status: .usage, hint: words.joined(separator: " "))
     }
 
     /// How a setting was given, for messages: the flag, the variable or the file's key.

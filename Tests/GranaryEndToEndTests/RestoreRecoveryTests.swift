@@ -174,7 +174,7 @@ struct RestoreRecoveryTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try RestoreFixtures.ids(target + "/Local.sqlite", table: "items").count == 20)
         #expect(RestoreFixtures.sha256(user + "/Local.sqlite") == before)
-        #expect(FileSystem.contents(of: repo + "/alice@example.com").count == 1)
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").filter { !$0.hasPrefix(".") }.count == 1)
     }
 
     @Test("--method offline refuses a store another process has open")

@@ -236,6 +236,6 @@ struct RestoreSwapTests {
         #expect(result.stdout.contains("swap"))
         #expect(result.stdout.contains("owner pid \(owner.pid)"))
         #expect(!owner.lines.contains { $0.hasPrefix("PAUSED") })
-        #expect(FileSystem.contents(of: repo + "/alice@example.com").count == 1)
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").filter { !$0.hasPrefix(".") }.count == 1)
     }
 }

@@ -43,7 +43,7 @@ struct CheckCommand: GranaryCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "The oldest a user's newest verified archive may be: 30m, 26h, 2d, 1w (default: 1d).", valueName: "duration"
+            "The oldest a user's newest checked archive may be: 30min, 26h, 2d, 1w (default: 1d).", valueName: "duration"
         ),
         transform: ArgumentValues.span(minimum: 1))
     var maxAge: Int64?

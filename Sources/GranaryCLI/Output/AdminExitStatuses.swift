@@ -4,6 +4,6 @@ import GranaryKit
 extension ArchiveOfAnotherUser: CommandLineError {
     var status: ExitStatus { .usage }
     var hint: String? {
-        "granary restore \(ShellWord.quote(owner)) \(ShellWord.quote(name)) restores it into its own user"
+        "granary restore \(ShellWord.quote(owner)) \(ShellWord.quote(name))"
     }
 }

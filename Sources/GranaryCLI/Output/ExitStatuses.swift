@@ -264,7 +264,7 @@ extension LockError: CommandLineError {
     }
     var hint: String? {
         switch self {
-        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10m)"
+        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10min)"
         case .cannotCreate(_, let underlying): return underlying.hint
         case .interrupted: return nil
         }

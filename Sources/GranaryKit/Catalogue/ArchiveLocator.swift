@@ -30,6 +30,12 @@ public struct ArchiveOfAnotherUser: GranaryError, Sendable {
     /// Whom it was named for.
     public let user: String
 
+    public init(name: String, owner: String, user: String) {
+        self.name = name
+        self.owner = owner
+        self.user = user
+    }
+
     public var description: String { "\(name) belongs to \(owner), not to \(user)" }
 }
 
