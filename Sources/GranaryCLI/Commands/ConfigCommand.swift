@@ -53,9 +53,14 @@ struct ConfigResult: CommandResult {
 
     @Null var file: String?
     let settings: [Entry]
+    /// Where a configuration file was looked for, in order (text only).
+    private var looked: [String] = []
+
+    enum CodingKeys: String, CodingKey { case file, settings }
 
     init(_ settings: Settings) {
         file = settings.configPath
+        looked = ConfigFile.defaultPaths(environment: ProcessInfo.processInfo.environment)
         func entry<V>(_ key: String, _ setting: Setting<V>?, _ value: (V) -> Value) -> Entry {
             Entry(
                 key: key, value: setting.map { value($0.value) } ?? .unset,
@@ -104,9 +109,14 @@ struct ConfigResult: CommandResult {
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
-        text.line("config file: \(file ?? "none")")
+        text.line("config file: \(file ?? "none (looked for \(looked.joined(separator: ", ")))")")
+        if file == nil, FileSystem.isRegularFile("/etc/granary.toml") {
+            text.line("  /etc/granary.toml is not read: granary reads /etc/granary/config.toml (see granary.toml(5))")
+        }
+        let keyWidth = max(24, (settings.map { $0.key.count }.max() ?? 0) + 1)
+        let valueWidth = max(20, (settings.map { $0.value.text.count }.max() ?? 0) + 1)
         for entry in settings {
-            text.line("\(entry.key, width: 24) \(entry.value.text, width: 20) \(entry.source)")
+            text.line("\(entry.key, width: keyWidth) \(entry.value.text, width: valueWidth) \(entry.source)")
         }
     }
 }
