@@ -14,7 +14,9 @@ extension GranaryMain {
             guard let command = parsed as? any GranaryCommand else { return nil }
             try command.checkArguments()
             let settings = try command.global.settings()
-            if let restore = command as? RestoreCommand, let to = restore.to { try GlobalOptions.checkPlace(to, "--to") }
+            if let restore = command as? RestoreCommand, let to = restore.to {
+                try GlobalOptions.checkPlace(to, "--to")
+            }
             if let repository = try settings.repository() {
                 _ = repository.location
                 if let local = repository as? LocalRepository { _ = local.exists() }

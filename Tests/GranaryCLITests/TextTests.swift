@@ -77,7 +77,8 @@ struct TextTests {
         #expect(TimeSpan(months: 12).start(before: end) == ISO8601DateFormatter().date(from: "2025-03-31T12:00:00Z"))
         #expect(TimeSpan(months: 6).start(before: end) == ISO8601DateFormatter().date(from: "2025-10-01T12:00:00Z"))
         #expect(
-            DurationText.span("1y2d3h")?.start(before: end) == ISO8601DateFormatter().date(from: "2025-03-29T09:00:00Z"))
+            DurationText.span("1y2d3h")?.start(before: end) == ISO8601DateFormatter().date(from: "2025-03-29T09:00:00Z")
+        )
     }
 
     @Test(

@@ -22,23 +22,31 @@ struct AdminInstallTests {
         for line in lines {
             // minute hour day month weekday user command…
             let fields = line.split(separator: " ", maxSplits: 6, omittingEmptySubsequences: true)
-            #expect(fields.count == 7 && fields[5] == "root", line)
+            #expect(fields.count == 7 && fields[5] == "root", "\(line)")
             let command = String(fields[6])
             for word in command.split(separator: " ") where word.contains("granary") || word == "logger" {
-                #expect(word.hasPrefix("/") || word.hasPrefix("\"") || word == "-t" || word == "granary", "not absolute: \(word) in \(line)")
+                #expect(
+                    word.hasPrefix("/") || word.hasPrefix("\"") || word == "-t" || word == "granary",
+                    "not absolute: \(word) in \(line)")
             }
-            #expect(command.hasPrefix("/usr/local/bin/granary "), line)
+            #expect(command.hasPrefix("/usr/local/bin/granary "), "\(line)")
             // Run it as cron would: env -i, PATH=/usr/bin:/bin, the built granary in place of the installed one.
-            let run = command.replacingOccurrences(of: "/usr/local/bin/granary", with: GranaryProcess.binDirectory + "/granary")
+            let run = command.replacingOccurrences(
+                of: "/usr/local/bin/granary", with: GranaryProcess.binDirectory + "/granary")
             let result = try GranaryProcess.runExecutable(
                 "/usr/bin/env",
-                ["-i", "PATH=/usr/bin:/bin", "HOME=/root", "GRANARY_ROOT=\(root)", "GRANARY_REPO=\(repo)", "/bin/sh", "-c", run])
+                [
+                    "-i", "PATH=/usr/bin:/bin", "HOME=/root", "GRANARY_ROOT=\(root)", "GRANARY_REPO=\(repo)", "/bin/sh",
+                    "-c", run,
+                ])
             #expect(result.status == 0, "\(line): \(result.stderr)")
             #expect(result.stdout.isEmpty && result.stderr.isEmpty, "cron would mail: \(result.stdout)\(result.stderr)")
         }
     }
 
-    @Test("a /usr/local install puts fish's completion where fish finds it (fish_complete_path), /usr in vendor_completions.d")
+    @Test(
+        "a /usr/local install puts fish's completion where fish finds it (fish_complete_path), /usr in vendor_completions.d"
+    )
     func fishPath() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/fish") else {
             Issue.record("fish is not installed (make deps installs it)")
@@ -58,7 +66,11 @@ struct AdminInstallTests {
             #expect(FileSystem.isRegularFile(folder.child(prefix) + expected + "/granary.fish"), "PREFIX=\(prefix)")
             // Where fish looks, with the environment of a root shell on a server (no XDG_DATA_DIRS).
             let path = try GranaryProcess.runExecutable(
-                "/usr/bin/env", ["-i", "HOME=/root", "PATH=/usr/bin:/bin", "/usr/bin/fish", "-c", "string join \\n -- $fish_complete_path"])
+                "/usr/bin/env",
+                [
+                    "-i", "HOME=/root", "PATH=/usr/bin:/bin", "/usr/bin/fish", "-c",
+                    "string join \\n -- $fish_complete_path",
+                ])
             #expect(path.stdout.split(separator: "\n").contains(Substring(expected)), "fish looks in: \(path.stdout)")
         }
     }
@@ -69,7 +81,10 @@ struct AdminInstallTests {
         let root = folder.child("root"), repo = folder.child("repo")
         try GranaryProcess.run([root], tool: "granary-sample")
         try GranaryProcess.run(["backup", "--all", "--root", root, "--repo", repo])
-        for words in [["granary", "restore", "zz"], ["granary", "restore", "alice@example.com", "zz"], ["granary", "users", "zz"]] {
+        for words in [
+            ["granary", "restore", "zz"], ["granary", "restore", "alice@example.com", "zz"],
+            ["granary", "users", "zz"],
+        ] {
             let quoted = words.map(ShellQuoting.word).joined(separator: " ")
             let script = """
                 source /usr/share/bash-completion/bash_completion
@@ -83,7 +98,9 @@ struct AdminInstallTests {
                 """
             let result = try GranaryProcess.runExecutable(
                 "/bin/bash", ["--norc", "-c", script],
-                environment: ["PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin", "GRANARY_ROOT": root, "GRANARY_REPO": repo])
+                environment: [
+                    "PATH": GranaryProcess.binDirectory + ":/usr/bin:/bin", "GRANARY_ROOT": root, "GRANARY_REPO": repo,
+                ])
             #expect(result.stdout.contains("count=0"), "\(words): \(result.stdout)\(result.stderr)")
         }
     }

@@ -58,7 +58,8 @@ struct AdminPathTests {
     func issueLines() throws {
         let lines: [[String]] = [
             ["--repo", "x/~", "list"], ["--repo", "~/gb", "check", "--root", root],
-            ["--root", "~", "users", "--repo", repo], ["restore", "bob@example.com", "--to", "~/drill", "--root", root, "--repo", repo],
+            ["--root", "~", "users", "--repo", repo],
+            ["restore", "bob@example.com", "--to", "~/drill", "--root", root, "--repo", repo],
         ]
         for line in lines {
             let outcome = try run(line)
@@ -67,7 +68,8 @@ struct AdminPathTests {
         }
         let tilde = try run(["--repo", "~/gb", "check", "--root", root])
         #expect(tilde.status == 64, "\(tilde.stderr)")
-        #expect(tilde.stderr.contains("--repo ~/gb starts with ~") && tilde.stderr.contains("/root/gb"), "\(tilde.stderr)")
+        #expect(
+            tilde.stderr.contains("--repo ~/gb starts with ~") && tilde.stderr.contains("/root/gb"), "\(tilde.stderr)")
         // A ~ inside a path is a plain name: x/~ is an ordinary (missing) repository.
         let inner = try run(["--repo", "x/~", "list"])
         #expect(inner.status == 66 && inner.stderr.contains("x/~"), "\(inner.stderr)")
@@ -89,13 +91,15 @@ struct AdminPathTests {
             }
         }
         let config = folder.child("tilde.toml")
-        try "root = \"\(root)\"\nrepo = \"~/granary-backups\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "root = \"\(root)\"\nrepo = \"~/granary-backups\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
         let tilde = try run(["users", "--config", config])
         #expect(tilde.status == 64, "\(tilde.stderr)")
         #expect(
             tilde.stderr.contains("tilde.toml:2: repo: \"~/granary-backups\" starts with ~")
                 && tilde.stderr.contains("/root/granary-backups"), "\(tilde.stderr)")
-        try "root = \"\(root)\"\n[[mirror]]\nrepo = \"backups\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        try "root = \"\(root)\"\n[[mirror]]\nrepo = \"backups\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
         let relative = try run(["users", "--config", config])
         #expect(relative.status == 64 && relative.stderr.contains("is a relative path"), "\(relative.stderr)")
     }

@@ -222,7 +222,9 @@ struct AdminShellTests {
         defer { close(fd) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        process.arguments = ["backup", "dave@example.com", "--lock-timeout", "1min", "--root", f.root, "--repo", f.repo]
+        process.arguments = [
+            "backup", "dave@example.com", "--lock-timeout", "1min", "--root", f.root, "--repo", f.repo,
+        ]
         let errors = Pipe()
         process.standardError = errors
         try process.run()

@@ -44,17 +44,21 @@ struct AdminWeekTests {
             let path = root + "/" + user + "/" + store
             guard FileSystem.isRegularFile(path) else { continue }
             let tables = try GranaryProcess.runExecutable(
-                "/usr/bin/sqlite3", [path, "select name from sqlite_master where type='table' and name not like 'sqlite_%'"]
+                "/usr/bin/sqlite3",
+                [path, "select name from sqlite_master where type='table' and name not like 'sqlite_%'"]
             ).stdout.split(separator: "\n")
             for table in tables {
-                let count = try GranaryProcess.runExecutable("/usr/bin/sqlite3", [path, "select count(*) from \"\(table)\""])
+                let count = try GranaryProcess.runExecutable(
+                    "/usr/bin/sqlite3", [path, "select count(*) from \"\(table)\""])
                 total += Int(count.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
             }
         }
         return total
     }
 
-    @Test("reset without a terminal and without --yes is refused (64, the command line with --yes as the hint), rows intact")
+    @Test(
+        "reset without a terminal and without --yes is refused (64, the command line with --yes as the hint), rows intact"
+    )
     func resetNeedsYes() throws {
         let before = try rows(alice)
         #expect(before > 0)
@@ -62,7 +66,8 @@ struct AdminWeekTests {
         #expect(refused.status == 64, "\(refused.stderr)")
         #expect(refused.stderr.contains("which has no backup"), "never backed up, said: \(refused.stderr)")
         #expect(
-            refused.stderr.contains("Try: granary reset \(alice) --no-safety-archive --root \(root) --repo \(repo) --yes"),
+            refused.stderr.contains(
+                "Try: granary reset \(alice) --no-safety-archive --root \(root) --repo \(repo) --yes"),
             "\(refused.stderr)")
         #expect(try rows(alice) == before, "a refused reset emptied something")
         let missing = try granary(["reset", "zed@example.com"])
@@ -127,13 +132,16 @@ struct AdminWeekTests {
         let crashed = try granary(["restore", alice], environment: ["GRANARY_TEST_CRASH_AT_STEP": "3"])
         #expect(crashed.status != 0)
         let red = try granary(["check"])
-        #expect(red.status == 1 && red.stdout.contains("FAIL  \(alice): a restore, reset or retire stopped half way"), "\(red.stdout)")
+        #expect(
+            red.status == 1 && red.stdout.contains("FAIL  \(alice): a restore, reset or retire stopped half way"),
+            "\(red.stdout)")
         let nagios = try granary(["check", "--nagios"])
         #expect(nagios.status == 2 && nagios.stdout.hasPrefix("GRANARY CRITICAL - 1 of "), "\(nagios.stdout)")
         #expect(try granary(["recover"]).status == 0)
         #expect(try granary(["check"]).status == 0)
         let unknown = try GranaryProcess.run(["check", "--nagios", "--repo", folder.child("nowhere"), "--root", root])
-        #expect(unknown.status == 3 && unknown.stdout.hasPrefix("GRANARY UNKNOWN - "), "\(unknown.stdout)\(unknown.stderr)")
+        #expect(
+            unknown.status == 3 && unknown.stdout.hasPrefix("GRANARY UNKNOWN - "), "\(unknown.stdout)\(unknown.stderr)")
     }
 
     @Test("check --textfile: written atomically, 0644, and read by prometheus_client's own text-format parser")
@@ -146,7 +154,9 @@ struct AdminWeekTests {
         let check = try granary(["check", "--textfile", path])
         #expect(check.status == 1, "\(check.stdout)")
         #expect(FileSystem.status(path).map { $0.st_mode & 0o777 } == 0o644)
-        #expect(FileSystem.contents(of: folder.path).filter { $0.hasPrefix(".granary.prom") }.isEmpty, "a temporary file stayed")
+        #expect(
+            FileSystem.contents(of: folder.path).filter { $0.hasPrefix(".granary.prom") }.isEmpty,
+            "a temporary file stayed")
         let python = GranaryProcess.packageDirectory + "/.build-tools/prometheus/bin/python"
         guard FileManager.default.isExecutableFile(atPath: python),
             (try? GranaryProcess.runExecutable(python, ["-c", "import prometheus_client"]))?.status == 0
@@ -169,8 +179,10 @@ struct AdminWeekTests {
         #expect(lines.contains("granary_interrupted gauge \(bob) 1.0"), "\(parsed.stdout)")
         #expect(lines.contains("granary_newest_archive_verified gauge \(alice) 0.0"), "\(parsed.stdout)")
         #expect(lines.contains("granary_check_ok gauge  0.0"), "\(parsed.stdout)")
-        #expect(lines.contains { $0.hasPrefix("granary_newest_archive_age_seconds gauge \(alice) ") }, "\(parsed.stdout)")
-        #expect(lines.contains { $0.hasPrefix("granary_newest_archive_size_bytes gauge \(alice) ") }, "\(parsed.stdout)")
+        #expect(
+            lines.contains { $0.hasPrefix("granary_newest_archive_age_seconds gauge \(alice) ") }, "\(parsed.stdout)")
+        #expect(
+            lines.contains { $0.hasPrefix("granary_newest_archive_size_bytes gauge \(alice) ") }, "\(parsed.stdout)")
         // verify sets the verified metric.
         #expect(try granary(["verify", "--user", alice, "--latest"]).status == 0)
         _ = try granary(["check", "--textfile", path])

@@ -153,7 +153,8 @@ struct FaultTests {
         try GranaryProcess.run(["big", store, "48"], tool: "granary-sample")
         #expect(try fixture.granary(["backup", "dave@example.com", "--check", "none"]).status == 0)
         let archive =
-            fixture.repo + "/dave@example.com/" + FileSystem.contents(of: fixture.repo + "/dave@example.com").filter { !$0.hasPrefix(".") }[0]
+            fixture.repo + "/dave@example.com/"
+            + FileSystem.contents(of: fixture.repo + "/dave@example.com").filter { !$0.hasPrefix(".") }[0]
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
         process.arguments = ["verify", archive, "--root", fixture.root, "--repo", fixture.repo]

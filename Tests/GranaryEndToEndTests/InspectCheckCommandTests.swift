@@ -45,7 +45,8 @@ struct InspectCheckCommandTests {
         let fixture = try Fixture()
         #expect(try fixture.granary(["backup", "alice@example.com"]).status == 0)
         let archive =
-            fixture.repo + "/alice@example.com/" + FileSystem.contents(of: fixture.repo + "/alice@example.com").filter { !$0.hasPrefix(".") }[0]
+            fixture.repo + "/alice@example.com/"
+            + FileSystem.contents(of: fixture.repo + "/alice@example.com").filter { !$0.hasPrefix(".") }[0]
         let document = try fixture.json(["inspect", archive])
         #expect(document["kind"] as? String == "archive")
         #expect(document["user"] as? String == "alice@example.com")

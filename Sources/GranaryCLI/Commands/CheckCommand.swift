@@ -43,7 +43,8 @@ struct CheckCommand: GranaryCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "The oldest a user's newest checked archive may be: 30min, 26h, 2d, 1w (default: 1d).", valueName: "duration"
+            "The oldest a user's newest checked archive may be: 30min, 26h, 2d, 1w (default: 1d).",
+            valueName: "duration"
         ),
         transform: ArgumentValues.span(minimum: 1))
     var maxAge: Int64?
@@ -89,7 +90,9 @@ struct CheckCommand: GranaryCommand {
             } catch {
                 throw CommandError(
                     description: "cannot write --textfile \(textfile): \(error.description)", status: .cannotCreate,
-                    hint: "name a file in a folder granary can write, such as /var/lib/prometheus/node-exporter/granary.prom")
+                    hint:
+                        "name a file in a folder granary can write, such as /var/lib/prometheus/node-exporter/granary.prom"
+                )
             }
         }
         return result
@@ -225,7 +228,8 @@ struct CheckResult: CommandResult {
         for user in users where !user.ok { text.line("FAIL  \(user.id): \(user.reason ?? "failed")") }
         guard detail.summaries || nagios else { return }
         for user in users where user.ok && user.retired {
-            text.line("OK    \(user.id): retired, final archive \(user.newest.map { PathText.lastComponent($0) } ?? "")")
+            text.line(
+                "OK    \(user.id): retired, final archive \(user.newest.map { PathText.lastComponent($0) } ?? "")")
         }
         for user in users where user.ok && !user.retired {
             let name = user.newestVerified.map { PathText.lastComponent($0) } ?? ""
@@ -241,11 +245,14 @@ struct CheckResult: CommandResult {
         let word = ["OK", "WARNING", "CRITICAL"][Int(nagiosCode)]
         var line = "GRANARY \(word) - "
         if failing.isEmpty && ignored.isEmpty {
-            line += "\(users.count) user\(users.count == 1 ? "" : "s") with a checked archive under \(Freshness.describe(TimeInterval(maxAgeSeconds))) old"
+            line +=
+                "\(users.count) user\(users.count == 1 ? "" : "s") with a checked archive under \(Freshness.describe(TimeInterval(maxAgeSeconds))) old"
         } else {
             line += "\(failing.count) of \(users.count) users failing"
             if !failing.isEmpty { line += ": " + failing.prefix(5).map(\.id).joined(separator: ", ") }
-            if !ignored.isEmpty { line += "; \(ignored.count) entr\(ignored.count == 1 ? "y" : "ies") of the root ignored" }
+            if !ignored.isEmpty {
+                line += "; \(ignored.count) entr\(ignored.count == 1 ? "y" : "ies") of the root ignored"
+            }
         }
         return line + " | users=\(users.count) failing=\(failing.count) ignored=\(ignored.count)"
     }
@@ -278,7 +285,8 @@ struct CheckResult: CommandResult {
             "granary_newest_archive_size_bytes", "Size of the user's newest regular archive, in bytes.",
             byUser.compactMap { labels, user in user.newestSize.map { (labels, String($0)) } })
         family(
-            "granary_problems", "Problems check found for the user (0: ok; a stopped restore, a mirror, an old archive).",
+            "granary_problems",
+            "Problems check found for the user (0: ok; a stopped restore, a mirror, an old archive).",
             byUser.map { labels, user in (labels, String(user.problems)) })
         family(
             "granary_interrupted", "1 when a restore, reset or retire of the user stopped half way, else 0.",
@@ -287,7 +295,8 @@ struct CheckResult: CommandResult {
             "granary_root_entries_ignored", "Entries of the root that may hold data but are no user granary can take.",
             [("", String(ignored.count))])
         family("granary_check_ok", "1 when every user passed check, else 0.", [("", ok ? "1" : "0")])
-        family("granary_check_max_age_seconds", "The --max-age check ran with, in seconds.", [("", String(maxAgeSeconds))])
+        family(
+            "granary_check_max_age_seconds", "The --max-age check ran with, in seconds.", [("", String(maxAgeSeconds))])
         family(
             "granary_check_timestamp_seconds", "When check wrote this file, in seconds since 1970.",
             [("", String(Int64(now.timeIntervalSince1970)))])

@@ -16,7 +16,11 @@ struct RestoreCommand: GranaryCommand {
             restored with --create: the folder is made, owned as --owner says or else as the archive recorded, and \
             every store, external-data file and folder in it gets the owner, group and mode the archive recorded; \
             without a named archive the newest regular backup or final archive is used. \
-            Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner), \
+            ARCHIVE is named as for verify, inspect and delete: a file name, a unique prefix of one (a bare stamp), \
+            USER/NAME (the user's own; another user's archive is refused with 64, naming whose it is), latest (the \
+            newest regular backup), or a path. --to must lie outside the root and the repository. \
+            Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner; \
+            another user's archive; --to in the root or the repository), \
             65 the archive is damaged or does not match, 66 no such user (the hint is the --create command line) or \
             archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed).
             """

@@ -125,7 +125,8 @@ public struct ConfigFile: Sendable {
             if text.hasPrefix("s3:") || text.hasPrefix("rclone:") || text.isEmpty { return text }
             if let found = PathText.tildeProblem(text) {
                 throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key, message: "\"\(text)\" \(found.problem): \(found.hint)")
+                    path: path, line: locator.line(of: key), key: key,
+                    message: "\"\(text)\" \(found.problem): \(found.hint)")
             }
             guard text.hasPrefix("/") else {
                 throw .invalidValue(

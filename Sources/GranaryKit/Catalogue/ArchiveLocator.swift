@@ -154,7 +154,9 @@ public struct ArchiveLocator: Sendable {
             throw ArchiveOfAnotherUser(name: text, owner: owner.rawValue, user: user.rawValue)
         }
         let entry = try locate(text, user: user)
-        if entry.user != user { throw ArchiveOfAnotherUser(name: text, owner: entry.user.rawValue, user: user.rawValue) }
+        if entry.user != user {
+            throw ArchiveOfAnotherUser(name: text, owner: entry.user.rawValue, user: user.rawValue)
+        }
         return entry
     }
 

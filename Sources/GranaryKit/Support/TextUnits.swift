@@ -78,7 +78,8 @@ public enum DurationText {
             if unit.isEmpty { break }
             rest = rest.dropFirst(unit.count)
         }
-        return "not a duration: use a number with ms, s, min, h, d, w, mo or y (e.g. 30s, 2min, 1h30min, 7d, 6mo, 1y), or plain seconds"
+        return
+            "not a duration: use a number with ms, s, min, h, d, w, mo or y (e.g. 30s, 2min, 1h30min, 7d, 6mo, 1y), or plain seconds"
     }
 
     /// The span `text` stands for, or nil: nothing past 100 years, no negative, `nan`, `inf` or
