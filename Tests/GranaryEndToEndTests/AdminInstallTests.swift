@@ -23,7 +23,7 @@ struct AdminInstallTests {
             // minute hour day month weekday user command…
             let fields = line.split(separator: " ", maxSplits: 6, omittingEmptySubsequences: true)
             #expect(fields.count == 7 && fields[5] == "root", "\(line)")
-            let command = String(fields[6])
+            let command = fields[6].trimmingCharacters(in: .whitespaces)
             for word in command.split(separator: " ") where word.contains("granary") || word == "logger" {
                 #expect(
                     word.hasPrefix("/") || word.hasPrefix("\"") || word == "-t" || word == "granary",

@@ -160,9 +160,12 @@ struct RestoreCommand: GranaryCommand {
             try GlobalOptions.checkPlace(to, "--to")
             try Self.checkTarget(to, settings: settings)
         }
-        // A file named by its path: its manifest says whose it is (not a damaged archive when it is another user's).
+        // Another user's archive of the repository named by its path (it lies in that user's folder
+        // and its manifest agrees): named as such, not as damage. A file elsewhere whose manifest
+        // names someone else stays a data error (65): its bytes may be forged.
         if let archive, archive.contains("/"), FileSystem.isRegularFile(archive),
-            let manifest = try? Catalogue.readManifest(archive), manifest.user != request.user.rawValue
+            let owner = ArchiveLocator(repository: try settings.repository()).folderUser(ofFile: archive),
+            owner != request.user.rawValue, let manifest = try? Catalogue.readManifest(archive), manifest.user == owner
         {
             throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
         }

@@ -341,7 +341,8 @@ public enum RepositoryError: GranaryError, Sendable {
         case .denied(let location, let detail): return "\(location): access denied: \(detail)"
         case .local(let error): return error.description
         case .noRoom(_, let free, let needed):
-            return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
+            return
+                "it has \(ByteCountText.approximate(free)) free and the archive may need up to \(ByteCountText.approximate(needed))"
         }
     }
 
