@@ -121,9 +121,10 @@ struct FaultTests {
         #expect(backup.status == 73, "\(backup.stderr)")
         #expect(backup.stderr.contains(disk.path), "\(backup.stderr)")
         #expect(try fixture.granary(["list"], repo: disk.path).status == 0)
+        let before = FileSystem.contents(of: disk.path + "/dave@example.com").sorted()
         let verify = try fixture.granary(["verify", "--all"], repo: disk.path)
         #expect(verify.status == 73, "\(verify.stderr)")
-        #expect(FileSystem.contents(of: disk.path + "/dave@example.com").count == 1)
+        #expect(FileSystem.contents(of: disk.path + "/dave@example.com").sorted() == before, "verify wrote beside it")
     }
 
     @Test(

@@ -121,7 +121,7 @@ public struct ArchiveLocator: Sendable {
             try owner.map { try repository.archives(of: $0) }
             ?? repository.users().flatMap { try repository.archives(of: $0) }
         // `latest` (or `USER/latest`): the user's newest regular backup.
-        if file == "latest", let owner {
+        if file == "latest", owner != nil {
             guard let newest = candidates.last(where: { $0.name.kind == .backup }) else {
                 throw ArchiveNotFound(name: text, suggestions: [])
             }
