@@ -239,7 +239,7 @@ struct HostileContentTests {
         #expect(line?.split(separator: " ")[2] == "640")
         let verify = try granary(["verify", "photos@example.com/" + archive])
         #expect(verify.status == 0, "\(verify.stderr)")
-        let drill = folder + "-drill"
+        let drill = self.folder.child("photos-drill")  // outside the root: a folder there would be a user
         let restore = try granary(["restore", "photos@example.com", "--to", drill])
         #expect(restore.status == 0, "\(restore.stderr)")
         let restored = drill + "/" + StoreFile.externalDataName(for: "Library.sqlite")
