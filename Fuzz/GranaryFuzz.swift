@@ -69,8 +69,8 @@ func checkPaths(_ paths: [String]) {
             case "\"": return "\\\""
             case "\\": return "\\\\"
             case _ where scalar.value < 0x20 || scalar.value == 0x7F: return String(format: "\\u%04X", scalar.value)
-            // Every other non-ASCII scalar escaped too: the TOML is always valid (TOMLKit leaks
-            // 24 bytes per parse error, upstream; the keys' values are what is fuzzed here).
+            // Every other non-ASCII scalar escaped too: the TOML is always valid, so what is
+            // fuzzed is the keys' values, not TOML's own syntax.
             case _ where scalar.value > 0x7E: return String(format: "\\U%08X", scalar.value)
             default: return String(scalar)
             }

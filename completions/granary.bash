@@ -244,7 +244,7 @@ _granary_users() {
 _granary_backup() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
-    repeating_options=(--mirror)
+    repeating_options=(--mirror --exclude)
     non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
 
@@ -283,6 +283,10 @@ _granary_backup() {
         return
         ;;
     '--mirror')
+        return
+        ;;
+    '--exclude')
+        __granary_add_custom_completions ---completion backup -- --exclude "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     esac
