@@ -249,7 +249,9 @@ struct BackupCommandTests {
         for _ in 0..<2000 {
             if fixture.allRepoEntries().contains(where: {
                 $0.hasPrefix("erin@example.com/.") && !$0.hasSuffix(".verify.json")
-            }) { break }
+            }) {
+                break
+            }
             usleep(2_000)
         }
         kill(process.processIdentifier, SIGTERM)
@@ -320,7 +322,9 @@ struct BackupCommandTests {
         for _ in 0..<2000 {
             if fixture.allRepoEntries().contains(where: {
                 $0.hasPrefix("dave@example.com/.") && !$0.hasSuffix(".verify.json")
-            }) { break }
+            }) {
+                break
+            }
             usleep(5_000)
         }
         return process

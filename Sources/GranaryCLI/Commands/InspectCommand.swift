@@ -124,7 +124,9 @@ struct InspectResult: CommandResult {
             let names = store.tables.map(\.name) + (store.coreData?.entities.map(\.name) ?? [])
             let width = max(12, (names.map { TerminalText.escape($0).count }.max() ?? 0) + 2)
             text.line("  tables")
-            for table in store.tables { text.line("    \(table.name, width: width)\(table.rows) row\(table.rows == 1 ? "" : "s")") }
+            for table in store.tables {
+                text.line("    \(table.name, width: width)\(table.rows) row\(table.rows == 1 ? "" : "s")")
+            }
             if let coreData = store.coreData {
                 text.line("  Core Data store \(coreData.storeUUID ?? "(no UUID)")")
                 text.line("  entities")
