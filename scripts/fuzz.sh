@@ -74,9 +74,9 @@ for good in "$W"/repo/*/*.tar; do
 done
 for target in manifest archive commandline names paths; do
   echo "== fuzzing the $target for ${SECONDS_EACH}s"
+  ASAN_OPTIONS=$(case $target in paths) echo detect_leaks=0;; *) echo "${ASAN_OPTIONS:-}";; esac) \
   GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$(case $target in manifest) echo 65536;; commandline|names|paths) echo 4096;; *) echo 262144;; esac) \
     -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix=.build-fuzz/findings/$target- \
-    $(case $target in paths) echo -detect_leaks=0;; esac) \
     ".build-fuzz/corpus/$target" 2> "$W/$target.log" || { tail -40 "$W/$target.log"; echo "fuzz: $target FAILED (input in .build-fuzz/findings/)"; exit 1; }
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$W/$target.log" | grep -o '[0-9]*$')
   cov=$(grep -o 'cov: [0-9]*' "$W/$target.log" | tail -1)
