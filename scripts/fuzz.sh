@@ -8,6 +8,7 @@
 # FUZZ_SECONDS each. The paths target runs without LeakSanitizer's check: TOMLKit (upstream)
 # never frees the 24-byte error record of each TOMLTable(string:), one per configuration file
 # read, which every parse of a configuration would report; crashes and hangs still fail it.
+# (Absolute corpus and findings paths: the paths target works in a scratch folder of its own.)
 # Seeds: a real archive of the sample data, its manifest, and every fault scripts/tamper-archive.py
 # derives from it. A crash, a leak report or a timeout fails the run and leaves the input in
 # .build-fuzz/findings/ (replay: GRANARY_FUZZ_TARGET=... .build-fuzz/release/granary-fuzz FILE).
@@ -76,8 +77,8 @@ for target in manifest archive commandline names paths; do
   echo "== fuzzing the $target for ${SECONDS_EACH}s"
   ASAN_OPTIONS=$(case $target in paths) echo detect_leaks=0;; *) echo "${ASAN_OPTIONS:-}";; esac) \
   GRANARY_FUZZ_TARGET=$target "$FUZZ" -max_total_time="$SECONDS_EACH" -max_len=$(case $target in manifest) echo 65536;; commandline|names|paths) echo 4096;; *) echo 262144;; esac) \
-    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix=.build-fuzz/findings/$target- \
-    ".build-fuzz/corpus/$target" 2> "$W/$target.log" || { tail -40 "$W/$target.log"; echo "fuzz: $target FAILED (input in .build-fuzz/findings/)"; exit 1; }
+    -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 -artifact_prefix="$PWD/.build-fuzz/findings/$target-" \
+    "$PWD/.build-fuzz/corpus/$target" 2> "$W/$target.log" || { tail -40 "$W/$target.log"; echo "fuzz: $target FAILED (input in .build-fuzz/findings/)"; exit 1; }
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$W/$target.log" | grep -o '[0-9]*$')
   cov=$(grep -o 'cov: [0-9]*' "$W/$target.log" | tail -1)
   echo "   $runs inputs, $cov, no crash"
