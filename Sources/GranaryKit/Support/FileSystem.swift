@@ -273,13 +273,23 @@ public enum RawPath {
         FolderName.withRaw(from) { a in FolderName.withRaw(to) { b in Glibc.rename(a, b) } }
     }
 
+    /// The name of the entry `readdir` returned, read in place up to its NUL. A record is only
+    /// as long as its name (`d_reclen`): copying the whole struct (`item.pointee.d_name`) read
+    /// past the last record of readdir's buffer (AddressSanitizer: heap-buffer-overflow, found
+    /// by the `paths` fuzz target listing `/`).
+    public static func entryName(_ item: UnsafeMutablePointer<dirent>) -> [UInt8] {
+        let name = (UnsafeRawPointer(item) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+            .assumingMemoryBound(to: CChar.self)
+        return Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+    }
+
     /// The names in a folder (`.` and `..` left out), unsorted; empty when it cannot be read.
     public static func list(_ path: String) -> [String] {
         guard let dir = FolderName.withRaw(path, { opendir($0) }) else { return [] }
         defer { closedir(dir) }
         var names: [String] = []
         while let item = readdir(dir) {
-            let raw = withUnsafeBytes(of: item.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            let raw = entryName(item)
             if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
             names.append(FolderName.decode(raw))
         }
