@@ -89,7 +89,7 @@ SOAK_SECONDS ?= 120
 soak: build
 	bash scripts/soak.sh $(SOAK_SECONDS)
 
-# libFuzzer over the manifest parser, the archive verifier and the command line (a separate
+# libFuzzer over the manifest parser, the archive verifier, the command line, names and paths (a separate
 # instrumented build, optimized: ArgumentParser's debug-build self-checks cost 0.1 s a parse).
 FUZZ_SECONDS ?= 60
 fuzz: build
