@@ -85,7 +85,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     4) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
     5) if [ $((RANDOM % 2)) = 0 ]; then G restore "$user" --undo --owner-timeout 5; expect "restore --undo $user" $? 0 66 75; bump undo
        else read_only_spell "$user"; fi ;;
-    6) G reset "$user" --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
+    6) G reset "$user" --yes --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
     7) G prune "$user" --keep-within 1d >/dev/null; expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
     8|9) # a run killed at a random moment, then recover
       if [ $((RANDOM % 2)) = 0 ]; then op=(restore "$user" --owner-timeout 5); else op=(backup "$user"); fi

@@ -161,7 +161,7 @@ struct AdminShellTests {
         }
         #expect(lines.contains(["retention.keep_within", "2d", "file"]), "\(result.stdout)")
         #expect(lines.contains(["retention.keep_daily", "0", "default"]), "\(result.stdout)")
-        #expect(lines.contains(["lock_timeout", "1m30s", "file"]), "\(result.stdout)")
+        #expect(lines.contains(["lock_timeout", "1min30s", "file"]), "\(result.stdout)")
         #expect(lines.contains(["owner_timeout", "10s", "default"]), "\(result.stdout)")
     }
 
@@ -223,7 +223,9 @@ struct AdminShellTests {
         defer { close(fd) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        process.arguments = ["backup", "dave@example.com", "--lock-timeout", "1m", "--root", f.root, "--repo", f.repo]
+        process.arguments = [
+            "backup", "dave@example.com", "--lock-timeout", "1min", "--root", f.root, "--repo", f.repo,
+        ]
         let errors = Pipe()
         process.standardError = errors
         try process.run()
