@@ -20,7 +20,7 @@ TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jso
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release check-release test tsan demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto lint format
+.PHONY: all deps build release check-release test tsan demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
 
 all: build
 
@@ -42,6 +42,13 @@ moto: deps
 	@test -x $(MOTO) || { python3 -m venv .build-tools/moto && .build-tools/moto/bin/pip install -q 'moto[server]'; } \
 		|| { rm -rf .build-tools/moto; echo "moto could not be installed: the remote-repository tests will be skipped"; }
 
+# prometheus_client (PyPI) for the test that parses check --textfile with Prometheus' own parser;
+# without it that test says it is skipped.
+PROMETHEUS := .build-tools/prometheus/bin/python
+prometheus: deps
+	@$(PROMETHEUS) -c 'import prometheus_client' 2>/dev/null || { python3 -m venv .build-tools/prometheus && .build-tools/prometheus/bin/pip install -q prometheus-client; } \
+		|| { rm -rf .build-tools/prometheus; echo "prometheus-client could not be installed: the --textfile parser test will be skipped"; }
+
 # Release binaries link Swift's standard library, Foundation and Dispatch statically: they need
 # only Debian's shared libraries (libsqlite3, libarchive, libzstd, zlib, libc), not the toolchain
 # (docs/performance.md: size and start-up). make install, bench, check-release and deb use them.
@@ -60,7 +67,7 @@ check-release: release
 	done; \
 	[ $$status = 0 ] && echo "release binaries hold no GRANARY_TEST_ hook"; exit $$status
 
-test: build moto
+test: build moto prometheus
 	$(SWIFT) test
 
 # The thread sanitizer over the concurrent parts, in a build of its own (.build-tsan): the fast
@@ -133,7 +140,7 @@ SOAK_SECONDS ?= 120
 soak: build
 	bash scripts/soak.sh $(SOAK_SECONDS)
 
-# libFuzzer over the manifest parser, the archive verifier and the command line (a separate
+# libFuzzer over the manifest parser, the archive verifier, the command line, names and paths (a separate
 # instrumented build, optimized: ArgumentParser's debug-build self-checks cost 0.1 s a parse).
 FUZZ_SECONDS ?= 60
 fuzz: build
@@ -163,19 +170,24 @@ check-generated: generate
 install: release
 	$(MAKE) install-files BINARY="$$($(SWIFT) build -c release --show-bin-path)/granary"
 
+# fish (3.6, Debian 12) finds completions in /usr/share/fish/vendor_completions.d and in
+# /etc/fish/completions, and under /usr/local only when XDG_DATA_DIRS names it (not on a server):
+# a /usr/local install puts fish's completion in /etc/fish/completions.
+FISHDIR   ?= $(if $(filter /usr/local,$(PREFIX)),/etc/fish/completions,$(PREFIX)/share/fish/vendor_completions.d)
+
 # Copies an already built BINARY (and granary-reopen-check beside it), the man pages and
 # completions under $(DESTDIR)$(PREFIX).
 install-files:
 	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/man/man1" "$(DESTDIR)$(PREFIX)/share/man/man5" \
 		"$(DESTDIR)$(PREFIX)/share/man/man7" "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
-		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d"
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(FISHDIR)"
 	install -m 0755 "$(BINARY)" "$(DESTDIR)$(PREFIX)/bin/granary"
 	install -m 0755 "$(dir $(BINARY))granary-reopen-check" "$(DESTDIR)$(PREFIX)/bin/granary-reopen-check"
 	for page in $(MANPAGES); do \
 		install -m 0644 "$$page" "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/"; done
 	install -m 0644 completions/granary.bash "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary"
 	install -m 0644 completions/_granary "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_granary"
-	install -m 0644 completions/granary.fish "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
+	install -m 0644 completions/granary.fish "$(DESTDIR)$(FISHDIR)/granary.fish"
 
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/granary" "$(DESTDIR)$(PREFIX)/bin/granary-reopen-check"
@@ -183,7 +195,7 @@ uninstall:
 		rm -f "$(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/$$page"; done
 	rm -f "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/granary" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_granary" \
-		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/granary.fish"
+		"$(DESTDIR)$(FISHDIR)/granary.fish"
 
 clean:
 	rm -rf .build .build-fuzz .build-tools .build-deb "$(DEMO)" bench/work

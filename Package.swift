@@ -27,6 +27,8 @@ let package = Package(
         .executable(name: "granary-demo-owner", targets: ["granary-demo-owner"]),
         // The reopen protocol's conformance checker, for anyone writing an owner.
         .executable(name: "granary-reopen-check", targets: ["granary-reopen-check"]),
+        // A process outside the reopen protocol that logs its acknowledged writes (tests, make soak).
+        .executable(name: "granary-ledger-writer", targets: ["granary-ledger-writer"]),
     ],
     // Every package of the dependency graph, pinned exactly, transitive ones too (swift-asn1 comes
     // with swift-crypto; it is named only to be pinned, hence SwiftPM's warning that no target uses
@@ -113,13 +115,16 @@ let package = Package(
             name: "granary-reopen-check",
             dependencies: ["GranaryOwner", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // Writes rows into a store with plain SQLite and logs each acknowledged commit to a ledger
+        // (issue 30's proof: a third process beside the owners; tests and make soak only).
+        .executableTarget(name: "granary-ledger-writer", dependencies: ["CSQLite"]),
         // What the test targets share (a private temporary folder per test).
         .target(name: "GranaryTestSupport", dependencies: ["GranaryKit"], path: "Tests/GranaryTestSupport"),
         .testTarget(
             name: "GranaryKitTests",
             dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
         .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner", "GranaryTestSupport"]),
-        .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit"]),
+        .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit", "GranaryTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -13,7 +13,8 @@ import GranaryKit
 // equal strings only when their bytes are, every string in NFC; TerminalText: no control,
 // line break or bidirectional override reaches the terminal, a different name never shows
 // the same; UserID: an id granary accepts is a plain name of one component; the JSON form
-// carries the exact bytes). Any crash, hang or sanitizer report is a bug: hostile bytes must
+// carries the exact bytes); =paths splits them at NUL bytes into paths and gives each to every
+// path-taking option and configuration key (checkPaths). Any crash, hang or sanitizer report is a bug: hostile bytes must
 // only ever produce a thrown error.
 let target = ProcessInfo.processInfo.environment["GRANARY_FUZZ_TARGET"] ?? "manifest"
 let scratch: String = {
@@ -34,6 +35,8 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
             _ = DurationText.duration(argument)
         }
         _ = GranaryMain.parseOnly(arguments)
+    case "paths":
+        checkPaths(bytes.split(separator: 0, omittingEmptySubsequences: false).prefix(4).map { FolderName.decode(Array($0)) })
     case "names":
         checkNames(bytes.split(separator: 0, omittingEmptySubsequences: false).map(Array.init))
     case "archive":
@@ -44,6 +47,48 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ = try? Manifest.decode(bytes, source: "fuzz")
     }
     return 0
+}
+
+/// Every path-taking option and configuration key with hostile paths
+/// (`GRANARY_FUZZ_TARGET=paths`): the text operations on paths keep their properties, and
+/// parsing and resolving the places a command line or a configuration file names (the
+/// checks and lookups a command makes before its work) ends in an exit status, never a trap.
+/// Runs in the scratch folder, so relative paths land there.
+func checkPaths(_ paths: [String]) {
+    if FileManager.default.currentDirectoryPath != scratch { _ = FileManager.default.changeCurrentDirectoryPath(scratch) }
+    for path in paths {
+        let parent = PathText.parent(path), last = PathText.lastComponent(path)
+        precondition(parent.utf8.count <= path.utf8.count && last.utf8.count <= path.utf8.count)
+        if !path.contains("/") { precondition(parent.isEmpty && last == path, "a path of one part has a parent") }
+        let normal = PathText.normalized(path)
+        precondition(PathText.normalized(normal) == normal, "normalizing twice changed a path")
+        _ = PathText.tildeProblem(path)
+        // The configuration keys that take a place.
+        let quoted = "\"" + path.unicodeScalars.map { scalar -> String in
+            switch scalar {
+            case "\"": return "\\\""
+            case "\\": return "\\\\"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: return String(format: "\\u%04X", scalar.value)
+            // Every other non-ASCII scalar escaped too: the TOML is always valid, so what is
+            // fuzzed is the keys' values, not TOML's own syntax.
+            case _ where scalar.value > 0x7E: return String(format: "\\U%08X", scalar.value)
+            default: return String(scalar)
+            }
+        }.joined() + "\""
+        for text in ["root = \(quoted)\n", "repo = \(quoted)\n", "[[mirror]]\nrepo = \(quoted)\n"] {
+            _ = try? ConfigFile.parse(text, path: "fuzz.toml")
+        }
+    }
+    // Every option that takes a path, in the places a command reads it.
+    let first = paths.first ?? "", second = paths.dropFirst().first ?? first
+    for arguments in [
+        ["list", "--repo", first], ["check", "--repo", first, "--root", second], ["users", "--root", first],
+        ["users", "--root", second, "--repo", first], ["config", "--config", first],
+        ["restore", "u@example.com", "--dry-run", "--to", first, "--repo", second],
+        ["sync", "--repo", second, "--mirror", first, "--dry-run"], ["backup", "--all", "--root", first, "--repo", second],
+    ] {
+        _ = GranaryMain.resolveOnly(arguments)
+    }
 }
 
 /// The properties of names (`GRANARY_FUZZ_TARGET=names`); a failed one stops the run with

@@ -148,7 +148,8 @@ __granary_custom_complete() {
 __granary_add_custom_completions() {
     local completion
     while IFS='' read -r completion; do
-        COMPREPLY+=("${completion}")
+        # No candidate is no line: an empty one would be inserted (with -o filenames, as "zz/").
+        [[ -n "${completion}" ]] && COMPREPLY+=("${completion}")
     done < <(__granary_custom_complete "${@}")
 }
 
@@ -173,7 +174,7 @@ _granary() {
     local -a repeating_flags=()
     local -a non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     local -a repeating_options=()
-    local -a non_repeating_options=(--root --repo --host --config)
+    local -a non_repeating_options=(--root --repo --config)
     __granary_offer_flags_options 0
 
     # Offer option value completions
@@ -184,9 +185,6 @@ _granary() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -215,7 +213,7 @@ _granary_users() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config)
+    non_repeating_options=(--root --repo --config)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -226,9 +224,6 @@ _granary_users() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -249,8 +244,8 @@ _granary_users() {
 _granary_backup() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
-    repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --host --config --compression --level --check --label --jobs --lock-timeout)
+    repeating_options=(--mirror --exclude)
+    non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -261,9 +256,6 @@ _granary_backup() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -293,6 +285,10 @@ _granary_backup() {
     '--mirror')
         return
         ;;
+    '--exclude')
+        __granary_add_custom_completions ---completion backup -- --exclude "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
+        return
+        ;;
     esac
 
     # Offer positional completions
@@ -306,9 +302,9 @@ _granary_backup() {
 
 _granary_list() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all-hosts --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config)
+    non_repeating_options=(--root --repo --config)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -319,9 +315,6 @@ _granary_list() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -343,7 +336,7 @@ _granary_verify() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --force --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --user --check)
+    non_repeating_options=(--root --repo --config --user --check)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -354,9 +347,6 @@ _granary_verify() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -386,7 +376,7 @@ _granary_inspect() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config)
+    non_repeating_options=(--root --repo --config)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -397,9 +387,6 @@ _granary_inspect() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -419,9 +406,9 @@ _granary_inspect() {
 
 _granary_check() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --nagios --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --host --config --max-age)
+    non_repeating_options=(--root --repo --config --max-age --textfile)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -434,9 +421,6 @@ _granary_check() {
         __granary_add_completions -d
         return
         ;;
-    '--host')
-        return
-        ;;
     '--config')
         __granary_add_completions -f
         return
@@ -445,6 +429,10 @@ _granary_check() {
         return
         ;;
     '--max-age')
+        return
+        ;;
+    '--textfile')
+        __granary_add_completions -f
         return
         ;;
     esac
@@ -462,7 +450,7 @@ _granary_delete() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --force --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --user --lock-timeout)
+    non_repeating_options=(--root --repo --config --user --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -473,9 +461,6 @@ _granary_delete() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -504,7 +489,7 @@ _granary_prune() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
+    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -515,9 +500,6 @@ _granary_prune() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -566,7 +548,7 @@ _granary_restore() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --create --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
+    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
     __granary_offer_flags_options 2
 
     # Offer option value completions
@@ -577,9 +559,6 @@ _granary_restore() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -626,9 +605,9 @@ _granary_restore() {
 
 _granary_reset() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive -y --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --method --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --config --method --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -639,9 +618,6 @@ _granary_reset() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -673,7 +649,7 @@ _granary_retire() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose -y --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --config --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -684,9 +660,6 @@ _granary_retire() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -714,7 +687,7 @@ _granary_recover() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --lock-timeout)
+    non_repeating_options=(--root --repo --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -725,9 +698,6 @@ _granary_recover() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -752,7 +722,7 @@ _granary_sync() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --host --config --lock-timeout)
+    non_repeating_options=(--root --repo --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -763,9 +733,6 @@ _granary_sync() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')
@@ -793,7 +760,7 @@ _granary_config() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config)
+    non_repeating_options=(--root --repo --config)
     __granary_offer_flags_options 0
 
     # Offer option value completions
@@ -804,9 +771,6 @@ _granary_config() {
         ;;
     '--repo')
         __granary_add_completions -d
-        return
-        ;;
-    '--host')
         return
         ;;
     '--config')

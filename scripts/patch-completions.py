@@ -44,7 +44,8 @@ if shell == "bash":
 __granary_add_custom_completions() {
     local completion
     while IFS='' read -r completion; do
-        COMPREPLY+=("${completion}")
+        # No candidate is no line: an empty one would be inserted (with -o filenames, as "zz/").
+        [[ -n "${completion}" ]] && COMPREPLY+=("${completion}")
     done < <(__granary_custom_complete "${@}")
 }
 

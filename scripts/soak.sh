@@ -3,6 +3,10 @@
 #
 # granary-demo-owner owns alice's two stores and dave's store (one owner process per user,
 # each committing a row every 2 ms into its first store and acknowledging it in its log).
+# Beside them, two processes outside the reopen protocol write with plain SQLite
+# (granary-ledger-writer, each logging every acknowledged commit to its own ledger): one opens,
+# writes and closes dave's store every 10 ms (a command-line tool beside the owner), one keeps a
+# connection to carol's rollback-journal store open for the whole run and writes through it.
 # Meanwhile granary loops over random operations: backup, verify, restore with no archive named
 # (swap into the running owner), restore --undo, reset (alice's two stores under one owner),
 # prune (--keep-within 1d, so nothing acknowledged is pruned away), list, check, a restore or
@@ -13,6 +17,8 @@
 #   - every store passes integrity_check;
 #   - every write an owner acknowledged is in its live store or in one of the user's archives
 #     (restore and reset keep what they replace in -pre-restore / -pre-reset archives);
+#   - every write a third-process writer acknowledged is in its live store or in one of the safety
+#     archives (-pre-restore / -pre-reset) of that user, all written while it ran;
 #   - no temporary file, staging folder, journal or held lock is left;
 #   - the owners' pids never changed (they were never restarted).
 # Prints its counts; exits 1 on any violation.
@@ -33,6 +39,15 @@ for user in alice@example.com dave@example.com; do
   [ "$user" = alice@example.com ] && stores+=("$W/root/$user/Cloud.sqlite")
   "$BIN/granary-demo-owner" --interval-ms 2 --log "$W/$user.log" "${stores[@]}" & owner[$user]=$!; pids+=($!)
   until grep -q READY "$W/$user.log" 2>/dev/null; do sleep 0.05; done
+done
+# The third processes (outside the protocol), each with its own ledger: store, connection.
+declare -A third_store=([dave@example.com]="Data/App.sqlite" [carol@example.com]="Legacy.db")
+declare -A third_mode=([dave@example.com]="per-write" [carol@example.com]="keep")
+declare -A third
+for user in "${!third_store[@]}"; do
+  "$BIN/granary-ledger-writer" --ledger "$W/$user.ledger" --name "third-$user" --interval-ms 10 \
+    --connection "${third_mode[$user]}" "$W/root/$user/${third_store[$user]}" 2>>"$W/third.log" & third[$user]=$!; pids+=($!)
+  until [ -s "$W/$user.ledger" ]; do sleep 0.05; done
 done
 users=(alice@example.com dave@example.com bob@example.com carol@example.com)
 declare -A count=()
@@ -70,7 +85,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     4) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
     5) if [ $((RANDOM % 2)) = 0 ]; then G restore "$user" --undo --owner-timeout 5; expect "restore --undo $user" $? 0 66 75; bump undo
        else read_only_spell "$user"; fi ;;
-    6) G reset "$user" --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
+    6) G reset "$user" --yes --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
     7) G prune "$user" --keep-within 1d >/dev/null; expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
     8|9) # a run killed at a random moment, then recover
       if [ $((RANDOM % 2)) = 0 ]; then op=(restore "$user" --owner-timeout 5); else op=(backup "$user"); fi
@@ -81,7 +96,9 @@ while [ "$(date +%s)" -lt "$end" ]; do
   esac
   one_unit "$user's operation"
 done
-for user in alice@example.com dave@example.com; do kill "${owner[$user]}"; done; wait 2>/dev/null; pids=()
+for user in "${!third[@]}"; do kill -0 "${third[$user]}" 2>/dev/null || { echo "soak: $user's third-process writer died early"; unexpected=$((unexpected + 1)); }; done
+for user in alice@example.com dave@example.com; do kill "${owner[$user]}"; done
+for user in "${!third[@]}"; do kill "${third[$user]}"; done; wait 2>/dev/null; pids=()
 G recover >/dev/null; expect "final recover" $? 0
 
 # The audit.
@@ -103,9 +120,26 @@ for user in alice@example.com dave@example.com; do
   lost=$((lost + missing))
   restarts=$(grep -c '^READY' "$W/$user.log"); [ "$restarts" = 1 ] || { echo "soak: $user's owner started $restarts times"; unexpected=$((unexpected + 1)); }
 done
+# The third processes: their ledgers against the live store and the user's safety archives.
+third_lost=0; third_total=0
+for user in "${!third_store[@]}"; do
+  name=${third_store[$user]}
+  sort -u "$W/$user.ledger" > "$W/acked"
+  third_total=$((third_total + $(wc -l < "$W/acked")))
+  { sqlite3 "$W/root/$user/$name" 'select seq from ledger_writes' 2>/dev/null
+    for archive in "$W/repo/$user"/*-pre-restore.tar.zst "$W/repo/$user"/*-pre-reset.tar.zst; do
+      [ -e "$archive" ] || continue
+      x=$(mktemp -d "$W/x.XXXX"); tar --zstd -xf "$archive" -C "$x" "stores/$name" 2>/dev/null \
+        && sqlite3 "$x/stores/$name" 'select seq from ledger_writes' 2>/dev/null; rm -rf "$x"
+    done; } | sort -u > "$W/kept"
+  missing=$(comm -23 "$W/acked" "$W/kept" | wc -l)
+  [ "$missing" = 0 ] || echo "soak: $missing writes acknowledged by the third process on $user/$name (${third_mode[$user]}) are nowhere: $(comm -23 "$W/acked" "$W/kept" | head -5 | tr '\n' ' ')"
+  third_lost=$((third_lost + missing))
+done
 leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | wc -l)
 [ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | head; }
 held=0; for lock in "$W"/root/.granary/locks/*.lock; do [ -e "$lock" ] && ! flock -n "$lock" true && held=$((held + 1)); done
 echo "soak: ${DURATION}s; backups ${count[backup]:-0}, verifies ${count[verify]:-0}, restores ${count[restore]:-0}, undos ${count[undo]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}, read-only spells $readonly_spells"
+echo "soak: third-process writers (outside the protocol): $third_total acknowledged writes, $third_lost lost"
 echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits; alice's stores split $split times"
-[ "$lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ] && [ "$split" = 0 ]
+[ "$lost" = 0 ] && [ "$third_lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ] && [ "$split" = 0 ]

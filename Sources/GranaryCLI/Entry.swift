@@ -58,6 +58,7 @@ public enum GranaryMain {
                 return 0
             }
             console = Console(command.global)
+            if let check = command as? CheckCommand, check.nagios { return check.performNagios(console, words: words) }
             return try command.perform(console).rawValue
         } catch {
             return report(error, console: console, words: words)

@@ -2,6 +2,10 @@ import ArgumentParser
 import Foundation
 import GranaryKit
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The options every command takes, before or after the command's name.
 ///
 /// The root command declares them, so `granary --help` lists them and they may come first
@@ -59,7 +63,16 @@ struct GlobalOptions: ParsableArguments {
                     hint: "name it by a UTF-8 path (a link with such a name works)")
             }
         }
+        if let config = config ?? ProcessInfo.processInfo.environment["GRANARY_CONFIG"] {
+            try Self.checkPlace(config, "--config")
+        }
         var settings = try Settings.load(rootFlag: root, repoFlag: repo, configFlag: config)
+        // A path starting with ~ (from any source) is refused before anything uses it.
+        if let root = settings.root { try Self.checkPlace(root.value, Self.origin("--root", "GRANARY_ROOT", root)) }
+        if let repo = settings.repo, !Repositories.isRemote(repo.value) {
+            try Self.checkPlace(repo.value, Self.origin("--repo", "GRANARY_REPO", repo))
+        }
+        if geteuid() != 0 { try Self.checkAccess(settings) }
         if let host {
             guard Hosts.isValid(host) else {
                 throw CommandError(
@@ -88,6 +101,46 @@ struct GlobalOptions: ParsableArguments {
         // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
         settings.applyToProcess()
         return settings
+    }
+
+    /// Refuses a place that starts with `~` (granary does not expand it; see `PathText`).
+    static func checkPlace(_ path: String, _ name: String) throws {
+        guard let found = PathText.tildeProblem(path) else { return }
+        throw CommandError(description: "\(name) \(path) \(found.problem)", status: .usage, hint: found.hint)
+    }
+
+    /// Not root: a root, a user's folder or a repository this user may not read is one answer,
+    /// "granary must run as root", rather than "not a granary repository" or users shown with
+    /// no stores. (granary may run unprivileged over folders that user owns.)
+    static func checkAccess(_ settings: Settings) throws {
+        func denied(_ path: String) -> Bool {
+            access(path, R_OK | X_OK) != 0 && (errno == EACCES || errno == EPERM)
+        }
+        var places: [String] = []
+        if let root = settings.root?.value, FileSystem.isDirectory(root) {
+            places.append(root)
+            if !denied(root) {
+                places += FileSystem.contents(of: root).filter { !$0.hasPrefix(".") }.map { root + "/" + $0 }
+                    .filter { FileSystem.isDirectory($0) }
+            }
+        }
+        if let repo = settings.repo?.value, !Repositories.isRemote(repo), FileSystem.status(repo) != nil {
+            places.insert(repo, at: 0)
+        }
+        guard let place = places.first(where: denied) else { return }
+        let words = ["sudo", "granary"] + GranaryMain.argumentBytes().map(ShellWord.quote)
+        throw CommandError(
+            description: "granary must run as root: \(place) cannot be read by uid \(geteuid()) (permission denied)",
+            status: .usage, hint: words.joined(separator: " "))
+    }
+
+    /// How a setting was given, for messages: the flag, the variable or the file's key.
+    static func origin<Value>(_ flag: String, _ variable: String, _ setting: Setting<Value>) -> String {
+        switch setting.source {
+        case .flag: return flag
+        case .environment: return variable
+        case .file, .defaultValue: return String(flag.dropFirst(2)) + " (configuration)"
+        }
     }
 
     /// The option names, and whether each takes a value (for scanning a command line that

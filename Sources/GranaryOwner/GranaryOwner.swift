@@ -569,6 +569,19 @@ private final class Gate: @unchecked Sendable {
             channel.send(ReopenAnswer.resumed.line)
             return true
         }
+        if breaks(.earlyExpired) {
+            Thread.sleep(forTimeInterval: 0.05)
+            reopen(.leaseExpired)
+            channel.send(ReopenAnswer.expired.line)
+            return false
+        }
+        if breaks(.hangUpAfterPaused) {
+            // The connection is closed first, then the store reopened: granary learns of it as late
+            // as it can.
+            shutdown(channel.fd, Int32(SHUT_RDWR))
+            reopen(.peerGone)
+            return false
+        }
         while true {
             // Broken on purpose (idle-while-paused): the idle clock goes on running during the pause.
             let idleEnd = breaks(.idleWhilePaused) ? min(leaseEnd, .now + idleTimeout) : leaseEnd
@@ -672,6 +685,11 @@ public enum ReopenRuleBreak: String, CaseIterable, Sendable {
     case oneThread = "one-thread"
     /// Sends RESUMED 50 ms after PAUSED, unasked, and reopens (check `pause-resume`).
     case earlyResumed = "early-resumed"
+    /// Sends EXPIRED 50 ms after PAUSED, unasked (the lease still running), and reopens.
+    case earlyExpired = "early-expired"
+    /// Closes the connection right after PAUSED and reopens (granary's hostile-owner and ledger
+    /// tests).
+    case hangUpAfterPaused = "hang-up-after-paused"
     /// Answers PAUSED without checking that its close left no descriptor of the store open.
     case skipDescriptorCheck = "skip-descriptor-check"
     /// Answers the first conversation's HELLO correctly and every later one without its pid,

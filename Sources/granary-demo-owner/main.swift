@@ -33,6 +33,10 @@ struct DemoOwnerCommand: ParsableCommand {
                                          what the reader saw
               HOSTILE <what>             what a --break behaviour did
 
+            With --ledger FILE it also appends the id of every row it committed (each ACK, and each row a \
+            --break behaviour wrote and saw committed) to FILE, one per line, written only after COMMIT \
+            returned: the writes it acknowledged, for tests that prove none is lost.
+
             --break makes it break a rule on purpose, for tests of granary-reopen-check (each rule \
             names the check that must then fail) and of granary restore against hostile owners. \
             Never use it for anything else.
@@ -40,6 +44,11 @@ struct DemoOwnerCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("Append the log to this file instead of standard output.", valueName: "file"))
     var log: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Append the id of every acknowledged row to this file, one per line (for tests).", valueName: "file"))
+    var ledger: String?
 
     @Option(name: .customLong("interval-ms"), help: ArgumentHelp("Milliseconds between two writes.", valueName: "ms"))
     var intervalMs = 5
@@ -96,6 +105,12 @@ struct Breakage: ExpressibleByArgument, Hashable, Sendable {
         ("any-uid", "talk to a peer of any uid (check credentials, run as root)"),
         ("one-thread", "serve one conversation at a time over all stores (check several-stores)"),
         ("early-resumed", "send RESUMED 50 ms after PAUSED, unasked, and reopen (check pause-resume)"),
+        ("early-expired", "send EXPIRED 50 ms after PAUSED, unasked, and reopen"),
+        ("hang-up-after-paused", "close the connection right after PAUSED and reopen"),
+        (
+            "keep-writing",
+            "answer PAUSED while keeping a connection to the store open, and commit a row through it every interval"
+        ),
         ("skip-descriptor-check", "answer PAUSED without checking that no descriptor of the store is left open"),
         ("keep-descriptor", "answer PAUSED while keeping a descriptor of the store open (check pause-resume)"),
         (
@@ -140,7 +155,7 @@ struct Breakage: ExpressibleByArgument, Hashable, Sendable {
 
     /// GranaryOwner's part of it.
     var rules: Set<ReopenRuleBreak> {
-        if name == "keep-descriptor" { return [.skipDescriptorCheck] }
+        if name == "keep-descriptor" || name == "keep-writing" { return [.skipDescriptorCheck] }
         return ReopenRuleBreak(rawValue: name).map { [$0] } ?? []
     }
 }
@@ -162,6 +177,28 @@ final class Log: @unchecked Sendable {
     }
     func line(_ text: String) {
         let bytes = Array((text + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
+}
+
+/// The ids of acknowledged rows, one per line (`--ledger`); one write(2) each, after COMMIT returned.
+final class Ledger: @unchecked Sendable {
+    let fd: Int32
+    init(path: String?) {
+        guard let path else {
+            fd = -1
+            return
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        if fd < 0 {
+            FileHandle.standardError.write(
+                Data("granary-demo-owner: cannot open \(path): \(String(cString: strerror(errno)))\n".utf8))
+            exit(73)
+        }
+    }
+    func acknowledged(_ id: Int64) {
+        guard fd >= 0 else { return }
+        let bytes = Array("\(id)\n".utf8)
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 }
@@ -215,8 +252,11 @@ final class Misdeeds: @unchecked Sendable {
     let store: Connections
     let breaks: Set<String>
     let log: Log
+    let ledger: Ledger
     let interval: Int
     private let lock = NSLock()
+    private var keptWriter: Database?
+    private var nextKeptWrite: Int64 = 800_000_000
     private var keptDescriptor: Int32 = -1
     private var pausedSince: Int = 0
     private var running = false
@@ -224,15 +264,17 @@ final class Misdeeds: @unchecked Sendable {
     private var savedWAL: [UInt8]?
     private var savedSHM: [UInt8]?
 
-    init(store: Connections, breaks: Set<String>, log: Log, interval: Int) {
+    init(store: Connections, breaks: Set<String>, log: Log, ledger: Ledger, interval: Int) {
         self.store = store
         self.breaks = breaks
         self.log = log
+        self.ledger = ledger
         self.interval = interval
     }
 
     /// Before the app's connections close.
     func beforeClose() {
+        if breaks.contains("keep-writing") { startKeptWriter() }
         if breaks.contains("reinject-wal") {
             savedWAL = read(store.path + "-wal")
             savedSHM = read(store.path + "-shm")
@@ -258,6 +300,37 @@ final class Misdeeds: @unchecked Sendable {
                 }
             }.start()
         }
+    }
+
+    /// --break keep-writing: a second connection, opened before the pause and never closed, that
+    /// commits a row every interval from then on (paused or not) and acknowledges each.
+    private func startKeptWriter() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard keptWriter == nil, let db = try? Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1))
+        else { return }
+        keptWriter = db
+        log.line("HOSTILE kept a connection to \(store.path) open, writing through it")
+        // Used by this one thread only from here on.
+        nonisolated(unsafe) let writer = db
+        Thread {
+            while true {
+                self.lock.lock()
+                let id = self.nextKeptWrite
+                self.nextKeptWrite += 1
+                self.lock.unlock()
+                do {
+                    try writer.run(
+                        "INSERT INTO demo_writes(id, at) VALUES (?, ?)",
+                        [.integer(id), .real(Date().timeIntervalSince1970)])
+                    self.ledger.acknowledged(id)
+                    self.log.line("HOSTILE wrote row \(id) into \(self.store.path) through the kept connection")
+                } catch {
+                    self.log.line("HOSTILE write of row \(id) through the kept connection failed: \(error)")
+                }
+                usleep(useconds_t(max(self.interval, 1) * 1000))
+            }
+        }.start()
     }
 
     /// Writes the saved -wal back once granary has unlinked the stale -shm (at most once).
@@ -295,6 +368,7 @@ final class Misdeeds: @unchecked Sendable {
             let db = try Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1))
             try db.run(
                 "INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
+            ledger.acknowledged(id)
             log.line("HOSTILE wrote row \(id) into \(store.path) while paused")
         } catch {
             log.line("HOSTILE write of row \(id) while paused failed: \(error)")
@@ -359,11 +433,17 @@ struct DemoOwner {
         // memory ceiling (ContentLimits are for granary reading other people's stores).
         ContentLimits.current = .unlimited
         let log = Log(path: options.log)
+        let ledger = Ledger(path: options.ledger)
         let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }
         let names = Set(options.breaks.map(\.name))
         let misdeeds = Dictionary(
             uniqueKeysWithValues: options.stores.map { path in
-                (path, Misdeeds(store: Connections(path: path), breaks: names, log: log, interval: options.intervalMs))
+                (
+                    path,
+                    Misdeeds(
+                        store: Connections(path: path), breaks: names, log: log, ledger: ledger,
+                        interval: options.intervalMs)
+                )
             })
         let byCanonicalPath = Dictionary(
             misdeeds.values.compactMap { deeds in
@@ -431,6 +511,7 @@ struct DemoOwner {
                             [.integer(id), .real(Date().timeIntervalSince1970)])
                     }
                 }
+                ledger.acknowledged(id)
                 log.line("ACK \(id)")
                 nextID += 1
             } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import Testing
 
@@ -53,7 +54,8 @@ struct TextTests {
     @Test(
         "durations: units, sums, milliseconds and plain seconds; nothing that is not a finite duration",
         arguments: [
-            ("30s", 30_000), ("2m", 120_000), ("1m30s", 90_000), ("500ms", 500), ("0.5", 500), ("30", 30_000),
+            ("30s", 30_000), ("2min", 120_000), ("1min30s", 90_000), ("500ms", 500), ("0.5", 500), ("30", 30_000),
+            ("1.5min", 90_000), ("1.5", 1500), ("172800", 172_800_000),
             ("1d12h", 129_600_000),
             ("2w", 1_209_600_000), ("0", 0), ("0s", 0),
         ])
@@ -61,11 +63,30 @@ struct TextTests {
         #expect(DurationText.duration(text) == .milliseconds(milliseconds))
     }
 
+    @Test("m is refused with both readings named; months and years count the calendar back, as restic's --keep-within")
+    func calendarSpans() throws {
+        #expect(DurationText.problem("6m")?.contains("min for minutes, or mo for months") == true)
+        #expect(DurationText.problem("1h30m")?.contains("min for minutes") == true)
+        #expect(DurationText.span("1y6mo") == TimeSpan(months: 18))
+        #expect(DurationText.span("1y") == TimeSpan(months: 12))
+        #expect(DurationText.span("6mo2d") == TimeSpan(months: 6, milliseconds: 172_800_000))
+        #expect(TimeSpan(months: 18).description == "1y6mo" && TimeSpan(seconds: 90).description == "1min30s")
+        // As Go's AddDate (restic): 2026-03-31 minus one month is 02-31, that is 03-03; minus
+        // six months 2025-09-31, that is 10-01; minus a year 2025-03-31; 1y2d3h as restic's.
+        let end = try #require(ISO8601DateFormatter().date(from: "2026-03-31T12:00:00Z"))
+        #expect(TimeSpan(months: 1).start(before: end) == ISO8601DateFormatter().date(from: "2026-03-03T12:00:00Z"))
+        #expect(TimeSpan(months: 12).start(before: end) == ISO8601DateFormatter().date(from: "2025-03-31T12:00:00Z"))
+        #expect(TimeSpan(months: 6).start(before: end) == ISO8601DateFormatter().date(from: "2025-10-01T12:00:00Z"))
+        #expect(
+            DurationText.span("1y2d3h")?.start(before: end) == ISO8601DateFormatter().date(from: "2025-03-29T09:00:00Z")
+        )
+    }
+
     @Test(
         "not durations",
         arguments: [
             "", "nan", "inf", "-inf", "1e300", "-1", "-5s", "1.5.2", ".", "10x", "s", "99999999999999999999s", "5 s",
-            "1e3", "0x10",
+            "1e3", "0x10", "2m", "1m30s", "6m", "1.5mo", "1M",
         ])
     func notDurations(text: String) {
         #expect(DurationText.duration(text) == nil)
@@ -74,11 +95,12 @@ struct TextTests {
     @Test(
         "durations are shown the way they are written",
         arguments: [
-            (Duration.seconds(60), "1m"), (.seconds(172_800), "2d"), (.seconds(90), "1m30s"),
+            (Duration.seconds(60), "1min"), (.seconds(172_800), "2d"), (.seconds(90), "1min30s"),
             (.milliseconds(500), "500ms"),
             (.milliseconds(1500), "1s500ms"), (.zero, "0s"), (.seconds(694_800), "8d1h"), (.seconds(2_592_000), "30d"),
         ])
     func formatting(duration: Duration, text: String) {
+        // (months and years: see calendarSpans)
         #expect(DurationText.format(duration) == text)
         #expect(DurationText.duration(text) == duration)
     }
@@ -119,7 +141,7 @@ struct TextTests {
         let pipe = Pipe()
         bash.standardOutput = pipe
         try bash.run()
-        let printed = pipe.fileHandleForReading.readDataToEndOfFile()
+        let printed = pipe.fileHandleForReading.readAllRetryingInterrupts()
         bash.waitUntilExit()
         #expect(Array(printed) == bytes, "\(quoted)")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import GranaryOwner
 import Testing
@@ -160,7 +161,7 @@ struct AdminShellTests {
         }
         #expect(lines.contains(["retention.keep_within", "2d", "file"]), "\(result.stdout)")
         #expect(lines.contains(["retention.keep_daily", "0", "default"]), "\(result.stdout)")
-        #expect(lines.contains(["lock_timeout", "1m30s", "file"]), "\(result.stdout)")
+        #expect(lines.contains(["lock_timeout", "1min30s", "file"]), "\(result.stdout)")
         #expect(lines.contains(["owner_timeout", "10s", "default"]), "\(result.stdout)")
     }
 
@@ -222,7 +223,9 @@ struct AdminShellTests {
         defer { close(fd) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        process.arguments = ["backup", "dave@example.com", "--lock-timeout", "1m", "--root", f.root, "--repo", f.repo]
+        process.arguments = [
+            "backup", "dave@example.com", "--lock-timeout", "1min", "--root", f.root, "--repo", f.repo,
+        ]
         let errors = Pipe()
         process.standardError = errors
         try process.run()
@@ -230,7 +233,7 @@ struct AdminShellTests {
         kill(process.processIdentifier, SIGHUP)
         process.waitUntilExit()
         #expect(process.terminationReason == .exit && process.terminationStatus == 129)
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: errors.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         #expect(text.contains("interrupted"), "\(text)")
         #expect(f.archives("dave@example.com").count == 1)
     }

@@ -55,14 +55,14 @@ struct ConfigCommandTests {
             root = "/r"
             level = 9
             check = "full"
-            lock_timeout = "2m"
+            lock_timeout = "2min"
             owner_timeout = 5
             jobs = 4
             [retention]
             keep_daily = 7
             keep_within = "30d"
             [limits]
-            time = "1m"
+            time = "1min"
             memory = "1GiB"
             bytes_per_user = "20GiB"
             [reset]
@@ -71,7 +71,7 @@ struct ConfigCommandTests {
         let map = try effective(["--config", file], [:], folder: folder)
         #expect(map["level"]?.value as? Int == 9)
         #expect(map["check"]?.value as? String == "full")
-        #expect(map["lock_timeout"]?.value as? String == "2m")
+        #expect(map["lock_timeout"]?.value as? String == "2min")
         #expect(map["owner_timeout"]?.value as? String == "5s")
         #expect(map["jobs"]?.value as? Int == 4 && map["jobs"]?.source == "file")
         #expect(map["retention.keep_daily"]?.value as? Int == 7 && map["retention.keep_daily"]?.source == "file")
@@ -79,8 +79,8 @@ struct ConfigCommandTests {
         #expect(
             map["retention.keep_last"]?.value as? Int == 0 && map["retention.keep_last"]?.source == "default",
             "a key the file does not set is not from the file")
-        #expect(map["limits.time"]?.value as? String == "1m" && map["limits.time"]?.source == "file")
-        #expect(map["limits.time_per_gib"]?.value as? String == "2m", "the table's other keys keep their defaults")
+        #expect(map["limits.time"]?.value as? String == "1min" && map["limits.time"]?.source == "file")
+        #expect(map["limits.time_per_gib"]?.value as? String == "2min", "the table's other keys keep their defaults")
         #expect(map["limits.memory"]?.value as? String == "1GiB")
         #expect(
             map["limits.bytes_per_user"]?.value as? String == "20GiB" && map["limits.bytes_per_user"]?.source == "file")

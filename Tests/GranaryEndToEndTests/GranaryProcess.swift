@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 
 /// Runs the built `granary` binaries as a user would, and captures what they print.
 enum GranaryProcess {
@@ -53,10 +54,10 @@ enum GranaryProcess {
         nonisolated(unsafe) var errData = Data()
         group.enter()
         DispatchQueue.global().async {
-            errData = err.fileHandleForReading.readDataToEndOfFile()
+            errData = err.fileHandleForReading.readAllRetryingInterrupts()
             group.leave()
         }
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let outData = out.fileHandleForReading.readAllRetryingInterrupts()
         group.wait()
         process.waitUntilExit()
         return Result(

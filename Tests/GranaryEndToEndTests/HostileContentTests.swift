@@ -205,7 +205,7 @@ struct HostileContentTests {
             ))
         #expect(dry.stdout.contains("keeps alembic_version (1 row), app_settings (1 row)"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: store)) == before)
-        let result = try granary(["reset", "alice@example.com"])
+        let result = try granary(["reset", "alice@example.com", "--yes"])
         #expect(result.status == 0, "\(result.stderr)")
         let db = try Database(path: store, mode: .readWrite)
         #expect(try db.scalar("SELECT count(*) FROM notes")?.integer == 0)
@@ -265,7 +265,7 @@ struct HostileContentTests {
         #expect(line?.split(separator: " ")[2] == "640")
         let verify = try granary(["verify", "photos@example.com/" + archive])
         #expect(verify.status == 0, "\(verify.stderr)")
-        let drill = folder + "-drill"
+        let drill = self.folder.child("photos-drill")  // outside the root: a folder there would be a user
         let restore = try granary(["restore", "photos@example.com", "--to", drill])
         #expect(restore.status == 0, "\(restore.stderr)")
         let restored = drill + "/" + StoreFile.externalDataName(for: "Library.sqlite")

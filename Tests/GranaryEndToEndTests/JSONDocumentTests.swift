@@ -41,7 +41,7 @@ struct JSONDocumentTests {
         let restored = try f.document(["restore", "alice@example.com"], schema: "restore")
         #expect(restored["safetyArchive"] is String, "\(restored)")
         try f.document(["reset", "carol@example.com", "--dry-run"], schema: "reset")
-        try f.document(["reset", "carol@example.com"], schema: "reset")
+        try f.document(["reset", "carol@example.com", "--yes"], schema: "reset")
         try f.document(["recover"], schema: "recover")
         // A user's end and a new start: retire, then restore --create (a dry run first).
         let retired = try f.document(["retire", "carol@example.com", "--yes"], schema: "retire")

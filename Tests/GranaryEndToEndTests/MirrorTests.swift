@@ -127,7 +127,7 @@ struct MirrorTests {
         #expect(try granary(["verify", "--all"]).status == 0)
         let check = try granary(["check", "alice@example.com"], proxy: proxy)
         #expect(check.status == 1)
-        #expect(check.stderr.contains("mirror \(mirror): lacks the newest archive"), "\(check.stderr)")
+        #expect(check.stdout.contains("mirror \(mirror): lacks the newest archive"), "\(check.stdout)")
         let sync = try granary(["sync", "alice@example.com"], proxy: proxy)
         #expect(sync.status == 0, "\(sync.stderr)")
         #expect(try granary(["check", "alice@example.com"], proxy: proxy).status == 0)

@@ -18,9 +18,9 @@ struct OutputStreamTests {
         (["backup", "dave@example.com", "-v"], 74), (["backup", "dave@example.com", "--json"], 74),
         (["verify", "--all", "-v"], 74),
         (["verify", "--all", "--json"], 74), (["inspect", "ROOT/bob@example.com/Notes.sqlite"], 74),
-        (["check", "--json"], 1), (["delete", "--dry-run", "dave@example.com/LATEST", "--force"], 74),
+        (["check", "--json"], 74), (["delete", "--dry-run", "dave@example.com/LATEST", "--force"], 74),
         (["prune", "--all", "--keep-last", "5", "--dry-run"], 74), (["restore", "alice@example.com"], 74),
-        (["reset", "carol@example.com"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74),
+        (["reset", "carol@example.com", "--yes"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74),
         (["help", "backup"], 74),
         (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74),
     ]

@@ -132,7 +132,11 @@ struct RemoteRepositoryTests {
         let forced = try granary(["delete", archive, "--force"], repo: repo)
         #expect(forced.status == 0, "\(forced.stderr)")
         let left = try objects("granary").keys.filter { $0.hasPrefix("alice@example.com/") && !$0.contains(".host=") }
-        #expect(left.count == 1, "the archive and its record are gone: \(left)")
+        // Left: the other archive and the record its backup wrote; nothing of the deleted one.
+        let deleted = (archive as NSString).lastPathComponent
+        #expect(
+            left.filter { !$0.hasSuffix(".verify.json") }.count == 1 && !left.contains { $0.contains(deleted) },
+            "the archive and its record are gone: \(left)")
         let config = try granary(["config"], repo: repo)
         outputs.append(config)
         noSecrets(outputs)
@@ -337,9 +341,10 @@ struct RemoteRepositoryTests {
         #expect([74, 75].contains(restore.status), "exit \(restore.status): \(restore.stderr)")
         #expect(try RestoreFixtures.sha256(store) == before)
         proxy.mode = .pass
-        #expect(!(try objects("down").keys.contains { $0.hasSuffix(".verify.json") }), "no record was written")
+        // The only record is the backup's own (its check), which list does not call verified.
         let list = try granary(["list"], repo: repo, proxy: proxy)
         #expect(list.status == 0 && list.stdout.contains("unverified"), "\(list.stdout)")
+        #expect(!list.stdout.contains(" bad"), "verify recorded the cut download as bad: \(list.stdout)")
         #expect(try granary(["verify", "--all"], repo: repo, proxy: proxy).status == 0)
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import GranaryOwner
 import Testing
@@ -419,7 +420,7 @@ struct ReopenConformanceTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let output = String(decoding: pipe.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
         #expect(output.contains("USAGE: granary-demo-owner"))

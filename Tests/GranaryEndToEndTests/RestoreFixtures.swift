@@ -77,16 +77,19 @@ enum RestoreFixtures {
 final class DemoOwner {
     let process = Process()
     let log: String
+    /// `--ledger`: the file of every acknowledged row id (granary-demo-owner only).
+    let ledger: String?
 
     /// `granary-demo-owner` (with `breaking`: `--break` each), or with `python`, `examples/owner.py`.
     init(
         stores: [String], log: String, intervalMs: Int = 3, startID: Int64 = 1, breaking: [String] = [],
-        python: Bool = false
+        python: Bool = false, ledger: String? = nil
     ) throws {
         self.log = log
+        self.ledger = ledger
         let options =
             ["--log", log, "--interval-ms", String(intervalMs), "--start-id", String(startID)]
-            + breaking.flatMap { ["--break", $0] }
+            + breaking.flatMap { ["--break", $0] } + (ledger.map { ["--ledger", $0] } ?? [])
         if python {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
             process.arguments = [GranaryProcess.packageDirectory + "/examples/owner.py"] + options + stores
@@ -110,6 +113,15 @@ final class DemoOwner {
 
     /// Acknowledged write ids, in log order (`ACK <id>`, or `ACK <id> <store>` from owner.py).
     var acked: [Int64] { lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.split(separator: " ")[1]) : nil } }
+
+    /// The ids in the `--ledger` file: every row the owner saw committed, its misdeeds' included.
+    var ledgered: Set<Int64> {
+        guard let ledger else { return [] }
+        return Set(
+            ((try? String(contentsOfFile: ledger, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                Int64($0)
+            })
+    }
 
     /// Acknowledged write ids into `store` (owner.py's `ACK <id> <store>` lines).
     func acked(into store: String) -> Set<Int64> {

@@ -235,7 +235,7 @@ struct RestoreRecoveryTests {
         let metadata = try RestoreFixtures.dump(store).components(separatedBy: "## ").first {
             $0.hasPrefix("Z_METADATA")
         }
-        let result = try granary(["reset", "alice@example.com"])
+        let result = try granary(["reset", "alice@example.com", "--yes"])
         #expect(result.status == 0, "\(result.stderr)")
         let db = try Database(path: store, mode: .readOnly)
         #expect(try db.scalar("SELECT count(*) FROM ZNOTE")?.integer == 0)

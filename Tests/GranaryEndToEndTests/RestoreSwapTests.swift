@@ -98,7 +98,7 @@ struct RestoreSwapTests {
     func resetUnderOwner() throws {
         let owner = try DemoOwner(stores: [store], log: folder.child("owner.log"))
         try owner.waitForMoreWrites(30)
-        let result = try granary(["reset", "alice@example.com"])
+        let result = try granary(["reset", "alice@example.com", "--yes"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("swap"))
         try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
@@ -203,7 +203,7 @@ struct RestoreSwapTests {
             let items = try RestoreFixtures.ids(store, table: "items")
             #expect(items == archived || items == before, "step \(step): items table mixed")
             var kept = try RestoreFixtures.ids(store)
-            for safety in FileSystem.contents(of: repo + "/alice@example.com") where safety.contains("pre-restore") {
+            for safety in FileSystem.contents(of: repo + "/alice@example.com") where safety.hasSuffix("-pre-restore.tar.zst") {
                 let out = folder.child("safety-\(step)-\(safety)")
                 try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: out)
                 kept.formUnion(try RestoreFixtures.ids(out + "/stores/Local.sqlite"))
@@ -238,6 +238,6 @@ struct RestoreSwapTests {
         #expect(result.stdout.contains("swap"))
         #expect(result.stdout.contains("owner pid \(owner.pid)"))
         #expect(!owner.lines.contains { $0.hasPrefix("PAUSED") })
-        #expect(FileSystem.contents(of: repo + "/alice@example.com").count == 1)
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").filter { !$0.hasPrefix(".") }.count == 1)
     }
 }

@@ -33,7 +33,7 @@ struct UsersCommandTests {
                 .status == 0)
         #expect(
             try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"])
-                .stderr
+                .stdout
                 .contains("dave@example.com: has no archives"))
         #expect(try GranaryProcess.run(["--root", root]).status == 64)
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import Testing
 
@@ -182,7 +183,7 @@ struct ArchiveRoundTripTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let data = pipe.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "\(tool) \(arguments) failed")
         return String(decoding: data, as: UTF8.self)

@@ -191,7 +191,7 @@ struct ContentLimitsTests {
             """
             [limits]
             time = "10s"
-            time_per_gib = "1m"
+            time_per_gib = "1min"
             memory = "256MiB"
 
             [reset]
@@ -224,7 +224,7 @@ struct ContentLimitsTests {
         #expect(ByteCountText.bytes("2GiB") == 2 << 30)
         #expect(ByteCountText.bytes("64k") == 64 << 10)
         #expect(ByteCountText.render(512 << 20) == "512 MiB")
-        #expect(DurationText.format(.seconds(90)) == "1m30s")
+        #expect(DurationText.format(.seconds(90)) == "1min30s")
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 import Testing
 
@@ -72,7 +73,7 @@ struct ManifestScaleTests {
         let out = Pipe()
         tar.standardOutput = out
         try tar.run()
-        let listing = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(
+        let listing = String(decoding: out.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self).split(
             separator: "\n")
         tar.waitUntilExit()
         #expect(Array(listing.prefix(2)) == ["MANIFEST.json", "MANIFEST.files"])

@@ -1,6 +1,7 @@
 import CSQLite
 import CSnapshotTee
 import Foundation
+import GranaryTestSupport
 import Testing
 
 @testable import GranaryKit
@@ -46,7 +47,7 @@ struct OverlappedPackTests {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let data = pipe.fileHandleForReading.readAllRetryingInterrupts()
         process.waitUntilExit()
         let output = String(decoding: data, as: UTF8.self)
         #expect(process.terminationStatus == 0, "\(tool) \(arguments) failed: \(output)")

@@ -53,7 +53,7 @@ struct PruningTests {
         ),
         (
             "keep-within 1d12h: every archive less than 36 h older than the newest",
-            RetentionPolicy(keepWithin: 36 * 3600),
+            RetentionPolicy(keepWithin: TimeSpan(seconds: 36 * 3600)),
             (12...23).map { "2025-12-30T\($0):30:00Z" } + (0...23).map { String(format: "2025-12-31T%02d:30:00Z", $0) }
         ),
     ]

@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import GranaryKit
 @_spi(RuleBreaking) import GranaryOwner
 import Testing
@@ -201,7 +202,7 @@ struct ReopenProtocolTests {
         try owner.register(store: store, close: { calls.add("close") }, reopen: { calls.add("reopen") })
         defer { owner.stop() }
         let (_, pipe) = try python(Self.pythonClient, arguments: [store])
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let output = String(decoding: pipe.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         #expect(output == "HELLO granary-reopen 1 \(getpid())\nPAUSED\nRESUMED\n")
         #expect(calls.all == ["close", "reopen"])
     }
@@ -217,7 +218,7 @@ struct ReopenProtocolTests {
         // The store's canonical path is computed here; nobody cannot resolve a path under our 0700 folder.
         let canonical = try ReopenAddress(store: store).canonicalPath
         let (_, pipe) = try python(Self.pythonClient, arguments: [canonical], asNobody: true)
-        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let output = String(decoding: pipe.fileHandleForReading.readAllRetryingInterrupts(), as: UTF8.self)
         #expect(output == "ERROR permission-denied\n")
         #expect(calls.all.isEmpty)
     }

@@ -32,7 +32,7 @@ enum ArgumentValues {
     static func timeout(within range: ClosedRange<Duration>) -> @Sendable (String) throws -> Duration {
         { text in
             guard let duration = DurationText.duration(text) else {
-                throw ValidationError("not a duration such as 30s, 2m, 1m30s or 0.5")
+                throw ValidationError(DurationText.problem(text) ?? "not a duration")
             }
             guard range.contains(duration) else {
                 throw ValidationError(
@@ -42,12 +42,24 @@ enum ArgumentValues {
         }
     }
 
-    /// A transform for a span of time in whole seconds (`30m`, `26h`, `7d`, `1d12h`), at least
-    /// `minimum` and at most 100 years.
+    /// A transform for a retention span (`7d`, `6mo`, `1y`, `1d12h`; months as restic counts
+    /// them), at least a second and at most 100 years.
+    static func retention() -> @Sendable (String) throws -> TimeSpan {
+        { text in
+            guard let span = DurationText.span(text), span.seconds() <= Double(SettingLimits.longestDuration) else {
+                throw ValidationError(DurationText.problem(text) ?? "must be at most 100 years")
+            }
+            guard span.seconds() >= 1 else { throw ValidationError("must be at least 1s") }
+            return span
+        }
+    }
+
+    /// A transform for a span of time in whole seconds (`30min`, `26h`, `7d`, `1d12h`, `86400`),
+    /// at least `minimum` and at most 100 years.
     static func span(minimum: Int64) -> @Sendable (String) throws -> Int64 {
         { text in
             guard let seconds = DurationText.seconds(text) else {
-                throw ValidationError("not a duration such as 30m, 12h, 7d or 1d12h")
+                throw ValidationError(DurationText.problem(text) ?? "not a duration")
             }
             guard seconds >= minimum, seconds <= SettingLimits.longestDuration else {
                 throw ValidationError(

@@ -65,7 +65,9 @@ struct CommandLineWords {
         if word.hasPrefix("-") { return }  // an option ArgumentParser will name
         if word == "help" {
             let topics = Self.plainWords(Array(arguments.drop { $0 != "help" }.dropFirst()))
-            for topic in topics.prefix(1) where !Granary.commandNames.contains(topic) { throw unknown(topic) }
+            for topic in topics.prefix(1) where !Granary.commandNames.contains(topic) && topic != "help" {
+                throw unknown(topic)
+            }
             if topics.count > 1 {
                 throw Problem(
                     failure: Failure(code: .usage, message: "help takes one command", hint: "granary help COMMAND"))
@@ -91,9 +93,19 @@ struct CommandLineWords {
         return plain
     }
 
+    /// restic's and borg's verbs, and granary's command that does that.
+    static let otherTools: [String: String] = [
+        "snapshots": "list", "forget": "prune", "create": "backup", "init": "backup (it creates the repository)",
+        "extract": "restore --to DIR", "mount": "restore --to DIR", "ls": "list", "info": "inspect", "stats": "list",
+        "unlock": "recover", "rm": "delete", "remove": "delete", "find": "list", "compact": "prune",
+        "break-lock": "recover", "rlist": "list",
+    ]
+
     private func unknown(_ word: String) -> Problem {
         var message = "unknown command '\(word)'"
-        if let close = Self.closest(to: word, in: Granary.commandNames + ["help"]) {
+        if let other = Self.otherTools[word.lowercased()] {
+            message += " (restic's or borg's \(word.lowercased()) is granary \(other))"
+        } else if let close = Self.closest(to: word, in: Granary.commandNames + ["help"]) {
             message += " (did you mean \(close)?)"
         }
         return Problem(failure: Failure(code: .usage, message: message, hint: Hint.command("granary", "--help")))

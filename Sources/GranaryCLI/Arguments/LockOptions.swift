@@ -6,7 +6,7 @@ struct LockOptions: ParsableArguments {
     @Option(
         name: .customLong("lock-timeout"), parsing: .unconditional,
         help: ArgumentHelp(
-            "How long to wait for another run on the same user: 30s, 2m, 0.5 (default: 1m).", valueName: "duration"),
+            "How long to wait for another run on the same user: 30s, 2min, 0.5 (default: 1min).", valueName: "duration"),
         transform: ArgumentValues.timeout(within: SettingLimits.lockTimeout))
     var lockTimeout: Duration?
 

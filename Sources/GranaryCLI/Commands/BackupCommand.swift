@@ -11,7 +11,7 @@ struct BackupCommand: GranaryCommand {
             with a SHA-256 manifest into <repo>/<user>/<UTC stamp>[-label].tar.zst, published only once \
             complete and synced. Silent on success without a terminal; -v prints each archive with where the \
             time went (snapshot, check and hash, pack, sync). \
-            Exit codes: 0 all backed up, 1 some users failed (--all or several users), 65 a store failed its \
+            Exit codes: 0 all backed up, 1 some users failed (--all or several users; when every one failed for one reason, that reason's code), 65 a store failed its \
             check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted. \
             With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \
             repository first, then sent to every mirror beside the next users' backups (a mirror never delays a local \
@@ -65,9 +65,14 @@ struct BackupCommand: GranaryCommand {
     /// one user for a run over several (BackupWorkers, docs/security.md).
     @Option(name: .customLong(BackupWorkers.flag), help: .private)
     var workerUser: String?
+    @Option(
+        help: ArgumentHelp("With --all, leave this user out (repeatable).", valueName: "user"),
+        completion: .custom(Completions.users))
+    var exclude: [String] = []
 
     func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to back up, or pass --all") }
+        if !exclude.isEmpty && !all { throw ValidationError("--exclude goes with --all") }
         if !users.isEmpty && all { throw ValidationError("pass users or --all, not both") }
         if let label, !ArchiveName.isValidLabel(label) {
             throw ValidationError("invalid label \(label.debugDescription)")
@@ -76,8 +81,11 @@ struct BackupCommand: GranaryCommand {
             throw ValidationError("the label \(label) is granary's own (safety and final archives); choose another")
         }
         try ArgumentValues.check(jobs, "--jobs", within: SettingLimits.jobs)
-        try ArgumentValues.check(level, "--level", within: SettingLimits.levels)
+        // The compression's own range first (zstd 1 to 19, gzip and xz 0 to 9), when it is known.
         if let compression { try ArgumentValues.check(level: level, compression: compression) }
+        if let level, !SettingLimits.levels.contains(level) {
+            throw ValidationError("--level \(level) is out of range: zstd takes 1 to 19, gzip and xz 0 to 9")
+        }
     }
 
     func execute(_ console: Console) throws -> BackupResult {
@@ -109,6 +117,11 @@ struct BackupCommand: GranaryCommand {
             try BackupWorkers.serve(operation, user: workerUser, reporter: reporter)
         }
         if all { (ids, ignored) = try root.scan() } else { ids = try UserID.named(users) }
+        let excluded = Set(try UserID.named(exclude))
+        for id in excluded where !ids.contains(id) {
+            throw UserError.notFound(id.rawValue, root: root.path)
+        }
+        ids.removeAll { excluded.contains($0) }
         if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let operation = BackupOperation(
@@ -260,6 +273,18 @@ struct BackupResult: CommandResult {
         self.root = root
     }
 
+    /// 1 when some users failed; when every user failed, and for one reason, that reason's
+    /// code (all locks held: 75, the disk full: 74), as a backup of one user exits.
+    var status: ExitStatus {
+        let failed = users.compactMap(\.error)
+        if !users.isEmpty, failed.count == users.count, let code = failed.first?.code,
+            failed.allSatisfy({ $0.code == code }), let status = ExitStatus(rawValue: code)
+        {
+            return status
+        }
+        return problems.isEmpty ? .success : .partialFailure
+    }
+
     /// Each user's failure, and each new archive a mirror did not take (the archive is in the
     /// repository; granary sync sends it later).
     var problems: [Failure] {
@@ -289,7 +314,7 @@ struct BackupResult: CommandResult {
         for user in users {
             guard let archive = user.archive, let size = user.size, let stores = user.stores else { continue }
             text.line(
-                "\(bold: user.id): \((archive as NSString).lastPathComponent) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"
+                "\(bold: user.id): \(PathText.lastComponent(archive)) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"
             )
             if detail.verbose, let s = user.stages {
                 text.line(

@@ -5,20 +5,27 @@ import GranaryKit
 struct CheckCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "check",
-        abstract: "For monitoring: exit 1 unless every user has a verified archive younger than --max-age.",
+        abstract: "For monitoring: exit 1 unless every user has a checked archive younger than --max-age.",
         discussion: """
             Users are those named, else every user under the root and every user with archives in the repository. \
-            Only an archive whose last granary verify passed, and which has not changed since, counts. \
+            A regular backup counts (never a safety archive) when its own backup checked every snapshot it packed \
+            (check = quick or full, the default: backup records it beside the archive) or granary verify passed \
+            on it, and it has not changed since; a bad verify or check = none makes it not count. \
+            A restore, reset or retire that stopped half way (granary recover finishes it) fails its user. \
             A user whose folder cannot be read fails, saying why, and so does every entry of the root that may \
             hold a user's data but is no user granary can take (a link, a folder whose name is not UTF-8 or no \
             valid user id, a hidden folder). \
-            Each failing user gets one line on standard error saying why, also with --quiet; a user that \
-            passes gets one on standard output on a terminal or with -v, so check is silent under cron when all pass. \
+            Results go to standard output: each failing user gets a FAIL line saying why, also with --quiet; \
+            a user that passes gets an OK line on a terminal, with -v or --nagios, so check is silent under cron \
+            when all pass. --nagios prints a first line for Nagios, Icinga or Sensu and exits 0 OK, 1 WARNING \
+            (only a mirror or an entry of the root is wrong), 2 CRITICAL (a user fails), 3 UNKNOWN (check could \
+            not run). --textfile PATH writes the results in Prometheus' text format for node_exporter's textfile \
+            collector, atomically (a temporary file renamed over PATH, mode 0644). \
             With mirrors ([[mirror]] in the configuration, or --mirror), a user also fails when the repository's \
             newest regular archive is missing from a mirror, or the mirror's newest is older than --max-age. \
             A retired user (granary retire: no folder under the root, a final archive their newest) passes: \
             nothing of theirs is to be backed up any more. \
-            Exit codes: 0 every user passes, 1 some user fails.
+            Exit codes: 0 every user passes, 1 some user fails (with --nagios: 0, 1, 2, 3 as above).
             """
     )
 
@@ -36,10 +43,21 @@ struct CheckCommand: GranaryCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "The oldest a user's newest verified archive may be: 30m, 26h, 2d, 1w (default: 1d).", valueName: "duration"
+            "The oldest a user's newest checked archive may be: 30min, 26h, 2d, 1w (default: 1d).",
+            valueName: "duration"
         ),
         transform: ArgumentValues.span(minimum: 1))
     var maxAge: Int64?
+
+    @Flag(help: "Nagios plugin output: a status line first; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.")
+    var nagios = false
+
+    @Option(
+        help: ArgumentHelp(
+            "Also write the results in Prometheus' text format to this file (for node_exporter), atomically.",
+            valueName: "file"),
+        completion: .file())
+    var textfile: String?
 
     func execute(_ console: Console) throws -> CheckResult {
         let settings = try global.settings()
@@ -52,16 +70,56 @@ struct CheckCommand: GranaryCommand {
             if let root { (live, ignored) = try root.scan() }
             ids = Array(Set(live + (try repository.users()))).sorted { $0.rawValue < $1.rawValue }
         }
+        let interrupted = root.map(Freshness.interrupted) ?? []
+        if users.isEmpty { ids = Array(Set(ids).union(interrupted)).sorted { $0.rawValue < $1.rawValue } }
         var unreadable: [UserID: String] = [:]
         for id in ids { if let reason = root?.unreadable(id) { unreadable[id] = reason } }
         let limit = maxAge ?? 86_400
         let reports = try Freshness.evaluate(
             users: ids, repository: repository, maxAge: TimeInterval(limit),
             mirrors: try settings.mirrorRepositories(flags: mirror),
-            root: root)
-        return CheckResult(
+            root: root, interrupted: interrupted)
+        var result = CheckResult(
             maxAge: limit, reports: reports, unreadable: unreadable, ignored: ignored.filter(\.mayHoldData),
             root: root?.path ?? "")
+        result.nagios = nagios
+        if let textfile {
+            do {
+                try FileSystem.writeAtomically(
+                    Array(result.prometheusText(now: Date()).utf8), to: CheckResult.absolute(textfile), mode: 0o644)
+            } catch {
+                throw CommandError(
+                    description: "cannot write --textfile \(textfile): \(error.description)", status: .cannotCreate,
+                    hint:
+                        "name a file in a folder granary can write, such as /var/lib/prometheus/node-exporter/granary.prom"
+                )
+            }
+        }
+        return result
+    }
+
+    func checkArguments() throws {
+        if let textfile {
+            if textfile.isEmpty || textfile.hasSuffix("/") { throw ValidationError("--textfile needs a file name") }
+            try GlobalOptions.checkPlace(textfile, "--textfile")
+        }
+    }
+
+    /// `--nagios`: the run with Nagios' exit codes, a failure to run included (3, UNKNOWN).
+    func performNagios(_ console: Console, words: CommandLineWords) -> Int32 {
+        do {
+            try checkArguments()
+            let result = try execute(console)
+            _ = console.emit(result)
+            return result.nagiosCode
+        } catch {
+            _ = GranaryMain.report(error, console: console, words: words)
+            if !console.json {
+                let message = (error as? any GranaryError)?.description ?? "\(error)"
+                StandardStreams.output("GRANARY UNKNOWN - check could not run: \(message)\n")
+            }
+            return 3
+        }
     }
 }
 
@@ -78,6 +136,16 @@ struct CheckResult: CommandResult {
         @Null var mirrors: [Mirror]?
         /// Retired (granary retire): passes without a recent backup; `newest` is its final archive.
         let retired: Bool
+        /// Whether granary verify (not only the backup's own check) passed on `newestVerified`.
+        let verified: Bool
+        /// A restore, reset or retire of the user stopped half way (granary recover finishes it).
+        let interrupted: Bool
+        /// The size of `newest`, in bytes.
+        @Null var newestSize: Int64?
+        /// The age of `newest` (any state), in seconds.
+        @Null var newestAgeSeconds: Int64?
+        /// The number of problems (0 when ok): the user's own, and each mirror's.
+        let problems: Int
     }
 
     struct Mirror: Encodable, Sendable {
@@ -92,17 +160,41 @@ struct CheckResult: CommandResult {
     let maxAgeSeconds: Int64
     let ok: Bool
     let users: [User]
+    /// `--nagios`: a status line first and the OK lines shown.
+    var nagios = false
     /// Entries of the root that fail the check (links, folders that are no valid user id).
     let ignored: [Ignored]
     private let root: String
 
     enum CodingKeys: String, CodingKey { case maxAgeSeconds, ok, users, ignored }
 
+    /// A results document, not a summary: FAIL lines show with --quiet too.
+    var isAnswer: Bool { true }
+
+    /// Exit 1 when anything fails (the lines say what, on standard output).
+    var status: ExitStatus { ok ? .success : .partialFailure }
+
+    /// Nagios' code: 0 OK, 1 WARNING (only mirrors or entries of the root), 2 CRITICAL.
+    var nagiosCode: Int32 {
+        if users.contains(where: { !$0.ok && ($0.reason.map { !Self.onlyMirrors($0) } ?? true) }) { return 2 }
+        return ok ? 0 : 1
+    }
+
+    /// Whether a failing user's reason is only about mirrors.
+    static func onlyMirrors(_ reason: String) -> Bool {
+        reason.split(separator: ";").allSatisfy { $0.trimmingCharacters(in: .whitespaces).hasPrefix("mirror ") }
+    }
+
+    /// `path` made absolute against the current folder (the temporary file goes beside it).
+    static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+
     /// `unreadable`: the users whose folder could not be read, with why; they fail whatever
     /// their archives.
     init(
         maxAge: Int64, reports: [Freshness.Report], unreadable: [UserID: String] = [:], ignored: [Root.Ignored] = [],
-        root: String = ""
+        root: String = "", now: Date = Date()
     ) {
         maxAgeSeconds = maxAge
         users = reports.map { report in
@@ -118,32 +210,96 @@ struct CheckResult: CommandResult {
                         Mirror(
                             repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem)
                     },
-                retired: report.retired != nil)
+                retired: report.retired != nil, verified: report.verified, interrupted: report.interrupted,
+                newestSize: report.newest?.size,
+                newestAgeSeconds: report.newest.map { Int64(max(0, now.timeIntervalSince($0.name.created))) },
+                problems: reason.isEmpty ? (report.ok ? 0 : 1) : reason.components(separatedBy: "; ").count)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
         self.root = root
         ok = users.allSatisfy(\.ok) && ignored.isEmpty
     }
 
-    var problems: [Failure] {
-        // One line per failing user or entry, no hint: monitoring mail stays one line per problem.
-        ignored.map { Failure(code: .partialFailure, message: "FAIL \(root)/\($0.name): \($0.reason)") }
-            + users.filter { !$0.ok }.map {
-                Failure(code: .partialFailure, message: "FAIL \($0.id): \($0.reason ?? "failed")")
-            }
-    }
-
+    /// One line per failing user or entry (also with --quiet: a result), no hint: monitoring
+    /// mail stays one line per problem; OK lines on a terminal, with -v or --nagios.
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
-        guard detail.summaries else { return }
+        if nagios { text.line(TextLine(stringLiteral: nagiosLine)) }
+        for entry in ignored { text.line("FAIL  \(root)/\(entry.name): \(entry.reason)") }
+        for user in users where !user.ok { text.line("FAIL  \(user.id): \(user.reason ?? "failed")") }
+        guard detail.summaries || nagios else { return }
         for user in users where user.ok && user.retired {
             text.line(
-                "ok    \(user.id): retired, final archive \(user.newest.map { ($0 as NSString).lastPathComponent } ?? "")"
-            )
+                "OK    \(user.id): retired, final archive \(user.newest.map { PathText.lastComponent($0) } ?? "")")
         }
         for user in users where user.ok && !user.retired {
-            let name = user.newestVerified.map { ($0 as NSString).lastPathComponent } ?? ""
+            let name = user.newestVerified.map { PathText.lastComponent($0) } ?? ""
             text.line(
-                "ok    \(user.id): \(name) verified, \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old")
+                "OK    \(user.id): \(name) \(user.verified ? "verified" : "checked by its backup"), \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old"
+            )
         }
+    }
+
+    /// Nagios' first line: `GRANARY CRITICAL - 1 of 3 users failing: bob@example.com | users=3 failing=1`.
+    var nagiosLine: String {
+        let failing = users.filter { !$0.ok }
+        let word = ["OK", "WARNING", "CRITICAL"][Int(nagiosCode)]
+        var line = "GRANARY \(word) - "
+        if failing.isEmpty && ignored.isEmpty {
+            line +=
+                "\(users.count) user\(users.count == 1 ? "" : "s") with a checked archive under \(Freshness.describe(TimeInterval(maxAgeSeconds))) old"
+        } else {
+            line += "\(failing.count) of \(users.count) users failing"
+            if !failing.isEmpty { line += ": " + failing.prefix(5).map(\.id).joined(separator: ", ") }
+            if !ignored.isEmpty {
+                line += "; \(ignored.count) entr\(ignored.count == 1 ? "y" : "ies") of the root ignored"
+            }
+        }
+        return line + " | users=\(users.count) failing=\(failing.count) ignored=\(ignored.count)"
+    }
+
+    /// The results in Prometheus' text exposition format, one metric family per fact, each
+    /// user a label (node_exporter's textfile collector reads it).
+    func prometheusText(now: Date) -> String {
+        func label(_ value: String) -> String {
+            value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                .replacingOccurrences(of: "\n", with: "\\n")
+        }
+        var text = ""
+        func family(_ name: String, _ help: String, _ values: [(String, String)]) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+            for (labels, value) in values { text += "\(name)\(labels) \(value)\n" }
+        }
+        let byUser = users.map { ("{user=\"\(label($0.id))\"}", $0) }
+        family(
+            "granary_newest_archive_age_seconds", "Age of the user's newest regular archive, in seconds.",
+            byUser.compactMap { labels, user in user.newestAgeSeconds.map { (labels, String($0)) } })
+        family(
+            "granary_newest_checked_archive_age_seconds",
+            "Age of the user's newest archive that its backup checked or granary verify passed, in seconds.",
+            byUser.compactMap { labels, user in user.ageSeconds.map { (labels, String($0)) } })
+        family(
+            "granary_newest_archive_verified",
+            "1 when granary verify passed on the user's newest checked archive, else 0.",
+            byUser.map { labels, user in (labels, user.verified ? "1" : "0") })
+        family(
+            "granary_newest_archive_size_bytes", "Size of the user's newest regular archive, in bytes.",
+            byUser.compactMap { labels, user in user.newestSize.map { (labels, String($0)) } })
+        family(
+            "granary_problems",
+            "Problems check found for the user (0: ok; a stopped restore, a mirror, an old archive).",
+            byUser.map { labels, user in (labels, String(user.problems)) })
+        family(
+            "granary_interrupted", "1 when a restore, reset or retire of the user stopped half way, else 0.",
+            byUser.map { labels, user in (labels, user.interrupted ? "1" : "0") })
+        family(
+            "granary_root_entries_ignored", "Entries of the root that may hold data but are no user granary can take.",
+            [("", String(ignored.count))])
+        family("granary_check_ok", "1 when every user passed check, else 0.", [("", ok ? "1" : "0")])
+        family(
+            "granary_check_max_age_seconds", "The --max-age check ran with, in seconds.", [("", String(maxAgeSeconds))])
+        family(
+            "granary_check_timestamp_seconds", "When check wrote this file, in seconds since 1970.",
+            [("", String(Int64(now.timeIntervalSince1970)))])
+        return text
     }
 }

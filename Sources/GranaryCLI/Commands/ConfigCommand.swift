@@ -18,6 +18,8 @@ struct ConfigCommand: GranaryCommand {
 /// `granary config`: every setting with its value and where the value came from. The keys
 /// are the configuration file's; each value is written as the file would hold it.
 struct ConfigResult: CommandResult {
+    /// A listing: shown with --quiet too.
+    var isAnswer: Bool { true }
     /// A setting's value: a string, an integer, or `null` when unset.
     enum Value: Encodable, Sendable {
         case string(String), integer(Int), list([String]), unset
@@ -51,9 +53,14 @@ struct ConfigResult: CommandResult {
 
     @Null var file: String?
     let settings: [Entry]
+    /// Where a configuration file was looked for, in order (text only).
+    private var looked: [String] = []
+
+    enum CodingKeys: String, CodingKey { case file, settings }
 
     init(_ settings: Settings) {
         file = settings.configPath
+        looked = ConfigFile.defaultPaths(environment: ProcessInfo.processInfo.environment)
         func entry<V>(_ key: String, _ setting: Setting<V>?, _ value: (V) -> Value) -> Entry {
             Entry(
                 key: key, value: setting.map { value($0.value) } ?? .unset,
@@ -84,10 +91,10 @@ struct ConfigResult: CommandResult {
             retention("keep_weekly", .integer(policy.keepWeekly)),
             retention("keep_monthly", .integer(policy.keepMonthly)),
             retention("keep_yearly", .integer(policy.keepYearly)),
-            retention("keep_within", .string(DurationText.format(seconds: policy.keepWithin))),
-            retention("safety_keep_within", .string(DurationText.format(seconds: policy.safetyKeepWithin))),
+            retention("keep_within", .string(policy.keepWithin.description)),
+            retention("safety_keep_within", .string(policy.safetyKeepWithin.description)),
             retention(
-                "final_keep_within", policy.finalKeepWithin.map { .string(DurationText.format(seconds: $0)) } ?? .unset),
+                "final_keep_within", policy.finalKeepWithin.map { .string($0.description) } ?? .unset),
             entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
             entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
             entry("limits.memory", settings.limits) { Self.size($0.memory) },
@@ -107,9 +114,14 @@ struct ConfigResult: CommandResult {
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
-        text.line("config file: \(file ?? "none")")
+        text.line("config file: \(file ?? "none (looked for \(looked.joined(separator: ", ")))")")
+        if file == nil, FileSystem.isRegularFile("/etc/granary.toml") {
+            text.line("  /etc/granary.toml is not read: granary reads /etc/granary/config.toml (see granary.toml(5))")
+        }
+        let keyWidth = max(24, (settings.map { $0.key.count }.max() ?? 0) + 1)
+        let valueWidth = max(20, (settings.map { $0.value.text.count }.max() ?? 0) + 1)
         for entry in settings {
-            text.line("\(entry.key, width: 24) \(entry.value.text, width: 20) \(entry.source)")
+            text.line("\(entry.key, width: keyWidth) \(entry.value.text, width: valueWidth) \(entry.source)")
         }
     }
 }

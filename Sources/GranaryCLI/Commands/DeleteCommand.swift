@@ -63,6 +63,8 @@ struct DeleteResult: CommandResult {
     }
 
     let dryRun: Bool
+    /// A dry run's list is an answer, shown with --quiet too.
+    var isAnswer: Bool { dryRun }
     let archives: [Archive]
 
     init(entries: [Repository.Entry], dryRun: Bool) {

@@ -50,6 +50,8 @@ struct InspectCommand: GranaryCommand {
 
 /// `granary inspect`: one store, or the stores of an archive.
 struct InspectResult: CommandResult {
+    /// A listing: shown with --quiet too.
+    var isAnswer: Bool { true }
     struct Table: Encodable {
         let name: String
         let rows: Int64
@@ -122,11 +124,15 @@ struct InspectResult: CommandResult {
             let names = store.tables.map(\.name) + (store.coreData?.entities.map(\.name) ?? [])
             let width = max(12, (names.map { TerminalText.escape($0).count }.max() ?? 0) + 2)
             text.line("  tables")
-            for table in store.tables { text.line("    \(table.name, width: width)\(table.rows) rows") }
+            for table in store.tables {
+                text.line("    \(table.name, width: width)\(table.rows) row\(table.rows == 1 ? "" : "s")")
+            }
             if let coreData = store.coreData {
                 text.line("  Core Data store \(coreData.storeUUID ?? "(no UUID)")")
                 text.line("  entities")
-                for entity in coreData.entities { text.line("    \(entity.name, width: width)\(entity.rows) rows") }
+                for entity in coreData.entities {
+                    text.line("    \(entity.name, width: width)\(entity.rows) row\(entity.rows == 1 ? "" : "s")")
+                }
                 text.line("  model version hashes")
                 for (entity, hash) in coreData.modelVersionHashes.sorted(by: { $0.key < $1.key }) {
                     text.line("    \(entity, width: width)\(hash)")

@@ -52,6 +52,8 @@ struct ListCommand: GranaryCommand {
 
 /// `granary list`: every archive, newest first, with its verified state.
 struct ListResult: CommandResult {
+    /// A listing: shown with --quiet too.
+    var isAnswer: Bool { true }
     struct Archive: Encodable {
         let user: String
         let name: String

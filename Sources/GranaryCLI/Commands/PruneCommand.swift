@@ -56,18 +56,18 @@ struct PruneCommand: GranaryCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "Keep every archive taken within this long of the user's newest archive (30m, 12h, 7d, 1d12h).",
+            "Keep every archive taken within this long of the user's newest archive, as restic: 12h, 7d, 6mo, 1y, 1y6mo.",
             valueName: "duration"),
-        transform: ArgumentValues.span(minimum: 1))
-    var keepWithin: Int64?
+        transform: ArgumentValues.retention())
+    var keepWithin: TimeSpan?
 
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "Keep final archives (what retired users left) this long, then remove every archive of a retired user (default: for ever).",
+            "Keep final archives (what retired users left) this long (1y, 6mo, 90d), then remove every archive of a retired user (default: for ever).",
             valueName: "duration"),
-        transform: ArgumentValues.span(minimum: 1))
-    var finalKeepWithin: Int64?
+        transform: ArgumentValues.retention())
+    var finalKeepWithin: TimeSpan?
 
     @OptionGroup var lock: LockOptions
 
@@ -94,7 +94,7 @@ struct PruneCommand: GranaryCommand {
         return RetentionPolicy(
             keepLast: keepLast ?? 0, keepHourly: keepHourly ?? 0, keepDaily: keepDaily ?? 0,
             keepWeekly: keepWeekly ?? 0,
-            keepMonthly: keepMonthly ?? 0, keepYearly: keepYearly ?? 0, keepWithin: keepWithin ?? 0)
+            keepMonthly: keepMonthly ?? 0, keepYearly: keepYearly ?? 0, keepWithin: keepWithin ?? TimeSpan())
     }
 
     func execute(_ console: Console) throws -> PruneResult {
@@ -181,6 +181,8 @@ struct PruneResult: CommandResult {
     }
 
     let dryRun: Bool
+    /// A dry run's list is an answer, shown with --quiet too.
+    var isAnswer: Bool { dryRun }
     var users: [User] = []
 
     var problems: [Failure] { users.compactMap(\.error) }

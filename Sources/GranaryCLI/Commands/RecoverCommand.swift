@@ -24,8 +24,17 @@ struct RecoverCommand: GranaryCommand {
     func execute(_ console: Console) throws -> RecoverResult {
         let settings = try global.settings()
         let ids = try UserID.named(users)
+        let root = try settings.requireRoot()
+        // A named user with no folder and nothing unfinished is a typo, not "nothing to do"
+        // (and no lock file is made for an id that never existed).
+        let unfinished = Set(Recovery.unfinishedUsers(root: root))
+        for id in ids where !unfinished.contains(id) && FileSystem.status(root.path + "/" + id.rawValue) == nil {
+            throw CommandError(
+                description: "no user \(id.rawValue) under the root \(root.path), and nothing of theirs to recover",
+                status: .notFound, hint: "granary users lists the users")
+        }
         let run = try Recovery.run(
-            root: try settings.requireRoot(), users: ids, repository: try settings.repository(),
+            root: root, users: ids, repository: try settings.repository(),
             lockTimeout: lock.timeout(settings),
             ownerTimeout: settings.ownerTimeout.value)
         var result = RecoverResult()

@@ -23,7 +23,10 @@ struct ResetCommand: GranaryCommand {
             rtreecheck(), with no row outside the kept tables, before anything live is touched; a schema \
             entry that is not one CREATE statement, or a virtual table of another module, fails the reset \
             (65). --dry-run lists, per store, the tables it empties and keeps with their rows. Uses the same \
-            methods as restore (swap, online, offline, auto). Exit codes as for restore.
+            methods as restore (swap, online, offline, auto). On a terminal reset lists \
+            what each store empties and asks; elsewhere it needs --yes (like retire). A user with no backup in \
+            the repository is named in the question and warned about on standard error. \
+            Exit codes as for restore, and 1 declined, 64 no --yes without a terminal (nothing emptied).
             """
     )
 
@@ -47,6 +50,9 @@ struct ResetCommand: GranaryCommand {
     @Flag(help: "Do not keep the replaced content as a pre-reset archive.")
     var noSafetyArchive = false
 
+    @Flag(name: [.short, .long], help: "Do not ask: reset without a question (for scripts).")
+    var yes = false
+
     func execute(_ console: Console) throws -> ResetResult {
         let settings = try global.settings()
         var request = RestoreRequest(user: try UserID(user))
@@ -57,10 +63,68 @@ struct ResetCommand: GranaryCommand {
         request.lockTimeout = lock.timeout(settings)
         request.safetyArchive = !noSafetyArchive
         let root = try settings.requireRoot()
-        let restorer = Restorer(root: root, repository: try settings.repository())
+        let repository = try settings.repository()
+        // Whether the user has a regular backup: without one, a reset is the end of the rows.
+        let backedUp = ((try? repository?.archives(of: request.user)) ?? []).contains { $0.name.kind == .backup }
+        if !dryRun && !yes {
+            _ = try root.user(request.user)  // no such user: 66 before any question
+            guard console.canAsk else {
+                let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--yes"]
+                throw ResetNotConfirmed.notConfirmed(
+                    user: request.user.rawValue, backedUp: backedUp, command: words.joined(separator: " "))
+            }
+            let stores = try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init)
+            let lines = ResetResult.question(
+                user: request.user.rawValue, stores: stores, backedUp: backedUp, safetyArchive: !noSafetyArchive,
+                repository: repository?.location)
+            let answer = console.ask(lines, prompt: "Type yes to reset \(request.user.rawValue): ")
+            try Interruption.check()
+            guard let answer, ["yes", "y"].contains(answer.lowercased()) else {
+                throw ResetNotConfirmed.declined(user: request.user.rawValue)
+            }
+        }
+        let restorer = Restorer(root: root, repository: repository)
         let restored = RestoreResult(try restorer.run(request), operation: .reset)
         let plan = dryRun ? try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init) : nil
-        return ResetResult(restore: restored, plan: plan)
+        var result = ResetResult(restore: restored, plan: plan)
+        if !backedUp {
+            result.warnings.append(
+                noSafetyArchive || repository == nil
+                    ? "\(request.user.rawValue) had no backup and no safety archive was kept: the emptied rows are gone for good"
+                    : "\(request.user.rawValue) had no backup: the emptied rows are only in the safety archive")
+        }
+        return result
+    }
+}
+
+/// A reset the admin did not confirm (nothing was emptied).
+enum ResetNotConfirmed: GranaryError, CommandLineError {
+    /// A non-interactive reset without `--yes`.
+    case notConfirmed(user: String, backedUp: Bool, command: String)
+    /// The answer to the question was not yes.
+    case declined(user: String)
+
+    var description: String {
+        switch self {
+        case .notConfirmed(let user, let backedUp, _):
+            return
+                "reset empties every store of \(user)\(backedUp ? "" : ", which has no backup"); without a terminal to ask on, it needs --yes"
+        case .declined(let user): return "not resetting \(user): nothing was emptied"
+        }
+    }
+
+    var status: ExitStatus {
+        switch self {
+        case .notConfirmed: return .usage
+        case .declined: return .partialFailure
+        }
+    }
+
+    var hint: String? {
+        switch self {
+        case .notConfirmed(_, _, let command): return command
+        case .declined: return nil
+        }
     }
 }
 
@@ -94,8 +158,33 @@ struct ResetResult: CommandResult {
     let restore: RestoreResult
     /// `--dry-run` only, else `null`.
     let plan: [Plan]?
+    /// Said loudly on standard error (not a result): the user had no backup.
+    var warnings: [String] = []
 
     enum Keys: String, CodingKey { case plan }
+
+    init(restore: RestoreResult, plan: [Plan]?) {
+        self.restore = restore
+        self.plan = plan
+    }
+
+    /// The question asked on a terminal: what each store loses, and whether anything keeps it.
+    static func question(user: String, stores: [Plan], backedUp: Bool, safetyArchive: Bool, repository: String?)
+        -> [TextLine]
+    {
+        var lines: [TextLine] = [
+            "reset \(user): every store is emptied (its schema kept)\(safetyArchive && repository != nil ? "; what it held goes to a safety archive" : "")"
+        ]
+        for store in stores { lines += Self.lines(store).prefix(1).map { "  " + $0 } }
+        if stores.isEmpty { lines.append("  no stores") }
+        if !backedUp {
+            lines.append(
+                safetyArchive && repository != nil
+                    ? "WARNING: \(user) has no backup in \(repository ?? ""): the safety archive will be the only copy"
+                    : "WARNING: \(user) has no backup and no safety archive is kept: the rows will be gone for good")
+        }
+        return lines
+    }
 
     func encode(to encoder: Encoder) throws {
         try restore.encode(to: encoder)
@@ -109,8 +198,9 @@ struct ResetResult: CommandResult {
     }
 
     var status: ExitStatus { restore.status }
+    var isAnswer: Bool { restore.dryRun }
     var problems: [Failure] { restore.problems }
-    var notes: [String] { restore.notes }
+    var notes: [String] { restore.notes + warnings.map { "warning: " + $0 } }
 
     /// `Notes.sqlite: empties notes (100 rows), …` and `Notes.sqlite: keeps Z_METADATA (1 row), …`.
     static func lines(_ store: Plan) -> [TextLine] {

@@ -17,7 +17,11 @@ struct RestoreCommand: GranaryCommand {
             restored with --create: the folder is made, owned as --owner says or else as the archive recorded, and \
             every store, external-data file and folder in it gets the owner, group and mode the archive recorded; \
             without a named archive the newest regular backup or final archive is used. \
-            Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner), \
+            ARCHIVE is named as for verify, inspect and delete: a file name, a unique prefix of one (a bare stamp), \
+            USER/NAME (the user's own; another user's archive is refused with 64, naming whose it is), latest (the \
+            newest regular backup), or a path. --to must lie outside the root and the repository. \
+            Exit codes: 0 restored, 64 usage (or --create from an archive that records no owner, without --owner; \
+            another user's archive; --to in the root or the repository), \
             65 the archive is damaged or does not match, or a store's owner runs as another uid (--method swap) or \
             wrote to it while paused (granary-reopen(7)), 66 no such user (the hint is the --create command line) or \
             archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed).
@@ -121,6 +125,24 @@ struct RestoreCommand: GranaryCommand {
         return folder
     }
 
+    /// `--to` must be a folder of its own: not the root or in it (a folder there is a user, and
+    /// would become one owned by root), not the repository or in it (it would look like a user's
+    /// archives).
+    static func checkTarget(_ to: String, settings: Settings) throws {
+        let target = LocalRepository.resolvedPath(to)
+        var places: [(String, String)] = []
+        if let root = settings.root?.value { places.append(("the root", root)) }
+        if let repo = settings.repo?.value, !Repositories.isRemote(repo) { places.append(("the repository", repo)) }
+        for (name, place) in places {
+            let base = LocalRepository.resolvedPath(place)
+            if target == base || target.hasPrefix(base == "/" ? "/" : base + "/") {
+                throw CommandError(
+                    description: "--to \(to) is \(target == base ? "" : "inside ")\(name) \(place)", status: .usage,
+                    hint: "restore into a folder of its own, outside the root and the repository, such as /tmp/drill")
+            }
+        }
+    }
+
     static func parseTime(_ text: String) -> Date? {
         ArchiveName.parseStamp(text) ?? ISO8601DateFormatter().date(from: text)
     }
@@ -135,6 +157,19 @@ struct RestoreCommand: GranaryCommand {
             throw CommandError(
                 description: "--to \(to) is not UTF-8 text", status: .usage,
                 hint: "name the folder by a UTF-8 path (a link with such a name works)")
+        }
+        if let to {
+            try GlobalOptions.checkPlace(to, "--to")
+            try Self.checkTarget(to, settings: settings)
+        }
+        // Another user's archive of the repository named by its path (it lies in that user's folder
+        // and its manifest agrees): named as such, not as damage. A file elsewhere whose manifest
+        // names someone else stays a data error (65): its bytes may be forged.
+        if let archive, archive.contains("/"), FileSystem.isRegularFile(archive),
+            let owner = ArchiveLocator(repository: try settings.repository()).folderUser(ofFile: archive),
+            owner != request.user.rawValue, let manifest = try? Catalogue.readManifest(archive), manifest.user == owner
+        {
+            throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
         }
         if let to, geteuid() == 0, let problem = TrustedPath.folderProblem(to) {
             // Root writes the restored stores there: a folder another user owns or can write
@@ -285,11 +320,15 @@ struct RestoreResult: CommandResult {
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
+    /// A dry run's plan is an answer (shown with --quiet); what a restore put in place is one
+    /// line of chatter (-q hides it).
+    var isAnswer: Bool { dryRun }
+
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         if let recovered { recovered.render(&text, detail) }
         let head = dryRun ? "would \(operation)" : operation == "restore" ? "restored" : "reset"
         var line: TextLine = "\(head) \(bold: user)"
-        if let archive { line += " from \((archive as NSString).lastPathComponent)" }
+        if let archive { line += " from \(PathText.lastComponent(archive))" }
         if let target { line += " into \(target)" }
         text.line(line)
         if let created = createdFolder {

@@ -138,7 +138,7 @@ struct RetireResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         if let recovered { recovered.render(&text, detail) }
         text.line(
-            "retired \(bold: user): final archive \((archive as NSString).lastPathComponent) (\(Format.bytes(archiveSize)), verified); \(folder) removed"
+            "retired \(bold: user): final archive \(PathText.lastComponent(archive)) (\(Format.bytes(archiveSize)), verified); \(folder) removed"
         )
         if detail.verbose {
             text.line("  archive \(archive)")

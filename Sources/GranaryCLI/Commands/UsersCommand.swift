@@ -39,6 +39,8 @@ struct UsersCommand: GranaryCommand {
 
 /// `granary users`: each user with its stores and newest archive.
 struct UsersResult: CommandResult {
+    /// A listing: shown with --quiet too.
+    var isAnswer: Bool { true }
     struct Store: Encodable {
         let name: String
         @Null var nameBase64: String?
@@ -112,7 +114,7 @@ struct UsersResult: CommandResult {
                 var line: TextLine = "\(bold: user.id)  retired"
                 if let last = user.lastBackup, let archive = user.lastArchive {
                     line +=
-                        ": final archive \((archive as NSString).lastPathComponent) (\(Format.age(now.timeIntervalSince(last))) ago)"
+                        ": final archive \(PathText.lastComponent(archive)) (\(Format.age(now.timeIntervalSince(last))) ago)"
                 }
                 text.line(line)
                 continue

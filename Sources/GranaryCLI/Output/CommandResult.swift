@@ -23,12 +23,16 @@ protocol CommandResult: Encodable {
     var problems: [Failure] { get }
     /// Remarks for a person (nothing to do, something skipped): standard error, not with `--quiet`.
     var notes: [String] { get }
+    /// The text is what the command was asked for (a listing, a report, a plan), not a
+    /// summary of work done: `--quiet` hides chatter, not this.
+    var isAnswer: Bool { get }
 }
 
 extension CommandResult {
     var status: ExitStatus { problems.isEmpty ? .success : .partialFailure }
     var problems: [Failure] { [] }
     var notes: [String] { [] }
+    var isAnswer: Bool { false }
 }
 
 /// How much text a result shows.

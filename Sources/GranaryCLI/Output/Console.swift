@@ -49,12 +49,13 @@ final class Console: Sendable {
     /// Whether a progress bar may be drawn on standard error.
     var showsProgress: Bool { escapes && !quiet && !json }
 
-    /// Prints `result` (its document under `--json`, else its text unless `--quiet`), then its
-    /// problems and notes on standard error, and returns its exit status.
+    /// Prints `result` (its document under `--json`, else its text unless `--quiet` and the text
+    /// is only a summary of work done), then its problems and notes on standard error, and
+    /// returns its exit status.
     func emit(_ result: some CommandResult) -> ExitStatus {
         if json {
             StandardStreams.output(Console.encode(JSONDocument(result: result)))
-        } else if !quiet {
+        } else if !quiet || result.isAnswer {
             var text = TextOutput()
             result.render(&text, detail)
             StandardStreams.output(text.lines.map { $0.rendered(color: color) + "\n" }.joined())

@@ -74,7 +74,7 @@ extension RestoreError: CommandLineError {
         case .verificationFailed(_, _, let good, let user):
             if let good, let user {
                 // The newest archive that verifies.
-                return Hint.command("granary", "restore", user, (good as NSString).lastPathComponent)
+                return Hint.command("granary", "restore", user, PathText.lastComponent(good))
             }
             return user.map {
                 "no archive of \(Hint.name($0)) verifies; check the repository with granary verify --user \(ShellQuoting.word($0))"
@@ -278,7 +278,7 @@ extension LockError: CommandLineError {
     }
     var hint: String? {
         switch self {
-        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10m)"
+        case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10min)"
         case .cannotCreate(_, let underlying): return underlying.hint
         case .interrupted: return nil
         }
@@ -302,7 +302,7 @@ extension RepositoryError: CommandLineError {
         switch self {
         case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
         case .parentMissing(let path):
-            return "create \(Hint.name((path as NSString).deletingLastPathComponent)) first, or check --repo for a typo"
+            return "create \(Hint.name(PathText.parent(path))) first, or check --repo for a typo"
         case .unsafe(let path, _):
             return Hint.commands([["chown", "root", "--", path], ["chmod", "0700", "--", path]])
         case .planted(let path, _): return "look at \(Hint.name(path)) and remove it (rm -r), or choose another --repo"

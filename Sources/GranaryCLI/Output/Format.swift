@@ -23,8 +23,8 @@ enum Format {
     static func age(_ seconds: TimeInterval) -> String {
         let s = Int(max(0, seconds))
         if s < 60 { return "\(s)s" }
-        if s < 3600 { return "\(s / 60)m" }
-        if s < 86400 { return "\(s / 3600)h\(s % 3600 / 60 > 0 ? "\(s % 3600 / 60)m" : "")" }
+        if s < 3600 { return "\(s / 60)min" }
+        if s < 86400 { return "\(s / 3600)h\(s % 3600 / 60 > 0 ? "\(s % 3600 / 60)min" : "")" }
         return "\(s / 86400)d\(s % 86400 / 3600 > 0 ? "\(s % 86400 / 3600)h" : "")"
     }
 

@@ -134,6 +134,25 @@ public struct ConfigFile: Sendable {
     /// Parses configuration text; `path` names the file in messages.
     public static func parse(_ text: String, path: String) throws(ConfigError) -> ConfigFile {
         let locator = KeyLocator(text: text)
+        /// A folder or repository location: absolute (cron, systemd and a shell run granary in
+        /// different folders, so a relative path would name a different place in each), never
+        /// starting with `~` (not expanded), or a remote location.
+        func place(_ text: String, _ key: String) throws(ConfigError) -> String {
+            if text.hasPrefix("s3:") || text.hasPrefix("rclone:") || text.isEmpty { return text }
+            if let found = PathText.tildeProblem(text) {
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message: "\"\(text)\" \(found.problem): \(found.hint)")
+            }
+            guard text.hasPrefix("/") else {
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message:
+                        "\"\(text)\" is a relative path: write it from / (cron, systemd and a shell start granary in different folders)"
+                )
+            }
+            return text
+        }
         /// `[[mirror]]` tables: each has `repo`, a location, and nothing else.
         func mirrors(_ value: TOMLValueConvertible) throws(ConfigError) -> [String] {
             guard let array = value.array else {
@@ -156,7 +175,7 @@ public struct ConfigFile: Sendable {
                         path: path, line: locator.line(of: "mirror"), key: "mirror.repo",
                         message: "each [[mirror]] needs repo = \"LOCATION\"")
                 }
-                locations.append(repo)
+                locations.append(try place(repo, "mirror.repo"))
             }
             return locations
         }
@@ -190,37 +209,50 @@ public struct ConfigFile: Sendable {
             guard let string = value.string else { throw fail(key, expected: "a string", found: value) }
             return string
         }
-        func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> Int64 {
-            if let seconds = value.int, seconds >= 0, seconds <= SettingLimits.longestDuration { return Int64(seconds) }
-            guard let text = value.string else {
-                throw fail(key, expected: "a duration such as \"30s\" or \"7d\"", found: value)
+        /// A retention span: the grammar of every duration (`DurationText`), a bare number of
+        /// seconds alike as text or as a TOML number.
+        func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TimeSpan {
+            let text: String
+            if let seconds = value.int {
+                text = String(seconds)
+            } else if let seconds = value.double {
+                text = String(seconds)
+            } else if let string = value.string {
+                text = string
+            } else {
+                throw fail(key, expected: "a duration such as \"7d\" or \"6mo\"", found: value)
             }
-            guard let seconds = DurationText.seconds(text), seconds <= SettingLimits.longestDuration else {
+            guard let span = DurationText.span(text), span.seconds() <= Double(SettingLimits.longestDuration) else {
                 throw .invalidValue(
                     path: path, line: locator.line(of: key), key: key,
-                    message: "\"\(text)\" is not a duration (use a number with s, m, h, d or w, e.g. \"30d\")")
+                    message: "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
             }
-            return seconds
+            return span
         }
         /// A timeout: whole or fractional seconds, or a duration text, within `range`.
         func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
             -> Duration
         {
-            var parsed: Duration?
+            let text: String
             if let seconds = value.int {
-                parsed = seconds >= 0 && seconds <= SettingLimits.longestDuration ? .seconds(seconds) : nil
+                text = String(seconds)
             } else if let seconds = value.double {
-                parsed = DurationText.duration(String(seconds))
-            } else if let text = value.string {
-                parsed = DurationText.duration(text)
+                text = String(seconds)
+            } else if let string = value.string {
+                text = string
             } else {
-                throw fail(key, expected: "a duration such as \"30s\" or \"2m\"", found: value)
+                throw fail(key, expected: "a duration such as \"30s\" or \"2min\"", found: value)
             }
-            guard let parsed, range.contains(parsed) else {
+            guard let parsed = DurationText.duration(text) else {
+                throw .invalidValue(
+                    path: path, line: locator.line(of: key), key: key,
+                    message: "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
+            }
+            guard range.contains(parsed) else {
                 throw .invalidValue(
                     path: path, line: locator.line(of: key), key: key,
                     message:
-                        "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2m\""
+                        "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2min\""
                 )
             }
             return parsed
@@ -260,8 +292,8 @@ public struct ConfigFile: Sendable {
         for key in table.keys.sorted() {
             guard let value = table[key] else { continue }
             switch key {
-            case "root": config.root = try string(value, key)
-            case "repo": config.repo = try string(value, key)
+            case "root": config.root = try place(try string(value, key), key)
+            case "repo": config.repo = try place(try string(value, key), key)
             case "host":
                 let name = try string(value, key)
                 guard Hosts.isValid(name) else {

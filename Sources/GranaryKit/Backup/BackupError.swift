@@ -42,7 +42,7 @@ public enum BackupError: GranaryError, Sendable {
                     "; \(store) takes only \($0 >> 10) KiB on disk but claims more: its snapshot writes every page"
                 } ?? ""
             return
-                "\(user): the snapshots need up to \(needed >> 20) MiB and the repository \(repo) has \(free >> 20) MiB free\(why); nothing was written"
+                "\(user): the snapshots need up to \(ByteCountText.approximate(needed)) and the repository \(repo) has \(ByteCountText.approximate(free)) free\(why); nothing was written"
         case .overUserCap(let user, let bytes, let cap, let item, let sparse):
             let why = sparse.map { "; \(item) is sparse: \($0)" } ?? ""
             return

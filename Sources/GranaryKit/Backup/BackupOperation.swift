@@ -181,6 +181,11 @@ public struct BackupOperation: Sendable {
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
                     written: { FileSystem.removeTree(work) })
+                // The backup checked every snapshot it packed: recorded, so that check counts the
+                // archive as fresh without a verify (list still shows it unverified).
+                if let record = VerificationRecord.backup(entry: entry, check: options.check) {
+                    try? repository.writeRecord(record, for: entry)
+                }
                 let seconds = Self.seconds(since: started)
                 var result = Result(
                     user: user, archive: entry.path, size: entry.size,
@@ -348,7 +353,7 @@ public struct BackupOperation: Sendable {
             result[path] = .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode))
         }
         for store in stores {
-            let parent = (store.name as NSString).deletingLastPathComponent
+            let parent = PathText.parent(store.name)
             var path = ""
             for part in parent.split(separator: "/") {
                 path += (path.isEmpty ? "" : "/") + part

@@ -21,6 +21,24 @@ public struct AmbiguousArchive: GranaryError, Sendable {
     }
 }
 
+/// An archive named for one user that is another user's (`restore bob alice@example.com/NAME`,
+/// or a file whose manifest names alice): never restored into the wrong user.
+public struct ArchiveOfAnotherUser: GranaryError, Sendable {
+    public let name: String
+    /// Whose it is.
+    public let owner: String
+    /// Whom it was named for.
+    public let user: String
+
+    public init(name: String, owner: String, user: String) {
+        self.name = name
+        self.owner = owner
+        self.user = user
+    }
+
+    public var description: String { "\(name) belongs to \(owner), not to \(user)" }
+}
+
 /// A file named where an archive was expected that is not a granary archive.
 public struct NotAnArchive: GranaryError, Sendable {
     public let path: String
@@ -59,10 +77,18 @@ public struct ArchiveLocator: Sendable {
     /// it is read where it is, and whose it is comes from `user`, else from its manifest.
     public func locate(_ text: String, user: UserID? = nil) throws -> RepositoryEntry {
         if text.contains("/") || user == nil, FileSystem.isRegularFile(text) {
-            let file = (text as NSString).lastPathComponent
-            guard let name = ArchiveName(fileName: file) else {
-                throw NotAnArchive(
-                    path: text, reason: "its name is not an archive's (YYYYMMDDTHHMMSSZ[-label].tar.zst)")
+            let file = PathText.lastComponent(text)
+            // What a file is, is read from it, not from its name: a renamed archive is still one
+            // (its name then comes from its manifest).
+            let name: ArchiveName
+            if let named = ArchiveName(fileName: file) {
+                name = named
+            } else {
+                let manifest: Manifest
+                do { manifest = try Catalogue.readManifest(text) } catch let error as any GranaryError {
+                    throw NotAnArchive(path: text, reason: error.description)
+                }
+                name = ArchiveName(created: manifest.created, label: manifest.label, compression: manifest.compression)
             }
             if let entry = try repositoryArchive(at: text) { return entry }
             let owner: UserID
@@ -94,6 +120,13 @@ public struct ArchiveLocator: Sendable {
         let candidates =
             try owner.map { try repository.archives(of: $0) }
             ?? repository.users().flatMap { try repository.archives(of: $0) }
+        // `latest` (or `USER/latest`): the user's newest regular backup.
+        if file == "latest", owner != nil {
+            guard let newest = candidates.last(where: { $0.name.kind == .backup }) else {
+                throw ArchiveNotFound(name: text, suggestions: [])
+            }
+            return newest
+        }
         // Exact name, then a name without its extension, then a unique prefix (a bare stamp).
         if let hit = candidates.first(where: { $0.name.fileName == file }) { return hit }
         let prefixed = candidates.filter { $0.name.fileName.hasPrefix(file) }
@@ -111,6 +144,20 @@ public struct ArchiveLocator: Sendable {
             .filter { $0.1 <= max(4, file.count / 3) || $0.0.hasPrefix(String(file.prefix(8))) }
             .sorted { $0.1 < $1.1 }
         throw ArchiveNotFound(name: text, suggestions: Array(ranked.prefix(3).map(\.0)))
+    }
+
+    /// The archive of `user` that `text` names, the way every command names archives: a file
+    /// name, a unique prefix of one (a bare stamp), `USER/NAME` (the user's own: another user's
+    /// is ``ArchiveOfAnotherUser``), or `latest` (the newest regular backup). Restore's lookup.
+    public func archive(named text: String, of user: UserID) throws -> RepositoryEntry {
+        if let slash = text.lastIndex(of: "/"), let owner = try? UserID(String(text[..<slash])), owner != user {
+            throw ArchiveOfAnotherUser(name: text, owner: owner.rawValue, user: user.rawValue)
+        }
+        let entry = try locate(text, user: user)
+        if entry.user != user {
+            throw ArchiveOfAnotherUser(name: text, owner: entry.user.rawValue, user: user.rawValue)
+        }
+        return entry
     }
 
     /// The archive of a local repository that the file at `path` is, or nil when the file lies
@@ -145,8 +192,8 @@ public struct ArchiveLocator: Sendable {
     /// outside the repository, or without one.
     public func folderUser(ofFile path: String) -> String? {
         guard let repository else { return nil }
-        let place = Self.folders(ofFile: (Self.absolute(path) as NSString).standardizingPath)
-        return place.repository == (repository.path as NSString).standardizingPath ? place.user : nil
+        let place = Self.folders(ofFile: PathText.normalized(Self.absolute(path)))
+        return place.repository == PathText.normalized(repository.path) ? place.user : nil
     }
 
     /// `path` made absolute by its text alone (relative to the working directory).
@@ -157,8 +204,8 @@ public struct ArchiveLocator: Sendable {
     /// The folders a file named by `path` lies in, by the path's text: its own folder's name
     /// (a user's, in a repository) and the folder above that (the repository's).
     static func folders(ofFile path: String) -> (user: String, repository: String) {
-        let folder = (absolute(path) as NSString).deletingLastPathComponent
-        return ((folder as NSString).lastPathComponent, (folder as NSString).deletingLastPathComponent)
+        let folder = PathText.parent(absolute(path))
+        return (PathText.lastComponent(folder), PathText.parent(folder))
     }
 
     /// Levenshtein distance, for suggestions.

@@ -43,7 +43,7 @@ public enum ArchiveRemoval {
         let archives = try repository.archives(of: user)
         if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository),
             let limit = policy.finalKeepWithin,
-            now.timeIntervalSince(final.name.created) >= TimeInterval(limit)
+            final.name.created <= limit.start(before: now)
         {
             return archives.map { Item(entry: $0, keptBy: []) }.reversed()
         }
@@ -56,11 +56,13 @@ public enum ArchiveRemoval {
             kept[protected, default: []].append(newestVerifiedReason)
         }
         for entry in archives where entry.name.kind != .backup {
-            let age = now.timeIntervalSince(entry.name.created)
+            let created = entry.name.created
             switch entry.name.kind {
-            case .safety: kept[entry.path] = age < TimeInterval(policy.safetyKeepWithin) ? [safetyReason] : []
+            case .safety:
+                kept[entry.path] = created > policy.safetyKeepWithin.start(before: now) ? [safetyReason] : []
             case .final:
-                kept[entry.path] = policy.finalKeepWithin.map { age < TimeInterval($0) } ?? true ? [finalReason] : []
+                kept[entry.path] =
+                    policy.finalKeepWithin.map { created > $0.start(before: now) } ?? true ? [finalReason] : []
             case .backup: break
             }
         }

@@ -243,7 +243,7 @@ public enum ArchiveVerifier {
                     guard entry.size <= file.size else {
                         throw fail(name, "declares \(entry.size) bytes, the manifest says \(file.size)")
                     }
-                    let parent = (name as NSString).deletingLastPathComponent
+                    let parent = PathText.parent(name)
                     if parent != lastFolder {
                         try makeFolders(folder, parent)
                         lastFolder = parent

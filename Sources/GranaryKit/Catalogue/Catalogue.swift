@@ -40,7 +40,7 @@ public struct Catalogue: Sendable {
         public var created: Date { manifest?.created ?? name.created }
         public var verified: Verified {
             guard let record else { return .unverified }
-            return record.isGood ? .verified : .bad
+            return record.isVerified ? .verified : record.isGood ? .unverified : .bad
         }
         /// What the archive is: its manifest's `kind`, else what its name's label says.
         public var kind: ArchiveKind { manifest?.kind ?? name.kind }
@@ -129,6 +129,6 @@ public struct Catalogue: Sendable {
     public func newestVerified(of user: UserID) throws -> RepositoryEntry? {
         let backups = try repository.archives(of: user).filter { $0.name.kind == .backup }
         let records = repository.records(for: backups)
-        return backups.last { records[$0.path]?.isGood == true }
+        return backups.last { records[$0.path]?.isVerified == true }
     }
 }

@@ -2,9 +2,12 @@ import Foundation
 
 /// `granary check`: whether each user has a verified archive younger than a limit.
 ///
-/// Only archives whose verification record still matches them count (see
-/// `VerificationRecord`): an archive that was never verified, failed, or changed since does
-/// not vouch for the user, however new it is.
+/// Only archives whose record still matches them count (see `VerificationRecord`): one that
+/// `granary verify` passed, or one whose backup checked every snapshot it packed (`check =
+/// quick` or `full`, the default). An archive never checked, that failed, or changed since does
+/// not vouch for the user, however new it is. A restore, reset or retire that stopped half way
+/// (a journal or work folder under the root's `.granary`, its lock free) fails the user until
+/// `granary recover` finishes it.
 public enum Freshness {
     /// One user's standing.
     public struct Report: Sendable {
@@ -24,6 +27,19 @@ public enum Freshness {
         /// For a retired user (no folder under the root, a final archive their newest): that
         /// archive. A retired user passes: nothing is to be backed up any more.
         public var retired: RepositoryEntry? = nil
+        /// Whether `granary verify` (not only the backup's own check) passed on `newestVerified`.
+        public var verified = false
+        /// A restore, reset or retire of the user that stopped half way (recover finishes it).
+        public var interrupted = false
+    }
+
+    /// The users with a restore, reset or retire that stopped half way: their work under the
+    /// root's `.granary` is left and no run holds their lock (one that holds it is working now).
+    public static func interrupted(root: Root) -> Set<UserID> {
+        Set(
+            Recovery.unfinishedUsers(root: root).filter { user in
+                (try? UserLock.acquire(root: root, user: user, timeout: .zero)) != nil
+            })
     }
 
     /// A user's standing on one mirror.
@@ -45,36 +61,58 @@ public enum Freshness {
     public static func evaluate(
         users: [UserID], repository: any Repository, maxAge: TimeInterval, now: Date = Date(),
         mirrors: [any Repository] = [],
-        root: Root? = nil
+        root: Root? = nil, interrupted: Set<UserID> = []
     ) throws -> [Report] {
         // A mirror that could not be listed (it does not answer) is not asked again for each user.
         var unreachable: [String: String] = [:]
         return try users.map { user in
-            if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository) {
-                var report = Report(user: user, ok: true, newestVerified: nil, age: nil, newest: final, reason: nil)
-                report.retired = final
-                return report
-            }
-            var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
-            guard !mirrors.isEmpty else { return report }
-            let standings = mirrors.map { mirror -> Mirror in
-                if let problem = unreachable[mirror.location] {
-                    return Mirror(location: mirror.location, newest: nil, problem: problem)
-                }
-                let standing = self.mirror(
-                    mirror, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now)
-                if standing.unreachable { unreachable[mirror.location] = standing.problem }
-                return standing
-            }
-            let problems = standings.compactMap { standing in
-                standing.problem.map { "mirror \(standing.location): \($0)" }
-            }
-            let reason = ([report.reason].compactMap { $0 } + problems).joined(separator: "; ")
-            report = Report(
-                user: user, ok: report.ok && problems.isEmpty, newestVerified: report.newestVerified, age: report.age,
-                newest: report.newest, reason: reason.isEmpty ? nil : reason, mirrors: standings)
+            var report = try standing(
+                user, repository: repository, maxAge: maxAge, now: now, mirrors: mirrors, root: root,
+                unreachable: &unreachable)
+            guard interrupted.contains(user) else { return report }
+            let reason = "a restore, reset or retire stopped half way (granary recover \(user.rawValue) finishes it)"
+            var failed = Report(
+                user: user, ok: false, newestVerified: report.newestVerified, age: report.age, newest: report.newest,
+                reason: ([report.reason].compactMap { $0 } + [reason]).joined(separator: "; "), mirrors: report.mirrors,
+                retired: report.retired)
+            failed.verified = report.verified
+            failed.interrupted = true
+            report = failed
             return report
         }
+    }
+
+    private static func standing(
+        _ user: UserID, repository: any Repository, maxAge: TimeInterval, now: Date, mirrors: [any Repository],
+        root: Root?, unreachable: inout [String: String]
+    ) throws -> Report {
+        if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository) {
+            var report = Report(user: user, ok: true, newestVerified: nil, age: nil, newest: final, reason: nil)
+            report.retired = final
+            return report
+        }
+        var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
+        let verified = report.verified
+        guard !mirrors.isEmpty else { return report }
+        var standings: [Mirror] = []
+        for mirror in mirrors {
+            if let problem = unreachable[mirror.location] {
+                standings.append(Mirror(location: mirror.location, newest: nil, problem: problem))
+                continue
+            }
+            let standing = self.mirror(mirror, user: user, primaryNewest: report.newest, maxAge: maxAge, now: now)
+            if standing.unreachable { unreachable[mirror.location] = standing.problem }
+            standings.append(standing)
+        }
+        let problems = standings.compactMap { standing in
+            standing.problem.map { "mirror \(standing.location): \($0)" }
+        }
+        let reason = ([report.reason].compactMap { $0 } + problems).joined(separator: "; ")
+        report = Report(
+            user: user, ok: report.ok && problems.isEmpty, newestVerified: report.newestVerified, age: report.age,
+            newest: report.newest, reason: reason.isEmpty ? nil : reason, mirrors: standings)
+        report.verified = verified
+        return report
     }
 
     private static func evaluate(_ user: UserID, repository: any Repository, maxAge: TimeInterval, now: Date) throws
@@ -89,20 +127,27 @@ public enum Freshness {
             return Report(user: user, ok: false, newestVerified: nil, age: nil, newest: nil, reason: "has no archives")
         }
         guard let verified else {
-            let state = records[newest.path].map { $0.isGood ? "verified" : "bad" } ?? "not verified"
+            let state =
+                records[newest.path].map { $0.isGood ? "verified" : "bad" }
+                ?? "not verified (its backup ran with check = none)"
             return Report(
                 user: user, ok: false, newestVerified: nil, age: nil, newest: newest,
-                reason: "has no verified archive (newest, \(newest.name), is \(state))")
+                reason: "has no checked archive (newest, \(newest.name), is \(state))")
         }
+        let byVerify = records[verified.path]?.isVerified == true
         let age = now.timeIntervalSince(verified.name.created)
         if age > maxAge {
-            return Report(
+            var report = Report(
                 user: user, ok: false, newestVerified: verified, age: age, newest: newest,
                 reason:
-                    "newest verified archive \(verified.name) is \(describe(age)) old, over the \(describe(maxAge)) limit"
+                    "newest checked archive \(verified.name) is \(describe(age)) old, over the \(describe(maxAge)) limit"
             )
+            report.verified = byVerify
+            return report
         }
-        return Report(user: user, ok: true, newestVerified: verified, age: age, newest: newest, reason: nil)
+        var report = Report(user: user, ok: true, newestVerified: verified, age: age, newest: newest, reason: nil)
+        report.verified = byVerify
+        return report
     }
 
     private static func mirror(
@@ -131,15 +176,17 @@ public enum Freshness {
         return Mirror(location: mirror.location, newest: newest, problem: nil)
     }
 
-    /// `90061` → `1d1h1m`.
+    /// `90061` → `1d1h1min`, in the units durations are written in (`DurationText`).
     public static func describe(_ seconds: TimeInterval) -> String {
         var rest = Int64(max(0, seconds))
         var text = ""
-        for (unit, size) in [("d", Int64(86_400)), ("h", 3600), ("m", 60)] where rest >= size {
+        var parts = 0
+        for (unit, size) in [("d", Int64(86_400)), ("h", 3600), ("min", 60)] where rest >= size {
             text += "\(rest / size)\(unit)"
             rest %= size
+            parts += 1
         }
-        if text.isEmpty || (rest > 0 && text.count < 3) { text += "\(rest)s" }
+        if text.isEmpty || (rest > 0 && parts < 2) { text += "\(rest)s" }
         return text
     }
 }

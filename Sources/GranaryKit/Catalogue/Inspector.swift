@@ -107,8 +107,8 @@ public enum Inspector {
         // A store is opened beneath the folder that holds it, with that folder's owner's rules and
         // permissions (the folder may be a user's): the name given is followed up to that folder,
         // never through its last component.
-        let parentPath = (path as NSString).deletingLastPathComponent
-        let fileName = (path as NSString).lastPathComponent
+        let parentPath = PathText.parent(path)
+        let fileName = PathText.lastComponent(path)
         let parent: Folder
         do {
             let opened = try Folder.open(path: parentPath.isEmpty ? "." : parentPath)

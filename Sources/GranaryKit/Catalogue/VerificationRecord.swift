@@ -30,14 +30,30 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     public var archiveModified: Int64
     /// The archive's file name (records written before it was kept have none).
     public var archive: String?
+    /// Who checked: `backup` when the backup that wrote the archive checked each snapshot
+    /// (`check = quick` or `full`) before packing it; `nil` for `granary verify`, which reads
+    /// the archive back. Counts for `check`'s freshness, not as a verification for `list` or
+    /// the archive prune and delete keep.
+    public var by: String?
 
-    /// Whether the archive passed.
+    /// Whether the archive passed (a verify, or the backup's own check).
     public var isGood: Bool { result == .ok }
+    /// Whether `granary verify` read the archive back and it passed.
+    public var isVerified: Bool { result == .ok && by == nil }
+
+    /// The record a backup writes for the archive it just published, when it checked every
+    /// snapshot with `check` (nil for `.none`: nothing was checked).
+    public static func backup(entry: RepositoryEntry, check: CheckMode, at date: Date = Date()) -> VerificationRecord? {
+        guard check != .none else { return nil }
+        var record = VerificationRecord(entry: entry, good: true, reason: nil, check: check, at: date)
+        record.by = "backup"
+        return record
+    }
 
     /// The record's path for `archive`.
     public static func path(for archive: String) -> String {
-        let folder = (archive as NSString).deletingLastPathComponent
-        return folder + "/." + (archive as NSString).lastPathComponent + ".verify.json"
+        let folder = PathText.parent(archive)
+        return folder + "/." + PathText.lastComponent(archive) + ".verify.json"
     }
 
     /// A record for `archive` as it is now.
@@ -50,7 +66,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         toolVersion = GranaryVersion.current
         archiveSize = Int64(info.st_size)
         archiveModified = Self.modified(info)
-        self.archive = (archive as NSString).lastPathComponent
+        self.archive = PathText.lastComponent(archive)
     }
 
     /// A record for `entry` as it was listed.

@@ -49,7 +49,7 @@ public struct LocalRepository: Repository {
     /// checks the existing one.
     public func prepare() throws(RepositoryError) {
         if FileSystem.status(path) == nil {
-            let parent = (path as NSString).deletingLastPathComponent
+            let parent = PathText.parent(path)
             guard FileSystem.isDirectory(parent.isEmpty ? "." : parent) else { throw .parentMissing(path) }
             if mkdir(path, 0o700) != 0 && errno != EEXIST {
                 throw .cannotCreate(path, FileSystemError("create folder", path: path))
@@ -125,6 +125,10 @@ public struct LocalRepository: Repository {
         }
     }
 
+    /// The real path of `path` (links resolved; for a path not made yet, its longest existing
+    /// ancestor's, with the rest as written).
+    public static func resolvedPath(_ path: String) -> String { canonical(path) }
+
     /// The real path of `path` (of its longest existing ancestor, for a path not made yet).
     static func canonical(_ path: String) -> String {
         var missing: [String] = []
@@ -136,10 +140,10 @@ public struct LocalRepository: Repository {
                 for part in missing.reversed() { text += (text == "/" ? "" : "/") + part }
                 return text
             }
-            let parent = (current as NSString).deletingLastPathComponent
-            if parent == current || parent.isEmpty { return path }
-            missing.append((current as NSString).lastPathComponent)
-            current = parent
+            let parent = PathText.parent(current)
+            if parent == current || current == "." { return path }
+            missing.append(PathText.lastComponent(current))
+            current = parent.isEmpty ? "." : parent
         }
     }
 
@@ -175,11 +179,11 @@ public struct LocalRepository: Repository {
     /// temporary name beside it first. The file must be synced; the folder is synced after.
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
         let target = path + "/" + object
-        let folder = (target as NSString).deletingLastPathComponent
+        let folder = PathText.parent(target)
         do throws(FileSystemError) {
             try FileSystem.makeDirectory(folder)
             var source = file
-            if (file as NSString).deletingLastPathComponent != folder {
+            if PathText.parent(file) != folder {
                 source = try Self.copy(file, into: folder)
             }
             do {
@@ -201,7 +205,7 @@ public struct LocalRepository: Repository {
         let input = RawPath.open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard input >= 0 else { throw FileSystemError("open", path: file) }
         defer { close(input) }
-        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: (file as NSString).lastPathComponent)
+        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: PathText.lastComponent(file))
         defer { close(fd) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }

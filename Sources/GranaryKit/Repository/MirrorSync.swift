@@ -120,7 +120,13 @@ public enum MirrorSync {
             let onMirror = Dictionary(target.map { ($0.name.fileName, $0) }, uniquingKeysWith: { a, _ in a })
             for entry in source {
                 guard let record = primaryRecords[entry.path] else { continue }
-                guard let copy = onMirror[entry.name.fileName] else { continue }
+                guard let copy = onMirror[entry.name.fileName] else {
+                    // A dry run uploaded nothing: the record would go with the archive it would send.
+                    if dryRun && result.uploaded.contains(entry.name.fileName) {
+                        result.records.append(entry.name.fileName)
+                    }
+                    continue
+                }
                 let existing = mirrorRecords[copy.path]
                 if existing?.verified == record.verified && existing?.result == record.result { continue }
                 if !dryRun {

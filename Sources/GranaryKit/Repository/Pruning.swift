@@ -40,9 +40,10 @@ public enum Pruning {
         ]
         var remaining = rules.map(\.1)
         var lastBucket: [String?] = Array(repeating: nil, count: rules.count)
+        let withinStart = policy.keepWithin.start(before: newest)
         for (position, index) in order.enumerated() {
             let time = times[index]
-            if policy.keepWithin > 0, newest.timeIntervalSince(time) < TimeInterval(policy.keepWithin) {
+            if !policy.keepWithin.isZero, time > withinStart {
                 decisions[index].keptBy.append(.within)
             }
             for (ruleIndex, (rule, _)) in rules.enumerated() where remaining[ruleIndex] > 0 {

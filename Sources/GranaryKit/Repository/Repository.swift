@@ -316,6 +316,9 @@ public enum Repositories {
             throw .badLocation(
                 location, "it is not UTF-8 text; name the repository by a UTF-8 path (a link with such a name works)")
         }
+        if let found = PathText.tildeProblem(location), !isRemote(location) {
+            throw .badLocation(location, found.problem + "; " + found.hint)
+        }
         if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
             return try RcloneRepository(location: location, environment: environment)
         }
@@ -380,7 +383,8 @@ public enum RepositoryError: GranaryError, Sendable {
         case .denied(let location, let detail): return "\(location): access denied: \(detail)"
         case .local(let error): return error.description
         case .noRoom(_, let free, let needed):
-            return "it has \(free >> 10) KiB free and the archive may need up to \(needed >> 10) KiB"
+            return
+                "it has \(ByteCountText.approximate(free)) free and the archive may need up to \(ByteCountText.approximate(needed))"
         case .untrustedFile(let path, let what, let why): return "refusing \(what) \(path) as root: \(why)"
         case .squatted(let path, let why):
             return "refusing the work folder \(path): it \(why); someone else made it first"

@@ -7,23 +7,24 @@ public struct RetentionPolicy: Sendable, Equatable, Codable {
     public var keepWeekly: Int = 0
     public var keepMonthly: Int = 0
     public var keepYearly: Int = 0
-    /// Keep every archive taken within this many seconds of the user's newest archive (not of
-    /// now: a backup job that stopped never lets the rule empty a user).
-    public var keepWithin: Int64 = 0
+    /// Keep every archive taken within this span of the user's newest archive (not of now: a
+    /// backup job that stopped never lets the rule empty a user); months as restic counts them.
+    public var keepWithin: TimeSpan = 0
     /// Safety archives (what a restore or reset replaced) follow this rule alone: each is kept
-    /// while younger than this many seconds (measured from now); 7 days by default.
-    public var safetyKeepWithin: Int64 = RetentionPolicy.defaultSafetyKeepWithin
+    /// while younger than this span (measured from now); 7 days by default.
+    public var safetyKeepWithin: TimeSpan = RetentionPolicy.defaultSafetyKeepWithin
     /// Final archives (what a retired user left) follow this rule alone: each is kept while
-    /// younger than this many seconds; nil keeps them for ever (the default).
-    public var finalKeepWithin: Int64?
+    /// younger than this span; nil keeps them for ever (the default).
+    public var finalKeepWithin: TimeSpan?
 
     /// Seven days.
-    public static let defaultSafetyKeepWithin: Int64 = 7 * 86_400
+    public static let defaultSafetyKeepWithin = TimeSpan(seconds: 7 * 86_400)
 
     public init(
         keepLast: Int = 0, keepHourly: Int = 0, keepDaily: Int = 0, keepWeekly: Int = 0, keepMonthly: Int = 0,
-        keepYearly: Int = 0, keepWithin: Int64 = 0, safetyKeepWithin: Int64 = RetentionPolicy.defaultSafetyKeepWithin,
-        finalKeepWithin: Int64? = nil
+        keepYearly: Int = 0, keepWithin: TimeSpan = 0,
+        safetyKeepWithin: TimeSpan = RetentionPolicy.defaultSafetyKeepWithin,
+        finalKeepWithin: TimeSpan? = nil
     ) {
         self.safetyKeepWithin = safetyKeepWithin
         self.finalKeepWithin = finalKeepWithin
@@ -39,6 +40,6 @@ public struct RetentionPolicy: Sendable, Equatable, Codable {
     /// True when no rule keeps any regular backup: prune refuses such a policy.
     public var isEmpty: Bool {
         keepLast == 0 && keepHourly == 0 && keepDaily == 0 && keepWeekly == 0 && keepMonthly == 0 && keepYearly == 0
-            && keepWithin == 0
+            && keepWithin.isZero
     }
 }

@@ -150,7 +150,7 @@ final class UserCommit {
         return (error as? ReopenError).map { RestoreError.owner($0) } ?? error
     }
 
-    private static func reason(_ error: any Error) -> String {
+    static func reason(_ error: any Error) -> String {
         var text = (error as? GranaryError)?.description ?? "\(error)"
         if text.hasSuffix("; nothing was changed") { text.removeLast("; nothing was changed".count) }
         return text

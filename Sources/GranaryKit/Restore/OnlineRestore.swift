@@ -45,7 +45,7 @@ enum OnlineRestore {
     /// first snapshot there: it is the content the restore replaced). `reader` reads it.
     private static func keepAside(_ reader: () throws -> Database, aside: String, busyTimeout: Duration) throws {
         guard !FileSystem.isRegularFile(aside) else { return }
-        try FileSystem.makeDirectory((aside as NSString).deletingLastPathComponent)
+        try FileSystem.makeDirectory(PathText.parent(aside))
         let temporary = aside + ".partial"
         try FileSystem.removeFile(temporary)
         try copy(from: try reader(), to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)

@@ -158,7 +158,7 @@ public enum Recovery {
             throw RestoreError.storeBusy(
                 store: live.path(file),
                 detail:
-                    "the restore committed before and will finish when it can (\((refused as? GranaryError)?.description ?? "\(refused)"))"
+                    "the restore committed before and will finish when it can (\(UserCommit.reason(refused)))"
             )
         }
         let seen: UserCommit.Observations

@@ -9,7 +9,7 @@ import Foundation
 /// read transaction.
 enum ResetStager {
     static func stage(from source: Database, into path: String, busyTimeout: Duration) throws {
-        try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
+        try FileSystem.makeDirectory(PathText.parent(path))
         try EmptyStore.build(from: source, into: path)
     }
 }

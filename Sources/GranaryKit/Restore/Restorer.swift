@@ -467,19 +467,12 @@ public struct Restorer: Sendable {
     private func chooseArchive(_ request: RestoreRequest, forNewUser: Bool = false) throws -> (
         path: String, entry: RepositoryEntry?
     ) {
-        if let name = request.archive, name.contains("/") {
-            guard FileSystem.isRegularFile(name) else {
-                throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name)
-            }
-            return (name, nil)
-        }
+        if let name = request.archive, name.contains("/"), FileSystem.isRegularFile(name) { return (name, nil) }
         guard let repository else { throw RestoreError.noRepository }
         try repository.requireExisting()
         let archives = try repository.archives(of: request.user)
         if let name = request.archive {
-            guard let entry = archives.first(where: { $0.name.fileName == name }) else {
-                throw RestoreError.archiveNotFound(user: request.user.rawValue, name: name)
-            }
+            let entry = try ArchiveLocator(repository: repository).archive(named: name, of: request.user)
             return (entry.path, entry)
         }
         if request.undo {

@@ -63,8 +63,8 @@ public final class Database {
         // folder (a 255-byte user id, a long store name) is opened beneath its folder instead,
         // under a short name.
         if FolderName.encode(path).count > Database.longPath,
-            let folder = try? Folder.open(path: (path as NSString).deletingLastPathComponent),
-            let name = try? folder.sqliteName((path as NSString).lastPathComponent)
+            let folder = try? Folder.open(path: PathText.parent(path)),
+            let name = try? folder.sqliteName(PathText.lastComponent(path))
         {
             try self.init(
                 opening: name.path, display: path, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs,
@@ -180,7 +180,7 @@ public final class Database {
     static func refusal(near display: String) -> String? {
         guard let refusal = SQLiteName.lastRefusal() else { return nil }
         SQLiteName.clearRefusal()
-        return (display as NSString).deletingLastPathComponent + "/" + refusal
+        return PathText.parent(display) + "/" + refusal
     }
 
     /// The limit the connection ran into, if one stopped a statement (`ContentLimits`).

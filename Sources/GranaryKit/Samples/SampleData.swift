@@ -111,8 +111,8 @@ public enum SampleData {
             try db.run("INSERT INTO ZFOLDER VALUES (?, 1, 1, ?)", [.integer(Int64(index + 1)), .text(name)])
         }
         let external =
-            (path as NSString).deletingLastPathComponent + "/"
-            + StoreFile.externalDataName(for: (path as NSString).lastPathComponent)
+            PathText.parent(path) + "/"
+            + StoreFile.externalDataName(for: PathText.lastComponent(path))
         try FileSystem.makeDirectory(external, mode: 0o700)
         for pk in 1...notes {
             var attachment: SQLValue = .null

@@ -51,7 +51,7 @@ public enum FileSystem {
             default: throw FileSystemError("create folder", path: path, code: ENOTDIR)
             }
         }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = PathText.parent(path)
         if !parent.isEmpty && parent != path { try makeDirectory(parent, mode: mode, followLink: true) }
         if RawPath.mkdir(path, mode) != 0 {
             if errno == EEXIST && isDirectory(path) { return }
@@ -71,7 +71,7 @@ public enum FileSystem {
 
     /// Flushes the folder that holds `path`, making a rename or unlink in it durable.
     public static func syncParent(of path: String) throws(FileSystemError) {
-        try sync((path as NSString).deletingLastPathComponent)
+        try sync(PathText.parent(path))
     }
 
     /// Moves `from` to `to`, replacing `to` atomically (rename(2)).
@@ -187,8 +187,8 @@ public enum FileSystem {
     /// Writes `data` to `path` atomically: a temporary file, fsync, rename (replacing what was
     /// there), fsync of the folder. The journal, verification records and the repository marker.
     public static func writeAtomically(_ data: [UInt8], to path: String, mode: mode_t = 0o600) throws(FileSystemError) {
-        let directory = (path as NSString).deletingLastPathComponent
-        let (fd, temporary) = try createTemporaryFile(in: directory, for: (path as NSString).lastPathComponent)
+        let directory = PathText.parent(path)
+        let (fd, temporary) = try createTemporaryFile(in: directory, for: PathText.lastComponent(path))
         let file = Descriptor(fd, display: temporary)
         var published = false
         defer { if !published { RawPath.unlink(temporary) } }
@@ -273,13 +273,23 @@ public enum RawPath {
         FolderName.withRaw(from) { a in FolderName.withRaw(to) { b in Glibc.rename(a, b) } }
     }
 
+    /// The name of the entry `readdir` returned, read in place up to its NUL. A record is only
+    /// as long as its name (`d_reclen`): copying the whole struct (`item.pointee.d_name`) read
+    /// past the last record of readdir's buffer (AddressSanitizer: heap-buffer-overflow, found
+    /// by the `paths` fuzz target listing `/`).
+    public static func entryName(_ item: UnsafeMutablePointer<dirent>) -> [UInt8] {
+        let name = (UnsafeRawPointer(item) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+            .assumingMemoryBound(to: CChar.self)
+        return Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+    }
+
     /// The names in a folder (`.` and `..` left out), unsorted; empty when it cannot be read.
     public static func list(_ path: String) -> [String] {
         guard let dir = FolderName.withRaw(path, { opendir($0) }) else { return [] }
         defer { closedir(dir) }
         var names: [String] = []
         while let item = readdir(dir) {
-            let raw = withUnsafeBytes(of: item.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+            let raw = entryName(item)
             if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
             names.append(FolderName.decode(raw))
         }

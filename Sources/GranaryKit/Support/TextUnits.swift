@@ -1,101 +1,182 @@
 import Foundation
 
-/// Durations written as text: `30s`, `15m`, `12h`, `30d`, `2w`, or sums such as `1d12h`;
-/// timeouts also take milliseconds (`500ms`) and plain, possibly fractional, seconds (`0.5`).
+/// A span of time as the retention rules and every duration setting take it: calendar months
+/// (a year is 12) and milliseconds, counted back from a moment as restic's `--keep-within`
+/// counts (`latest.AddDate(-y, -m, -d).Add(-h)`): months first, in UTC, then the rest.
+public struct TimeSpan: Sendable, Equatable, Codable, ExpressibleByIntegerLiteral, CustomStringConvertible {
+    public var months: Int64
+    public var milliseconds: Int64
+
+    public init(months: Int64 = 0, milliseconds: Int64 = 0) {
+        self.months = months
+        self.milliseconds = milliseconds
+    }
+
+    /// A whole number of seconds.
+    public init(seconds: Int64) { self.init(months: 0, milliseconds: seconds * 1000) }
+
+    public init(integerLiteral seconds: Int64) { self.init(seconds: seconds) }
+
+    public var isZero: Bool { months == 0 && milliseconds == 0 }
+
+    /// The moment this span before `date`: months taken from the month field with the day
+    /// kept and then normalised as Go's `time.AddDate` does (restic's: 03-31 minus one month is
+    /// 02-31, that is 03-03), in UTC; then the rest.
+    public func start(before date: Date) -> Date {
+        var shifted = date
+        if months != 0 {
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "UTC")!
+            let c = calendar.dateComponents([.year, .month, .day], from: date)
+            let dayStart = calendar.startOfDay(for: date)
+            let timeOfDay = date.timeIntervalSince(dayStart)
+            let total = Int64(c.year!) * 12 + Int64(c.month! - 1) - months
+            let year = Int(total >= 0 ? total / 12 : (total - 11) / 12)
+            let month = Int(total - Int64(year) * 12) + 1
+            guard let first = calendar.date(from: DateComponents(year: year, month: month, day: 1)) else {
+                return .distantPast
+            }
+            shifted = first.addingTimeInterval(Double(c.day! - 1) * 86_400 + timeOfDay)
+        }
+        return shifted.addingTimeInterval(-Double(milliseconds) / 1000)
+    }
+
+    /// Its length in seconds, counted back from `date` (a month is as long as the calendar says).
+    public func seconds(before date: Date = Date()) -> TimeInterval { date.timeIntervalSince(start(before: date)) }
+
+    /// The text `DurationText.span` reads back: `1y6mo`, `2d`, `1h30min`, `500ms`, `0s`.
+    public var description: String {
+        var text = ""
+        if months >= 12 { text += "\(months / 12)y" }
+        if months % 12 > 0 { text += "\(months % 12)mo" }
+        if milliseconds > 0 { text += DurationText.format(.milliseconds(milliseconds)) }
+        return text.isEmpty ? "0s" : text
+    }
+}
+
+/// Durations written as text, one grammar for every duration granary takes, on the command line
+/// and in the configuration file (`keep_within`, `--max-age`, `--lock-timeout`, `owner_timeout`,
+/// `[limits] time`, …): numbers with units, summed (`1d12h`, `1h30min`, `1y6mo`), or a bare
+/// number of seconds (`30`, `0.5`). Units: `ms`, `s`, `min`, `h`, `d`, `w`, `mo` (a calendar
+/// month: restic's `m`) and `y` (a calendar year). A number may have a fraction except before
+/// `mo` and `y` (`1.5min`, `0.5s`). `m` alone is refused: restic reads it as months, systemd and
+/// many tools as minutes, and granary will not guess (the message names both spellings).
 public enum DurationText {
     /// The longest duration a text may stand for: 100 years, in seconds.
     public static let longest: Int64 = 100 * 366 * 86_400
 
-    /// The number of seconds `text` stands for, or `nil` when it is not a duration.
-    public static func seconds(_ text: String) -> Int64? {
-        var total: Int64 = 0
-        var digits = ""
-        var sawUnit = false
-        for character in text {
-            if character.isASCII, character.isNumber {
-                digits.append(character)
-                continue
+    /// Why `text` is not a duration, in a phrase for messages (nil when it is one).
+    public static func problem(_ text: String) -> String? {
+        if span(text) != nil { return nil }
+        var rest = Substring(text)
+        while let digit = rest.firstIndex(where: { !($0.isASCII && ($0.isNumber || $0 == ".")) }) {
+            rest = rest[digit...]
+            let unit = rest.prefix { $0.isASCII && $0.isLetter }
+            if unit == "m" {
+                return "m is not a unit here: write min for minutes, or mo for months (restic's m)"
             }
-            let unit: Int64
-            switch character {
-            case "s": unit = 1
-            case "m": unit = 60
-            case "h": unit = 3600
-            case "d": unit = 86_400
-            case "w": unit = 604_800
-            default: return nil
-            }
-            guard let number = Int64(digits) else { return nil }
-            let (product, overflow) = number.multipliedReportingOverflow(by: unit)
-            guard !overflow else { return nil }
-            let (sum, overflowed) = total.addingReportingOverflow(product)
-            guard !overflowed else { return nil }
-            total = sum
-            digits = ""
-            sawUnit = true
+            if unit.isEmpty { break }
+            rest = rest.dropFirst(unit.count)
         }
-        guard digits.isEmpty, sawUnit else { return nil }
-        return total
+        return
+            "not a duration: use a number with ms, s, min, h, d, w, mo or y (e.g. 30s, 2min, 1h30min, 7d, 6mo, 1y), or plain seconds"
     }
 
-    /// The duration `text` stands for, to the millisecond: a duration text (`2m`, `1m30s`,
-    /// `500ms`) or a plain number of seconds (`30`, `0.5`). `nil` for anything else, including
-    /// `nan`, `inf`, exponents, negative numbers and values past 100 years.
-    public static func duration(_ text: String) -> Duration? {
-        let limit = longest * 1000
-        if let dot = text.firstIndex(of: "."), !text.contains(where: { !$0.isASCII || !($0.isNumber || $0 == ".") }) {
-            // Plain seconds with a fraction: digits, one dot, digits.
-            let whole = text[..<dot], fraction = text[text.index(after: dot)...]
-            guard !(whole.isEmpty && fraction.isEmpty), !fraction.contains("."), whole.count <= 12 else { return nil }
-            let milliseconds = (Int64(whole) ?? 0) * 1000 + Int64((fraction + "000").prefix(3))!
-            return milliseconds <= limit ? .milliseconds(milliseconds) : nil
-        }
-        if !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }) {
-            guard text.count <= 12, let seconds = Int64(text), seconds * 1000 <= limit else { return nil }
-            return .seconds(seconds)
-        }
+    /// The span `text` stands for, or nil: nothing past 100 years, no negative, `nan`, `inf` or
+    /// exponent.
+    public static func span(_ text: String) -> TimeSpan? {
+        var months: Int64 = 0
         var milliseconds: Int64 = 0
         var rest = Substring(text)
-        guard !rest.isEmpty else { return nil }
-        while !rest.isEmpty {
-            let digits = rest.prefix { $0.isASCII && $0.isNumber }
-            guard !digits.isEmpty, digits.count <= 12, let number = Int64(digits) else { return nil }
-            rest = rest.dropFirst(digits.count)
-            let unit: Int64
-            if rest.hasPrefix("ms") {
-                unit = 1; rest = rest.dropFirst(2)
-            } else {
-                switch rest.first {
-                case "s": unit = 1000
-                case "m": unit = 60_000
-                case "h": unit = 3_600_000
-                case "d": unit = 86_400_000
-                case "w": unit = 604_800_000
-                default: return nil
-                }
-                rest = rest.dropFirst()
-            }
-            let (product, overflow) = number.multipliedReportingOverflow(by: unit)
-            guard !overflow, product <= limit else { return nil }
-            milliseconds += product
-            guard milliseconds <= limit else { return nil }
+        guard !rest.isEmpty, rest.utf8.count <= 64 else { return nil }
+        // A bare number: seconds.
+        if rest.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) {
+            guard let ms = scaled(rest, by: 1000) else { return nil }
+            return ms <= longest * 1000 ? TimeSpan(milliseconds: ms) : nil
         }
-        return .milliseconds(milliseconds)
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+            guard !number.isEmpty else { return nil }
+            rest = rest.dropFirst(number.count)
+            let unit = rest.prefix { $0.isASCII && $0.isLetter }
+            rest = rest.dropFirst(unit.count)
+            let factor: Int64
+            switch unit {
+            case "ms": factor = 1
+            case "s": factor = 1000
+            case "min": factor = 60_000
+            case "h": factor = 3_600_000
+            case "d": factor = 86_400_000
+            case "w": factor = 604_800_000
+            case "mo", "y":
+                guard !number.contains("."), number.count <= 6, let count = Int64(number) else { return nil }
+                months += unit == "y" ? count * 12 : count
+                guard months <= 1200 else { return nil }
+                continue
+            default: return nil
+            }
+            guard let value = scaled(number, by: factor) else { return nil }
+            let (sum, overflow) = milliseconds.addingReportingOverflow(value)
+            guard !overflow, sum <= longest * 1000 else { return nil }
+            milliseconds = sum
+        }
+        return TimeSpan(months: months, milliseconds: milliseconds)
     }
 
-    /// Whole seconds as the shortest duration text: `0s`, `45s`, `1m30s`, `2d`, `30d1h`.
+    /// `number` (digits, at most one dot) times `factor`, rounded down to a whole; nil when it
+    /// is not such a number or too large.
+    private static func scaled(_ number: Substring, by factor: Int64) -> Int64? {
+        let parts = number.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count <= 2, !(parts.allSatisfy(\.isEmpty)), parts[0].count <= 12 else { return nil }
+        let whole = parts[0].isEmpty ? 0 : Int64(parts[0])
+        guard let whole else { return nil }
+        var result = whole.multipliedReportingOverflow(by: factor)
+        guard !result.overflow else { return nil }
+        if parts.count == 2 {
+            let fraction = parts[1].prefix(9)
+            guard fraction.allSatisfy({ $0.isASCII && $0.isNumber }), parts[1].count <= 18 else { return nil }
+            guard !fraction.isEmpty || !parts[0].isEmpty else { return nil }
+            var scale: Int64 = 1
+            for _ in fraction { scale *= 10 }
+            let part = (Int64(fraction) ?? 0).multipliedReportingOverflow(by: factor)
+            guard !part.overflow else { return nil }
+            let sum = result.partialValue.addingReportingOverflow(part.partialValue / scale)
+            guard !sum.overflow else { return nil }
+            result = sum
+        }
+        return result.partialValue
+    }
+
+    /// The number of whole seconds `text` stands for (months counted back from now), or nil.
+    public static func seconds(_ text: String, now: Date = Date()) -> Int64? {
+        guard let span = span(text) else { return nil }
+        let seconds = span.seconds(before: now)
+        guard seconds <= Double(longest) else { return nil }
+        return Int64(seconds)
+    }
+
+    /// The duration `text` stands for, to the millisecond (months counted back from now), or nil.
+    public static func duration(_ text: String, now: Date = Date()) -> Duration? {
+        guard let span = span(text) else { return nil }
+        if span.months == 0 { return .milliseconds(span.milliseconds) }
+        let seconds = span.seconds(before: now)
+        guard seconds <= Double(longest) else { return nil }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// Whole seconds as the shortest duration text: `0s`, `45s`, `1min30s`, `2d`, `30d1h`.
     public static func format(seconds: Int64) -> String {
         guard seconds > 0 else { return "0s" }
         var rest = seconds
         var text = ""
-        for (unit, name) in [(Int64(86_400), "d"), (3600, "h"), (60, "m"), (1, "s")] where rest >= unit {
+        for (unit, name) in [(Int64(86_400), "d"), (3600, "h"), (60, "min"), (1, "s")] where rest >= unit {
             text += "\(rest / unit)\(name)"
             rest %= unit
         }
         return text
     }
 
-    /// A duration as text that `duration(_:)` reads back: `2m`, `1m30s`, `500ms`, `1s500ms`.
+    /// A duration as text that `duration(_:)` reads back: `2min`, `1min30s`, `500ms`, `1s500ms`.
     public static func format(_ duration: Duration) -> String {
         let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
         let seconds = milliseconds / 1000, rest = milliseconds % 1000

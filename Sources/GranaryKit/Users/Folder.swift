@@ -201,9 +201,7 @@ public final class Folder: Sendable, CustomStringConvertible {
             defer { closedir(dir) }
             var result: [Entry] = []
             while let item = readdir(dir) {
-                let raw = withUnsafeBytes(of: item.pointee.d_name) { bytes in
-                    Array(bytes.prefix { $0 != 0 })
-                }
+                let raw = RawPath.entryName(item)  // in place: the record may be shorter than dirent
                 if raw == [0x2E] || raw == [0x2E, 0x2E] { continue }
                 var info = stat()
                 let rc = raw.withUnsafeBufferPointer { buffer -> Int32 in

@@ -53,7 +53,8 @@ public enum Inventory {
                 users.append(summary)
                 continue
             }
-            let lastBackup = try repository?.archives(of: id).last
+            // A regular backup: a safety archive is what a restore replaced, not a backup.
+            let lastBackup = try repository?.archives(of: id).last(where: { $0.name.kind == .backup })
             do throws(UserError) {
                 let folder = try root.user(id)
                 users.append(

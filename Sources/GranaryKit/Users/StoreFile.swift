@@ -141,8 +141,8 @@ public struct StoreFile: Sendable {
 
     /// `Data/Notes.sqlite` → `Data/.Notes_SUPPORT/_EXTERNAL_DATA`.
     public static func externalDataName(for storeName: String) -> String {
-        let file = (storeName as NSString).lastPathComponent
-        let folder = (storeName as NSString).deletingLastPathComponent
+        let file = PathText.lastComponent(storeName)
+        let folder = PathText.parent(storeName)
         let support = supportFolderName(for: file) + "/" + externalDataFolderName
         return folder.isEmpty ? support : folder + "/" + support
     }

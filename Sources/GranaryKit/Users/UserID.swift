@@ -57,7 +57,9 @@ public enum UserError: GranaryError, Sendable {
             return "invalid user id \(UserError.quoted(id)): it \(reason)"
         case .notFound(let id, let root): return "no user \(id) under \(root)"
         case .notAFolder(let id, let root, let reason): return "user \(id) under \(root) cannot be used: \(reason)"
-        case .rootMissing(let root): return "root folder \(root) does not exist"
+        case .rootMissing(let root):
+            return FileSystem.status(root) == nil
+                ? "root folder \(root) does not exist" : "root folder \(root) is not a folder (nor a link to one)"
         case .unreadableRoot(let root, let reason): return "cannot read the root folder \(root): \(reason)"
         case .unsafeRoot(let root, let reason): return "refusing the root folder \(root): it \(reason)"
         }

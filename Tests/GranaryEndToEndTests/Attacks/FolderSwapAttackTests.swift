@@ -75,7 +75,7 @@ extension AttackTests {
         @Test(
             "a reset never writes, moves or chowns through a sub-folder swapped for a symlink (inotify-timed, 20 runs)")
         func resetRace() throws {
-            try race(["reset", "attacker"], label: "reset")
+            try race(["reset", "attacker", "--yes"], label: "reset")
         }
 
         @Test(

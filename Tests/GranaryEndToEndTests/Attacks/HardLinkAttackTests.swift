@@ -38,7 +38,7 @@ extension AttackTests {
                 // The backup left the store's own -wal and -shm (owned by the attacker): replaced.
                 unlink(path)
                 guard link(item.target(lab), path) == 0 else { throw LabError.setup("link \(path): \(errno)") }
-                for command in [["backup", "attacker"], ["restore", "attacker"], ["reset", "attacker"]] {
+                for command in [["backup", "attacker"], ["restore", "attacker"], ["reset", "attacker", "--yes"]] {
                     if FileSystem.status(path) == nil, link(item.target(lab), path) != 0 {
                         throw LabError.setup("link \(path): \(errno)")
                     }
@@ -71,7 +71,7 @@ extension AttackTests {
             guard link(lab.victimHome + "/Data/App.sqlite", path) == 0 else {
                 throw LabError.setup("link \(path): \(errno)")
             }
-            for command in [["backup", "attacker"], ["reset", "attacker"]] {
+            for command in [["backup", "attacker"], ["reset", "attacker", "--yes"]] {
                 let before = lab.watch()
                 let outcome = try lab.granary(command)
                 // Refused, or passed over with a warning: a store must not be left out in silence.

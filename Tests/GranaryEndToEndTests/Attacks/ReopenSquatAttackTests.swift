@@ -68,7 +68,7 @@ extension AttackTests {
             #expect(lab.watch().etc == watched.etc && lab.watch().secret == watched.secret)
 
             // A reset of the victim goes on the same way.
-            let reset = try lab.granary(["reset", "victim"], timeout: 30)
+            let reset = try lab.granary(["reset", "victim", "--yes"], timeout: 30)
             #expect(reset.status == 0, "\(reset)")
             #expect((reset.stdout + reset.stderr).contains("ignored the reopen socket"), "\(reset)")
             #expect(try Self.rows(lab) == 0)

@@ -44,7 +44,8 @@ extension AttackTests {
             _ = try lab.run(as: lab.attacker, ["/usr/bin/touch", disk.path + "/.granary-repository"])
             let before = lab.watch()
             for command in [
-                ["backup", "victim"], ["backup", "--all"], ["restore", "victim"], ["reset", "victim"], ["list"],
+                ["backup", "victim"], ["backup", "--all"], ["restore", "victim"], ["reset", "victim", "--yes"],
+                ["list"],
                 ["verify", "--all"],
             ] {
                 let outcome = try lab.granary(command, repo: disk.path)

@@ -23,7 +23,8 @@ extension AttackTests {
                 lab.root + "/../root", lab.base,
             ]
             let commands = [
-                ["backup", "attacker"], ["backup", "--all"], ["restore", "attacker"], ["reset", "attacker"], ["list"],
+                ["backup", "attacker"], ["backup", "--all"], ["restore", "attacker"], ["reset", "attacker", "--yes"],
+                ["list"],
                 ["verify", "--all"], ["recover"],
             ]
             let rootBefore = Lab.fingerprint(lab.root)

@@ -82,7 +82,7 @@ extension AttackTests {
                 Lab.chownTree(lab.attackerHome, to: lab.attacker)
                 lab.symlink(lab.attackerHome + "/" + plant.name, to: plant.target)
                 let before = lab.watch()
-                let outcome = try lab.granary(["reset", "attacker"])
+                let outcome = try lab.granary(["reset", "attacker", "--yes"])
                 Lab.expectDocumented(outcome, "reset with \(plant)")
                 if outcome.status != 0 {
                     Lab.expectRefused(outcome, "reset with \(plant)", naming: plant.name)
