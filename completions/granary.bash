@@ -174,7 +174,7 @@ _granary() {
     local -a repeating_flags=()
     local -a non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     local -a repeating_options=()
-    local -a non_repeating_options=(--root --repo --config)
+    local -a non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 0
 
     # Offer option value completions
@@ -185,6 +185,9 @@ _granary() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -213,7 +216,7 @@ _granary_users() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -224,6 +227,9 @@ _granary_users() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -245,7 +251,7 @@ _granary_backup() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
     repeating_options=(--mirror --exclude)
-    non_repeating_options=(--root --repo --config --compression --level --check --label --jobs --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -256,6 +262,9 @@ _granary_backup() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -302,9 +311,9 @@ _granary_backup() {
 
 _granary_list() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all-hosts --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -315,6 +324,9 @@ _granary_list() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -336,7 +348,7 @@ _granary_verify() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --force --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --user --check)
+    non_repeating_options=(--root --repo --host --config --user --check)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -347,6 +359,9 @@ _granary_verify() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -376,7 +391,7 @@ _granary_inspect() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -387,6 +402,9 @@ _granary_inspect() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -408,7 +426,7 @@ _granary_check() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --nagios --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config --max-age --textfile)
+    non_repeating_options=(--root --repo --host --config --max-age --textfile)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -419,6 +437,9 @@ _granary_check() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -450,7 +471,7 @@ _granary_delete() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --force --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --user --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --user --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -461,6 +482,9 @@ _granary_delete() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -489,7 +513,7 @@ _granary_prune() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -500,6 +524,9 @@ _granary_prune() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -548,7 +575,7 @@ _granary_restore() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --undo --force --no-safety-archive --create --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
+    non_repeating_options=(--root --repo --host --config --at --to --method --owner-timeout --lock-timeout --owner --mode)
     __granary_offer_flags_options 2
 
     # Offer option value completions
@@ -559,6 +586,9 @@ _granary_restore() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -607,7 +637,7 @@ _granary_reset() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --no-safety-archive -y --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --method --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --method --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -618,6 +648,9 @@ _granary_reset() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -649,7 +682,7 @@ _granary_retire() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose -y --yes --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --owner-timeout --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1
 
     # Offer option value completions
@@ -660,6 +693,9 @@ _granary_retire() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -687,7 +723,7 @@ _granary_recover() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -698,6 +734,9 @@ _granary_recover() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -722,7 +761,7 @@ _granary_sync() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --version -h --help)
     repeating_options=(--mirror)
-    non_repeating_options=(--root --repo --config --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -733,6 +772,9 @@ _granary_sync() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')
@@ -760,7 +802,7 @@ _granary_config() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --config)
+    non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 0
 
     # Offer option value completions
@@ -771,6 +813,9 @@ _granary_config() {
         ;;
     '--repo')
         __granary_add_completions -d
+        return
+        ;;
+    '--host')
         return
         ;;
     '--config')

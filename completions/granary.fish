@@ -20,36 +20,36 @@ function __granary_parse_tokens -S
     set -l unparsed_tokens (__granary_tokens -pc)
     switch $unparsed_tokens[1]
     case 'granary'
-        __granary_parse_subcommand 0 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+        __granary_parse_subcommand 0 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
         switch $unparsed_tokens[1]
         case 'users'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
         case 'backup'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'all' 'compression=' 'level=' 'check=' 'label=' 'jobs=' 'lock-timeout=' 'prune' 'mirror=+' 'exclude=+' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'all' 'compression=' 'level=' 'check=' 'label=' 'jobs=' 'lock-timeout=' 'prune' 'mirror=+' 'exclude=+' 'version' 'h/help'
         case 'list'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'all-hosts' 'version' 'h/help'
         case 'verify'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'user=' 'all' 'latest' 'check=' 'force' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'user=' 'all' 'latest' 'check=' 'force' 'version' 'h/help'
         case 'inspect'
-            __granary_parse_subcommand 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+            __granary_parse_subcommand 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
         case 'check'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'mirror=+' 'max-age=' 'nagios' 'textfile=' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'mirror=+' 'max-age=' 'nagios' 'textfile=' 'version' 'h/help'
         case 'delete'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'user=' 'force' 'dry-run' 'lock-timeout=' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'user=' 'force' 'dry-run' 'lock-timeout=' 'version' 'h/help'
         case 'prune'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'all' 'keep-last=' 'keep-hourly=' 'keep-daily=' 'keep-weekly=' 'keep-monthly=' 'keep-yearly=' 'keep-within=' 'final-keep-within=' 'lock-timeout=' 'dry-run' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'all' 'keep-last=' 'keep-hourly=' 'keep-daily=' 'keep-weekly=' 'keep-monthly=' 'keep-yearly=' 'keep-within=' 'final-keep-within=' 'lock-timeout=' 'dry-run' 'version' 'h/help'
         case 'restore'
-            __granary_parse_subcommand 2 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'at=' 'to=' 'method=' 'dry-run' 'undo' 'owner-timeout=' 'lock-timeout=' 'force' 'no-safety-archive' 'create' 'owner=' 'mode=' 'version' 'h/help'
+            __granary_parse_subcommand 2 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'at=' 'to=' 'method=' 'dry-run' 'undo' 'owner-timeout=' 'lock-timeout=' 'force' 'no-safety-archive' 'create' 'owner=' 'mode=' 'version' 'h/help'
         case 'reset'
-            __granary_parse_subcommand 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'method=' 'dry-run' 'owner-timeout=' 'lock-timeout=' 'no-safety-archive' 'y/yes' 'version' 'h/help'
+            __granary_parse_subcommand 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'method=' 'dry-run' 'owner-timeout=' 'lock-timeout=' 'no-safety-archive' 'y/yes' 'version' 'h/help'
         case 'retire'
-            __granary_parse_subcommand 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'y/yes' 'owner-timeout=' 'lock-timeout=' 'version' 'h/help'
+            __granary_parse_subcommand 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'y/yes' 'owner-timeout=' 'lock-timeout=' 'version' 'h/help'
         case 'recover'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'lock-timeout=' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'lock-timeout=' 'version' 'h/help'
         case 'sync'
-            __granary_parse_subcommand -r 1 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'mirror=+' 'dry-run' 'lock-timeout=' 'version' 'h/help'
+            __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'mirror=+' 'dry-run' 'lock-timeout=' 'version' 'h/help'
         case 'config'
-            __granary_parse_subcommand 0 'root=' 'repo=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+            __granary_parse_subcommand 0 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
         case 'help'
             __granary_parse_subcommand -r 1 'version'
         end
@@ -107,6 +107,7 @@ end
 complete -c 'granary' -f
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -130,6 +131,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_positional "gra
 complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary" -eq 1' -fa 'help' -d 'Show subcommand help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -139,6 +141,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary users" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -158,15 +161,18 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary backup" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" v verbose' -s 'v' -l 'verbose' -d 'Print more detail.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_positional "granary list" -ge 1' -fka '(__granary_custom_completion ---completion list -- positional@0 (count (__granary_tokens -pc)) (string length -- (commandline -ct)))'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" all-hosts' -l 'all-hosts' -d 'List the archives of every host, not only this host\'s.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" version' -l 'version' -d 'Show the version.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary list" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -181,6 +187,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary verify" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -190,6 +197,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary inspect" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -203,6 +211,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary check" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -216,6 +225,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary delete" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -236,6 +246,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary prune" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -258,6 +269,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary restore" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -273,6 +285,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary reset" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -285,6 +298,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary retire" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -295,6 +309,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary recover" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
@@ -307,6 +322,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary sync" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" root' -l 'root' -d 'Folder holding one sub-folder per user (env GRANARY_ROOT).' -rfa '(__granary_complete_directories)'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" repo' -l 'repo' -d 'Where archives go: a folder, s3:BUCKET/PREFIX or rclone:REMOTE:PATH (env GRANARY_REPO).' -rfa '(__granary_complete_directories)'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" host' -l 'host' -d 'This host\'s name where hosts share a repository: new archives are this host\'s, and commands act on this host\'s archives (env GRANARY_HOST; default: the machine\'s host name).' -rfka ''
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" config' -l 'config' -d 'Configuration file (env GRANARY_CONFIG; see granary.toml(5)).' -rF
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'

@@ -1,6 +1,6 @@
 import Foundation
-import GranaryTestSupport
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 @testable import GranaryCLI

@@ -1,7 +1,7 @@
 import Foundation
-import GranaryTestSupport
 import GranaryKit
 import GranaryOwner
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -203,7 +203,8 @@ struct RestoreSwapTests {
             let items = try RestoreFixtures.ids(store, table: "items")
             #expect(items == archived || items == before, "step \(step): items table mixed")
             var kept = try RestoreFixtures.ids(store)
-            for safety in FileSystem.contents(of: repo + "/alice@example.com") where safety.hasSuffix("-pre-restore.tar.zst") {
+            for safety in FileSystem.contents(of: repo + "/alice@example.com")
+            where safety.hasSuffix("-pre-restore.tar.zst") {
                 let out = folder.child("safety-\(step)-\(safety)")
                 try RestoreFixtures.extract(repo + "/alice@example.com/" + safety, into: out)
                 kept.formUnion(try RestoreFixtures.ids(out + "/stores/Local.sqlite"))

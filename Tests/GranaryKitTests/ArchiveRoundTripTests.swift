@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
-import GranaryTestSupport
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 @testable import GranaryCLI

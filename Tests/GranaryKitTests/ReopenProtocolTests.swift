@@ -1,7 +1,7 @@
 import Foundation
-import GranaryTestSupport
 import GranaryKit
 @_spi(RuleBreaking) import GranaryOwner
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)

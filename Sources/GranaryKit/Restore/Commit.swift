@@ -185,7 +185,8 @@ final class UserCommit {
             try StoreSwap.switchIn(entry, user: user, work: work, folderMode: mode)
             for path in try StoreSwap.removeIntruders(entry, user: user, work: work) {
                 seen.warnings.append(
-                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
+                )
                 if store.owner != nil { seen.writtenWhilePaused.append(path) }
             }
             try journal.record(.switched(entry.name))
@@ -200,7 +201,8 @@ final class UserCommit {
             let intruders = (try? StoreSwap.removeIntruders(store.entry, user: user, work: work)) ?? []
             for path in intruders {
                 seen.warnings.append(
-                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)")
+                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
+                )
             }
             if !intruders.isEmpty || StoreSwap.Fingerprint(folder.entry(file)) != switchedState[store.entry.name] {
                 seen.writtenWhilePaused.append(folder.path(file))

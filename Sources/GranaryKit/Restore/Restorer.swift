@@ -145,7 +145,8 @@ public struct Restorer: Sendable {
         _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
-        let recovered = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+        let recovered = try Recovery.recover(
+            root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
 
         // The user's folder; a missing one is created after the archive has verified (`create`), or
         // is not needed at all (a target folder).
@@ -262,7 +263,8 @@ public struct Restorer: Sendable {
             try commit.pauseAll()
             // pause() may have reconnected: name the processes that were paused.
             for store in commit.stores {
-                if let owner = store.owner, let index = report.stores.firstIndex(where: { $0.name == store.entry.name }) {
+                if let owner = store.owner, let index = report.stores.firstIndex(where: { $0.name == store.entry.name })
+                {
                     report.stores[index].ownerPID = owner.ownerPID
                 }
             }
@@ -270,7 +272,8 @@ public struct Restorer: Sendable {
             try commit.commitRecord()
         } catch {
             let refused = commit.refuse(error)
-            _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+            _ = try? Recovery.recover(
+                root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
             throw refused
         }
 
@@ -310,7 +313,8 @@ public struct Restorer: Sendable {
                         user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
                 }
                 try? journal.record(.withdrawn, durable: true)
-                _ = try? Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+                _ = try? Recovery.recover(
+                    root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
                 throw error
             }
             changed = true
@@ -322,7 +326,8 @@ public struct Restorer: Sendable {
         CrashPoint.reach(.finishing)
         let done: Recovery.Report
         do {
-            done = try Recovery.recover(root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+            done = try Recovery.recover(
+                root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
         } catch {
             throw RestoreError.unfinished(
                 user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
@@ -437,7 +442,8 @@ public struct Restorer: Sendable {
                 // Offline only when nobody has it open, as SQLite's own lock tells too (a process
                 // that opens it for each write is between two writes when /proc is looked at).
                 method =
-                    owner != nil ? .swap : holders.isEmpty && !squatted && StoreGuard.isFree(folder, file) ? .offline : .online
+                    owner != nil
+                    ? .swap : holders.isEmpty && !squatted && StoreGuard.isFree(folder, file) ? .offline : .online
             case .swap:
                 guard owner != nil else { throw RestoreError.noOwner(store: folder.path(file)) }
                 method = .swap
