@@ -77,7 +77,7 @@ public enum SafetyArchive {
         }
         let now = Date()
         var manifest = Manifest(
-            user: user.rawValue, host: ProcessInfo.processInfo.hostName, created: now, label: label,
+            user: user.rawValue, host: Hosts.current, created: now, label: label,
             compression: compression, stores: stores, files: files)
         manifest.kind = kind
         manifest.restoredFrom = restoredFrom
