@@ -129,7 +129,7 @@ struct AdminWeekTests {
         let green = try granary(["check", "--nagios"])
         #expect(green.status == 0 && green.stdout.hasPrefix("GRANARY OK - "), "\(green.stdout)")
         #expect(green.stdout.contains("OK    \(alice):"), "\(green.stdout)")
-        let crashed = try granary(["restore", alice], environment: ["GRANARY_TEST_CRASH_AT_STEP": "3"])
+        let crashed = try granary(["restore", alice], environment: ["GRANARY_TEST_CRASH_AT": "checked"])
         #expect(crashed.status != 0)
         let red = try granary(["check"])
         #expect(
@@ -147,7 +147,7 @@ struct AdminWeekTests {
     @Test("check --textfile: written atomically, 0644, and read by prometheus_client's own text-format parser")
     func textfile() throws {
         #expect(try granary(["backup", "--all"]).status == 0)
-        let crashed = try granary(["restore", bob], environment: ["GRANARY_TEST_CRASH_AT_STEP": "3"])
+        let crashed = try granary(["restore", bob], environment: ["GRANARY_TEST_CRASH_AT": "checked"])
         #expect(crashed.status != 0)
         let path = folder.child("granary.prom")
         try "old\n".write(toFile: path, atomically: false, encoding: .utf8)

@@ -28,7 +28,10 @@ struct RecoverCommand: GranaryCommand {
         // A named user with no folder and nothing unfinished is a typo, not "nothing to do"
         // (and no lock file is made for an id that never existed).
         let unfinished = Set(Recovery.unfinishedUsers(root: root))
+        let repository = try? settings.repository()
         for id in ids where !unfinished.contains(id) && FileSystem.status(root.path + "/" + id.rawValue) == nil {
+            // A retired user (its final archive in the repository) is known: nothing to do.
+            if let repository, Retirement.finalArchive(of: id, root: root, repository: repository) != nil { continue }
             throw CommandError(
                 description: "no user \(id.rawValue) under the root \(root.path), and nothing of theirs to recover",
                 status: .notFound, hint: "granary users lists the users")

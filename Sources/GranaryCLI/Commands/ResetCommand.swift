@@ -122,7 +122,7 @@ enum ResetNotConfirmed: GranaryError, CommandLineError {
 
     var hint: String? {
         switch self {
-        case .notConfirmed(_, _, let command): return command
+        case .notConfirmed(_, _, let command): return Hint.marker + command
         case .declined: return nil
         }
     }

@@ -82,6 +82,14 @@ final class UserCommit {
 
     /// Every check that can refuse the commit, before anything in the user's folder changes.
     func checkAll() throws {
+        // A companion that is not a plain file of the folder's owner (a FIFO, a device, a link, a
+        // hard link) is refused here, naming it, rather than met after the commit.
+        for store in stores where store.entry.method != .new {
+            let (folder, file) = try StoreSwap.live(store.entry.name, in: user)
+            for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
+                _ = try folder.openFile(file + suffix, singleLink: true)
+            }
+        }
         let swapped = renamed.filter { $0.entry.method == .swap }
         locks = try CommitLocks.take(
             try swapped.map { try StoreSwap.live($0.entry.name, in: user).0 }, until: .now + ownerTimeout)
@@ -101,11 +109,6 @@ final class UserCommit {
             // outside the protocol, would keep writing to the old file after the rename. Processes
             // are looked for before the lock (to name them) and after it (a rollback-mode
             // connection holds no lock between transactions; one opened meanwhile is seen).
-            // A companion that is not a plain file of the folder's owner (a FIFO, a device, a link,
-            // a hard link) is refused here, naming it, rather than met half-way through the swap.
-            for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
-                _ = try folder.openFile(file + suffix, singleLink: true)
-            }
             let candidates = store.candidates + (store.owner.map { [$0.ownerPID] } ?? [])
             do {
                 guards[name] = try StoreGuard(folder, file)

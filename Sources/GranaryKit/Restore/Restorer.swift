@@ -443,7 +443,7 @@ public struct Restorer: Sendable {
                 // that opens it for each write is between two writes when /proc is looked at).
                 method =
                     owner != nil
-                    ? .swap : holders.isEmpty && !squatted && StoreGuard.isFree(folder, file) ? .offline : .online
+                    ? .swap : try holders.isEmpty && !squatted && StoreGuard.isFree(folder, file) ? .offline : .online
             case .swap:
                 guard owner != nil else { throw RestoreError.noOwner(store: folder.path(file)) }
                 method = .swap

@@ -49,10 +49,14 @@ final class StoreGuard {
     }
 
     /// Whether the lock could be taken now (taken and let go at once: a check, nothing changes).
-    static func isFree(_ folder: Folder, _ file: String) -> Bool {
-        guard let probe = try? StoreGuard(folder, file) else { return false }
-        probe.release()
-        return true
+    /// Any other failure (a companion that is not a plain file of the owner, say) is thrown.
+    static func isFree(_ folder: Folder, _ file: String) throws -> Bool {
+        do {
+            try StoreGuard(folder, file).release()
+            return true
+        } catch RestoreError.storeBusy {
+            return false
+        }
     }
 
     /// Moves every frame of the old WAL into the old database file and empties the WAL (before

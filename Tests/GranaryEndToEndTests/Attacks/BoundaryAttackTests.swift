@@ -330,8 +330,9 @@ extension AttackTests {
         func retireSeesCtime() throws {
             let lab = try Lab()
             let photo = lab.attackerHome + "/.Local_SUPPORT/_EXTERNAL_DATA/photo-2"
-            // Step 2: the final archive is written, not yet verified.
-            let run = try lab.start(["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT_STEP": "2"])
+            // The final archive is written, not yet verified.
+            let run = try lab.start(
+                ["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT": "retireArchived"])
             let deadline = Date().addingTimeInterval(30)
             while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
             try #require(run.isStopped, "retire did not pause")
@@ -361,7 +362,7 @@ extension AttackTests {
             let backup = try lab.granary(["backup", "attacker"])
             try #require(backup.status == 0, "\(backup)")
             // Emptying the store copies the kept table's rows, and SQLite refuses the CHECK.
-            let reset = try lab.granary(["reset", "attacker", "--config", config])
+            let reset = try lab.granary(["reset", "attacker", "--yes", "--config", config])
             Lab.expectRefused(reset, "reset of a store calling load_extension", codes: [65], naming: "Ext.sqlite")
             #expect(reset.stderr.contains("not authorized"), "\(reset)")
         }
