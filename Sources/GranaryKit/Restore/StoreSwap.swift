@@ -238,6 +238,11 @@ enum StoreSwap {
     static func removeIntruders(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws -> [String] {
         let (folder, file) = try live(entry.name, in: user)
         var moved: [String] = []
+        // Companions a process has open belong to a live connection to the new store (a process
+        // outside the protocol may open it as soon as it is in place): moving them would lose its
+        // writes. Only files nobody has open (put there by hand) are moved away.
+        let present = ["-wal", "-shm", "-journal"].contains { folder.entry(file + $0) != nil }
+        if !present || !OpenFiles.holders(of: file, in: folder).isEmpty { return [] }
         for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
             let quarantine = try FileSystem.makeDirectoryHandle(work.path + "/intruders")
             let name = "\(moved.count)-" + (entry.name as NSString).lastPathComponent + suffix
