@@ -180,38 +180,33 @@ final class UserCommit {
     func switchAll() throws -> Observations {
         var seen = Observations()
         let mode = try StoreSwap.folderMode(user)
-        var switchedState: [String: StoreSwap.Fingerprint] = [:]
         for store in renamed {
             let entry = store.entry
             try StoreSwap.prepare(entry, user: user, work: work, guard: guards[entry.name])
             try journal.record(.prepared(entry.name))
             try StoreSwap.switchIn(entry, user: user, work: work, folderMode: mode)
             for path in try StoreSwap.removeIntruders(entry, user: user, work: work) {
-                seen.warnings.append(
-                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
-                )
+                seen.warnings.append(Self.movedAway(path))
                 if store.owner != nil { seen.writtenWhilePaused.append(path) }
             }
             try journal.record(.switched(entry.name))
-            if store.owner != nil, let (folder, file) = try? StoreSwap.live(entry.name, in: user) {
-                switchedState[entry.name] = StoreSwap.Fingerprint(folder.entry(file))
-            }
         }
         // Last look before RESUME: an owner that writes while paused (a -wal put back by hand) is
         // told off, and its companions moved away again.
-        for store in renamed where switchedState[store.entry.name] != nil {
+        for store in renamed where store.owner != nil {
             guard let (folder, file) = try? StoreSwap.live(store.entry.name, in: user) else { continue }
             let intruders = (try? StoreSwap.removeIntruders(store.entry, user: user, work: work)) ?? []
-            for path in intruders {
-                seen.warnings.append(
-                    "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
-                )
-            }
+            for path in intruders { seen.warnings.append(Self.movedAway(path)) }
             // (A change of the database file alone is not held against the owner: a process outside
             // the protocol may write to the new store as soon as it is in place.)
             if !intruders.isEmpty { seen.writtenWhilePaused.append(folder.path(file)) }
         }
         return seen
+    }
+
+    /// The warning for a companion moved away after the switch.
+    private static func movedAway(_ path: String) -> String {
+        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
     }
 
     private func releaseGuards() {
