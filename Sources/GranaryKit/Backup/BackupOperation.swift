@@ -277,6 +277,13 @@ public struct BackupOperation: Sendable {
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
             let (taken, external) = try CPUYield.shared.normal {
+                // A WAL store's copy is one step: the bar follows the copy's size instead.
+                let watcher = progress.map { progress in
+                    CopyWatcher(path: snapshotPath) { [user = folder.id.rawValue, total = store.size] done in
+                        progress.update(user: user, phase: "snapshot", done: min(done, total), total: total)
+                    }
+                }
+                defer { watcher?.stop() }
                 let taken = try options.snapshotter.snapshot(
                     store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
                 if index == 0 { overlapped?.snapshotFinished() }
