@@ -53,7 +53,7 @@ extension RestoreError: CommandLineError {
     var status: ExitStatus {
         switch self {
         case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
-        case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
+        case .verificationFailed, .storesDiffer, .modelMismatch, .nothingToReset: return .dataError
         case .nothingToUndo, .noUser: return .notFound
         case .ownerUnknown: return .usage
         case .pausedOwnerWrote: return .dataError
@@ -91,6 +91,7 @@ extension RestoreError: CommandLineError {
                     ?? "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word(source.archive)) --create --owner USER (creates the folder and restores into it)"
             } ?? "granary users lists the users under the root"
         case .noRepository: return "pass --repo DIR or set GRANARY_REPO"
+        case .nothingToReset: return "granary users shows what granary sees in each user's folder"
         case .repositoryUnusable:
             return "make room in the repository or fix its permissions, or pass --no-safety-archive"
         case .unfinished(let user, _): return Hint.command("granary", "recover", user)
@@ -364,6 +365,7 @@ extension FolderError: CommandLineError {
         case .notOwned, .ownerCannotOpen:
             return
                 "look at the file (ls -li): a file of another user, or a second name of another's file, does not belong there; move or remove it"
+        case .differentOwners: return "nothing was moved; this is a bug in granary, please report it"
         default: return "remove or replace the file; it is not part of a store granary can take"
         }
     }
