@@ -157,6 +157,10 @@ generate: build
 	$(SWIFT) package plugin --allow-writing-to-package-directory generate-manual --configuration debug \
 		--multi-page --date $(MAN_DATE) --authors "the granary authors"
 	python3 scripts/generate-man.py .build/plugins/GenerateManual/outputs/granary man
+	@# granary.toml(5): its template and the one list of configuration keys (ConfigKeys.swift).
+	$(SWIFT) build --product granary-config-keys
+	$(BIN)/granary-config-keys | python3 scripts/generate-config-man.py man/src/granary.toml.5 > man/granary.toml.5.new
+	mv man/granary.toml.5.new man/granary.toml.5
 	@mkdir -p completions
 	@# Candidates are data, help <TAB> offers the commands: see scripts/patch-completions.py.
 	$(BIN)/granary --generate-completion-script bash | python3 scripts/patch-completions.py bash > completions/granary.bash

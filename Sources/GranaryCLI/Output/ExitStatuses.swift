@@ -210,13 +210,14 @@ extension ConfigError: CommandLineError {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
         case .untrusted(let path, _):
             return Hint.commands([["chown", "root", "--", path], ["chmod", "go-w", "--", path]])
-        case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
-            return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
-            return "the [limits] keys are \(ConfigFile.limitsKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey(_, _, let key) where key.hasPrefix("reset."):
-            return "the [reset] keys are \(ConfigFile.resetKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey(_, _, let key):
+            // Each table's own keys, from the one list of keys.
+            if let dot = key.firstIndex(of: "."), let table = ConfigTable.named(String(key[..<dot])) {
+                let brackets = table.isArray ? ("[[", "]]") : ("[", "]")
+                return
+                    "the \(brackets.0)\(table.name)\(brackets.1) keys are \(ConfigKey.names(in: table.name).joined(separator: ", ")); see granary.toml(5)"
+            }
+            return "the keys are \(ConfigKey.names(in: nil).joined(separator: ", ")); see granary.toml(5)"
         default: return "see granary.toml(5)"
         }
     }
