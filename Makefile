@@ -118,6 +118,7 @@ check-deb: deb
 SWIFT_FORMAT = $(shell command -v swift-format >/dev/null && echo swift-format || echo "$(SWIFT) format")
 lint:
 	$(SWIFT_FORMAT) lint --strict --recursive --parallel Package.swift Sources Tests
+	python3 scripts/check-layers.py
 format:
 	$(SWIFT_FORMAT) format --in-place --recursive --parallel Package.swift Sources Tests
 

@@ -4,7 +4,13 @@ import Foundation
     import Glibc
 #endif
 
-/// The folder that holds one sub-folder per user.
+/// The folder that holds one sub-folder per user, by its path.
+///
+/// A `Root` is a location, not an open folder: each use opens the path again and checks it
+/// (``open()``: root's, writable by nobody else), and hands out open folders — the root itself as a
+/// `Folder<GranaryOwned>`, each user's as a `Folder<UserOwned>` (``user(_:)``). Keep the
+/// `Folder` for a sequence of operations that must reach the same folder; keep the `Root` to name
+/// it.
 ///
 /// Hidden entries (a leading `.`) are granary's or the system's, never users: `.granary` holds
 /// granary's locks and restore journals. A user folder is opened beneath the root's descriptor
