@@ -53,7 +53,7 @@ public enum GranaryOwned: FolderTrust {}
 /// Paths appear in a `Folder` only as `display` text for messages, never to reach a file.
 public final class Folder<Trust: FolderTrust>: Sendable, CustomStringConvertible {
     /// Whose credentials calls are made with (fixed by `Trust`; the ids are the owner's).
-    enum Control: Sendable, Equatable {
+    private enum Control: Sendable, Equatable {
         case owner(uid: uid_t, gid: gid_t)
         case granary
     }
@@ -62,7 +62,7 @@ public final class Folder<Trust: FolderTrust>: Sendable, CustomStringConvertible
     private let descriptor: Descriptor
     /// The path it was opened as, for messages only.
     public let display: String
-    let control: Control
+    private let control: Control
 
     private init(descriptor: Descriptor, display: String, control: Control) {
         self.descriptor = descriptor
