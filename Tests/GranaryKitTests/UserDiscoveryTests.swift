@@ -56,7 +56,7 @@ struct UserDiscoveryTests {
             atPath: user + "/link.sqlite", withDestinationPath: user + "/data.bin")
         try FileSystem.makeDirectory(user + "/.hidden")
         try SampleData.makeRollbackStore(user + "/.hidden/secret.db", rows: 1)
-        let scan = UserFolder(id: try UserID("u"), folder: try Folder.open(path: user)).scan()
+        let scan = UserFolder(id: try UserID("u"), folder: try Folder<UserOwned>.open(path: user)).scan()
         let stores = scan.stores
         #expect(stores.map(\.name) == ["data.bin"])
         // What was passed over is said: the link and the hidden store (not the junk, which is no store).
