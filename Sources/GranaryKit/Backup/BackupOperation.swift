@@ -334,6 +334,7 @@ public struct BackupOperation: Sendable {
     ) throws -> [Packed] {
         let others = FolderContents.read(user.folder).outside(stores: stores).filter { $0.kind == .file }
         guard !others.isEmpty else { return [] }
+        CrashPoint.reach(.retireFilesListed)
         try FileSystem.makeDirectory(copyFolder)
         var files: [Packed] = []
         for (index, item) in others.enumerated() {
@@ -383,6 +384,14 @@ public struct BackupOperation: Sendable {
     /// The owner and mode of every folder that holds a store or its external data, by path
     /// relative to the user's folder (a restore that makes them makes them alike).
     static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
+        folderOwnerships(ofStores: stores.map { ($0.name, $0.hasExternalData) }, in: user)
+    }
+
+    /// The same, for stores given by name (relative to the user's folder) and whether each has
+    /// external data (a safety archive's stores, kept aside).
+    static func folderOwnerships(ofStores stores: [(name: String, hasExternalData: Bool)], in user: UserFolder)
+        -> [String: Manifest.Ownership]
+    {
         var result = folderOwnerships(of: stores.map(\.name), in: user)
         func record(_ path: String) {
             guard result[path] == nil, let folder = try? user.folder.folder(path),
@@ -390,13 +399,12 @@ public struct BackupOperation: Sendable {
             else { return }
             result[path] = .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode))
         }
-        for store in stores {
+        for store in stores where store.hasExternalData {
             let parent = PathText.parent(store.name)
-            if store.hasExternalData {
-                let support = (parent.isEmpty ? "" : parent + "/") + StoreFile.supportFolderName(for: store.fileName)
-                record(support)
-                record(support + "/" + StoreFile.externalDataFolderName)
-            }
+            let support =
+                (parent.isEmpty ? "" : parent + "/") + StoreFile.supportFolderName(for: PathText.lastComponent(store.name))
+            record(support)
+            record(support + "/" + StoreFile.externalDataFolderName)
         }
         return result
     }

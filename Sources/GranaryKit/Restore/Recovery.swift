@@ -191,7 +191,8 @@ public enum Recovery {
         let owner = (try? folder?.folder.descriptor.status())?.map {
             Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
         }
-        let folders = folder.map { BackupOperation.folderOwnerships(of: items.map(\.name), in: $0) } ?? [:]
+        let stores = items.map { ($0.name, $0.external.map(FileSystem.isDirectory) ?? false) }
+        let folders = folder.map { BackupOperation.folderOwnerships(ofStores: stores, in: $0) } ?? [:]
         return try SafetyArchive.write(
             user: user, items: items, repository: repository, label: plan.label, kind: .safety,
             restoredFrom: plan.archive.map { ($0 as NSString).lastPathComponent }, check: plan.check ?? .quick,
