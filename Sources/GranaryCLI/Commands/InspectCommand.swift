@@ -41,7 +41,8 @@ struct InspectCommand: GranaryCommand {
                             archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
                             temporaryFolder: try repository.prepareWorkFolder()))
                 }
-                return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
+                return InspectResult(
+                    try Inspector.inspect(path: entry.localFile ?? entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
         return InspectResult(try Inspector.inspect(file: path, repository: repository))

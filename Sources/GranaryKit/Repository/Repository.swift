@@ -200,8 +200,7 @@ extension Repository {
 
     /// Opens `entry` for reading (the whole archive, or its first `head` bytes).
     public func open(_ entry: Entry, head: Int64? = nil) throws(RepositoryError) -> ArchiveSource {
-        if entry.object == nil, let file = entry.localFile { return .file(file) }
-        guard let object = entry.object else { return .file(entry.path) }
+        guard let object = entry.object else { return .file(entry.localFile ?? entry.path) }
         return try read(object, size: entry.size, head: head)
     }
 
