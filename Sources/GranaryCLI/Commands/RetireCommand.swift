@@ -11,13 +11,14 @@ struct RetireCommand: GranaryCommand {
             archive (kind final) is verified in full before anything is removed; prune keeps it for ever unless \
             --final-keep-within says otherwise, and it is sent to each mirror. The final archive holds every \
             regular file of the folder: the stores, and the other files (notes, preferences) under files/, with \
-            their owners and modes. Links, FIFOs, sockets and devices cannot be archived: retire refuses while \
-            the folder holds any, naming them, unless --discard-others is given. On a terminal retire \
+            their owners and modes. Links, FIFOs, sockets, devices and files of another owner than the folder's \
+            are in no archive: retire refuses while the folder holds any, naming them, unless --discard-others \
+            is given (what the owner may remove goes with the folder; the rest is kept aside, as always). On a terminal retire \
             shows the stores and sizes it will remove and asks; elsewhere it needs --yes. An interrupted retire \
             is finished or undone by granary recover. granary restore USER --create brings the user back, here \
             or on another host. \
             Exit codes: 0 retired, 1 declined, or a mirror did not take the final archive (the user is retired), \
-            64 usage (no --yes without a terminal), 65 a store is damaged, or the folder holds links or special files \
+            64 usage (no --yes without a terminal), 65 a store is damaged, or the folder holds entries no archive can hold \
             (without --discard-others), 66 no such user (or retired already, or no store to archive), \
             73 or 74 cannot write, 75 a store is in use, or changed while it was archived, or lock held (nothing removed).
             """
@@ -35,7 +36,7 @@ struct RetireCommand: GranaryCommand {
 
     @Flag(
         help:
-            "Retire even though the folder holds links, FIFOs or other special files, which no archive can hold: they are removed."
+            "Retire even though the folder holds links, FIFOs, other special files or files of another owner, which no archive holds."
     )
     var discardOthers = false
 
@@ -98,7 +99,7 @@ struct RetireResult: CommandResult {
     let othersSize: Int64
     /// Regular files that are not part of a store, in the final archive.
     let plainFiles: Int
-    /// Links and special files removed without an archive (`--discard-others`).
+    /// Links, special files and other owners' files and folders left out of the final archive (`--discard-others`).
     let discarded: [String]
     /// The final archive on each mirror (null without mirrors).
     @Null var mirrors: [BackupResult.Mirror]?
@@ -145,7 +146,7 @@ struct RetireResult: CommandResult {
         if !plan.specials.isEmpty {
             let shown = plan.specials.prefix(5).joined(separator: ", ") + (plan.specials.count > 5 ? ", …" : "")
             lines.append(
-                "  and \(plan.specials.count) link\(plan.specials.count == 1 ? "" : "s") or special file\(plan.specials.count == 1 ? "" : "s") that no archive holds: \(shown)"
+                "  and \(plan.specials.count) entr\(plan.specials.count == 1 ? "y" : "ies") that no archive holds (links, special files, other owners' files and folders): \(shown)"
             )
         }
         return lines

@@ -332,7 +332,8 @@ public struct BackupOperation: Sendable {
     private func copyOtherFiles(
         of user: UserFolder, stores: [String], to copyFolder: String, counting bytes: inout UserBytes
     ) throws -> [Packed] {
-        let others = FolderContents.read(user.folder).outside(stores: stores).filter { $0.kind == .file }
+        let others = FolderContents.archivable(
+            FolderContents.read(user.folder).outside(stores: stores), owner: user.folder.ownerUID)
         guard !others.isEmpty else { return [] }
         CrashPoint.reach(.retireFilesListed)
         try FileSystem.makeDirectory(copyFolder)

@@ -55,8 +55,10 @@ public struct Retirement: Sendable {
         /// the regular ones go into the final archive under `files/`.
         public let others: [String]
         public let othersSize: Int64
-        /// Among `others`, the links, FIFOs, sockets and devices: no archive holds them, so a retire
-        /// refuses while there are any unless told to discard them.
+        /// Among `others`, what no archive holds: links, FIFOs, sockets, devices, and files of
+        /// another owner than the folder's; and folders whose content the owner cannot list
+        /// (another's folder, say), named with a trailing `/`. A retire refuses while there are any unless told to
+        /// discard them.
         public var specials: [String] = []
 
         /// Every byte the folder's files hold.
@@ -103,7 +105,13 @@ public struct Retirement: Sendable {
                     externalSize: FolderContents.size(of: external))
             },
             others: others.map(\.name), othersSize: FolderContents.size(of: others),
-            specials: others.filter { $0.kind != .file }.map(\.name))
+            specials: Self.unarchivable(others, owner: folder.folder.ownerUID) + contents.unlisted)
+    }
+
+    /// The names among `others` that a final archive cannot hold.
+    static func unarchivable(_ others: [FolderContents.Item], owner: uid_t?) -> [String] {
+        let archivable = Set(FolderContents.archivable(others, owner: owner).map(\.name))
+        return others.map(\.name).filter { !archivable.contains($0) }
     }
 
     /// What a retire did.
@@ -468,7 +476,7 @@ public enum RetireError: GranaryError, Sendable {
         case .specialFiles(let user, let names):
             let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
             return
-                "\(user)'s folder holds \(names.count) link\(names.count == 1 ? "" : "s") or special file\(names.count == 1 ? "" : "s") no archive can hold (\(shown)); nothing was removed"
+                "\(user)'s folder holds \(names.count) entr\(names.count == 1 ? "y" : "ies") no archive can hold (links, special files, or files and folders of another owner): \(shown); nothing was removed"
         }
     }
 
