@@ -58,7 +58,8 @@ struct ArchiveBuilderTests {
             let manifest = try Catalogue.readManifest(path)
             #expect((manifest.kind ?? .backup) == kind, "\(path)")
             #expect(manifest.folder != nil, "\(kind): no folder owner")
-            #expect(!manifest.stores.isEmpty && manifest.stores.allSatisfy { $0.owner != nil }, "\(kind): a store owner")
+            #expect(
+                !manifest.stores.isEmpty && manifest.stores.allSatisfy { $0.owner != nil }, "\(kind): a store owner")
             #expect(manifest.stores.allSatisfy { $0.check == "full" }, "\(kind): \(manifest.stores.map(\.check))")
             folders.append((manifest.folders ?? [:]).keys.sorted())
             #expect(try members(path).contains("stores/"), "\(kind): no stores/ member")

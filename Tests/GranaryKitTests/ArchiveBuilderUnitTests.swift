@@ -11,7 +11,9 @@ struct ArchiveBuilderUnitTests {
         return try JSONDecoder().decode(SwapJournal.Plan.self, from: Data(line.utf8))
     }
 
-    @Test("a journal written before holds the repository as a string: read as a local path or a remote location, and the check as quick")
+    @Test(
+        "a journal written before holds the repository as a string: read as a local path or a remote location, and the check as quick"
+    )
     func oldJournals() throws {
         #expect(try Self.plan(#""/srv/granary""#).repository == .local("/srv/granary"))
         #expect(try Self.plan(#""s3:bucket/prefix""#).repository == .remote("s3:bucket/prefix"))
@@ -60,7 +62,8 @@ struct ArchiveBuilderUnitTests {
         try Data("not really an archive".utf8).write(to: URL(fileURLWithPath: file))
         var moved = false
         let entry = try repository.publish(file, user: user, moved: { moved = true }) { sequence in
-            ArchiveName(created: Date(timeIntervalSince1970: 1_700_000_000), sequence: sequence, label: nil,
+            ArchiveName(
+                created: Date(timeIntervalSince1970: 1_700_000_000), sequence: sequence, label: nil,
                 compression: .zstd)
         }
         #expect(moved, "a rename in the user's folder consumes the file")

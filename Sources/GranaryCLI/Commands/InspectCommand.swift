@@ -161,7 +161,8 @@ struct InspectResult: CommandResult {
             text.line("other files (files/)")
             for file in files {
                 let owner = [file.uid, file.gid].map { $0.map(String.init) ?? "?" }.joined(separator: ":")
-                text.line("  \(file.name, width: 24) \(Format.bytes(file.size)), owner \(owner), mode \(file.mode ?? "?")")
+                text.line(
+                    "  \(file.name, width: 24) \(Format.bytes(file.size)), owner \(owner), mode \(file.mode ?? "?")")
             }
         }
     }

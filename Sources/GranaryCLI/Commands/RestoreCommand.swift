@@ -338,7 +338,8 @@ struct RestoreResult: CommandResult {
             let owner = (created.user ?? String(created.uid)) + ":" + (created.group ?? String(created.gid))
             text.line("  \(dryRun ? "would create" : "created") \(created.path) (owner \(owner), mode \(created.mode))")
             if created.files > 0 {
-                text.line("  \(created.files) other file\(created.files == 1 ? "" : "s") put back from the archive's files/")
+                text.line(
+                    "  \(created.files) other file\(created.files == 1 ? "" : "s") put back from the archive's files/")
             }
         }
         if detail.verbose, let archive { text.line("  archive \(archive)") }

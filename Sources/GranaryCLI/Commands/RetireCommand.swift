@@ -169,7 +169,9 @@ struct RetireResult: CommandResult {
         if detail.verbose {
             text.line("  archive \(archive)")
             for store in stores { text.line(Self.storeLine(store)) }
-            for name in others where !discarded.contains(name) { text.line("  \(name, width: 24) archived under files/") }
+            for name in others where !discarded.contains(name) {
+                text.line("  \(name, width: 24) archived under files/")
+            }
             for name in discarded { text.line("  \(name, width: 24) removed, in no archive") }
             for mirror in mirrors ?? [] where mirror.ok {
                 text.line("  sent to \(mirror.archive ?? mirror.repository)")

@@ -127,7 +127,8 @@ public struct ArchiveBuilder: Sendable {
         members += extra
         let created = Date()
         let manifest = manifest(created: created, stores: stores, members: members, folder: folder, folders: folders)
-        let written = try write(manifest, members: members, into: try repository.stagingFolder(for: user), created: created)
+        let written = try write(
+            manifest, members: members, into: try repository.stagingFolder(for: user), created: created)
         var moved = false
         defer {
             close(written.fd)

@@ -403,7 +403,8 @@ public struct BackupOperation: Sendable {
         for store in stores where store.hasExternalData {
             let parent = PathText.parent(store.name)
             let support =
-                (parent.isEmpty ? "" : parent + "/") + StoreFile.supportFolderName(for: PathText.lastComponent(store.name))
+                (parent.isEmpty ? "" : parent + "/")
+                + StoreFile.supportFolderName(for: PathText.lastComponent(store.name))
             record(support)
             record(support + "/" + StoreFile.externalDataFolderName)
         }

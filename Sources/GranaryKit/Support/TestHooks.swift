@@ -65,7 +65,8 @@ public enum CrashPoint {
         ]
         /// Retire's points, in order.
         public static let retire: [Name] = [
-            .retireArchiving, .retireFilesListed, .retireArchived, .retireJournalling, .retireMoving, .retireMoved, .retireDeleting,
+            .retireArchiving, .retireFilesListed, .retireArchived, .retireJournalling, .retireMoving, .retireMoved,
+            .retireDeleting,
         ]
         /// Points before the commit record: a crash there leaves every store with the same files
         /// and bytes, and recovery rolls back. (At `committed` nothing has changed either, but the
