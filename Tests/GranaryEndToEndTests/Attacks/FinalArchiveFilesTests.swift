@@ -126,6 +126,38 @@ extension AttackTests {
             try lab.expectContained(since: before, "notes.txt swapped for a link", folderToo: false)
         }
 
+        @Test(
+            "restore --create into the user's empty folder, with its other files' names swapped for links to another user's file and folder after staging: nothing is followed, the other's files are untouched"
+        )
+        func createNeverFollows() throws {
+            let lab = try Lab()
+            try Self.addPreferences(lab)
+            let retired = try lab.granary(["retire", "attacker", "--yes"], timeout: 120)
+            try #require(retired.status == 0, "\(retired)")
+            let archive = try finalArchive(lab)
+            // The empty folder an interrupted --create would leave, the attacker's.
+            try Lab.makeFolder(lab.attackerHome, mode: 0o755)
+            chown(lab.attackerHome, lab.attacker.uid, lab.attacker.gid)
+            let before = lab.watch()
+            let run = try lab.start(
+                ["restore", "attacker", PathText.lastComponent(archive), "--create"],
+                environment: ["GRANARY_TEST_PAUSE_AT": "staged"])
+            let deadline = Date().addingTimeInterval(60)
+            while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
+            try #require(run.isStopped, "restore did not pause: \(run.wait(timeout: 5))")
+            lab.symlink(lab.attackerHome + "/notes.txt", to: lab.victimHome + "/notes.txt")
+            lab.symlink(lab.attackerHome + "/Preferences", to: lab.victimHome + "/Data")
+            kill(run.pid, SIGCONT)
+            let outcome = run.wait(timeout: 120)
+            Lab.expectDocumented(outcome, "links planted after staging")
+            // The files are put in place before the stores: the link where a folder must be stops it.
+            #expect(outcome.status != 0 && outcome.stderr.contains("Preferences"), "\(outcome)")
+            try lab.expectContained(since: before, "links planted after staging", folderToo: false)
+            #expect(FileSystem.status(lab.victimHome + "/Data/app.plist") == nil, "written through the link")
+            let planted = FileSystem.status(lab.attackerHome + "/notes.txt")
+            #expect(planted.map { $0.st_mode & S_IFMT == S_IFLNK } ?? false, "the planted link was replaced")
+        }
+
         @Test("verify finds a files/ member of a final archive whose bytes were changed (65, naming it)")
         func verifyFindsDamage() throws {
             let lab = try Lab()
