@@ -46,8 +46,8 @@ public struct BackupOperation: Sendable {
         /// backed up): the result carries the archive's local file (``Result/mirrorFile``).
         public var mirrorsLater = false
         /// Every other regular file of the user's folder goes into the archive too, as a plain
-        /// member under `files/` (a final archive, the user's last copy). Links and special files
-        /// are passed over here: `retire` refuses them before (``Retirement``).
+        /// member under `files/` (a final archive, the user's last copy). Links, special files and
+        /// other owners' files are passed over here: `retire` refuses them before (``Retirement``).
         public var otherFiles = false
         public init() {}
     }
