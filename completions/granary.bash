@@ -680,7 +680,7 @@ _granary_reset() {
 
 _granary_retire() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose -y --yes --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose -y --yes --discard-others --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --host --config --owner-timeout --lock-timeout)
     __granary_offer_flags_options 1

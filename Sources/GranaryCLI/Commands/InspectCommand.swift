@@ -41,7 +41,8 @@ struct InspectCommand: GranaryCommand {
                             archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
                             temporaryFolder: try repository.prepareWorkFolder()))
                 }
-                return InspectResult(try Inspector.inspect(path: entry.path, expectedUser: entry.user.rawValue))
+                return InspectResult(
+                    try Inspector.inspect(path: entry.localFile ?? entry.path, expectedUser: entry.user.rawValue))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
         return InspectResult(try Inspector.inspect(file: path, repository: repository))
@@ -88,6 +89,18 @@ struct InspectResult: CommandResult {
     @Null var created: Date?
     @Null var toolVersion: String?
     let stores: [Store]
+    /// An archive's other regular files (`files/`), by name relative to the user's folder.
+    let files: [File]
+
+    struct File: Encodable {
+        let name: String
+        let size: Int64
+        let sha256: String
+        @Null var uid: UInt32?
+        @Null var gid: UInt32?
+        /// Permission bits in octal, such as `0644`.
+        @Null var mode: String?
+    }
 
     init(_ inspection: Inspection) {
         kind = inspection.kind
@@ -95,6 +108,11 @@ struct InspectResult: CommandResult {
         user = inspection.user
         created = inspection.created
         toolVersion = inspection.toolVersion
+        files = inspection.files.map {
+            File(
+                name: String($0.path.dropFirst(Manifest.plainFilesFolder.count)), size: $0.size, sha256: $0.sha256,
+                uid: $0.owner?.uid, gid: $0.owner?.gid, mode: $0.mode.map { String(format: "%04o", $0) })
+        }
         stores = inspection.stores.map { store in
             Store(
                 name: store.name, nameBase64: JSONName.base64(store.name), size: store.size, pageSize: store.pageSize,
@@ -137,6 +155,14 @@ struct InspectResult: CommandResult {
                 for (entity, hash) in coreData.modelVersionHashes.sorted(by: { $0.key < $1.key }) {
                     text.line("    \(entity, width: width)\(hash)")
                 }
+            }
+        }
+        if !files.isEmpty {
+            text.line("other files (files/)")
+            for file in files {
+                let owner = [file.uid, file.gid].map { $0.map(String.init) ?? "?" }.joined(separator: ":")
+                text.line(
+                    "  \(file.name, width: 24) \(Format.bytes(file.size)), owner \(owner), mode \(file.mode ?? "?")")
             }
         }
     }

@@ -62,6 +62,7 @@ struct ResetCommand: GranaryCommand {
         request.ownerTimeout = owners.timeout(settings)
         request.lockTimeout = lock.timeout(settings)
         request.safetyArchive = !noSafetyArchive
+        request.check = settings.check.value
         let root = try settings.requireRoot()
         let repository = try settings.repository()
         // Whether the user has a regular backup: without one, a reset is the end of the rows.

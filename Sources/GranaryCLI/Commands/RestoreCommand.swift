@@ -187,6 +187,7 @@ struct RestoreCommand: GranaryCommand {
         request.lockTimeout = lock.timeout(settings)
         request.force = force
         request.safetyArchive = !noSafetyArchive
+        request.check = settings.check.value
         request.create = try createFolder()
         let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
         do {
@@ -255,6 +256,8 @@ struct RestoreResult: CommandResult {
         @Null var group: String?
         /// Permission bits in octal, such as `0700`.
         let mode: String
+        /// Other regular files of the archive (a final archive's `files/`) created in the folder.
+        let files: Int
     }
 
     init(_ report: RestoreReport, operation: RestoreRequest.Operation) {
@@ -278,7 +281,7 @@ struct RestoreResult: CommandResult {
         createdFolder = report.createdFolder.map {
             CreatedFolder(
                 path: report.createdPath ?? "", uid: $0.uid, gid: $0.gid, user: $0.user, group: $0.group,
-                mode: RestoreResult.octal($0.mode))
+                mode: RestoreResult.octal($0.mode), files: report.plainFiles)
         }
         recovered = report.recovered.flatMap { RecoverResult.User.applies($0) ? RecoverResult.User($0) : nil }
     }
@@ -334,6 +337,10 @@ struct RestoreResult: CommandResult {
         if let created = createdFolder {
             let owner = (created.user ?? String(created.uid)) + ":" + (created.group ?? String(created.gid))
             text.line("  \(dryRun ? "would create" : "created") \(created.path) (owner \(owner), mode \(created.mode))")
+            if created.files > 0 {
+                text.line(
+                    "  \(created.files) other file\(created.files == 1 ? "" : "s") put back from the archive's files/")
+            }
         }
         if detail.verbose, let archive { text.line("  archive \(archive)") }
         for store in stores {

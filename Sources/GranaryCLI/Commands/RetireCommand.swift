@@ -9,13 +9,17 @@ struct RetireCommand: GranaryCommand {
         discussion: """
             Refused while any process has one of the user's stores open or an owner serves one. The final \
             archive (kind final) is verified in full before anything is removed; prune keeps it for ever unless \
-            --final-keep-within says otherwise, and it is sent to each mirror. Files of the folder that are not \
-            part of a store are removed without being archived: the question lists them. On a terminal retire \
+            --final-keep-within says otherwise, and it is sent to each mirror. The final archive holds every \
+            regular file of the folder: the stores, and the other files (notes, preferences) under files/, with \
+            their owners and modes. Links, FIFOs, sockets, devices and files of another owner than the folder's \
+            are in no archive: retire refuses while the folder holds any, naming them, unless --discard-others \
+            is given (what the owner may remove goes with the folder; the rest is kept aside, as always). On a terminal retire \
             shows the stores and sizes it will remove and asks; elsewhere it needs --yes. An interrupted retire \
             is finished or undone by granary recover. granary restore USER --create brings the user back, here \
             or on another host. \
             Exit codes: 0 retired, 1 declined, or a mirror did not take the final archive (the user is retired), \
-            64 usage (no --yes without a terminal), 65 a store is damaged, 66 no such user (or retired already, or no store to archive), \
+            64 usage (no --yes without a terminal), 65 a store is damaged, or the folder holds entries no archive can hold \
+            (without --discard-others), 66 no such user (or retired already, or no store to archive), \
             73 or 74 cannot write, 75 a store is in use, or changed while it was archived, or lock held (nothing removed).
             """
     )
@@ -29,6 +33,12 @@ struct RetireCommand: GranaryCommand {
 
     @Flag(name: [.short, .long], help: "Do not ask: retire without a question (for scripts).")
     var yes = false
+
+    @Flag(
+        help:
+            "Retire even though the folder holds links, FIFOs, other special files or files of another owner, which no archive holds."
+    )
+    var discardOthers = false
 
     @Option(
         parsing: .unconditional,
@@ -60,7 +70,9 @@ struct RetireCommand: GranaryCommand {
                 throw RetireNotConfirmed.declined(user: id.rawValue)
             }
         }
-        return RetireResult(try retirement.run(id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout))
+        return RetireResult(
+            try retirement.run(
+                id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout, discardOthers: discardOthers))
     }
 }
 
@@ -81,9 +93,14 @@ struct RetireResult: CommandResult {
     let archive: String
     let archiveSize: Int64
     let stores: [Store]
-    /// Files of the folder that were not part of a store (no archive holds them), relative to it.
+    /// Files of the folder that were not part of a store, relative to it: the regular ones are in
+    /// the final archive under `files/`, the rest (`discarded`) in no archive.
     let others: [String]
     let othersSize: Int64
+    /// Regular files that are not part of a store, in the final archive.
+    let plainFiles: Int
+    /// Links, special files and other owners' files and folders left out of the final archive (`--discard-others`).
+    let discarded: [String]
     /// The final archive on each mirror (null without mirrors).
     @Null var mirrors: [BackupResult.Mirror]?
     /// What the owner's permissions could not remove (kept in `leftoversFolder`, not removed as root).
@@ -100,6 +117,8 @@ struct RetireResult: CommandResult {
         stores = report.plan.stores.map(Self.store)
         others = report.plan.others
         othersSize = report.plan.othersSize
+        plainFiles = report.plainFiles
+        discarded = report.discarded
         mirrors = report.mirrors.isEmpty ? nil : report.mirrors.map(BackupResult.Mirror.init)
         leftovers = report.leftovers
         leftoversFolder = report.leftoversFolder
@@ -117,10 +136,17 @@ struct RetireResult: CommandResult {
         ]
         for store in plan.stores { lines.append(storeLine(Self.store(store))) }
         if plan.stores.isEmpty { lines.append("  no stores") }
-        if !plan.others.isEmpty {
-            let shown = plan.others.prefix(5).joined(separator: ", ") + (plan.others.count > 5 ? ", …" : "")
+        let regular = plan.others.filter { !plan.specials.contains($0) }
+        if !regular.isEmpty {
+            let shown = regular.prefix(5).joined(separator: ", ") + (regular.count > 5 ? ", …" : "")
             lines.append(
-                "  and \(plan.others.count) other file\(plan.others.count == 1 ? "" : "s") (\(Format.bytes(plan.othersSize))) that no archive holds: \(shown)"
+                "  and \(regular.count) other file\(regular.count == 1 ? "" : "s") (\(Format.bytes(plan.othersSize))), archived under files/: \(shown)"
+            )
+        }
+        if !plan.specials.isEmpty {
+            let shown = plan.specials.prefix(5).joined(separator: ", ") + (plan.specials.count > 5 ? ", …" : "")
+            lines.append(
+                "  and \(plan.specials.count) entr\(plan.specials.count == 1 ? "y" : "ies") that no archive holds (links, special files, other owners' files and folders): \(shown)"
             )
         }
         return lines
@@ -138,12 +164,15 @@ struct RetireResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         if let recovered { recovered.render(&text, detail) }
         text.line(
-            "retired \(bold: user): final archive \(PathText.lastComponent(archive)) (\(Format.bytes(archiveSize)), verified); \(folder) removed"
+            "retired \(bold: user): final archive \(PathText.lastComponent(archive)) (\(Format.bytes(archiveSize)), verified, \(plainFiles) other file\(plainFiles == 1 ? "" : "s")); \(folder) removed"
         )
         if detail.verbose {
             text.line("  archive \(archive)")
             for store in stores { text.line(Self.storeLine(store)) }
-            for name in others { text.line("  \(name, width: 24) removed, in no archive") }
+            for name in others where !discarded.contains(name) {
+                text.line("  \(name, width: 24) archived under files/")
+            }
+            for name in discarded { text.line("  \(name, width: 24) removed, in no archive") }
             for mirror in mirrors ?? [] where mirror.ok {
                 text.line("  sent to \(mirror.archive ?? mirror.repository)")
             }

@@ -379,6 +379,7 @@ extension RetireError: CommandLineError {
         case .inUse, .changed: return .temporaryFailure
         case .alreadyRetired, .noStores: return .notFound
         case .stateInTheWay: return .cannotCreate
+        case .specialFiles: return .dataError
         }
     }
     var hint: String? {
@@ -389,6 +390,7 @@ extension RetireError: CommandLineError {
         case .noStores(_, let folder):
             return
                 "granary only retires users it can archive; remove \(ShellQuoting.word(folder)) by hand if it should go"
+        case .specialFiles: return "remove or replace them, or add --discard-others to retire without them"
         }
     }
 }

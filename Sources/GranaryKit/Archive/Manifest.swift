@@ -31,15 +31,20 @@ public struct Manifest: Codable, Sendable, Equatable {
     public static let sizeLimit = 16 << 20
     /// Where stores go inside an archive.
     public static let storesFolder = "stores/"
+    /// Where a final archive keeps the user's other regular files (notes, preferences: anything
+    /// that is not part of a store), by their path relative to the user's folder.
+    public static let plainFilesFolder = "files/"
 
     /// One file in the archive.
     public struct File: Codable, Sendable, Equatable {
-        /// What a file in an archive is (in the manifest: `"store"` or `"external"`).
+        /// What a file in an archive is (in the manifest: `"store"`, `"external"` or `"plain"`).
         public enum Kind: String, Codable, Sendable {
             /// A database snapshot.
             case store
             /// A Core Data external-data file.
             case external
+            /// Any other regular file of the user's folder (final archives: `files/…`).
+            case plain
         }
 
         /// Member path, for example `stores/Local.sqlite`.
@@ -51,13 +56,18 @@ public struct Manifest: Codable, Sendable, Equatable {
         /// The file's permission bits in the user's folder (external-data files; absent in
         /// archives made before granary recorded them).
         public var mode: UInt32?
+        /// The file's owner, group and mode in the user's folder (plain files).
+        public var owner: Ownership?
 
-        public init(path: String, size: Int64, sha256: String, kind: Kind, mode: UInt32? = nil) {
+        public init(
+            path: String, size: Int64, sha256: String, kind: Kind, mode: UInt32? = nil, owner: Ownership? = nil
+        ) {
             self.path = path
             self.size = size
             self.sha256 = sha256
             self.kind = kind
             self.mode = mode
+            self.owner = owner
         }
     }
 

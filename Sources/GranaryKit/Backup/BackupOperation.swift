@@ -45,6 +45,10 @@ public struct BackupOperation: Sendable {
         /// The mirrors are left to the caller (``BackupRun``, which sends while the next user is
         /// backed up): the result carries the archive's local file (``Result/mirrorFile``).
         public var mirrorsLater = false
+        /// Every other regular file of the user's folder goes into the archive too, as a plain
+        /// member under `files/` (a final archive, the user's last copy). Links, special files and
+        /// other owners' files are passed over here: `retire` refuses them before (``Retirement``).
+        public var otherFiles = false
         public init() {}
     }
 
@@ -92,6 +96,8 @@ public struct BackupOperation: Sendable {
         /// With ``Options/mirrorsLater``: the archive's local file to send to the mirrors, and
         /// whether it is a copy of the caller's to remove once sent (a remote repository's upload).
         public var mirrorFile: (path: String, removeAfter: Bool)?
+        /// Regular files that are not part of a store, archived under `files/` (``Options/otherFiles``).
+        public var plainFiles = 0
     }
 
     /// One mirror's copy of a new archive.
@@ -167,16 +173,15 @@ public struct BackupOperation: Sendable {
             return try CPUYield.shared.yielding {
                 var stages = Stages()
                 let taken = try snapshotAll(
-                    folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
+                    folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped,
+                    builder: builder(for: user, kind: kind))
                 let created = Date()
-                var manifest = Manifest(
-                    user: user.rawValue, host: Hosts.current, created: created, label: options.label,
-                    compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
-                manifest.kind = kind
-                manifest.folder = taken.folderOwner
-                manifest.folders = taken.folders.isEmpty ? nil : taken.folders
+                let builder = builder(for: user, kind: kind)
+                let manifest = builder.manifest(
+                    created: created, stores: taken.stores, members: taken.files, folder: taken.folderOwner,
+                    folders: taken.folders)
                 let (entry, mirrored) = try pack(
-                    manifest, files: taken.files, into: userFolder, user: user, created: created, stages: &stages,
+                    manifest, files: taken.files, into: userFolder, builder: builder, created: created, stages: &stages,
                     overlapped: overlapped,
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
@@ -200,6 +205,7 @@ public struct BackupOperation: Sendable {
                 result.mirrors = mirrored.uploads
                 result.mirrorFile = mirrored.file
                 result.warnings = taken.warnings
+                result.plainFiles = taken.files.lazy.filter { $0.file.kind == .plain }.count
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
@@ -217,15 +223,19 @@ public struct BackupOperation: Sendable {
     }
 
     /// A file ready to pack: where it is now and its manifest entry.
-    struct Packed {
-        var source: String
-        var file: Manifest.File
+    typealias Packed = ArchiveBuilder.Member
 
-        /// Whether the source is read through mappings (`MappedReader`). A snapshot is private to
-        /// this run and finished; external files are hard links to the user's own, which their
-        /// owner could still truncate under a mapping (SIGBUS), so they are read with read(2).
-        var mapped: Bool { Self.mapped(kind: file.kind) }
-        static func mapped(kind: Manifest.File.Kind) -> Bool { kind == .store }
+    /// The archive builder of a backup of `user` with these options (``ArchiveBuilder``: the one
+    /// way every archive is made).
+    func builder(for user: UserID, kind: ArchiveKind) -> ArchiveBuilder {
+        var settings = ArchiveBuilder.Settings()
+        settings.kind = kind
+        settings.label = options.label
+        settings.compression = options.compression
+        settings.level = options.level
+        settings.threads = zstdThreads
+        settings.check = options.check
+        return ArchiveBuilder(repository: repository, user: user, settings: settings)
     }
 
     private static func seconds(since start: ContinuousClock.Instant) -> Double {
@@ -234,7 +244,7 @@ public struct BackupOperation: Sendable {
 
     private func snapshotAll(
         _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String,
-        overlapped: inout OverlappedPack?
+        overlapped: inout OverlappedPack?, builder: ArchiveBuilder
     ) throws -> (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
         folders: [String: Manifest.Ownership], warnings: [String]
@@ -296,30 +306,62 @@ public struct BackupOperation: Sendable {
             let checkStarted = ContinuousClock.now
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
             // just written): run them on two threads, so the slower one sets the time, not the sum.
-            let member = Manifest.storesFolder + store.name
-            let mode = options.check, user = folder.id.rawValue, name = store.name, live = store.path
-            let (check, hashed) = try Parallel.both(
-                { try Self.check(snapshotPath, mode: mode, user: user, store: name, live: live, account: account) },
-                { try Self.entry(snapshotPath, member: member, kind: .store) })
+            let (entry, packed) = try builder.store(
+                name: store.name, database: snapshotPath, journalMode: taken.journalMode,
+                owner: .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode)), externalMember: externalMember,
+                live: store.path, account: account)
             stages.checkAndHash += Self.seconds(since: checkStarted)
-            let db = try Database(path: snapshotPath, mode: .readOnly, account: account)
-            let coreData = try CoreDataMetadata.read(db)
-            let pageSize = try db.pageSize()
-            let pageCount = try db.pageCount()
-            var entry = Manifest.Store(
-                name: store.name, path: member, pageSize: pageSize, pageCount: pageCount,
-                journalMode: taken.journalMode,
-                sqliteVersion: Database.libraryVersion, check: options.check.rawValue, integrity: check,
-                externalDataPath: externalMember, coreData: coreData)
-            entry.owner = .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode))
             stores.append(entry)
-            files.append(Packed(source: snapshotPath, file: hashed))
+            files.append(packed)
             files += externalFiles
+        }
+        var allFolders = folders
+        if options.otherFiles {
+            let plain = try copyOtherFiles(
+                of: folder, stores: scan.stores.map(\.name), to: work + "/files", counting: &bytes)
+            files += plain
+            for (path, owner) in Self.folderOwnerships(
+                of: plain.map { String($0.file.path.dropFirst(Manifest.plainFilesFolder.count)) }, in: folder)
+            where allFolders[path] == nil {
+                allFolders[path] = owner
+            }
         }
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (stores, files, scan.skipped, folderOwner, folders, bytes.warnings)
+        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings)
+    }
+
+    /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)
+    /// into `copyFolder`, each opened beneath the user's folder with the owner's credentials and
+    /// never through a link (a file swapped for a link fails the backup), hashed as it is copied:
+    /// the files to pack as `files/NAME`, with their owner, group and mode.
+    private func copyOtherFiles(
+        of user: UserFolder, stores: [String], to copyFolder: String, counting bytes: inout UserBytes
+    ) throws -> [Packed] {
+        let others = FolderContents.archivable(
+            FolderContents.read(user.folder).outside(stores: stores), owner: user.folder.ownerUID)
+        guard !others.isEmpty else { return [] }
+        CrashPoint.reach(.retireFilesListed)
+        try FileSystem.makeDirectory(copyFolder)
+        var files: [Packed] = []
+        for (index, item) in others.enumerated() {
+            try Interruption.check()
+            try bytes.add(item.name, length: item.size, allocated: item.size)
+            let (parent, name) = try user.folder.parent(of: item.name)
+            let source = try parent.openFile(name)
+            let info = try source.status()
+            let copy = copyFolder + "/\(index)"
+            let (size, digest) = try FileDigest.copy(from: source, to: copy)
+            files.append(
+                Packed(
+                    source: copy,
+                    file: Manifest.File(
+                        path: Manifest.plainFilesFolder + item.name, size: size, sha256: digest, kind: .plain,
+                        mode: UInt32(info.st_mode & 0o7777),
+                        owner: .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode)))))
+        }
+        return files
     }
 
     /// Refuses, before a byte is written, a user whose snapshots could not fit: each store is
@@ -337,9 +379,7 @@ public struct BackupOperation: Sendable {
             }
             needed += size
         }
-        var info = statvfs()
-        guard statvfs(scratch, &info) == 0, let largest else { return }
-        let free = Int64(info.f_bavail) * Int64(info.f_frsize)
+        guard let free = FreeSpace.of(scratch)?.bytes, let largest else { return }
         if needed > free {
             let claimed = max(largest.size, Int64(largest.header.pageCount) * Int64(largest.header.pageSize))
             throw BackupError.noRoom(
@@ -351,22 +391,41 @@ public struct BackupOperation: Sendable {
     /// The owner and mode of every folder that holds a store or its external data, by path
     /// relative to the user's folder (a restore that makes them makes them alike).
     static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
-        var result: [String: Manifest.Ownership] = [:]
+        folderOwnerships(ofStores: stores.map { ($0.name, $0.hasExternalData) }, in: user)
+    }
+
+    /// The same, for stores given by name (relative to the user's folder) and whether each has
+    /// external data (a safety archive's stores, kept aside).
+    static func folderOwnerships(ofStores stores: [(name: String, hasExternalData: Bool)], in user: UserFolder)
+        -> [String: Manifest.Ownership]
+    {
+        var result = folderOwnerships(of: stores.map(\.name), in: user)
         func record(_ path: String) {
             guard result[path] == nil, let info = try? user.folder.folder(path).status() else { return }
             result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
         }
-        for store in stores {
+        for store in stores where store.hasExternalData {
             let parent = PathText.parent(store.name)
+            let support =
+                (parent.isEmpty ? "" : parent + "/")
+                + StoreFile.supportFolderName(for: PathText.lastComponent(store.name))
+            record(support)
+            record(support + "/" + StoreFile.externalDataFolderName)
+        }
+        return result
+    }
+
+    /// The owner and mode of every folder above each of `files` (paths relative to the user's folder).
+    static func folderOwnerships(of files: [String], in user: UserFolder) -> [String: Manifest.Ownership] {
+        var result: [String: Manifest.Ownership] = [:]
+        for file in files {
             var path = ""
-            for part in parent.split(separator: "/") {
+            for part in PathText.parent(file).split(separator: "/") {
                 path += (path.isEmpty ? "" : "/") + part
-                record(path)
-            }
-            if store.hasExternalData {
-                let support = (parent.isEmpty ? "" : parent + "/") + StoreFile.supportFolderName(for: store.fileName)
-                record(support)
-                record(support + "/" + StoreFile.externalDataFolderName)
+                guard result[path] == nil, let folder = try? user.folder.folder(path),
+                    let info = try? folder.status()
+                else { continue }
+                result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
             }
         }
         return result
@@ -409,23 +468,7 @@ public struct BackupOperation: Sendable {
         _ path: String, mode: CheckMode, user: String, store: String, live: String? = nil,
         account: ContentAccount? = nil
     ) throws -> String {
-        guard mode != .none else { return "unchecked" }
-        let db: Database
-        do { db = try Database.openFinished(path: path, account: account) } catch {
-            throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
-        }
-        let problems = db.integrityCheck(full: mode == .full)
-        guard problems == [Database.sound] else {
-            throw BackupError.checkFailed(
-                user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
-        }
-        return Database.sound
-    }
-
-    /// Size and SHA-256 of a file, read in chunks.
-    static func entry(_ path: String, member: String, kind: Manifest.File.Kind) throws -> Manifest.File {
-        let digest = try FileDigest.of(path, mapped: Packed.mapped(kind: kind))
-        return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind)
+        try ArchiveBuilder.check(path, mode: mode, user: user, store: store, live: live, account: account)
     }
 
     /// zstd workers: `threads`, or one per core up to `defaultMaxThreads`.
@@ -450,7 +493,8 @@ public struct BackupOperation: Sendable {
     /// there was none or it gave up, in order (`packInOrder`: the manifest, then each file). Both
     /// give the same tar stream (OverlappedPackTests compares them).
     private func pack(
-        _ manifest: Manifest, files: [Packed], into folder: String, user: UserID, created: Date, stages: inout Stages,
+        _ manifest: Manifest, files: [Packed], into folder: String, builder: ArchiveBuilder, created: Date,
+        stages: inout Stages,
         overlapped: OverlappedPack?, lookups: [Pending<Bool>], written: () -> Void
     ) throws -> (RepositoryEntry, Mirrored) {
         let packStarted = ContinuousClock.now
@@ -466,7 +510,11 @@ public struct BackupOperation: Sendable {
             inOrder = false
         } else {
             overlapped?.discard()
-            archive = try packInOrder(manifest, files: files, into: folder, created: created, total: total)
+            let user = manifest.user
+            let inOrderWritten = try builder.write(manifest, members: files, into: folder, created: created) { done in
+                progress?.update(user: user, phase: "pack", done: done, total: total)
+            }
+            archive = Written(fd: inOrderWritten.fd, temporary: inOrderWritten.temporary, onRenamed: {})
             inOrder = true
         }
         var published = false
@@ -479,7 +527,8 @@ public struct BackupOperation: Sendable {
         stages.pack = Self.seconds(since: packStarted)
         written()
         return try publish(
-            archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages, lookups: lookups
+            archive.fd, temporary: archive.temporary, builder: builder, created: created, stages: &stages,
+            lookups: lookups
         ) {
             published = true
             archive.onRenamed()
@@ -502,41 +551,6 @@ public struct BackupOperation: Sendable {
             ? Written(fd: overlapped.fd, temporary: overlapped.temporary, onRenamed: overlapped.markPublished) : nil
     }
 
-    /// The ordinary path: a new temporary archive with the manifest, the `stores/` folder and
-    /// each file, in order. The caller closes it (and removes it unless published).
-    private func packInOrder(_ manifest: Manifest, files: [Packed], into folder: String, created: Date, total: Int64)
-        throws -> Written
-    {
-        let first = ArchiveName(created: created, label: options.label, compression: options.compression)
-        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
-        do {
-            let writer = try ArchiveWriter(
-                fileDescriptor: fd, path: temporary, compression: options.compression, level: options.level,
-                threads: options.compression == .zstd ? zstdThreads : 0, modificationTime: created,
-                rawNames: ArchiveWriter.needsRawNames(files.map(\.file.path)))
-            try writer.addManifest(manifest)
-            try writer.addDirectory(member: Manifest.storesFolder)
-            var done: Int64 = 0
-            for file in files {
-                try Interruption.check()
-                var interrupted = false
-                try writer.addFile(member: file.file.path, from: file.source, mapped: file.mapped) { chunk in
-                    done += Int64(chunk.count)
-                    progress?.update(user: manifest.user, phase: "pack", done: done, total: total)
-                    if Interruption.isRequested { interrupted = true }
-                    return !interrupted
-                }
-                if interrupted { try Interruption.check() }
-            }
-            try writer.finish()
-        } catch {
-            close(fd)
-            unlink(temporary)
-            throw error
-        }
-        return Written(fd: fd, temporary: temporary, onRenamed: {})
-    }
-
     /// Syncs a written temporary archive and publishes it under a new name (a local repository:
     /// renamed in its folder, calling `onRenamed` right after, and the folder synced; a remote
     /// one: uploaded, the temporary file then removed by the caller); then sends it to each mirror
@@ -548,27 +562,23 @@ public struct BackupOperation: Sendable {
     }
 
     private func publish(
-        _ fd: Int32, temporary: String, user: UserID, created: Date, stages: inout Stages, lookups: [Pending<Bool>],
+        _ fd: Int32, temporary: String, builder: ArchiveBuilder, created: Date, stages: inout Stages,
+        lookups: [Pending<Bool>],
         onRenamed: () -> Void
     ) throws -> (RepositoryEntry, Mirrored) {
         let syncStarted = ContinuousClock.now
-        if repository.isLocal, fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
-        fchmod(fd, 0o600)
-        try Interruption.check()
-        let label = options.label, compression = options.compression
-        // A remote repository's publish is an upload: at the caller's priority, as for mirrors below.
+        // The repository syncs, names and publishes it, whatever its backend. A remote
+        // repository's publish is an upload: at the caller's priority, as for mirrors below.
         let entry = try CPUYield.shared.normal {
-            try repository.publish(temporary, user: user) { sequence in
-                ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
-            }
+            try builder.publish(
+                ArchiveBuilder.Written(fd: fd, temporary: temporary), created: created, moved: onRenamed)
         }
-        if repository.isLocal { onRenamed() }
         stages.sync = Self.seconds(since: syncStarted)
         // The finished archive, still on this machine: the published file, or the temporary one
         // that was uploaded.
-        let local = repository.isLocal ? entry.path : temporary
+        let local = entry.localFile ?? temporary
         if options.mirrorsLater && !mirrors.isEmpty {
-            if repository.isLocal { return (entry, Mirrored(file: (local, false))) }
+            if entry.localFile != nil { return (entry, Mirrored(file: (local, false))) }
             // The uploaded temporary file is removed by the caller: a second name keeps it for the mirrors.
             let kept = (temporary as NSString).deletingLastPathComponent + "/" + FileSystem.temporaryName(for: "mirror")
             if link(temporary, kept) == 0 { return (entry, Mirrored(file: (kept, true))) }

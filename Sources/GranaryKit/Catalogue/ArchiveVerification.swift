@@ -40,7 +40,8 @@ public enum ArchiveVerification {
                 // Work on granary's own files only: it yields the CPU to the owners (CPUYield).
                 let result = try CPUYield.shared.yielding {
                     try ArchiveVerifier.verify(
-                        source: try repository?.open(entry) ?? .file(entry.path), name: entry.path, workFolder: work,
+                        source: try repository?.open(entry) ?? .file(entry.localFile ?? entry.path), name: entry.path,
+                        workFolder: work,
                         check: check,
                         expectedUser: entry.user.rawValue)
                 }

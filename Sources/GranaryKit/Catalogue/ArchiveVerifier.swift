@@ -203,8 +203,8 @@ public enum ArchiveVerifier {
             while let entry = try reader.next() {
                 try Interruption.check()
                 let name = entry.name.hasSuffix("/") ? String(entry.name.dropLast()) : entry.name
-                guard name == "stores" || name.hasPrefix(Manifest.storesFolder), isSafe(name) else {
-                    throw fail(entry.name, "is an unexpected member (only stores/… belongs in an archive)")
+                guard Self.isMemberName(name), isSafe(name) else {
+                    throw fail(entry.name, "is an unexpected member (only stores/… and files/… belong in an archive)")
                 }
                 guard !seen.contains(name), !directories.contains(name) else {
                     throw fail(name, "is in the archive twice")
@@ -338,6 +338,13 @@ public enum ArchiveVerifier {
         return Outcome(manifest: manifest, bytes: bytes, checks: checks)
     }
 
+    /// Whether `name` (without a trailing `/`) may be a member after the manifest: `stores`, `files`
+    /// or beneath them.
+    static func isMemberName(_ name: String) -> Bool {
+        name == "stores" || name.hasPrefix(Manifest.storesFolder) || name == "files"
+            || name.hasPrefix(Manifest.plainFilesFolder)
+    }
+
     /// The folders the manifest implies: `stores`, every folder above a file it lists (stores
     /// and format 1's external-data files), and each store's external-data folder with the
     /// folders above it (format 2's files are all in it). Throws for an external-data folder
@@ -346,11 +353,14 @@ public enum ArchiveVerifier {
         of manifest: Manifest, under folder: String, fail: (String?, String) -> VerificationFailure
     ) throws -> Set<String> {
         var folders: Set<String> = ["stores"]
+        if manifest.files.contains(where: { $0.kind == .plain }) { folders.insert("files") }
         func addParents(of path: String) {
             var path = Substring(path)
             while let slash = path.lastIndex(of: "/") {
                 path = path[..<slash]
-                guard path.hasPrefix(Manifest.storesFolder), folders.insert(String(path)).inserted else { return }
+                guard path.hasPrefix(Manifest.storesFolder) || path.hasPrefix(Manifest.plainFilesFolder),
+                    folders.insert(String(path)).inserted
+                else { return }
             }
         }
         for file in manifest.files { addParents(of: file.path) }

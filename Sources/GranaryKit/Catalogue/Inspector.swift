@@ -46,6 +46,8 @@ public struct Inspection: Sendable, Codable {
     public var created: Date?
     public var toolVersion: String?
     public var stores: [StoreInspection]
+    /// An archive's other regular files (a final archive's `files/`), as its manifest lists them.
+    public var files: [Manifest.File] = []
 }
 
 /// A path that `inspect` cannot read as a store or an archive.
@@ -164,7 +166,7 @@ public enum Inspector {
         return Inspection(
             kind: .archive, path: path, user: manifest.user, created: manifest.created,
             toolVersion: manifest.toolVersion,
-            stores: stores)
+            stores: stores, files: manifest.files.filter { $0.kind == .plain })
     }
 
     /// How a file compressed as granary compresses archives begins: zstd, gzip, xz.
@@ -191,7 +193,7 @@ public enum Inspector {
         return Inspection(
             kind: .archive, path: name, user: manifest.user, created: manifest.created,
             toolVersion: manifest.toolVersion,
-            stores: stores)
+            stores: stores, files: manifest.files.filter { $0.kind == .plain })
     }
 
     /// Describes the store `fileName` of `folder`, opened read-only beneath the folder. Its table

@@ -22,6 +22,8 @@ public struct FolderContents: Sendable {
         /// `st_ctim` in nanoseconds: a rewrite in place with the modification time put back
         /// (`touch -d`) still changes it, and nobody can set it back.
         public var changed: Int64 = 0
+        /// Its owner's uid.
+        public var uid: uid_t = 0
     }
 
     public let items: [Item]
@@ -45,7 +47,7 @@ public struct FolderContents: Sendable {
                 items.append(
                     Item(
                         name: name, kind: entry.kind, size: entry.size, inode: entry.inode, modified: entry.modified,
-                        changed: entry.changed))
+                        changed: entry.changed, uid: entry.uid))
                 guard entry.kind == .folder else { continue }
                 if depth < depthLimit, let child = try? current.folder(entry.name) {
                     walk(child, name + "/", depth + 1)
@@ -94,6 +96,12 @@ public struct FolderContents: Sendable {
             item.kind != .folder && !archived.contains(item.name)
                 && !externalPrefixes.contains { item.name.hasPrefix($0) }
         }
+    }
+
+    /// Among `items`, those a final archive takes (``Manifest/plainFilesFolder``): regular files
+    /// of the folder's owner `owner` (any owner's when nil).
+    public static func archivable(_ items: [Item], owner: uid_t?) -> [Item] {
+        items.filter { $0.kind == .file && (owner == nil || $0.uid == owner) }
     }
 
     /// Bytes of the regular files among `items`.

@@ -51,9 +51,15 @@ public struct Retirement: Sendable {
         public let user: UserID
         public let folder: String
         public let stores: [Store]
-        /// Files (and links, special files) that are not part of a store, relative to the folder.
+        /// Files (and links, special files) that are not part of a store, relative to the folder:
+        /// the regular ones go into the final archive under `files/`.
         public let others: [String]
         public let othersSize: Int64
+        /// Among `others`, what no archive holds: links, FIFOs, sockets, devices, and files of
+        /// another owner than the folder's; and folders whose content the owner cannot list
+        /// (another's folder, say), named with a trailing `/`. A retire refuses while there are any unless told to
+        /// discard them.
+        public var specials: [String] = []
 
         /// Every byte the folder's files hold.
         public var size: Int64 { stores.reduce(othersSize) { $0 + $1.size + $1.externalSize } }
@@ -98,7 +104,14 @@ public struct Retirement: Sendable {
                     name: store.name, size: store.bytes, externalFiles: external.count,
                     externalSize: FolderContents.size(of: external))
             },
-            others: others.map(\.name), othersSize: FolderContents.size(of: others))
+            others: others.map(\.name), othersSize: FolderContents.size(of: others),
+            specials: Self.unarchivable(others, owner: folder.folder.ownerUID) + contents.unlisted)
+    }
+
+    /// The names among `others` that a final archive cannot hold.
+    static func unarchivable(_ others: [FolderContents.Item], owner: uid_t?) -> [String] {
+        let archivable = Set(FolderContents.archivable(others, owner: owner).map(\.name))
+        return others.map(\.name).filter { !archivable.contains($0) }
     }
 
     /// What a retire did.
@@ -116,9 +129,18 @@ public struct Retirement: Sendable {
         public let leftoversFolder: String?
         /// What recovery did first, when an earlier run on the user had stopped.
         public let recovered: Recovery.Report?
+        /// Regular files that are not part of a store, in the final archive under `files/`.
+        public var plainFiles = 0
+        /// The links and special files removed without an archive (`discardOthers`).
+        public var discarded: [String] = []
     }
 
-    public func run(_ user: UserID, lockTimeout: Duration, ownerTimeout: Duration) throws -> Report {
+    /// Retires `user`. Links, FIFOs and other special files of the folder are in no archive: the
+    /// retire refuses while there are any (``RetireError/specialFiles(user:names:)``), unless
+    /// `discardOthers`.
+    public func run(_ user: UserID, lockTimeout: Duration, ownerTimeout: Duration, discardOthers: Bool = false)
+        throws -> Report
+    {
         _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
         defer { lock.release() }
@@ -129,6 +151,9 @@ public struct Retirement: Sendable {
 
         // Nothing may have the user's stores open: the app must have let go.
         try checkNotInUse(user, ownerTimeout: ownerTimeout)
+        if !plan.specials.isEmpty && !discardOthers {
+            throw RetireError.specialFiles(user: user.rawValue, names: plan.specials)
+        }
         let before = FolderContents.read(folder.folder).fingerprint
 
         // The final archive, verified in full before anything is removed.
@@ -137,6 +162,7 @@ public struct Retirement: Sendable {
         options.label = ArchiveName.finalLabel
         options.check = .full
         options.lockTimeout = lockTimeout
+        options.otherFiles = true
         let backup: BackupOperation.Result
         do {
             backup = try BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options)
@@ -213,10 +239,13 @@ public struct Retirement: Sendable {
 
         // Removed where nobody else can reach it by name.
         let left = try Self.finish(work: work, journal: journal, root: root)
-        return Report(
+        var report = Report(
             plan: plan, archive: backup.archive, archiveSize: backup.size, mirrors: backup.mirrors,
             leftovers: left?.names ?? [],
             leftoversFolder: left?.folder, recovered: recovered.hadJournal || recovered.retire != nil ? recovered : nil)
+        report.plainFiles = backup.plainFiles
+        report.discarded = plan.specials
+        return report
     }
 
     /// Why the store `file` of `folder` is in use, or nil: a process has it open (as `fuser` sees
@@ -432,6 +461,8 @@ public enum RetireError: GranaryError, Sendable {
     case stateInTheWay(path: String)
     /// The folder holds no store: there is nothing to make a final archive of.
     case noStores(user: String, folder: String)
+    /// The folder holds links or special files, which no archive holds (relative names).
+    case specialFiles(user: String, names: [String])
 
     public var description: String {
         switch self {
@@ -444,6 +475,10 @@ public enum RetireError: GranaryError, Sendable {
         case .stateInTheWay(let path): return "\(path) is in the way of a retire; granary did not put it there"
         case .noStores(let user, let folder):
             return "\(user) has no store in \(folder) to make a final archive of; nothing was removed"
+        case .specialFiles(let user, let names):
+            let shown = names.prefix(5).joined(separator: ", ") + (names.count > 5 ? ", …" : "")
+            return
+                "\(user)'s folder holds \(names.count) entr\(names.count == 1 ? "y" : "ies") no archive can hold (links, special files, or files and folders of another owner): \(shown); nothing was removed"
         }
     }
 

@@ -174,9 +174,9 @@ public struct LocalRepository: Repository {
         .file(path + "/" + object)
     }
 
-    /// Moves `file` to `object` without replacing anything: a rename when `file` is already in
-    /// the object's folder (a backup writes its temporary archive there), else a copy to a
-    /// temporary name beside it first. The file must be synced; the folder is synced after.
+    /// Moves `file` to `object` without replacing anything: synced and renamed when `file` is
+    /// already in the object's folder (a backup writes its temporary archive there), else copied to
+    /// a synced temporary name beside it first; the folder is synced after.
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
         let target = path + "/" + object
         let folder = PathText.parent(target)
@@ -185,6 +185,8 @@ public struct LocalRepository: Repository {
             var source = file
             if PathText.parent(file) != folder {
                 source = try Self.copy(file, into: folder)
+            } else {
+                try Self.sync(file)
             }
             do {
                 try FileSystem.renameNoReplace(source, to: target)
@@ -198,6 +200,14 @@ public struct LocalRepository: Repository {
         } catch {
             throw .local(error)
         }
+    }
+
+    /// Flushes `file`'s bytes to stable storage.
+    static func sync(_ file: String) throws(FileSystemError) {
+        let fd = RawPath.open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw FileSystemError("open", path: file) }
+        defer { close(fd) }
+        if fsync(fd) != 0 { throw FileSystemError("sync", path: file) }
     }
 
     /// Copies `file` to a synced temporary file (0600) in `folder`; its path.
@@ -298,10 +308,8 @@ public struct LocalRepository: Repository {
         } catch {
             throw .cannotCreate(path, error)
         }
-        var info = statvfs()
-        if statvfs(folder, &info) == 0 {
-            let free = Int64(info.f_bavail) * Int64(info.f_frsize)
-            if free < bytes + (64 << 10) { throw .noRoom(path, free: free, needed: bytes) }
+        if let free = FreeSpace.of(folder)?.bytes, bytes > free - FreeSpace.spare {
+            throw .noRoom(path, free: free, needed: bytes)
         }
     }
 

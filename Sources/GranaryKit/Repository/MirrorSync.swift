@@ -156,13 +156,14 @@ public enum MirrorSync {
     /// in memory).
     static func upload(_ entry: RepositoryEntry, from primary: any Repository, to mirror: any Repository) throws {
         let object = entry.user.rawValue + "/" + entry.name.fileName
-        if primary.isLocal {
-            guard try mirror.writeArchive(object, from: entry.path, host: entry.host) else {
+        if let local = entry.localFile {
+            guard try mirror.writeArchive(object, from: local, host: entry.host) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
             return
         }
-        let folder = try mirror.isLocal ? mirror.stagingFolder(for: entry.user) : mirror.prepareWorkFolder()
+        // Where the mirror takes a new archive from (for a local mirror, its folder: publishing is a rename).
+        let folder = try mirror.stagingFolder(for: entry.user)
         let (fd, file) = try FileSystem.createTemporaryFile(in: folder, for: entry.name.fileName)
         defer {
             close(fd)

@@ -599,10 +599,8 @@ public struct RcloneRepository: Repository {
     public func checkRoom(for user: UserID, bytes: Int64) throws(RepositoryError) {
         try prepare()
         let folder = try prepareWorkFolder()
-        var info = statvfs()
-        if statvfs(folder, &info) == 0 {
-            let free = Int64(info.f_bavail) * Int64(info.f_frsize)
-            if free < bytes + (64 << 10) { throw .noRoom(folder, free: free, needed: bytes) }
+        if let free = FreeSpace.of(folder)?.bytes, bytes > free - FreeSpace.spare {
+            throw .noRoom(folder, free: free, needed: bytes)
         }
         let probe = user.rawValue + "/" + Self.temporaryName(for: "probe")
         let file = folder + "/" + Self.temporaryName(for: "probe")

@@ -99,8 +99,12 @@ public struct RepositoryObject: Sendable, Equatable {
 public struct RepositoryEntry: Sendable, Equatable {
     public let user: UserID
     public let name: ArchiveName
-    /// Where it is, to show: a local path, or the remote location followed by `USER/NAME`.
+    /// Where it is, to show: a local path, or the remote location followed by `USER/NAME`. Never
+    /// opened: read the archive through ``Repository/open(_:head:)``, or ``localFile``.
     public let path: String
+    /// The archive's file on this machine, when it has one (a local repository's archive, a file
+    /// named by its path); nil for a remote object.
+    public var localFile: String?
     public let size: Int64
     /// Its modification stamp as listed (see ``RepositoryObject/modified``).
     public let modified: Int64
@@ -119,7 +123,12 @@ public struct RepositoryEntry: Sendable, Equatable {
         self.size = size
         self.modified = modified
         self.object = object
+        // A file outside the repository is read where it is.
+        if object == nil { localFile = path }
     }
+
+    /// What is shown for it: a local path, or the remote location followed by `USER/NAME`.
+    public var display: String { path }
 }
 
 /// Where an archive's bytes come from.
@@ -181,13 +190,14 @@ extension Repository {
             var entry = RepositoryEntry(
                 user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
             entry.host = scope.flatMap { marked?.contains($0) == true ? $0 : nil } ?? marked?.first
+            entry.localFile = localPath.map { $0 + "/" + key }
             return entry
         }.sorted { $0.name < $1.name }
     }
 
     /// Opens `entry` for reading (the whole archive, or its first `head` bytes).
     public func open(_ entry: RepositoryEntry, head: Int64? = nil) throws(RepositoryError) -> ArchiveSource {
-        guard let object = entry.object else { return .file(entry.path) }
+        guard let object = entry.object else { return .file(entry.localFile ?? entry.path) }
         return try read(object, size: entry.size, head: head)
     }
 
@@ -231,7 +241,7 @@ extension Repository {
     public func remove(_ entries: [RepositoryEntry]) throws(RepositoryError) {
         for entry in entries {
             guard let object = entry.object else {
-                do { try FileSystem.removeFile(entry.path) } catch { throw .local(error) }
+                do { try FileSystem.removeFile(entry.localFile ?? entry.path) } catch { throw .local(error) }
                 continue
             }
             try delete(object)
@@ -241,8 +251,14 @@ extension Repository {
 
     /// Publishes the finished archive `file` as a new archive of `user`: under the first name
     /// `name(sequence)` that is free (sequence 1, 2, …: a second archive in the same second gets
-    /// `_2`). `file` is consumed (moved, or uploaded and left for the caller to remove).
-    public func publish(_ file: String, user: UserID, name: (Int) -> ArchiveName) throws -> RepositoryEntry {
+    /// `_2`). Every backend does the whole of it (``write(_:from:)``): the bytes written and
+    /// synced, the name made atomically and never over another archive, the folder synced; the
+    /// caller never syncs or renames anything itself. `moved` is called when `file` itself became
+    /// the archive (a local repository renames it); otherwise (an upload) `file` stays the caller's
+    /// to remove.
+    public func publish(_ file: String, user: UserID, moved: () -> Void = {}, name: (Int) -> ArchiveName) throws
+        -> RepositoryEntry
+    {
         var sequence = 1
         while true {
             try Interruption.check()
@@ -250,11 +266,13 @@ extension Repository {
             let key = user.rawValue + "/" + archive.fileName
             if try writeArchive(key, from: file, host: Hosts.current) {
                 if let localPath, let info = FileSystem.status(localPath + "/" + key) {
+                    if PathText.parent(file) == PathText.parent(localPath + "/" + key) { moved() }
                     var entry = RepositoryEntry(
                         user: user, name: archive, path: display(key), size: Int64(info.st_size),
                         modified: VerificationRecord.modified(info),
                         object: key)
                     entry.host = Hosts.current
+                    entry.localFile = localPath + "/" + key
                     return entry
                 }
                 let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
@@ -272,7 +290,7 @@ extension Repository {
     /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a
     /// ranged read of its first bytes; the whole object only for a manifest that does not fit).
     public func readManifest(_ entry: RepositoryEntry) throws -> Manifest {
-        if entry.object == nil || isLocal { return try Catalogue.readManifest(entry.path) }
+        if let file = entry.localFile { return try Catalogue.readManifest(file) }
         let head: Int64 = 1 << 20
         do {
             return try Self.manifest(in: try open(entry, head: min(head, entry.size)), name: entry.path)

@@ -110,7 +110,8 @@ public enum Recovery {
         {
             // (A restore that only added stores, into a folder the restore created, replaced nothing.)
             do {
-                let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
+                let path = try writeSafetyArchive(
+                    plan: plan, work: work, repository: try repository.open(), user: try? root.existingUser(user))
                 try work.journal.record(.safetyArchive(path), durable: true)
                 report.safetyArchive = path
             } catch {
@@ -174,9 +175,11 @@ public enum Recovery {
     }
 
     /// Packs the work folder's `aside/` into the safety archive.
-    static func writeSafetyArchive(plan: SwapJournal.Plan, work: RestoreWork, repository: any Repository) throws
-        -> String
-    {
+    /// `user` is the user's folder, when it is there: the archive records its owner and those of
+    /// the store folders, as a backup does.
+    static func writeSafetyArchive(
+        plan: SwapJournal.Plan, work: RestoreWork, repository: any Repository, user folder: UserFolder?
+    ) throws -> String {
         if CrashPoint.failSafetyArchive { throw FileSystemError("write", path: repository.path, code: EROFS) }
         let user = try UserID(plan.user)
         let items = plan.stores.compactMap { entry -> SafetyArchive.Item? in
@@ -185,9 +188,15 @@ public enum Recovery {
                 name: entry.name, database: work.asideStore(entry.name), external: work.asideExternal(entry.name))
         }
         guard !items.isEmpty else { throw RestoreError.storeBusy(store: work.aside, detail: "nothing was kept aside") }
+        let owner = (try? folder?.folder.status())?.map {
+            Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
+        }
+        let stores = items.map { ($0.name, $0.external.map(FileSystem.isDirectory) ?? false) }
+        let folders = folder.map { BackupOperation.folderOwnerships(ofStores: stores, in: $0) } ?? [:]
         return try SafetyArchive.write(
             user: user, items: items, repository: repository, label: plan.label, kind: .safety,
-            restoredFrom: plan.archive.map { ($0 as NSString).lastPathComponent })
+            restoredFrom: plan.archive.map { ($0 as NSString).lastPathComponent }, check: plan.check ?? .quick,
+            folder: owner, folders: folders)
     }
 
     /// Tries again to write the safety archives of `user` that are pending; the reason the first
@@ -205,7 +214,8 @@ public enum Recovery {
                 plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) })
             {
                 do {
-                    _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
+                    _ = try writeSafetyArchive(
+                        plan: plan, work: work, repository: try repository.open(), user: try? root.existingUser(user))
                 } catch {
                     return
                         "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"

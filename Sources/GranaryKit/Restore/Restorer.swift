@@ -40,6 +40,8 @@ public struct RestoreRequest: Sendable {
     public var lease: Duration = .seconds(30)
     public var force = false
     public var safetyArchive = true
+    /// The check run on each replaced store as the safety archive is written (the configured `check`).
+    public var check: CheckMode = .quick
     public var lockTimeout: Duration = .seconds(60)
     /// When the user's folder does not exist: create it (a new host, a user moved from another
     /// server, a retired user brought back). Nil: a missing user is an error (66).
@@ -109,6 +111,8 @@ public struct RestoreReport: Sendable {
     public var createdFolder: Manifest.Ownership?
     /// The path of the folder the restore created.
     public var createdPath: String?
+    /// Other regular files of the archive (a final archive's `files/`) created in the folder.
+    public var plainFiles = 0
 }
 
 /// Restores or resets one user's stores: verify into staging, then swap, copy online, or rename.
@@ -228,6 +232,26 @@ public struct Restorer: Sendable {
         owners = try chooseMethods(staged, user: user.folder, request: request, report: &report)
         if request.dryRun { return report }
 
+        // A folder this restore made (or an empty one it fills) gets the archive's other files too
+        // (a final archive's `files/`), before the stores; removed again if the restore is refused.
+        var placedFiles: [String] = []
+        defer { if !finished, work.journal.read() == nil { PlainFiles.remove(placedFiles, from: user.folder) } }
+        if let manifest, !PlainFiles.names(in: manifest).isEmpty {
+            if existing == nil || (request.create != nil && liveStores.isEmpty) {
+                let placed = try PlainFiles.place(manifest, from: work.staged, into: user.folder)
+                placedFiles = placed.created
+                report.plainFiles = placed.created.count
+                for name in placed.kept {
+                    report.warnings.append("kept \(name) as it is in the folder: the archive's copy was not put back")
+                }
+            } else {
+                let count = PlainFiles.names(in: manifest).count
+                report.warnings.append(
+                    "the archive holds \(count) other file\(count == 1 ? "" : "s") under files/, which only a restore that creates the folder (--create) puts back"
+                )
+            }
+        }
+
         // The journal's plan: every store, before anything live is touched.
         var entries: [SwapJournal.Entry] = []
         for (store, plan) in zip(staged, report.stores) {
@@ -239,7 +263,8 @@ public struct Restorer: Sendable {
                 user: request.user.rawValue, operation: request.operation.rawValue,
                 label: request.operation == .restore ? ArchiveName.preRestoreLabel : ArchiveName.preResetLabel,
                 archive: archive,
-                repository: request.safetyArchive ? repository?.path : nil, stores: entries))
+                repository: request.safetyArchive ? repository.map(RepositoryLocation.init) : nil, stores: entries,
+                check: request.check))
         let commit = UserCommit(
             user: user.folder, work: work, journal: journal,
             stores: zip(entries, report.stores).map {

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 
 #if canImport(Glibc)
@@ -32,71 +31,51 @@ public enum SafetyArchive {
         }
     }
 
-    /// Writes the archive and returns its path. It appears under its final name only when complete
-    /// and synced.
+    /// Writes the archive through ``ArchiveBuilder`` (the same members, manifest and check as a
+    /// backup's: each store checked with `check`, the configured mode, its problems recorded
+    /// rather than refused; the owners of the user's folder and of its store folders, `folder`
+    /// and `folders`, recorded) and returns it as the repository shows it. It appears under its
+    /// final name only when complete and synced.
     public static func write(
         user: UserID, items: [Item], repository: any Repository, label: String?, kind: ArchiveKind = .safety,
         restoredFrom: String? = nil,
-        compression: Compression = .zstd
+        compression: Compression = .zstd, check: CheckMode = .quick, folder: Manifest.Ownership? = nil,
+        folders: [String: Manifest.Ownership] = [:]
     ) throws -> String {
-        try repository.prepare()
-        let folder = try repository.stagingFolder(for: user)
-        var stores: [Manifest.Store] = []
-        var files: [Manifest.File] = []
-        var members: [(member: String, source: String)] = []
+        var settings = ArchiveBuilder.Settings()
+        settings.kind = kind
+        settings.label = label
+        settings.compression = compression
+        settings.check = check
+        settings.failOnProblems = false
+        settings.restoredFrom = restoredFrom
+        var inputs: [ArchiveBuilder.StoreInput] = []
         for item in items {
             try Interruption.check()
-            let member = Manifest.storesFolder + item.name
-            let (size, digest) = try hash(item.database)
-            files.append(Manifest.File(path: member, size: size, sha256: digest, kind: .store))
-            members.append((member, item.database))
-            let db = try Database(path: item.database, mode: .readOnly)
+            var external: [ArchiveBuilder.Member] = []
             var externalMember: String?
-            if let external = item.external, FileSystem.isDirectory(external) {
+            if let folder = item.external, FileSystem.isDirectory(folder) {
                 let prefix = Manifest.storesFolder + StoreFile.externalDataName(for: item.name)
                 externalMember = prefix
-                for name in FileSystem.contents(of: external) where FileSystem.isRegularFile(external + "/" + name) {
-                    let (size, digest) = try hash(external + "/" + name)
-                    let mode = FileSystem.status(external + "/" + name).map { UInt32($0.st_mode & 0o7777) }
-                    files.append(
-                        Manifest.File(
-                            path: prefix + "/" + name, size: size, sha256: digest, kind: .external, mode: mode))
-                    members.append((prefix + "/" + name, external + "/" + name))
+                for name in FileSystem.contents(of: folder) where FileSystem.isRegularFile(folder + "/" + name) {
+                    let mode = FileSystem.status(folder + "/" + name).map { UInt32($0.st_mode & 0o7777) }
+                    external.append(
+                        ArchiveBuilder.Member(
+                            source: folder + "/" + name,
+                            file: try ArchiveBuilder.hash(
+                                folder + "/" + name, member: prefix + "/" + name, kind: .external, mode: mode)))
                 }
             }
-            let problems = db.integrityCheck(full: false)
-            var store = Manifest.Store(
-                name: item.name, path: member, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
-                journalMode: try db.journalMode(), sqliteVersion: Database.libraryVersion, check: "quick",
-                integrity: problems == [Database.sound] ? Database.sound : problems.joined(separator: "; "),
-                externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db))
-            store.owner = FileSystem.status(item.database).map {
-                .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
-            }
-            stores.append(store)
+            inputs.append(
+                ArchiveBuilder.StoreInput(
+                    name: item.name, database: item.database,
+                    owner: FileSystem.status(item.database).map {
+                        .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
+                    },
+                    externalMember: externalMember, external: external))
         }
-        let now = Date()
-        var manifest = Manifest(
-            user: user.rawValue, host: Hosts.current, created: now, label: label,
-            compression: compression, stores: stores, files: files)
-        manifest.kind = kind
-        manifest.restoredFrom = restoredFrom
-        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: "safety")
-        let file = Descriptor(fd, display: temporary)
-        var published = false
-        defer { if !published { unlink(temporary) } }
-        let writer = try ArchiveWriter(
-            fileDescriptor: file.raw, path: temporary, compression: compression, modificationTime: now,
-            rawNames: ArchiveWriter.needsRawNames(members.map(\.0)))
-        try writer.addManifest(manifest)
-        for (member, source) in members { try writer.addFile(member: member, from: source) }
-        try writer.finish()
-        try file.sync()
-        // Published without replacing anything: a second archive in the same second gets _2, _3, …
-        let entry = try repository.publish(temporary, user: user) { sequence in
-            ArchiveName(created: now, sequence: sequence, label: label, compression: compression)
-        }
-        published = repository.isLocal
+        let entry = try ArchiveBuilder(repository: repository, user: user, settings: settings)
+            .build(stores: inputs, folder: folder, folders: folders)
         return entry.path
     }
 

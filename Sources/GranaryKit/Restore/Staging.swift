@@ -53,18 +53,14 @@ public enum StagingRoom {
     /// Throws `RestoreError.noRoomToStage` when the filesystem of `folder` has fewer free bytes
     /// (as an unprivileged user sees them, less 64 KiB to spare) or free inodes than `needs` asks for.
     public static func check(_ needs: ArchiveVerifier.Needs, in folder: String) throws {
-        var info = statvfs()
-        guard statvfs(folder, &info) == 0 else { return }
-        let free = Int64(
-            clamping: UInt64(info.f_bavail).multipliedReportingOverflow(by: UInt64(info.f_frsize)).partialValue)
-        let spare: Int64 = 64 << 10
-        if needs.bytes > free - spare {
+        guard let space = FreeSpace.of(folder) else { return }
+        let free = space.bytes
+        if needs.bytes > free - FreeSpace.spare {
             throw RestoreError.noRoomToStage(folder: folder, needed: needs.bytes, free: free, unit: .bytes)
         }
         // Filesystems without a fixed number of inodes (btrfs) report none at all.
-        if info.f_files > 0 && Int64(needs.files) > Int64(clamping: info.f_favail) {
-            throw RestoreError.noRoomToStage(
-                folder: folder, needed: Int64(needs.files), free: Int64(clamping: info.f_favail), unit: .files)
+        if let files = space.files, Int64(needs.files) > files {
+            throw RestoreError.noRoomToStage(folder: folder, needed: Int64(needs.files), free: files, unit: .files)
         }
     }
 }

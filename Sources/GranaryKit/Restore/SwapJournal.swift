@@ -64,9 +64,13 @@ public final class SwapJournal {
         public var label: String
         /// The archive restored (nil for a reset).
         public var archive: String?
-        /// Where the safety archive goes; nil when the request asked for none.
-        public var repository: String?
+        /// Where the safety archive goes; nil when the request asked for none. (Journals written
+        /// before held the location as typed, a string: read as that location.)
+        public var repository: RepositoryLocation?
         public var stores: [Entry]
+        /// The check run on each replaced store as the safety archive is written (the configured
+        /// `check`); nil in journals written before: `quick`.
+        public var check: CheckMode?
     }
 
     /// A step that has been done.

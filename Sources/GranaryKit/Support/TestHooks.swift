@@ -45,6 +45,8 @@ public enum CrashPoint {
         // Retire, in order.
         /// Before the final archive is taken.
         case retireArchiving
+        /// The folder's other regular files are listed for the final archive, none opened yet.
+        case retireFilesListed
         /// The final archive is published, not verified yet.
         case retireArchived
         /// Before the retire journal is written.
@@ -63,7 +65,8 @@ public enum CrashPoint {
         ]
         /// Retire's points, in order.
         public static let retire: [Name] = [
-            .retireArchiving, .retireArchived, .retireJournalling, .retireMoving, .retireMoved, .retireDeleting,
+            .retireArchiving, .retireFilesListed, .retireArchived, .retireJournalling, .retireMoving, .retireMoved,
+            .retireDeleting,
         ]
         /// Points before the commit record: a crash there leaves every store with the same files
         /// and bytes, and recovery rolls back. (At `committed` nothing has changed either, but the

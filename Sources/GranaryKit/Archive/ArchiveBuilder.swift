@@ -1,0 +1,262 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The one way granary makes an archive: backups (``BackupOperation``), final archives (`retire`,
+/// a backup of kind `final`), safety archives (what a restore or reset replaced,
+/// ``SafetyArchive``), and whatever kind comes next (a page delta) all go through it, so that
+/// every archive has the same members, the same manifest and the same checks.
+///
+/// An archive is made in four steps, each a method, in this order:
+///
+/// 1. ``store(name:database:journalMode:owner:externalMember:live:account:)`` for each store: the
+///    finished database file (a snapshot, or a store kept aside) checked with the configured
+///    ``Settings/check`` while it is hashed, and described (page size and count, SQLite version,
+///    Core Data metadata, its owner and mode);
+/// 2. ``manifest(created:stores:members:folder:folders:)``: `MANIFEST.json` with the kind, the
+///    label, the folder's and its folders' owners;
+/// 3. ``write(_:members:into:created:progress:)``: a temporary archive in the repository's staging
+///    folder: the manifest, the `stores/` folder, then every member in order (the fast path,
+///    `OverlappedPack`, writes the same tar stream its own way);
+/// 4. ``publish(_:created:moved:)``: the repository writes, syncs, names it atomically (never over
+///    another archive: a second one in the same second gets `_2`) and syncs its folder.
+///
+/// ``build(stores:members:folder:folders:)`` runs all four for a caller whose members are
+/// already finished files on this machine (a safety archive; a delta archive) and is the entry
+/// point to use for a new kind of archive.
+public struct ArchiveBuilder: Sendable {
+    /// What every archive of one run shares.
+    public struct Settings: Sendable {
+        public var kind: ArchiveKind = .backup
+        public var label: String?
+        public var compression: Compression = .zstd
+        /// zstd level (nil: the default).
+        public var level: Int?
+        /// zstd worker threads (0: libarchive's default).
+        public var threads = 0
+        /// The check run on each store before it is packed (the configured `check`).
+        public var check: CheckMode = .quick
+        /// What a failed check does: refuse the archive (a backup: the snapshot would be a bad
+        /// copy), or record the problems in the manifest (a safety archive keeps a replaced store
+        /// as it was, damaged or not: it may be the very reason for the restore).
+        public var failOnProblems = true
+        /// For a safety archive: the archive the restore put in place.
+        public var restoredFrom: String?
+
+        public init() {}
+    }
+
+    /// A finished file to pack: where it is on this machine, and its manifest entry.
+    public struct Member: Sendable {
+        public var source: String
+        public var file: Manifest.File
+
+        public init(source: String, file: Manifest.File) {
+            self.source = source
+            self.file = file
+        }
+
+        /// Whether the source is read through mappings (`MappedReader`). A snapshot is private to
+        /// the run and finished; other files may be links to the user's own, which their owner
+        /// could still truncate under a mapping (SIGBUS), so they are read with read(2).
+        public var mapped: Bool { Self.mapped(kind: file.kind) }
+        public static func mapped(kind: Manifest.File.Kind) -> Bool { kind == .store }
+    }
+
+    /// A store whose database file is finished, to be checked and packed by ``build(stores:members:folder:folders:)``.
+    public struct StoreInput: Sendable {
+        public var name: String
+        public var database: String
+        public var journalMode: String?
+        public var owner: Manifest.Ownership?
+        /// Its external-data files, ready to pack, and their member folder.
+        public var externalMember: String?
+        public var external: [Member]
+
+        public init(
+            name: String, database: String, journalMode: String? = nil, owner: Manifest.Ownership?,
+            externalMember: String? = nil, external: [Member] = []
+        ) {
+            self.name = name
+            self.database = database
+            self.journalMode = journalMode
+            self.owner = owner
+            self.externalMember = externalMember
+            self.external = external
+        }
+    }
+
+    /// A written temporary archive, not yet published.
+    public struct Written {
+        public let fd: Int32
+        public let temporary: String
+    }
+
+    public let repository: any Repository
+    public let user: UserID
+    public let settings: Settings
+
+    public init(repository: any Repository, user: UserID, settings: Settings) {
+        self.repository = repository
+        self.user = user
+        self.settings = settings
+    }
+
+    // MARK: The whole
+
+    /// Checks, writes and publishes an archive of `stores` (each followed by its external-data
+    /// files) and `members` (plain files), with the folder owners given. Returns it as published.
+    public func build(
+        stores inputs: [StoreInput], members extra: [Member] = [], folder: Manifest.Ownership? = nil,
+        folders: [String: Manifest.Ownership] = [:]
+    ) throws -> RepositoryEntry {
+        try repository.prepare()
+        var stores: [Manifest.Store] = []
+        var members: [Member] = []
+        for input in inputs {
+            try Interruption.check()
+            let (store, member) = try store(
+                name: input.name, database: input.database, journalMode: input.journalMode, owner: input.owner,
+                externalMember: input.externalMember)
+            stores.append(store)
+            members.append(member)
+            members += input.external
+        }
+        members += extra
+        let created = Date()
+        let manifest = manifest(created: created, stores: stores, members: members, folder: folder, folders: folders)
+        let written = try write(
+            manifest, members: members, into: try repository.stagingFolder(for: user), created: created)
+        var moved = false
+        defer {
+            close(written.fd)
+            if !moved { unlink(written.temporary) }
+        }
+        return try publish(written, created: created) { moved = true }
+    }
+
+    // MARK: The steps
+
+    /// Checks the finished database `database` (the store `name` of the user's folder) with the
+    /// configured check while it is hashed (two threads: the slower sets the time), and describes
+    /// it. `live` is the store's own path, for a hint; `account` the user's time across stores.
+    public func store(
+        name: String, database: String, journalMode: String?, owner: Manifest.Ownership?, externalMember: String?,
+        live: String? = nil, account: ContentAccount? = nil
+    ) throws -> (Manifest.Store, Member) {
+        let member = Manifest.storesFolder + name
+        let mode = settings.check, user = user.rawValue, fail = settings.failOnProblems
+        let (integrity, hashed) = try Parallel.both(
+            {
+                try Self.check(
+                    database, mode: mode, user: user, store: name, live: live, account: account, fail: fail)
+            },
+            { try Self.hash(database, member: member, kind: .store) })
+        let db = try Database(path: database, mode: .readOnly, account: account)
+        var store = Manifest.Store(
+            name: name, path: member, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
+            journalMode: try journalMode ?? db.journalMode(), sqliteVersion: Database.libraryVersion,
+            check: settings.check.rawValue, integrity: integrity, externalDataPath: externalMember,
+            coreData: try CoreDataMetadata.read(db))
+        store.owner = owner
+        return (store, Member(source: database, file: hashed))
+    }
+
+    /// The manifest of an archive of `stores` holding `members` (in order), made at `created`.
+    public func manifest(
+        created: Date, stores: [Manifest.Store], members: [Member], folder: Manifest.Ownership?,
+        folders: [String: Manifest.Ownership]
+    ) -> Manifest {
+        var manifest = Manifest(
+            user: user.rawValue, host: Hosts.current, created: created, label: settings.label,
+            compression: settings.compression, stores: stores, files: members.map(\.file))
+        manifest.kind = settings.kind
+        manifest.restoredFrom = settings.restoredFrom
+        manifest.folder = folder
+        manifest.folders = folders.isEmpty ? nil : folders
+        return manifest
+    }
+
+    /// Writes the archive to a new temporary file in `folder`: the manifest, the `stores/` folder,
+    /// then each member. `progress` is told the bytes packed so far and may stop the writing
+    /// (false: an interruption, thrown as such). The caller closes it (and removes it unless published).
+    public func write(
+        _ manifest: Manifest, members: [Member], into folder: String, created: Date,
+        progress: ((Int64) -> Void)? = nil
+    ) throws -> Written {
+        let first = ArchiveName(created: created, label: settings.label, compression: settings.compression)
+        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
+        do {
+            let writer = try ArchiveWriter(
+                fileDescriptor: fd, path: temporary, compression: settings.compression, level: settings.level,
+                threads: settings.compression == .zstd ? settings.threads : 0, modificationTime: created,
+                rawNames: ArchiveWriter.needsRawNames(members.map(\.file.path)))
+            try writer.addManifest(manifest)
+            try writer.addDirectory(member: Manifest.storesFolder)
+            var done: Int64 = 0
+            for member in members {
+                try Interruption.check()
+                var interrupted = false
+                try writer.addFile(member: member.file.path, from: member.source, mapped: member.mapped) { chunk in
+                    done += Int64(chunk.count)
+                    progress?(done)
+                    if Interruption.isRequested { interrupted = true }
+                    return !interrupted
+                }
+                if interrupted { try Interruption.check() }
+            }
+            try writer.finish()
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        return Written(fd: fd, temporary: temporary)
+    }
+
+    /// Publishes a written archive under the first free name of its kind (``Repository/publish(_:user:name:moved:)``:
+    /// written, synced, named atomically, its folder synced, on every backend). `moved` is called
+    /// when the temporary file itself became the archive; otherwise it stays the caller's to remove.
+    public func publish(_ written: Written, created: Date, moved: () -> Void = {}) throws -> RepositoryEntry {
+        fchmod(written.fd, 0o600)
+        try Interruption.check()
+        let label = settings.label, compression = settings.compression
+        return try repository.publish(written.temporary, user: user, moved: moved) { sequence in
+            ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
+        }
+    }
+
+    // MARK: Pieces
+
+    /// Runs `mode`'s check on a finished database: `ok` (`unchecked` for `.none`), or, with
+    /// `fail`, ``BackupError/checkFailed(user:store:problem:path:)`` with the first problem;
+    /// without, the problems joined. `live` is the store's own path, for the hint.
+    public static func check(
+        _ path: String, mode: CheckMode, user: String, store: String, live: String? = nil,
+        account: ContentAccount? = nil, fail: Bool = true
+    ) throws -> String {
+        guard mode != .none else { return "unchecked" }
+        let db: Database
+        do { db = try Database.openFinished(path: path, account: account) } catch {
+            guard fail else { return error.message }
+            throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
+        }
+        let problems = db.integrityCheck(full: mode == .full)
+        guard problems == [Database.sound] else {
+            guard fail else { return problems.joined(separator: "; ") }
+            throw BackupError.checkFailed(
+                user: user, store: store, problem: problems.first ?? "unknown problem", path: live)
+        }
+        return Database.sound
+    }
+
+    /// Size and SHA-256 of a finished file, read in chunks, as the member `member`.
+    public static func hash(_ path: String, member: String, kind: Manifest.File.Kind, mode: UInt32? = nil) throws
+        -> Manifest.File
+    {
+        let digest = try FileDigest.of(path, mapped: Member.mapped(kind: kind))
+        return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind, mode: mode)
+    }
+}

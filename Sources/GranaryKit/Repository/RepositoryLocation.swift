@@ -1,0 +1,72 @@
+import Foundation
+
+/// Where a repository is, recorded for a later run to open it again (the restore journal names
+/// the repository its safety archive goes to, and `recover` opens it, perhaps from another
+/// working folder, from cron or systemd): a local folder by its absolute real path, or a remote
+/// location as typed (`s3:BUCKET/PREFIX`, `rclone:REMOTE:PATH`; it never holds a credential).
+///
+/// In JSON it is `{"local": "/srv/granary"}` or `{"remote": "s3:bucket/prefix"}`; a bare string
+/// (what journals written before held: the location as typed) is read as that location was.
+public enum RepositoryLocation: Codable, Sendable, Equatable, CustomStringConvertible {
+    case local(String)
+    case remote(String)
+
+    /// Where `repository` is: a local one by its absolute real path (a relative location would
+    /// name another folder from another working folder), a remote one by its location.
+    public init(_ repository: any Repository) {
+        if let path = repository.localPath {
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            self = .local(LocalRepository.resolvedPath(absolute))
+        } else {
+            self = .remote(repository.location)
+        }
+    }
+
+    /// A location as typed (a journal written before locations were typed).
+    public init(typed location: String) {
+        self = Repositories.isRemote(location) ? .remote(location) : .local(location)
+    }
+
+    /// The repository there.
+    public func open(environment: [String: String] = ProcessInfo.processInfo.environment) throws(RepositoryError)
+        -> any Repository
+    {
+        switch self {
+        case .local(let path): return LocalRepository(path: path)
+        case .remote(let location): return try Repositories.open(location, environment: environment)
+        }
+    }
+
+    /// The location, to show.
+    public var description: String {
+        switch self {
+        case .local(let path): return path
+        case .remote(let location): return location
+        }
+    }
+
+    private enum Key: String, CodingKey {
+        case local, remote
+    }
+
+    public init(from decoder: any Decoder) throws {
+        if let typed = try? decoder.singleValueContainer().decode(String.self) {
+            self.init(typed: typed)
+            return
+        }
+        let container = try decoder.container(keyedBy: Key.self)
+        if let path = try container.decodeIfPresent(String.self, forKey: .local) {
+            self = .local(path)
+        } else {
+            self = .remote(try container.decode(String.self, forKey: .remote))
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        switch self {
+        case .local(let path): try container.encode(path, forKey: .local)
+        case .remote(let location): try container.encode(location, forKey: .remote)
+        }
+    }
+}
