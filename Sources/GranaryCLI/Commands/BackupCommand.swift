@@ -65,6 +65,9 @@ struct BackupCommand: GranaryCommand {
     /// one user for a run over several (BackupWorkers, docs/security.md).
     @Option(name: .customLong(BackupWorkers.flag), help: .private)
     var workerUser: String?
+    /// Set by the run itself: a mirror that failed for an earlier user of the run (BackupWorkers).
+    @Option(name: .customLong(BackupWorkers.failedFlag), help: .private)
+    var workerFailedMirror: [String] = []
     @Option(
         help: ArgumentHelp("With --all, leave this user out (repeatable).", valueName: "user"),
         completion: .custom(Completions.users))
@@ -103,8 +106,8 @@ struct BackupCommand: GranaryCommand {
         options.check = check ?? settings.check.value
         options.bytesPerUser = settings.bytesPerUser.value
         options.label = label
-        options.lockTimeout = lock.timeout(settings)
-        options.ownerTimeout = settings.ownerTimeout.value
+        // The run's settings: the configured owner timeout holds for the recovery a backup runs first.
+        options.context = lock.context(settings.context)
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
         let mirrors = try settings.mirrorRepositories(flags: mirror)
@@ -114,7 +117,8 @@ struct BackupCommand: GranaryCommand {
             let operation = BackupOperation(
                 root: root, repository: repository, mirrors: mirrors, options: options,
                 progress: console.showsProgress ? reporter : nil)
-            try BackupWorkers.serve(operation, user: workerUser, reporter: reporter)
+            try BackupWorkers.serve(
+                operation, user: workerUser, failedEarlier: workerFailedMirror, reporter: reporter)
         }
         if all { (ids, ignored) = try root.scan() } else { ids = try UserID.named(users) }
         let excluded = Set(try UserID.named(exclude))

@@ -55,7 +55,7 @@ struct ResetCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> ResetResult {
         let settings = try global.settings()
-        var request = RestoreRequest(user: try UserID(user))
+        var request = RestoreRequest(user: try UserID(user), context: settings.context)
         request.operation = .reset
         request.method = method
         request.dryRun = dryRun

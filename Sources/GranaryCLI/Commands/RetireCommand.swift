@@ -44,15 +44,17 @@ struct RetireCommand: GranaryCommand {
         let settings = try global.settings()
         let id = try UserID(user)
         let root = try settings.requireRoot()
+        var context = lock.context(settings.context)
+        if let ownerTimeout { context.ownerTimeout = ownerTimeout }
         let repository = try settings.requireRepository(forWriting: true)
-        let retirement = Retirement(root: root, repository: repository, mirrors: try settings.mirrorRepositories())
-        let timeout = ownerTimeout ?? settings.ownerTimeout.value
+        let retirement = Retirement(
+            root: root, repository: repository, mirrors: try settings.mirrorRepositories(), context: context)
         if !yes {
             guard console.canAsk else {
                 let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--yes"]
                 throw RetireNotConfirmed.notConfirmed(user: id.rawValue, command: words.joined(separator: " "))
             }
-            try retirement.checkNotInUse(id, ownerTimeout: timeout)
+            try retirement.checkNotInUse(id)
             let plan = try retirement.plan(id)
             let answer = console.ask(RetireResult.question(plan), prompt: "Type yes to retire \(id.rawValue): ")
             try Interruption.check()
@@ -60,7 +62,7 @@ struct RetireCommand: GranaryCommand {
                 throw RetireNotConfirmed.declined(user: id.rawValue)
             }
         }
-        return RetireResult(try retirement.run(id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout))
+        return RetireResult(try retirement.run(id))
     }
 }
 

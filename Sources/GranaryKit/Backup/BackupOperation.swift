@@ -27,10 +27,18 @@ public struct BackupOperation: Sendable {
         public var level: Int?
         public var check: CheckMode = .quick
         public var label: String?
-        public var lockTimeout: Duration = .seconds(60)
+        /// The run's settings (timeouts, content limits, CPU yield, host).
+        public var context = RunContext.defaults
+        public var lockTimeout: Duration {
+            get { context.lockTimeout }
+            set { context.lockTimeout = newValue }
+        }
         /// How long an owner has to acknowledge a pause, when the backup finishes an interrupted
         /// restore first (`owner_timeout`).
-        public var ownerTimeout: Duration = .seconds(10)
+        public var ownerTimeout: Duration {
+            get { context.ownerTimeout }
+            set { context.ownerTimeout = newValue }
+        }
         /// zstd worker threads; 0 = one per core, at most `defaultMaxThreads`.
         public var threads = 0
         /// Two zstd workers at most by default: each keeps about 6 MiB, so a backup stays under
@@ -135,7 +143,7 @@ public struct BackupOperation: Sendable {
         defer { lock.release() }
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
-        _ = try Recovery.recover(root: root, user: user, ownerTimeout: options.ownerTimeout)
+        _ = try Recovery.recover(root: root, user: user, context: options.context)
         if let label = options.label, ArchiveName.reservedLabels.contains(label) {
             throw BackupError.reservedLabel(label)
         }
@@ -150,7 +158,7 @@ public struct BackupOperation: Sendable {
         // (Not when the caller sends to the mirrors later: it looks them up then.)
         let lookups =
             options.mirrorsLater
-            ? [] : mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
+            ? [] : mirrors.map { mirror in Pending { try options.context.cpu.normal { try mirror.exists() } } }
         let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()
@@ -164,13 +172,13 @@ public struct BackupOperation: Sendable {
         defer { overlapped?.discard() }
         do {
             // Everything but the snapshots themselves yields the CPU to the owners (CPUYield).
-            return try CPUYield.shared.yielding {
+            return try options.context.cpu.yielding {
                 var stages = Stages()
                 let taken = try snapshotAll(
                     folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
                 let created = Date()
                 var manifest = Manifest(
-                    user: user.rawValue, host: Hosts.current, created: created, label: options.label,
+                    user: user.rawValue, host: options.context.host, created: created, label: options.label,
                     compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
                 manifest.kind = kind
                 manifest.folder = taken.folderOwner
@@ -194,7 +202,7 @@ public struct BackupOperation: Sendable {
                             name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode,
                             integrity: $0.integrity)
                     },
-                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode,
+                    files: taken.files.count, seconds: seconds, stages: stages, priority: options.context.cpu.mode,
                     skipped: taken.skipped,
                     entry: entry)
                 result.mirrors = mirrored.uploads
@@ -260,7 +268,7 @@ public struct BackupOperation: Sendable {
         let folders = Self.folderOwnerships(of: scan.stores, in: folder)
         // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
         let account = ContentAccount(
-            storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
+            limits: options.context.limits, storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -276,9 +284,9 @@ public struct BackupOperation: Sendable {
             }
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
-            let (taken, external) = try CPUYield.shared.normal {
+            let (taken, external) = try options.context.cpu.normal {
                 let taken = try options.snapshotter.snapshot(
-                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
@@ -558,7 +566,7 @@ public struct BackupOperation: Sendable {
         try Interruption.check()
         let label = options.label, compression = options.compression
         // A remote repository's publish is an upload: at the caller's priority, as for mirrors below.
-        let entry = try CPUYield.shared.normal {
+        let entry = try options.context.cpu.normal {
             try repository.publish(temporary, user: user) { sequence in
                 ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
             }
@@ -577,7 +585,7 @@ public struct BackupOperation: Sendable {
         // An upload waits on the network and on rclone, not on granary's own CPU work: it runs at
         // the caller's priority (rclone started from a SCHED_IDLE thread would inherit it and stall
         // behind any busy program, holding the user's lock).
-        let uploads = CPUYield.shared.normal {
+        let uploads = options.context.cpu.normal {
             zip(mirrors, lookups).map { mirror, lookup in Self.send(local, as: entry, to: mirror, lookup: lookup) }
         }
         return (entry, Mirrored(uploads: uploads))

@@ -28,11 +28,16 @@ public struct Retirement: Sendable {
     public let repository: any Repository
     /// Where the final archive is sent too, as a backup sends its archives.
     public let mirrors: [any Repository]
+    /// The run's settings (the lock and owner timeouts, CPU yield).
+    public let context: RunContext
 
-    public init(root: Root, repository: any Repository, mirrors: [any Repository] = []) {
+    public init(
+        root: Root, repository: any Repository, mirrors: [any Repository] = [], context: RunContext = .defaults
+    ) {
         self.root = root
         self.repository = repository
         self.mirrors = mirrors
+        self.context = context
     }
 
     /// One store a retire removes (after archiving it).
@@ -65,8 +70,9 @@ public struct Retirement: Sendable {
     }
 
     /// Refuses (``RetireError/inUse``) while a store of `user` is open or served: checked before
-    /// a person is asked, and again by ``run(_:lockTimeout:ownerTimeout:)``.
-    public func checkNotInUse(_ user: UserID, ownerTimeout: Duration) throws {
+    /// a person is asked, and again by ``run(_:)``.
+    public func checkNotInUse(_ user: UserID) throws {
+        let ownerTimeout = context.ownerTimeout
         for store in try existingFolder(user).scan().stores {
             if let busy = Self.inUse(store.fileName, in: store.folder, ownerUID: store.uid, ownerTimeout: ownerTimeout)
             {
@@ -118,17 +124,18 @@ public struct Retirement: Sendable {
         public let recovered: Recovery.Report?
     }
 
-    public func run(_ user: UserID, lockTimeout: Duration, ownerTimeout: Duration) throws -> Report {
+    public func run(_ user: UserID) throws -> Report {
+        let (lockTimeout, ownerTimeout) = (context.lockTimeout, context.ownerTimeout)
         _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
         defer { lock.release() }
-        let recovered = try Recovery.recover(root: root, user: user, ownerTimeout: ownerTimeout)
+        let recovered = try Recovery.recover(root: root, user: user, context: context)
         let folder = try existingFolder(user)
         let plan = Self.plan(folder)
         let stores = folder.scan().stores
 
         // Nothing may have the user's stores open: the app must have let go.
-        try checkNotInUse(user, ownerTimeout: ownerTimeout)
+        try checkNotInUse(user)
         let before = FolderContents.read(folder.folder).fingerprint
 
         // The final archive, verified in full before anything is removed.
@@ -136,7 +143,7 @@ public struct Retirement: Sendable {
         var options = BackupOperation.Options()
         options.label = ArchiveName.finalLabel
         options.check = .full
-        options.lockTimeout = lockTimeout
+        options.context = context
         let backup: BackupOperation.Result
         do {
             backup = try BackupOperation(root: root, repository: repository, mirrors: mirrors, options: options)
@@ -146,11 +153,11 @@ public struct Retirement: Sendable {
         }
         CrashPoint.reach(.retireArchived)
         let published = backup.entry
-        _ = try CPUYield.shared.yielding {
+        _ = try context.cpu.yielding {
             try ArchiveVerifier.verify(
                 source: try repository.open(published), name: backup.archive,
                 workFolder: try repository.prepareWorkFolder(), check: .full,
-                expectedUser: user.rawValue)
+                expectedUser: user.rawValue, limits: context.limits)
         }
         let record = VerificationRecord(entry: published, good: true, reason: nil, check: .full)
         try repository.writeRecord(record, for: published)
@@ -308,9 +315,8 @@ public struct Retirement: Sendable {
 
     /// Finishes or undoes a retire that stopped (the caller holds the user's lock). Returns what
     /// it did, nil when there was nothing to do.
-    public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws
-        -> RecoveryOutcome?
-    {
+    public static func recover(root: Root, user: UserID, context: RunContext) throws -> RecoveryOutcome? {
+        let ownerTimeout = context.ownerTimeout
         let work = workFolder(root: root, user: user)
         guard FileSystem.isDirectory(work) else { return nil }
         let container = try Folder.open(path: work)

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -14,7 +13,8 @@ import Synchronization
 /// itself stays a plain tar under the name PRODUCT.md gives it. The marker is written before the
 /// archive (an archive never shows without it) and removed after it.
 ///
-/// A run acts on this host's archives only (``scope``): `archives(of:)` lists the archives
+/// A run acts on this host's archives only (``RunContext/hostScope``, given to the repository
+/// when it is opened): `archives(of:)` lists the archives
 /// whose marker names the host, and the **unmarked** ones (written before hosts existed, when a
 /// repository served one host): every host counts those as its own. `list --all-hosts` lists
 /// every host's.
@@ -25,21 +25,6 @@ import Synchronization
 /// that an archive the repository never had (a new repository after a disaster, another
 /// host's) is never removed from a mirror.
 public enum Hosts {
-    private static let state = Mutex<(current: String?, scope: String?)>((nil, nil))
-
-    /// The host this run's archives are written as (`--host`, `host =`, else the machine's name).
-    public static var current: String {
-        get { state.withLock { $0.current } ?? machine }
-        set { state.withLock { $0.current = newValue } }
-    }
-
-    /// The host whose archives listings show (with the unmarked ones); nil: every host's (the
-    /// library's default; the command line sets this host).
-    public static var scope: String? {
-        get { state.withLock { $0.scope } }
-        set { state.withLock { $0.scope = newValue } }
-    }
-
     /// The machine's host name (its first label when it is not a valid host name as a whole).
     public static var machine: String {
         var buffer = [CChar](repeating: 0, count: 256)
@@ -153,7 +138,7 @@ extension Repository {
         guard let listed = try? objects(in: user.rawValue) else { return [] }
         let names = Set(listed.map(\.name))
         return listed.compactMap { object in
-            guard let (archive, host) = Hosts.parseMarker(object.name), host == Hosts.current,
+            guard let (archive, host) = Hosts.parseMarker(object.name), host == context.host,
                 !names.contains(archive)
             else { return nil }
             return archive
@@ -161,13 +146,13 @@ extension Repository {
     }
 
     /// `delete` and `prune`: records each archive in its user's deletion record of this host
-    /// (``Hosts/current``), then removes it (``remove(_:)``): `sync` removes from the mirrors what
+    /// (``RunContext/host`` of the repository's context), then removes it (``remove(_:)``): `sync` removes from the mirrors what
     /// the record names, and nothing else.
     public func removeRecorded(_ entries: [Entry]) throws(RepositoryError) {
         var byUser: [UserID: [String]] = [:]
         for entry in entries where entry.object != nil { byUser[entry.user, default: []].append(entry.name.fileName) }
         for (user, names) in byUser.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            try recordDeletion(of: names, user: user, host: Hosts.current)
+            try recordDeletion(of: names, user: user, host: context.host)
         }
         try remove(entries)
     }

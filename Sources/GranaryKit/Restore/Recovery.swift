@@ -49,14 +49,15 @@ public enum Recovery {
     /// apart from removing a work folder left by a run that died before its plan was written, and
     /// trying again to write safety archives that are pending.
     public static func recover(
-        root: Root, user: UserID, ownerTimeout: Duration = .seconds(10), lease: Duration = .seconds(30)
+        root: Root, user: UserID, context: RunContext, lease: Duration = .seconds(30)
     ) throws -> Report {
+        let ownerTimeout = context.ownerTimeout
         let work = work(root: root, user: user)
         var report = Report(user: user.rawValue, hadJournal: false)
-        report.retire = try Retirement.recover(root: root, user: user, ownerTimeout: ownerTimeout)
+        report.retire = try Retirement.recover(root: root, user: user, context: context)
         guard let (plan, steps) = work.journal.read() else {
             FileSystem.removeTree(work.path)
-            report.safetyArchivePending = flushPending(root: root, user: user)
+            report.safetyArchivePending = flushPending(root: root, user: user, context: context)
             return report
         }
         report.hadJournal = true
@@ -66,7 +67,8 @@ public enum Recovery {
                 // Copied in before the commit point: its old content goes back the same way.
                 let (live, file) = try StoreSwap.live(entry.name, in: folder)
                 try OnlineRestore.putBack(
-                    aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout)
+                    aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout,
+                    limits: context.limits)
             }
             for entry in plan.stores { StoreSwap.rollBack(entry, user: folder, work: work) }
             report.rolledBack = plan.stores.map(\.name)
@@ -91,7 +93,7 @@ public enum Recovery {
                     let (live, file) = try StoreSwap.live(entry.name, in: folder)
                     try OnlineRestore.restore(
                         staged: work.stagedStore(entry.name), into: live, file, aside: work.asideStore(entry.name),
-                        busyTimeout: ownerTimeout)
+                        busyTimeout: ownerTimeout, limits: context.limits)
                     try work.journal.record(.switched(entry.name))
                 }
             }
@@ -110,7 +112,7 @@ public enum Recovery {
         {
             // (A restore that only added stores, into a folder the restore created, replaced nothing.)
             do {
-                let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
+                let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository, context: context))
                 try work.journal.record(.safetyArchive(path), durable: true)
                 report.safetyArchive = path
             } catch {
@@ -126,7 +128,7 @@ public enum Recovery {
         }
         try work.journal.remove()
         FileSystem.removeTree(work.path)
-        report.safetyArchivePending = flushPending(root: root, user: user)
+        report.safetyArchivePending = flushPending(root: root, user: user, context: context)
         return report
     }
 
@@ -192,7 +194,7 @@ public enum Recovery {
 
     /// Tries again to write the safety archives of `user` that are pending; the reason the first
     /// one still cannot be written, or nil when none is left.
-    static func flushPending(root: Root, user: UserID) -> String? {
+    static func flushPending(root: Root, user: UserID, context: RunContext) -> String? {
         let folder = pendingFolder(root: root, user: user)
         for name in FileSystem.contents(of: folder) {
             let work = RestoreWork(path: folder + "/" + name)
@@ -205,7 +207,7 @@ public enum Recovery {
                 plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) })
             {
                 do {
-                    _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository))
+                    _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository, context: context))
                 } catch {
                     return
                         "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"
@@ -243,14 +245,13 @@ public enum Recovery {
     /// Recovers `users` (every user with something unfinished when empty), each under its lock,
     /// then removes the temporaries dead runs left in `repository`.
     public static func run(
-        root: Root, users: [UserID], repository: (any Repository)?, lockTimeout: Duration,
-        ownerTimeout: Duration = .seconds(10)
+        root: Root, users: [UserID], repository: (any Repository)?, context: RunContext
     ) throws -> Run {
         var run = Run()
         for id in users.isEmpty ? unfinishedUsers(root: root) : users {
-            let lock = try UserLock.acquire(root: root, user: id, timeout: lockTimeout)
+            let lock = try UserLock.acquire(root: root, user: id, timeout: context.lockTimeout)
             defer { lock.release() }
-            run.reports.append(try recover(root: root, user: id, ownerTimeout: ownerTimeout))
+            run.reports.append(try recover(root: root, user: id, context: context))
         }
         // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
         // backup would remove them, recover does it now.

@@ -24,9 +24,12 @@ public enum ResetPlan {
 
     /// The plans of every store of `user` under `root`. Reads each store read-only, beneath its
     /// folder (one snapshot each); changes nothing.
-    public static func stores(of user: UserID, in root: Root, busyTimeout: Duration = .seconds(10)) throws -> [Store] {
+    public static func stores(
+        of user: UserID, in root: Root, busyTimeout: Duration = .seconds(10), limits: ContentLimits = .defaults
+    ) throws -> [Store] {
         try root.user(user).stores().map { store in
-            let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout)
+            let source = try Database(
+                try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits)
             return Store(name: store.name, plan: try EmptyStore.plan(of: source))
         }
     }

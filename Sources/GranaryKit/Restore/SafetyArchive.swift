@@ -50,7 +50,7 @@ public enum SafetyArchive {
             let (size, digest) = try hash(item.database)
             files.append(Manifest.File(path: member, size: size, sha256: digest, kind: .store))
             members.append((member, item.database))
-            let db = try Database(path: item.database, mode: .readOnly)
+            let db = try Database(path: item.database, mode: .readOnly, limits: repository.context.limits)
             var externalMember: String?
             if let external = item.external, FileSystem.isDirectory(external) {
                 let prefix = Manifest.storesFolder + StoreFile.externalDataName(for: item.name)
@@ -77,7 +77,7 @@ public enum SafetyArchive {
         }
         let now = Date()
         var manifest = Manifest(
-            user: user.rawValue, host: Hosts.current, created: now, label: label,
+            user: user.rawValue, host: repository.context.host, created: now, label: label,
             compression: compression, stores: stores, files: files)
         manifest.kind = kind
         manifest.restoredFrom = restoredFrom

@@ -116,7 +116,8 @@ public enum EmptyStore {
         guard FileSystem.status(path) == nil else { throw FileSystemError("create", path: path, code: EEXIST) }
         return try readTransaction(source) {
             let schema = try Schema.read(source, keep: keep ?? keptTables)
-            let destination = try Database(path: path, mode: .create, budgetSize: source.contentSize)
+            let destination = try Database(
+                path: path, mode: .create, limits: source.budget.limits, budgetSize: source.contentSize)
             try schema.create(in: destination, from: source)
             try schema.check(destination)
             return try schema.plan(counting: nil)

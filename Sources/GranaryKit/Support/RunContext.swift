@@ -1,0 +1,37 @@
+import Foundation
+
+/// The settings of one run, built once by the program that embeds GranaryKit (the `granary`
+/// command builds it from its flags, environment and configuration file) and handed to every
+/// operation: backups, restores, recovery, retire, and the repositories opened for the run.
+///
+/// Nothing in GranaryKit reads a process-wide setting instead: a default set before the
+/// configuration was read, or a worker process that never set it, cannot silently win over what
+/// the configuration says. A worker process (`UserWorkers`) builds its own context from the same
+/// command line and configuration as its parent.
+public struct RunContext: Sendable, Equatable {
+    /// How long an owner has to acknowledge a pause (`owner_timeout`): a restore, a reset, and the
+    /// recovery any command on a user runs first (a backup that finishes an interrupted restore).
+    public var ownerTimeout: Duration = .seconds(10)
+    /// How long to wait for a user's lock (`lock_timeout`).
+    public var lockTimeout: Duration = .seconds(60)
+    /// The time budget and memory ceiling of every SQLite connection on a user's content (`[limits]`).
+    public var limits: ContentLimits = .defaults
+    /// Whether granary's own CPU work may run under `SCHED_IDLE` (``CPUYield``).
+    public var yieldPermitted = true
+    /// The host this run's archives are written as (`--host`, `host =`; else the machine's name).
+    public var host: String = Hosts.machine
+    /// The host whose archives listings show, with the unmarked ones; nil: every host's.
+    public var hostScope: String?
+    /// The time bounds of every remote operation (`[remote]`).
+    public var remote: RemoteLimits = .defaults
+
+    /// The library's defaults: this machine's host name, listings of every host, the default
+    /// timeouts and limits.
+    public init() {}
+
+    /// The defaults (see ``init()``).
+    public static let defaults = RunContext()
+
+    /// The CPU governor this run's work yields through (one per process for each permission).
+    public var cpu: CPUYield { CPUYield.governor(permitted: yieldPermitted) }
+}
