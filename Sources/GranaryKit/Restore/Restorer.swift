@@ -258,7 +258,7 @@ public struct Restorer: Sendable {
                 .init(entry: $0, owner: owners[$0.name], candidates: $1.openBy)
             },
             ownerTimeout: request.ownerTimeout, lease: request.lease)
-        try commitAndSwitch(commit, entries: entries, request: request, report: &report)
+        try commitAndSwitch(commit, work: work, entries: entries, request: request, report: &report)
         finished = true
         return report
     }
@@ -268,9 +268,10 @@ public struct Restorer: Sendable {
     /// to the commit record changes nothing in the user's folder; after it, every store is rolled
     /// forward, by this run or by `granary recover`.
     private func commitAndSwitch(
-        _ commit: UserCommit, entries: [SwapJournal.Entry], request: RestoreRequest, report: inout RestoreReport
+        _ commit: UserCommit, work: RestoreWork, entries: [SwapJournal.Entry], request: RestoreRequest,
+        report: inout RestoreReport
     ) throws {
-        let journal = commit.journal
+        let journal = work.journal
         do {
             try commit.pauseAll()
             // pause() may have reconnected: name the processes that were paused.
@@ -317,8 +318,8 @@ public struct Restorer: Sendable {
             do {
                 let (folder, file) = try StoreSwap.live(entry.name, in: commit.user)
                 try OnlineRestore.restore(
-                    staged: commit.work.stagedStore(entry.name), into: folder, file,
-                    aside: commit.work.asideStore(entry.name), busyTimeout: request.ownerTimeout,
+                    staged: work.stagedStore(entry.name), into: folder, file,
+                    aside: work.asideStore(entry.name), busyTimeout: request.ownerTimeout,
                     limits: request.context.limits)
             } catch {
                 guard !changed else {
