@@ -7,7 +7,9 @@ struct RetireCommand: GranaryCommand {
         commandName: "retire",
         abstract: "Remove a user who left: a final archive, verified, then the user's folder.",
         discussion: """
-            Refused while any process has one of the user's stores open or an owner serves one. The final \
+            Refused while any process has one of the user's stores (or its -wal, -shm or -journal) open or an \
+            owner serves one, with the checks a restore's commit makes; checked before the final archive and \
+            again just before the folder moves, and a refused retire leaves the folder as it was. The final \
             archive (kind final) is verified in full before anything is removed; prune keeps it for ever unless \
             --final-keep-within says otherwise, and it is sent to each mirror. Files of the folder that are not \
             part of a store are removed without being archived: the question lists them. On a terminal retire \
