@@ -225,7 +225,9 @@ final class Connections: @unchecked Sendable {
     func withReader<T>(_ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
-        if reader == nil { reader = try Database(path: path, mode: .readOnly, busyTimeout: .seconds(10), limits: .unlimited) }
+        if reader == nil {
+            reader = try Database(path: path, mode: .readOnly, busyTimeout: .seconds(10), limits: .unlimited)
+        }
         return try body(reader!)
     }
 
@@ -307,7 +309,8 @@ final class Misdeeds: @unchecked Sendable {
     private func startKeptWriter() {
         lock.lock()
         defer { lock.unlock() }
-        guard keptWriter == nil, let db = try? Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1), limits: .unlimited)
+        guard keptWriter == nil,
+            let db = try? Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1), limits: .unlimited)
         else { return }
         keptWriter = db
         log.line("HOSTILE kept a connection to \(store.path) open, writing through it")

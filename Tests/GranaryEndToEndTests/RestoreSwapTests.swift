@@ -153,14 +153,19 @@ struct RestoreSwapTests {
         final class Pauses: @unchecked Sendable {
             private let lock = NSLock()
             private var count = 0
-            func next() -> Int { lock.withLock { count += 1; return count } }
+            func next() -> Int {
+                lock.withLock {
+                    count += 1; return count
+                }
+            }
         }
         let pauses = Pauses()
         let owner = GranaryOwner()
         // The restore's pause is acknowledged; every later one (the recovery's) hangs.
         try owner.register(store: store, close: { if pauses.next() > 1 { sleep(5) } }, reopen: {})
         defer { owner.stop() }
-        let crashed = try granary(["restore", "alice@example.com"], environment: ["GRANARY_TEST_CRASH_AT": "committed"])
+        let crashed = try granary(
+            ["restore", "alice@example.com"], environment: ["GRANARY_TEST_CRASH_AT": "committed"])
         #expect(crashed.status != 0)
         #expect(FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com/journal"))
         let config = folder.child("owner-timeout.toml")

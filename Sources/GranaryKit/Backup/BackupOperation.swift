@@ -268,7 +268,8 @@ public struct BackupOperation: Sendable {
         let folders = Self.folderOwnerships(of: scan.stores, in: folder)
         // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
         let account = ContentAccount(
-            limits: options.context.limits, storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
+            limits: options.context.limits,
+            storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -286,7 +287,8 @@ public struct BackupOperation: Sendable {
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
             let (taken, external) = try options.context.cpu.normal {
                 let taken = try options.snapshotter.snapshot(
-                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits)
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits
+                )
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).

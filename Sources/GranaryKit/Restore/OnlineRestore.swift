@@ -53,7 +53,8 @@ enum OnlineRestore {
         try FileSystem.removeFile(temporary)
         let from = try reader()
         try copy(
-            from: from, to: Database(path: temporary, mode: .create, limits: from.budget.limits), busyTimeout: busyTimeout)
+            from: from, to: Database(path: temporary, mode: .create, limits: from.budget.limits),
+            busyTimeout: busyTimeout)
         try FileSystem.rename(temporary, to: aside)
     }
 

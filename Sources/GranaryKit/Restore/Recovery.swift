@@ -112,7 +112,8 @@ public enum Recovery {
         {
             // (A restore that only added stores, into a folder the restore created, replaced nothing.)
             do {
-                let path = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository, context: context))
+                let path = try writeSafetyArchive(
+                    plan: plan, work: work, repository: try Repositories.open(repository, context: context))
                 try work.journal.record(.safetyArchive(path), durable: true)
                 report.safetyArchive = path
             } catch {
@@ -207,7 +208,8 @@ public enum Recovery {
                 plan.stores.contains(where: { FileSystem.isRegularFile(work.asideStore($0.name)) })
             {
                 do {
-                    _ = try writeSafetyArchive(plan: plan, work: work, repository: try Repositories.open(repository, context: context))
+                    _ = try writeSafetyArchive(
+                        plan: plan, work: work, repository: try Repositories.open(repository, context: context))
                 } catch {
                     return
                         "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"

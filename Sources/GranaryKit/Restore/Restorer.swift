@@ -243,7 +243,8 @@ public struct Restorer: Sendable {
         var entries: [SwapJournal.Entry] = []
         for (store, plan) in zip(staged, report.stores) {
             entries.append(
-                try makeEntry(store, method: plan.method, user: user.folder, work: work, limits: request.context.limits))
+                try makeEntry(store, method: plan.method, user: user.folder, work: work, limits: request.context.limits)
+            )
         }
         let journal = work.journal
         try journal.begin(
