@@ -16,6 +16,7 @@ extension Settings {
         context.host = host.value
         context.hostScope = host.value
         context.remote = remote.value
+        context.resetKeepTables = resetKeepTables.value
         return context
     }
 }

@@ -73,7 +73,8 @@ struct ResetCommand: GranaryCommand {
                 throw ResetNotConfirmed.notConfirmed(
                     user: request.user.rawValue, backedUp: backedUp, command: words.joined(separator: " "))
             }
-            let stores = try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init)
+            let stores = try ResetPlan.stores(of: request.user, in: root, context: request.context).map(
+                ResetResult.Plan.init)
             let lines = ResetResult.question(
                 user: request.user.rawValue, stores: stores, backedUp: backedUp, safetyArchive: !noSafetyArchive,
                 repository: repository?.location)
@@ -85,7 +86,10 @@ struct ResetCommand: GranaryCommand {
         }
         let restorer = Restorer(root: root, repository: repository)
         let restored = RestoreResult(try restorer.run(request), operation: .reset)
-        let plan = dryRun ? try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init) : nil
+        let plan =
+            dryRun
+            ? try ResetPlan.stores(of: request.user, in: root, context: request.context).map(ResetResult.Plan.init)
+            : nil
         var result = ResetResult(restore: restored, plan: plan)
         if !backedUp {
             result.warnings.append(

@@ -93,13 +93,6 @@ public struct Settings: Sendable {
         return settings
     }
 
-    /// Makes the tables a reset keeps (`EmptyStore.configuredKeepTables`) the process's own. The
-    /// executable calls this once it has the settings; every other setting reaches the core in
-    /// the run's context (`context`, RunContextSettings.swift).
-    public func applyToProcess() {
-        EmptyStore.configuredKeepTables = resetKeepTables.value
-    }
-
     /// Finds and reads the configuration file (the search order of granary.toml(5)), then resolves.
     /// An explicit `--config` file (or `GRANARY_CONFIG`) must exist; the default paths may not.
     public static func load(

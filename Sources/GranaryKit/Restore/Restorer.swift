@@ -402,7 +402,8 @@ public struct Restorer: Sendable {
                 let source = try Database(
                     try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout,
                     limits: request.context.limits)
-                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
+                try ResetStager.stage(
+                    from: source, into: path, keep: EmptyStore.keptTables(besides: request.context.resetKeepTables))
                 staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
             }
         }

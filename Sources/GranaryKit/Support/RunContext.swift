@@ -24,6 +24,8 @@ public struct RunContext: Sendable, Equatable {
     public var hostScope: String?
     /// The time bounds of every remote operation (`[remote]`).
     public var remote: RemoteLimits = .defaults
+    /// Tables a reset keeps with their rows, besides the built-in ones (`[reset] keep_tables`).
+    public var resetKeepTables: [String] = []
 
     /// The library's defaults: this machine's host name, listings of every host, the default
     /// timeouts and limits.
