@@ -369,7 +369,9 @@ struct LifecycleTests {
         var crashes = 0
         var sawThere = false
         var sawGone = false
-        for step in CrashPoints.plan(CrashPoint.Name.retire, times: 2) {
+        // And the commit's checks retire runs (UserCommit): `checked` is reached twice, at the question
+        // before the final archive and at the move, each time with SQLite's locks held.
+        for step in CrashPoints.plan(CrashPoint.Name.retire, times: 2) + ["checked", "checked:2"] {
             let world = try World()
             let before = World.whole(world.homeA)
             let run = try world.granary(
