@@ -201,3 +201,8 @@ public final class CPUYield: @unchecked Sendable {
         return fields.count == 2 ? Times(running: fields[0], waiting: fields[1]) : nil
     }
 }
+
+extension RunContext {
+    /// The CPU governor this run's work yields through (one per process for each permission).
+    public var cpu: CPUYield { CPUYield.governor(permitted: yieldPermitted) }
+}

@@ -26,25 +26,10 @@ import Foundation
 /// host's) is never removed from a mirror.
 public enum Hosts {
     /// The machine's host name (its first label when it is not a valid host name as a whole).
-    public static var machine: String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        let name = String(cString: buffer)
-        if isValid(name) { return name }
-        let first = String(name.prefix { $0 != "." })
-        return isValid(first) ? first : "localhost"
-    }
+    public static var machine: String { HostName.machine }
 
     /// Host names: 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
-    public static func isValid(_ name: String) -> Bool {
-        guard !name.isEmpty, name.utf8.count <= 64, let first = name.unicodeScalars.first,
-            ("a"..."z").contains(first) || ("A"..."Z").contains(first) || ("0"..."9").contains(first)
-        else { return false }
-        return name.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "."
-                || $0 == "_" || $0 == "-"
-        }
-    }
+    public static func isValid(_ name: String) -> Bool { HostName.isValid(name) }
 
     /// What a host marker's name holds between the archive's name and the host's.
     static let markerInfix = ".host="
@@ -148,7 +133,7 @@ extension Repository {
     /// `delete` and `prune`: records each archive in its user's deletion record of this host
     /// (``RunContext/host`` of the repository's context), then removes it (``remove(_:)``): `sync` removes from the mirrors what
     /// the record names, and nothing else.
-    public func removeRecorded(_ entries: [Entry]) throws(RepositoryError) {
+    public func removeRecorded(_ entries: [RepositoryEntry]) throws(RepositoryError) {
         var byUser: [UserID: [String]] = [:]
         for entry in entries where entry.object != nil { byUser[entry.user, default: []].append(entry.name.fileName) }
         for (user, names) in byUser.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {

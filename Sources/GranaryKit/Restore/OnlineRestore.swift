@@ -23,7 +23,7 @@ enum OnlineRestore {
     /// size outside WAL mode, so the staged copy is switched to `journal_mode=DELETE` before.
     /// Every connection works under `limits` (the run's, ``RunContext/limits``).
     static func restore(
-        staged: String, into folder: Folder, _ file: String, aside: String, busyTimeout: Duration,
+        staged: String, into folder: Folder<UserOwned>, _ file: String, aside: String, busyTimeout: Duration,
         limits: ContentLimits
     ) throws {
         let liveDB = try Database(
@@ -61,7 +61,8 @@ enum OnlineRestore {
     /// WAL: the copy's first page takes the live store's write lock, which it holds until the copy
     /// commits; readers are not blocked by it, so the snapshot is read while it is held.
     private static func copyKeepingAside(
-        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+        source: Database, into liveDB: Database, folder: Folder<UserOwned>, _ file: String, aside: String,
+        busyTimeout: Duration
     ) throws {
         let deadline = ContinuousClock.now + busyTimeout
         let reader = {
@@ -85,7 +86,8 @@ enum OnlineRestore {
     /// commit; once the copy holds its lock, the counter on disk must be the same, else another
     /// process committed in between: the copy is given up (nothing written) and both are done again.
     private static func copyKeepingAsideRollback(
-        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+        source: Database, into liveDB: Database, folder: Folder<UserOwned>, _ file: String, aside: String,
+        busyTimeout: Duration
     ) throws {
         let deadline = ContinuousClock.now + busyTimeout
         // Descriptors of the live file stay open until the end: closing one would drop the locks
@@ -144,7 +146,7 @@ enum OnlineRestore {
     /// Copies the kept-aside old content back into the live store (rolling back an online copy
     /// made before a restore's commit point).
     static func putBack(
-        aside: String, into folder: Folder, _ file: String, busyTimeout: Duration, limits: ContentLimits
+        aside: String, into folder: Folder<UserOwned>, _ file: String, busyTimeout: Duration, limits: ContentLimits
     ) throws {
         let liveDB = try Database(
             try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout, limits: limits)

@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The settings of one run, built once by the program that embeds GranaryKit (the `granary`
 /// command builds it from its flags, environment and configuration file) and handed to every
 /// operation: backups, restores, recovery, retire, and the repositories opened for the run.
@@ -19,7 +23,7 @@ public struct RunContext: Sendable, Equatable {
     /// Whether granary's own CPU work may run under `SCHED_IDLE` (``CPUYield``).
     public var yieldPermitted = true
     /// The host this run's archives are written as (`--host`, `host =`; else the machine's name).
-    public var host: String = Hosts.machine
+    public var host: String = HostName.machine
     /// The host whose archives listings show, with the unmarked ones; nil: every host's.
     public var hostScope: String?
     /// The time bounds of every remote operation (`[remote]`).
@@ -33,7 +37,29 @@ public struct RunContext: Sendable, Equatable {
 
     /// The defaults (see ``init()``).
     public static let defaults = RunContext()
+}
 
-    /// The CPU governor this run's work yields through (one per process for each permission).
-    public var cpu: CPUYield { CPUYield.governor(permitted: yieldPermitted) }
+/// Host names as granary takes them (``RunContext/host``; `Hosts` in the repository layer uses the
+/// same rule).
+public enum HostName {
+    /// The machine's host name (its first label when it is not a valid host name as a whole).
+    public static var machine: String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
+        let name = String(cString: buffer)
+        if isValid(name) { return name }
+        let first = String(name.prefix { $0 != "." })
+        return isValid(first) ? first : "localhost"
+    }
+
+    /// Host names: 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
+    public static func isValid(_ name: String) -> Bool {
+        guard !name.isEmpty, name.utf8.count <= 64, let first = name.unicodeScalars.first,
+            ("a"..."z").contains(first) || ("A"..."Z").contains(first) || ("0"..."9").contains(first)
+        else { return false }
+        return name.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "."
+                || $0 == "_" || $0 == "-"
+        }
+    }
 }
