@@ -29,11 +29,12 @@ UPWARD = {
     ("Repository/RcloneRepository.swift", "StaleTemporaries"): "as above, remotely",
     ("Repository/MirrorSync.swift", "MirrorError"): "sync reports a mirror's failure as backup does",
     ("Repository/MirrorSync.swift", "UnexpectedError"): "as above",
-    ("Catalogue/ArchiveVerification.swift", "CPUYield"): "verify yields the CPU to the stores' owners as backup does",
     ("Catalogue/ArchiveRemoval.swift", "Retirement"): "prune keeps a retired user's final archive (its rule)",
     ("Catalogue/Freshness.swift", "Retirement"): "check counts a retired user's final archive",
     ("Catalogue/Freshness.swift", "Recovery"): "check reports users with an unfinished restore or retire",
     ("Catalogue/Inventory.swift", "Retirement"): "users lists retired users",
+    ("Repository/ArchiveBuilder.swift", "BackupError"):
+        "a failed check is the backup's checkFailed, whichever archive is built (its exit status and hint)",
 }
 
 # Within the operations layer, who may use whom (the rest of a layer uses itself freely).

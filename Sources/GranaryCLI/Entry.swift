@@ -19,7 +19,6 @@ public enum GranaryMain {
         // handler's SWIFT_BACKTRACE): re-executed without it before anything else happens.
         RootEnvironment.scrubAndReexec()
         TestHooks.apply()
-        CPUYield.permitted = ProcessInfo.processInfo.environment["GRANARY_YIELD"] != "0"
         // File names are bytes; UTF-8 is how they are shown and how tar headers carry them.
         // libarchive converts names through the C library's character type: in the "C" locale
         // every non-ASCII name would be marked as raw bytes (hdrcharset=BINARY), which GNU tar

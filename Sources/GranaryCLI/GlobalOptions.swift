@@ -98,8 +98,7 @@ struct GlobalOptions: ParsableArguments {
         if geteuid() == 0, let root = settings.root, let note = try? Root(path: root.value).reclaimStateFolder() {
             StandardStreams.error(TextLine(stringLiteral: "granary: warning: " + note).rendered(color: false) + "\n")
         }
-        // SQLite's limits on stores' content and reset's kept tables hold for the whole run.
-        settings.applyToProcess()
+        // The settings reach the core in the run's context (`Settings.context`), not as process state.
         return settings
     }
 

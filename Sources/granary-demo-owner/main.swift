@@ -215,7 +215,7 @@ final class Connections: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if writer == nil {
-            let db = try Database(path: path, mode: .readWrite, busyTimeout: .seconds(10))
+            let db = try Database(path: path, mode: .readWrite, busyTimeout: .seconds(10), limits: .unlimited)
             try db.execute("CREATE TABLE IF NOT EXISTS demo_writes(id INTEGER PRIMARY KEY, at REAL)")
             writer = db
         }
@@ -225,7 +225,9 @@ final class Connections: @unchecked Sendable {
     func withReader<T>(_ body: (Database) throws -> T) throws -> T {
         lock.lock()
         defer { lock.unlock() }
-        if reader == nil { reader = try Database(path: path, mode: .readOnly, busyTimeout: .seconds(10)) }
+        if reader == nil {
+            reader = try Database(path: path, mode: .readOnly, busyTimeout: .seconds(10), limits: .unlimited)
+        }
         return try body(reader!)
     }
 
@@ -307,7 +309,8 @@ final class Misdeeds: @unchecked Sendable {
     private func startKeptWriter() {
         lock.lock()
         defer { lock.unlock() }
-        guard keptWriter == nil, let db = try? Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1))
+        guard keptWriter == nil,
+            let db = try? Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1), limits: .unlimited)
         else { return }
         keptWriter = db
         log.line("HOSTILE kept a connection to \(store.path) open, writing through it")
@@ -365,7 +368,7 @@ final class Misdeeds: @unchecked Sendable {
         nextPausedWrite += 1
         lock.unlock()
         do {
-            let db = try Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1))
+            let db = try Database(path: store.path, mode: .readWrite, busyTimeout: .seconds(1), limits: .unlimited)
             try db.run(
                 "INSERT INTO demo_writes(id, at) VALUES (?, ?)", [.integer(id), .real(Date().timeIntervalSince1970)])
             ledger.acknowledged(id)
@@ -429,9 +432,6 @@ struct DemoOwner {
     init(_ options: DemoOwnerCommand) { self.options = options }
 
     func run() -> Never {
-        // An owner's connections are its own and live as long as it does: no time budget or
-        // memory ceiling (ContentLimits are for granary reading other people's stores).
-        ContentLimits.current = .unlimited
         let log = Log(path: options.log)
         let ledger = Ledger(path: options.ledger)
         let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }

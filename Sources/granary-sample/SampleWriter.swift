@@ -12,7 +12,7 @@ enum SampleWriter {
     static func writeRows(path: String, interval: Int) -> Never {
         do {
             let isNew = !FileManager.default.fileExists(atPath: path)
-            let db = try Database(path: path, mode: .create, busyTimeout: .seconds(30))
+            let db = try Database(path: path, mode: .create, busyTimeout: .seconds(30), limits: .unlimited)
             // A new store is WAL; an existing one keeps its journal mode (rollback stores are tested too).
             if isNew { _ = try db.rows("PRAGMA journal_mode = wal") }
             try db.execute(
@@ -41,7 +41,7 @@ enum SampleWriter {
     /// `big PATH SIZE_MB`: a WAL store of about SIZE_MB MiB of moderately compressible rows.
     static func big(path: String, megabytes: Int) -> Never {
         do {
-            let db = try Database(path: path, mode: .create)
+            let db = try Database(path: path, mode: .create, limits: .unlimited)
             _ = try db.rows("PRAGMA journal_mode = wal")
             try db.execute("PRAGMA synchronous = off")
             try db.execute("CREATE TABLE IF NOT EXISTS bulk(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")

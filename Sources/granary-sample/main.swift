@@ -82,7 +82,4 @@ struct GranarySample: ParsableCommand {
 }
 
 Interruption.unblockSignals()
-// The stores written here are this program's own, and a writer runs for as long as it is left to:
-// no time budget or memory ceiling (those are for granary reading other people's stores).
-ContentLimits.current = .unlimited
 GranarySample.main()

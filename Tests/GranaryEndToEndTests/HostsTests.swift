@@ -335,15 +335,11 @@ struct HostsTests {
             #expect([74, 75].contains(error.code), "\(user.id): \(error.code) \(error.message)")
         }
         let skipped = document.users.filter { $0.mirrors?.first?.error?.message.contains("failed earlier") == true }
-        // Known: since each user of a run over several is backed up in a worker process of its own
-        // (crash isolation), a worker does not learn that an earlier worker's mirror failed, so the
-        // dead mirror is tried once per user (each within its bound). To be mended: the parent
-        // passes the mirrors that failed to the workers it starts next.
-        withKnownIssue("workers do not share which mirror failed", isIntermittent: true) {
-            #expect(skipped.count == users.count - 1, "the dead mirror was tried once: \(backup.stdout)")
-            #expect(
-                seconds < Self.bound * 3, "the run took \(seconds) s; one mirror failure is bounded by \(Self.bound) s")
-        }
+        // Each user is backed up in a worker process of its own (crash isolation): the parent
+        // passes the mirror that failed for the first user to the workers it starts next.
+        #expect(skipped.count == users.count - 1, "the dead mirror was tried once: \(backup.stdout)")
+        #expect(
+            seconds < Self.bound * 3, "the run took \(seconds) s; one mirror failure is bounded by \(Self.bound) s")
     }
 
     @Test(

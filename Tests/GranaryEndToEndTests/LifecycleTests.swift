@@ -292,6 +292,51 @@ struct LifecycleTests {
     }
 
     @Test(
+        "retire refused by the commit's checks leaves the folder untouched: a process outside the protocol holding a store, or only a -wal, gets 75 and every file keeps its inode and bytes"
+    )
+    func refusedLeavesTheFolderUntouched() throws {
+        let world = try World()
+        // A WAL store its last connection closed cleanly (no -wal): SQLite's lock, taken to check
+        // it, opens an empty -wal, which must go again. Its name sorts first: it is checked first.
+        let clean = world.homeA + "/A.sqlite"
+        try SampleData.makeItemsStore(clean, rows: 5, walOnlyTail: 0)
+        try Database(path: clean, mode: .readWrite).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        Lab.chownTree(world.homeA, to: world.owner)
+        #expect(FileSystem.status(clean + "-wal") == nil)
+        /// Every entry's name, inode and (for files) bytes.
+        func identities() -> [String] {
+            World.whole(world.homeA).map { line in
+                let name = String(line.split(separator: " ")[0])
+                return line + " ino=\(FileSystem.status(world.homeA + "/" + name).map { UInt64($0.st_ino) } ?? 0)"
+            }
+        }
+        let before = identities()
+        for (what, held) in [("a store", "Data/Cloud.sqlite"), ("only a -wal", "Local.sqlite-wal")] {
+            // Not an SQLite connection: a plain descriptor, which SQLite's lock does not see.
+            let holder = try Spawned(
+                "/usr/bin/setpriv",
+                world.owner.setpriv + [
+                    AttackLab.python, "-c",
+                    "import sys,time; f=open(sys.argv[1],'rb'); print('ready', flush=True); time.sleep(60)",
+                    world.homeA + "/" + held,
+                ])
+            #expect(holder.waitForLine("ready"))
+            let refused = try world.granary(["retire", world.id, "--yes"])
+            kill(holder.pid, SIGKILL)
+            _ = holder.wait(timeout: 10)
+            #expect(refused.status == 75, "\(what): \(refused)")
+            #expect(
+                refused.stderr.contains("is in use") && refused.stderr.contains("process \(holder.pid)"),
+                "\(what): \(refused)")
+            #expect(identities() == before, "\(what): the folder changed")
+            #expect(!world.archives().contains { $0.contains("final") }, "\(what): \(world.archives())")
+            #expect(FileSystem.status(world.rootA + "/.granary/retire/" + world.id) == nil)
+        }
+        let done = try world.granary(["retire", world.id, "--yes"])
+        #expect(done.status == 0, "once nothing holds a store: \(done)")
+    }
+
+    @Test(
         "retire removes only what the owner could remove: a root-owned folder inside is kept aside in the state folder and named, not removed as root"
     )
     func ownerPermissionsOnly() throws {
@@ -329,7 +374,9 @@ struct LifecycleTests {
         var crashes = 0
         var sawThere = false
         var sawGone = false
-        for step in CrashPoints.plan(CrashPoint.Name.retire, times: 2) {
+        // And the commit's checks retire runs (UserCommit): `checked` is reached twice, at the question
+        // before the final archive and at the move, each time with SQLite's locks held.
+        for step in CrashPoints.plan(CrashPoint.Name.retire, times: 2) + ["checked", "checked:2"] {
             let world = try World()
             let before = World.whole(world.homeA)
             let run = try world.granary(

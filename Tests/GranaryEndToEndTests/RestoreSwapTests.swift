@@ -145,6 +145,37 @@ struct RestoreSwapTests {
         #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
     }
 
+    @Test(
+        "a backup that finishes an interrupted restore pauses the owner with the configured owner_timeout, not a default"
+    )
+    func backupRecoveryUsesConfiguredOwnerTimeout() throws {
+        try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        final class Pauses: @unchecked Sendable {
+            private let lock = NSLock()
+            private var count = 0
+            func next() -> Int {
+                lock.withLock {
+                    count += 1; return count
+                }
+            }
+        }
+        let pauses = Pauses()
+        let owner = GranaryOwner()
+        // The restore's pause is acknowledged; every later one (the recovery's) hangs.
+        try owner.register(store: store, close: { if pauses.next() > 1 { sleep(5) } }, reopen: {})
+        defer { owner.stop() }
+        let crashed = try granary(
+            ["restore", "alice@example.com"], environment: ["GRANARY_TEST_CRASH_AT": "committed"])
+        #expect(crashed.status != 0)
+        #expect(FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com/journal"))
+        let config = folder.child("owner-timeout.toml")
+        try "owner_timeout = \"700ms\"\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let backup = try granary(["backup", "alice@example.com", "--config", config])
+        #expect(backup.status == 75, "\(backup.stderr)")
+        // The recovery's pause waited the configured 700 ms (a hard-coded default would say 10000 ms).
+        #expect(backup.stderr.contains("within 700 ms"), "\(backup.stderr)")
+    }
+
     @Test("granary killed while the owner is paused: the owner resumes by itself on the old store")
     func killedWhilePaused() throws {
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")

@@ -14,9 +14,11 @@ struct BackupCommand: GranaryCommand {
             Exit codes: 0 all backed up, 1 some users failed (--all or several users; when every one failed for one reason, that reason's code), 65 a store failed its \
             check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted. \
             With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \
-            repository first, then sent to every mirror beside the next users' backups (a mirror never delays a local \
-            backup); a mirror that fails is reported on its own line with its own code, 74 or 75 (the archive stays \
-            in the repository, granary sync sends it later), is not tried again in the run, and the run exits 1.
+            repository first, then sent to every mirror, never under a user's lock; a mirror that fails is reported \
+            on its own line with its own code, 74 or 75 (the archive stays in the repository, granary sync sends it \
+            later), is not tried again in the run (the users after it report it "failed earlier in this run"), and \
+            the run exits 1. With several users, each user's archive is sent before the next user's backup starts \
+            (or beside the other users' with --jobs above 1): a dead mirror costs its time bound once per run.
             """
     )
     static let cleansUpOnSignals = true
@@ -65,6 +67,9 @@ struct BackupCommand: GranaryCommand {
     /// one user for a run over several (BackupWorkers, docs/security.md).
     @Option(name: .customLong(BackupWorkers.flag), help: .private)
     var workerUser: String?
+    /// Set by the run itself: a mirror that failed for an earlier user of the run (BackupWorkers).
+    @Option(name: .customLong(BackupWorkers.failedFlag), help: .private)
+    var workerFailedMirror: [String] = []
     @Option(
         help: ArgumentHelp("With --all, leave this user out (repeatable).", valueName: "user"),
         completion: .custom(Completions.users))
@@ -103,8 +108,8 @@ struct BackupCommand: GranaryCommand {
         options.check = check ?? settings.check.value
         options.bytesPerUser = settings.bytesPerUser.value
         options.label = label
-        options.lockTimeout = lock.timeout(settings)
-        options.ownerTimeout = settings.ownerTimeout.value
+        // The run's settings: the configured owner timeout holds for the recovery a backup runs first.
+        options.context = lock.context(settings.context)
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
         let mirrors = try settings.mirrorRepositories(flags: mirror)
@@ -114,7 +119,8 @@ struct BackupCommand: GranaryCommand {
             let operation = BackupOperation(
                 root: root, repository: repository, mirrors: mirrors, options: options,
                 progress: console.showsProgress ? reporter : nil)
-            try BackupWorkers.serve(operation, user: workerUser, reporter: reporter)
+            try BackupWorkers.serve(
+                operation, user: workerUser, failedEarlier: workerFailedMirror, reporter: reporter)
         }
         if all { (ids, ignored) = try root.scan() } else { ids = try UserID.named(users) }
         let excluded = Set(try UserID.named(exclude))

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import GranaryKit
+import Synchronization
 
 /// `granary backup` over several users: each user in a worker process of its own
 /// (`UserWorkers`), so that a crash-class fault while working on one user (SIGBUS on a `-shm`
@@ -13,8 +14,17 @@ import GranaryKit
 /// user's entry of the result (`BackupResult.User`, as JSON) to the parent. The parent prunes
 /// (in order, under each user's lock, as in one process) and prints the run's result, the same
 /// document and text as a run in one process gives.
+///
+/// A mirror that failed in one worker (`FailedMirror`, sent before the result) is passed to every
+/// worker started after it (`--worker-failed-mirror=…`), which reports it as not sent ("failed
+/// earlier in this run") without trying it: a dead mirror costs its time bound once per run.
+/// A worker sends its archive to the mirrors before it ends, and the next worker starts when it
+/// has ended (with `--jobs 1`): a mirror's time is spent between two users' local backups, once
+/// for a mirror that fails (then skipped), and the upload's time for a mirror that works.
 enum BackupWorkers {
     static let flag = "worker-user"
+    /// A mirror that failed earlier in the run (repeatable; ``FailedMirror/line``).
+    static let failedFlag = "worker-failed-mirror"
 
     /// The parent's side: the users' entries, in order.
     static func run(
@@ -22,8 +32,17 @@ enum BackupWorkers {
         progress: (any BackupProgress)?
     ) -> [BackupResult.User] {
         let words = GranaryMain.argumentBytes()
+        let failed = Mutex<[FailedMirror]>([])
         let replies = UserWorkers.run(
-            users: users, jobs: jobs, arguments: { user in arguments(words, for: user) }, progress: progress)
+            users: users, jobs: jobs,
+            arguments: { user in arguments(words, for: user, failed: failed.withLock { $0 }) }, progress: progress,
+            finished: { reply in
+                failed.withLock { known in
+                    for mirror in reply.failedMirrors where !known.contains(where: { $0.location == mirror.location }) {
+                        known.append(mirror)
+                    }
+                }
+            })
         var entries = replies.map { reply -> BackupResult.User in
             switch reply.get() {
             case .success(let json):
@@ -67,19 +86,24 @@ enum BackupWorkers {
         return entries
     }
 
-    /// The worker's command line: the parent's words, with `--worker-user=ID` right after the
-    /// command's name (before any `--`, so that it is read as an option).
-    static func arguments(_ words: [String], for user: UserID) -> [String] {
+    /// The worker's command line: the parent's words, with `--worker-user=ID` (and a
+    /// `--worker-failed-mirror=…` for each mirror in `failed`) right after the command's name
+    /// (before any `--`, so that they are read as options).
+    static func arguments(_ words: [String], for user: UserID, failed: [FailedMirror] = []) -> [String] {
         var words = words
         let command = words.firstIndex(of: BackupCommand.configuration.commandName ?? "backup") ?? -1
         if command < 0 { words.insert("backup", at: 0) }
-        words.insert("--\(flag)=\(user.rawValue)", at: max(command, 0) + 1)
+        words.insert(
+            contentsOf: ["--\(flag)=\(user.rawValue)"] + failed.map { "--\(failedFlag)=\($0.line)" },
+            at: max(command, 0) + 1)
         return words
     }
 
     /// The worker's side: backs up `user` with `operation`, sends the user's entry on standard
     /// output and ends the process (`ExitCode(0)`: the parent reports the user, success or not).
-    static func serve(_ operation: BackupOperation, user: String, reporter: UserWorkers.Reporter) throws -> Never {
+    static func serve(
+        _ operation: BackupOperation, user: String, failedEarlier: [String], reporter: UserWorkers.Reporter
+    ) throws -> Never {
         #if TEST_HOOKS
             // GRANARY_TEST_WORKER_TRAP=ID: the worker for ID traps (a Swift runtime check), to show
             // that a run over several users outlives it.
@@ -90,8 +114,16 @@ enum BackupWorkers {
         let entry: BackupResult.User
         do {
             let id = try UserID(user)
-            guard let outcome = BackupRun.run(operation, users: [id], jobs: 1).first else {
+            let earlier = failedEarlier.compactMap(FailedMirror.init(line:))
+            guard let outcome = BackupRun.run(operation, users: [id], jobs: 1, failedMirrors: earlier).first else {
                 throw UnexpectedError(description: "\(user): no outcome")
+            }
+            // The mirrors that failed here (not a name taken on the mirror, which is this archive's
+            // alone), for the workers started next.
+            for upload in outcome.result?.mirrors ?? [] {
+                guard let error = upload.error, !(error is MirrorError), !(error is MirrorSkipped) else { continue }
+                reporter.failed(
+                    FailedMirror(location: upload.location, code: error.exitStatus.rawValue, reason: error.description))
             }
             entry = BackupResult.User(outcome)
         } catch let error as any GranaryError {

@@ -29,6 +29,7 @@ struct InspectCommand: GranaryCommand {
     func execute(_ console: Console) throws -> InspectResult {
         let settings = try? global.settings()
         let repository = try settings?.repository()
+        let limits = settings?.context.limits ?? .defaults
         if FileSystem.status(path) == nil, !path.hasPrefix("/"), let repository {
             // Not a file here: an archive of the repository, as verify and delete take them (streamed
             // from a remote one). A name that matches nothing there either is reported as the
@@ -39,13 +40,14 @@ struct InspectCommand: GranaryCommand {
                     return InspectResult(
                         try Inspector.inspect(
                             archive: try repository.open(entry), name: entry.path, expectedUser: entry.user.rawValue,
-                            temporaryFolder: try repository.prepareWorkFolder()))
+                            temporaryFolder: try repository.prepareWorkFolder(), limits: limits))
                 }
                 return InspectResult(
-                    try Inspector.inspect(path: entry.localFile ?? entry.path, expectedUser: entry.user.rawValue))
+                    try Inspector.inspect(
+                        path: entry.localFile ?? entry.path, expectedUser: entry.user.rawValue, limits: limits))
             } catch let error as ArchiveNotFound where error.suggestions.isEmpty {}
         }
-        return InspectResult(try Inspector.inspect(file: path, repository: repository))
+        return InspectResult(try Inspector.inspect(file: path, repository: repository, limits: limits))
     }
 }
 

@@ -29,8 +29,9 @@ struct ListCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> ListResult {
         let settings = try global.settings()
-        if allHosts { Hosts.scope = nil }
-        let repository = try settings.requireRepository()
+        var context = settings.context
+        if allHosts { context.hostScope = nil }
+        let repository = try settings.requireRepository(context: context)
         let ids = try UserID.named(users)
         let folders = ids.isEmpty ? [] : Set(try repository.folders())
         for id in ids where !folders.contains(id.rawValue) {

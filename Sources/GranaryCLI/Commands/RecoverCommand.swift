@@ -37,9 +37,7 @@ struct RecoverCommand: GranaryCommand {
                 status: .notFound, hint: "granary users lists the users")
         }
         let run = try Recovery.run(
-            root: root, users: ids, repository: try settings.repository(),
-            lockTimeout: lock.timeout(settings),
-            ownerTimeout: settings.ownerTimeout.value)
+            root: root, users: ids, repository: try settings.repository(), context: lock.context(settings.context))
         var result = RecoverResult()
         result.users = run.reports.filter(RecoverResult.User.applies).map(RecoverResult.User.init)
         result.removedTemporaries = run.removedTemporaries

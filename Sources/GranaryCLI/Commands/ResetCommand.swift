@@ -55,7 +55,7 @@ struct ResetCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> ResetResult {
         let settings = try global.settings()
-        var request = RestoreRequest(user: try UserID(user))
+        var request = RestoreRequest(user: try UserID(user), context: settings.context)
         request.operation = .reset
         request.method = method
         request.dryRun = dryRun
@@ -74,7 +74,8 @@ struct ResetCommand: GranaryCommand {
                 throw ResetNotConfirmed.notConfirmed(
                     user: request.user.rawValue, backedUp: backedUp, command: words.joined(separator: " "))
             }
-            let stores = try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init)
+            let stores = try ResetPlan.stores(of: request.user, in: root, context: request.context).map(
+                ResetResult.Plan.init)
             let lines = ResetResult.question(
                 user: request.user.rawValue, stores: stores, backedUp: backedUp, safetyArchive: !noSafetyArchive,
                 repository: repository?.location)
@@ -86,7 +87,10 @@ struct ResetCommand: GranaryCommand {
         }
         let restorer = Restorer(root: root, repository: repository)
         let restored = RestoreResult(try restorer.run(request), operation: .reset)
-        let plan = dryRun ? try ResetPlan.stores(of: request.user, in: root).map(ResetResult.Plan.init) : nil
+        let plan =
+            dryRun
+            ? try ResetPlan.stores(of: request.user, in: root, context: request.context).map(ResetResult.Plan.init)
+            : nil
         var result = ResetResult(restore: restored, plan: plan)
         if !backedUp {
             result.warnings.append(

@@ -149,7 +149,7 @@ struct RestoreCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> RestoreResult {
         let settings = try global.settings()
-        var request = RestoreRequest(user: try UserID(user))
+        var request = RestoreRequest(user: try UserID(user), context: settings.context)
         request.archive = archive
         request.undo = undo
         request.at = at.flatMap(RestoreCommand.parseTime)

@@ -7,7 +7,9 @@ struct RetireCommand: GranaryCommand {
         commandName: "retire",
         abstract: "Remove a user who left: a final archive, verified, then the user's folder.",
         discussion: """
-            Refused while any process has one of the user's stores open or an owner serves one. The final \
+            Refused while any process has one of the user's stores (or its -wal, -shm or -journal) open or an \
+            owner serves one, with the checks a restore's commit makes; checked before the final archive and \
+            again just before the folder moves, and a refused retire leaves the folder as it was. The final \
             archive (kind final) is verified in full before anything is removed; prune keeps it for ever unless \
             --final-keep-within says otherwise, and it is sent to each mirror. The final archive holds every \
             regular file of the folder: the stores, and the other files (notes, preferences) under files/, with \
@@ -54,15 +56,17 @@ struct RetireCommand: GranaryCommand {
         let settings = try global.settings()
         let id = try UserID(user)
         let root = try settings.requireRoot()
+        var context = lock.context(settings.context)
+        if let ownerTimeout { context.ownerTimeout = ownerTimeout }
         let repository = try settings.requireRepository(forWriting: true)
-        let retirement = Retirement(root: root, repository: repository, mirrors: try settings.mirrorRepositories())
-        let timeout = ownerTimeout ?? settings.ownerTimeout.value
+        let retirement = Retirement(
+            root: root, repository: repository, mirrors: try settings.mirrorRepositories(), context: context)
         if !yes {
             guard console.canAsk else {
                 let words = ["granary"] + GranaryMain.argumentBytes().map(ShellWord.quote) + ["--yes"]
                 throw RetireNotConfirmed.notConfirmed(user: id.rawValue, command: words.joined(separator: " "))
             }
-            try retirement.checkNotInUse(id, ownerTimeout: timeout)
+            try retirement.checkNotInUse(id)
             let plan = try retirement.plan(id)
             let answer = console.ask(RetireResult.question(plan), prompt: "Type yes to retire \(id.rawValue): ")
             try Interruption.check()
@@ -70,9 +74,7 @@ struct RetireCommand: GranaryCommand {
                 throw RetireNotConfirmed.declined(user: id.rawValue)
             }
         }
-        return RetireResult(
-            try retirement.run(
-                id, lockTimeout: lock.timeout(settings), ownerTimeout: timeout, discardOthers: discardOthers))
+        return RetireResult(try retirement.run(id, discardOthers: discardOthers))
     }
 }
 

@@ -80,8 +80,10 @@ struct VerifyCommand: GranaryCommand {
                 entries += latest ? Array(all.filter { $0.name.kind == .backup }.suffix(1)) : all.reversed()
             }
         }
-        let outcomes = try ArchiveVerification.run(entries, repository: repository, check: check.mode)
-        return VerifyResult(outcomes, check: check.mode, repository: repository?.path ?? "no repository")
+        let outcomes = try ArchiveVerification.run(
+            entries, repository: repository, check: check.mode, context: settings.context)
+        return VerifyResult(
+            outcomes, check: check.mode, repository: repository?.path ?? "no repository", cpu: settings.context.cpu)
     }
 
     /// The configured repository. Without one, archives named by their paths need none: the
@@ -92,7 +94,7 @@ struct VerifyCommand: GranaryCommand {
         else {
             return try settings.requireRepository()
         }
-        return ArchiveLocator.enclosingRepository(ofFile: first)
+        return ArchiveLocator.enclosingRepository(ofFile: first, context: settings.context)
     }
 }
 
@@ -128,10 +130,10 @@ struct VerifyResult: CommandResult {
 
     enum CodingKeys: String, CodingKey { case check, priority, archives }
 
-    init(_ outcomes: [ArchiveVerification.Outcome], check: CheckMode, repository: String) {
+    init(_ outcomes: [ArchiveVerification.Outcome], check: CheckMode, repository: String, cpu: CPUYield) {
         self.check = check.rawValue
         self.repository = repository
-        priority = CPUYield.shared.mode.rawValue
+        priority = cpu.mode.rawValue
         archives = outcomes.map {
             Archive(
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path,

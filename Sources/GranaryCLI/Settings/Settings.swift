@@ -96,18 +96,6 @@ public struct Settings: Sendable {
         return settings
     }
 
-    /// Makes the settings that govern how stores' content is handled the process's own: the
-    /// limits of every SQLite connection (`ContentLimits.current`) and the tables a reset keeps
-    /// (`EmptyStore.configuredKeepTables`). The executable calls this once it has the settings.
-    public func applyToProcess() {
-        ContentLimits.current = limits.value
-        EmptyStore.configuredKeepTables = resetKeepTables.value
-        // Archives are written as this host's, and every listing shows this host's (and unmarked) ones.
-        Hosts.current = host.value
-        Hosts.scope = host.value
-        RemoteLimits.current = remote.value
-    }
-
     /// Finds and reads the configuration file (the search order of granary.toml(5)), then resolves.
     /// An explicit `--config` file (or `GRANARY_CONFIG`) must exist; the default paths may not.
     public static func load(
@@ -157,8 +145,8 @@ public struct Settings: Sendable {
 
     /// The repository, or a usage error saying how to set it. It must not be the root, lie in it
     /// or hold it; unless `forWriting` (backup, which creates it), it must exist already.
-    public func requireRepository(forWriting: Bool = false) throws -> any Repository {
-        guard let repository = try repository() else {
+    public func requireRepository(forWriting: Bool = false, context: RunContext? = nil) throws -> any Repository {
+        guard let repository = try repository(context: context) else {
             throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO")
         }
         if !forWriting { try repository.requireExisting() }
@@ -166,9 +154,9 @@ public struct Settings: Sendable {
     }
 
     /// The repository when one is set (checked against the root as ``requireRepository(forWriting:)`` does).
-    public func repository() throws(RepositoryError) -> (any Repository)? {
+    public func repository(context: RunContext? = nil) throws(RepositoryError) -> (any Repository)? {
         guard let repo else { return nil }
-        let repository = try Repositories.open(repo.value)
+        let repository = try Repositories.open(repo.value, context: context ?? self.context)
         if let root { try repository.checkSeparate(from: Root(path: root.value)) }
         return repository
     }
@@ -176,11 +164,13 @@ public struct Settings: Sendable {
     /// The mirrors (``mirrors``, or `flags` when any is given), each checked against the root as
     /// the repository is. A mirror given as the repository (`--repo` naming the mirror, to work
     /// from it alone) is not its own mirror.
-    public func mirrorRepositories(flags: [String] = []) throws(RepositoryError) -> [any Repository] {
+    public func mirrorRepositories(flags: [String] = [], context: RunContext? = nil) throws(RepositoryError)
+        -> [any Repository]
+    {
         let locations = flags.isEmpty ? mirrors.value : flags
         var result: [any Repository] = []
         for location in locations where location != repo?.value {
-            let mirror = try Repositories.open(location)
+            let mirror = try Repositories.open(location, context: context ?? self.context)
             if let root { try mirror.checkSeparate(from: Root(path: root.value)) }
             result.append(mirror)
         }

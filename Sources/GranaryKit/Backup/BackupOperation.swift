@@ -27,10 +27,18 @@ public struct BackupOperation: Sendable {
         public var level: Int?
         public var check: CheckMode = .quick
         public var label: String?
-        public var lockTimeout: Duration = .seconds(60)
+        /// The run's settings (timeouts, content limits, CPU yield, host).
+        public var context = RunContext.defaults
+        public var lockTimeout: Duration {
+            get { context.lockTimeout }
+            set { context.lockTimeout = newValue }
+        }
         /// How long an owner has to acknowledge a pause, when the backup finishes an interrupted
         /// restore first (`owner_timeout`).
-        public var ownerTimeout: Duration = .seconds(10)
+        public var ownerTimeout: Duration {
+            get { context.ownerTimeout }
+            set { context.ownerTimeout = newValue }
+        }
         /// zstd worker threads; 0 = one per core, at most `defaultMaxThreads`.
         public var threads = 0
         /// Two zstd workers at most by default: each keeps about 6 MiB, so a backup stays under
@@ -141,7 +149,7 @@ public struct BackupOperation: Sendable {
         defer { lock.release() }
         // A restore or reset of this user that was interrupted is finished or rolled back first,
         // so that the snapshot never sees a store half-way through a swap.
-        _ = try Recovery.recover(root: root, user: user, ownerTimeout: options.ownerTimeout)
+        _ = try Recovery.recover(root: root, user: user, context: options.context)
         if let label = options.label, ArchiveName.reservedLabels.contains(label) {
             throw BackupError.reservedLabel(label)
         }
@@ -156,7 +164,7 @@ public struct BackupOperation: Sendable {
         // (Not when the caller sends to the mirrors later: it looks them up then.)
         let lookups =
             options.mirrorsLater
-            ? [] : mirrors.map { mirror in Pending { try CPUYield.shared.normal { try mirror.exists() } } }
+            ? [] : mirrors.map { mirror in Pending { try options.context.cpu.normal { try mirror.exists() } } }
         let folder = try root.user(user)
         try repository.checkSeparate(from: root)
         try repository.prepare()
@@ -170,7 +178,7 @@ public struct BackupOperation: Sendable {
         defer { overlapped?.discard() }
         do {
             // Everything but the snapshots themselves yields the CPU to the owners (CPUYield).
-            return try CPUYield.shared.yielding {
+            return try options.context.cpu.yielding {
                 var stages = Stages()
                 let taken = try snapshotAll(
                     folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped,
@@ -199,7 +207,7 @@ public struct BackupOperation: Sendable {
                             name: $0.name, size: Int64($0.pageSize * $0.pageCount), journalMode: $0.journalMode,
                             integrity: $0.integrity)
                     },
-                    files: taken.files.count, seconds: seconds, stages: stages, priority: CPUYield.shared.mode,
+                    files: taken.files.count, seconds: seconds, stages: stages, priority: options.context.cpu.mode,
                     skipped: taken.skipped,
                     entry: entry)
                 result.mirrors = mirrored.uploads
@@ -267,10 +275,10 @@ public struct BackupOperation: Sendable {
         }
         try checkRoom(for: scan.stores, user: folder.id, scratch: work)
         let folderInfo = try? folder.folder.status()
-        let folders = Self.folderOwnerships(of: scan.stores, in: folder)
+        let folders = ArchiveBuilder.folderOwnerships(of: scan.stores, in: folder)
         // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
         let account = ContentAccount(
-            storesOfSize: StoreFile.bytes(of: scan.stores))
+            limits: options.context.limits, storesOfSize: StoreFile.bytes(of: scan.stores))
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -286,7 +294,7 @@ public struct BackupOperation: Sendable {
             }
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
-            let (taken, external) = try CPUYield.shared.normal {
+            let (taken, external) = try options.context.cpu.normal {
                 // A WAL store's copy is one step: the bar follows the copy's size instead.
                 let watcher = progress.map { progress in
                     CopyWatcher(path: snapshotPath) { [user = folder.id.rawValue, total = store.size] done in
@@ -295,7 +303,8 @@ public struct BackupOperation: Sendable {
                 }
                 defer { watcher?.stop() }
                 let taken = try options.snapshotter.snapshot(
-                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits
+                )
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
@@ -320,7 +329,7 @@ public struct BackupOperation: Sendable {
             let plain = try copyOtherFiles(
                 of: folder, stores: scan.stores.map(\.name), to: work + "/files", counting: &bytes)
             files += plain
-            for (path, owner) in Self.folderOwnerships(
+            for (path, owner) in ArchiveBuilder.folderOwnerships(
                 of: plain.map { String($0.file.path.dropFirst(Manifest.plainFilesFolder.count)) }, in: folder)
             where allFolders[path] == nil {
                 allFolders[path] = owner
@@ -386,49 +395,6 @@ public struct BackupOperation: Sendable {
                 user: user.rawValue, repo: repository.path, needed: needed, free: free, store: largest.path,
                 sparse: largest.allocated < claimed / 16 ? largest.allocated : nil)
         }
-    }
-
-    /// The owner and mode of every folder that holds a store or its external data, by path
-    /// relative to the user's folder (a restore that makes them makes them alike).
-    static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
-        folderOwnerships(ofStores: stores.map { ($0.name, $0.hasExternalData) }, in: user)
-    }
-
-    /// The same, for stores given by name (relative to the user's folder) and whether each has
-    /// external data (a safety archive's stores, kept aside).
-    static func folderOwnerships(ofStores stores: [(name: String, hasExternalData: Bool)], in user: UserFolder)
-        -> [String: Manifest.Ownership]
-    {
-        var result = folderOwnerships(of: stores.map(\.name), in: user)
-        func record(_ path: String) {
-            guard result[path] == nil, let info = try? user.folder.folder(path).status() else { return }
-            result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
-        }
-        for store in stores where store.hasExternalData {
-            let parent = PathText.parent(store.name)
-            let support =
-                (parent.isEmpty ? "" : parent + "/")
-                + StoreFile.supportFolderName(for: PathText.lastComponent(store.name))
-            record(support)
-            record(support + "/" + StoreFile.externalDataFolderName)
-        }
-        return result
-    }
-
-    /// The owner and mode of every folder above each of `files` (paths relative to the user's folder).
-    static func folderOwnerships(of files: [String], in user: UserFolder) -> [String: Manifest.Ownership] {
-        var result: [String: Manifest.Ownership] = [:]
-        for file in files {
-            var path = ""
-            for part in PathText.parent(file).split(separator: "/") {
-                path += (path.isEmpty ? "" : "/") + part
-                guard result[path] == nil, let folder = try? user.folder.folder(path),
-                    let info = try? folder.status()
-                else { continue }
-                result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
-            }
-        }
-        return result
     }
 
     /// Copies the files of `store`'s external-data folder into `copyFolder` (each opened beneath
@@ -569,7 +535,7 @@ public struct BackupOperation: Sendable {
         let syncStarted = ContinuousClock.now
         // The repository syncs, names and publishes it, whatever its backend. A remote
         // repository's publish is an upload: at the caller's priority, as for mirrors below.
-        let entry = try CPUYield.shared.normal {
+        let entry = try options.context.cpu.normal {
             try builder.publish(
                 ArchiveBuilder.Written(fd: fd, temporary: temporary), created: created, moved: onRenamed)
         }
@@ -586,7 +552,7 @@ public struct BackupOperation: Sendable {
         // An upload waits on the network and on rclone, not on granary's own CPU work: it runs at
         // the caller's priority (rclone started from a SCHED_IDLE thread would inherit it and stall
         // behind any busy program, holding the user's lock).
-        let uploads = CPUYield.shared.normal {
+        let uploads = options.context.cpu.normal {
             zip(mirrors, lookups).map { mirror, lookup in Self.send(local, as: entry, to: mirror, lookup: lookup) }
         }
         return (entry, Mirrored(uploads: uploads))

@@ -47,8 +47,11 @@ public enum BackupRun {
     /// its own (one upload at a time), never under a user's lock and never before the next user's
     /// snapshot: a slow or dead mirror delays no local backup. A mirror that failed for one user
     /// (anything but a taken name) is not tried again in this run: every later archive is reported
-    /// as not sent to it, for `granary sync` to send.
-    public static func run(_ operation: BackupOperation, users: [UserID], jobs: Int) -> [Outcome] {
+    /// as not sent to it, for `granary sync` to send; nor are the mirrors in `failedMirrors` (those
+    /// that failed in an earlier worker process of the same run, ``FailedMirror``).
+    public static func run(
+        _ operation: BackupOperation, users: [UserID], jobs: Int, failedMirrors: [FailedMirror] = []
+    ) -> [Outcome] {
         let results = Results(count: users.count)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = max(1, jobs)
@@ -59,7 +62,7 @@ public enum BackupRun {
         let operation = BackupOperation(
             root: operation.root, repository: operation.repository, mirrors: operation.mirrors, options: options,
             progress: operation.progress)
-        let health = MirrorHealth()
+        let health = MirrorHealth(failed: failedMirrors)
         for (index, user) in users.enumerated() {
             queue.addOperation {
                 if Interruption.isRequested {
@@ -114,6 +117,10 @@ public enum BackupRun {
         private let lock = NSLock()
         private var failed: [String: any GranaryError & Sendable] = [:]
 
+        init(failed earlier: [FailedMirror] = []) {
+            for mirror in earlier { failed[mirror.location] = MirrorFailedEarlier(mirror) }
+        }
+
         func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> BackupOperation.MirrorUpload
         {
             if let cause = lock.withLock({ failed[mirror.location] }) {
@@ -153,7 +160,7 @@ public struct MirrorSkipped: GranaryError, Sendable {
     public var description: String { "not sent: the mirror failed earlier in this run (\(cause.description))" }
     public var isTemporary: Bool {
         if case .transport(_, _, true)? = cause as? RepositoryError { return true }
-        return false
+        return (cause as? MirrorFailedEarlier)?.isTemporary ?? false
     }
 }
 

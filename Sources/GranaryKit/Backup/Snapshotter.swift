@@ -52,15 +52,18 @@ public struct Snapshotter: Sendable {
     /// behind it). Only a WAL store's single-step copy writes in order; for a rollback-journal
     /// store, whose stepwise copy restarts, the track is marked broken at once and the follower
     /// gives up.
-    func snapshot(_ store: StoreFile, to destination: String, track: SnapshotTrack?) throws -> Result {
-        let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout)
+    func snapshot(
+        _ store: StoreFile, to destination: String, track: SnapshotTrack?, limits: ContentLimits = .defaults
+    ) throws -> Result {
+        let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits)
         try? source.keepWALOnClose()
         let journalMode = try source.journalMode()
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (docs/performance.md, "Fewer system calls").
         let registered = granary_tee_register() == SQLITE_OK
         if let track, !registered || journalMode != "wal" { track.markBroken() }
-        let copy = try Database(path: destination, mode: .create, vfs: registered ? "granary-tee" : nil)
+        let copy = try Database(
+            path: destination, mode: .create, vfs: registered ? "granary-tee" : nil, limits: limits)
         if registered {
             var pageSize = Int64(try source.pageSize())
             if let track, !track.isBroken {

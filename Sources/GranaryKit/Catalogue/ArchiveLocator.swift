@@ -182,8 +182,8 @@ public struct ArchiveLocator: Sendable {
     /// The local repository an archive file lies in, found from its path alone when no
     /// repository is configured: the folder above the file's user folder, when that folder
     /// holds the repository's marker. Nil when it does not: the file lies outside any repository.
-    public static func enclosingRepository(ofFile path: String) -> LocalRepository? {
-        let candidate = LocalRepository(path: folders(ofFile: path).repository)
+    public static func enclosingRepository(ofFile path: String, context: RunContext = .defaults) -> LocalRepository? {
+        let candidate = LocalRepository(path: folders(ofFile: path).repository, context: context)
         return FileSystem.isRegularFile(candidate.path + "/" + LocalRepository.markerName) ? candidate : nil
     }
 

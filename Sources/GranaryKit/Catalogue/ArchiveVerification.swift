@@ -21,9 +21,9 @@ public enum ArchiveVerification {
     /// failed download or another error of the machine (not of the archive) is thrown, and
     /// records nothing. With no repository (files outside any, named by their paths), the work
     /// is done in a private temporary folder, removed after.
-    public static func run(_ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode) throws
-        -> [Outcome]
-    {
+    public static func run(
+        _ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode, context: RunContext
+    ) throws -> [Outcome] {
         var outcomes: [Outcome] = []
         var scratch: String?
         defer { scratch.map(FileSystem.removeTree) }
@@ -38,12 +38,12 @@ public enum ArchiveVerification {
             try Interruption.check()
             do {
                 // Work on granary's own files only: it yields the CPU to the owners (CPUYield).
-                let result = try CPUYield.shared.yielding {
+                let result = try context.cpu.yielding {
                     try ArchiveVerifier.verify(
                         source: try repository?.open(entry) ?? .file(entry.localFile ?? entry.path), name: entry.path,
                         workFolder: work,
                         check: check,
-                        expectedUser: entry.user.rawValue)
+                        expectedUser: entry.user.rawValue, limits: context.limits)
                 }
                 try record(entry, good: true, reason: nil, check: check, in: repository)
                 outcomes.append(

@@ -78,27 +78,29 @@ public enum ArchiveVerifier {
     public static func extract(
         archive: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
         durable: Bool = true,
-        allFiles: Bool = false, room: ((Needs) throws -> Void)? = nil
+        allFiles: Bool = false, limits: ContentLimits = .defaults, room: ((Needs) throws -> Void)? = nil
     ) throws -> Outcome {
         try extract(
             source: .file(archive), name: archive, into: folder, check: check, expectedUser: expectedUser,
             durable: durable,
-            allFiles: allFiles, room: room)
+            allFiles: allFiles, limits: limits, room: room)
     }
 
     /// Extracts the archive `source` gives (a local file, or a download read front to back)
-    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:allFiles:room:)``.
+    /// into `folder` and verifies it, as ``extract(archive:into:check:expectedUser:durable:allFiles:limits:room:)``.
+    /// `limits`: the time budget and memory ceiling of each store's check (the run's, ``RunContext/limits``).
     /// A download that fails (a cut connection, a server error) is reported as the transfer's
     /// failure, never as a fault of the archive. `name` names the archive in messages.
     public static func extract(
         source: ArchiveSource, name: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
-        durable: Bool = true, allFiles: Bool = false, room: ((Needs) throws -> Void)? = nil
+        durable: Bool = true, allFiles: Bool = false, limits: ContentLimits = .defaults,
+        room: ((Needs) throws -> Void)? = nil
     ) throws -> Outcome {
         let outcome: Outcome
         do {
             outcome = try extractVerified(
                 source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable,
-                allFiles: allFiles, room: room)
+                allFiles: allFiles, limits: limits, room: room)
         } catch {
             if let failure = source.transferFailure() { throw failure }
             throw error
@@ -110,7 +112,7 @@ public enum ArchiveVerifier {
     private static func extractVerified(
         source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?,
         durable: Bool,
-        allFiles: Bool, room: ((Needs) throws -> Void)?
+        allFiles: Bool, limits: ContentLimits, room: ((Needs) throws -> Void)?
     ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
@@ -308,7 +310,7 @@ public enum ArchiveVerifier {
                     // The extracted copy is private to this run and finished: the check takes its
                     // pages in place (the tee's mapped windows) rather than copying each one out.
                     // Its time budget is that of the store's size (ContentLimits).
-                    let db = try Database.openFinished(path: path)
+                    let db = try Database.openFinished(path: path, limits: limits)
                     problems = db.integrityCheck(full: check == .full)
                     if let limit = db.exceededLimit {
                         throw VerificationFailure(
@@ -448,23 +450,27 @@ public enum ArchiveVerifier {
     /// Verifies `archive` in a private temporary folder under `workFolder`, removed afterwards
     /// whatever happens.
     public static func verify(
-        archive: String, workFolder: String, check: CheckMode = .full, expectedUser: String? = nil
-    ) throws -> Outcome {
-        try FileSystem.makeDirectory(workFolder)
-        let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
-        defer { FileSystem.removeTree(folder) }
-        return try extract(archive: archive, into: folder, check: check, expectedUser: expectedUser, durable: false)
-    }
-
-    /// Verifies the archive `source` gives, as ``verify(archive:workFolder:check:expectedUser:)``.
-    public static func verify(
-        source: ArchiveSource, name: String, workFolder: String, check: CheckMode = .full, expectedUser: String? = nil
+        archive: String, workFolder: String, check: CheckMode = .full, expectedUser: String? = nil,
+        limits: ContentLimits = .defaults
     ) throws -> Outcome {
         try FileSystem.makeDirectory(workFolder)
         let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
         defer { FileSystem.removeTree(folder) }
         return try extract(
-            source: source, name: name, into: folder, check: check, expectedUser: expectedUser, durable: false)
+            archive: archive, into: folder, check: check, expectedUser: expectedUser, durable: false, limits: limits)
+    }
+
+    /// Verifies the archive `source` gives, as ``verify(archive:workFolder:check:expectedUser:limits:)``.
+    public static func verify(
+        source: ArchiveSource, name: String, workFolder: String, check: CheckMode = .full, expectedUser: String? = nil,
+        limits: ContentLimits = .defaults
+    ) throws -> Outcome {
+        try FileSystem.makeDirectory(workFolder)
+        let folder = try FileSystem.createTemporaryDirectory(in: workFolder, for: "verify")
+        defer { FileSystem.removeTree(folder) }
+        return try extract(
+            source: source, name: name, into: folder, check: check, expectedUser: expectedUser, durable: false,
+            limits: limits)
     }
 
     /// A relative name made of ordinary components: no `/` at the start, no empty, `.` or `..`

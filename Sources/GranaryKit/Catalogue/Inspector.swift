@@ -93,18 +93,23 @@ public enum Inspector {
     /// absolute by text alone: no link is resolved (a link in a user's folder is refused where it
     /// is, never followed). Inside `repository`, the user folder an archive lies in says whose it
     /// must be (``ArchiveLocator/folderUser(ofFile:)``).
-    public static func inspect(file text: String, repository: (any Repository)?) throws -> Inspection {
+    public static func inspect(
+        file text: String, repository: (any Repository)?, limits: ContentLimits = .defaults
+    ) throws -> Inspection {
         let full = ArchiveLocator.absolute(text)
         let absolute = "/" + full.split(separator: "/").filter { $0 != "." }.joined(separator: "/")
         return try inspect(
-            path: absolute, expectedUser: ArchiveLocator(repository: repository).folderUser(ofFile: text))
+            path: absolute, expectedUser: ArchiveLocator(repository: repository).folderUser(ofFile: text),
+            limits: limits)
     }
 
     /// Describes `path`. For an archive, `expectedUser` (the user folder it lies in, inside the
     /// repository) must match its manifest, and each store must pass `quick_check`: inspect
-    /// refuses whatever `verify` would refuse, bar the slower full `integrity_check`.
+    /// refuses whatever `verify` would refuse, bar the slower full `integrity_check`. `limits`: the
+    /// time budget and memory ceiling of each store's reads (the run's, ``RunContext/limits``).
     public static func inspect(
-        path: String, expectedUser: String? = nil, temporaryFolder: String = NSTemporaryDirectory()
+        path: String, expectedUser: String? = nil, temporaryFolder: String = NSTemporaryDirectory(),
+        limits: ContentLimits = .defaults
     ) throws -> Inspection {
         // A store is opened beneath the folder that holds it, with that folder's owner's rules and
         // permissions (the folder may be a user's): the name given is followed up to that folder,
@@ -122,17 +127,20 @@ public enum Inspector {
         // granary's own folder when it is granary's uid's, else a user's: its owner's rules apply.
         if info.uid == geteuid() {
             return try inspect(
-                fileName, in: opened, path: path, expectedUser: expectedUser, temporaryFolder: temporaryFolder)
+                fileName, in: opened, path: path, expectedUser: expectedUser, temporaryFolder: temporaryFolder,
+                limits: limits)
         }
         let users: Folder<UserOwned>
         do { users = try Folder<UserOwned>.open(path: opened.display) } catch { throw missing }
         return try inspect(
-            fileName, in: users, path: path, expectedUser: expectedUser, temporaryFolder: temporaryFolder)
+            fileName, in: users, path: path, expectedUser: expectedUser, temporaryFolder: temporaryFolder,
+            limits: limits)
     }
 
-    /// ``inspect(path:expectedUser:temporaryFolder:)`` of `fileName` in the open folder `parent`.
+    /// ``inspect(path:expectedUser:temporaryFolder:limits:)`` of `fileName` in the open folder `parent`.
     private static func inspect<Trust>(
-        _ fileName: String, in parent: Folder<Trust>, path: String, expectedUser: String?, temporaryFolder: String
+        _ fileName: String, in parent: Folder<Trust>, path: String, expectedUser: String?, temporaryFolder: String,
+        limits: ContentLimits
     ) throws -> Inspection {
         guard let info = parent.entry(fileName) else {
             throw InspectError(path: path, reason: "no such file", kind: .missing)
@@ -147,7 +155,8 @@ public enum Inspector {
         }
         if head == StoreHeader.magic {
             return Inspection(
-                kind: .store, path: path, stores: [try store(in: parent, fileName: fileName, name: fileName)])
+                kind: .store, path: path,
+                stores: [try store(in: parent, fileName: fileName, name: fileName, limits: limits)])
         }
         guard
             ArchiveName(fileName: fileName) != nil || Self.compressionMagics.contains(where: { head.starts(with: $0) })
@@ -157,11 +166,11 @@ public enum Inspector {
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
         let outcome = try ArchiveVerifier.extract(
-            archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
+            archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false, limits: limits)
         let manifest = outcome.manifest
         let stores = try manifest.stores.map { entry in
             let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
-            return try store(in: parent, fileName: file, name: entry.name)
+            return try store(in: parent, fileName: file, name: entry.name, limits: limits)
         }
         return Inspection(
             kind: .archive, path: path, user: manifest.user, created: manifest.created,
@@ -179,16 +188,17 @@ public enum Inspector {
     /// names it; `expectedUser`, when given, must match its manifest.
     public static func inspect(
         archive source: ArchiveSource, name: String, expectedUser: String? = nil,
-        temporaryFolder: String = NSTemporaryDirectory()
+        temporaryFolder: String = NSTemporaryDirectory(), limits: ContentLimits = .defaults
     ) throws -> Inspection {
         let folder = try FileSystem.createTemporaryDirectory(in: temporaryFolder, for: "granary-inspect")
         defer { FileSystem.removeTree(folder) }
         let outcome = try ArchiveVerifier.extract(
-            source: source, name: name, into: folder, check: .quick, expectedUser: expectedUser, durable: false)
+            source: source, name: name, into: folder, check: .quick, expectedUser: expectedUser, durable: false,
+            limits: limits)
         let manifest = outcome.manifest
         let stores = try manifest.stores.map { entry in
             let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
-            return try store(in: parent, fileName: file, name: entry.name)
+            return try store(in: parent, fileName: file, name: entry.name, limits: limits)
         }
         return Inspection(
             kind: .archive, path: name, user: manifest.user, created: manifest.created,
@@ -199,11 +209,12 @@ public enum Inspector {
     /// Describes the store `fileName` of `folder`, opened read-only beneath the folder. Its table
     /// counts and Core Data metadata are read within the store's time budget and memory ceiling
     /// (`ContentLimits`).
-    public static func store<Trust>(in folder: Folder<Trust>, fileName: String, name: String) throws -> StoreInspection
-    {
+    public static func store<Trust>(
+        in folder: Folder<Trust>, fileName: String, name: String, limits: ContentLimits = .defaults
+    ) throws -> StoreInspection {
         let path = folder.path(fileName)
         let db: Database
-        do { db = try Database(try folder.sqliteName(fileName), mode: .readOnly) } catch {
+        do { db = try Database(try folder.sqliteName(fileName), mode: .readOnly, limits: limits) } catch {
             throw InspectError.damagedStore(path, "cannot be opened by SQLite: \(error)")
         }
         do {

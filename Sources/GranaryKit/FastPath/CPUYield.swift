@@ -25,7 +25,7 @@ import Foundation
 ///
 /// Only when the process runs under `SCHED_OTHER` and a thread may come back from
 /// `SCHED_IDLE` (root, `CAP_SYS_NICE`, or an `RLIMIT_NICE` that allows it); otherwise, or when the
-/// program turned it off (`permitted`), nothing changes (`Mode.normal`).
+/// run's context turned it off (``RunContext/yieldPermitted``), nothing changes (`Mode.normal`).
 public final class CPUYield: @unchecked Sendable {
     /// How a run's work was scheduled.
     public enum Mode: String, Sendable, Codable {
@@ -37,12 +37,13 @@ public final class CPUYield: @unchecked Sendable {
         case normal
     }
 
-    /// Whether the process may yield at all: the program sets it once, before any work (the
-    /// `granary` command turns it off when its environment asks).
-    nonisolated(unsafe) public static var permitted = true
-
-    /// The process's governor.
-    public static let shared = CPUYield(permitted: permitted)
+    /// The process's governor for work that may yield, and the one for work that may not: a run
+    /// takes its own through its context (``RunContext/cpu``; the `granary` command turns yielding
+    /// off when its environment asks). One of each per process, since the monitor watches the
+    /// process's threads.
+    public static func governor(permitted: Bool) -> CPUYield { permitted ? mayYield : mayNotYield }
+    private static let mayYield = CPUYield(permitted: true)
+    private static let mayNotYield = CPUYield(permitted: false)
 
     /// How often the monitor looks, and over how many looks it judges.
     static let tick = 0.25
@@ -199,4 +200,9 @@ public final class CPUYield: @unchecked Sendable {
             .prefix(2).compactMap { Int64(String(decoding: $0, as: UTF8.self)) }
         return fields.count == 2 ? Times(running: fields[0], waiting: fields[1]) : nil
     }
+}
+
+extension RunContext {
+    /// The CPU governor this run's work yields through (one per process for each permission).
+    public var cpu: CPUYield { CPUYield.governor(permitted: yieldPermitted) }
 }

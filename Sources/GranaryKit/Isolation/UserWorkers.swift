@@ -20,8 +20,10 @@ import Foundation
 /// they do not trust.
 ///
 /// The parent and a worker speak over the worker's standard output, a line at a time:
-/// `P<TAB>phase<TAB>done<TAB>total` for progress, then `R<TAB>` and the user's result (one line
-/// of JSON, whatever the caller makes of it) as the last line. A worker that ends without its
+/// `P<TAB>phase<TAB>done<TAB>total` for progress, `F<TAB>location<TAB>code<TAB>reason` for a
+/// mirror that failed (``FailedMirror``: the parent passes it to the workers it starts next, which
+/// do not try that mirror again), then `R<TAB>` and the user's result (one line of JSON, whatever
+/// the caller makes of it) as the last line. A worker that ends without its
 /// result line failed, whatever its exit status says. Its standard input is `/dev/null`, its
 /// standard error the parent's (warnings, and what the Swift runtime prints on a trap).
 ///
@@ -50,6 +52,8 @@ public enum UserWorkers {
         /// What followed `R<TAB>` on the worker's last line.
         public let result: String?
         public let ending: Ending
+        /// The mirrors that failed in this worker (its `F` lines).
+        public var failedMirrors: [FailedMirror] = []
 
         /// The result, when the worker sent one and then exited normally; else why the user failed.
         public func get() -> Swift.Result<String, WorkerFailed> {
@@ -65,10 +69,11 @@ public enum UserWorkers {
     /// (without the program's name; words as `FolderName` makes them, so that bytes that are
     /// not UTF-8 reach the worker as they are). Progress lines go to `progress`. After SIGINT,
     /// SIGTERM or SIGHUP, no new worker starts: the users left get `Ending.signaled` with that
-    /// signal and no result. In the order of `users`.
+    /// signal and no result. In the order of `users`. `finished` is told of each worker's reply as
+    /// it ends, before the next worker's `arguments` are asked for (with `jobs` 1).
     public static func run(
         users: [UserID], jobs: Int, arguments: @escaping @Sendable (UserID) -> [String],
-        progress: (any BackupProgress)?
+        progress: (any BackupProgress)?, finished: (@Sendable (Reply) -> Void)? = nil
     ) -> [Reply] {
         let replies = Replies(count: users.count)
         let queue = OperationQueue()
@@ -79,7 +84,9 @@ public enum UserWorkers {
                     replies.set(index, Reply(user: user, result: nil, ending: .signaled(Interruption.signal)))
                     return
                 }
-                replies.set(index, run(user: user, arguments: arguments(user), progress: progress))
+                let reply = run(user: user, arguments: arguments(user), progress: progress)
+                finished?(reply)
+                replies.set(index, reply)
             }
         }
         queue.waitUntilAllOperationsAreFinished()
@@ -128,19 +135,22 @@ public enum UserWorkers {
             close(pipe[0])
             return Reply(user: user, result: nil, ending: .exited(Int32(0) - rc))
         }
-        let result = read(pipe[0], from: pid, user: user, progress: progress)
+        let (result, failed) = read(pipe[0], from: pid, user: user, progress: progress)
         close(pipe[0])
         var raw: Int32 = 0
         while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
         let ending: Ending = (raw & 0x7f) == 0 ? .exited((raw >> 8) & 0xff) : .signaled(raw & 0x7f)
-        return Reply(user: user, result: result, ending: ending)
+        return Reply(user: user, result: result, ending: ending, failedMirrors: failed)
     }
 
     /// Reads the worker's lines until it closes its end: progress is passed on, the result kept.
     /// Once the parent is interrupted, the worker is sent the same signal, once.
-    private static func read(_ fd: Int32, from pid: pid_t, user: UserID, progress: (any BackupProgress)?) -> String? {
+    private static func read(_ fd: Int32, from pid: pid_t, user: UserID, progress: (any BackupProgress)?) -> (
+        String?, [FailedMirror]
+    ) {
         var pending: [UInt8] = []
         var result: String?
+        var failed: [FailedMirror] = []
         var forwarded = false
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -161,6 +171,8 @@ public enum UserWorkers {
                 pending.removeSubrange(...newline)
                 if line.hasPrefix("R\t") {
                     result = String(line.dropFirst(2))
+                } else if line.hasPrefix("F\t"), let mirror = FailedMirror(line: line) {
+                    failed.append(mirror)
                 } else if line.hasPrefix("P\t"), let progress {
                     let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
                     if fields.count == 4, let done = Int64(fields[2]), let total = Int64(fields[3]) {
@@ -172,7 +184,7 @@ public enum UserWorkers {
             // not one (the worker failed).
             if pending.count > 64 << 20 { break }
         }
-        return result
+        return (result, failed)
     }
 
     /// The worker's side: progress and the result, written on standard output.
@@ -190,6 +202,13 @@ public enum UserWorkers {
             guard now - lastSent >= .milliseconds(100) || done == total else { return }
             lastSent = now
             Self.write("P\t\(phase)\t\(done)\t\(total)\n")
+        }
+
+        /// Tells the parent that `mirror` failed (before ``finish(_:)``).
+        public func failed(_ mirror: FailedMirror) {
+            lock.lock()
+            defer { lock.unlock() }
+            Self.write(mirror.line + "\n")
         }
 
         /// Sends the result (one line: `result` must hold no newline), the worker's last words.
@@ -235,6 +254,50 @@ public enum UserWorkers {
             return items.compactMap { $0 }
         }
     }
+}
+
+/// A mirror that failed in one worker of a run over several users (a timeout, a refused
+/// connection, an error of the remote): the parent passes it to the workers it starts next, which
+/// report the mirror as not tried ("failed earlier in this run") instead of trying it again, so a
+/// dead mirror costs its time bound once per run, not once per user. `granary sync` catches up.
+public struct FailedMirror: Sendable, Equatable {
+    /// The mirror's location, as configured.
+    public let location: String
+    /// The exit status the failure stands for (74 or 75).
+    public let code: Int32
+    /// What went wrong, one line.
+    public let reason: String
+
+    public init(location: String, code: Int32, reason: String) {
+        self.location = location
+        self.code = code
+        self.reason = reason
+    }
+
+    /// The line a worker sends, and the value of the worker option that passes it on: fields
+    /// separated by tabs (tabs and newlines in them become spaces).
+    public var line: String {
+        func clean(_ text: String) -> String {
+            String(text.map { $0 == "\t" || $0 == "\n" || $0 == "\r" ? " " : $0 })
+        }
+        return "F\t" + clean(location) + "\t" + String(code) + "\t" + clean(reason)
+    }
+
+    /// Reads ``line``; nil for anything else.
+    public init?(line: String) {
+        let fields = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
+        guard fields.count == 4, fields[0] == "F", !fields[1].isEmpty, let code = Int32(fields[2]) else { return nil }
+        self.init(location: String(fields[1]), code: code, reason: String(fields[3]))
+    }
+}
+
+/// The earlier failure of a mirror, as a worker learnt it from its parent (``FailedMirror``).
+public struct MirrorFailedEarlier: GranaryError, Sendable {
+    public let failure: FailedMirror
+    public init(_ failure: FailedMirror) { self.failure = failure }
+    public var description: String { failure.reason }
+    /// Whether the failure was temporary (75: a timeout, a refused connection).
+    public var isTemporary: Bool { failure.code == 75 }
 }
 
 /// A user's worker ended without its result: a crash-class fault (SIGBUS on a file the user

@@ -28,11 +28,16 @@ public struct Retirement: Sendable {
     public let repository: any Repository
     /// Where the final archive is sent too, as a backup sends its archives.
     public let mirrors: [any Repository]
+    /// The run's settings (the lock and owner timeouts, CPU yield).
+    public let context: RunContext
 
-    public init(root: Root, repository: any Repository, mirrors: [any Repository] = []) {
+    public init(
+        root: Root, repository: any Repository, mirrors: [any Repository] = [], context: RunContext = .defaults
+    ) {
         self.root = root
         self.repository = repository
         self.mirrors = mirrors
+        self.context = context
     }
 
     /// One store a retire removes (after archiving it).
@@ -71,14 +76,47 @@ public struct Retirement: Sendable {
     }
 
     /// Refuses (``RetireError/inUse``) while a store of `user` is open or served: checked before
-    /// a person is asked, and again by ``run(_:lockTimeout:ownerTimeout:)``.
-    public func checkNotInUse(_ user: UserID, ownerTimeout: Duration) throws {
-        for store in try existingFolder(user).scan().stores {
-            if let busy = Self.inUse(store.fileName, in: store.folder, ownerUID: store.uid, ownerTimeout: ownerTimeout)
-            {
-                throw RetireError.inUse(store: store.path, detail: busy)
-            }
+    /// a person is asked, and again by ``run(_:)`` before its final archive. The checks are the
+    /// commit's (``UserCommit``, as a restore's: its companions plain files of the owner, no
+    /// process holding the store, its `-wal`, `-shm` or `-journal`, SQLite's exclusive lock free,
+    /// the folder's commit lock free), taken and let go at once: nothing in the folder changes.
+    public func checkNotInUse(_ user: UserID) throws {
+        let folder = try existingFolder(user)
+        try Self.checkNotInUse(folder, stores: folder.scan().stores, ownerTimeout: context.ownerTimeout)
+    }
+
+    static func checkNotInUse(_ folder: UserFolder, stores: [StoreFile], ownerTimeout: Duration) throws {
+        try refuseServed(stores, ownerTimeout: ownerTimeout)
+        let commit = UserCommit(retiring: folder.folder, stores: stores.map(\.name), ownerTimeout: ownerTimeout) {}
+        do {
+            try commit.pauseAll()
+            try commit.checkAll()
+        } catch {
+            throw retireError(commit.refuse(error))
         }
+        commit.withdraw()
+    }
+
+    /// Refuses when an owner serves one of `stores`: a retire pauses nobody, the app must have let go.
+    /// (A squatter of another uid on the socket is not the owner and blocks nothing.)
+    static func refuseServed(_ stores: [StoreFile], ownerTimeout: Duration) throws {
+        for store in stores {
+            guard
+                let owner = try? Owners.connect(
+                    store.folder, store.fileName, ownerUID: store.uid, timeout: ownerTimeout)
+            else { continue }
+            let pid = owner.ownerPID
+            owner.close()
+            throw RetireError.inUse(store: store.path, detail: "process \(pid) serves it (an owner is running)")
+        }
+    }
+
+    /// A refusal of the commit, as a retire says it.
+    static func retireError(_ error: any Error) -> any Error {
+        if case RestoreError.storeBusy(let store, let detail) = error {
+            return RetireError.inUse(store: store, detail: detail)
+        }
+        return error
     }
 
     /// The user's folder; a user who has none is retired already, or unknown.
@@ -138,19 +176,18 @@ public struct Retirement: Sendable {
     /// Retires `user`. Links, FIFOs and other special files of the folder are in no archive: the
     /// retire refuses while there are any (``RetireError/specialFiles(user:names:)``), unless
     /// `discardOthers`.
-    public func run(_ user: UserID, lockTimeout: Duration, ownerTimeout: Duration, discardOthers: Bool = false)
-        throws -> Report
-    {
+    public func run(_ user: UserID, discardOthers: Bool = false) throws -> Report {
+        let (lockTimeout, ownerTimeout) = (context.lockTimeout, context.ownerTimeout)
         _ = try root.open()
         let lock = try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
         defer { lock.release() }
-        let recovered = try Recovery.recover(root: root, user: user, ownerTimeout: ownerTimeout)
+        let recovered = try Recovery.recover(root: root, user: user, context: context)
         let folder = try existingFolder(user)
         let plan = Self.plan(folder)
         let stores = folder.scan().stores
 
         // Nothing may have the user's stores open: the app must have let go.
-        try checkNotInUse(user, ownerTimeout: ownerTimeout)
+        try Self.checkNotInUse(folder, stores: stores, ownerTimeout: ownerTimeout)
         if !plan.specials.isEmpty && !discardOthers {
             throw RetireError.specialFiles(user: user.rawValue, names: plan.specials)
         }
@@ -161,7 +198,7 @@ public struct Retirement: Sendable {
         var options = BackupOperation.Options()
         options.label = ArchiveName.finalLabel
         options.check = .full
-        options.lockTimeout = lockTimeout
+        options.context = context
         options.otherFiles = true
         let backup: BackupOperation.Result
         do {
@@ -172,11 +209,11 @@ public struct Retirement: Sendable {
         }
         CrashPoint.reach(.retireArchived)
         let published = backup.entry
-        _ = try CPUYield.shared.yielding {
+        _ = try context.cpu.yielding {
             try ArchiveVerifier.verify(
                 source: try repository.open(published), name: backup.archive,
                 workFolder: try repository.prepareWorkFolder(), check: .full,
-                expectedUser: user.rawValue)
+                expectedUser: user.rawValue, limits: context.limits)
         }
         let record = VerificationRecord(entry: published, good: true, reason: nil, check: .full)
         try repository.writeRecord(record, for: published)
@@ -209,14 +246,29 @@ public struct Retirement: Sendable {
         try journal.write(to: work)
         CrashPoint.reach(.retireMoving)
         let rootFolder = try root.open()
-        do {
+        // The move is the switch of the user's commit (``UserCommit``): every check a restore's
+        // commit makes runs first, under SQLite's exclusive lock on each store and the commit
+        // locks of their folders, so that a rule added there holds here; a refusal leaves the
+        // folder as it was (same inodes, same bytes).
+        let commit = UserCommit(retiring: folder.folder, stores: stores.map(\.name), ownerTimeout: ownerTimeout) {
             try rootFolder.renameAsGranary(user.rawValue, to: workFolder, as: Self.movedName, .noReplace)
+        }
+        do {
+            try Self.refuseServed(stores, ownerTimeout: ownerTimeout)
+            try commit.pauseAll()
+            try commit.checkAll()
+            try commit.commitRecord()
+            _ = try commit.switchAll()
         } catch {
-            // Nothing moved: the journal goes (recovery would find the folder in place and do the same).
+            let refused = commit.refuse(error)
+            // Nothing moved: the journal goes (recovery would find the folder in place and do the
+            // same), and so does the final archive of a retire that did not happen.
             RawPath.unlink(work + "/journal")
             RawPath.rmdir(work)
-            throw error
+            withdraw(published, mirrored: backup.mirrors)
+            throw Self.retireError(refused)
         }
+        _ = commit.resumeAll()
         try rootFolder.sync()
         try workFolder.sync()
 
@@ -225,13 +277,7 @@ public struct Retirement: Sendable {
         CrashPoint.reach(.retireMoved)
         if let changed = Self.changeSince(journal, work: workFolder, ownerTimeout: ownerTimeout) {
             try Self.putBack(user, work: work, root: root)
-            // The final archive of a retire that did not happen would pass for the user's last word.
-            if let object = published.object {
-                try? repository.delete(object)
-                for (mirror, upload) in zip(mirrors, backup.mirrors) where upload.archive != nil {
-                    try? mirror.delete(object)
-                }
-            }
+            withdraw(published, mirrored: backup.mirrors)
             throw RetireError.changed(user: user.rawValue, detail: changed)
         }
         journal.stage = .deleting
@@ -246,6 +292,16 @@ public struct Retirement: Sendable {
         report.plainFiles = backup.plainFiles
         report.discarded = plan.specials
         return report
+    }
+
+    /// Removes the final archive of a retire that did not happen (it would pass for the user's
+    /// last word), here and on each mirror that took it.
+    private func withdraw(_ published: RepositoryEntry, mirrored uploads: [BackupOperation.MirrorUpload]) {
+        guard let object = published.object else { return }
+        try? repository.delete(object)
+        for (mirror, upload) in zip(mirrors, uploads) where upload.archive != nil {
+            try? mirror.delete(object)
+        }
     }
 
     /// Why the store `file` of `folder` is in use, or nil: a process has it open (as `fuser` sees
@@ -339,9 +395,8 @@ public struct Retirement: Sendable {
 
     /// Finishes or undoes a retire that stopped (the caller holds the user's lock). Returns what
     /// it did, nil when there was nothing to do.
-    public static func recover(root: Root, user: UserID, ownerTimeout: Duration = .seconds(10)) throws
-        -> RecoveryOutcome?
-    {
+    public static func recover(root: Root, user: UserID, context: RunContext) throws -> RecoveryOutcome? {
+        let ownerTimeout = context.ownerTimeout
         let work = workFolder(root: root, user: user)
         guard FileSystem.isDirectory(work) else { return nil }
         let container = try Folder<GranaryOwned>.open(path: work)

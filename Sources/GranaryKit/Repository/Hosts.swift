@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -14,7 +13,8 @@ import Synchronization
 /// itself stays a plain tar under the name PRODUCT.md gives it. The marker is written before the
 /// archive (an archive never shows without it) and removed after it.
 ///
-/// A run acts on this host's archives only (``scope``): `archives(of:)` lists the archives
+/// A run acts on this host's archives only (``RunContext/hostScope``, given to the repository
+/// when it is opened): `archives(of:)` lists the archives
 /// whose marker names the host, and the **unmarked** ones (written before hosts existed, when a
 /// repository served one host): every host counts those as its own. `list --all-hosts` lists
 /// every host's.
@@ -25,41 +25,11 @@ import Synchronization
 /// that an archive the repository never had (a new repository after a disaster, another
 /// host's) is never removed from a mirror.
 public enum Hosts {
-    private static let state = Mutex<(current: String?, scope: String?)>((nil, nil))
-
-    /// The host this run's archives are written as (`--host`, `host =`, else the machine's name).
-    public static var current: String {
-        get { state.withLock { $0.current } ?? machine }
-        set { state.withLock { $0.current = newValue } }
-    }
-
-    /// The host whose archives listings show (with the unmarked ones); nil: every host's (the
-    /// library's default; the command line sets this host).
-    public static var scope: String? {
-        get { state.withLock { $0.scope } }
-        set { state.withLock { $0.scope = newValue } }
-    }
-
     /// The machine's host name (its first label when it is not a valid host name as a whole).
-    public static var machine: String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        guard gethostname(&buffer, buffer.count - 1) == 0 else { return "localhost" }
-        let name = String(cString: buffer)
-        if isValid(name) { return name }
-        let first = String(name.prefix { $0 != "." })
-        return isValid(first) ? first : "localhost"
-    }
+    public static var machine: String { HostName.machine }
 
     /// Host names: 1 to 64 of `A-Z a-z 0-9 . _ -`, starting with a letter or digit.
-    public static func isValid(_ name: String) -> Bool {
-        guard !name.isEmpty, name.utf8.count <= 64, let first = name.unicodeScalars.first,
-            ("a"..."z").contains(first) || ("A"..."Z").contains(first) || ("0"..."9").contains(first)
-        else { return false }
-        return name.unicodeScalars.allSatisfy {
-            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "."
-                || $0 == "_" || $0 == "-"
-        }
-    }
+    public static func isValid(_ name: String) -> Bool { HostName.isValid(name) }
 
     /// What a host marker's name holds between the archive's name and the host's.
     static let markerInfix = ".host="
@@ -153,7 +123,7 @@ extension Repository {
         guard let listed = try? objects(in: user.rawValue) else { return [] }
         let names = Set(listed.map(\.name))
         return listed.compactMap { object in
-            guard let (archive, host) = Hosts.parseMarker(object.name), host == Hosts.current,
+            guard let (archive, host) = Hosts.parseMarker(object.name), host == context.host,
                 !names.contains(archive)
             else { return nil }
             return archive
@@ -161,13 +131,13 @@ extension Repository {
     }
 
     /// `delete` and `prune`: records each archive in its user's deletion record of this host
-    /// (``Hosts/current``), then removes it (``remove(_:)``): `sync` removes from the mirrors what
+    /// (``RunContext/host`` of the repository's context), then removes it (``remove(_:)``): `sync` removes from the mirrors what
     /// the record names, and nothing else.
     public func removeRecorded(_ entries: [RepositoryEntry]) throws(RepositoryError) {
         var byUser: [UserID: [String]] = [:]
         for entry in entries where entry.object != nil { byUser[entry.user, default: []].append(entry.name.fileName) }
         for (user, names) in byUser.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            try recordDeletion(of: names, user: user, host: Hosts.current)
+            try recordDeletion(of: names, user: user, host: context.host)
         }
         try remove(entries)
     }

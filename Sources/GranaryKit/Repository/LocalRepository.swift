@@ -15,9 +15,11 @@ import Synchronization
 /// name (which fails rather than replace anything), and the folder fsynced.
 public struct LocalRepository: Repository {
     public let path: String
+    public let context: RunContext
 
-    public init(path: String) {
+    public init(path: String, context: RunContext = .defaults) {
         self.path = path.count > 1 && path.hasSuffix("/") ? String(path.dropLast()) : path
+        self.context = context
     }
 
     /// The file that marks a folder as a repository (it holds the repository's format version).
@@ -318,7 +320,7 @@ public struct LocalRepository: Repository {
         for user in users.isEmpty ? ((try? self.users()) ?? []) : users {
             removed += StaleTemporaries.clean(folder(for: user))
             for archive in orphanedArchives(of: user) {
-                let marker = Hosts.marker(of: user.rawValue + "/" + archive, host: Hosts.current)
+                let marker = Hosts.marker(of: user.rawValue + "/" + archive, host: context.host)
                 if (try? deleteSmall(marker)) != nil { removed.append(display(marker)) }
             }
         }

@@ -60,7 +60,7 @@ public enum MirrorSync {
         // Every user of the primary, and those whose last archives a delete or prune removed.
         let ids =
             users.isEmpty
-            ? Array(Set(try primary.users() + primary.usersWithDeletions(host: Hosts.current))).sorted {
+            ? Array(Set(try primary.users() + primary.usersWithDeletions(host: primary.context.host))).sorted {
                 $0.rawValue < $1.rawValue
             } : users
         var results: [MirrorResult] = []
@@ -139,7 +139,7 @@ public enum MirrorSync {
                 result.records.append(entry.name.fileName)
             }
             let kept = Set(source.map(\.name.fileName))
-            let deleted = try primary.deletedNames(of: user, host: Hosts.current)
+            let deleted = try primary.deletedNames(of: user, host: primary.context.host)
             let gone = target.filter { !kept.contains($0.name.fileName) && deleted.contains($0.name.fileName) }
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)

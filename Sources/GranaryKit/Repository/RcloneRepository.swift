@@ -47,17 +47,21 @@ public struct RcloneRepository: Repository {
     /// The name of the remote an `s3:` location defines.
     static let s3Remote = "granarys3"
 
-    public init(location: String, environment: [String: String] = ProcessInfo.processInfo.environment)
-        throws(RepositoryError)
-    {
+    public let context: RunContext
+
+    public init(
+        location: String, context: RunContext = .defaults,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(RepositoryError) {
         self.location = location
+        self.context = context
         // Root's rclone gets an environment built from an allow-list (RemoteEnvironment), never
         // the one a sudo user handed granary.
         let built = try RemoteEnvironment.build(from: environment)
         var environment = built.environment
         ignoredVariables = built.ignored
         var extra: [String: String] = [:]
-        let limits = RemoteLimits.current
+        let limits = context.remote
         // Never rclone's remote-control server, whatever its environment or configuration says.
         let common = ["--quiet", "--use-server-modtime", "--rc=false"] + limits.flags(environment: environment)
         tries = limits.operationTries(environment: environment)
@@ -638,7 +642,7 @@ public struct RcloneRepository: Repository {
                 if location.hasPrefix("s3:") {
                     _ = try? rclone.run(common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra)
                 }
-                if (try? deleteSmall(Hosts.marker(of: key, host: Hosts.current))) != nil {
+                if (try? deleteSmall(Hosts.marker(of: key, host: context.host))) != nil {
                     removed.append(display(key) + " (unfinished upload)")
                 }
             }

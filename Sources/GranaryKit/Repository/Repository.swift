@@ -28,6 +28,9 @@ public protocol Repository: Sendable {
     /// A local folder, granary's own, where backups write their snapshots (and, for a remote
     /// repository, the archive before it is uploaded) and verifications extract.
     var workFolder: String { get }
+    /// The run it was opened for: the host its archives are written as and listed for, the
+    /// bounds of its remote operations.
+    var context: RunContext { get }
 
     /// Whether the repository exists (has its marker, or archives made by an older granary).
     func exists() throws(RepositoryError) -> Bool
@@ -168,11 +171,11 @@ extension Repository {
         try folders().compactMap { try? UserID($0) }
     }
 
-    /// A user's archives, oldest first: those of the host ``Hosts/scope`` names and the
+    /// A user's archives, oldest first: those of the host ``RunContext/hostScope`` names and the
     /// unmarked ones (every host's when the scope is nil). Temporary files, sidecars and other
     /// names are skipped.
     public func archives(of user: UserID) throws(RepositoryError) -> [RepositoryEntry] {
-        try archives(of: user, host: Hosts.scope)
+        try archives(of: user, host: context.hostScope)
     }
 
     /// A user's archives of `host` and the unmarked ones (every host's for nil), oldest first.
@@ -264,14 +267,14 @@ extension Repository {
             try Interruption.check()
             let archive = name(sequence)
             let key = user.rawValue + "/" + archive.fileName
-            if try writeArchive(key, from: file, host: Hosts.current) {
+            if try writeArchive(key, from: file, host: context.host) {
                 if let localPath, let info = FileSystem.status(localPath + "/" + key) {
                     if PathText.parent(file) == PathText.parent(localPath + "/" + key) { moved() }
                     var entry = RepositoryEntry(
                         user: user, name: archive, path: display(key), size: Int64(info.st_size),
                         modified: VerificationRecord.modified(info),
                         object: key)
-                    entry.host = Hosts.current
+                    entry.host = context.host
                     entry.localFile = localPath + "/" + key
                     return entry
                 }
@@ -280,7 +283,7 @@ extension Repository {
                     user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
                     modified: listed?.modified ?? 0,
                     object: key)
-                entry.host = Hosts.current
+                entry.host = context.host
                 return entry
             }
             sequence += 1
@@ -323,7 +326,8 @@ public enum Repositories {
     /// A local path, `s3:BUCKET[/PREFIX]`, or `rclone:REMOTE:PATH`. A remote location needs
     /// rclone, found when it is first used.
     public static func open(
-        _ location: String, environment: [String: String] = ProcessInfo.processInfo.environment
+        _ location: String, context: RunContext = .defaults,
+        environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(RepositoryError) -> any Repository {
         // A name with bytes that are not UTF-8 would reach the filesystem (or rclone) as other
         // bytes than typed: refused, never followed to a different place.
@@ -335,7 +339,7 @@ public enum Repositories {
             throw .badLocation(location, found.problem + "; " + found.hint)
         }
         if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
-            return try RcloneRepository(location: location, environment: environment)
+            return try RcloneRepository(location: location, context: context, environment: environment)
         }
         // `S3:bkt` would otherwise be a local folder named `S3:bkt` in the working directory.
         for scheme in ["s3:", "rclone:"] where location.lowercased().hasPrefix(scheme) {
@@ -344,7 +348,7 @@ public enum Repositories {
                 "remote schemes are lower-case: did you mean \(scheme + location.dropFirst(scheme.count))? (a local folder with this name: ./\(location))"
             )
         }
-        return LocalRepository(path: location)
+        return LocalRepository(path: location, context: context)
     }
 
     /// Whether `location` names a remote repository.

@@ -28,12 +28,12 @@ public enum RepositoryLocation: Codable, Sendable, Equatable, CustomStringConver
     }
 
     /// The repository there.
-    public func open(environment: [String: String] = ProcessInfo.processInfo.environment) throws(RepositoryError)
-        -> any Repository
-    {
+    public func open(
+        context: RunContext = .defaults, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(RepositoryError) -> any Repository {
         switch self {
-        case .local(let path): return LocalRepository(path: path)
-        case .remote(let location): return try Repositories.open(location, environment: environment)
+        case .local(let path): return LocalRepository(path: path, context: context)
+        case .remote(let location): return try Repositories.open(location, context: context, environment: environment)
         }
     }
 

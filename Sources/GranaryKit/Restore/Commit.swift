@@ -5,9 +5,10 @@ import GranaryOwner
     import Glibc
 #endif
 
-/// The commit of one user's restore or reset: the one transaction every path that replaces live
-/// stores goes through (`restore`, `reset`, and recovery finishing an interrupted swap), so that a
-/// rule added here holds everywhere.
+/// The commit of one user's restore, reset or retire: the one transaction every path that replaces
+/// or removes live stores goes through (`restore`, `reset`, recovery finishing an interrupted swap,
+/// and `retire`, whose switch is the move of the user's folder out of the root), so that a rule
+/// added here holds everywhere.
 ///
 /// Phases, each a method, in order:
 /// 1. ``pauseAll()`` — every owner acknowledges PAUSE. Nothing in the user's folder changes.
@@ -18,14 +19,28 @@ import GranaryOwner
 ///    here leaves every live file with the same inode and bytes.
 /// 3. ``commitRecord()`` — the journal's durable commit record. From here on every store is rolled
 ///    forward (``Recovery``), never back.
-/// 4. ``switchAll(_:)`` — per store: checkpoint the old WAL into the old database through the
+/// 4. ``switchAll()`` — per store: checkpoint the old WAL into the old database through the
 ///    guard's connection, keep the old files aside (links), link new external-data files in,
 ///    remove the stale companions, rename the new database in; then a last look for processes that
-///    opened the old file meanwhile and for files a paused owner wrote.
-/// 5. ``resumeAll(_:)`` — locks released, owners told to resume.
+///    opened the old file meanwhile and for files a paused owner wrote. A retire's switch is the
+///    one rename of the user's folder (``Switch/folder(move:)``).
+/// 5. ``resumeAll()`` — locks released, owners told to resume.
 ///
-/// ``refuse(_:)`` undoes phases 1 and 2 (owners resumed, locks released) when a check fails.
+/// ``refuse(_:)`` undoes phases 1 and 2 (owners resumed, locks released) when a check fails;
+/// ``withdraw()`` lets go after checks that passed, for a caller that only asked (retire's
+/// question before its final archive).
 final class UserCommit {
+    /// What the commit switches.
+    enum Switch {
+        /// Each renamed store's new database (restore, reset, recovery): staged in `work`, the
+        /// steps recorded in `journal`.
+        case stores(work: RestoreWork, journal: SwapJournal)
+        /// The user's folder as a whole, moved out of the root by `move` (retire). The retire
+        /// keeps its own journal (`RetireJournal`), written before the commit; the move is undone
+        /// by renaming the folder back, so the commit record writes nothing here.
+        case folder(move: () throws -> Void)
+    }
+
     /// One store of the commit.
     struct Store {
         let entry: SwapJournal.Entry
@@ -37,11 +52,23 @@ final class UserCommit {
         /// connection is refused by SQLite's lock; a process that opens the file meanwhile is
         /// found by the full look after the owners resume.
         var candidates: [Int32] = []
+        /// Every process is looked at, not only `candidates` (nobody is paused: the look costs
+        /// nobody a wait).
+        var fullLook = false
+
+        /// A store of a folder a retire moves out of the root: checked as a renamed store with no
+        /// owner (one an owner serves is refused before, `Retirement.inUse`), every process looked at.
+        static func retiring(_ name: String) -> Store {
+            Store(
+                entry: SwapJournal.Entry(
+                    name: name, method: .swap, stagedDevice: 0, stagedInode: 0, externalAdded: [], externalRemoved: [],
+                    externalKept: []),
+                owner: nil, fullLook: true)
+        }
     }
 
     let user: Folder<UserOwned>
-    let work: RestoreWork
-    let journal: SwapJournal
+    let switching: Switch
     let stores: [Store]
     let ownerTimeout: Duration
     let lease: Duration
@@ -58,11 +85,22 @@ final class UserCommit {
         lease: Duration
     ) {
         self.user = user
-        self.work = work
-        self.journal = journal
+        self.switching = .stores(work: work, journal: journal)
         self.stores = stores
         self.ownerTimeout = ownerTimeout
         self.lease = lease
+    }
+
+    /// A retire's commit: the stores of the user's folder checked (``Store/retiring(_:)``), then
+    /// `move` as the switch.
+    init(
+        retiring user: Folder<UserOwned>, stores: [String], ownerTimeout: Duration, move: @escaping () throws -> Void
+    ) {
+        self.user = user
+        self.switching = .folder(move: move)
+        self.stores = stores.map(Store.retiring)
+        self.ownerTimeout = ownerTimeout
+        self.lease = .zero
     }
 
     /// The stores whose file is renamed (not copied online).
@@ -103,7 +141,7 @@ final class UserCommit {
             }
             // An aside link an earlier attempt left (recovery runs this again) would give the live
             // file a second link, which opening it beneath its folder refuses.
-            StoreSwap.dropAsideLink(store.entry, work: work)
+            if case .stores(let work, _) = switching { StoreSwap.dropAsideLink(store.entry, work: work) }
             checked[name] = StoreSwap.Fingerprint(folder.entry(file))
             // Trust, but check: an owner that acknowledged without closing everything, or a process
             // outside the protocol, would keep writing to the old file after the rename. Processes
@@ -117,7 +155,8 @@ final class UserCommit {
                 try Self.refuseHolders(file, in: folder, among: nil, paused: store.owner != nil)
                 throw error
             }
-            try Self.refuseHolders(file, in: folder, among: candidates, paused: store.owner != nil)
+            try Self.refuseHolders(
+                file, in: folder, among: store.fullLook ? nil : candidates, paused: store.owner != nil)
         }
         CrashPoint.reach(.checked)
     }
@@ -139,10 +178,7 @@ final class UserCommit {
     /// in the user's folder was changed; the error says so only when the live databases are
     /// still the files that were checked.
     func refuse(_ error: any Error) -> any Error {
-        releaseGuards()
-        locks?.release()
-        locks = nil
-        for store in stores { try? store.owner?.resume(timeout: ownerTimeout) }
+        withdraw()
         for store in renamed where store.entry.method == .swap {
             guard let before = checked[store.entry.name],
                 let (folder, file) = try? StoreSwap.live(store.entry.name, in: user)
@@ -155,6 +191,16 @@ final class UserCommit {
         return (error as? ReopenError).map { RestoreError.owner($0) } ?? error
     }
 
+    /// Lets go after phases 1 and 2 without committing: guards released (an empty `-wal` that
+    /// taking SQLite's lock created is removed again), locks released, owners resumed. Nothing in
+    /// the user's folder was changed.
+    func withdraw() {
+        releaseGuards(removingCreatedWAL: true)
+        locks?.release()
+        locks = nil
+        for store in stores { try? store.owner?.resume(timeout: ownerTimeout) }
+    }
+
     static func reason(_ error: any Error) -> String {
         var text = (error as? GranaryError)?.description ?? "\(error)"
         if text.hasSuffix("; nothing was changed") { text.removeLast("; nothing was changed".count) }
@@ -165,6 +211,7 @@ final class UserCommit {
 
     /// The commit point of the whole user (durable).
     func commitRecord() throws {
+        guard case .stores(_, let journal) = switching else { return }
         try journal.record(.commit, durable: true)
         CrashPoint.reach(.committed)
     }
@@ -181,6 +228,13 @@ final class UserCommit {
     /// Puts every renamed store's new database in place.
     func switchAll() throws -> Observations {
         var seen = Observations()
+        let (work, journal): (RestoreWork, SwapJournal)
+        switch switching {
+        case .folder(let move):
+            try move()
+            return seen
+        case .stores(let stagedIn, let recordedIn): (work, journal) = (stagedIn, recordedIn)
+        }
         let mode = try StoreSwap.folderMode(user)
         for store in renamed {
             let entry = store.entry
@@ -211,8 +265,8 @@ final class UserCommit {
         "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
     }
 
-    private func releaseGuards() {
-        for guardian in guards.values { guardian.release() }
+    private func releaseGuards(removingCreatedWAL: Bool = false) {
+        for guardian in guards.values { guardian.release(removingCreatedWAL: removingCreatedWAL) }
         guards = [:]
     }
 
@@ -224,6 +278,13 @@ final class UserCommit {
     func resumeAll() -> [String] {
         locks?.release()
         locks = nil
+        guard case .stores(_, let journal) = switching else {
+            // A retire: no owner, and whatever opened a store meanwhile is for its own look after
+            // the move (`Retirement.changeSince`). Its folder is not at its name any more: the
+            // empty `-wal` taking SQLite's lock created goes again.
+            releaseGuards(removingCreatedWAL: true)
+            return []
+        }
         var warnings: [String] = []
         for store in stores {
             guard let owner = store.owner else { continue }

@@ -21,13 +21,14 @@ enum OnlineRestore {
     /// differ, the staged copy — ours to change — is rebuilt at the live page size first:
     /// `PRAGMA page_size` only takes effect through `VACUUM`, and `VACUUM` only changes the page
     /// size outside WAL mode, so the staged copy is switched to `journal_mode=DELETE` before.
+    /// Every connection works under `limits` (the run's, ``RunContext/limits``).
     static func restore(
-        staged: String, into folder: Folder<UserOwned>, _ file: String, aside: String, busyTimeout: Duration
-    )
-        throws
-    {
-        let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
-        let source = try Database(path: staged, mode: .readWrite)
+        staged: String, into folder: Folder<UserOwned>, _ file: String, aside: String, busyTimeout: Duration,
+        limits: ContentLimits
+    ) throws {
+        let liveDB = try Database(
+            try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout, limits: limits)
+        let source = try Database(path: staged, mode: .readWrite, limits: limits)
         let livePageSize = try liveDB.pageSize()
         if try liveDB.journalMode() == "wal", try source.pageSize() != livePageSize {
             try source.execute("PRAGMA journal_mode=DELETE")
@@ -50,7 +51,10 @@ enum OnlineRestore {
         try FileSystem.makeDirectory(PathText.parent(aside))
         let temporary = aside + ".partial"
         try FileSystem.removeFile(temporary)
-        try copy(from: try reader(), to: Database(path: temporary, mode: .create), busyTimeout: busyTimeout)
+        let from = try reader()
+        try copy(
+            from: from, to: Database(path: temporary, mode: .create, limits: from.budget.limits),
+            busyTimeout: busyTimeout)
         try FileSystem.rename(temporary, to: aside)
     }
 
@@ -61,7 +65,10 @@ enum OnlineRestore {
         busyTimeout: Duration
     ) throws {
         let deadline = ContinuousClock.now + busyTimeout
-        let reader = { try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout) }
+        let reader = {
+            try Database(
+                try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout, limits: liveDB.budget.limits)
+        }
         let backup = try SQLiteBackup(from: source, to: liveDB)
         // A one-page database is copied whole by the first step: its snapshot is taken before.
         if try source.pageCount() <= 1 { try keepAside(reader, aside: aside, busyTimeout: busyTimeout) }
@@ -93,7 +100,8 @@ enum OnlineRestore {
             return try fd.read(count: 4, at: 24)
         }
         while true {
-            let reader = try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout)
+            let reader = try Database(
+                try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout, limits: liveDB.budget.limits)
             try reader.execute("BEGIN")
             _ = try reader.scalar("SELECT count(*) FROM sqlite_schema")
             let before = try counter()
@@ -137,9 +145,12 @@ enum OnlineRestore {
 
     /// Copies the kept-aside old content back into the live store (rolling back an online copy
     /// made before a restore's commit point).
-    static func putBack(aside: String, into folder: Folder<UserOwned>, _ file: String, busyTimeout: Duration) throws {
-        let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
-        try copy(from: Database(path: aside, mode: .readOnly), to: liveDB, busyTimeout: busyTimeout)
+    static func putBack(
+        aside: String, into folder: Folder<UserOwned>, _ file: String, busyTimeout: Duration, limits: ContentLimits
+    ) throws {
+        let liveDB = try Database(
+            try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout, limits: limits)
+        try copy(from: Database(path: aside, mode: .readOnly, limits: limits), to: liveDB, busyTimeout: busyTimeout)
     }
 
     /// One backup, all pages in one step (so it cannot be restarted by a writer on the source),

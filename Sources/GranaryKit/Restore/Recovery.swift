@@ -49,14 +49,15 @@ public enum Recovery {
     /// apart from removing a work folder left by a run that died before its plan was written, and
     /// trying again to write safety archives that are pending.
     public static func recover(
-        root: Root, user: UserID, ownerTimeout: Duration = .seconds(10), lease: Duration = .seconds(30)
+        root: Root, user: UserID, context: RunContext, lease: Duration = .seconds(30)
     ) throws -> Report {
+        let ownerTimeout = context.ownerTimeout
         let work = work(root: root, user: user)
         var report = Report(user: user.rawValue, hadJournal: false)
-        report.retire = try Retirement.recover(root: root, user: user, ownerTimeout: ownerTimeout)
+        report.retire = try Retirement.recover(root: root, user: user, context: context)
         guard let (plan, steps) = work.journal.read() else {
             FileSystem.removeTree(work.path)
-            report.safetyArchivePending = flushPending(root: root, user: user)
+            report.safetyArchivePending = flushPending(root: root, user: user, context: context)
             return report
         }
         report.hadJournal = true
@@ -66,7 +67,8 @@ public enum Recovery {
                 // Copied in before the commit point: its old content goes back the same way.
                 let (live, file) = try StoreSwap.live(entry.name, in: folder)
                 try OnlineRestore.putBack(
-                    aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout)
+                    aside: work.asideStore(entry.name), into: live, file, busyTimeout: ownerTimeout,
+                    limits: context.limits)
             }
             for entry in plan.stores { StoreSwap.rollBack(entry, user: folder, work: work) }
             report.rolledBack = plan.stores.map(\.name)
@@ -91,7 +93,7 @@ public enum Recovery {
                     let (live, file) = try StoreSwap.live(entry.name, in: folder)
                     try OnlineRestore.restore(
                         staged: work.stagedStore(entry.name), into: live, file, aside: work.asideStore(entry.name),
-                        busyTimeout: ownerTimeout)
+                        busyTimeout: ownerTimeout, limits: context.limits)
                     try work.journal.record(.switched(entry.name))
                 }
             }
@@ -111,7 +113,8 @@ public enum Recovery {
             // (A restore that only added stores, into a folder the restore created, replaced nothing.)
             do {
                 let path = try writeSafetyArchive(
-                    plan: plan, work: work, repository: try repository.open(), user: try? root.existingUser(user))
+                    plan: plan, work: work, repository: try repository.open(context: context),
+                    user: try? root.existingUser(user))
                 try work.journal.record(.safetyArchive(path), durable: true)
                 report.safetyArchive = path
             } catch {
@@ -127,7 +130,7 @@ public enum Recovery {
         }
         try work.journal.remove()
         FileSystem.removeTree(work.path)
-        report.safetyArchivePending = flushPending(root: root, user: user)
+        report.safetyArchivePending = flushPending(root: root, user: user, context: context)
         return report
     }
 
@@ -192,7 +195,7 @@ public enum Recovery {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
         let stores = items.map { ($0.name, $0.external.map(FileSystem.isDirectory) ?? false) }
-        let folders = folder.map { BackupOperation.folderOwnerships(ofStores: stores, in: $0) } ?? [:]
+        let folders = folder.map { ArchiveBuilder.folderOwnerships(ofStores: stores, in: $0) } ?? [:]
         return try SafetyArchive.write(
             user: user, items: items, repository: repository, label: plan.label, kind: .safety,
             restoredFrom: plan.archive.map { ($0 as NSString).lastPathComponent }, check: plan.check ?? .quick,
@@ -201,7 +204,7 @@ public enum Recovery {
 
     /// Tries again to write the safety archives of `user` that are pending; the reason the first
     /// one still cannot be written, or nil when none is left.
-    static func flushPending(root: Root, user: UserID) -> String? {
+    static func flushPending(root: Root, user: UserID, context: RunContext) -> String? {
         let folder = pendingFolder(root: root, user: user)
         for name in FileSystem.contents(of: folder) {
             let work = RestoreWork(path: folder + "/" + name)
@@ -215,7 +218,8 @@ public enum Recovery {
             {
                 do {
                     _ = try writeSafetyArchive(
-                        plan: plan, work: work, repository: try repository.open(), user: try? root.existingUser(user))
+                        plan: plan, work: work, repository: try repository.open(context: context),
+                        user: try? root.existingUser(user))
                 } catch {
                     return
                         "the safety archive of an earlier restore could not be written to \(repository): \((error as? GranaryError)?.description ?? "\(error)"); its files are kept in \(work.path)"
@@ -253,14 +257,13 @@ public enum Recovery {
     /// Recovers `users` (every user with something unfinished when empty), each under its lock,
     /// then removes the temporaries dead runs left in `repository`.
     public static func run(
-        root: Root, users: [UserID], repository: (any Repository)?, lockTimeout: Duration,
-        ownerTimeout: Duration = .seconds(10)
+        root: Root, users: [UserID], repository: (any Repository)?, context: RunContext
     ) throws -> Run {
         var run = Run()
         for id in users.isEmpty ? unfinishedUsers(root: root) : users {
-            let lock = try UserLock.acquire(root: root, user: id, timeout: lockTimeout)
+            let lock = try UserLock.acquire(root: root, user: id, timeout: context.lockTimeout)
             defer { lock.release() }
-            run.reports.append(try recover(root: root, user: id, ownerTimeout: ownerTimeout))
+            run.reports.append(try recover(root: root, user: id, context: context))
         }
         // A backup or verify killed half-way leaves temporaries named after its dead pid; the next
         // backup would remove them, recover does it now.

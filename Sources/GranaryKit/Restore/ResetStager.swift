@@ -8,9 +8,10 @@ import Foundation
 /// The caller opens the live store (read-only, beneath its folder); `EmptyStore` reads it in one
 /// read transaction.
 enum ResetStager {
-    static func stage(from source: Database, into path: String, busyTimeout: Duration) throws {
+    /// `keep`: the tables kept with their rows (``EmptyStore/keptTables(besides:)``).
+    static func stage(from source: Database, into path: String, keep: [String]) throws {
         try FileSystem.makeDirectory(PathText.parent(path))
-        try EmptyStore.build(from: source, into: path)
+        try EmptyStore.build(from: source, into: path, keep: keep)
     }
 }
 
@@ -23,11 +24,17 @@ public enum ResetPlan {
     }
 
     /// The plans of every store of `user` under `root`. Reads each store read-only, beneath its
-    /// folder (one snapshot each); changes nothing.
-    public static func stores(of user: UserID, in root: Root, busyTimeout: Duration = .seconds(10)) throws -> [Store] {
+    /// folder (one snapshot each), under the run's content limits, keeping the run's configured
+    /// tables (``RunContext/resetKeepTables``); changes nothing.
+    public static func stores(
+        of user: UserID, in root: Root, busyTimeout: Duration = .seconds(10), context: RunContext = .defaults
+    ) throws -> [Store] {
         try root.user(user).stores().map { store in
-            let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout)
-            return Store(name: store.name, plan: try EmptyStore.plan(of: source))
+            let source = try Database(
+                try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: context.limits)
+            return Store(
+                name: store.name,
+                plan: try EmptyStore.plan(of: source, keep: EmptyStore.keptTables(besides: context.resetKeepTables)))
         }
     }
 }

@@ -35,14 +35,22 @@ public struct RestoreRequest: Sendable {
     public var target: String?
     public var method: RestoreMethod = .auto
     public var dryRun = false
-    public var ownerTimeout: Duration = .seconds(10)
+    /// The run's settings (timeouts, content limits, host).
+    public var context: RunContext
+    public var ownerTimeout: Duration {
+        get { context.ownerTimeout }
+        set { context.ownerTimeout = newValue }
+    }
     /// How long granary asks the owner to stay paused at most.
     public var lease: Duration = .seconds(30)
     public var force = false
     public var safetyArchive = true
     /// The check run on each replaced store as the safety archive is written (the configured `check`).
     public var check: CheckMode = .quick
-    public var lockTimeout: Duration = .seconds(60)
+    public var lockTimeout: Duration {
+        get { context.lockTimeout }
+        set { context.lockTimeout = newValue }
+    }
     /// When the user's folder does not exist: create it (a new host, a user moved from another
     /// server, a retired user brought back). Nil: a missing user is an error (66).
     public var create: CreateFolder?
@@ -62,7 +70,10 @@ public struct RestoreRequest: Sendable {
         }
     }
 
-    public init(user: UserID) { self.user = user }
+    public init(user: UserID, context: RunContext = .defaults) {
+        self.user = user
+        self.context = context
+    }
 }
 
 /// What a restore did (or, with `dryRun`, would do).
@@ -150,7 +161,7 @@ public struct Restorer: Sendable {
         let lock = try UserLock.acquire(root: root, user: request.user, timeout: request.lockTimeout)
         defer { lock.release() }
         let recovered = try Recovery.recover(
-            root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+            root: root, user: request.user, context: request.context, lease: request.lease)
 
         // The user's folder; a missing one is created after the archive has verified (`create`), or
         // is not needed at all (a target folder).
@@ -255,7 +266,9 @@ public struct Restorer: Sendable {
         // The journal's plan: every store, before anything live is touched.
         var entries: [SwapJournal.Entry] = []
         for (store, plan) in zip(staged, report.stores) {
-            entries.append(try makeEntry(store, method: plan.method, user: user.folder, work: work))
+            entries.append(
+                try makeEntry(store, method: plan.method, user: user.folder, work: work, limits: request.context.limits)
+            )
         }
         let journal = work.journal
         try journal.begin(
@@ -271,7 +284,7 @@ public struct Restorer: Sendable {
                 .init(entry: $0, owner: owners[$0.name], candidates: $1.openBy)
             },
             ownerTimeout: request.ownerTimeout, lease: request.lease)
-        try commitAndSwitch(commit, entries: entries, request: request, report: &report)
+        try commitAndSwitch(commit, work: work, entries: entries, request: request, report: &report)
         finished = true
         return report
     }
@@ -281,9 +294,10 @@ public struct Restorer: Sendable {
     /// to the commit record changes nothing in the user's folder; after it, every store is rolled
     /// forward, by this run or by `granary recover`.
     private func commitAndSwitch(
-        _ commit: UserCommit, entries: [SwapJournal.Entry], request: RestoreRequest, report: inout RestoreReport
+        _ commit: UserCommit, work: RestoreWork, entries: [SwapJournal.Entry], request: RestoreRequest,
+        report: inout RestoreReport
     ) throws {
-        let journal = commit.journal
+        let journal = work.journal
         do {
             try commit.pauseAll()
             // pause() may have reconnected: name the processes that were paused.
@@ -298,7 +312,7 @@ public struct Restorer: Sendable {
         } catch {
             let refused = commit.refuse(error)
             _ = try? Recovery.recover(
-                root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+                root: root, user: request.user, context: request.context, lease: request.lease)
             throw refused
         }
 
@@ -330,8 +344,9 @@ public struct Restorer: Sendable {
             do {
                 let (folder, file) = try StoreSwap.live(entry.name, in: commit.user)
                 try OnlineRestore.restore(
-                    staged: commit.work.stagedStore(entry.name), into: folder, file,
-                    aside: commit.work.asideStore(entry.name), busyTimeout: request.ownerTimeout)
+                    staged: work.stagedStore(entry.name), into: folder, file,
+                    aside: work.asideStore(entry.name), busyTimeout: request.ownerTimeout,
+                    limits: request.context.limits)
             } catch {
                 guard !changed else {
                     throw RestoreError.unfinished(
@@ -339,7 +354,7 @@ public struct Restorer: Sendable {
                 }
                 try? journal.record(.withdrawn, durable: true)
                 _ = try? Recovery.recover(
-                    root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+                    root: root, user: request.user, context: request.context, lease: request.lease)
                 throw error
             }
             changed = true
@@ -352,7 +367,7 @@ public struct Restorer: Sendable {
         let done: Recovery.Report
         do {
             done = try Recovery.recover(
-                root: root, user: request.user, ownerTimeout: request.ownerTimeout, lease: request.lease)
+                root: root, user: request.user, context: request.context, lease: request.lease)
         } catch {
             throw RestoreError.unfinished(
                 user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
@@ -370,7 +385,8 @@ public struct Restorer: Sendable {
         var staged: [Staged] = []
         var manifest: Manifest?
         if let chosen {
-            let verified = try stageVerified(chosen, into: work.staged, user: request.user)
+            let verified = try stageVerified(
+                chosen, into: work.staged, user: request.user, limits: request.context.limits)
             manifest = verified
             // `create` fills a folder that holds no store yet (one an earlier restore created before it was
             // interrupted, or an empty one an admin made) like a new one: every store is new.
@@ -383,7 +399,7 @@ public struct Restorer: Sendable {
                     owner: newFolderOwnership(request.create ?? .init(), manifest: verified, user: request.user).uid)
             }
             if request.target == nil && existing != nil && !fillsEmpty {
-                try compare(verified, live: liveStores, force: request.force)
+                try compare(verified, live: liveStores, force: request.force, limits: request.context.limits)
             }
             staged = verified.stores.map { store in
                 let prefix = store.externalDataPath.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
@@ -408,8 +424,11 @@ public struct Restorer: Sendable {
             for store in liveStores {
                 let path = work.stagedStore(store.name)
                 try FileSystem.makeDirectory((path as NSString).deletingLastPathComponent)
-                let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout)
-                try ResetStager.stage(from: source, into: path, busyTimeout: request.ownerTimeout)
+                let source = try Database(
+                    try store.sqliteName(), mode: .readOnly, busyTimeout: request.ownerTimeout,
+                    limits: request.context.limits)
+                try ResetStager.stage(
+                    from: source, into: path, keep: EmptyStore.keptTables(besides: request.context.resetKeepTables))
                 staged.append(Staged(name: store.name, path: path, external: nil, owner: nil))
             }
         }
@@ -524,14 +543,15 @@ public struct Restorer: Sendable {
     }
 
     /// Stages `archive`; when it does not verify, finds the newest archive of the user that does, for the message.
-    private func stageVerified(_ chosen: (path: String, entry: RepositoryEntry?), into staging: String, user: UserID)
-        throws -> Manifest
-    {
+    private func stageVerified(
+        _ chosen: (path: String, entry: RepositoryEntry?), into staging: String, user: UserID, limits: ContentLimits
+    ) throws -> Manifest {
         let archive = chosen.path
         do {
             // A remote archive streams through the verifier into staging: no other local copy.
             let source = try chosen.entry.flatMap { try repository?.open($0) } ?? .file(archive)
-            return try Staging.extract(source: source, name: archive, into: staging, user: user.rawValue)
+            return try Staging.extract(
+                source: source, name: archive, into: staging, user: user.rawValue, limits: limits)
         } catch RestoreError.verificationFailed(let path, let reason, _, _) {
             // The newest archive that verifies, for the hint: `verify`'s records answer for the
             // archives they still match (a full check that passed, or a failure); the others are
@@ -550,7 +570,7 @@ public struct Restorer: Sendable {
                 if let repository, let source = try? repository.open(candidate),
                     (try? ArchiveVerifier.verify(
                         source: source, name: candidate.path, workFolder: work, check: .full,
-                        expectedUser: user.rawValue)) != nil
+                        expectedUser: user.rawValue, limits: limits)) != nil
                 {
                     good = candidate.path
                     break
@@ -561,7 +581,7 @@ public struct Restorer: Sendable {
     }
 
     /// Same store names; Core Data stores with the same model version hashes (unless `force`).
-    private func compare(_ manifest: Manifest, live: [StoreFile], force: Bool) throws {
+    private func compare(_ manifest: Manifest, live: [StoreFile], force: Bool, limits: ContentLimits) throws {
         let archived = Set(manifest.stores.map(\.name))
         let current = Set(live.map(\.name))
         if archived != current && !force {
@@ -577,7 +597,7 @@ public struct Restorer: Sendable {
             guard let liveStore = live.first(where: { $0.name == store.name }),
                 let archivedModel = store.coreData?.modelVersionHashes, !archivedModel.isEmpty
             else { continue }
-            let db = try Database(try liveStore.sqliteName(), mode: .readOnly)
+            let db = try Database(try liveStore.sqliteName(), mode: .readOnly, limits: limits)
             let liveModel = try CoreDataMetadata.read(db)?.modelVersionHashes ?? [:]
             if liveModel != archivedModel {
                 let differing = Set(liveModel.keys).union(archivedModel.keys).filter {
@@ -650,8 +670,10 @@ public struct Restorer: Sendable {
     /// The journal entry of one store: the staged file given the live file's owner and mode (or,
     /// for a new store, the folder owner's uid and gid and the mode the archive recorded) and the
     /// live store's journal mode, and which external-data files come, go and stay.
-    private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder<UserOwned>, work: RestoreWork)
-        throws
+    private func makeEntry(
+        _ store: Staged, method: RestoreReport.Method, user: Folder<UserOwned>, work: RestoreWork,
+        limits: ContentLimits
+    ) throws
         -> SwapJournal.Entry
     {
         // A new store's folder may not exist yet (the switch makes it): nothing live is read then.
@@ -683,7 +705,7 @@ public struct Restorer: Sendable {
             let stagedHeader = StoreHeader.read(store.path),
             liveHeader.isWAL != stagedHeader.isWAL
         {
-            let db = try Database(path: store.path, mode: .readWrite)
+            let db = try Database(path: store.path, mode: .readWrite, limits: limits)
             try db.execute(liveHeader.isWAL ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE")
         }
         try FileSystem.removeFile(store.path + "-wal")

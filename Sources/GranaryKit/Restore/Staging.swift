@@ -12,22 +12,26 @@ public enum Staging {
     /// (`ArchiveVerifier`, with `integrity_check`). Returns the manifest. Throws
     /// `RestoreError.verificationFailed` for anything wrong with the data, including an archive
     /// whose manifest names another user than `user`.
-    public static func extract(archive: String, into folder: String, user: String? = nil) throws -> Manifest {
-        try extract(source: .file(archive), name: archive, into: folder, user: user)
+    public static func extract(
+        archive: String, into folder: String, user: String? = nil, limits: ContentLimits = .defaults
+    ) throws -> Manifest {
+        try extract(source: .file(archive), name: archive, into: folder, user: user, limits: limits)
     }
 
     /// Extracts the archive `source` gives (a local file, or a remote archive streamed) as
-    /// ``extract(archive:into:user:)`` does; `name` names it in messages.
-    public static func extract(source: ArchiveSource, name archive: String, into folder: String, user: String? = nil)
-        throws -> Manifest
-    {
+    /// ``extract(archive:into:user:limits:)`` does; `name` names it in messages. `limits`: the time
+    /// budget and memory ceiling of each store's check (the run's, ``RunContext/limits``).
+    public static func extract(
+        source: ArchiveSource, name archive: String, into folder: String, user: String? = nil,
+        limits: ContentLimits = .defaults
+    ) throws -> Manifest {
         do {
             // Every file, those a format-2 archive lists in MANIFEST.files too: restore needs their modes.
             // Before a byte is written: room for every file at its full length (the users'
             // filesystem is shared; a staging that filled it would fail every other user's writes).
             return try ArchiveVerifier.extract(
                 source: source, name: archive, into: folder, check: .full, expectedUser: user, allFiles: true,
-                room: { try StagingRoom.check($0, in: folder) }
+                limits: limits, room: { try StagingRoom.check($0, in: folder) }
             ).manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason

@@ -55,15 +55,6 @@ public struct ContentLimits: Sendable, Equatable {
         time + timePerGiB * (Double(max(0, size)) / Double(1 << 30))
     }
 
-    /// The limits of every connection opened without limits of its own: the executable sets them
-    /// from the configuration file; the defaults until then.
-    public static var current: ContentLimits {
-        get { lock.withLock { configured } }
-        set { lock.withLock { configured = newValue } }
-    }
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var configured = ContentLimits.defaults
-
     /// Whether memory ceilings are enforced in this process (the allocator wrapper is installed
     /// when the process starts, before SQLite initialises; embedding code that initialised SQLite
     /// first goes without).
@@ -76,10 +67,13 @@ public struct ContentLimits: Sendable, Equatable {
 public final class ContentAccount: @unchecked Sendable {
     /// The shared budget (immutable; the C account counts atomically).
     public let budget: Duration
+    /// The limits it was made under: those of each connection charged to it, unless given its own.
+    public let limits: ContentLimits
     let handle: OpaquePointer?
 
     /// An account for stores of `size` bytes in all, under `limits`.
-    public init(limits: ContentLimits = .current, storesOfSize size: Int64) {
+    public init(limits: ContentLimits, storesOfSize size: Int64) {
+        self.limits = limits
         budget = limits.timeBudget(forStoreOfSize: size)
         handle = granary_account_create(ContentBudget.nanoseconds(budget))
     }

@@ -50,7 +50,8 @@ public final class Database {
     /// Opens `path`. `busyTimeout` is how long a statement waits for another connection's lock;
     /// `vfs` names a registered VFS (nil: the default).
     ///
-    /// Every connection works under `limits` (nil: `ContentLimits.current`): its time budget is
+    /// Every connection works under `limits` (nil: the `account`'s, else `ContentLimits.defaults`;
+    /// a run passes its own, ``RunContext/limits``): its time budget is
     /// that of a store the size of the database file (or of `budgetSize` bytes, when given), and
     /// its memory ceiling applies to everything SQLite allocates in its calls. A statement stopped
     /// by either throws an `SQLiteError` whose `limit` says which. See `ContentLimits`.
@@ -100,7 +101,7 @@ public final class Database {
         opening: String, display: String, beneath: SQLiteName?, mode: OpenMode, busyTimeout: Duration, vfs: String?,
         limits: ContentLimits?, budgetSize: Int64?, account: ContentAccount? = nil
     ) throws(SQLiteError) {
-        let budget = ContentBudget(limits: limits ?? .current, account: account)
+        let budget = ContentBudget(limits: limits ?? account?.limits ?? .defaults, account: account)
         var db: OpaquePointer?
         SQLiteName.clearRefusal()
         // SQLITE_OPEN_NOMUTEX: each connection is confined to one thread.
@@ -139,11 +140,13 @@ public final class Database {
     /// connection. Never for a user's live store: mapped pages of a file that another process
     /// truncates kill the reader (SIGBUS).
     /// `account`: the user's time across stores, charged too (`ContentAccount`).
-    public static func openFinished(path: String, account: ContentAccount? = nil) throws(SQLiteError) -> Database {
+    public static func openFinished(
+        path: String, limits: ContentLimits? = nil, account: ContentAccount? = nil
+    ) throws(SQLiteError) -> Database {
         guard granary_tee_register() == SQLITE_OK else {
-            return try Database(path: path, mode: .readOnly, account: account)
+            return try Database(path: path, mode: .readOnly, limits: limits, account: account)
         }
-        let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee", account: account)
+        let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee", limits: limits, account: account)
         if sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_READAHEAD, nil) == SQLITE_OK {
             // Pages in place from the tee's mapped windows (SQLite clamps the size to its
             // limit; the tee maps 2 MiB at most, whatever it is).

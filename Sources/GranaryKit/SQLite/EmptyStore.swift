@@ -22,7 +22,8 @@ import Foundation
 /// The result is then checked: no row outside the kept tables, `integrity_check` ok, FTS's
 /// `integrity-check` command and R-tree's `rtreecheck()` pass.
 ///
-/// The kept tables are those of `schemaStateTables` and `configuredKeepTables`, matched as SQLite
+/// The kept tables are those of `schemaStateTables` and the configured ones
+/// (``RunContext/resetKeepTables``, `[reset] keep_tables`), matched as SQLite
 /// matches names (ASCII case ignored). Schema text is the store author's: each entry must be one
 /// `CREATE` statement (SQLite itself only ever reads the first statement of one, and one could
 /// hide another behind it), and only the virtual-table modules above are rebuilt.
@@ -53,14 +54,9 @@ public enum EmptyStore {
         "DATABASECHANGELOG", "DATABASECHANGELOGLOCK",  // Liquibase
     ]
 
-    /// Kept besides `schemaStateTables`: `[reset] keep_tables` of the configuration file, set by
-    /// the executable (`Settings.applyToProcess`).
-    public static var configuredKeepTables: [String] {
-        get { lock.withLock { configured } }
-        set { lock.withLock { configured = newValue } }
-    }
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var configured: [String] = []
+    /// The tables a reset keeps: `schemaStateTables` and `configured` (`[reset] keep_tables`,
+    /// ``RunContext/resetKeepTables``).
+    public static func keptTables(besides configured: [String]) -> [String] { schemaStateTables + configured }
 
     /// The virtual-table modules a reset rebuilds (and knows how to check).
     public static let modules: Set<String> = ["fts3", "fts4", "fts5", "rtree", "rtree_i32"]
@@ -102,9 +98,10 @@ public enum EmptyStore {
 
     /// What a reset of the store open as `source` would empty and keep (a dry run);
     /// counts the rows of every table. Reads one snapshot of the store.
+    /// `keep`: the tables kept (nil: `schemaStateTables`; see ``keptTables(besides:)``).
     public static func plan(of source: Database, keep: [String]? = nil) throws -> Plan {
         try readTransaction(source) {
-            let schema = try Schema.read(source, keep: keep ?? keptTables)
+            let schema = try Schema.read(source, keep: keep ?? schemaStateTables)
             return try schema.plan(counting: source)
         }
     }
@@ -115,16 +112,14 @@ public enum EmptyStore {
     public static func build(from source: Database, into path: String, keep: [String]? = nil) throws -> Plan {
         guard FileSystem.status(path) == nil else { throw FileSystemError("create", path: path, code: EEXIST) }
         return try readTransaction(source) {
-            let schema = try Schema.read(source, keep: keep ?? keptTables)
-            let destination = try Database(path: path, mode: .create, budgetSize: source.contentSize)
+            let schema = try Schema.read(source, keep: keep ?? schemaStateTables)
+            let destination = try Database(
+                path: path, mode: .create, limits: source.budget.limits, budgetSize: source.contentSize)
             try schema.create(in: destination, from: source)
             try schema.check(destination)
             return try schema.plan(counting: nil)
         }
     }
-
-    /// The built-in and configured kept tables.
-    static var keptTables: [String] { schemaStateTables + configuredKeepTables }
 
     /// Runs `body` inside one read transaction of `db`, so that the schema and the kept rows come
     /// from the same snapshot of a live store.

@@ -46,7 +46,7 @@ public enum SampleData {
     /// A WAL store with table `items(id INTEGER PRIMARY KEY, body TEXT, created REAL)` and
     /// `rows` rows; the last `walOnlyTail` of them are committed only in the `-wal`.
     public static func makeItemsStore(_ path: String, rows: Int, walOnlyTail: Int) throws {
-        let db = try Database(path: path, mode: .create)
+        let db = try Database(path: path, mode: .create, limits: .unlimited)
         try db.execute("PRAGMA journal_mode=WAL")
         try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT NOT NULL, created REAL NOT NULL)")
         try db.execute("CREATE INDEX items_created ON items(created)")
@@ -79,7 +79,7 @@ public enum SampleData {
 
     /// A rollback-journal (DELETE mode) store with the same `items` table.
     public static func makeRollbackStore(_ path: String, rows: Int) throws {
-        let db = try Database(path: path, mode: .create)
+        let db = try Database(path: path, mode: .create, limits: .unlimited)
         try db.execute("PRAGMA journal_mode=DELETE")
         try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT NOT NULL, created REAL NOT NULL)")
         try insertItems(db, from: 1, count: rows)
@@ -88,7 +88,7 @@ public enum SampleData {
     /// A Core Data-shaped store: `Folder` and `Note` entities, `Z_PRIMARYKEY`, `Z_METADATA`
     /// with a binary plist, and every third note's attachment stored as external data.
     public static func makeCoreDataStore(_ path: String, notes: Int) throws {
-        let db = try Database(path: path, mode: .create)
+        let db = try Database(path: path, mode: .create, limits: .unlimited)
         try db.execute("PRAGMA journal_mode=WAL")
         try db.execute(
             """

@@ -75,5 +75,36 @@ extension AttackTests {
             #expect(stops > 5, "retire had fewer points than expected: is GRANARY_TEST_PAUSE_AT compiled in?")
             print("retire steps: \(outcomes.joined(separator: " "))")
         }
+
+        @Test(
+            "the empty -wal SQLite's lock opens for retire's check is removed only while it is that file: swapped for a link meanwhile, the link stays and the victim's folder is untouched"
+        )
+        func checkedWALSwapped() throws {
+            let lab = try Lab()
+            let store = lab.attackerHome + "/Local.sqlite"
+            // Its last connection closed cleanly: no -wal until SQLite's lock, taken to check it, opens one.
+            try Database(path: store, mode: .readWrite).execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            #expect(FileSystem.status(store + "-wal") == nil)
+            let before = lab.watch()
+            // Stopped where the commit's checks passed, SQLite's locks still held (retire's first look).
+            let run = try lab.start(["retire", "attacker", "--yes"], environment: ["GRANARY_TEST_PAUSE_AT": "checked"])
+            let deadline = Date().addingTimeInterval(30)
+            while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
+            try #require(run.isStopped, "retire did not stop after its checks")
+            #expect(FileSystem.status(store + "-wal").map { Int64($0.st_size) } == 0, "the check's -wal is there")
+            lab.symlink(lab.attackerHome + "/.evil", to: lab.victimHome + "/Local.sqlite-wal")
+            try Lab.exchange(store + "-wal", lab.attackerHome + "/.evil")
+            kill(run.pid, SIGCONT)
+            let outcome = run.wait(timeout: 60)
+            let context = "the check's -wal swapped for a link"
+            Lab.expectDocumented(outcome, context)
+            var info = stat()
+            #expect(
+                lstat(store + "-wal", &info) == 0 && info.st_mode & S_IFMT == S_IFLNK,
+                "\(context): the attacker's link was removed (granary removes only the file it made)")
+            try lab.expectContained(since: before, context, folderToo: false)
+            #expect(outcome.status != 0 && FileSystem.status(lab.attackerHome) != nil, "\(context): \(outcome)")
+            #expect(!lab.attackerArchives().contains { $0.hasSuffix("-final.tar.zst") }, "\(context): a final archive")
+        }
     }
 }

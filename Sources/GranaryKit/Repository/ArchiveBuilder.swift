@@ -148,6 +148,9 @@ public struct ArchiveBuilder: Sendable {
     ) throws -> (Manifest.Store, Member) {
         let member = Manifest.storesFolder + name
         let mode = settings.check, user = user.rawValue, fail = settings.failOnProblems
+        // Without a user's account (a safety archive), the run's limits for this store alone.
+        let account =
+            account ?? ContentAccount(limits: repository.context.limits, storesOfSize: FileSystem.size(database))
         let (integrity, hashed) = try Parallel.both(
             {
                 try Self.check(
@@ -170,7 +173,7 @@ public struct ArchiveBuilder: Sendable {
         folders: [String: Manifest.Ownership]
     ) -> Manifest {
         var manifest = Manifest(
-            user: user.rawValue, host: Hosts.current, created: created, label: settings.label,
+            user: user.rawValue, host: repository.context.host, created: created, label: settings.label,
             compression: settings.compression, stores: stores, files: members.map(\.file))
         manifest.kind = settings.kind
         manifest.restoredFrom = settings.restoredFrom
@@ -258,5 +261,52 @@ public struct ArchiveBuilder: Sendable {
     {
         let digest = try FileDigest.of(path, mapped: Member.mapped(kind: kind))
         return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind, mode: mode)
+    }
+}
+
+// MARK: Folder owners
+
+extension ArchiveBuilder {
+    /// The owner and mode of every folder that holds a store or its external data, by path
+    /// relative to the user's folder (a restore that makes them makes them alike).
+    static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
+        folderOwnerships(ofStores: stores.map { ($0.name, $0.hasExternalData) }, in: user)
+    }
+
+    /// The same, for stores given by name (relative to the user's folder) and whether each has
+    /// external data (a safety archive's stores, kept aside).
+    static func folderOwnerships(ofStores stores: [(name: String, hasExternalData: Bool)], in user: UserFolder)
+        -> [String: Manifest.Ownership]
+    {
+        var result = folderOwnerships(of: stores.map(\.name), in: user)
+        func record(_ path: String) {
+            guard result[path] == nil, let info = try? user.folder.folder(path).status() else { return }
+            result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
+        }
+        for store in stores where store.hasExternalData {
+            let parent = PathText.parent(store.name)
+            let support =
+                (parent.isEmpty ? "" : parent + "/")
+                + StoreFile.supportFolderName(for: PathText.lastComponent(store.name))
+            record(support)
+            record(support + "/" + StoreFile.externalDataFolderName)
+        }
+        return result
+    }
+
+    /// The owner and mode of every folder above each of `files` (paths relative to the user's folder).
+    static func folderOwnerships(of files: [String], in user: UserFolder) -> [String: Manifest.Ownership] {
+        var result: [String: Manifest.Ownership] = [:]
+        for file in files {
+            var path = ""
+            for part in PathText.parent(file).split(separator: "/") {
+                path += (path.isEmpty ? "" : "/") + part
+                guard result[path] == nil, let folder = try? user.folder.folder(path),
+                    let info = try? folder.status()
+                else { continue }
+                result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
+            }
+        }
+        return result
     }
 }

@@ -1,8 +1,7 @@
 import Foundation
-import Synchronization
 
 /// How long a remote operation may take before it fails, and how often it is tried
-/// (`[remote]` in granary.toml(5)); given to every rclone run as its own flags.
+/// (`[remote]` in granary.toml(5), ``RunContext/remote``); given to every rclone run as its own flags.
 ///
 /// - `connect_timeout` (rclone `--contimeout`): a connection that is not made within it fails;
 /// - `timeout` (rclone `--timeout`): a connection on which nothing moves for this long (no first
@@ -25,13 +24,6 @@ public struct RemoteLimits: Sendable, Equatable {
     public init() {}
 
     public static let defaults = RemoteLimits()
-
-    private static let state = Mutex(RemoteLimits.defaults)
-    /// The limits of this process's rclone runs (the command line sets them from the settings).
-    public static var current: RemoteLimits {
-        get { state.withLock { $0 } }
-        set { state.withLock { $0 = newValue } }
-    }
 
     /// The pause before try `n` (1: the second try) of a whole operation: 1 s, 2 s, 4 s, … up to 8 s.
     public static func backoff(try n: Int) -> Duration { .seconds(min(8, 1 << max(0, n - 1))) }
