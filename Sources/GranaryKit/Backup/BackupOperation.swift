@@ -45,6 +45,9 @@ public struct BackupOperation: Sendable {
         /// The mirrors are left to the caller (``BackupRun``, which sends while the next user is
         /// backed up): the result carries the archive's local file (``Result/mirrorFile``).
         public var mirrorsLater = false
+        /// Issue 35 (opt-in, `backup --delta`): page hashes in every archive, and a delta archive
+        /// in place of a full when a base fits (``DeltaBackup``); nil: fulls as always.
+        public var delta: DeltaPolicy?
         public init() {}
     }
 
@@ -92,6 +95,8 @@ public struct BackupOperation: Sendable {
         /// With ``Options/mirrorsLater``: the archive's local file to send to the mirrors, and
         /// whether it is a copy of the caller's to remove once sent (a remote repository's upload).
         public var mirrorFile: (path: String, removeAfter: Bool)?
+        /// With ``Options/delta``: whether a delta or a full was written, and why a full.
+        public var delta: DeltaOutcome?
     }
 
     /// One mirror's copy of a new archive.
@@ -169,14 +174,22 @@ public struct BackupOperation: Sendable {
                 let taken = try snapshotAll(
                     folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped)
                 let created = Date()
+                // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits.
+                let delta = try options.delta.map { policy in
+                    try DeltaBackup.plan(
+                        policy: policy, user: user, repository: repository, stores: taken.stores, files: taken.files,
+                        work: work, label: options.label, created: created)
+                }
+                let packed = delta?.files ?? taken.files
                 var manifest = Manifest(
-                    user: user.rawValue, host: Hosts.current, created: created, label: options.label,
-                    compression: options.compression, stores: taken.stores, files: taken.files.map(\.file))
+                    user: user.rawValue, host: Hosts.current, created: created, label: delta?.label ?? options.label,
+                    compression: options.compression, stores: taken.stores, files: packed.map(\.file))
+                if let delta { manifest.delta = delta.info; manifest.format = DeltaInfo.format }
                 manifest.kind = kind
                 manifest.folder = taken.folderOwner
                 manifest.folders = taken.folders.isEmpty ? nil : taken.folders
                 let (entry, mirrored) = try pack(
-                    manifest, files: taken.files, into: userFolder, user: user, created: created, stages: &stages,
+                    manifest, files: packed, into: userFolder, user: user, created: created, stages: &stages,
                     overlapped: overlapped,
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
@@ -200,6 +213,7 @@ public struct BackupOperation: Sendable {
                 result.mirrors = mirrored.uploads
                 result.mirrorFile = mirrored.file
                 result.warnings = taken.warnings
+                result.delta = delta?.outcome
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
@@ -266,7 +280,10 @@ public struct BackupOperation: Sendable {
             let snapshotPath = work + "/\(index).sqlite"
             progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)
             let snapshotStarted = ContinuousClock.now
-            if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size) {
+            // (Not with `--delta`, issue 35: its page hashes go before the stores.)
+            if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size)
+                && options.delta == nil
+            {
                 let name = ArchiveName(created: Date(), label: options.label, compression: options.compression).fileName
                 let pack = try OverlappedPack(
                     folder: archiveFolder, name: name, prefix: options.overlap.prefix, level: options.level,
@@ -480,7 +497,8 @@ public struct BackupOperation: Sendable {
         stages.pack = Self.seconds(since: packStarted)
         written()
         return try publish(
-            archive.fd, temporary: archive.temporary, user: user, created: created, stages: &stages, lookups: lookups
+            archive.fd, temporary: archive.temporary, user: user, created: created, label: manifest.label,
+            stages: &stages, lookups: lookups
         ) {
             published = true
             archive.onRenamed()
@@ -508,7 +526,7 @@ public struct BackupOperation: Sendable {
     private func packInOrder(_ manifest: Manifest, files: [Packed], into folder: String, created: Date, total: Int64)
         throws -> Written
     {
-        let first = ArchiveName(created: created, label: options.label, compression: options.compression)
+        let first = ArchiveName(created: created, label: manifest.label, compression: options.compression)
         let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
         do {
             let writer = try ArchiveWriter(
@@ -549,14 +567,14 @@ public struct BackupOperation: Sendable {
     }
 
     private func publish(
-        _ fd: Int32, temporary: String, user: UserID, created: Date, stages: inout Stages, lookups: [Pending<Bool>],
-        onRenamed: () -> Void
+        _ fd: Int32, temporary: String, user: UserID, created: Date, label: String?, stages: inout Stages,
+        lookups: [Pending<Bool>], onRenamed: () -> Void
     ) throws -> (RepositoryEntry, Mirrored) {
         let syncStarted = ContinuousClock.now
         if repository.isLocal, fsync(fd) != 0 { throw FileSystemError("sync", path: temporary) }
         fchmod(fd, 0o600)
         try Interruption.check()
-        let label = options.label, compression = options.compression
+        let compression = options.compression
         // A remote repository's publish is an upload: at the caller's priority, as for mirrors below.
         let entry = try CPUYield.shared.normal {
             try repository.publish(temporary, user: user) { sequence in

@@ -504,6 +504,12 @@ public struct Restorer: Sendable {
     {
         let archive = chosen.path
         do {
+            // Issue 35: a delta is rebuilt from its chain and checked against its state digest.
+            if let repository, let entry = chosen.entry,
+                let rebuilt = try DeltaRestore.stage(entry, repository: repository, into: staging, user: user)
+            {
+                return rebuilt
+            }
             // A remote archive streams through the verifier into staging: no other local copy.
             let source = try chosen.entry.flatMap { try repository?.open($0) } ?? .file(archive)
             return try Staging.extract(source: source, name: archive, into: staging, user: user.rawValue)

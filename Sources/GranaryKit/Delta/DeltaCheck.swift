@@ -1,0 +1,62 @@
+import Foundation
+
+/// The checks `ArchiveVerifier` runs, once every member is extracted and matches its manifest
+/// entry, on an archive with delta information (issue 35).
+///
+/// A delta alone: each store's `.pages` states the recorded page size, page count and state
+/// digest; each `.delta` is well formed, carries pages within that count, in order, each with the
+/// hash `.pages` lists for it, as many as recorded; the carried external-data files are in the
+/// state the manifest lists. A full with page hashes: each extracted store's own state digest is
+/// the recorded one, and so is its `.pages` file's.
+enum DeltaCheck {
+    static func check(_ manifest: Manifest, in folder: String, archive: String) throws {
+        guard let info = manifest.delta else { return }
+        func fail(_ member: String?, _ reason: String) -> VerificationFailure {
+            VerificationFailure(archive: archive, member: member, reason: reason)
+        }
+        guard info.stores.map(\.name) == manifest.stores.map(\.name) else {
+            throw fail(Manifest.memberName, "lists other stores under \"delta\" than under \"stores\"")
+        }
+        for (store, recorded) in zip(manifest.stores, info.stores) {
+            guard ArchiveVerifier.isSafe(store.name), store.path == Manifest.storesFolder + store.name,
+                recorded.pages == PageFiles.pagesMember(store.name),
+                recorded.changes == nil || recorded.changes == PageFiles.deltaMember(store.name)
+            else {
+                throw fail(store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
+            }
+            let pages = folder + "/" + recorded.pages
+            do {
+                let summary = try PageFiles.summary(ofPages: pages)
+                guard summary.pageSize == recorded.pageSize, summary.pageCount == recorded.pageCount,
+                    summary.stateDigest == recorded.stateDigest
+                else {
+                    throw fail(
+                        recorded.pages,
+                        "states \(summary.pageCount) pages of \(summary.pageSize) bytes with state digest \(summary.stateDigest), the manifest \(recorded.pageCount) of \(recorded.pageSize) with \(recorded.stateDigest)"
+                    )
+                }
+                if manifest.isDelta {
+                    guard let changes = recorded.changes else { throw fail(store.path, "has no changed pages listed") }
+                    let header = try PageChanges.check(folder + "/" + changes, against: pages)
+                    guard header.changed == recorded.changedPages else {
+                        throw fail(changes, "carries \(header.changed) pages, the manifest says \(recorded.changedPages ?? 0)")
+                    }
+                } else {
+                    let own = try PageFiles.hash(file: folder + "/" + store.path, pageSize: recorded.pageSize)
+                    guard own.stateDigest == recorded.stateDigest else {
+                        throw fail(store.path, "has state digest \(own.stateDigest), the manifest says \(recorded.stateDigest)")
+                    }
+                }
+            } catch let error as DeltaError {
+                throw fail(nil, error.description)
+            }
+        }
+        if manifest.isDelta {
+            let state = Dictionary(
+                (info.external ?? []).map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+            for file in manifest.files where file.kind == .external && state[file.path] != file {
+                throw fail(file.path, "is carried but is not in the state the manifest lists")
+            }
+        }
+    }
+}
