@@ -66,6 +66,8 @@ public enum ArchiveRemoval {
             case .backup: break
             }
         }
+        // Issue 35: a kept delta keeps its whole chain (every base back to its full).
+        DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
         return archives.map { Item(entry: $0, keptBy: kept[$0.path] ?? []) }.reversed()
     }
 

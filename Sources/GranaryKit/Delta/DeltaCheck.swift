@@ -48,7 +48,16 @@ enum DeltaCheck {
                     }
                 }
             } catch let error as DeltaError {
-                throw fail(nil, error.description)
+                // Named by member, not by the scratch copy's path.
+                switch error {
+                case .malformed(let path, let reason) where path.hasPrefix(folder + "/"):
+                    throw fail(String(path.dropFirst(folder.count + 1)), reason)
+                case .notPages(let path, let size, let pageSize) where path.hasPrefix(folder + "/"):
+                    throw fail(
+                        String(path.dropFirst(folder.count + 1)),
+                        "has \(size) bytes, not a whole number of \(pageSize)-byte pages")
+                default: throw fail(nil, error.description)
+                }
             }
         }
         if manifest.isDelta {
