@@ -62,7 +62,8 @@ struct DeltaArchiveTests {
             )
             return "insert \(rows)"
         case 1:
-            try local.execute("UPDATE items SET body = hex(randomblob(64)) WHERE id % \(Int.random(in: 3...40, using: &random)) = 0")
+            try local.execute(
+                "UPDATE items SET body = hex(randomblob(64)) WHERE id % \(Int.random(in: 3...40, using: &random)) = 0")
             return "update"
         case 2:
             try local.execute("DELETE FROM items WHERE id % \(Int.random(in: 2...6, using: &random)) = 1")
@@ -139,7 +140,7 @@ struct DeltaArchiveTests {
                         "seed \(seed): \(item.archive)")
                 }
             }
-            let verified = try site.granary(["verify", "--all"])
+            let verified = try site.granary(["verify", "--all", "--chain"])
             #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
         }
     }
@@ -163,18 +164,24 @@ struct DeltaArchiveTests {
         #expect(made?.status == 0, "\(made?.stderr ?? "")")
         #expect(made?.stdout.contains("\"kind\" : \"delta\"") == true, "\(made?.stdout ?? "")")
         #expect(made?.stdout.contains("\"base\" : \"\(full[0])\"") == true, "\(made?.stdout ?? "")")
+        #expect(try ShellTools.schemaProblems(made?.stdout ?? "", schema: "backup").isEmpty)
         #expect(delta.hasSuffix("-delta.tar.zst"))
         let members = try GranaryProcess.runExecutable(
             "/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(Self.alice)/" + delta])
         #expect(members.status == 0)
         #expect(members.stdout.contains("stores/Local.sqlite.delta"), "\(members.stdout)")
         #expect(!members.stdout.contains("stores/Local.sqlite\n"), "a delta holds no whole store: \(members.stdout)")
+        let inspected = try site.granary(["inspect", "\(Self.alice)/\(delta)"])
+        #expect(inspected.status != 0)
+        #expect(inspected.stderr.contains("is a delta archive of \(full[0])"), "\(inspected.stderr)")
         // --full forces a full, still with page hashes; --full alone is a usage error.
         var forced: GranaryProcess.Result?
         let second = try Self.added(site, Self.alice) {
             forced = try site.granary(["backup", Self.alice, "--delta", "--full", "--json"])
         }
         #expect(forced?.stdout.contains("\"kind\" : \"full\"") == true, "\(forced?.stdout ?? "")")
+        #expect(forced?.stdout.contains("a full was asked for (--full)") == true, "\(forced?.stdout ?? "")")
+        #expect(try ShellTools.schemaProblems(forced?.stdout ?? "", schema: "backup").isEmpty)
         #expect(!second.contains("delta"))
         #expect(try site.granary(["backup", Self.alice, "--full"]).status == 64)
     }
@@ -189,6 +196,13 @@ struct DeltaArchiveTests {
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         let names = site.archives(Self.alice)
         try FileSystem.removeFile(site.repo + "/\(Self.alice)/" + names[0])
+        // The delta alone is sound; its chain is not.
+        #expect(try site.granary(["verify", "\(Self.alice)/\(names[1])"]).status == 0)
+        let chain = try site.granary(["verify", "\(Self.alice)/\(names[1])", "--chain"])
+        #expect(chain.status == 65, "\(chain.stdout) \(chain.stderr)")
+        #expect(
+            chain.stderr.contains("does not rebuild from its chain") && chain.stderr.contains(names[0]),
+            "\(chain.stderr)")
         let target = site.folder.child("out")
         try FileSystem.makeDirectory(target)
         let restored = try site.granary(["restore", Self.alice, names[1], "--to", target])

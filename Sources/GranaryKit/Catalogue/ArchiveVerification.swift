@@ -21,9 +21,11 @@ public enum ArchiveVerification {
     /// failed download or another error of the machine (not of the archive) is thrown, and
     /// records nothing. With no repository (files outside any, named by their paths), the work
     /// is done in a private temporary folder, removed after.
-    public static func run(_ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode) throws
-        -> [Outcome]
-    {
+    /// With `chain` (issue 35), a delta archive of the repository is also rebuilt from its chain
+    /// in a scratch folder, and its stores checked against the state it records (`DeltaRestore`).
+    public static func run(
+        _ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode, chain: Bool = false
+    ) throws -> [Outcome] {
         var outcomes: [Outcome] = []
         var scratch: String?
         defer { scratch.map(FileSystem.removeTree) }
@@ -43,6 +45,11 @@ public enum ArchiveVerification {
                         source: try repository?.open(entry) ?? .file(entry.path), name: entry.path, workFolder: work,
                         check: check,
                         expectedUser: entry.user.rawValue)
+                }
+                if chain, let repository, entry.object != nil {
+                    try CPUYield.shared.yielding {
+                        try DeltaRestore.verifyChain(entry, repository: repository, work: work)
+                    }
                 }
                 try record(entry, good: true, reason: nil, check: check, in: repository)
                 outcomes.append(

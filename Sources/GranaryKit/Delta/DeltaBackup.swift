@@ -144,7 +144,8 @@ enum DeltaBackup {
             return full("\(share) % of the pages changed (a full above \(Int(policy.maxChangedShare * 100)) %)")
         }
         // 4. External data: files new or changed go in whole; the whole state is listed.
-        let before = base.manifest.isDelta
+        let before =
+            base.manifest.isDelta
             ? (baseInfo.external ?? []) : base.manifest.files.filter { $0.kind == .external }
         let known = Dictionary(before.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
         let carried = external.filter { known[$0.file.path] != $0.file }
@@ -157,7 +158,8 @@ enum DeltaBackup {
                 DeltaInfo.Store(
                     name: stores[index].name, pageSize: summaries[index].pageSize,
                     pageCount: summaries[index].pageCount, stateDigest: summaries[index].stateDigest,
-                    pages: PageFiles.pagesMember(stores[index].name), changes: PageFiles.deltaMember(stores[index].name),
+                    pages: PageFiles.pagesMember(stores[index].name),
+                    changes: PageFiles.deltaMember(stores[index].name),
                     changedPages: changedPages[index])
             },
             external: external.map(\.file), removed: removed)
@@ -177,9 +179,11 @@ struct BaseHead {
     var pages: [String: String]
 
     /// Reads `entry`'s head into `scratch`; a failure is a reason (a full is written instead).
-    static func read(_ entry: RepositoryEntry, repository: any Repository, into scratch: String) -> Swift.Result<
-        BaseHead, BaseFailure
-    > {
+    static func read(_ entry: RepositoryEntry, repository: any Repository, into scratch: String)
+        -> Swift.Result<
+            BaseHead, BaseFailure
+        >
+    {
         do {
             let source = try repository.open(entry)
             defer { _ = source.transferFailure() }

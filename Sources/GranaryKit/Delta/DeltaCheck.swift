@@ -22,7 +22,8 @@ enum DeltaCheck {
                 recorded.pages == PageFiles.pagesMember(store.name),
                 recorded.changes == nil || recorded.changes == PageFiles.deltaMember(store.name)
             else {
-                throw fail(store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
+                throw fail(
+                    store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
             }
             let pages = folder + "/" + recorded.pages
             do {
@@ -39,12 +40,15 @@ enum DeltaCheck {
                     guard let changes = recorded.changes else { throw fail(store.path, "has no changed pages listed") }
                     let header = try PageChanges.check(folder + "/" + changes, against: pages)
                     guard header.changed == recorded.changedPages else {
-                        throw fail(changes, "carries \(header.changed) pages, the manifest says \(recorded.changedPages ?? 0)")
+                        throw fail(
+                            changes, "carries \(header.changed) pages, the manifest says \(recorded.changedPages ?? 0)")
                     }
                 } else {
                     let own = try PageFiles.hash(file: folder + "/" + store.path, pageSize: recorded.pageSize)
                     guard own.stateDigest == recorded.stateDigest else {
-                        throw fail(store.path, "has state digest \(own.stateDigest), the manifest says \(recorded.stateDigest)")
+                        throw fail(
+                            store.path, "has state digest \(own.stateDigest), the manifest says \(recorded.stateDigest)"
+                        )
                     }
                 }
             } catch let error as DeltaError {

@@ -29,7 +29,7 @@ public enum DeltaRestore {
     /// the usual way). Throws `RestoreError.verificationFailed` when the chain is broken or does
     /// not rebuild the recorded state.
     public static func stage(
-        _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID
+        _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID, durable: Bool = true
     ) throws -> Manifest? {
         guard entry.name.saysDelta else { return nil }
         func fail(_ reason: String) -> RestoreError {
@@ -94,7 +94,8 @@ public enum DeltaRestore {
                 throw fail("rebuilds \(store.name) that SQLite cannot open: \(error)")
             }
             guard problems == [Database.sound] else {
-                throw fail("rebuilds \(store.name) that fails integrity_check: \(problems.prefix(3).joined(separator: "; "))")
+                throw fail(
+                    "rebuilds \(store.name) that fails integrity_check: \(problems.prefix(3).joined(separator: "; "))")
             }
             try FileSystem.removeFile(path + "-wal")
             try FileSystem.removeFile(path + "-shm")
@@ -105,12 +106,27 @@ public enum DeltaRestore {
                 throw fail("rebuilds without \(file.path), which its state lists")
             }
         }
-        try syncTree(staging)
+        if durable { try syncTree(staging) }
         result.files =
             result.stores.map {
                 Manifest.File(path: $0.path, size: Int64($0.pageCount) * Int64($0.pageSize), sha256: "", kind: .store)
             } + external
         return result
+    }
+
+    /// `verify --chain`: rebuilds the delta `entry` from its chain in a scratch folder under `work`
+    /// and checks its stores' state digests and `integrity_check`, as a restore would; throws a
+    /// `VerificationFailure` naming what broke. Nothing for an archive that is not a delta.
+    public static func verifyChain(_ entry: RepositoryEntry, repository: any Repository, work: String) throws {
+        let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "chain")
+        defer { FileSystem.removeTree(scratch) }
+        let staging = scratch + "/staged"
+        try FileSystem.makeDirectory(staging)
+        do {
+            _ = try stage(entry, repository: repository, into: staging, user: entry.user, durable: false)
+        } catch RestoreError.verificationFailed(_, let reason, _, _) {
+            throw VerificationFailure(archive: entry.path, reason: "does not rebuild from its chain: \(reason)")
+        }
     }
 
     /// An archive's manifest and the SHA-256 of its bytes, read from its first member alone.
@@ -147,7 +163,8 @@ public enum DeltaRestore {
             guard let changes = store.changes else { continue }
             let target = staging + "/" + Manifest.storesFolder + store.name
             guard FileSystem.status(target) != nil else {
-                throw DeltaError.malformed(path: entry.path, reason: "changes \(store.name), which its base does not hold")
+                throw DeltaError.malformed(
+                    path: entry.path, reason: "changes \(store.name), which its base does not hold")
             }
             _ = try PageChanges.apply(scratch + "/" + changes, to: target, pageSize: store.pageSize)
         }

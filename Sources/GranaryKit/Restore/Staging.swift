@@ -32,7 +32,8 @@ public enum Staging {
             // Issue 35: a delta alone holds no store; `DeltaRestore` rebuilds it from its chain.
             if manifest.isDelta {
                 throw VerificationFailure(
-                    archive: archive, reason: "is a delta archive: restore it by name from the repository that holds its base")
+                    archive: archive,
+                    reason: "is a delta archive: restore it by name from the repository that holds its base")
             }
             return manifest
         } catch let failure as VerificationFailure {
