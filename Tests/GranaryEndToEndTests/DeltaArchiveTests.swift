@@ -276,6 +276,15 @@ struct DeltaArchiveTests {
         let target = site.folder.child("out")
         try FileSystem.makeDirectory(target)
         #expect(try site.granary(["restore", Self.alice, "--to", target]).status == 0)
+        // delete refuses a base of a delta that stays (64, naming the delta); the newest delta and
+        // then its base may go, newest first.
+        let refused = try site.granary(["delete", "\(Self.alice)/\(names[1])"])
+        #expect(refused.status == 64, "\(refused.stderr)")
+        #expect(refused.stderr.contains("the delta \(names[2]) is built on it"), "\(refused.stderr)")
+        #expect(site.archives(Self.alice) == names)
+        let both = try site.granary(["delete", "\(Self.alice)/\(names[2])", "\(Self.alice)/\(names[3])", "--force"])
+        #expect(both.status == 0, "\(both.stderr)")
+        #expect(site.archives(Self.alice) == Array(names.prefix(2)))
     }
 }
 
