@@ -118,6 +118,7 @@ check-deb: deb
 SWIFT_FORMAT = $(shell command -v swift-format >/dev/null && echo swift-format || echo "$(SWIFT) format")
 lint:
 	$(SWIFT_FORMAT) lint --strict --recursive --parallel Package.swift Sources Tests
+	python3 scripts/check-layers.py
 format:
 	$(SWIFT_FORMAT) format --in-place --recursive --parallel Package.swift Sources Tests
 
@@ -157,6 +158,10 @@ generate: build
 	$(SWIFT) package plugin --allow-writing-to-package-directory generate-manual --configuration debug \
 		--multi-page --date $(MAN_DATE) --authors "the granary authors"
 	python3 scripts/generate-man.py .build/plugins/GenerateManual/outputs/granary man
+	@# granary.toml(5): its template and the one list of configuration keys (ConfigKeys.swift).
+	$(SWIFT) build --product granary-config-keys
+	$(BIN)/granary-config-keys | python3 scripts/generate-config-man.py man/src/granary.toml.5 > man/granary.toml.5.new
+	mv man/granary.toml.5.new man/granary.toml.5
 	@mkdir -p completions
 	@# Candidates are data, help <TAB> offers the commands: see scripts/patch-completions.py.
 	$(BIN)/granary --generate-completion-script bash | python3 scripts/patch-completions.py bash > completions/granary.bash

@@ -95,6 +95,10 @@ let package = Package(
         ),
         // The `granary` executable: GranaryCLI's entry point and nothing else.
         .executableTarget(name: "granary", dependencies: ["GranaryCLI"]),
+        // Prints the configuration file's keys for `make generate` (granary.toml(5)); not installed.
+        .executableTarget(
+            name: "granary-config-keys",
+            dependencies: ["GranaryCLI", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
         // Generates the built-in sample data that `make demo` and the tests share.
         .executableTarget(
             name: "granary-sample",

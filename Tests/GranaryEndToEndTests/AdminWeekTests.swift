@@ -203,4 +203,20 @@ struct AdminWeekTests {
         let restore = try granary(["restore", alice, "-q"])
         #expect(restore.status == 0 && restore.stdout.isEmpty, "-q hides what a restore did: \(restore.stdout)")
     }
+
+    @Test(
+        "an id that never existed leaves no lock file behind (restore, reset, retire, recover, delete); a user's own lock file stays"
+    )
+    func noLockFilesForStrangers() throws {
+        #expect(try granary(["backup", alice]).status == 0)
+        for arguments in [
+            ["restore", "nosuch"], ["reset", "nosuch", "--yes"], ["retire", "nosuch", "--yes"], ["recover", "nosuch"],
+            ["restore", "nosuch", "--create"],
+        ] {
+            let result = try granary(arguments)
+            #expect(result.status == 66, "\(arguments): \(result.stderr)")
+        }
+        let locks = (try? FileManager.default.contentsOfDirectory(atPath: root + "/.granary/locks")) ?? []
+        #expect(locks == [alice + ".lock"], "\(locks)")
+    }
 }

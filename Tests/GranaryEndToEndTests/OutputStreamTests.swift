@@ -147,4 +147,16 @@ struct OutputStreamTests {
             "no progress bar escapes on a dumb terminal: \(backup.screen.debugDescription)")
         #expect(backup.screen.contains("dave@example.com: "), "on a terminal backup says what it did: \(backup.screen)")
     }
+
+    @Test("on a terminal the bar follows the snapshot phase too (a WAL copy is one SQLite step): it ends full")
+    func snapshotProgress() throws {
+        let fixture = try Fixture()
+        let backup = try ShellTools.runInTerminal(
+            ["backup", "alice@example.com", "--root", fixture.root, "--repo", fixture.repo],
+            environment: ["TERM": "xterm", "COLUMNS": "200"])
+        #expect(backup.status == 0, "\(backup.screen)")
+        #expect(
+            backup.screen.contains("alice@example.com snapshot [####################]"),
+            "the snapshot line ends full, not at 0 B: \(backup.screen.debugDescription)")
+    }
 }

@@ -138,6 +138,16 @@ struct RestoreSemanticsTests {
         #expect(all.stderr.contains("no user folders"))
     }
 
+    @Test("a reset of a user with no store fails with 65, says nothing was reset, and writes nothing")
+    func resetOfNothing() throws {
+        let result = try granary(["reset", "alice@example.com", "--yes"])
+        #expect(result.status == 65, "\(result.stderr)")
+        #expect(result.stderr.contains("no SQLite store found") && result.stderr.contains("nothing was reset"))
+        #expect(result.stderr.contains("granary users"), "the hint: \(result.stderr)")
+        #expect(!result.stderr.contains("no archive was written"))
+        #expect(archives().isEmpty)
+    }
+
     /// Two stores of one user under one running owner: a run of `granary restore` with `environment`
     /// (a crash or a stall injected at `step`); returns whether it finished by itself.
     func twoStoreRun(step: String, environment: [String: String], tag: String) throws -> Bool {

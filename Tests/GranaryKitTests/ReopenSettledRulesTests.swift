@@ -159,7 +159,7 @@ extension ReopenProtocolTests {
         let owner = GranaryOwner()
         try owner.register(store: store, close: {}, reopen: {})
         defer { owner.stop() }
-        let opened = try Folder.open(path: parent).folder("cafe\u{301}")
+        let opened = try Folder<UserOwned>.open(path: parent).folder("cafe\u{301}")
         // Before: the folder's path was read back as a string with its bytes escaped, and hashed
         // as that string's UTF-8: another socket name, and no owner found.
         let client = try #require(try Owners.connect(opened, "Local.sqlite", ownerUID: getuid(), timeout: .seconds(5)))

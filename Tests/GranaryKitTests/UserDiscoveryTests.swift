@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import Synchronization
 import Testing
 
 @testable import GranaryCLI
@@ -55,7 +56,7 @@ struct UserDiscoveryTests {
             atPath: user + "/link.sqlite", withDestinationPath: user + "/data.bin")
         try FileSystem.makeDirectory(user + "/.hidden")
         try SampleData.makeRollbackStore(user + "/.hidden/secret.db", rows: 1)
-        let scan = UserFolder(id: try UserID("u"), folder: try Folder.open(path: user)).scan()
+        let scan = UserFolder(id: try UserID("u"), folder: try Folder<UserOwned>.open(path: user)).scan()
         let stores = scan.stores
         #expect(stores.map(\.name) == ["data.bin"])
         // What was passed over is said: the link and the hidden store (not the junk, which is no store).
@@ -100,5 +101,37 @@ struct UserDiscoveryTests {
         ] {
             #expect(ArchiveName(fileName: bad) == nil, "\(bad)")
         }
+    }
+}
+
+@Suite("the user lock: one holder at a time, and no file left for a user without a folder")
+struct UserLockTests {
+    @Test("threads taking the lock of a user without a folder never hold it together, and the file goes with the last")
+    func exclusiveWhileItsFileIsRemoved() throws {
+        let folder = TemporaryFolder()
+        let rootPath = folder.child("root")
+        try FileSystem.makeDirectory(rootPath, mode: 0o755)
+        let root = Root(path: rootPath)
+        let user = try UserID("ghost")
+        let inside = Mutex(0)
+        let overlaps = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<40 {
+                guard let lock = try? UserLock.acquire(root: root, user: user, timeout: .seconds(60)) else {
+                    overlaps.withLock { $0 += 1000 }
+                    continue
+                }
+                let now = inside.withLock { value -> Int in
+                    value += 1
+                    return value
+                }
+                if now > 1 { overlaps.withLock { $0 += 1 } }
+                usleep(200)
+                inside.withLock { $0 -= 1 }
+                lock.release()
+            }
+        }
+        #expect(overlaps.withLock { $0 } == 0)
+        #expect(access(UserLock.path(root: root, user: user), F_OK) != 0)
     }
 }

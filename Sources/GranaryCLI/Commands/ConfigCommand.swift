@@ -61,50 +61,8 @@ struct ConfigResult: CommandResult {
     init(_ settings: Settings) {
         file = settings.configPath
         looked = ConfigFile.defaultPaths(environment: ProcessInfo.processInfo.environment)
-        func entry<V>(_ key: String, _ setting: Setting<V>?, _ value: (V) -> Value) -> Entry {
-            Entry(
-                key: key, value: setting.map { value($0.value) } ?? .unset,
-                source: setting?.source.rawValue ?? "default")
-        }
-        let policy = settings.retention.value
-        func retention(_ key: String, _ value: Value) -> Entry {
-            Entry(
-                key: "retention." + key, value: value,
-                source: settings.retentionKeysFromFile.contains(key) ? "file" : "default")
-        }
-        self.settings = [
-            entry("root", settings.root) { .string($0) },
-            entry("repo", settings.repo) { .string($0) },
-            entry("host", settings.host) { .string($0) },
-            entry("compression", settings.compression) { .string($0.rawValue) },
-            entry("level", settings.level) { $0.map { .integer($0) } ?? .unset },
-            entry("check", settings.check) { .string($0.rawValue) },
-            entry("lock_timeout", settings.lockTimeout) { .string(DurationText.format($0)) },
-            entry("owner_timeout", settings.ownerTimeout) { .string(DurationText.format($0)) },
-            entry("jobs", settings.jobs) { .integer($0) },
-            Entry(
-                key: "mirror", value: settings.mirrors.value.isEmpty ? .unset : .list(settings.mirrors.value),
-                source: settings.mirrors.value.isEmpty ? "default" : settings.mirrors.source.rawValue),
-            retention("keep_last", .integer(policy.keepLast)),
-            retention("keep_hourly", .integer(policy.keepHourly)),
-            retention("keep_daily", .integer(policy.keepDaily)),
-            retention("keep_weekly", .integer(policy.keepWeekly)),
-            retention("keep_monthly", .integer(policy.keepMonthly)),
-            retention("keep_yearly", .integer(policy.keepYearly)),
-            retention("keep_within", .string(policy.keepWithin.description)),
-            retention("safety_keep_within", .string(policy.safetyKeepWithin.description)),
-            retention(
-                "final_keep_within", policy.finalKeepWithin.map { .string($0.description) } ?? .unset),
-            entry("limits.time", settings.limits) { .string(DurationText.format($0.time)) },
-            entry("limits.time_per_gib", settings.limits) { .string(DurationText.format($0.timePerGiB)) },
-            entry("limits.memory", settings.limits) { Self.size($0.memory) },
-            entry("limits.bytes_per_user", settings.bytesPerUser) { Self.size($0) },
-            entry("reset.keep_tables", settings.resetKeepTables) { $0.isEmpty ? .unset : .list($0) },
-            entry("remote.connect_timeout", settings.remote) { .string(DurationText.format($0.connectTimeout)) },
-            entry("remote.timeout", settings.remote) { .string(DurationText.format($0.timeout)) },
-            entry("remote.retries", settings.remote) { .integer($0.retries) },
-            entry("remote.low_level_retries", settings.remote) { .integer($0.lowLevelRetries) },
-        ]
+        // One line per key of the configuration file, in the order of the one list of keys.
+        self.settings = ConfigKey.all.map { $0.show(settings) }
     }
 
     /// A size as the file would hold it: `"512MiB"` for a whole number of a binary unit, else bytes.

@@ -67,7 +67,7 @@ struct DeleteResult: CommandResult {
     var isAnswer: Bool { dryRun }
     let archives: [Archive]
 
-    init(entries: [Repository.Entry], dryRun: Bool) {
+    init(entries: [RepositoryEntry], dryRun: Bool) {
         self.dryRun = dryRun
         archives = entries.map { Archive(user: $0.user.rawValue, name: $0.name.fileName, path: $0.path) }
     }

@@ -53,7 +53,7 @@ extension RestoreError: CommandLineError {
     var status: ExitStatus {
         switch self {
         case .noArchives, .archiveNotFound, .nothingBefore: return .notFound
-        case .verificationFailed, .storesDiffer, .modelMismatch: return .dataError
+        case .verificationFailed, .storesDiffer, .modelMismatch, .nothingToReset: return .dataError
         case .nothingToUndo, .noUser: return .notFound
         case .ownerUnknown: return .usage
         case .pausedOwnerWrote: return .dataError
@@ -91,6 +91,7 @@ extension RestoreError: CommandLineError {
                     ?? "granary restore \(ShellQuoting.word(user)) \(ShellQuoting.word(source.archive)) --create --owner USER (creates the folder and restores into it)"
             } ?? "granary users lists the users under the root"
         case .noRepository: return "pass --repo DIR or set GRANARY_REPO"
+        case .nothingToReset: return "granary users shows what granary sees in each user's folder"
         case .repositoryUnusable:
             return "make room in the repository or fix its permissions, or pass --no-safety-archive"
         case .unfinished(let user, _): return Hint.command("granary", "recover", user)
@@ -209,13 +210,14 @@ extension ConfigError: CommandLineError {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
         case .untrusted(let path, _):
             return Hint.commands([["chown", "root", "--", path], ["chmod", "go-w", "--", path]])
-        case .unknownKey(_, _, let key) where key.hasPrefix("retention."):
-            return "the [retention] keys are \(ConfigFile.retentionKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey(_, _, let key) where key.hasPrefix("limits."):
-            return "the [limits] keys are \(ConfigFile.limitsKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey(_, _, let key) where key.hasPrefix("reset."):
-            return "the [reset] keys are \(ConfigFile.resetKeys.joined(separator: ", ")); see granary.toml(5)"
-        case .unknownKey: return "the keys are \(ConfigFile.keys.joined(separator: ", ")); see granary.toml(5)"
+        case .unknownKey(_, _, let key):
+            // Each table's own keys, from the one list of keys.
+            if let dot = key.firstIndex(of: "."), let table = ConfigTable.named(String(key[..<dot])) {
+                let brackets = table.isArray ? ("[[", "]]") : ("[", "]")
+                return
+                    "the \(brackets.0)\(table.name)\(brackets.1) keys are \(ConfigKey.names(in: table.name).joined(separator: ", ")); see granary.toml(5)"
+            }
+            return "the keys are \(ConfigKey.names(in: nil).joined(separator: ", ")); see granary.toml(5)"
         default: return "see granary.toml(5)"
         }
     }
@@ -364,6 +366,7 @@ extension FolderError: CommandLineError {
         case .notOwned, .ownerCannotOpen:
             return
                 "look at the file (ls -li): a file of another user, or a second name of another's file, does not belong there; move or remove it"
+        case .differentOwners: return "nothing was moved; this is a bug in granary, please report it"
         default: return "remove or replace the file; it is not part of a store granary can take"
         }
     }

@@ -5,7 +5,9 @@ import GranaryKit
 final class ProgressBar: BackupProgress, @unchecked Sendable {
     private let console: Console
     private let lock = NSLock()
-    private let started = Date()
+    /// The phase being drawn and when it began: its rate and ETA are its own.
+    private var drawing = ""
+    private var started = Date()
     private var lastDraw = Date.distantPast
 
     init(_ console: Console) { self.console = console }
@@ -14,6 +16,10 @@ final class ProgressBar: BackupProgress, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let now = Date()
+        if drawing != user + "\u{0}" + phase {
+            drawing = user + "\u{0}" + phase
+            started = now
+        }
         guard now.timeIntervalSince(lastDraw) > 0.2 || done == total else { return }
         lastDraw = now
         let elapsed = max(now.timeIntervalSince(started), 0.001)

@@ -37,19 +37,6 @@ public struct ConfigFile: Sendable {
     /// `remote_environment`: a root-owned file of `KEY=VALUE` lines for root's rclone.
     public var remoteEnvironment: String?
 
-    /// The top-level keys and the keys of each table the file may hold, for messages and docs.
-    public static let keys = [
-        "root", "repo", "host", "compression", "level", "check", "lock_timeout", "owner_timeout", "jobs", "retention",
-        "mirror", "limits", "reset", "remote", "remote_environment",
-    ]
-    public static let remoteKeys = ["connect_timeout", "timeout", "retries", "low_level_retries"]
-    public static let retentionKeys = [
-        "keep_last", "keep_hourly", "keep_daily", "keep_weekly", "keep_monthly", "keep_yearly", "keep_within",
-        "safety_keep_within", "final_keep_within",
-    ]
-    public static let limitsKeys = ["time", "time_per_gib", "memory"]
-    public static let resetKeys = ["keep_tables"]
-
     /// The file to read: the explicit one (which must exist), else the first default path that exists.
     /// Returns `nil` when no explicit file is named and no default file exists.
     public static func locate(explicit: String?, environment: [String: String]) -> (path: String, required: Bool)? {
@@ -131,54 +118,9 @@ public struct ConfigFile: Sendable {
     /// The largest configuration file read (a configuration is a few hundred bytes).
     public static let maximumSize = 1 << 20
 
-    /// Parses configuration text; `path` names the file in messages.
+    /// Parses configuration text; `path` names the file in messages. Each key is read through
+    /// its row of ``ConfigKey/all``; a key without one is an unknown key.
     public static func parse(_ text: String, path: String) throws(ConfigError) -> ConfigFile {
-        let locator = KeyLocator(text: text)
-        /// A folder or repository location: absolute (cron, systemd and a shell run granary in
-        /// different folders, so a relative path would name a different place in each), never
-        /// starting with `~` (not expanded), or a remote location.
-        func place(_ text: String, _ key: String) throws(ConfigError) -> String {
-            if text.hasPrefix("s3:") || text.hasPrefix("rclone:") || text.isEmpty { return text }
-            if let found = PathText.tildeProblem(text) {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message: "\"\(text)\" \(found.problem): \(found.hint)")
-            }
-            guard text.hasPrefix("/") else {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message:
-                        "\"\(text)\" is a relative path: write it from / (cron, systemd and a shell start granary in different folders)"
-                )
-            }
-            return text
-        }
-        /// `[[mirror]]` tables: each has `repo`, a location, and nothing else.
-        func mirrors(_ value: TOMLValueConvertible) throws(ConfigError) -> [String] {
-            guard let array = value.array else {
-                throw .wrongType(
-                    path: path, line: locator.line(of: "mirror"), key: "mirror",
-                    expected: "an array of tables ([[mirror]])", found: value.type.description)
-            }
-            var locations: [String] = []
-            for item in array {
-                guard let table = item.table else {
-                    throw .wrongType(
-                        path: path, line: locator.line(of: "mirror"), key: "mirror",
-                        expected: "an array of tables ([[mirror]])", found: item.type.description)
-                }
-                for key in table.keys.sorted() where key != "repo" {
-                    throw .unknownKey(path: path, line: locator.line(of: "mirror." + key), key: "mirror." + key)
-                }
-                guard let repo = table["repo"]?.string, !repo.isEmpty else {
-                    throw .invalidValue(
-                        path: path, line: locator.line(of: "mirror"), key: "mirror.repo",
-                        message: "each [[mirror]] needs repo = \"LOCATION\"")
-                }
-                locations.append(try place(repo, "mirror.repo"))
-            }
-            return locations
-        }
         let table: TOMLTable
         do {
             table = try TOMLTable(string: text)
@@ -189,231 +131,44 @@ public struct ConfigFile: Sendable {
         } catch {
             throw .unparseable(path: path, line: 1, column: 1, message: "\(error)")
         }
+        let reader = ConfigReader(path: path, locator: KeyLocator(text: text))
         var config = ConfigFile(path: path)
-
-        func fail(_ key: String, expected: String, found: TOMLValueConvertible) -> ConfigError {
-            .wrongType(
-                path: path, line: locator.line(of: key), key: key, expected: expected, found: found.type.description)
+        func read(_ key: String, _ value: TOMLValueConvertible) throws(ConfigError) {
+            guard let row = ConfigKey.named(key) else { throw reader.unknown(key) }
+            try row.read(value, key, reader, &config)
         }
-        func integer(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>) throws(ConfigError) -> Int
-        {
-            guard let int = value.int else { throw fail(key, expected: "an integer", found: value) }
-            guard range.contains(int) else {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message: "\(int) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
-            }
-            return int
-        }
-        func string(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> String {
-            guard let string = value.string else { throw fail(key, expected: "a string", found: value) }
-            return string
-        }
-        /// A retention span: the grammar of every duration (`DurationText`), a bare number of
-        /// seconds alike as text or as a TOML number.
-        func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TimeSpan {
-            let text: String
-            if let seconds = value.int {
-                text = String(seconds)
-            } else if let seconds = value.double {
-                text = String(seconds)
-            } else if let string = value.string {
-                text = string
-            } else {
-                throw fail(key, expected: "a duration such as \"7d\" or \"6mo\"", found: value)
-            }
-            guard let span = DurationText.span(text), span.seconds() <= Double(SettingLimits.longestDuration) else {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message: "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
-            }
-            return span
-        }
-        /// A timeout: whole or fractional seconds, or a duration text, within `range`.
-        func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
-            -> Duration
-        {
-            let text: String
-            if let seconds = value.int {
-                text = String(seconds)
-            } else if let seconds = value.double {
-                text = String(seconds)
-            } else if let string = value.string {
-                text = string
-            } else {
-                throw fail(key, expected: "a duration such as \"30s\" or \"2min\"", found: value)
-            }
-            guard let parsed = DurationText.duration(text) else {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message: "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
-            }
-            guard range.contains(parsed) else {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message:
-                        "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2min\""
-                )
-            }
-            return parsed
-        }
-        /// A size: a number of bytes or a size text (`512MiB`), within `range`.
-        func bytes(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int64>) throws(ConfigError)
-            -> Int64
-        {
-            let count: Int64
-            if let number = value.int {
-                count = Int64(number)
-            } else {
-                guard let text = value.string else {
-                    throw fail(key, expected: "a size such as \"512MiB\" or \"2GiB\"", found: value)
-                }
-                guard let parsed = ByteCountText.bytes(text) else {
-                    throw .invalidValue(
-                        path: path, line: locator.line(of: key), key: key,
-                        message: "\"\(text)\" is not a size (use a number with KiB, MiB, GiB or TiB, e.g. \"512MiB\")")
-                }
-                count = parsed
-            }
-            guard range.contains(count) else {
-                throw .invalidValue(
-                    path: path, line: locator.line(of: key), key: key,
-                    message:
-                        "\(count) is out of range: it must be \(ByteCountText.render(range.lowerBound)) to \(ByteCountText.render(range.upperBound)) (0: none)"
-                )
-            }
-            return count
-        }
-        func subtable(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TOMLTable {
-            guard let table = value.table else { throw fail(key, expected: "a table", found: value) }
-            return table
-        }
-
         for key in table.keys.sorted() {
             guard let value = table[key] else { continue }
-            switch key {
-            case "root": config.root = try place(try string(value, key), key)
-            case "repo": config.repo = try place(try string(value, key), key)
-            case "host":
-                let name = try string(value, key)
-                guard Hosts.isValid(name) else {
-                    throw .invalidValue(
-                        path: path, line: locator.line(of: key), key: key, message: InvalidHost(name: name).description)
-                }
-                config.host = name
-            case "remote":
-                let remote = try subtable(value, key)
-                var result = RemoteLimits.defaults
-                for inner in remote.keys.sorted() {
-                    guard let item = remote[inner] else { continue }
-                    let full = "remote." + inner
-                    switch inner {
-                    case "connect_timeout": result.connectTimeout = try timeout(item, full, SettingLimits.remoteTimeout)
-                    case "timeout": result.timeout = try timeout(item, full, SettingLimits.remoteTimeout)
-                    case "retries": result.retries = try integer(item, full, SettingLimits.remoteRetries)
-                    case "low_level_retries":
-                        result.lowLevelRetries = try integer(item, full, SettingLimits.remoteRetries)
-                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
+            guard let section = ConfigTable.named(key) else {
+                try read(key, value)
+                continue
+            }
+            if section.isArray {
+                // `[[name]]`: an array of tables, each checked for unknown keys before it is read.
+                let expected = "an array of tables ([[\(key)]])"
+                guard let items = value.array else { throw reader.fail(key, expected: expected, found: value) }
+                section.begin(&config)
+                for item in items {
+                    guard let inner = item.table else { throw reader.fail(key, expected: expected, found: item) }
+                    for name in inner.keys.sorted() where ConfigKey.named(key + "." + name) == nil {
+                        throw reader.unknown(key + "." + name)
+                    }
+                    for row in ConfigKey.all where row.table == key {
+                        // Every key of such a table is required (a [[mirror]] is its repo).
+                        try row.read(inner[row.name] ?? "", row.key, reader, &config)
                     }
                 }
-                config.remote = result
-            case "compression":
-                let name = try string(value, key)
-                guard let compression = Compression(rawValue: name) else {
-                    throw .invalidValue(
-                        path: path, line: locator.line(of: key), key: key,
-                        message:
-                            "\"\(name)\" is not one of \(Compression.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                config.compression = compression
-            case "level": config.level = try integer(value, key, SettingLimits.levels)
-            case "check":
-                let name = try string(value, key)
-                guard let mode = CheckMode(rawValue: name) else {
-                    throw .invalidValue(
-                        path: path, line: locator.line(of: key), key: key,
-                        message:
-                            "\"\(name)\" is not one of \(CheckMode.allCases.map(\.rawValue).joined(separator: ", "))")
-                }
-                config.check = mode
-            case "lock_timeout": config.lockTimeout = try timeout(value, key, SettingLimits.lockTimeout)
-            case "owner_timeout": config.ownerTimeout = try timeout(value, key, SettingLimits.ownerTimeout)
-            case "jobs": config.jobs = try integer(value, key, SettingLimits.jobs)
-            case "retention":
-                guard let retention = value.table else { throw fail(key, expected: "a table", found: value) }
-                var policy = RetentionPolicy()
-                for inner in retention.keys.sorted() {
-                    guard let item = retention[inner] else { continue }
-                    let full = "retention." + inner
-                    let count = SettingLimits.retentionCount
-                    switch inner {
-                    case "keep_last": policy.keepLast = try integer(item, full, count)
-                    case "keep_hourly": policy.keepHourly = try integer(item, full, count)
-                    case "keep_daily": policy.keepDaily = try integer(item, full, count)
-                    case "keep_weekly": policy.keepWeekly = try integer(item, full, count)
-                    case "keep_monthly": policy.keepMonthly = try integer(item, full, count)
-                    case "keep_yearly": policy.keepYearly = try integer(item, full, count)
-                    case "keep_within": policy.keepWithin = try duration(item, full)
-                    case "safety_keep_within": policy.safetyKeepWithin = try duration(item, full)
-                    case "final_keep_within": policy.finalKeepWithin = try duration(item, full)
-                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
-                    }
-                    config.retentionKeysSet.insert(inner)
-                }
-                config.retention = policy
-            case "mirror": config.mirrors = try mirrors(value)
-            case "remote_environment":
-                let file = try string(value, key)
-                guard file.hasPrefix("/") else {
-                    throw .invalidValue(
-                        path: path, line: locator.line(of: key), key: key,
-                        message: "\"\(file)\" is not an absolute path")
-                }
-                config.remoteEnvironment = file
-            case "limits":
-                let limits = try subtable(value, key)
-                var result = ContentLimits.defaults
-                for inner in limits.keys.sorted() {
-                    guard let item = limits[inner] else { continue }
-                    let full = "limits." + inner
-                    switch inner {
-                    case "time": result.time = try timeout(item, full, SettingLimits.contentTime)
-                    case "time_per_gib": result.timePerGiB = try timeout(item, full, SettingLimits.contentTime)
-                    case "memory": result.memory = try bytes(item, full, SettingLimits.contentMemory)
-                    case "bytes_per_user": config.bytesPerUser = try bytes(item, full, SettingLimits.bytesPerUser)
-                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
-                    }
-                }
-                config.limits = result
-            case "reset":
-                let reset = try subtable(value, key)
-                for inner in reset.keys.sorted() {
-                    guard let item = reset[inner] else { continue }
-                    let full = "reset." + inner
-                    switch inner {
-                    case "keep_tables":
-                        guard let array = item.array else {
-                            throw fail(full, expected: "an array of table names", found: item)
-                        }
-                        var names: [String] = []
-                        for element in array {
-                            guard let name = element.string, !name.isEmpty else {
-                                throw .invalidValue(
-                                    path: path, line: locator.line(of: full), key: full,
-                                    message: "every entry must be a table name in quotes")
-                            }
-                            names.append(name)
-                        }
-                        config.resetKeepTables = names
-                    default: throw .unknownKey(path: path, line: locator.line(of: full), key: full)
-                    }
-                }
-            default:
-                throw .unknownKey(path: path, line: locator.line(of: key), key: key)
+                continue
+            }
+            guard let inner = value.table else { throw reader.fail(key, expected: "a table", found: value) }
+            section.begin(&config)
+            for name in inner.keys.sorted() {
+                guard let item = inner[name] else { continue }
+                try read(key + "." + name, item)
             }
         }
         if let level = config.level, let problem = (config.compression ?? .zstd).problem(withLevel: level) {
-            throw .invalidValue(path: path, line: locator.line(of: "level"), key: "level", message: problem)
+            throw .invalidValue(path: path, line: reader.locator.line(of: "level"), key: "level", message: problem)
         }
         return config
     }

@@ -50,6 +50,8 @@ public struct Settings: Sendable {
     public var bytesPerUser = Setting(SettingLimits.defaultBytesPerUser, from: .defaultValue)
     /// Tables a reset keeps with their rows, besides the built-in ones (`[reset] keep_tables`).
     public var resetKeepTables = Setting([String](), from: .defaultValue)
+    /// The file of `KEY=VALUE` lines root's rclone gets (`remote_environment`), when one is set.
+    public var remoteEnvironment: Setting<String>?
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
@@ -90,6 +92,7 @@ public struct Settings: Sendable {
         if let value = config.bytesPerUser { settings.bytesPerUser = Setting(value, from: .file) }
         if let value = config.resetKeepTables { settings.resetKeepTables = Setting(value, from: .file) }
         if let value = config.remote { settings.remote = Setting(value, from: .file) }
+        if let value = config.remoteEnvironment { settings.remoteEnvironment = Setting(value, from: .file) }
         return settings
     }
 

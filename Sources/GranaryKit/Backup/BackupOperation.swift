@@ -266,15 +266,15 @@ public struct BackupOperation: Sendable {
         // after their store's snapshot, so that every file it references is there).
         var bytes = UserBytes(user: folder.id.rawValue, cap: options.bytesPerUser)
         for store in scan.stores {
-            try bytes.add(store.name, length: Self.claimedLength(store), allocated: store.allocated)
+            try bytes.add(store.name, length: store.claimedLength, allocated: store.allocated)
             if let wal = store.walSize { try bytes.add(store.name + "-wal", length: wal, allocated: wal) }
         }
         try checkRoom(for: scan.stores, user: folder.id, scratch: work)
-        let folderInfo = try? folder.folder.descriptor.status()
+        let folderInfo = try? folder.folder.status()
         let folders = Self.folderOwnerships(of: scan.stores, in: folder)
         // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
         let account = ContentAccount(
-            storesOfSize: scan.stores.reduce(Int64(0)) { $0 + $1.size + ($1.walSize ?? 0) })
+            storesOfSize: StoreFile.bytes(of: scan.stores))
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -294,6 +294,13 @@ public struct BackupOperation: Sendable {
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
             let (taken, external) = try CPUYield.shared.normal {
+                // A WAL store's copy is one step: the bar follows the copy's size instead.
+                let watcher = progress.map { progress in
+                    CopyWatcher(path: snapshotPath) { [user = folder.id.rawValue, total = store.size] done in
+                        progress.update(user: user, phase: "snapshot", done: min(done, total), total: total)
+                    }
+                }
+                defer { watcher?.stop() }
                 let taken = try options.snapshotter.snapshot(
                     store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil)
                 if index == 0 { overlapped?.snapshotFinished() }
@@ -327,7 +334,7 @@ public struct BackupOperation: Sendable {
             files += externalFiles
         }
         let folderOwner = folderInfo.map {
-            Manifest.Ownership.of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
+            Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
         return (stores, files, scan.skipped, folderOwner, folders, bytes.warnings)
     }
@@ -341,9 +348,8 @@ public struct BackupOperation: Sendable {
         var needed: Int64 = 0
         var largest: StoreFile?
         for store in stores {
-            let claimed = max(store.size, Int64(store.header.pageCount) * Int64(store.header.pageSize))
-            let size = claimed + (store.walSize ?? 0)
-            if largest.map({ size > max($0.size, Int64($0.header.pageCount) * Int64($0.header.pageSize)) }) ?? true {
+            let size = store.claimedLength + (store.walSize ?? 0)
+            if largest.map({ size > $0.claimedLength }) ?? true {
                 largest = store
             }
             needed += size
@@ -364,10 +370,8 @@ public struct BackupOperation: Sendable {
     static func folderOwnerships(of stores: [StoreFile], in user: UserFolder) -> [String: Manifest.Ownership] {
         var result: [String: Manifest.Ownership] = [:]
         func record(_ path: String) {
-            guard result[path] == nil, let folder = try? user.folder.folder(path),
-                let info = try? folder.descriptor.status()
-            else { return }
-            result[path] = .of(uid: info.st_uid, gid: info.st_gid, mode: UInt32(info.st_mode))
+            guard result[path] == nil, let info = try? user.folder.folder(path).status() else { return }
+            result[path] = .of(uid: info.uid, gid: info.gid, mode: UInt32(info.mode))
         }
         for store in stores {
             let parent = PathText.parent(store.name)
@@ -389,11 +393,6 @@ public struct BackupOperation: Sendable {
     /// the user's folder, hashed as it is copied): its member name in the archive (nil without
     /// such a folder) and the files to pack. Anything in the folder that is not a regular file of
     /// the folder's owner fails the backup: an attachment must not be passed over in silence.
-    /// What a store's snapshot may copy: the larger of its file and the pages its header claims.
-    static func claimedLength(_ store: StoreFile) -> Int64 {
-        max(store.size, Int64(store.header.pageCount) * Int64(store.header.pageSize))
-    }
-
     private func copyExternalData(of store: StoreFile, to copyFolder: String, counting bytes: inout UserBytes) throws
         -> (String?, [Packed])
     {

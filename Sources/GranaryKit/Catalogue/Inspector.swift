@@ -109,16 +109,29 @@ public enum Inspector {
         // never through its last component.
         let parentPath = PathText.parent(path)
         let fileName = PathText.lastComponent(path)
-        let parent: Folder
+        let parentName = parentPath.isEmpty ? "." : parentPath
+        let missing = InspectError(path: path, reason: "no such file", kind: .missing)
+        let opened: Folder<GranaryOwned>
+        let info: FolderEntry
         do {
-            let opened = try Folder.open(path: parentPath.isEmpty ? "." : parentPath)
-            let info = try opened.descriptor.status()
-            parent =
-                info.st_uid == geteuid()
-                ? opened : try Folder.open(path: opened.display, control: .owner(uid: info.st_uid, gid: info.st_gid))
-        } catch {
-            throw InspectError(path: path, reason: "no such file", kind: .missing)
+            opened = try Folder<GranaryOwned>.open(path: parentName)
+            info = try opened.status()
+        } catch { throw missing }
+        // granary's own folder when it is granary's uid's, else a user's: its owner's rules apply.
+        if info.uid == geteuid() {
+            return try inspect(
+                fileName, in: opened, path: path, expectedUser: expectedUser, temporaryFolder: temporaryFolder)
         }
+        let users: Folder<UserOwned>
+        do { users = try Folder<UserOwned>.open(path: opened.display) } catch { throw missing }
+        return try inspect(
+            fileName, in: users, path: path, expectedUser: expectedUser, temporaryFolder: temporaryFolder)
+    }
+
+    /// ``inspect(path:expectedUser:temporaryFolder:)`` of `fileName` in the open folder `parent`.
+    private static func inspect<Trust>(
+        _ fileName: String, in parent: Folder<Trust>, path: String, expectedUser: String?, temporaryFolder: String
+    ) throws -> Inspection {
         guard let info = parent.entry(fileName) else {
             throw InspectError(path: path, reason: "no such file", kind: .missing)
         }
@@ -153,7 +166,7 @@ public enum Inspector {
                 kind: .unreadable)
         }
         let stores = try manifest.stores.map { entry in
-            let (parent, file) = try Folder.open(path: folder).parent(of: entry.path)
+            let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
             return try store(in: parent, fileName: file, name: entry.name)
         }
         return Inspection(
@@ -188,7 +201,7 @@ public enum Inspector {
                 kind: .unreadable)
         }
         let stores = try manifest.stores.map { entry in
-            let (parent, file) = try Folder.open(path: folder).parent(of: entry.path)
+            let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
             return try store(in: parent, fileName: file, name: entry.name)
         }
         return Inspection(
@@ -200,7 +213,8 @@ public enum Inspector {
     /// Describes the store `fileName` of `folder`, opened read-only beneath the folder. Its table
     /// counts and Core Data metadata are read within the store's time budget and memory ceiling
     /// (`ContentLimits`).
-    public static func store(in folder: Folder, fileName: String, name: String) throws -> StoreInspection {
+    public static func store<Trust>(in folder: Folder<Trust>, fileName: String, name: String) throws -> StoreInspection
+    {
         let path = folder.path(fileName)
         let db: Database
         do { db = try Database(try folder.sqliteName(fileName), mode: .readOnly) } catch {

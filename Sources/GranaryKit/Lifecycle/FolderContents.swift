@@ -14,7 +14,7 @@ public struct FolderContents: Sendable {
     public struct Item: Sendable, Equatable {
         /// Relative to the user's folder, for example `Data/App.sqlite`.
         public let name: String
-        public let kind: Folder.Kind
+        public let kind: FolderEntry.Kind
         public let size: Int64
         public let inode: UInt64
         /// `st_mtim` in nanoseconds.
@@ -32,10 +32,10 @@ public struct FolderContents: Sendable {
     public static let depthLimit = 64
 
     /// Walks `folder` (a user's folder, or the folder a retire moved aside).
-    public static func read(_ folder: Folder) -> FolderContents {
+    public static func read(_ folder: Folder<UserOwned>) -> FolderContents {
         var items: [Item] = []
         var unlisted: [String] = []
-        func walk(_ current: Folder, _ prefix: String, _ depth: Int) {
+        func walk(_ current: Folder<UserOwned>, _ prefix: String, _ depth: Int) {
             guard let entries = try? current.entries() else {
                 unlisted.append(prefix.isEmpty ? "./" : prefix)
                 return
@@ -87,7 +87,7 @@ public struct FolderContents: Sendable {
         var archived = Set<String>()
         var externalPrefixes: [String] = []
         for store in stores {
-            for suffix in ["", "-wal", "-shm", "-journal"] { archived.insert(store + suffix) }
+            for name in [store] + StoreFile.companions(of: store) { archived.insert(name) }
             externalPrefixes.append(StoreFile.externalDataName(for: store) + "/")
         }
         return items.filter { item in

@@ -95,7 +95,7 @@ public struct Retirement: Sendable {
                     $0.kind == .file && $0.name.hasPrefix(store.externalDataName + "/")
                 }
                 return Store(
-                    name: store.name, size: store.size + (store.walSize ?? 0), externalFiles: external.count,
+                    name: store.name, size: store.bytes, externalFiles: external.count,
                     externalSize: FolderContents.size(of: external))
             },
             others: others.map(\.name), othersSize: FolderContents.size(of: others))
@@ -171,20 +171,20 @@ public struct Retirement: Sendable {
         CrashPoint.reach(.retireJournalling)
         let work = Self.workFolder(root: root, user: user)
         try FileSystem.makeDirectory(work)
-        let workFolder = try Folder.open(path: work)
+        let workFolder = try Folder<GranaryOwned>.open(path: work)
         guard workFolder.entry(Self.movedName) == nil else {
             throw RetireError.stateInTheWay(path: workFolder.path(Self.movedName))
         }
-        let info = try folder.folder.descriptor.status()
+        let info = try folder.folder.status()
         var journal = RetireJournal(
-            user: user.rawValue, archive: backup.archive, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+            user: user.rawValue, archive: backup.archive, device: info.device, inode: info.inode,
             fingerprint: before,
             stores: stores.map(\.name), stage: .moving)
         try journal.write(to: work)
         CrashPoint.reach(.retireMoving)
         let rootFolder = try root.open()
         do {
-            try rootFolder.rename(user.rawValue, to: workFolder, as: Self.movedName, .noReplace)
+            try rootFolder.renameAsGranary(user.rawValue, to: workFolder, as: Self.movedName, .noReplace)
         } catch {
             // Nothing moved: the journal goes (recovery would find the folder in place and do the same).
             RawPath.unlink(work + "/journal")
@@ -221,7 +221,8 @@ public struct Retirement: Sendable {
 
     /// Why the store `file` of `folder` is in use, or nil: a process has it open (as `fuser` sees
     /// it, or through SQLite's lock on its `-shm`), or an owner serves it (reopen protocol).
-    static func inUse(_ file: String, in folder: Folder, ownerUID: uid_t, ownerTimeout: Duration) -> String? {
+    static func inUse(_ file: String, in folder: Folder<UserOwned>, ownerUID: uid_t, ownerTimeout: Duration) -> String?
+    {
         let holders = OpenFiles.holders(of: file, in: folder)
         if !holders.isEmpty { return "it is open by process \(holders.map(String.init).joined(separator: ", "))" }
         if OpenFiles.hasWALConnection(file, in: folder) { return "a process of another user has it open" }
@@ -235,7 +236,7 @@ public struct Retirement: Sendable {
     }
 
     /// What changed in the moved folder since the journal was written, or nil.
-    static func changeSince(_ journal: RetireJournal, work: Folder, ownerTimeout: Duration) -> String? {
+    static func changeSince(_ journal: RetireJournal, work: Folder<GranaryOwned>, ownerTimeout: Duration) -> String? {
         guard let entry = work.entry(movedName), entry.kind == .folder, entry.inode == journal.inode,
             entry.device == journal.device,
             let moved = try? work.userFolder(movedName)
@@ -257,9 +258,9 @@ public struct Retirement: Sendable {
     /// Renames the moved folder back to its place under the root (refusing to replace anything),
     /// then forgets the retire.
     static func putBack(_ user: UserID, work: String, root: Root) throws {
-        let workFolder = try Folder.open(path: work)
+        let workFolder = try Folder<GranaryOwned>.open(path: work)
         let rootFolder = try root.open()
-        try workFolder.rename(movedName, to: rootFolder, as: user.rawValue, .noReplace)
+        try workFolder.renameAsGranary(movedName, to: rootFolder, as: user.rawValue, .noReplace)
         try rootFolder.sync()
         RawPath.unlink(work + "/journal")
         RawPath.rmdir(work)
@@ -272,7 +273,7 @@ public struct Retirement: Sendable {
     /// Deletes the moved folder (as its owner, never following a link), then the journal. What
     /// the owner could not remove is moved to `<root>/.granary/retire-left/` and named.
     static func finish(work: String, journal: RetireJournal, root: Root) throws -> (names: [String], folder: String)? {
-        let container = try Folder.open(path: work)
+        let container = try Folder<GranaryOwned>.open(path: work)
         var left: [String] = []
         if let entry = container.entry(movedName), entry.kind == .folder, entry.inode == journal.inode,
             entry.device == journal.device
@@ -280,7 +281,7 @@ public struct Retirement: Sendable {
             let moved = try container.userFolder(movedName)
             // The folder itself opened up to its owner, as they could (a 0500 folder keeps its files).
             if entry.mode & 0o700 != 0o700 {
-                _ = moved.asOwnerQuietly { fchmod(moved.descriptor.raw, (entry.mode & 0o7777) | 0o700) }
+                try? moved.setMode((entry.mode & 0o7777) | 0o700)
             }
             for item in try moved.entries() {
                 CrashPoint.reach(.retireDeleting)
@@ -288,7 +289,7 @@ public struct Retirement: Sendable {
                 left += moved.removeAll(item.name)
             }
             if left.isEmpty {
-                _ = FolderName.withRaw(movedName) { unlinkat(container.descriptor.raw, $0, AT_REMOVEDIR) }
+                container.removeEmptyFolder(movedName)
             }
         }
         var kept: (names: [String], folder: String)?
@@ -297,7 +298,8 @@ public struct Retirement: Sendable {
             let aside = root.stateFolderPath + "/retire-left"
             try FileSystem.makeDirectory(aside)
             let name = journal.user + "-" + ArchiveName.stamp(Date()) + "-\(getpid())"
-            try container.rename(movedName, to: try Folder.open(path: aside), as: name, .noReplace)
+            try container.renameAsGranary(
+                movedName, to: try Folder<GranaryOwned>.open(path: aside), as: name, .noReplace)
             kept = (left.isEmpty ? ["./"] : left, aside + "/" + name)
         }
         try container.sync()
@@ -313,7 +315,7 @@ public struct Retirement: Sendable {
     {
         let work = workFolder(root: root, user: user)
         guard FileSystem.isDirectory(work) else { return nil }
-        let container = try Folder.open(path: work)
+        let container = try Folder<GranaryOwned>.open(path: work)
         guard let journal = RetireJournal.read(from: work) else {
             // Stopped before its journal: nothing was moved (the journal comes first).
             guard container.entry(movedName) == nil else {

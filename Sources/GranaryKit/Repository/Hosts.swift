@@ -163,7 +163,7 @@ extension Repository {
     /// `delete` and `prune`: records each archive in its user's deletion record of this host
     /// (``Hosts/current``), then removes it (``remove(_:)``): `sync` removes from the mirrors what
     /// the record names, and nothing else.
-    public func removeRecorded(_ entries: [Entry]) throws(RepositoryError) {
+    public func removeRecorded(_ entries: [RepositoryEntry]) throws(RepositoryError) {
         var byUser: [UserID: [String]] = [:]
         for entry in entries where entry.object != nil { byUser[entry.user, default: []].append(entry.name.fileName) }
         for (user, names) in byUser.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {

@@ -148,9 +148,6 @@ public enum ArchiveSource {
 }
 
 extension Repository {
-    /// One archive in the repository (the type's older name).
-    public typealias Entry = RepositoryEntry
-
     /// Whether this is a local folder.
     public var isLocal: Bool { localPath != nil }
 
@@ -165,23 +162,23 @@ extension Repository {
     /// A user's archives, oldest first: those of the host ``Hosts/scope`` names and the
     /// unmarked ones (every host's when the scope is nil). Temporary files, sidecars and other
     /// names are skipped.
-    public func archives(of user: UserID) throws(RepositoryError) -> [Entry] {
+    public func archives(of user: UserID) throws(RepositoryError) -> [RepositoryEntry] {
         try archives(of: user, host: Hosts.scope)
     }
 
     /// A user's archives of `host` and the unmarked ones (every host's for nil), oldest first.
-    public func archives(of user: UserID, host scope: String?) throws(RepositoryError) -> [Entry] {
+    public func archives(of user: UserID, host scope: String?) throws(RepositoryError) -> [RepositoryEntry] {
         let listed = try objects(in: user.rawValue)
         var hosts: [String: [String]] = [:]
         for object in listed where object.name.hasPrefix(".") {
             if let (archive, host) = Hosts.parseMarker(object.name) { hosts[archive, default: []].append(host) }
         }
-        return listed.compactMap { object -> Entry? in
+        return listed.compactMap { object -> RepositoryEntry? in
             guard !object.name.hasPrefix("."), let name = ArchiveName(fileName: object.name) else { return nil }
             let marked = hosts[object.name]?.sorted()
             if let scope, let marked, !marked.contains(scope) { return nil }
             let key = user.rawValue + "/" + object.name
-            var entry = Entry(
+            var entry = RepositoryEntry(
                 user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
             entry.host = scope.flatMap { marked?.contains($0) == true ? $0 : nil } ?? marked?.first
             return entry
@@ -189,23 +186,23 @@ extension Repository {
     }
 
     /// Opens `entry` for reading (the whole archive, or its first `head` bytes).
-    public func open(_ entry: Entry, head: Int64? = nil) throws(RepositoryError) -> ArchiveSource {
+    public func open(_ entry: RepositoryEntry, head: Int64? = nil) throws(RepositoryError) -> ArchiveSource {
         guard let object = entry.object else { return .file(entry.path) }
         return try read(object, size: entry.size, head: head)
     }
 
     /// The verification record of `entry`, when there is one and it still matches the archive.
     /// A file outside the repository has none: granary keeps records only in its own folders.
-    public func record(for entry: Entry) -> VerificationRecord? {
+    public func record(for entry: RepositoryEntry) -> VerificationRecord? {
         guard let object = entry.object else { return nil }
         return readSidecar(of: object).flatMap { VerificationRecord.decode($0, matching: entry) }
     }
 
     /// The records of `entries` (which are in one folder or several), read with as few requests
     /// as the repository allows.
-    public func records(for entries: [Entry]) -> [String: VerificationRecord] {
+    public func records(for entries: [RepositoryEntry]) -> [String: VerificationRecord] {
         var result: [String: VerificationRecord] = [:]
-        var byFolder: [String: [Entry]] = [:]
+        var byFolder: [String: [RepositoryEntry]] = [:]
         for entry in entries where entry.object != nil {
             byFolder[entry.user.rawValue, default: []].append(entry)
         }
@@ -224,14 +221,14 @@ extension Repository {
 
     /// Records the result of a verification of `entry`; nothing for a file outside the
     /// repository (granary writes nothing beside it).
-    public func writeRecord(_ record: VerificationRecord, for entry: Entry) throws(RepositoryError) {
+    public func writeRecord(_ record: VerificationRecord, for entry: RepositoryEntry) throws(RepositoryError) {
         guard let object = entry.object else { return }
         try writeSidecar(record.encoded(), of: object)
     }
 
     /// Removes each archive and its verification record (a file outside the repository, named
     /// by its path: that file alone).
-    public func remove(_ entries: [Entry]) throws(RepositoryError) {
+    public func remove(_ entries: [RepositoryEntry]) throws(RepositoryError) {
         for entry in entries {
             guard let object = entry.object else {
                 do { try FileSystem.removeFile(entry.path) } catch { throw .local(error) }
@@ -245,7 +242,7 @@ extension Repository {
     /// Publishes the finished archive `file` as a new archive of `user`: under the first name
     /// `name(sequence)` that is free (sequence 1, 2, …: a second archive in the same second gets
     /// `_2`). `file` is consumed (moved, or uploaded and left for the caller to remove).
-    public func publish(_ file: String, user: UserID, name: (Int) -> ArchiveName) throws -> Entry {
+    public func publish(_ file: String, user: UserID, name: (Int) -> ArchiveName) throws -> RepositoryEntry {
         var sequence = 1
         while true {
             try Interruption.check()
@@ -253,7 +250,7 @@ extension Repository {
             let key = user.rawValue + "/" + archive.fileName
             if try writeArchive(key, from: file, host: Hosts.current) {
                 if let localPath, let info = FileSystem.status(localPath + "/" + key) {
-                    var entry = Entry(
+                    var entry = RepositoryEntry(
                         user: user, name: archive, path: display(key), size: Int64(info.st_size),
                         modified: VerificationRecord.modified(info),
                         object: key)
@@ -261,7 +258,7 @@ extension Repository {
                     return entry
                 }
                 let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
-                var entry = Entry(
+                var entry = RepositoryEntry(
                     user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
                     modified: listed?.modified ?? 0,
                     object: key)
@@ -274,7 +271,7 @@ extension Repository {
 
     /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a
     /// ranged read of its first bytes; the whole object only for a manifest that does not fit).
-    public func readManifest(_ entry: Entry) throws -> Manifest {
+    public func readManifest(_ entry: RepositoryEntry) throws -> Manifest {
         if entry.object == nil || isLocal { return try Catalogue.readManifest(entry.path) }
         let head: Int64 = 1 << 20
         do {

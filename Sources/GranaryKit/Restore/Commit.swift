@@ -39,7 +39,7 @@ final class UserCommit {
         var candidates: [Int32] = []
     }
 
-    let user: Folder
+    let user: Folder<UserOwned>
     let work: RestoreWork
     let journal: SwapJournal
     let stores: [Store]
@@ -54,7 +54,7 @@ final class UserCommit {
     private(set) var pauses: [String: ReopenClient.PauseReport] = [:]
 
     init(
-        user: Folder, work: RestoreWork, journal: SwapJournal, stores: [Store], ownerTimeout: Duration,
+        user: Folder<UserOwned>, work: RestoreWork, journal: SwapJournal, stores: [Store], ownerTimeout: Duration,
         lease: Duration
     ) {
         self.user = user
@@ -86,7 +86,7 @@ final class UserCommit {
         // hard link) is refused here, naming it, rather than met after the commit.
         for store in stores where store.entry.method != .new {
             let (folder, file) = try StoreSwap.live(store.entry.name, in: user)
-            for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
+            for suffix in StoreFile.companionSuffixes where folder.entry(file + suffix) != nil {
                 _ = try folder.openFile(file + suffix, singleLink: true)
             }
         }
@@ -123,7 +123,9 @@ final class UserCommit {
     }
 
     /// Refuses when any process but this one has the store, its `-wal`, `-shm` or `-journal` open.
-    private static func refuseHolders(_ file: String, in folder: Folder, among: [Int32]?, paused: Bool) throws {
+    private static func refuseHolders(_ file: String, in folder: Folder<UserOwned>, among: [Int32]?, paused: Bool)
+        throws
+    {
         let holders = OpenFiles.holders(of: file, in: folder, among: among)
         guard !holders.isEmpty else { return }
         throw RestoreError.storeBusy(
@@ -286,45 +288,4 @@ final class UserCommit {
         locks?.release()
         locks = nil
     }
-}
-
-/// The commit locks of the folders a swap renames into (the lock an owner whose lease ran out
-/// takes before it reopens, see `granary-reopen(7)`): `flock(2)` on each distinct folder, taken
-/// without ever blocking past a deadline (a user can hold their own folder's lock forever).
-final class CommitLocks {
-    private var held: [Folder] = []
-
-    /// Takes the lock of every distinct folder in `folders`, retrying until `deadline`.
-    static func take(_ folders: [Folder], until deadline: ContinuousClock.Instant) throws -> CommitLocks {
-        let locks = CommitLocks()
-        var seen: Set<[UInt64]> = []
-        for folder in folders {
-            guard let info = try? folder.descriptor.status(),
-                seen.insert([UInt64(info.st_dev), UInt64(info.st_ino)]).inserted
-            else { continue }
-            while flock(folder.descriptor.raw, LOCK_EX | LOCK_NB) != 0 {
-                guard errno == EWOULDBLOCK || errno == EINTR else {
-                    locks.release()
-                    throw FileSystemError("lock", path: folder.display)
-                }
-                if ContinuousClock.now >= deadline {
-                    locks.release()
-                    throw RestoreError.storeBusy(
-                        store: folder.display, detail: "another process holds its folder's commit lock")
-                }
-                try Interruption.check()
-                Thread.sleep(forTimeInterval: 0.01)
-            }
-            locks.held.append(folder)
-        }
-        return locks
-    }
-
-    /// Releases every lock (also done when the value goes away).
-    func release() {
-        for folder in held { flock(folder.descriptor.raw, LOCK_UN) }
-        held = []
-    }
-
-    deinit { release() }
 }

@@ -21,7 +21,9 @@ enum OnlineRestore {
     /// differ, the staged copy — ours to change — is rebuilt at the live page size first:
     /// `PRAGMA page_size` only takes effect through `VACUUM`, and `VACUUM` only changes the page
     /// size outside WAL mode, so the staged copy is switched to `journal_mode=DELETE` before.
-    static func restore(staged: String, into folder: Folder, _ file: String, aside: String, busyTimeout: Duration)
+    static func restore(
+        staged: String, into folder: Folder<UserOwned>, _ file: String, aside: String, busyTimeout: Duration
+    )
         throws
     {
         let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
@@ -55,7 +57,8 @@ enum OnlineRestore {
     /// WAL: the copy's first page takes the live store's write lock, which it holds until the copy
     /// commits; readers are not blocked by it, so the snapshot is read while it is held.
     private static func copyKeepingAside(
-        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+        source: Database, into liveDB: Database, folder: Folder<UserOwned>, _ file: String, aside: String,
+        busyTimeout: Duration
     ) throws {
         let deadline = ContinuousClock.now + busyTimeout
         let reader = { try Database(try folder.sqliteName(file), mode: .readOnly, busyTimeout: busyTimeout) }
@@ -76,7 +79,8 @@ enum OnlineRestore {
     /// commit; once the copy holds its lock, the counter on disk must be the same, else another
     /// process committed in between: the copy is given up (nothing written) and both are done again.
     private static func copyKeepingAsideRollback(
-        source: Database, into liveDB: Database, folder: Folder, _ file: String, aside: String, busyTimeout: Duration
+        source: Database, into liveDB: Database, folder: Folder<UserOwned>, _ file: String, aside: String,
+        busyTimeout: Duration
     ) throws {
         let deadline = ContinuousClock.now + busyTimeout
         // Descriptors of the live file stay open until the end: closing one would drop the locks
@@ -133,7 +137,7 @@ enum OnlineRestore {
 
     /// Copies the kept-aside old content back into the live store (rolling back an online copy
     /// made before a restore's commit point).
-    static func putBack(aside: String, into folder: Folder, _ file: String, busyTimeout: Duration) throws {
+    static func putBack(aside: String, into folder: Folder<UserOwned>, _ file: String, busyTimeout: Duration) throws {
         let liveDB = try Database(try folder.sqliteName(file), mode: .readWrite, busyTimeout: busyTimeout)
         try copy(from: Database(path: aside, mode: .readOnly), to: liveDB, busyTimeout: busyTimeout)
     }

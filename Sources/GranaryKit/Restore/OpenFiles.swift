@@ -19,15 +19,17 @@ public enum OpenFiles {
     }
 
     /// The identities of store `file` of `folder`, its `-wal`, `-shm` and `-journal` (those that exist).
-    public static func identities(of file: String, in folder: Folder) -> Set<Identity> {
+    public static func identities<Trust>(of file: String, in folder: Folder<Trust>) -> Set<Identity> {
         Set(
-            [file, file + "-wal", file + "-shm", file + "-journal"].compactMap { folder.entry($0) }.map {
+            ([file] + StoreFile.companions(of: file)).compactMap { folder.entry($0) }.map {
                 Identity(device: $0.device, inode: $0.inode)
             })
     }
 
     /// Process ids (other than this one) that hold the store or its companions open.
-    public static func holders(of file: String, in folder: Folder, among candidates: [Int32]? = nil) -> [Int32] {
+    public static func holders<Trust>(of file: String, in folder: Folder<Trust>, among candidates: [Int32]? = nil)
+        -> [Int32]
+    {
         holders(of: identities(of: file, in: folder), among: candidates)
     }
 
@@ -59,7 +61,7 @@ public enum OpenFiles {
     /// connection to a WAL database holds a shared POSIX lock on the "DMS" byte of the `-shm`
     /// file (offset 128, see `unixLockSharedMemory` in SQLite's os_unix.c), and `F_GETLK` reports it.
     /// This sees processes of any uid, in constant time.
-    public static func hasWALConnection(_ file: String, in folder: Folder) -> Bool {
+    public static func hasWALConnection<Trust>(_ file: String, in folder: Folder<Trust>) -> Bool {
         guard let shm = try? folder.openFile(file + "-shm") else { return false }
         var query = flock()
         query.l_type = Int16(F_WRLCK)

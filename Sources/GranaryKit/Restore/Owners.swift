@@ -11,18 +11,13 @@ enum Owners {
     /// socket name is derived from the canonical path of the folder as the kernel knows the open
     /// descriptor (not by resolving a name the user controls) and the file's name in it. A
     /// process that is not the store owner's uid (or root) is refused (`ReopenError.untrustedPeer`).
-    static func connect(_ folder: Folder, _ file: String, ownerUID: uid_t, timeout: Duration) throws(ReopenError)
+    static func connect(_ folder: Folder<UserOwned>, _ file: String, ownerUID: uid_t, timeout: Duration)
+        throws(ReopenError)
         -> ReopenClient?
     {
         // The bytes of the folder's path as the kernel knows the descriptor: the name hashes the
         // path's bytes, which a string of a name that is not UTF-8 (or not NFC) would not give back.
-        var buffer = [UInt8](repeating: 0, count: 8192)
-        let n = buffer.withUnsafeMutableBufferPointer { raw in
-            raw.baseAddress!.withMemoryRebound(to: CChar.self, capacity: raw.count) {
-                readlink("/proc/self/fd/\(folder.descriptor.raw)", $0, raw.count)
-            }
-        }
-        var bytes = n > 0 ? Array(buffer[0..<n]) : FolderName.encode(folder.canonicalPath)
+        var bytes = folder.canonicalPathBytes ?? FolderName.encode(folder.canonicalPath)
         if bytes != [0x2F] { bytes.append(0x2F) }
         bytes += FolderName.encode(file)
         // realpath(3) fails for a path of PATH_MAX bytes or more: no owner can serve such a store.

@@ -138,7 +138,7 @@ public enum Recovery {
     /// and the staged file renamed in under the commit lock. Returns what the owner left beside
     /// the store while paused, moved away.
     static func switchAgain(
-        _ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, ownerTimeout: Duration, lease: Duration
+        _ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork, ownerTimeout: Duration, lease: Duration
     ) throws -> [String] {
         let (live, file) = try StoreSwap.live(entry.name, in: user)
         var owner: ReopenClient?

@@ -39,10 +39,14 @@ public enum RestoreError: GranaryError, Sendable {
     case noRoomToStage(folder: String, needed: Int64, free: Int64, unit: StagingRoom.Unit)
     /// The archive is named by its repository, and the restorer was given none.
     case noRepository
+    /// A reset of a user whose folder holds no SQLite store: there is nothing to reset.
+    case nothingToReset(user: String, folder: String)
 
     public var description: String {
         switch self {
         case .noRepository: return "no repository is set"
+        case .nothingToReset(let user, let folder):
+            return "\(user): no SQLite store found in \(folder); nothing was reset"
         case .noArchives(let user): return "no archives of \(user) in the repository"
         case .archiveNotFound(let user, let name): return "no archive \(name) of \(user)"
         case .nothingBefore(let user, let time): return "no archive of \(user) at or before \(time)"

@@ -167,11 +167,11 @@ public struct Restorer: Sendable {
         var finished = false
         defer { if !finished, work.journal.read() == nil { FileSystem.removeTree(work.path) } }
         guard let stagingInfo = FileSystem.status(work.staged),
-            let liveInfo = try? (existing?.folder ?? (try root.open())).descriptor.status()
+            let liveInfo = try? (existing?.folder.status() ?? root.open().status())
         else {
             throw FileSystemError("stat", path: work.staged)
         }
-        if request.target == nil && stagingInfo.st_dev != liveInfo.st_dev {
+        if request.target == nil && UInt64(stagingInfo.st_dev) != liveInfo.device {
             throw RestoreError.differentFilesystem(staging: work.staged, live: existing?.path ?? root.path)
         }
 
@@ -378,7 +378,7 @@ public struct Restorer: Sendable {
                 throw RestoreError.noUser(user: request.user.rawValue, root: root.path, create: nil)
             }
             guard !liveStores.isEmpty else {
-                throw BackupError.noStores(user: request.user.rawValue, folder: existing.path)
+                throw RestoreError.nothingToReset(user: request.user.rawValue, folder: existing.path)
             }
             for store in liveStores {
                 let path = work.stagedStore(store.name)
@@ -394,7 +394,7 @@ public struct Restorer: Sendable {
     /// Phase "methods": per store, how its new content goes in (swap with its owner, offline,
     /// online, new), appended to `report`; returns the owners of the swapped stores, connected.
     private func chooseMethods(
-        _ staged: [Staged], user: Folder, request: RestoreRequest, report: inout RestoreReport
+        _ staged: [Staged], user: Folder<UserOwned>, request: RestoreRequest, report: inout RestoreReport
     ) throws -> [String: ReopenClient] {
         var owners: [String: ReopenClient] = [:]
         var done = false
@@ -618,7 +618,7 @@ public struct Restorer: Sendable {
     private func checkRoom(for stores: [StoreFile], in repository: any Repository, user: UserID) throws {
         var needed: Int64 = 0
         for store in stores {
-            needed += store.size + (store.walSize ?? 0)
+            needed += store.bytes
             if let external = try? store.externalDataFolder() {
                 needed += ((try? external.entries()) ?? []).reduce(0) { $0 + $1.size }
             }
@@ -631,7 +631,8 @@ public struct Restorer: Sendable {
     /// The journal entry of one store: the staged file given the live file's owner and mode (or,
     /// for a new store, the folder owner's uid and gid and the mode the archive recorded) and the
     /// live store's journal mode, and which external-data files come, go and stay.
-    private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder, work: RestoreWork) throws
+    private func makeEntry(_ store: Staged, method: RestoreReport.Method, user: Folder<UserOwned>, work: RestoreWork)
+        throws
         -> SwapJournal.Entry
     {
         // A new store's folder may not exist yet (the switch makes it): nothing live is read then.
@@ -642,7 +643,7 @@ public struct Restorer: Sendable {
         let stagedFile = Descriptor(RawPath.open(store.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW), display: store.path)
         guard stagedFile.raw >= 0 else { throw FileSystemError("open", path: store.path) }
         // granary never leaves root-owned files in a user's folder.
-        let folderGID = try user.descriptor.status().st_gid
+        let folderGID = try user.status().gid
         let uid = live?.uid ?? user.ownerUID ?? geteuid()
         // A new store gets the group the archive recorded for it when its owner is in that group
         // (a change the owner could make with chgrp), else the user folder's.
@@ -710,7 +711,7 @@ public struct Restorer: Sendable {
     /// A target folder: moves the verified stores into `target`, refusing to overwrite anything.
     private func place(_ staged: [Staged], into target: String) throws {
         try FileSystem.makeDirectory(target)
-        let destination = try Folder.open(path: target)
+        let destination = try Folder<GranaryOwned>.open(path: target)
         for store in staged
         where destination.entry(store.name.split(separator: "/").first.map(String.init) ?? store.name) != nil {
             if (try? destination.parent(of: store.name))?.0.entry((store.name as NSString).lastPathComponent) != nil {
@@ -721,12 +722,13 @@ public struct Restorer: Sendable {
             let parentName = (store.name as NSString).deletingLastPathComponent
             let folder = parentName.isEmpty ? destination : try destination.makeFolders(parentName)
             let (staging, stagedName) = try RestoreWork.parent(of: store.path)
-            try staging.rename(stagedName, to: folder, as: (store.name as NSString).lastPathComponent, .noReplace)
+            try staging.renameAsGranary(
+                stagedName, to: folder, as: (store.name as NSString).lastPathComponent, .noReplace)
             if let external = store.external, FileSystem.isDirectory(external) {
                 let support = try folder.makeFolder(
                     StoreFile.supportFolderName(for: (store.name as NSString).lastPathComponent))
                 let (from, name) = try RestoreWork.parent(of: external)
-                try from.rename(name, to: support, as: StoreFile.externalDataFolderName, .noReplace)
+                try from.renameAsGranary(name, to: support, as: StoreFile.externalDataFolderName, .noReplace)
                 try support.sync()
             }
             try folder.sync()

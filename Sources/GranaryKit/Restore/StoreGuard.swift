@@ -32,7 +32,7 @@ final class StoreGuard {
     /// Takes the lock on store `file` of `folder`, or throws ``RestoreError/storeBusy`` naming why
     /// (another connection has it open). Never waits: whoever holds the store now would hold it
     /// past any short wait granary could afford inside an owner's pause.
-    init(_ folder: Folder, _ file: String) throws {
+    init(_ folder: Folder<UserOwned>, _ file: String) throws {
         store = folder.path(file)
         let db: Database
         do {
@@ -50,7 +50,7 @@ final class StoreGuard {
 
     /// Whether the lock could be taken now (taken and let go at once: a check, nothing changes).
     /// Any other failure (a companion that is not a plain file of the owner, say) is thrown.
-    static func isFree(_ folder: Folder, _ file: String) throws -> Bool {
+    static func isFree(_ folder: Folder<UserOwned>, _ file: String) throws -> Bool {
         do {
             try StoreGuard(folder, file).release()
             return true

@@ -5,38 +5,6 @@ import GranaryOwner
     import Glibc
 #endif
 
-/// Where a restore of one user works: `<root>/.granary/restore/<user>/` holds `staged/` (the
-/// verified new content, `stores/<name>` as in the archive), `aside/` (the replaced content, kept
-/// for the safety archive, same layout) and the journal. It is granary's own folder, on the users'
-/// filesystem, so that a rename between it and a user's folder is atomic.
-public struct RestoreWork: Sendable {
-    public let path: String
-
-    public var staged: String { path + "/staged" }
-    public var aside: String { path + "/aside" }
-    public var journal: SwapJournal { SwapJournal(path: path + "/journal") }
-
-    /// The staged database of a store.
-    public func stagedStore(_ name: String) -> String { staged + "/" + Manifest.storesFolder + name }
-    /// The kept-aside database of a store.
-    public func asideStore(_ name: String) -> String { aside + "/" + Manifest.storesFolder + name }
-    /// The staged and kept-aside external-data folders of a store.
-    public func stagedExternal(_ name: String) -> String {
-        staged + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name)
-    }
-    public func asideExternal(_ name: String) -> String {
-        aside + "/" + Manifest.storesFolder + StoreFile.externalDataName(for: name)
-    }
-
-    /// Opens the folder holding `path` (in granary's work folder; made when missing with
-    /// `create`) and gives its last component.
-    static func parent(of path: String, create: Bool = false) throws -> (Folder, String) {
-        let folder = (path as NSString).deletingLastPathComponent
-        if create { try FileSystem.makeDirectory(folder) }
-        return (try Folder.open(path: folder), (path as NSString).lastPathComponent)
-    }
-}
-
 /// The steps of one store's swap, all after the user's commit point (``UserCommit``): the
 /// checks that can refuse run before, and change nothing. Each step runs while nobody writes the
 /// store (its owner is paused, and ``StoreGuard`` holds SQLite's exclusive lock on it), and each
@@ -62,8 +30,9 @@ enum StoreSwap {
     /// The live folder of a store and its file name there; with `create`, missing folders are
     /// made (as the owner, with `mode`).
     static func live(
-        _ name: String, in user: Folder, create: Bool = false, mode: mode_t = 0o700, modes: [String: UInt32]? = nil
-    ) throws(FolderError) -> (Folder, String) {
+        _ name: String, in user: Folder<UserOwned>, create: Bool = false, mode: mode_t = 0o700,
+        modes: [String: UInt32]? = nil
+    ) throws(FolderError) -> (Folder<UserOwned>, String) {
         let parentName = (name as NSString).deletingLastPathComponent
         let file = (name as NSString).lastPathComponent
         if parentName.isEmpty { return (user, file) }
@@ -72,7 +41,9 @@ enum StoreSwap {
     }
 
     /// ``live(_:in:create:mode:)``, or nil when a folder on the way does not exist.
-    static func liveIfPresent(_ name: String, in user: Folder) throws(FolderError) -> (Folder, String)? {
+    static func liveIfPresent(_ name: String, in user: Folder<UserOwned>) throws(FolderError) -> (
+        Folder<UserOwned>, String
+    )? {
         do {
             return try live(name, in: user)
         } catch {
@@ -92,7 +63,7 @@ enum StoreSwap {
         let changed: Int64
         let device: UInt64
 
-        init?(_ entry: Folder.Entry?) {
+        init?(_ entry: FolderEntry?) {
             guard let entry else { return nil }
             device = entry.device
             inode = entry.inode
@@ -110,7 +81,9 @@ enum StoreSwap {
     }
 
     /// Steps 1 to 4 for one store (after the commit point; `guard` holds the old store's lock).
-    static func prepare(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, guard guardian: StoreGuard?)
+    static func prepare(
+        _ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork, guard guardian: StoreGuard?
+    )
         throws
     {
         switch entry.method {
@@ -161,7 +134,7 @@ enum StoreSwap {
         try addExternal(entry, folder: folder, file: file, work: work, mode: try folderMode(folder))
         CrashPoint.reach(.externalAdded)
 
-        for suffix in ["-wal", "-shm", "-journal"] { try folder.remove(file + suffix) }
+        for companion in StoreFile.companions(of: file) { try folder.remove(companion) }
         CrashPoint.reach(.staleRemoved)
         // No fsync of the folder here: the one after the rename makes these unlinks durable with it
         // (a journalling filesystem commits metadata changes to one folder in order), and a power
@@ -170,7 +143,9 @@ enum StoreSwap {
 
     /// Step 3: links the external-data files only the new store has into the live folder (made as
     /// the owner when missing). Idempotent.
-    static func addExternal(_ entry: SwapJournal.Entry, folder: Folder, file: String, work: RestoreWork, mode: mode_t)
+    static func addExternal(
+        _ entry: SwapJournal.Entry, folder: Folder<UserOwned>, file: String, work: RestoreWork, mode: mode_t
+    )
         throws
     {
         guard !entry.externalAdded.isEmpty else { return }
@@ -179,7 +154,7 @@ enum StoreSwap {
         let liveExternal = try folder.makeFolders(externalName) { path in
             entry.mode(forFolder: parent.isEmpty ? path : parent + "/" + path, default: mode)
         }
-        let stagedExternal = try Folder.open(path: work.stagedExternal(entry.name))
+        let stagedExternal = try Folder<GranaryOwned>.open(path: work.stagedExternal(entry.name))
         for name in entry.externalAdded where liveExternal.entry(name) == nil {
             try Interruption.check()
             try liveExternal.link(try stagedExternal.openFile(name), as: name)
@@ -190,10 +165,10 @@ enum StoreSwap {
     /// Undoes what an older granary's prepare added before its commit point (a journal it left): the new
     /// external-data files linked into the live folder (those that are still the staged inodes) and
     /// the aside links. The live database was never replaced.
-    static func rollBack(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) {
+    static func rollBack(_ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork) {
         if !entry.externalAdded.isEmpty, let (folder, file) = try? live(entry.name, in: user),
             let liveExternal = try? StoreFile.externalDataFolder(of: file, in: folder),
-            let stagedExternal = try? Folder.open(path: work.stagedExternal(entry.name))
+            let stagedExternal = try? Folder<GranaryOwned>.open(path: work.stagedExternal(entry.name))
         {
             for name in entry.externalAdded {
                 if let live = liveExternal.entry(name), let new = stagedExternal.entry(name), live.inode == new.inode,
@@ -210,7 +185,7 @@ enum StoreSwap {
     // MARK: After the commit point
 
     /// Whether the live name holds the staged inode: the store was switched.
-    static func isSwitched(_ entry: SwapJournal.Entry, user: Folder) -> Bool {
+    static func isSwitched(_ entry: SwapJournal.Entry, user: Folder<UserOwned>) -> Bool {
         guard entry.method != .online, let (folder, file) = try? live(entry.name, in: user),
             let info = folder.entry(file)
         else { return false }
@@ -220,13 +195,15 @@ enum StoreSwap {
     /// Puts the staged database in place: one `renameat2` from granary's staging folder into the
     /// live folder (replacing the old name for a swap; refusing to replace anything for a new
     /// store, whose folders are made as the owner). Idempotent.
-    static func switchIn(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork, folderMode: mode_t) throws {
+    static func switchIn(_ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork, folderMode: mode_t)
+        throws
+    {
         precondition(entry.method != .online)
         if isSwitched(entry, user: user) { return }
         let (folder, file) = try live(
             entry.name, in: user, create: entry.method == .new, mode: folderMode, modes: entry.folderModes)
         let (staging, stagedName) = try RestoreWork.parent(of: work.stagedStore(entry.name))
-        try staging.rename(stagedName, to: folder, as: file, entry.method == .new ? .noReplace : .replace)
+        try staging.renameAsGranary(stagedName, to: folder, as: file, entry.method == .new ? .noReplace : .replace)
         try folder.sync()
         CrashPoint.reach(.switched)
     }
@@ -235,18 +212,20 @@ enum StoreSwap {
     /// was paused: a `-wal`, `-shm` or `-journal` that appeared after the stale ones were removed
     /// would be applied to the new database. Each is moved into the work folder; their names are
     /// returned.
-    static func removeIntruders(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws -> [String] {
+    static func removeIntruders(_ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork) throws
+        -> [String]
+    {
         let (folder, file) = try live(entry.name, in: user)
         var moved: [String] = []
         // Companions a process has open belong to a live connection to the new store (a process
         // outside the protocol may open it as soon as it is in place): moving them would lose its
         // writes. Only files nobody has open (put there by hand) are moved away.
-        let present = ["-wal", "-shm", "-journal"].contains { folder.entry(file + $0) != nil }
+        let present = StoreFile.companions(of: file).contains { folder.entry($0) != nil }
         if !present || !OpenFiles.holders(of: file, in: folder).isEmpty { return [] }
-        for suffix in ["-wal", "-shm", "-journal"] where folder.entry(file + suffix) != nil {
+        for suffix in StoreFile.companionSuffixes where folder.entry(file + suffix) != nil {
             let quarantine = try FileSystem.makeDirectoryHandle(work.path + "/intruders")
             let name = "\(moved.count)-" + (entry.name as NSString).lastPathComponent + suffix
-            try folder.rename(file + suffix, to: quarantine, as: name)
+            try folder.renameAsGranary(file + suffix, to: quarantine, as: name)
             moved.append(folder.path(file + suffix))
         }
         if !moved.isEmpty { try folder.sync() }
@@ -255,11 +234,11 @@ enum StoreSwap {
 
     /// Removes the old external-data files from the live folder (each is kept aside already) —
     /// only names that still hold the inode kept aside. Idempotent.
-    static func cleanOldExternal(_ entry: SwapJournal.Entry, user: Folder, work: RestoreWork) throws {
+    static func cleanOldExternal(_ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork) throws {
         guard !entry.externalRemoved.isEmpty, let (folder, file) = try? live(entry.name, in: user),
             let liveExternal = try StoreFile.externalDataFolder(of: file, in: folder)
         else { return }
-        let aside = try? Folder.open(path: work.asideExternal(entry.name))
+        let aside = try? Folder<GranaryOwned>.open(path: work.asideExternal(entry.name))
         for name in entry.externalRemoved {
             guard let current = liveExternal.entry(name) else { continue }
             if let kept = aside?.entry(name), kept.inode == current.inode, kept.device == current.device {
@@ -270,15 +249,15 @@ enum StoreSwap {
     }
 
     /// The mode the restore gives folders it creates in a user's folder: the user folder's own.
-    static func folderMode(_ folder: Folder) throws -> mode_t {
-        mode_t(try folder.descriptor.status().st_mode & 0o7777)
+    static func folderMode(_ folder: Folder<UserOwned>) throws -> mode_t {
+        try folder.status().mode
     }
 }
 
 extension FileSystem {
     /// Creates `path` (and its parents, 0700) in granary's own folders and opens it.
-    static func makeDirectoryHandle(_ path: String) throws -> Folder {
+    static func makeDirectoryHandle(_ path: String) throws -> Folder<GranaryOwned> {
         try makeDirectory(path)
-        return try Folder.open(path: path)
+        return try Folder<GranaryOwned>.open(path: path)
     }
 }

@@ -63,7 +63,7 @@ public final class Database {
         // folder (a 255-byte user id, a long store name) is opened beneath its folder instead,
         // under a short name.
         if FolderName.encode(path).count > Database.longPath,
-            let folder = try? Folder.open(path: PathText.parent(path)),
+            let folder = try? Folder<GranaryOwned>.open(path: PathText.parent(path)),
             let name = try? folder.sqliteName(PathText.lastComponent(path))
         {
             try self.init(

@@ -62,10 +62,14 @@ public final class UserLock: @unchecked Sendable {
     private var fd: Int32
     /// The lock file.
     public let path: String
+    /// Where the user's folder would be: a lock whose user has no folder when it is released (an
+    /// id that never existed, a user retired) takes its file with it.
+    private let userPath: String
 
-    private init(fd: Int32, path: String) {
+    private init(fd: Int32, path: String, userPath: String) {
         self.fd = fd
         self.path = path
+        self.userPath = userPath
     }
 
     deinit { release() }
@@ -98,11 +102,37 @@ public final class UserLock: @unchecked Sendable {
         } catch {
             throw .cannotCreate(path: path, underlying: error)
         }
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let fd = try lockFile(path: path, user: user, timeout: timeout, deadline: deadline)
+            // A lock file is removed by its last holder when the user has no folder: whoever opened
+            // it before that holds a lock on a file no longer there, and opens the new one.
+            var held = stat()
+            var named = stat()
+            if fstat(fd, &held) == 0, lstat(path, &named) == 0, held.st_dev == named.st_dev,
+                held.st_ino == named.st_ino
+            {
+                // We hold it: record who we are for whoever waits next.
+                let command = configuration.withLock { $0.command }
+                ftruncate(fd, 0)
+                let oneLine = command.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\u{7F}" }
+                let text =
+                    "\(getpid())\n\(String(String.UnicodeScalarView(oneLine)))\n\(Int64(Date().timeIntervalSince1970))\n"
+                _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+                return UserLock(fd: fd, path: path, userPath: root.path + "/" + user.rawValue)
+            }
+            close(fd)
+        }
+    }
+
+    /// Opens the lock file and waits for its `flock` until `deadline`.
+    private static func lockFile(path: String, user: UserID, timeout: Duration, deadline: ContinuousClock.Instant)
+        throws(LockError) -> Int32
+    {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         if fd < 0 { throw .cannotCreate(path: path, underlying: FileSystemError("open", path: path)) }
-        let deadline = ContinuousClock.now + timeout
         var delay = Duration.milliseconds(10)
-        let (command, onWait) = configuration.withLock { ($0.command, $0.onWait) }
+        let onWait = configuration.withLock { $0.onWait }
         var told = false
         var attempts = 0
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
@@ -130,12 +160,7 @@ public final class UserLock: @unchecked Sendable {
             Thread.sleep(forTimeInterval: min(delay, remaining).timeInterval)
             delay = min(delay * 2, .milliseconds(500))
         }
-        // We hold it: record who we are for whoever waits next.
-        ftruncate(fd, 0)
-        let oneLine = command.unicodeScalars.filter { $0.value >= 0x20 && $0 != "\u{7F}" }
-        let text = "\(getpid())\n\(String(String.UnicodeScalarView(oneLine)))\n\(Int64(Date().timeIntervalSince1970))\n"
-        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
-        return UserLock(fd: fd, path: path)
+        return fd
     }
 
     /// The holder recorded in the lock file open at `fd` (a file written before pids were
@@ -159,6 +184,9 @@ public final class UserLock: @unchecked Sendable {
     public func release() {
         guard fd >= 0 else { return }
         ftruncate(fd, 0)
+        // No folder, no lock file: removed while still held, so a waiter sees it gone and opens anew.
+        var folder = stat()
+        if lstat(userPath, &folder) != 0, errno == ENOENT { unlink(path) }
         close(fd)
         fd = -1
     }

@@ -4,7 +4,13 @@ import Foundation
     import Glibc
 #endif
 
-/// The folder that holds one sub-folder per user.
+/// The folder that holds one sub-folder per user, by its path.
+///
+/// A `Root` is a location, not an open folder: each use opens the path again and checks it
+/// (``open()``: root's, writable by nobody else), and hands out open folders — the root itself as a
+/// `Folder<GranaryOwned>`, each user's as a `Folder<UserOwned>` (``user(_:)``). Keep the
+/// `Folder` for a sequence of operations that must reach the same folder; keep the `Root` to name
+/// it.
 ///
 /// Hidden entries (a leading `.`) are granary's or the system's, never users: `.granary` holds
 /// granary's locks and restore journals. A user folder is opened beneath the root's descriptor
@@ -42,25 +48,25 @@ public struct Root: Sendable {
     /// Opens the root folder. It must belong to root (or to granary's uid) and be writable by
     /// nobody else (a sticky, world-writable folder such as /tmp is allowed: nobody can rename
     /// what is not theirs in it): granary keeps its locks and journals in it, by name.
-    public func open() throws(UserError) -> Folder {
-        let folder: Folder
+    public func open() throws(UserError) -> Folder<GranaryOwned> {
+        let folder: Folder<GranaryOwned>
         do {
-            folder = try Folder.open(path: path)
+            folder = try Folder<GranaryOwned>.open(path: path)
         } catch {
             if case .system(let failure) = error, failure.code == ENOENT || failure.code == ENOTDIR {
                 throw .rootMissing(path)
             }
             throw .unreadableRoot(path, error.description)
         }
-        guard let info = try? folder.descriptor.status() else { throw .unreadableRoot(path, "cannot be examined") }
-        if info.st_uid != 0 && info.st_uid != geteuid() {
+        guard let info = try? folder.status() else { throw .unreadableRoot(path, "cannot be examined") }
+        if info.uid != 0 && info.uid != geteuid() {
             throw .unsafeRoot(
-                path, "belongs to uid \(info.st_uid); the root must belong to root, the folders in it to their users")
+                path, "belongs to uid \(info.uid); the root must belong to root, the folders in it to their users")
         }
-        if info.st_mode & 0o022 != 0 && info.st_mode & UInt32(S_ISVTX) == 0 {
+        if info.mode & 0o022 != 0 && info.mode & mode_t(S_ISVTX) == 0 {
             throw .unsafeRoot(
                 path,
-                "is writable by \(info.st_mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.st_mode & 0o7777, radix: 8)))"
+                "is writable by \(info.mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(info.mode, radix: 8)))"
             )
         }
         return folder
@@ -69,7 +75,7 @@ public struct Root: Sendable {
     /// The users under the root, sorted, and the entries that are not users, with why.
     public func scan() throws(UserError) -> (users: [UserID], ignored: [Ignored]) {
         let folder = try open()
-        let entries: [Folder.Entry]
+        let entries: [FolderEntry]
         do { entries = try folder.entries() } catch { throw .unreadableRoot(path, error.description) }
         var users: [UserID] = []
         var ignored: [Ignored] = []
@@ -151,12 +157,7 @@ public struct Root: Sendable {
     public func createUser(_ id: UserID, uid: uid_t, gid: gid_t, mode: mode_t) throws -> UserFolder {
         let root = try open()
         let made = try root.makeFolder(id.rawValue, mode: 0o700)
-        if geteuid() == 0 && fchown(made.descriptor.raw, uid, gid) != 0 {
-            throw FileSystemError("chown", path: made.display)
-        }
-        if fchmod(made.descriptor.raw, SafeModes.restorable(mode: mode, isFolder: true)) != 0 {
-            throw FileSystemError("chmod", path: made.display)
-        }
+        try made.hand(to: uid, gid: gid, mode: SafeModes.restorable(mode: mode, isFolder: true))
         try root.sync()
         return try user(id)
     }
@@ -164,29 +165,26 @@ public struct Root: Sendable {
     /// Removes a user's folder that is empty (a restore that created it and did not get to restore anything).
     public func removeEmptyUser(_ id: UserID) {
         guard let root = try? open() else { return }
-        _ = FolderName.withRaw(id.rawValue) { unlinkat(root.descriptor.raw, $0, AT_REMOVEDIR) }
+        root.removeEmptyFolder(id.rawValue)
     }
 
     /// Opens granary's state folder inside the root, creating it (mode 0700) when missing. It must
     /// be a real folder owned by granary's uid and closed to everyone else: the locks, journals and
     /// staged files in it are trusted. One another user made first (a sticky root lets anyone make
     /// a name) is moved aside (``reclaimStateFolder()``) and granary makes its own.
-    public func stateFolder() throws(FolderError) -> Folder {
-        let root: Folder
+    public func stateFolder() throws(FolderError) -> Folder<GranaryOwned> {
+        let root: Folder<GranaryOwned>
         do { root = try open() } catch { throw .system(FileSystemError("open", path: path, code: ENOENT)) }
         var attempt = 0
         while true {
             attempt += 1
             do throws(FolderError) {
                 let state = try root.makeFolder(Root.stateFolderName, mode: 0o700)
-                let info: stat
-                do { info = try state.descriptor.status() } catch { throw .system(error) }
-                guard info.st_uid == geteuid() else {
-                    throw .notOwned(path: state.display, uid: info.st_uid, owner: geteuid())
+                let info = try state.status()
+                guard info.uid == geteuid() else {
+                    throw .notOwned(path: state.display, uid: info.uid, owner: geteuid())
                 }
-                if info.st_mode & 0o077 != 0 && fchmod(state.descriptor.raw, 0o700) != 0 {
-                    throw .system(FileSystemError("chmod", path: state.display))
-                }
+                if info.mode & 0o077 != 0 { try state.setMode(0o700) }
                 return state
             } catch .notOwned(let shown, let uid, let owner) {
                 guard attempt < 4, (try? reclaimStateFolder()) != nil else {
@@ -213,7 +211,7 @@ public struct Root: Sendable {
         if entry.kind == .folder && entry.uid == geteuid() { return nil }
         let who = AccountNames.user(entry.uid).map { "\($0) (uid \(entry.uid))" } ?? "uid \(entry.uid)"
         let aside = Root.stateFolderName + "-squatted-\(entry.uid)-\(Int(Date().timeIntervalSince1970))-\(getpid())"
-        try root.rename(Root.stateFolderName, to: root, as: aside, .noReplace)
+        try root.renameAsGranary(Root.stateFolderName, to: root, as: aside, .noReplace)
         try root.sync()
         return
             "\(path)/\(Root.stateFolderName) was \(FolderError.phrase(entry.kind)) made by \(who), not granary's state folder: moved aside to \(path)/\(aside); granary made its own"
@@ -224,9 +222,9 @@ public struct Root: Sendable {
 public struct UserFolder: Sendable {
     public let id: UserID
     /// The open folder (its owner is the owner of everything granary touches in it).
-    public let folder: Folder
+    public let folder: Folder<UserOwned>
 
-    public init(id: UserID, folder: Folder) {
+    public init(id: UserID, folder: Folder<UserOwned>) {
         self.id = id
         self.folder = folder
     }
@@ -273,10 +271,8 @@ public struct UserFolder: Sendable {
         return scan
     }
 
-    private static let companionSuffixes = ["-wal", "-shm", "-journal"]
-
-    private func collect(_ current: Folder, relative: String, depth: Int, into scan: inout Scan) {
-        let entries: [Folder.Entry]
+    private func collect(_ current: Folder<UserOwned>, relative: String, depth: Int, into scan: inout Scan) {
+        let entries: [FolderEntry]
         do { entries = try current.entries() } catch {
             scan.unreadable.append(relative.isEmpty ? "./" : relative + "/")
             return
@@ -321,14 +317,14 @@ public struct UserFolder: Sendable {
                     Skipped(name: rel, reason: "is a symbolic link; granary does not follow links in a user's folder"))
             case .fifo, .socket, .device:
                 // A companion of a store is refused when its store is opened.
-                if Self.companionSuffixes.contains(where: { entry.name.hasSuffix($0) }) { continue }
+                if StoreFile.companionSuffixes.contains(where: { entry.name.hasSuffix($0) }) { continue }
                 scan.skipped.append(
                     Skipped(name: rel, reason: "is \(FolderError.phrase(entry.kind)), not a regular file"))
             case .file:
                 if entry.size == 0 { continue }
                 // A companion is its store's: SQLite opens it (beneath the folder, with the checks)
                 // when it opens the store. It is not opened here.
-                if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }),
+                if let suffix = StoreFile.companionSuffixes.first(where: { entry.name.hasSuffix($0) }),
                     names.contains(String(entry.name.dropLast(suffix.count)))
                 {
                     continue
@@ -349,7 +345,7 @@ public struct UserFolder: Sendable {
                     continue
                 }
                 guard let header = StoreHeader(bytes) else { continue }
-                if let suffix = Self.companionSuffixes.first(where: { entry.name.hasSuffix($0) }) {
+                if let suffix = StoreFile.companionSuffixes.first(where: { entry.name.hasSuffix($0) }) {
                     scan.skipped.append(
                         Skipped(
                             name: rel,
@@ -379,7 +375,7 @@ public struct UserFolder: Sendable {
     }
 
     /// The SQLite files in a hidden entry (itself, or inside it to the depth limit), for the report.
-    private func sqliteFiles(in current: Folder, entry: Folder.Entry, depth: Int) -> [String]? {
+    private func sqliteFiles(in current: Folder<UserOwned>, entry: FolderEntry, depth: Int) -> [String]? {
         switch entry.kind {
         case .file:
             guard entry.size >= 100, let file = try? current.openFile(entry.name),

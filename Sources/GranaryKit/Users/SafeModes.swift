@@ -36,10 +36,10 @@ public enum SafeModes {
 extension SafeModes {
     /// Refuses to fill an existing folder (`restore --create` into a folder that holds no store)
     /// that is not `owner`'s: in a sticky or shared root another user could have made it first.
-    public static func checkFolderToFill(_ folder: Folder, owner: uid_t) throws {
-        let info = try folder.descriptor.status()
-        guard info.st_uid == owner else {
-            throw OwnershipError.notTheRecordedOwner(path: folder.display, uid: info.st_uid, owner: owner)
+    public static func checkFolderToFill(_ folder: Folder<UserOwned>, owner: uid_t) throws {
+        let info = try folder.status()
+        guard info.uid == owner else {
+            throw OwnershipError.notTheRecordedOwner(path: folder.display, uid: info.uid, owner: owner)
         }
     }
 }

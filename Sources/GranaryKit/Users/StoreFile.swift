@@ -42,7 +42,7 @@ public struct StoreFile: Sendable {
     /// Relative path inside the user's folder, for example `Local.sqlite` or `Data/Cloud.sqlite`.
     public let name: String
     /// The open folder that holds the store (the user's folder or one beneath it).
-    public let folder: Folder
+    public let folder: Folder<UserOwned>
     /// The store's name in ``folder``.
     public let fileName: String
     public let size: Int64
@@ -61,7 +61,8 @@ public struct StoreFile: Sendable {
     public let hasExternalData: Bool
 
     public init(
-        name: String, folder: Folder, fileName: String, size: Int64, allocated: Int64, header: StoreHeader, uid: uid_t,
+        name: String, folder: Folder<UserOwned>, fileName: String, size: Int64, allocated: Int64, header: StoreHeader,
+        uid: uid_t,
         gid: gid_t,
         mode: mode_t, walSize: Int64?, hasSHM: Bool, hasJournal: Bool, hasExternalData: Bool
     ) {
@@ -89,8 +90,29 @@ public struct StoreFile: Sendable {
     /// The name SQLite opens this store by, beneath its folder.
     public func sqliteName() throws(FolderError) -> SQLiteName { try folder.sqliteName(fileName) }
 
+    /// The files SQLite keeps beside a database, by the suffix added to its name: the write-ahead
+    /// log, its shared-memory index and the rollback journal
+    /// (<https://www.sqlite.org/tempfiles.html>). Every rule about a store's companions (what is
+    /// scanned, removed before a switch, checked for holders, counted as archived) reads this list.
+    public static let companionSuffixes = ["-wal", "-shm", "-journal"]
+
+    /// The names of the companion files of the database `file`: `file-wal`, `file-shm`, `file-journal`.
+    public static func companions(of file: String) -> [String] { companionSuffixes.map { file + $0 } }
+
+    /// The bytes of the store as granary counts them everywhere (a user's total in `users`,
+    /// retire's plan, the room a restore's safety archive needs, a backup's time budget): the
+    /// database file and its `-wal`, which a snapshot folds in.
+    public var bytes: Int64 { size + (walSize ?? 0) }
+
+    /// The bytes of every store in `stores` (``bytes`` each).
+    public static func bytes(of stores: [StoreFile]) -> Int64 { stores.reduce(0) { $0 + $1.bytes } }
+
+    /// What a snapshot of the store may write before its `-wal` is folded in: the larger of its
+    /// file and the pages its header claims (a sparse file can claim far more than it holds).
+    public var claimedLength: Int64 { max(size, Int64(header.pageCount) * Int64(header.pageSize)) }
+
     /// Opens the store's external-data folder (nil when it has none).
-    public func externalDataFolder() throws(FolderError) -> Folder? {
+    public func externalDataFolder() throws(FolderError) -> Folder<UserOwned>? {
         guard hasExternalData else { return nil }
         return try Self.externalDataFolder(of: fileName, in: folder)
     }
@@ -98,7 +120,9 @@ public struct StoreFile: Sendable {
     /// Opens the external-data folder of store `file` in `folder`: nil when there is none, an error
     /// when `.X_SUPPORT` or `_EXTERNAL_DATA` is there but is not a real folder of the owner's (a
     /// link is never followed).
-    public static func externalDataFolder(of file: String, in folder: Folder) throws(FolderError) -> Folder? {
+    public static func externalDataFolder<Trust>(of file: String, in folder: Folder<Trust>) throws(FolderError)
+        -> Folder<Trust>?
+    {
         let support = supportFolderName(for: file)
         guard let entry = folder.entry(support) else { return nil }
         guard entry.kind == .folder else {

@@ -299,9 +299,10 @@ final class Lab {
 
     /// Swaps two names atomically (renameat2 RENAME_EXCHANGE), as root.
     static func exchange(_ a: String, _ b: String) throws {
-        let from = try Folder.open(path: (a as NSString).deletingLastPathComponent)
-        let to = try Folder.open(path: (b as NSString).deletingLastPathComponent)
-        try from.rename((a as NSString).lastPathComponent, to: to, as: (b as NSString).lastPathComponent, .exchange)
+        let from = try Folder<GranaryOwned>.open(path: (a as NSString).deletingLastPathComponent)
+        let to = try Folder<GranaryOwned>.open(path: (b as NSString).deletingLastPathComponent)
+        try from.renameAsGranary(
+            (a as NSString).lastPathComponent, to: to, as: (b as NSString).lastPathComponent, .exchange)
     }
 
     /// A FIFO, a character device (1,5: what /dev/zero is) or a link to /dev/zero at `path`, owned

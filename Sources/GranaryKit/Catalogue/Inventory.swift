@@ -18,7 +18,7 @@ public struct UserSummary: Sendable {
     public var stores: [StoreFile] { scan.stores }
 
     /// Bytes of every store with its `-wal`.
-    public var totalSize: Int64 { stores.reduce(0) { $0 + $1.size + ($1.walSize ?? 0) } }
+    public var totalSize: Int64 { StoreFile.bytes(of: stores) }
 }
 
 /// Builds `UserSummary` values for a root (and, optionally, a repository).

@@ -1,0 +1,100 @@
+import Foundation
+import GranaryKit
+import Testing
+
+@testable import GranaryCLI
+
+/// The configuration file's keys live in one table (`ConfigKey.all`, ConfigKeys.swift): the
+/// parser reads only keys it has, `granary config` shows one line per key, and granary.toml(5)
+/// is generated from it. These tests fail when the three drift apart.
+@Suite("the configuration keys are one table: parser, granary config and granary.toml(5)")
+struct ConfigKeyTableTests {
+    /// The repository's top folder.
+    static let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// A file setting `key` alone to `value` (TOML).
+    static func file(setting key: ConfigKey, to value: String) -> String {
+        guard let table = key.table else { return "\(key.key) = \(value)\n" }
+        let header = ConfigTable.named(table)?.isArray == true ? "[[\(table)]]" : "[\(table)]"
+        return "\(header)\n\(key.name) = \(value)\n"
+    }
+
+    /// `granary config`'s lines for `config`.
+    static func shown(_ config: ConfigFile?) -> [String: ConfigResult.Entry] {
+        let settings = Settings.resolve(rootFlag: nil, repoFlag: nil, config: config, environment: [:])
+        return Dictionary(uniqueKeysWithValues: ConfigResult(settings).settings.map { ($0.key, $0) })
+    }
+
+    /// The key of `row`'s line in `granary config` (every `[[mirror]]`'s repo is one line, `mirror`).
+    static func shownKey(_ row: ConfigKey) -> String { row.key == "mirror.repo" ? "mirror" : row.key }
+
+    @Test("every key of the table is parsed, reaches the settings and is shown by granary config as the file's")
+    func everyKeyIsParsedAndShown() throws {
+        #expect(ConfigKey.all.count == Set(ConfigKey.all.map(\.key)).count, "a key declared twice")
+        for row in ConfigKey.all {
+            let text = Self.file(setting: row, to: row.example)
+            let config = try ConfigFile.parse(text, path: "/etc/granary/config.toml")
+            let line = try #require(Self.shown(config)[Self.shownKey(row)], "granary config does not show \(row.key)")
+            #expect(
+                line.source == "file",
+                "\(row.key) = \(row.example) was parsed but granary config shows it from \(line.source)")
+        }
+    }
+
+    @Test("granary config shows exactly the table's keys, in its order, each with the table's default")
+    func configShowsTheTable() {
+        let settings = Settings.resolve(rootFlag: nil, repoFlag: nil, config: nil, environment: [:])
+        let lines = ConfigResult(settings).settings
+        #expect(lines.map(\.key) == ConfigKey.all.map(Self.shownKey))
+        for (line, row) in zip(lines, ConfigKey.all) where row.key != "host" {  // host: the machine's name
+            #expect(line.value.text == row.defaultValue, "\(row.key): the table says \(row.defaultValue)")
+            #expect(line.source == "default")
+        }
+    }
+
+    @Test("a key the table does not have is refused as unknown, in every table and at the top level, naming the keys")
+    func keysNotInTheTableAreRefused() {
+        let tables: [String?] = [nil] + ConfigTable.all.map(\.name)
+        for table in tables {
+            // Names that are keys elsewhere, and a typo, none of them a key of this table.
+            for name in ["bytes_per_user", "keep_last", "timeout", "repo", "root", "jobz"]
+            where !ConfigKey.names(in: table).contains(name) && ConfigTable.named(name) == nil {
+                let full = table.map { $0 + "." + name } ?? name
+                let text: String
+                switch table.flatMap(ConfigTable.named) {
+                case .some(let found) where found.isArray:
+                    text = "[[\(found.name)]]\nrepo = \"/srv/m\"\n\(name) = 1\n"
+                case .some(let found): text = "[\(found.name)]\n\(name) = 1\n"
+                case .none: text = "\(name) = 1\n"
+                }
+                let error = #expect(throws: ConfigError.self) { try ConfigFile.parse(text, path: "/c.toml") }
+                guard case .unknownKey(let path, _, let key) = error else {
+                    Issue.record("\(full) was not refused as unknown: \(String(describing: error))")
+                    continue
+                }
+                #expect(path == "/c.toml" && key == full)
+                // The hint lists the table's keys from the table (bytes_per_user once was missing).
+                let hint = error?.hint ?? ""
+                for known in ConfigKey.names(in: table) { #expect(hint.contains(known), "\(full): \(hint)") }
+            }
+        }
+    }
+
+    @Test("every key of the table is documented in man/granary.toml.5 with its grammar")
+    func everyKeyIsInTheManual() throws {
+        let manual = try String(
+            contentsOf: Self.package.appendingPathComponent("man/granary.toml.5"), encoding: .utf8)
+        let lines = Set(manual.split(separator: "\n").map(String.init))
+        for row in ConfigKey.all {
+            let listed = lines.contains(".It Cm \(row.key) No = Ar \(row.grammar.rawValue)")
+            #expect(listed, "man/granary.toml.5 does not list \(row.key): run make generate")
+            let described = lines.contains {
+                $0.hasPrefix(".It Cm ") && $0.hasSuffix(" No = Ar \(row.grammar.rawValue)")
+                    && $0.dropFirst(7).components(separatedBy: " No = ")[0].components(separatedBy: " , ")
+                        .contains(row.name)
+            }
+            #expect(described, "man/granary.toml.5 has no paragraph for \(row.key)")
+        }
+    }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Checks which folders of Sources/GranaryKit use which (docs/ARCHITECTURE.md, "Layers").
+
+A folder uses another when one of its files names a type declared at the top level of a file
+in the other (comments and string literals left out). Each folder may use the folders of its
+own layer and of the layers below; a use of a folder above is allowed only when it is listed
+in UPWARD with the reason, by file and type. A new use that breaks the layering fails
+`make lint`, naming the file and the type; so does an entry of UPWARD nothing needs any more.
+Usage: check-layers.py [Sources/GranaryKit]
+"""
+import os
+import re
+import sys
+
+LAYERS = [
+    # 1. Foundations: granary's own files, the trust boundary, SQLite, the archive format.
+    {"Support", "Users", "SQLite", "Archive", "Samples"},
+    # 2. Where archives live, and reading them.
+    {"Repository", "Catalogue"},
+    # 3. The operations that change a user's folder or the repository.
+    {"Backup", "FastPath", "Isolation", "Restore", "Lifecycle"},
+]
+
+# Uses of a folder above, each with its reason: (file, type) -> why.
+UPWARD = {
+    ("Support/SHA256Hex.swift", "MappedReader"): "hashing reads through the fast path's mapped reader",
+    ("Archive/ArchiveWriter.swift", "MappedReader"): "the archive writer reads through the mapped reader",
+    ("Repository/LocalRepository.swift", "StaleTemporaries"): "a repository removes the temporaries of dead backups",
+    ("Repository/RcloneRepository.swift", "StaleTemporaries"): "as above, remotely",
+    ("Repository/MirrorSync.swift", "MirrorError"): "sync reports a mirror's failure as backup does",
+    ("Repository/MirrorSync.swift", "UnexpectedError"): "as above",
+    ("Catalogue/ArchiveVerification.swift", "CPUYield"): "verify yields the CPU to the stores' owners as backup does",
+    ("Catalogue/ArchiveRemoval.swift", "Retirement"): "prune keeps a retired user's final archive (its rule)",
+    ("Catalogue/Freshness.swift", "Retirement"): "check counts a retired user's final archive",
+    ("Catalogue/Freshness.swift", "Recovery"): "check reports users with an unfinished restore or retire",
+    ("Catalogue/Inventory.swift", "Retirement"): "users lists retired users",
+}
+
+# Within the operations layer, who may use whom (the rest of a layer uses itself freely).
+OPERATIONS = {
+    "Backup": {"FastPath", "Isolation"},
+    "FastPath": {"Backup"},
+    "Isolation": {"Backup"},
+    "Restore": set(),
+    "Lifecycle": {"Backup", "FastPath", "Restore"},
+}
+# Operations' uses against that order, each with its reason.
+SIDEWAYS = {
+    ("Backup/BackupOperation.swift", "Recovery"):
+        "every operation first finishes what stopped (Recovery: a restore's or a retire's journal)",
+    ("Restore/Recovery.swift", "Retirement"): "recovery finishes a retire that stopped (Retirement.recover)",
+}
+
+base = sys.argv[1] if len(sys.argv) > 1 else "Sources/GranaryKit"
+layer_of = {folder: index for index, layer in enumerate(LAYERS) for folder in layer}
+declared = {}
+texts = {}
+for folder in sorted(os.listdir(base)):
+    for name in sorted(os.listdir(os.path.join(base, folder))):
+        path = os.path.join(base, folder, name)
+        text = open(path).read()
+        texts[folder + "/" + name] = text
+        for m in re.finditer(r"^(?:public |internal |package )?(?:final )?(?:struct|enum|class|actor|protocol|typealias)\s+"
+                             r"([A-Z]\w*)", text, re.M):
+            declared.setdefault(m.group(1), folder)
+
+problems = []
+used_exceptions = set()
+for file, text in sorted(texts.items()):
+    folder = file.split("/")[0]
+    if folder not in layer_of:
+        problems.append(f"{file}: the folder {folder} has no layer in scripts/check-layers.py")
+        continue
+    code = re.sub(r"//.*", "", text)
+    code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
+    for type_name, other in sorted(declared.items()):
+        if other == folder or not re.search(r"(?<![.\w])" + type_name + r"\b", code):
+            continue
+        key = (file, type_name)
+        if layer_of[other] > layer_of[folder]:
+            if key in UPWARD:
+                used_exceptions.add(key)
+            else:
+                problems.append(f"{file} uses {type_name} ({other}), a layer above {folder}")
+        elif layer_of[other] == layer_of[folder] == 2 and other not in OPERATIONS[folder]:
+            if key in SIDEWAYS:
+                used_exceptions.add(key)
+            else:
+                problems.append(f"{file} uses {type_name} ({other}): {folder} may use only {sorted(OPERATIONS[folder])}")
+for key in sorted(set(UPWARD) | set(SIDEWAYS)):
+    if key not in used_exceptions:
+        problems.append(f"{key[0]} no longer uses {key[1]}: remove it from scripts/check-layers.py")
+if problems:
+    print("\n".join(problems))
+    print("see docs/ARCHITECTURE.md, Layers")
+    sys.exit(1)
