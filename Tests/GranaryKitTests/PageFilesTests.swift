@@ -22,7 +22,9 @@ struct PageFilesTests {
 
     static func bytes(_ path: String) -> Data { FileManager.default.contents(atPath: path) ?? Data() }
 
-    @Test("a delta between two states of a store, applied to the first, gives the second byte for byte (growth and shrink)")
+    @Test(
+        "a delta between two states of a store, applied to the first, gives the second byte for byte (growth and shrink)"
+    )
     func roundTrip() throws {
         let folder = TemporaryFolder()
         for (rows, vacuum) in [(300, false), (0, true)] {
@@ -62,7 +64,8 @@ struct PageFilesTests {
         #expect(Self.bytes(delta).count == PageFiles.deltaHeader)
     }
 
-    @Test("damaged members are refused: a page that is not the one hashed, pages out of order, a cut file, a wrong magic")
+    @Test(
+        "damaged members are refused: a page that is not the one hashed, pages out of order, a cut file, a wrong magic")
     func damage() throws {
         let folder = TemporaryFolder()
         let base = folder.child("base.db")

@@ -177,10 +177,11 @@ public struct BackupOperation: Sendable {
                 // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits.
                 let delta = try options.delta.map { policy in
                     try DeltaBackup.plan(
-                        policy: policy, user: user, repository: repository, stores: taken.stores, files: taken.files,
-                        work: work, label: options.label, created: created)
+                        policy: policy, user: user, repository: repository, stores: taken.stores,
+                        files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
+                        label: options.label, created: created)
                 }
-                let packed = delta?.files ?? taken.files
+                let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
                 var manifest = Manifest(
                     user: user.rawValue, host: Hosts.current, created: created, label: delta?.label ?? options.label,
                     compression: options.compression, stores: taken.stores, files: packed.map(\.file))

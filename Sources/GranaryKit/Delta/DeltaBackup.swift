@@ -33,21 +33,27 @@ public struct DeltaOutcome: Sendable, Equatable {
 /// (the hook in `BackupOperation.runLocked`). Everything is streamed through files in the
 /// backup's private work folder: memory stays flat.
 enum DeltaBackup {
+    /// A file to pack: where it is now and its manifest entry (`BackupOperation.Packed`).
+    struct File {
+        var source: String
+        var file: Manifest.File
+    }
+
     /// What to pack instead of the snapshots alone.
     struct Plan {
         var info: DeltaInfo
-        var files: [BackupOperation.Packed]
+        var files: [File]
         var label: String?
         var outcome: DeltaOutcome
     }
 
     static func plan(
         policy: DeltaPolicy, user: UserID, repository: any Repository, stores: [Manifest.Store],
-        files: [BackupOperation.Packed], work: String, label: String?, created: Date
+        files: [File], work: String, label: String?, created: Date
     ) throws -> Plan {
         // 1. The page hashes of every snapshot (a second read, from the page cache).
         var summaries: [PageFiles.Summary] = []
-        var pages: [BackupOperation.Packed] = []
+        var pages: [File] = []
         var snapshots: [String] = []
         for (index, store) in stores.enumerated() {
             try Interruption.check()
@@ -58,7 +64,7 @@ enum DeltaBackup {
             summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
             let digest = try FileDigest.of(path)
             pages.append(
-                BackupOperation.Packed(
+                File(
                     source: path,
                     file: Manifest.File(
                         path: PageFiles.pagesMember(store.name), size: digest.size, sha256: digest.sha256, kind: .pages)
@@ -119,7 +125,7 @@ enum DeltaBackup {
             return full("the stores have over \(Manifest.fileListThreshold) external-data files")
         }
         // 3. The changed pages of each store.
-        var changes: [BackupOperation.Packed] = []
+        var changes: [File] = []
         var changedPages: [Int] = []
         for (index, store) in stores.enumerated() {
             try Interruption.check()
@@ -132,7 +138,7 @@ enum DeltaBackup {
             changedPages.append(changed)
             let digest = try FileDigest.of(path)
             changes.append(
-                BackupOperation.Packed(
+                File(
                     source: path,
                     file: Manifest.File(
                         path: PageFiles.deltaMember(store.name), size: digest.size, sha256: digest.sha256,

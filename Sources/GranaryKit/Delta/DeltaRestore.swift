@@ -26,14 +26,16 @@ public enum DeltaRestore {
 
     /// Stages `entry` when it is a delta: its manifest, as a full's would read (its files the
     /// stores and the whole external-data state). Nil when it is not a delta (a full is staged
-    /// the usual way). Throws `RestoreError.verificationFailed` when the chain is broken or does
-    /// not rebuild the recorded state.
+    /// the usual way). Throws a `VerificationFailure` when the chain is broken or does not
+    /// rebuild the recorded state. `room` is called with what the full's files need before any is
+    /// written (restore's staging check).
     public static func stage(
-        _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID, durable: Bool = true
+        _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID, durable: Bool = true,
+        room: ((ArchiveVerifier.Needs) throws -> Void)? = nil
     ) throws -> Manifest? {
         guard entry.name.saysDelta else { return nil }
-        func fail(_ reason: String) -> RestoreError {
-            RestoreError.verificationFailed(archive: entry.path, reason: reason, newestGood: nil, user: user.rawValue)
+        func fail(_ reason: String) -> VerificationFailure {
+            VerificationFailure(archive: entry.path, reason: reason)
         }
         // The chain, newest first.
         var chain: [(entry: RepositoryEntry, manifest: Manifest)] = []
@@ -67,7 +69,7 @@ public enum DeltaRestore {
             let source = try repository.open(full.entry)
             _ = try ArchiveVerifier.extract(
                 source: source, name: full.entry.path, into: staging, check: .none, expectedUser: user.rawValue,
-                durable: false, allFiles: true, room: { try StagingRoom.check($0, in: staging) })
+                durable: false, allFiles: true, room: room)
             for store in full.manifest.delta?.stores ?? [] { try FileSystem.removeFile(staging + "/" + store.pages) }
             let work = (staging as NSString).deletingLastPathComponent
             for link in chain.reversed() {
@@ -82,7 +84,7 @@ public enum DeltaRestore {
         var result = entry == chain.first?.entry ? chain.first!.manifest : full.manifest
         guard let info = result.delta else { throw fail("has no delta information") }
         for (store, recorded) in zip(result.stores, info.stores) {
-            let path = Staging.stagedPath(of: store, in: staging)
+            let path = staging + "/" + store.path
             let summary = try PageFiles.hash(file: path, pageSize: recorded.pageSize)
             guard summary.stateDigest == recorded.stateDigest, summary.pageCount == recorded.pageCount else {
                 throw fail(
@@ -124,9 +126,17 @@ public enum DeltaRestore {
         try FileSystem.makeDirectory(staging)
         do {
             _ = try stage(entry, repository: repository, into: staging, user: entry.user, durable: false)
-        } catch RestoreError.verificationFailed(_, let reason, _, _) {
-            throw VerificationFailure(archive: entry.path, reason: "does not rebuild from its chain: \(reason)")
+        } catch let failure as VerificationFailure {
+            throw VerificationFailure(
+                archive: entry.path, reason: "does not rebuild from its chain: \(reason(failure, of: entry))")
         }
+    }
+
+    /// What `failure` says, for a message about `entry`: its member and reason, and the archive of
+    /// the chain it is about when that is another.
+    public static func reason(_ failure: VerificationFailure, of entry: RepositoryEntry) -> String {
+        if failure.archive != entry.path { return failure.description }
+        return failure.member.map { $0 + " " + failure.reason } ?? failure.reason
     }
 
     /// An archive's manifest and the SHA-256 of its bytes, read from its first member alone.
@@ -135,16 +145,13 @@ public enum DeltaRestore {
         defer { _ = source.transferFailure() }
         let reader = try source.reader(name: entry.path)
         guard let first = try reader.next(), first.name == Manifest.memberName else {
-            throw RestoreError.verificationFailed(
-                archive: entry.path, reason: "does not start with \(Manifest.memberName)", newestGood: nil,
-                user: entry.user.rawValue)
+            throw VerificationFailure(archive: entry.path, reason: "does not start with \(Manifest.memberName)")
         }
         let bytes = try reader.readAll(limit: Manifest.sizeLimit)
         do {
             return (try Manifest.decode(bytes, source: entry.path), SHA256.hash(data: bytes).hex)
         } catch {
-            throw RestoreError.verificationFailed(
-                archive: entry.path, reason: error.reason, newestGood: nil, user: entry.user.rawValue)
+            throw VerificationFailure(archive: entry.path, member: Manifest.memberName, reason: error.reason)
         }
     }
 
