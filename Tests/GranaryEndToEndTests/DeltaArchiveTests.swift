@@ -186,6 +186,32 @@ struct DeltaArchiveTests {
         #expect(try site.granary(["backup", Self.alice, "--full"]).status == 64)
     }
 
+    @Test("restore USER puts the newest delta's state back into the live folder (offline), keeping a full safety archive")
+    func liveRestore() throws {
+        let site = try SampleSite()
+        let store = site.root + "/\(Self.bob)/Notes.sqlite"
+        #expect(try site.granary(["backup", Self.bob, "--delta"]).status == 0)
+        let notes = try Database(path: store, mode: .readWrite)
+        try notes.execute("UPDATE ZNOTE SET ZTITLE = 'kept' WHERE Z_PK = 1")
+        Thread.sleep(forTimeInterval: 1.1)
+        var made: GranaryProcess.Result?
+        let delta = try Self.added(site, Self.bob) { made = try site.granary(["backup", Self.bob, "--delta"]) }
+        #expect(made?.status == 0)
+        #expect(delta.hasSuffix("-delta.tar.zst"))
+        let expected = try Self.dump(store)
+        try notes.execute("UPDATE ZNOTE SET ZTITLE = 'lost' WHERE Z_PK = 1")
+        try notes.execute("DELETE FROM ZNOTE WHERE Z_PK = 2")
+        let restored = try site.granary(["restore", Self.bob, "--json"])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        #expect(restored.stdout.contains(delta), "\(restored.stdout)")
+        #expect(try Self.dump(store) == expected)
+        // The safety archive is a full, as always: stock tar gives the store it replaced.
+        let safety = try #require(site.archives(Self.bob).first { $0.contains("pre-restore") })
+        let members = try GranaryProcess.runExecutable(
+            "/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(Self.bob)/" + safety])
+        #expect(members.stdout.contains("stores/Notes.sqlite\n") && !members.stdout.contains(".delta"))
+    }
+
     @Test("a delta whose base is gone is refused with exit 65, naming the base, and nothing is restored")
     func missingBase() throws {
         let site = try SampleSite()
