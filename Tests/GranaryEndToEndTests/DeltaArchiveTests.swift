@@ -186,7 +186,8 @@ struct DeltaArchiveTests {
         #expect(try site.granary(["backup", Self.alice, "--full"]).status == 64)
     }
 
-    @Test("restore USER puts the newest delta's state back into the live folder (offline), keeping a full safety archive")
+    @Test(
+        "restore USER puts the newest delta's state back into the live folder (offline), keeping a full safety archive")
     func liveRestore() throws {
         let site = try SampleSite()
         let store = site.root + "/\(Self.bob)/Notes.sqlite"
