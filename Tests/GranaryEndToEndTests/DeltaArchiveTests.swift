@@ -238,6 +238,30 @@ struct DeltaArchiveTests {
         #expect(FileSystem.contents(of: target).isEmpty)
     }
 
+    @Test(
+        "a delta whose base was replaced by another archive under its name is refused with exit 65: the chain is broken"
+    )
+    func replacedBase() throws {
+        let site = try SampleSite()
+        let db = try Database(path: site.root + "/\(Self.alice)/Local.sqlite", mode: .readWrite)
+        for step in 0..<3 {
+            try db.execute("UPDATE items SET body = 'step \(step)' WHERE id = 3")
+            #expect(try site.granary(["backup", Self.alice, "--delta"] + (step == 2 ? ["--full"] : [])).status == 0)
+            Thread.sleep(forTimeInterval: 1.1)
+        }
+        let names = site.archives(Self.alice)
+        #expect(names.count == 3 && names[1].hasSuffix("-delta.tar.zst") && !names[2].contains("delta"), "\(names)")
+        let folder = site.repo + "/\(Self.alice)/"
+        try FileSystem.removeFile(folder + names[0])
+        try FileManager.default.copyItem(atPath: folder + names[2], toPath: folder + names[0])
+        let target = site.folder.child("out")
+        try FileSystem.makeDirectory(target)
+        let restored = try site.granary(["restore", Self.alice, names[1], "--to", target])
+        #expect(restored.status == 65, "\(restored.stderr)")
+        #expect(restored.stderr.contains("its chain is broken"), "\(restored.stderr)")
+        #expect(FileSystem.contents(of: target).isEmpty)
+    }
+
     @Test("a delta whose pages do not match its page hashes fails verify with exit 65")
     func tamperedDelta() throws {
         let site = try SampleSite()
