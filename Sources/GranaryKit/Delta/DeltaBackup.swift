@@ -164,72 +164,153 @@ enum DeltaBackup {
                 DeltaInfo.Store(
                     name: stores[index].name, pageSize: summaries[index].pageSize,
                     pageCount: summaries[index].pageCount, stateDigest: summaries[index].stateDigest,
-                    pages: PageFiles.pagesMember(stores[index].name),
-                    changes: PageFiles.deltaMember(stores[index].name),
+                    pages: nil, changes: PageFiles.deltaMember(stores[index].name),
                     changedPages: changedPages[index])
             },
             external: external.map(\.file), removed: removed)
         return Plan(
-            info: info, files: pages + changes + carried, label: deltaLabel,
+            info: info, files: changes + carried, label: deltaLabel,
             outcome: DeltaOutcome(
                 isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total))
     }
 }
 
-/// The head of an archive written with `--delta`: its manifest (and that manifest's SHA-256)
-/// and its `.pages` members, which come before its stores. Reading stops there.
+/// What a backup needs of its base: the base's manifest (and that manifest's SHA-256) and each
+/// store's complete page-hash list. A full's lists are its `.pages` members, which come before its
+/// stores (reading stops there); a delta's are rebuilt: the chain is followed back to its full
+/// (each manifest's SHA-256 checked against the delta after it), the full's lists taken, and each
+/// delta's carried pages hashed into them in order; every rebuilt list must give the state digest
+/// its delta records.
 struct BaseHead {
     var manifest: Manifest
     var manifestSHA256: String
-    /// Store name → its `.pages` file, extracted and checked against the manifest.
+    /// Store name → its complete `.pages` file, in the scratch folder.
     var pages: [String: String]
 
-    /// Reads `entry`'s head into `scratch`; a failure is a reason (a full is written instead).
+    /// Reads what `entry` gives a backup into `scratch`; a failure is a reason (a full is written
+    /// instead).
     static func read(_ entry: RepositoryEntry, repository: any Repository, into scratch: String)
         -> Swift.Result<
             BaseHead, BaseFailure
         >
     {
         do {
-            let source = try repository.open(entry)
-            defer { _ = source.transferFailure() }
-            let reader = try source.reader(name: entry.path)
-            guard let first = try reader.next(), first.name == Manifest.memberName else {
-                return .failure(BaseFailure("does not start with \(Manifest.memberName)"))
-            }
-            let bytes = try reader.readAll(limit: Manifest.sizeLimit)
-            let manifest = try Manifest.decode(bytes, source: entry.path)
-            var head = BaseHead(manifest: manifest, manifestSHA256: SHA256.hash(data: bytes).hex, pages: [:])
-            guard let info = manifest.delta else { return .success(head) }
-            if manifest.fileList != nil {
-                _ = try reader.next()
-                try reader.skip()
-            }
-            for (index, store) in info.stores.enumerated() {
-                var next = try reader.next()
-                // (The `stores/` folder and the folders above a store's hashes come first.)
-                while let entry = next, entry.kind == .directory { next = try reader.next() }
-                guard let member = next, member.name == store.pages,
-                    let listed = manifest.files.first(where: { $0.path == store.pages })
-                else { return .failure(BaseFailure("lacks the page hashes of \(store.name) before its stores")) }
-                let path = scratch + "/\(index).pages"
-                var writer = try BlockWriter(path: path)
-                defer { writer.close() }
-                var hasher = SHA256()
-                try reader.stream(limit: listed.size) { chunk in
-                    hasher.update(bufferPointer: chunk)
-                    try writer.append(chunk)
+            let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+            var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:])
+            guard manifest.delta != nil else { return .success(head) }
+            // The chain, newest first, back to its full.
+            var chain: [(entry: RepositoryEntry, manifest: Manifest)] = [(entry, manifest)]
+            var archives: [RepositoryEntry]?
+            while let base = chain.last!.manifest.delta?.base {
+                guard chain.count < DeltaRestore.chainLimit else {
+                    return .failure(BaseFailure("has a chain too long"))
                 }
-                try writer.finish()
-                guard writer.written == listed.size, hasher.finalize().hex == listed.sha256 else {
-                    return .failure(BaseFailure("has page hashes of \(store.name) that do not match its manifest"))
+                if archives == nil { archives = try repository.archives(of: entry.user) }
+                guard let found = archives?.first(where: { $0.name.fileName == base.name }) else {
+                    return .failure(BaseFailure("is built on \(base.name), which is not in the repository"))
                 }
-                head.pages[store.name] = path
+                let (older, olderDigest) = try DeltaRestore.head(found, repository: repository)
+                guard olderDigest == base.manifestSHA256 else {
+                    return .failure(BaseFailure("is built on \(base.name), whose manifest is not the one it names"))
+                }
+                chain.append((found, older))
+            }
+            let full = chain.removeLast()
+            switch try fullPages(full.entry, full.manifest, repository: repository, into: scratch) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let pages): head.pages = pages
+            }
+            for (index, link) in chain.reversed().enumerated() {
+                if let failure = try patch(
+                    &head.pages, with: link.entry, link.manifest, repository: repository, scratch: scratch, index: index
+                ) {
+                    return .failure(failure)
+                }
             }
             return .success(head)
         } catch {
             return .failure(BaseFailure("cannot be read (\((error as? any GranaryError)?.description ?? "\(error)"))"))
         }
+    }
+
+    /// A full's `.pages` members, extracted and checked against its manifest.
+    static func fullPages(
+        _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, into scratch: String
+    ) throws -> Swift.Result<[String: String], BaseFailure> {
+        guard let info = manifest.delta else { return .failure(BaseFailure("has no page hashes")) }
+        let source = try repository.open(entry)
+        defer { _ = source.transferFailure() }
+        let reader = try source.reader(name: entry.path)
+        _ = try reader.next()  // MANIFEST.json
+        if manifest.fileList != nil {
+            _ = try reader.next()
+            try reader.skip()
+        }
+        var pages: [String: String] = [:]
+        for (index, store) in info.stores.enumerated() {
+            var next = try reader.next()
+            // (The `stores/` folder and the folders above a store's hashes come first.)
+            while let entry = next, entry.kind == .directory { next = try reader.next() }
+            guard let member = next, let name = store.pages, member.name == name,
+                let listed = manifest.files.first(where: { $0.path == name })
+            else { return .failure(BaseFailure("lacks the page hashes of \(store.name) before its stores")) }
+            let path = scratch + "/\(index).pages"
+            guard try extract(reader, to: path, listed: listed) else {
+                return .failure(BaseFailure("has page hashes of \(store.name) that do not match its manifest"))
+            }
+            pages[store.name] = path
+        }
+        return .success(pages)
+    }
+
+    /// Puts the hashes of the pages the delta `entry` carries into `pages` (each list cut or grown
+    /// to its page count), then checks each list against the state digest the delta records.
+    static func patch(
+        _ pages: inout [String: String], with entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository,
+        scratch: String, index: Int
+    ) throws -> BaseFailure? {
+        guard let info = manifest.delta else { return BaseFailure("\(entry.name.fileName) has no delta information") }
+        var wanted: [String: DeltaInfo.Store] = [:]
+        for store in info.stores { if let changes = store.changes { wanted[changes] = store } }
+        let source = try repository.open(entry)
+        defer { _ = source.transferFailure() }
+        let reader = try source.reader(name: entry.path)
+        _ = try reader.next()  // MANIFEST.json
+        var count = 0
+        while !wanted.isEmpty, let member = try reader.next() {
+            guard member.kind == .regular else { continue }
+            guard let store = wanted.removeValue(forKey: member.name) else {
+                return BaseFailure("\(entry.name.fileName) has \(member.name) before its changed pages")
+            }
+            count += 1
+            let path = scratch + "/\(index)-\(count).delta"
+            guard let listed = manifest.files.first(where: { $0.path == member.name }),
+                try extract(reader, to: path, listed: listed)
+            else { return BaseFailure("\(entry.name.fileName) has changed pages that do not match its manifest") }
+            guard let list = pages[store.name] else {
+                return BaseFailure("\(entry.name.fileName) changes \(store.name), which its base does not hold")
+            }
+            try PageChanges.applyHashes(path, to: list)
+            try FileSystem.removeFile(path)
+            guard try PageFiles.summary(ofPages: list).stateDigest == store.stateDigest else {
+                return BaseFailure(
+                    "\(entry.name.fileName) does not give the state its manifest records for \(store.name)")
+            }
+        }
+        return wanted.isEmpty ? nil : BaseFailure("\(entry.name.fileName) lacks some of its changed pages")
+    }
+
+    /// Writes the current member to `path`, checking its size and SHA-256 against `listed`.
+    static func extract(_ reader: ArchiveReader, to path: String, listed: Manifest.File) throws -> Bool {
+        var writer = try BlockWriter(path: path)
+        defer { writer.close() }
+        var hasher = SHA256()
+        try reader.stream(limit: listed.size) { chunk in
+            hasher.update(bufferPointer: chunk)
+            try writer.append(chunk)
+        }
+        try writer.finish()
+        return writer.written == listed.size && hasher.finalize().hex == listed.sha256
     }
 }
 

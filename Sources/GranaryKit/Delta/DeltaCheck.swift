@@ -3,10 +3,10 @@ import Foundation
 /// The checks `ArchiveVerifier` runs, once every member is extracted and matches its manifest
 /// entry, on an archive with delta information (issue 35).
 ///
-/// A delta alone: each store's `.pages` states the recorded page size, page count and state
-/// digest; each `.delta` is well formed, carries pages within that count, in order, each with the
-/// hash `.pages` lists for it, as many as recorded; the carried external-data files are in the
-/// state the manifest lists. A full with page hashes: each extracted store's own state digest is
+/// A delta alone: each `.delta` is well formed, states the recorded page size and count, carries
+/// pages within that count, in order, as many as recorded; the carried external-data files are in
+/// the state the manifest lists. (Whether its pages make the recorded state needs its base:
+/// `verify --chain`.) A full with page hashes: each extracted store's own state digest is
 /// the recorded one, and so is its `.pages` file's.
 enum DeltaCheck {
     static func check(_ manifest: Manifest, in folder: String, archive: String) throws {
@@ -19,31 +19,38 @@ enum DeltaCheck {
         }
         for (store, recorded) in zip(manifest.stores, info.stores) {
             guard ArchiveVerifier.isSafe(store.name), store.path == Manifest.storesFolder + store.name,
-                recorded.pages == PageFiles.pagesMember(store.name),
-                recorded.changes == nil || recorded.changes == PageFiles.deltaMember(store.name)
+                manifest.isDelta
+                    ? recorded.pages == nil && recorded.changes == PageFiles.deltaMember(store.name)
+                    : recorded.pages == PageFiles.pagesMember(store.name) && recorded.changes == nil
             else {
                 throw fail(
                     store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
             }
-            let pages = folder + "/" + recorded.pages
             do {
-                let summary = try PageFiles.summary(ofPages: pages)
-                guard summary.pageSize == recorded.pageSize, summary.pageCount == recorded.pageCount,
-                    summary.stateDigest == recorded.stateDigest
-                else {
-                    throw fail(
-                        recorded.pages,
-                        "states \(summary.pageCount) pages of \(summary.pageSize) bytes with state digest \(summary.stateDigest), the manifest \(recorded.pageCount) of \(recorded.pageSize) with \(recorded.stateDigest)"
-                    )
-                }
                 if manifest.isDelta {
-                    guard let changes = recorded.changes else { throw fail(store.path, "has no changed pages listed") }
-                    let header = try PageChanges.check(folder + "/" + changes, against: pages)
-                    guard header.changed == recorded.changedPages else {
+                    // Its pages in order and in range, as many as recorded; that they make the
+                    // recorded state is `verify --chain`'s to prove (the hash list is the base's).
+                    let changes = PageFiles.deltaMember(store.name)
+                    let header = try PageChanges.read(folder + "/" + changes) { _, _ in }
+                    guard header.pageSize == recorded.pageSize, header.pageCount == recorded.pageCount,
+                        header.changed == recorded.changedPages
+                    else {
                         throw fail(
-                            changes, "carries \(header.changed) pages, the manifest says \(recorded.changedPages ?? 0)")
+                            changes,
+                            "states \(header.changed) of \(header.pageCount) pages of \(header.pageSize) bytes, the manifest \(recorded.changedPages ?? 0) of \(recorded.pageCount) of \(recorded.pageSize)"
+                        )
                     }
                 } else {
+                    let pages = PageFiles.pagesMember(store.name)
+                    let summary = try PageFiles.summary(ofPages: folder + "/" + pages)
+                    guard summary.pageSize == recorded.pageSize, summary.pageCount == recorded.pageCount,
+                        summary.stateDigest == recorded.stateDigest
+                    else {
+                        throw fail(
+                            pages,
+                            "states \(summary.pageCount) pages of \(summary.pageSize) bytes with state digest \(summary.stateDigest), the manifest \(recorded.pageCount) of \(recorded.pageSize) with \(recorded.stateDigest)"
+                        )
+                    }
                     let own = try PageFiles.hash(file: folder + "/" + store.path, pageSize: recorded.pageSize)
                     guard own.stateDigest == recorded.stateDigest else {
                         throw fail(

@@ -6,8 +6,8 @@ import Foundation
 /// A **full** written with `--delta` (`base` absent) is an ordinary full archive (stock tar
 /// extracts its stores) that also carries each store's page hashes, `stores/NAME.pages`, placed
 /// before the stores so that the next backup reads them without reading the pages. A **delta**
-/// (`base` present, file name ending in `delta`) carries per store the `.pages` member and the
-/// pages that differ from its base (`stores/NAME.delta`), and the external-data files that are
+/// (`base` present, file name ending in `delta`) carries per store the pages that differ from
+/// its base (`stores/NAME.delta`; no hash list: the base's, patched, is its own), and the external-data files that are
 /// new or changed; `external` lists every external-data file of the state it produces, so that
 /// the next delta and a restore know the whole state from this manifest alone. Its `stores`
 /// describe the resulting databases as a full's would; their `path` members are not in it.
@@ -31,8 +31,9 @@ public struct DeltaInfo: Codable, Sendable, Equatable {
         public var pageCount: Int
         /// The state digest of the store's database file (``PageFiles``).
         public var stateDigest: String
-        /// The member with its page hashes.
-        public var pages: String
+        /// A full: the member with its page hashes. A delta carries none: its list is its base's
+        /// with the hash of each page it carries put in its place, cut or grown to `pageCount`.
+        public var pages: String?
         /// A delta: the member with the changed pages.
         public var changes: String?
         /// A delta: how many pages it carries.

@@ -70,7 +70,9 @@ public enum DeltaRestore {
             _ = try ArchiveVerifier.extract(
                 source: source, name: full.entry.path, into: staging, check: .none, expectedUser: user.rawValue,
                 durable: false, allFiles: true, room: room)
-            for store in full.manifest.delta?.stores ?? [] { try FileSystem.removeFile(staging + "/" + store.pages) }
+            for store in full.manifest.delta?.stores ?? [] {
+                if let pages = store.pages { try FileSystem.removeFile(staging + "/" + pages) }
+            }
             let work = (staging as NSString).deletingLastPathComponent
             for link in chain.reversed() {
                 try Interruption.check()

@@ -124,6 +124,26 @@ public enum PageChanges {
         return header
     }
 
+    /// Puts the SHA-256 of each page of the `.delta` file at `path` into the `.pages` file
+    /// `pages` (the base's list becoming the delta's): its count set to the delta's page count,
+    /// each carried page's hash written in place.
+    public static func applyHashes(_ path: String, to pages: String) throws {
+        let fd = RawPath.open(pages, O_RDWR | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: pages) }
+        defer { close(fd) }
+        let header = try read(path) { number, bytes in
+            let digest = Array(SHA256.hash(data: bytes))
+            try digest.withUnsafeBytes {
+                try PageFiles.writeFully(fd, $0, at: Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32, path: pages)
+            }
+        }
+        if ftruncate(fd, off_t(PageFiles.pagesHeader) + off_t(header.pageCount) * 32) != 0 {
+            throw FileSystemError("truncate", path: pages)
+        }
+        let counts = BigEndian.u32(UInt32(header.pageSize)) + BigEndian.u64(UInt64(header.pageCount))
+        try counts.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: 8, path: pages) }
+    }
+
     /// Checks a `.delta` file against the `.pages` file of the same archive: every page it
     /// carries has the hash listed for it, and both state the same page size and count.
     public static func check(_ path: String, against pages: String) throws -> Header {
