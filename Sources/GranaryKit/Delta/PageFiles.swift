@@ -7,9 +7,10 @@ import Foundation
 
 /// The two binary members of delta archives (issue 35), and the state digest.
 ///
-/// **`stores/NAME.pages`** (every archive written with `backup --delta`, full or delta): the
-/// SHA-256 of every page of the store's snapshot, so that the next backup can find the pages that
-/// changed without reading the base archive's pages.
+/// **`stores/NAME.pages`** (every full written with `backup --delta`): the SHA-256 of every page
+/// of the store's snapshot, so that the next backup can find the pages that changed without
+/// reading the base archive's pages. (A delta's list is its base's with its carried pages' hashes
+/// put in: ``PageChanges/applyHashes(_:to:)``.)
 ///
 /// ```
 /// "GRPAGES1"            8 bytes
