@@ -135,6 +135,7 @@ bench: release moto
 	bash bench/verify.sh
 	bash bench/upload.sh
 	bash bench/hostile.sh
+	bash bench/delta.sh
 
 # granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
 SOAK_SECONDS ?= 120

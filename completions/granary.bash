@@ -249,7 +249,7 @@ _granary_users() {
 
 _granary_backup() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --delta --full --version -h --help)
     repeating_options=(--mirror --exclude)
     non_repeating_options=(--root --repo --host --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1
@@ -346,7 +346,7 @@ _granary_list() {
 
 _granary_verify() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --force --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --latest --force --chain --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --host --config --user --check)
     __granary_offer_flags_options -1

@@ -15,8 +15,9 @@ import sys
 LAYERS = [
     # 1. Foundations: granary's own files, the trust boundary, SQLite, the archive format.
     {"Support", "Users", "SQLite", "Archive", "Samples"},
-    # 2. Where archives live, and reading them.
-    {"Repository", "Catalogue"},
+    # 2. Where archives live, and reading them; delta archives' chains (issue 35: written by
+    # backup, rebuilt by restore, read by verify, prune and inspect).
+    {"Repository", "Catalogue", "Delta"},
     # 3. The operations that change a user's folder or the repository.
     {"Backup", "FastPath", "Isolation", "Restore", "Lifecycle"},
 ]
@@ -29,6 +30,7 @@ UPWARD = {
     ("Repository/RcloneRepository.swift", "StaleTemporaries"): "as above, remotely",
     ("Repository/MirrorSync.swift", "MirrorError"): "sync reports a mirror's failure as backup does",
     ("Repository/MirrorSync.swift", "UnexpectedError"): "as above",
+    ("Archive/Manifest.swift", "DeltaInfo"): "the manifest of a delta archive (format 3) says what it is built on",
     ("Catalogue/ArchiveRemoval.swift", "Retirement"): "prune keeps a retired user's final archive (its rule)",
     ("Catalogue/Freshness.swift", "Retirement"): "check counts a retired user's final archive",
     ("Catalogue/Freshness.swift", "Recovery"): "check reports users with an unfinished restore or retire",

@@ -56,6 +56,14 @@ struct BackupCommand: GranaryCommand {
     @Flag(help: "After each successful backup, prune the user's archives with the configured [retention] policy.")
     var prune = false
 
+    @Flag(
+        help:
+            "Write a delta (the pages changed since the newest backup) when a base fits, else a full with page hashes.")
+    var delta = false
+
+    @Flag(help: "With --delta: write a full (with page hashes) whatever the delta policy says.")
+    var full = false
+
     @Option(
         name: .customLong("mirror"),
         help: ArgumentHelp(
@@ -85,6 +93,7 @@ struct BackupCommand: GranaryCommand {
         if let label, ArchiveName.reservedLabels.contains(label) {
             throw ValidationError("the label \(label) is granary's own (safety and final archives); choose another")
         }
+        if full && !delta { throw ValidationError("--full goes with --delta (without it every archive is a full)") }
         try ArgumentValues.check(jobs, "--jobs", within: SettingLimits.jobs)
         // The compression's own range first (zstd 1 to 19, gzip and xz 0 to 9), when it is known.
         if let compression { try ArgumentValues.check(level: level, compression: compression) }
@@ -110,6 +119,12 @@ struct BackupCommand: GranaryCommand {
         options.label = label
         // The run's settings: the configured owner timeout holds for the recovery a backup runs first.
         options.context = lock.context(settings.context)
+        if delta {
+            // Issue 35: page hashes, and deltas when a base fits (DeltaPolicy's defaults).
+            var policy = DeltaPolicy()
+            policy.forceFull = full
+            options.delta = policy
+        }
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
         let mirrors = try settings.mirrorRepositories(flags: mirror)
@@ -186,6 +201,8 @@ struct BackupResult: CommandResult {
         /// The new archive on each mirror (null without mirrors).
         @Null var mirrors: [Mirror]?
         @Null var error: Failure?
+        /// With `--delta` (absent without): what was written, and why a full.
+        var delta: Delta?
 
         /// A user that failed before it had an outcome (its worker ended without one).
         init(id: String, failure: Failure) {
@@ -220,6 +237,7 @@ struct BackupResult: CommandResult {
             prune = nil
             mirrors = try values.decodeIfPresent([Mirror].self, forKey: .mirrors)
             error = try values.decodeIfPresent(Failure.self, forKey: .error)
+            delta = try values.decodeIfPresent(Delta.self, forKey: .delta)
         }
 
         init(_ outcome: BackupRun.Outcome) {
@@ -244,6 +262,26 @@ struct BackupResult: CommandResult {
                 ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
             ok = failure == nil
             error = failure.map(Failure.init)
+            delta = result?.delta.map(Delta.init)
+        }
+    }
+
+    /// `backup --delta`'s outcome for one user.
+    struct Delta: Codable {
+        /// `delta` or `full`.
+        let kind: String
+        @Null var base: String?
+        /// Why a full was written.
+        @Null var reason: String?
+        let changedPages: Int
+        let pages: Int
+
+        init(_ outcome: DeltaOutcome) {
+            kind = outcome.isDelta ? "delta" : "full"
+            base = outcome.base
+            reason = outcome.reason
+            changedPages = outcome.changedPages
+            pages = outcome.pages
         }
     }
 
@@ -322,6 +360,12 @@ struct BackupResult: CommandResult {
             text.line(
                 "\(bold: user.id): \(PathText.lastComponent(archive)) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"
             )
+            if let delta = user.delta {
+                text.line(
+                    delta.kind == "delta"
+                        ? "  delta of \(delta.base ?? "?"): \(delta.changedPages) of \(delta.pages) pages"
+                        : "  full: \(delta.reason ?? "")")
+            }
             if detail.verbose, let s = user.stages {
                 text.line(
                     "  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(user.priority ?? "normal")"

@@ -48,6 +48,9 @@ struct VerifyCommand: GranaryCommand {
     @Flag(help: "Also verify archive files outside the repository (their result is not recorded).")
     var force = false
 
+    @Flag(help: "For a delta archive: also rebuild it from its chain and check the state it records.")
+    var chain = false
+
     func checkArguments() throws {
         if archives.isEmpty && user == nil && !all {
             throw ValidationError("name archives, or pass --user USER or --all")
@@ -81,7 +84,7 @@ struct VerifyCommand: GranaryCommand {
             }
         }
         let outcomes = try ArchiveVerification.run(
-            entries, repository: repository, check: check.mode, context: settings.context)
+            entries, repository: repository, check: check.mode, context: settings.context, chain: chain)
         return VerifyResult(
             outcomes, check: check.mode, repository: repository?.path ?? "no repository", cpu: settings.context.cpu)
     }

@@ -478,7 +478,11 @@ extension InspectError: CommandLineError {
 // Sources/GranaryKit/Catalogue/ArchiveRemoval.swift
 extension RemovalRefused: CommandLineError {
     var status: ExitStatus { .usage }
-    var hint: String? { "pass --force if you really mean it, or verify a newer archive first" }
+    var hint: String? {
+        neededBy != nil
+            ? "delete the deltas built on it first, or pass --force if you really mean it"
+            : "pass --force if you really mean it, or verify a newer archive first"
+    }
 }
 
 // Sources/GranaryKit/Catalogue/ArchiveLocator.swift

@@ -18,9 +18,11 @@ import Foundation
 public struct Manifest: Codable, Sendable, Equatable {
     /// The format of ordinary archives (and the oldest this build reads).
     public static let currentFormat = 1
-    /// The format of archives whose external-data files are listed in `MANIFEST.files`; the
-    /// newest this build reads.
-    public static let newestFormat = 2
+    /// The format of archives whose external-data files are listed in `MANIFEST.files`.
+    public static let fileListFormat = 2
+    /// The newest format this build reads: 3 is an archive written with `backup --delta`
+    /// (page hashes, and for a delta its base: ``DeltaInfo``), which older readers must refuse.
+    public static let newestFormat = DeltaInfo.format
     /// The member name.
     public static let memberName = "MANIFEST.json"
     /// The second member of a format-2 archive.
@@ -45,6 +47,10 @@ public struct Manifest: Codable, Sendable, Equatable {
             case external
             /// Any other regular file of the user's folder (final archives: `files/…`).
             case plain
+            /// Delta archives (issue 35): a store's page hashes, `stores/NAME.pages` (``PageFiles``).
+            case pages
+            /// Delta archives (issue 35): a store's changed pages, `stores/NAME.delta` (``PageFiles``).
+            case pageDelta
         }
 
         /// Member path, for example `stores/Local.sqlite`.
@@ -175,6 +181,8 @@ public struct Manifest: Codable, Sendable, Equatable {
     /// `.Notes_SUPPORT`, `.Notes_SUPPORT/_EXTERNAL_DATA`), by path relative to the user's folder,
     /// with their owner and mode: a restore that makes them makes them alike.
     public var folders: [String: Ownership]?
+    /// Archives written with `backup --delta` (issue 35): page hashes, and for a delta its base.
+    public var delta: DeltaInfo?
     /// SHA-256 of the manifest's own bytes with this value left empty (`"checksum" : ""`).
     ///
     /// Members are checked against the manifest, but nothing else would check the manifest:
@@ -235,7 +243,7 @@ public struct Manifest: Codable, Sendable, Equatable {
                 hasher.update(data: line)
                 listSize += Int64(line.count)
             }
-            head.format = Self.newestFormat
+            head.format = max(head.format, Self.fileListFormat)
             head.fileList = FileList(
                 member: Self.fileListName, count: listed.count, size: listSize, sha256: hasher.finalize().hex)
         }

@@ -57,6 +57,9 @@ public struct BackupOperation: Sendable {
         /// member under `files/` (a final archive, the user's last copy). Links, special files and
         /// other owners' files are passed over here: `retire` refuses them before (``Retirement``).
         public var otherFiles = false
+        /// Issue 35 (opt-in, `backup --delta`): page hashes in every archive, and a delta archive
+        /// in place of a full when a base fits (``DeltaBackup``); nil: fulls as always.
+        public var delta: DeltaPolicy?
         public init() {}
     }
 
@@ -106,6 +109,8 @@ public struct BackupOperation: Sendable {
         public var mirrorFile: (path: String, removeAfter: Bool)?
         /// Regular files that are not part of a store, archived under `files/` (``Options/otherFiles``).
         public var plainFiles = 0
+        /// With ``Options/delta``: whether a delta or a full was written, and why a full.
+        public var delta: DeltaOutcome?
     }
 
     /// One mirror's copy of a new archive.
@@ -184,12 +189,21 @@ public struct BackupOperation: Sendable {
                     folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped,
                     builder: builder(for: user, kind: kind))
                 let created = Date()
-                let builder = builder(for: user, kind: kind)
-                let manifest = builder.manifest(
-                    created: created, stores: taken.stores, members: taken.files, folder: taken.folderOwner,
+                // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits.
+                let delta = try options.delta.map { policy in
+                    try DeltaBackup.plan(
+                        policy: policy, user: user, repository: repository, stores: taken.stores,
+                        files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
+                        label: options.label, created: created)
+                }
+                let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
+                let builder = builder(for: user, kind: kind, label: delta?.label ?? options.label)
+                var manifest = builder.manifest(
+                    created: created, stores: taken.stores, members: packed, folder: taken.folderOwner,
                     folders: taken.folders)
+                if let delta { manifest.delta = delta.info; manifest.format = DeltaInfo.format }
                 let (entry, mirrored) = try pack(
-                    manifest, files: taken.files, into: userFolder, builder: builder, created: created, stages: &stages,
+                    manifest, files: packed, into: userFolder, builder: builder, created: created, stages: &stages,
                     overlapped: overlapped,
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
@@ -214,6 +228,7 @@ public struct BackupOperation: Sendable {
                 result.mirrorFile = mirrored.file
                 result.warnings = taken.warnings
                 result.plainFiles = taken.files.lazy.filter { $0.file.kind == .plain }.count
+                result.delta = delta?.outcome
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
@@ -235,10 +250,10 @@ public struct BackupOperation: Sendable {
 
     /// The archive builder of a backup of `user` with these options (``ArchiveBuilder``: the one
     /// way every archive is made).
-    func builder(for user: UserID, kind: ArchiveKind) -> ArchiveBuilder {
+    func builder(for user: UserID, kind: ArchiveKind, label: String? = nil) -> ArchiveBuilder {
         var settings = ArchiveBuilder.Settings()
         settings.kind = kind
-        settings.label = options.label
+        settings.label = label ?? options.label
         settings.compression = options.compression
         settings.level = options.level
         settings.threads = zstdThreads
@@ -284,7 +299,10 @@ public struct BackupOperation: Sendable {
             let snapshotPath = work + "/\(index).sqlite"
             progress?.update(user: folder.id.rawValue, phase: "snapshot", done: 0, total: store.size)
             let snapshotStarted = ContinuousClock.now
-            if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size) {
+            // (Not with `--delta`, issue 35: its page hashes go before the stores.)
+            if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size)
+                && options.delta == nil
+            {
                 let name = ArchiveName(created: Date(), label: options.label, compression: options.compression).fileName
                 let pack = try OverlappedPack(
                     folder: archiveFolder, name: name, prefix: options.overlap.prefix, level: options.level,

@@ -7,7 +7,20 @@ import Foundation
 /// A removal that would take away a user's last good archive.
 public struct RemovalRefused: GranaryError, Sendable {
     public let archive: String
-    public var description: String { "refusing to delete \(archive): it is its user's newest verified archive" }
+    /// Issue 35: the delta archive (its name) that is built on it, when that is why.
+    public var neededBy: String?
+
+    public init(archive: String, neededBy: String? = nil) {
+        self.archive = archive
+        self.neededBy = neededBy
+    }
+
+    public var description: String {
+        if let neededBy {
+            return "refusing to delete \(archive): the delta \(neededBy) is built on it and could no longer be restored"
+        }
+        return "refusing to delete \(archive): it is its user's newest verified archive"
+    }
 }
 
 /// Removing archives: `delete` and `prune`. A user's newest verified archive is never removed
@@ -66,6 +79,8 @@ public enum ArchiveRemoval {
             case .backup: break
             }
         }
+        // Issue 35: a kept delta keeps its whole chain (every base back to its full).
+        DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
         return archives.map { Item(entry: $0, keptBy: kept[$0.path] ?? []) }.reversed()
     }
 
@@ -97,6 +112,22 @@ public enum ArchiveRemoval {
         let catalogue = Catalogue(repository: repository)
         for entry in entries where try catalogue.newestVerified(of: entry.user)?.path == entry.path {
             throw RemovalRefused(archive: entry.path)
+        }
+        // Issue 35: nor a base of a delta that stays.
+        let deleting = Set(entries.map(\.path))
+        for user in Set(entries.filter { $0.object != nil }.map(\.user)) {
+            let archives = try repository.archives(of: user)
+            guard archives.contains(where: { $0.name.saysDelta && !deleting.contains($0.path) }) else { continue }
+            var kept = Dictionary(
+                archives.filter { !deleting.contains($0.path) }.map { ($0.path, ["stays"]) },
+                uniquingKeysWith: { first, _ in first })
+            DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
+            for entry in entries where entry.user == user {
+                if let reason = kept[entry.path]?.first(where: { $0.hasPrefix(DeltaChains.baseReason(of: "")) }) {
+                    throw RemovalRefused(
+                        archive: entry.path, neededBy: String(reason.dropFirst(DeltaChains.baseReason(of: "").count)))
+                }
+            }
         }
     }
 

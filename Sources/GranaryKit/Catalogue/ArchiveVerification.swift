@@ -21,8 +21,11 @@ public enum ArchiveVerification {
     /// failed download or another error of the machine (not of the archive) is thrown, and
     /// records nothing. With no repository (files outside any, named by their paths), the work
     /// is done in a private temporary folder, removed after.
+    /// With `chain` (issue 35), a delta archive of the repository is also rebuilt from its chain
+    /// in a scratch folder, and its stores checked against the state it records (`DeltaRestore`).
     public static func run(
-        _ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode, context: RunContext
+        _ entries: [RepositoryEntry], repository: (any Repository)?, check: CheckMode, context: RunContext,
+        chain: Bool = false
     ) throws -> [Outcome] {
         var outcomes: [Outcome] = []
         var scratch: String?
@@ -44,6 +47,11 @@ public enum ArchiveVerification {
                         workFolder: work,
                         check: check,
                         expectedUser: entry.user.rawValue, limits: context.limits)
+                }
+                if chain, let repository, entry.object != nil {
+                    try context.cpu.yielding {
+                        try DeltaRestore.verifyChain(entry, repository: repository, work: work)
+                    }
                 }
                 try record(entry, good: true, reason: nil, check: check, in: repository)
                 outcomes.append(

@@ -290,8 +290,11 @@ public enum ArchiveVerifier {
                 throw fail(Manifest.fileListName, "lists \(listed) files, the manifest says \(fileList.count)")
             }
         }
+        // Issue 35: page hashes and changed pages checked (DeltaCheck); a delta's stores are not
+        // in it (a restore rebuilds them from its chain, DeltaRestore).
+        if manifest.delta != nil { try DeltaCheck.check(manifest, in: folder, archive: archive) }
         var checks: [String: String] = [:]
-        for store in manifest.stores {
+        for store in manifest.stores where !manifest.isDelta {
             // The name decides where the store goes in the user's folder: it must stay inside it.
             guard isSafe(store.name), store.path == Manifest.storesFolder + store.name else {
                 throw fail(

@@ -168,6 +168,14 @@ public enum Inspector {
         let outcome = try ArchiveVerifier.extract(
             archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false, limits: limits)
         let manifest = outcome.manifest
+        // Issue 35: a delta holds pages, not stores.
+        if let delta = manifest.delta, let base = delta.base {
+            throw InspectError(
+                path: path,
+                reason:
+                    "is a delta archive of \(base.name) (\(delta.stores.map { "\($0.name): \($0.changedPages ?? 0) of \($0.pageCount) pages" }.joined(separator: ", "))): restore it with --to DIR to look inside",
+                kind: .unreadable)
+        }
         let stores = try manifest.stores.map { entry in
             let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
             return try store(in: parent, fileName: file, name: entry.name, limits: limits)
@@ -196,6 +204,14 @@ public enum Inspector {
             source: source, name: name, into: folder, check: .quick, expectedUser: expectedUser, durable: false,
             limits: limits)
         let manifest = outcome.manifest
+        // Issue 35: a delta holds pages, not stores.
+        if let delta = manifest.delta, let base = delta.base {
+            throw InspectError(
+                path: name,
+                reason:
+                    "is a delta archive of \(base.name) (\(delta.stores.map { "\($0.name): \($0.changedPages ?? 0) of \($0.pageCount) pages" }.joined(separator: ", "))): restore it with --to DIR to look inside",
+                kind: .unreadable)
+        }
         let stores = try manifest.stores.map { entry in
             let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
             return try store(in: parent, fileName: file, name: entry.name, limits: limits)

@@ -548,6 +548,21 @@ public struct Restorer: Sendable {
     ) throws -> Manifest {
         let archive = chosen.path
         do {
+            // Issue 35: a delta is rebuilt from its chain and checked against its state digest.
+            if let repository, let entry = chosen.entry {
+                do {
+                    if let rebuilt = try DeltaRestore.stage(
+                        entry, repository: repository, into: staging, user: user,
+                        room: { try StagingRoom.check($0, in: staging) })
+                    {
+                        return rebuilt
+                    }
+                } catch let failure as VerificationFailure {
+                    throw RestoreError.verificationFailed(
+                        archive: archive, reason: DeltaRestore.reason(failure, of: entry), newestGood: nil,
+                        user: user.rawValue)
+                }
+            }
             // A remote archive streams through the verifier into staging: no other local copy.
             let source = try chosen.entry.flatMap { try repository?.open($0) } ?? .file(archive)
             return try Staging.extract(

@@ -29,10 +29,17 @@ public enum Staging {
             // Every file, those a format-2 archive lists in MANIFEST.files too: restore needs their modes.
             // Before a byte is written: room for every file at its full length (the users'
             // filesystem is shared; a staging that filled it would fail every other user's writes).
-            return try ArchiveVerifier.extract(
+            let manifest = try ArchiveVerifier.extract(
                 source: source, name: archive, into: folder, check: .full, expectedUser: user, allFiles: true,
                 limits: limits, room: { try StagingRoom.check($0, in: folder) }
             ).manifest
+            // Issue 35: a delta alone holds no store; `DeltaRestore` rebuilds it from its chain.
+            if manifest.isDelta {
+                throw VerificationFailure(
+                    archive: archive,
+                    reason: "is a delta archive: restore it by name from the repository that holds its base")
+            }
+            return manifest
         } catch let failure as VerificationFailure {
             let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
             throw RestoreError.verificationFailed(archive: archive, reason: reason, newestGood: nil, user: user)

@@ -1,0 +1,325 @@
+import Crypto
+import Foundation
+
+/// When `backup --delta` writes a delta and when a full (issue 35). The defaults suit an hourly
+/// backup: a full at least once a day (23 deltas after it), once a week whatever the pace, and
+/// whenever more than half of the pages changed (a VACUUM rewrites them all).
+public struct DeltaPolicy: Sendable, Equatable {
+    /// The most deltas after a full (`23`: with hourly backups, a full a day).
+    public var maxChain = 23
+    /// A full when more than this share of the pages changed (`0.5`).
+    public var maxChangedShare = 0.5
+    /// A full when the chain's full is older than this (`7` days).
+    public var maxAge: TimeInterval = 7 * 86_400
+    /// `backup --full`: a full (with page hashes) whatever the rest says.
+    public var forceFull = false
+    public init() {}
+}
+
+/// What `backup --delta` wrote.
+public struct DeltaOutcome: Sendable, Equatable {
+    /// A delta (else a full with page hashes).
+    public var isDelta: Bool
+    /// The delta's base (its file name).
+    public var base: String?
+    /// Why a full was written.
+    public var reason: String?
+    /// Pages the delta carries, and all pages of the stores.
+    public var changedPages: Int
+    public var pages: Int
+}
+
+/// Turns a backup's snapshots into a full with page hashes or a delta against the newest backup
+/// (the hook in `BackupOperation.runLocked`). Everything is streamed through files in the
+/// backup's private work folder: memory stays flat.
+enum DeltaBackup {
+    /// A file to pack: where it is now and its manifest entry (`BackupOperation.Packed`).
+    struct File {
+        var source: String
+        var file: Manifest.File
+    }
+
+    /// What to pack instead of the snapshots alone.
+    struct Plan {
+        var info: DeltaInfo
+        var files: [File]
+        var label: String?
+        var outcome: DeltaOutcome
+    }
+
+    static func plan(
+        policy: DeltaPolicy, user: UserID, repository: any Repository, stores: [Manifest.Store],
+        files: [File], work: String, label: String?, created: Date
+    ) throws -> Plan {
+        // 1. The page hashes of every snapshot (a second read, from the page cache).
+        var summaries: [PageFiles.Summary] = []
+        var pages: [File] = []
+        var snapshots: [String] = []
+        for (index, store) in stores.enumerated() {
+            try Interruption.check()
+            guard let snapshot = files.first(where: { $0.file.path == store.path })?.source else {
+                throw DeltaError.malformed(path: store.path, reason: "has no snapshot")
+            }
+            let path = work + "/\(index).pages"
+            summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
+            let digest = try FileDigest.of(path)
+            pages.append(
+                File(
+                    source: path,
+                    file: Manifest.File(
+                        path: PageFiles.pagesMember(store.name), size: digest.size, sha256: digest.sha256, kind: .pages)
+                ))
+            snapshots.append(snapshot)
+        }
+        let total = summaries.reduce(0) { $0 + $1.pageCount }
+        func full(_ reason: String) -> Plan {
+            let info = DeltaInfo(
+                base: nil, chainLength: 0, fullCreated: created,
+                stores: zip(stores, summaries).map { store, summary in
+                    DeltaInfo.Store(
+                        name: store.name, pageSize: summary.pageSize, pageCount: summary.pageCount,
+                        stateDigest: summary.stateDigest, pages: PageFiles.pagesMember(store.name))
+                })
+            return Plan(
+                info: info, files: pages + files, label: label,
+                outcome: DeltaOutcome(isDelta: false, base: nil, reason: reason, changedPages: total, pages: total))
+        }
+        if policy.forceFull { return full("a full was asked for (--full)") }
+        // 2. The base: this host's newest backup of the user, with page hashes.
+        guard let entry = try repository.archives(of: user).last(where: { $0.name.kind == .backup }) else {
+            return full("there is no earlier backup")
+        }
+        let deltaLabel = ArchiveName.deltaLabel(after: label)
+        guard ArchiveName.isValidLabel(deltaLabel) else { return full("the label is too long to end in -delta") }
+        let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "base")
+        defer { FileSystem.removeTree(scratch) }
+        let base: BaseHead
+        switch BaseHead.read(entry, repository: repository, into: scratch) {
+        case .failure(let reason): return full("the newest backup, \(entry.name.fileName), \(reason)")
+        case .success(let head): base = head
+        }
+        guard let baseInfo = base.manifest.delta else {
+            return full("the newest backup, \(entry.name.fileName), has no page hashes (it was not made with --delta)")
+        }
+        guard Set(baseInfo.stores.map(\.name)) == Set(stores.map(\.name)), baseInfo.stores.count == stores.count else {
+            return full("the stores are not those of \(entry.name.fileName)")
+        }
+        for (store, summary) in zip(stores, summaries) {
+            let old = baseInfo.stores.first { $0.name == store.name }!
+            if old.pageSize != summary.pageSize {
+                return full("\(store.name) has pages of \(summary.pageSize) bytes, \(old.pageSize) before")
+            }
+            let oldMode = base.manifest.stores.first { $0.name == store.name }?.journalMode
+            if oldMode != store.journalMode {
+                return full("\(store.name) is in journal mode \(store.journalMode), \(oldMode ?? "unknown") before")
+            }
+        }
+        if baseInfo.chainLength + 1 > policy.maxChain {
+            return full("the chain has \(baseInfo.chainLength) deltas already (at most \(policy.maxChain))")
+        }
+        if created.timeIntervalSince(baseInfo.fullCreated) > policy.maxAge {
+            return full("the chain's full is older than \("\(Int(policy.maxAge / 86_400)) days")")
+        }
+        let external = files.filter { $0.file.kind == .external }
+        if base.manifest.fileList != nil || external.count > Manifest.fileListThreshold {
+            return full("the stores have over \(Manifest.fileListThreshold) external-data files")
+        }
+        // 3. The changed pages of each store.
+        var changes: [File] = []
+        var changedPages: [Int] = []
+        for (index, store) in stores.enumerated() {
+            try Interruption.check()
+            guard let basePages = base.pages[store.name] else {
+                return full("\(entry.name.fileName) lacks the page hashes of \(store.name)")
+            }
+            let path = work + "/\(index).delta"
+            let changed = try PageChanges.write(
+                snapshot: snapshots[index], current: pages[index].source, base: basePages, to: path)
+            changedPages.append(changed)
+            let digest = try FileDigest.of(path)
+            changes.append(
+                File(
+                    source: path,
+                    file: Manifest.File(
+                        path: PageFiles.deltaMember(store.name), size: digest.size, sha256: digest.sha256,
+                        kind: .pageDelta)))
+        }
+        let changed = changedPages.reduce(0, +)
+        if Double(changed) > policy.maxChangedShare * Double(total) {
+            let share = total == 0 ? 100 : changed * 100 / total
+            return full("\(share) % of the pages changed (a full above \(Int(policy.maxChangedShare * 100)) %)")
+        }
+        // 4. External data: files new or changed go in whole; the whole state is listed.
+        let before =
+            base.manifest.isDelta
+            ? (baseInfo.external ?? []) : base.manifest.files.filter { $0.kind == .external }
+        let known = Dictionary(before.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        let carried = external.filter { known[$0.file.path] != $0.file }
+        let now = Set(external.map(\.file.path))
+        let removed = before.map(\.path).filter { !now.contains($0) }
+        let info = DeltaInfo(
+            base: DeltaInfo.Base(name: entry.name.fileName, manifestSHA256: base.manifestSHA256),
+            chainLength: baseInfo.chainLength + 1, fullCreated: baseInfo.fullCreated,
+            stores: stores.indices.map { index in
+                DeltaInfo.Store(
+                    name: stores[index].name, pageSize: summaries[index].pageSize,
+                    pageCount: summaries[index].pageCount, stateDigest: summaries[index].stateDigest,
+                    pages: nil, changes: PageFiles.deltaMember(stores[index].name),
+                    changedPages: changedPages[index])
+            },
+            external: external.map(\.file), removed: removed)
+        return Plan(
+            info: info, files: changes + carried, label: deltaLabel,
+            outcome: DeltaOutcome(
+                isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total))
+    }
+}
+
+/// What a backup needs of its base: the base's manifest (and that manifest's SHA-256) and each
+/// store's complete page-hash list. A full's lists are its `.pages` members, which come before its
+/// stores (reading stops there); a delta's are rebuilt: the chain is followed back to its full
+/// (each manifest's SHA-256 checked against the delta after it), the full's lists taken, and each
+/// delta's carried pages hashed into them in order; every rebuilt list must give the state digest
+/// its delta records.
+struct BaseHead {
+    var manifest: Manifest
+    var manifestSHA256: String
+    /// Store name → its complete `.pages` file, in the scratch folder.
+    var pages: [String: String]
+
+    /// Reads what `entry` gives a backup into `scratch`; a failure is a reason (a full is written
+    /// instead).
+    static func read(_ entry: RepositoryEntry, repository: any Repository, into scratch: String)
+        -> Swift.Result<
+            BaseHead, BaseFailure
+        >
+    {
+        do {
+            let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+            var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:])
+            guard manifest.delta != nil else { return .success(head) }
+            // The chain, newest first, back to its full.
+            var chain: [(entry: RepositoryEntry, manifest: Manifest)] = [(entry, manifest)]
+            var archives: [RepositoryEntry]?
+            while let base = chain.last!.manifest.delta?.base {
+                guard chain.count < DeltaRestore.chainLimit else {
+                    return .failure(BaseFailure("has a chain too long"))
+                }
+                if archives == nil { archives = try repository.archives(of: entry.user) }
+                guard let found = archives?.first(where: { $0.name.fileName == base.name }) else {
+                    return .failure(BaseFailure("is built on \(base.name), which is not in the repository"))
+                }
+                let (older, olderDigest) = try DeltaRestore.head(found, repository: repository)
+                guard olderDigest == base.manifestSHA256 else {
+                    return .failure(BaseFailure("is built on \(base.name), whose manifest is not the one it names"))
+                }
+                chain.append((found, older))
+            }
+            let full = chain.removeLast()
+            switch try fullPages(full.entry, full.manifest, repository: repository, into: scratch) {
+            case .failure(let failure): return .failure(failure)
+            case .success(let pages): head.pages = pages
+            }
+            for (index, link) in chain.reversed().enumerated() {
+                if let failure = try patch(
+                    &head.pages, with: link.entry, link.manifest, repository: repository, scratch: scratch, index: index
+                ) {
+                    return .failure(failure)
+                }
+            }
+            return .success(head)
+        } catch {
+            return .failure(BaseFailure("cannot be read (\((error as? any GranaryError)?.description ?? "\(error)"))"))
+        }
+    }
+
+    /// A full's `.pages` members, extracted and checked against its manifest.
+    static func fullPages(
+        _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, into scratch: String
+    ) throws -> Swift.Result<[String: String], BaseFailure> {
+        guard let info = manifest.delta else { return .failure(BaseFailure("has no page hashes")) }
+        let source = try repository.open(entry)
+        defer { _ = source.transferFailure() }
+        let reader = try source.reader(name: entry.path)
+        _ = try reader.next()  // MANIFEST.json
+        if manifest.fileList != nil {
+            _ = try reader.next()
+            try reader.skip()
+        }
+        var pages: [String: String] = [:]
+        for (index, store) in info.stores.enumerated() {
+            var next = try reader.next()
+            // (The `stores/` folder and the folders above a store's hashes come first.)
+            while let entry = next, entry.kind == .directory { next = try reader.next() }
+            guard let member = next, let name = store.pages, member.name == name,
+                let listed = manifest.files.first(where: { $0.path == name })
+            else { return .failure(BaseFailure("lacks the page hashes of \(store.name) before its stores")) }
+            let path = scratch + "/\(index).pages"
+            guard try extract(reader, to: path, listed: listed) else {
+                return .failure(BaseFailure("has page hashes of \(store.name) that do not match its manifest"))
+            }
+            pages[store.name] = path
+        }
+        return .success(pages)
+    }
+
+    /// Puts the hashes of the pages the delta `entry` carries into `pages` (each list cut or grown
+    /// to its page count), then checks each list against the state digest the delta records.
+    static func patch(
+        _ pages: inout [String: String], with entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository,
+        scratch: String, index: Int
+    ) throws -> BaseFailure? {
+        guard let info = manifest.delta else { return BaseFailure("\(entry.name.fileName) has no delta information") }
+        var wanted: [String: DeltaInfo.Store] = [:]
+        for store in info.stores { if let changes = store.changes { wanted[changes] = store } }
+        let source = try repository.open(entry)
+        defer { _ = source.transferFailure() }
+        let reader = try source.reader(name: entry.path)
+        _ = try reader.next()  // MANIFEST.json
+        var count = 0
+        while !wanted.isEmpty, let member = try reader.next() {
+            guard member.kind == .regular else { continue }
+            guard let store = wanted.removeValue(forKey: member.name) else {
+                return BaseFailure("\(entry.name.fileName) has \(member.name) before its changed pages")
+            }
+            count += 1
+            let path = scratch + "/\(index)-\(count).delta"
+            guard let listed = manifest.files.first(where: { $0.path == member.name }),
+                try extract(reader, to: path, listed: listed)
+            else { return BaseFailure("\(entry.name.fileName) has changed pages that do not match its manifest") }
+            guard let list = pages[store.name] else {
+                return BaseFailure("\(entry.name.fileName) changes \(store.name), which its base does not hold")
+            }
+            try PageChanges.applyHashes(path, to: list)
+            try FileSystem.removeFile(path)
+            guard try PageFiles.summary(ofPages: list).stateDigest == store.stateDigest else {
+                return BaseFailure(
+                    "\(entry.name.fileName) does not give the state its manifest records for \(store.name)")
+            }
+        }
+        return wanted.isEmpty ? nil : BaseFailure("\(entry.name.fileName) lacks some of its changed pages")
+    }
+
+    /// Writes the current member to `path`, checking its size and SHA-256 against `listed`.
+    static func extract(_ reader: ArchiveReader, to path: String, listed: Manifest.File) throws -> Bool {
+        var writer = try BlockWriter(path: path)
+        defer { writer.close() }
+        var hasher = SHA256()
+        try reader.stream(limit: listed.size) { chunk in
+            hasher.update(bufferPointer: chunk)
+            try writer.append(chunk)
+        }
+        try writer.finish()
+        return writer.written == listed.size && hasher.finalize().hex == listed.sha256
+    }
+}
+
+/// Why an archive's head cannot serve as a base.
+struct BaseFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension BaseFailure {
+    var reason: String { description }
+}

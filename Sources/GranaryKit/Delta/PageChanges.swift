@@ -1,0 +1,169 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Writes, reads and applies `stores/NAME.delta` files (the format is in ``PageFiles``).
+public enum PageChanges {
+    /// Writes to `output` every page of the snapshot `snapshot` whose hash in `current` (its
+    /// `.pages` file) differs from the one in `base` (the base's `.pages`), or that the base does
+    /// not have. Both hash lists are read as streams: memory stays flat. Returns the number of
+    /// pages written.
+    public static func write(snapshot: String, current: String, base: String, to output: String) throws -> Int {
+        let now = try PagesReader(path: current)
+        defer { now.close() }
+        let before = try PagesReader(path: base)
+        defer { before.close() }
+        guard now.pageSize == before.pageSize else {
+            throw DeltaError.malformed(path: base, reason: "has pages of \(before.pageSize) bytes, not \(now.pageSize)")
+        }
+        let pageSize = now.pageSize
+        let fd = RawPath.open(snapshot, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: snapshot) }
+        defer { close(fd) }
+        var writer = try BlockWriter(path: output)
+        defer { writer.close() }
+        try writer.append(
+            PageFiles.deltaMagic + BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(now.pageCount))
+                + BigEndian.u64(0))
+        let page = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
+        defer { page.deallocate() }
+        var changed = 0
+        while let hash = try now.next() {
+            let number = now.index  // 1-based: next() has moved past it
+            let old = try before.next()
+            if let old, old.elementsEqual(hash) { continue }
+            try PageFiles.readFully(fd, into: page, at: Int64(number - 1) * Int64(pageSize), path: snapshot)
+            try writer.append(BigEndian.u64(UInt64(number)))
+            try writer.append(UnsafeRawBufferPointer(page))
+            changed += 1
+        }
+        try writer.patch(BigEndian.u64(UInt64(changed)), at: 20)
+        try writer.finish()
+        return changed
+    }
+
+    /// A `.delta` file's header.
+    public struct Header: Sendable, Equatable {
+        public var pageSize: Int
+        public var pageCount: Int
+        public var changed: Int
+    }
+
+    /// Reads the `.delta` file at `path` record by record, checking its structure: the header,
+    /// page numbers increasing and within the page count, the length exact. `body` gets each
+    /// page's number and bytes.
+    @discardableResult
+    public static func read(_ path: String, _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws -> Header {
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path) }
+        guard info.st_size >= PageFiles.deltaHeader else {
+            throw DeltaError.malformed(path: path, reason: "is shorter than its header")
+        }
+        var head = [UInt8](repeating: 0, count: PageFiles.deltaHeader)
+        try head.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: 0, path: path) }
+        let pageSize = Int(BigEndian.read(head[8..<12]))
+        let count = BigEndian.read(head[12..<20])
+        let changed = BigEndian.read(head[20..<28])
+        guard Array(head[0..<8]) == PageFiles.deltaMagic, pageSize >= 512, pageSize <= 65536,
+            pageSize & (pageSize - 1) == 0, count <= UInt64(Int32.max), changed <= count
+        else { throw DeltaError.malformed(path: path, reason: "is not a page-delta file (GRDELTA1)") }
+        let record = 8 + pageSize
+        guard Int64(info.st_size) == Int64(PageFiles.deltaHeader) + Int64(changed) * Int64(record) else {
+            throw DeltaError.malformed(path: path, reason: "has \(info.st_size) bytes for \(changed) pages")
+        }
+        let perChunk = max(1, (1 << 20) / record)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * record, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset = Int64(PageFiles.deltaHeader)
+        var left = Int(changed)
+        var last: UInt64 = 0
+        while left > 0 {
+            let records = min(perChunk, left)
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<records * record])
+            try PageFiles.readFully(fd, into: piece, at: offset, path: path)
+            for index in 0..<records {
+                let start = index * record
+                var number: UInt64 = 0
+                for byte in piece[start..<start + 8] { number = number << 8 | UInt64(byte) }
+                guard number > last, number <= count else {
+                    throw DeltaError.malformed(
+                        path: path, reason: "has page \(number) after page \(last) (of \(count))")
+                }
+                last = number
+                try body(Int(number), UnsafeRawBufferPointer(rebasing: piece[start + 8..<start + record]))
+            }
+            offset += Int64(records * record)
+            left -= records
+        }
+        return Header(pageSize: pageSize, pageCount: Int(count), changed: Int(changed))
+    }
+
+    /// Applies the `.delta` file at `path` to the database file `target`: its length set to the
+    /// delta's page count, then each page written in place. `pageSize` must be the target's.
+    public static func apply(_ path: String, to target: String, pageSize: Int) throws -> Header {
+        let fd = RawPath.open(target, O_RDWR | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: target) }
+        defer { close(fd) }
+        let header = try read(path) { _, _ in }
+        guard header.pageSize == pageSize else {
+            throw DeltaError.malformed(path: path, reason: "has pages of \(header.pageSize) bytes, not \(pageSize)")
+        }
+        if ftruncate(fd, off_t(header.pageCount) * off_t(pageSize)) != 0 {
+            throw FileSystemError("truncate", path: target)
+        }
+        try read(path) { number, bytes in
+            try PageFiles.writeFully(fd, bytes, at: Int64(number - 1) * Int64(pageSize), path: target)
+        }
+        if fsync(fd) != 0 { throw FileSystemError("sync", path: target) }
+        return header
+    }
+
+    /// Puts the SHA-256 of each page of the `.delta` file at `path` into the `.pages` file
+    /// `pages` (the base's list becoming the delta's): its count set to the delta's page count,
+    /// each carried page's hash written in place.
+    public static func applyHashes(_ path: String, to pages: String) throws {
+        let fd = RawPath.open(pages, O_RDWR | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: pages) }
+        defer { close(fd) }
+        let header = try read(path) { number, bytes in
+            let digest = Array(SHA256.hash(data: bytes))
+            try digest.withUnsafeBytes {
+                try PageFiles.writeFully(fd, $0, at: Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32, path: pages)
+            }
+        }
+        if ftruncate(fd, off_t(PageFiles.pagesHeader) + off_t(header.pageCount) * 32) != 0 {
+            throw FileSystemError("truncate", path: pages)
+        }
+        let counts = BigEndian.u32(UInt32(header.pageSize)) + BigEndian.u64(UInt64(header.pageCount))
+        try counts.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: 8, path: pages) }
+    }
+
+    /// Checks a `.delta` file against the `.pages` file of the same archive: every page it
+    /// carries has the hash listed for it, and both state the same page size and count.
+    public static func check(_ path: String, against pages: String) throws -> Header {
+        let hashes = try PagesReader(path: pages)
+        defer { hashes.close() }
+        let header = try read(path) { number, bytes in
+            var hash: ArraySlice<UInt8>?
+            while hashes.index < number { hash = try hashes.next() }
+            guard let hash, SHA256.hash(data: bytes).elementsEqual(hash) else {
+                throw DeltaError.malformed(
+                    path: path, reason: "carries page \(number) with another hash than its .pages lists")
+            }
+        }
+        guard header.pageSize == hashes.pageSize, header.pageCount == hashes.pageCount else {
+            throw DeltaError.malformed(
+                path: path,
+                reason:
+                    "states \(header.pageCount) pages of \(header.pageSize) bytes, its .pages \(hashes.pageCount) of \(hashes.pageSize)"
+            )
+        }
+        return header
+    }
+}

@@ -1,0 +1,275 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The two binary members of delta archives (issue 35), and the state digest.
+///
+/// **`stores/NAME.pages`** (every full written with `backup --delta`): the SHA-256 of every page
+/// of the store's snapshot, so that the next backup can find the pages that changed without
+/// reading the base archive's pages. (A delta's list is its base's with its carried pages' hashes
+/// put in: ``PageChanges/applyHashes(_:to:)``.)
+///
+/// ```
+/// "GRPAGES1"            8 bytes
+/// page size             UInt32, big-endian
+/// page count            UInt64, big-endian
+/// count × SHA-256       32 bytes each, page 1 first
+/// ```
+///
+/// **`stores/NAME.delta`** (delta archives): the pages that differ from the base, sorted.
+///
+/// ```
+/// "GRDELTA1"            8 bytes
+/// page size             UInt32, big-endian
+/// page count            UInt64, big-endian: the pages of the resulting database
+/// changed               UInt64, big-endian: the records that follow
+/// changed × record      page number (UInt64, big-endian, 1-based, increasing) + page-size bytes
+/// ```
+///
+/// A delta is applied by setting the file's length to page count × page size, then writing each
+/// record's bytes at (page number − 1) × page size.
+///
+/// **The state digest** of a database file is SHA-256 over `"granary-state-v1"`, a zero byte, the
+/// page size (UInt32, big-endian), the page count (UInt64, big-endian) and the page hashes in
+/// order: equal digests mean equal files, so a chain can be checked from manifests alone, and a
+/// rebuilt store is checked against it before anything live is touched.
+public enum PageFiles {
+    public static let pagesMagic = Array("GRPAGES1".utf8)
+    public static let deltaMagic = Array("GRDELTA1".utf8)
+    /// Bytes before the hashes of a `.pages` file.
+    public static let pagesHeader = 20
+    /// Bytes before the records of a `.delta` file.
+    public static let deltaHeader = 28
+    static let statePrefix = Array("granary-state-v1".utf8) + [0]
+
+    /// The member holding a store's page hashes.
+    public static func pagesMember(_ store: String) -> String { Manifest.storesFolder + store + ".pages" }
+    /// The member holding a store's changed pages.
+    public static func deltaMember(_ store: String) -> String { Manifest.storesFolder + store + ".delta" }
+
+    /// A database file's page hashes, summed up.
+    public struct Summary: Sendable, Equatable {
+        public var pageSize: Int
+        public var pageCount: Int
+        /// Lower-case hex state digest.
+        public var stateDigest: String
+    }
+
+    /// Hashes every page of the finished file at `path` (read in 1 MiB pieces: memory stays flat)
+    /// and, when `output` is given, writes the `.pages` file there. Throws `DeltaError.notPages`
+    /// when the file is not a whole number of pages.
+    @discardableResult
+    public static func hash(file path: String, pageSize: Int, writingTo output: String? = nil) throws -> Summary {
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path) }
+        let size = Int64(info.st_size)
+        guard pageSize >= 512, pageSize <= 65536, size % Int64(pageSize) == 0 else {
+            throw DeltaError.notPages(path: path, size: size, pageSize: pageSize)
+        }
+        let count = Int(size / Int64(pageSize))
+        var writer = try output.map { try BlockWriter(path: $0) }
+        defer { writer?.close() }
+        var state = SHA256()
+        state.update(data: statePrefix)
+        let header = BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(count))
+        state.update(data: header)
+        try writer?.append(pagesMagic + header)
+        let chunk = max(pageSize, (1 << 20) / pageSize * pageSize)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var hashes = [UInt8]()
+        hashes.reserveCapacity(chunk / pageSize * 32)
+        var offset: Int64 = 0
+        while offset < size {
+            let want = Int(min(Int64(chunk), size - offset))
+            try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset, path: path)
+            hashes.removeAll(keepingCapacity: true)
+            var page = 0
+            while page < want {
+                let digest = SHA256.hash(data: UnsafeRawBufferPointer(rebasing: buffer[page..<page + pageSize]))
+                hashes.append(contentsOf: digest)
+                page += pageSize
+            }
+            state.update(data: hashes)
+            try writer?.append(hashes)
+            offset += Int64(want)
+        }
+        try writer?.finish()
+        return Summary(pageSize: pageSize, pageCount: count, stateDigest: state.finalize().hex)
+    }
+
+    /// The summary a `.pages` file states (its header and the digest of its hashes); throws
+    /// `DeltaError.malformed` when it is not one.
+    public static func summary(ofPages path: String) throws -> Summary {
+        let reader = try PagesReader(path: path)
+        defer { reader.close() }
+        var state = SHA256()
+        state.update(data: statePrefix)
+        state.update(data: BigEndian.u32(UInt32(reader.pageSize)) + BigEndian.u64(UInt64(reader.pageCount)))
+        for _ in 0..<reader.pageCount { state.update(data: try reader.next()!) }
+        return Summary(pageSize: reader.pageSize, pageCount: reader.pageCount, stateDigest: state.finalize().hex)
+    }
+
+    static func readFully(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64, path: String)
+        throws
+    {
+        var done = 0
+        while done < buffer.count {
+            let n = pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("read", path: path)
+            }
+            if n == 0 { throw DeltaError.malformed(path: path, reason: "ends early") }
+            done += n
+        }
+    }
+
+    static func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("write", path: path)
+            }
+            done += n
+        }
+    }
+}
+
+/// Big-endian integers as bytes.
+enum BigEndian {
+    static func u32(_ value: UInt32) -> [UInt8] {
+        (0..<4).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
+    }
+    static func u64(_ value: UInt64) -> [UInt8] {
+        (0..<8).reversed().map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
+    }
+    static func read(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+}
+
+/// Appends to a new private file through a 1 MiB buffer.
+struct BlockWriter {
+    let path: String
+    let fd: Int32
+    private var buffer: [UInt8] = []
+    private(set) var written: Int64 = 0
+
+    init(path: String) throws {
+        self.path = path
+        fd = RawPath.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd < 0 { throw FileSystemError("create", path: path) }
+        buffer.reserveCapacity(1 << 20)
+    }
+
+    mutating func append(_ bytes: some Collection<UInt8>) throws {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 1 << 20 { try flush() }
+    }
+
+    mutating func append(_ bytes: UnsafeRawBufferPointer) throws {
+        buffer.append(contentsOf: bytes)
+        if buffer.count >= 1 << 20 { try flush() }
+    }
+
+    mutating func flush() throws {
+        guard !buffer.isEmpty else { return }
+        try buffer.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: written, path: path) }
+        written += Int64(buffer.count)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// Writes `bytes` at `offset` (after flushing), for a header filled in last.
+    mutating func patch(_ bytes: [UInt8], at offset: Int64) throws {
+        try flush()
+        try bytes.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: offset, path: path) }
+    }
+
+    mutating func finish() throws { try flush() }
+
+    func close() { _ = Glibc.close(fd) }
+}
+
+/// Reads a `.pages` file hash by hash.
+final class PagesReader {
+    let path: String
+    let pageSize: Int
+    let pageCount: Int
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var position = 0
+    private var offset: Int64 = Int64(PageFiles.pagesHeader)
+    private(set) var index = 0
+
+    init(path: String) throws {
+        self.path = path
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        self.fd = fd
+        var header = [UInt8](repeating: 0, count: PageFiles.pagesHeader)
+        var info = stat()
+        do {
+            guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path) }
+            guard info.st_size >= PageFiles.pagesHeader else {
+                throw DeltaError.malformed(path: path, reason: "is shorter than its header")
+            }
+            try header.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: 0, path: path) }
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        let size = Int(BigEndian.read(header[8..<12]))
+        let count = BigEndian.read(header[12..<20])
+        let length = Int64(info.st_size)
+        guard Array(header[0..<8]) == PageFiles.pagesMagic, size >= 512, size <= 65536, size & (size - 1) == 0,
+            count <= UInt64(Int32.max), length == Int64(PageFiles.pagesHeader) + Int64(count) * 32
+        else {
+            Glibc.close(fd)
+            throw DeltaError.malformed(path: path, reason: "is not a page-hash file (GRPAGES1) of its length")
+        }
+        pageSize = size
+        pageCount = Int(count)
+    }
+
+    /// The next page's hash, nil after the last.
+    func next() throws -> ArraySlice<UInt8>? {
+        guard index < pageCount else { return nil }
+        if position >= buffer.count {
+            let want = min(1 << 20, (pageCount - index) * 32)
+            buffer = [UInt8](repeating: 0, count: want)
+            try buffer.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: offset, path: path) }
+            offset += Int64(want)
+            position = 0
+        }
+        defer {
+            position += 32
+            index += 1
+        }
+        return buffer[position..<position + 32]
+    }
+
+    func close() { Glibc.close(fd) }
+}
+
+/// What is wrong with a delta archive's members or chain.
+public enum DeltaError: GranaryError, Sendable, Equatable {
+    /// A file that should be whole pages is not.
+    case notPages(path: String, size: Int64, pageSize: Int)
+    /// A `.pages` or `.delta` file that is not what its format says.
+    case malformed(path: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .notPages(let path, let size, let pageSize):
+            return "\(path): \(size) bytes is not a whole number of \(pageSize)-byte pages"
+        case .malformed(let path, let reason): return "\(path) \(reason)"
+        }
+    }
+}
