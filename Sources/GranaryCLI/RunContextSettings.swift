@@ -17,6 +17,7 @@ extension Settings {
         context.hostScope = host.value
         context.remote = remote.value
         context.resetKeepTables = resetKeepTables.value
+        context.remoteEnvironmentFile = remoteEnvironment?.value
         return context
     }
 }

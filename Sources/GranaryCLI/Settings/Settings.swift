@@ -122,7 +122,6 @@ public struct Settings: Sendable {
                 }
             }
         }
-        RemoteEnvironment.file = config?.remoteEnvironment
         if !RemoteEnvironment.isRootsOwn(environment: environment), geteuid() == 0,
             ([settings.repo?.value].compactMap { $0 } + settings.mirrors.value).contains(where: Repositories.isRemote)
         {

@@ -57,7 +57,7 @@ public struct RcloneRepository: Repository {
         self.context = context
         // Root's rclone gets an environment built from an allow-list (RemoteEnvironment), never
         // the one a sudo user handed granary.
-        let built = try RemoteEnvironment.build(from: environment)
+        let built = try RemoteEnvironment.build(from: environment, file: context.remoteEnvironmentFile)
         var environment = built.environment
         ignoredVariables = built.ignored
         var extra: [String: String] = [:]

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -29,14 +28,6 @@ import Synchronization
 ///
 /// Not as root, rclone runs with the user's own environment, less `RCLONE_RC*`.
 public enum RemoteEnvironment {
-    /// The file named by `remote_environment` in granary's configuration (set once, before any
-    /// repository is opened).
-    public static var file: String? {
-        get { box.withLock { $0 } }
-        set { box.withLock { $0 = newValue } }
-    }
-    private static let box = Mutex<String?>(nil)
-
     /// The AWS variables granary documents (granary(1), ENVIRONMENT).
     static let awsNames: Set<String> = [
         "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION",
@@ -83,7 +74,7 @@ public enum RemoteEnvironment {
 
     /// The environment rclone runs with, and the names of inherited variables left out (for a note).
     public static func build(
-        from inherited: [String: String], euid: uid_t = geteuid(), uid: uid_t = getuid(), file: String? = Self.file
+        from inherited: [String: String], euid: uid_t = geteuid(), uid: uid_t = getuid(), file: String? = nil
     ) throws(RepositoryError) -> (environment: [String: String], ignored: [String]) {
         guard euid == 0 else {
             return (inherited.filter { !isRemoteControl($0.key) }, [])

@@ -30,6 +30,9 @@ public struct RunContext: Sendable, Equatable {
     public var remote: RemoteLimits = .defaults
     /// Tables a reset keeps with their rows, besides the built-in ones (`[reset] keep_tables`).
     public var resetKeepTables: [String] = []
+    /// The file of `KEY=VALUE` lines rclone's environment is also read from (`remote_environment`
+    /// in the configuration; ``RemoteEnvironment``), nil for none.
+    public var remoteEnvironmentFile: String?
 
     /// The library's defaults: this machine's host name, listings of every host, the default
     /// timeouts and limits.
