@@ -19,9 +19,10 @@ struct BackupCommandTests {
 
         /// The names in a user's folder of the repository, but its host markers (`.NAME.host=HOST`).
         func archives(_ user: String) -> [String] {
-            // (Not the verification records a backup writes beside its archives.)
+            // (Not the verification records a backup writes beside its archives, nor an archive
+            // still being written: temporaries start with a dot.)
             ((try? FileManager.default.contentsOfDirectory(atPath: repo + "/" + user)) ?? []).filter {
-                !$0.hasSuffix(".verify.json") && !$0.contains(".host=")
+                !$0.hasPrefix(".") && !$0.hasSuffix(".verify.json") && !$0.contains(".host=")
             }.sorted()
         }
 

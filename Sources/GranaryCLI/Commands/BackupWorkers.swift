@@ -15,12 +15,13 @@ import Synchronization
 /// (in order, under each user's lock, as in one process) and prints the run's result, the same
 /// document and text as a run in one process gives.
 ///
-/// A mirror that failed in one worker (`FailedMirror`, sent before the result) is passed to every
-/// worker started after it (`--worker-failed-mirror=…`), which reports it as not sent ("failed
-/// earlier in this run") without trying it: a dead mirror costs its time bound once per run.
-/// A worker sends its archive to the mirrors before it ends, and the next worker starts when it
-/// has ended (with `--jobs 1`): a mirror's time is spent between two users' local backups, once
-/// for a mirror that fails (then skipped), and the upload's time for a mirror that works.
+/// A worker does not send its archive to the mirrors: it hands it over to the parent
+/// (`MirrorHandOver`, sent before the result), which sends it on a queue of its own
+/// (`BackupRun.MirrorSender`, one upload at a time, under the user's lock) while the next workers
+/// back up their users: no mirror, slow or dead, delays a local backup, and a mirror that failed
+/// once is not tried again in the run ("failed earlier in this run"; `granary sync` catches up).
+/// (`FailedMirror`, `--worker-failed-mirror=…`: a mirror a worker found failed is passed to the
+/// workers started after it, for a worker that sends to mirrors itself.)
 enum BackupWorkers {
     static let flag = "worker-user"
     /// A mirror that failed earlier in the run (repeatable; ``FailedMirror/line``).
@@ -33,6 +34,9 @@ enum BackupWorkers {
     ) -> [BackupResult.User] {
         let words = GranaryMain.argumentBytes()
         let failed = Mutex<[FailedMirror]>([])
+        // Each worker hands its new archive over; the parent sends it to the mirrors on a queue of
+        // its own while the next workers back up their users.
+        let sender = BackupRun.MirrorSender(operation)
         let replies = UserWorkers.run(
             users: users, jobs: jobs,
             arguments: { user in arguments(words, for: user, failed: failed.withLock { $0 }) }, progress: progress,
@@ -42,7 +46,13 @@ enum BackupWorkers {
                         known.append(mirror)
                     }
                 }
+                if let handOver = reply.handedOver, case .success = reply.get() {
+                    sender.send(handOver, of: reply.user)
+                } else if let handOver = reply.handedOver, handOver.removeAfter {
+                    unlink(handOver.path)
+                }
             })
+        let uploads = sender.finish()
         var entries = replies.map { reply -> BackupResult.User in
             switch reply.get() {
             case .success(let json):
@@ -50,7 +60,11 @@ enum BackupWorkers {
                     let decoder = JSONDecoder()
                     decoder.nonConformingFloatDecodingStrategy = .convertFromString(
                         positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
-                    return try decoder.decode(BackupResult.User.self, from: Data(json.utf8))
+                    var entry = try decoder.decode(BackupResult.User.self, from: Data(json.utf8))
+                    if let sent = uploads[reply.user.rawValue], !sent.isEmpty {
+                        entry.mirrors = sent.map(BackupResult.Mirror.init)
+                    }
+                    return entry
                 } catch {
                     return BackupResult.User(
                         id: reply.user.rawValue,
@@ -115,8 +129,17 @@ enum BackupWorkers {
         do {
             let id = try UserID(user)
             let earlier = failedEarlier.compactMap(FailedMirror.init(line:))
-            guard let outcome = BackupRun.run(operation, users: [id], jobs: 1, failedMirrors: earlier).first else {
+            // The mirrors are the parent's to send (beside the next workers): the archive is handed over.
+            guard
+                let outcome = BackupRun.run(
+                    operation, users: [id], jobs: 1, failedMirrors: earlier, sendMirrors: false
+                ).first
+            else {
                 throw UnexpectedError(description: "\(user): no outcome")
+            }
+            if let file = outcome.result?.mirrorFile, let entry = outcome.result?.entry {
+                reporter.handOver(
+                    MirrorHandOver(archive: entry.name.fileName, path: file.path, removeAfter: file.removeAfter))
             }
             // The mirrors that failed here (not a name taken on the mirror, which is this archive's
             // alone), for the workers started next.

@@ -18,3 +18,15 @@ extension MirrorAbandoned: CommandLineError {
     var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
     var hint: String? { "granary sync syncs them once the mirror answers" }
 }
+
+// Sources/GranaryKit/Isolation/UserWorkers.swift
+extension MirrorFailedEarlier: CommandLineError {
+    var status: ExitStatus { isTemporary ? .temporaryFailure : .ioError }
+    var hint: String? { "granary sync sends it once the mirror answers" }
+}
+
+// Sources/GranaryKit/Delta/PageFiles.swift
+extension DeltaError: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? { "granary verify --chain names the damaged archive; granary backup --full starts a new chain" }
+}

@@ -49,8 +49,13 @@ public enum BackupRun {
     /// (anything but a taken name) is not tried again in this run: every later archive is reported
     /// as not sent to it, for `granary sync` to send; nor are the mirrors in `failedMirrors` (those
     /// that failed in an earlier worker process of the same run, ``FailedMirror``).
+    ///
+    /// With `sendMirrors` false, nothing is sent: each outcome's result keeps the archive's local
+    /// file (``BackupOperation/Result/mirrorFile``) for the caller to send (a worker process hands
+    /// it to its parent, which sends it beside the next workers' backups, ``MirrorSender``).
     public static func run(
-        _ operation: BackupOperation, users: [UserID], jobs: Int, failedMirrors: [FailedMirror] = []
+        _ operation: BackupOperation, users: [UserID], jobs: Int, failedMirrors: [FailedMirror] = [],
+        sendMirrors: Bool = true
     ) -> [Outcome] {
         let results = Results(count: users.count)
         let queue = OperationQueue()
@@ -72,7 +77,7 @@ public enum BackupRun {
                 do {
                     let result = try operation.run(user)
                     results.set(index, Outcome(user: user, result: result))
-                    if let file = result.mirrorFile {
+                    if sendMirrors, let file = result.mirrorFile {
                         mirrorQueue.addOperation {
                             defer { if file.removeAfter { unlink(file.path) } }
                             // Under the user's lock, as every write of the user's archives is (a sync
@@ -134,6 +139,65 @@ public enum BackupRun {
                 lock.withLock { failed[mirror.location] = failed[mirror.location] ?? error }
             }
             return upload
+        }
+    }
+
+    /// Sends archives to the mirrors one at a time, on a queue of its own, beside whatever the
+    /// caller does next: the parent of `backup --all`'s worker processes gives it each archive a
+    /// worker handed over (``MirrorHandOver``), so that no mirror, slow or dead, delays the next
+    /// user's local backup. As in ``run(_:users:jobs:failedMirrors:sendMirrors:)``: under the
+    /// user's lock, and a mirror that failed once is not tried again in the run.
+    public final class MirrorSender: @unchecked Sendable {
+        private let operation: BackupOperation
+        private let health: MirrorHealth
+        private let queue = OperationQueue()
+        private let lock = NSLock()
+        private var uploads: [String: [BackupOperation.MirrorUpload]] = [:]
+
+        public init(_ operation: BackupOperation, failed earlier: [FailedMirror] = []) {
+            self.operation = operation
+            health = MirrorHealth(failed: earlier)
+            queue.maxConcurrentOperationCount = 1
+        }
+
+        /// Queues the archive `handOver` names, of `user`, for every mirror.
+        public func send(_ handOver: MirrorHandOver, of user: UserID) {
+            let operation = operation, health = health
+            queue.addOperation { [self] in
+                defer { if handOver.removeAfter { unlink(handOver.path) } }
+                let result: [BackupOperation.MirrorUpload]
+                do {
+                    let lock = try UserLock.acquire(
+                        root: operation.root, user: user, timeout: operation.options.lockTimeout)
+                    defer { lock.release() }
+                    guard
+                        let entry = try operation.repository.archives(of: user).first(where: {
+                            $0.name.fileName == handOver.archive
+                        })
+                    else {
+                        throw RepositoryError.missing(
+                            location: operation.repository.path,
+                            detail: user.rawValue + "/" + handOver.archive + " is no longer there to send")
+                    }
+                    result = operation.mirrors.map { health.send(handOver.path, as: entry, to: $0) }
+                } catch let error as any GranaryError & Sendable {
+                    result = operation.mirrors.map {
+                        BackupOperation.MirrorUpload(location: $0.location, archive: nil, error: error, seconds: 0)
+                    }
+                } catch {
+                    let error = UnexpectedError(description: "\(user): \(error)")
+                    result = operation.mirrors.map {
+                        BackupOperation.MirrorUpload(location: $0.location, archive: nil, error: error, seconds: 0)
+                    }
+                }
+                lock.withLock { uploads[user.rawValue] = result }
+            }
+        }
+
+        /// Waits for every queued archive; what became of each user's, by user id.
+        public func finish() -> [String: [BackupOperation.MirrorUpload]] {
+            queue.waitUntilAllOperationsAreFinished()
+            return lock.withLock { uploads }
         }
     }
 

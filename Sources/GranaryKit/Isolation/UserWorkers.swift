@@ -22,7 +22,9 @@ import Foundation
 /// The parent and a worker speak over the worker's standard output, a line at a time:
 /// `P<TAB>phase<TAB>done<TAB>total` for progress, `F<TAB>location<TAB>code<TAB>reason` for a
 /// mirror that failed (``FailedMirror``: the parent passes it to the workers it starts next, which
-/// do not try that mirror again), then `R<TAB>` and the user's result (one line of JSON, whatever
+/// do not try that mirror again), `M<TAB>…` for the new archive the parent sends to the mirrors
+/// (``MirrorHandOver``: beside the next workers, so no mirror delays a local backup), then
+/// `R<TAB>` and the user's result (one line of JSON, whatever
 /// the caller makes of it) as the last line. A worker that ends without its
 /// result line failed, whatever its exit status says. Its standard input is `/dev/null`, its
 /// standard error the parent's (warnings, and what the Swift runtime prints on a trap).
@@ -54,6 +56,8 @@ public enum UserWorkers {
         public let ending: Ending
         /// The mirrors that failed in this worker (its `F` lines).
         public var failedMirrors: [FailedMirror] = []
+        /// The archive the worker left for the parent to send to the mirrors (its `M` line).
+        public var handedOver: MirrorHandOver?
 
         /// The result, when the worker sent one and then exited normally; else why the user failed.
         public func get() -> Swift.Result<String, WorkerFailed> {
@@ -135,22 +139,23 @@ public enum UserWorkers {
             close(pipe[0])
             return Reply(user: user, result: nil, ending: .exited(Int32(0) - rc))
         }
-        let (result, failed) = read(pipe[0], from: pid, user: user, progress: progress)
+        let (result, failed, handedOver) = read(pipe[0], from: pid, user: user, progress: progress)
         close(pipe[0])
         var raw: Int32 = 0
         while waitpid(pid, &raw, 0) < 0 && errno == EINTR {}
         let ending: Ending = (raw & 0x7f) == 0 ? .exited((raw >> 8) & 0xff) : .signaled(raw & 0x7f)
-        return Reply(user: user, result: result, ending: ending, failedMirrors: failed)
+        return Reply(user: user, result: result, ending: ending, failedMirrors: failed, handedOver: handedOver)
     }
 
     /// Reads the worker's lines until it closes its end: progress is passed on, the result kept.
     /// Once the parent is interrupted, the worker is sent the same signal, once.
     private static func read(_ fd: Int32, from pid: pid_t, user: UserID, progress: (any BackupProgress)?) -> (
-        String?, [FailedMirror]
+        String?, [FailedMirror], MirrorHandOver?
     ) {
         var pending: [UInt8] = []
         var result: String?
         var failed: [FailedMirror] = []
+        var handedOver: MirrorHandOver?
         var forwarded = false
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -173,6 +178,8 @@ public enum UserWorkers {
                     result = String(line.dropFirst(2))
                 } else if line.hasPrefix("F\t"), let mirror = FailedMirror(line: line) {
                     failed.append(mirror)
+                } else if line.hasPrefix("M\t"), let handOver = MirrorHandOver(line: line) {
+                    handedOver = handOver
                 } else if line.hasPrefix("P\t"), let progress {
                     let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
                     if fields.count == 4, let done = Int64(fields[2]), let total = Int64(fields[3]) {
@@ -184,7 +191,7 @@ public enum UserWorkers {
             // not one (the worker failed).
             if pending.count > 64 << 20 { break }
         }
-        return (result, failed)
+        return (result, failed, handedOver)
     }
 
     /// The worker's side: progress and the result, written on standard output.
@@ -209,6 +216,13 @@ public enum UserWorkers {
             lock.lock()
             defer { lock.unlock() }
             Self.write(mirror.line + "\n")
+        }
+
+        /// Hands the new archive to the parent, to send to the mirrors (before ``finish(_:)``).
+        public func handOver(_ archive: MirrorHandOver) {
+            lock.lock()
+            defer { lock.unlock() }
+            Self.write(archive.line + "\n")
         }
 
         /// Sends the result (one line: `result` must hold no newline), the worker's last words.
@@ -317,5 +331,36 @@ public struct WorkerFailed: GranaryError, Sendable {
             text += " (a file of the user's was truncated while it was read: its owner's doing, or a damaged disk)"
         }
         return text + "; nothing of this run was published for \(user), the other users are not affected"
+    }
+}
+
+/// The new archive a worker leaves for its parent to send to the mirrors: the parent sends it
+/// beside the next users' backups (``BackupRun/MirrorSender``), so that a slow or dead mirror
+/// delays no local backup.
+public struct MirrorHandOver: Sendable, Equatable {
+    /// The archive's file name in the user's folder of the repository.
+    public let archive: String
+    /// A local file with the archive's bytes: the published archive itself, or a second name of
+    /// the uploaded temporary file (`removeAfter`).
+    public let path: String
+    /// Whether the parent removes `path` once sent.
+    public let removeAfter: Bool
+
+    public init(archive: String, path: String, removeAfter: Bool) {
+        self.archive = archive
+        self.path = path
+        self.removeAfter = removeAfter
+    }
+
+    /// `M<TAB>0|1<TAB>archive<TAB>path` (the path last: it may hold any byte but a newline).
+    public var line: String { "M\t" + (removeAfter ? "1" : "0") + "\t" + archive + "\t" + path }
+
+    /// Reads ``line``; nil for anything else.
+    public init?(line: String) {
+        let fields = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
+        guard fields.count == 4, fields[0] == "M", fields[1] == "0" || fields[1] == "1", !fields[2].isEmpty,
+            !fields[3].isEmpty
+        else { return nil }
+        self.init(archive: String(fields[2]), path: String(fields[3]), removeAfter: fields[1] == "1")
     }
 }
