@@ -36,7 +36,7 @@ struct ListCommand: GranaryCommand {
         let folders = ids.isEmpty ? [] : Set(try repository.folders())
         for id in ids where !folders.contains(id.rawValue) {
             // A user of the root that was never backed up has no archives; anyone else is unknown.
-            let error = NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
+            let error = NoArchivesError(user: id, repository: repository.location, root: try? settings.requireRoot())
             if !error.existsUnderRoot { throw error }
         }
         let items = try Catalogue(repository: repository).items(users: ids)
@@ -47,7 +47,7 @@ struct ListCommand: GranaryCommand {
                 retired.append(user.rawValue)
             }
         }
-        return ListResult(repository: repository.path, items: items, retiredUsers: retired.sorted())
+        return ListResult(repository: repository.location, items: items, retiredUsers: retired.sorted())
     }
 }
 

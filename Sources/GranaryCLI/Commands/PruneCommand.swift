@@ -112,7 +112,7 @@ struct PruneCommand: GranaryCommand {
         let ids = all ? try repository.users() : try UserID.named(users)
         let folders = Set(try repository.folders())
         for id in ids where !folders.contains(id.rawValue) {
-            throw NoArchivesError(user: id, repository: repository.path, root: try? settings.requireRoot())
+            throw NoArchivesError(user: id, repository: repository.location, root: try? settings.requireRoot())
         }
         let root = try? settings.requireRoot()
         var result = PruneResult(dryRun: dryRun)

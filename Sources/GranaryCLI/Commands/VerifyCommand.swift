@@ -75,7 +75,7 @@ struct VerifyCommand: GranaryCommand {
         } else if let repository {
             let users = try owner.map { [$0] } ?? repository.users()
             if let owner, try !repository.folders().contains(owner.rawValue) {
-                throw NoArchivesError(user: owner, repository: repository.path, root: try? settings.requireRoot())
+                throw NoArchivesError(user: owner, repository: repository.location, root: try? settings.requireRoot())
             }
             for user in users {
                 let all = try repository.archives(of: user)
@@ -86,7 +86,7 @@ struct VerifyCommand: GranaryCommand {
         let outcomes = try ArchiveVerification.run(
             entries, repository: repository, check: check.mode, context: settings.context, chain: chain)
         return VerifyResult(
-            outcomes, check: check.mode, repository: repository?.path ?? "no repository", cpu: settings.context.cpu)
+            outcomes, check: check.mode, repository: repository?.location ?? "no repository", cpu: settings.context.cpu)
     }
 
     /// The configured repository. Without one, archives named by their paths need none: the

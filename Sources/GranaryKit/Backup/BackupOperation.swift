@@ -232,16 +232,16 @@ public struct BackupOperation: Sendable {
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
-            throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
+            throw BackupError.diskFull(repo: repository.location, user: user.rawValue)
         } catch let error as ArchiveError {
             if case .writeFailed(_, _, let code) = error, code == ENOSPC || code == EFBIG || code == EDQUOT {
-                throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
+                throw BackupError.diskFull(repo: repository.location, user: user.rawValue)
             }
             throw error
         } catch let error as SQLiteError where error.kind == .full || error.isWriteError {
             // The live store is only read, so a failed write is the snapshot's, in the repository
             // (EFBIG from a file-size limit shows up this way).
-            throw BackupError.diskFull(repo: repository.path, user: user.rawValue)
+            throw BackupError.diskFull(repo: repository.location, user: user.rawValue)
         }
     }
 
@@ -410,7 +410,7 @@ public struct BackupOperation: Sendable {
         if needed > free {
             let claimed = max(largest.size, Int64(largest.header.pageCount) * Int64(largest.header.pageSize))
             throw BackupError.noRoom(
-                user: user.rawValue, repo: repository.path, needed: needed, free: free, store: largest.path,
+                user: user.rawValue, repo: repository.location, needed: needed, free: free, store: largest.path,
                 sparse: largest.allocated < claimed / 16 ? largest.allocated : nil)
         }
     }

@@ -176,7 +176,7 @@ public enum BackupRun {
                         })
                     else {
                         throw RepositoryError.missing(
-                            location: operation.repository.path,
+                            location: operation.repository.location,
                             detail: user.rawValue + "/" + handOver.archive + " is no longer there to send")
                     }
                     result = operation.mirrors.map { health.send(handOver.path, as: entry, to: $0) }

@@ -193,7 +193,7 @@ public struct ArchiveLocator: Sendable {
     public func folderUser(ofFile path: String) -> String? {
         guard let repository else { return nil }
         let place = Self.folders(ofFile: PathText.normalized(Self.absolute(path)))
-        return place.repository == PathText.normalized(repository.path) ? place.user : nil
+        return place.repository == PathText.normalized(repository.location) ? place.user : nil
     }
 
     /// `path` made absolute by its text alone (relative to the working directory).

@@ -163,9 +163,6 @@ extension Repository {
     /// Whether this is a local folder.
     public var isLocal: Bool { localPath != nil }
 
-    /// Shown in messages: the location.
-    public var path: String { location }
-
     /// The users that have a folder in the repository, sorted.
     public func users() throws(RepositoryError) -> [UserID] {
         try folders().compactMap { try? UserID($0) }

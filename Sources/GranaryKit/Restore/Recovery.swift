@@ -183,7 +183,7 @@ public enum Recovery {
     static func writeSafetyArchive(
         plan: SwapJournal.Plan, work: RestoreWork, repository: any Repository, user folder: UserFolder?
     ) throws -> String {
-        if CrashPoint.failSafetyArchive { throw FileSystemError("write", path: repository.path, code: EROFS) }
+        if CrashPoint.failSafetyArchive { throw FileSystemError("write", path: repository.location, code: EROFS) }
         let user = try UserID(plan.user)
         let items = plan.stores.compactMap { entry -> SafetyArchive.Item? in
             guard FileSystem.isRegularFile(work.asideStore(entry.name)) else { return nil }

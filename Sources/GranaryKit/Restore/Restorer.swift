@@ -678,7 +678,7 @@ public struct Restorer: Sendable {
             }
         }
         do { try repository.checkRoom(for: user, bytes: needed) } catch {
-            throw RestoreError.repositoryUnusable(repository: repository.path, reason: error.description)
+            throw RestoreError.repositoryUnusable(repository: repository.location, reason: error.description)
         }
     }
 
