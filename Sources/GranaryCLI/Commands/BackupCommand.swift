@@ -17,8 +17,10 @@ struct BackupCommand: GranaryCommand {
             repository first, then sent to every mirror, never under a user's lock; a mirror that fails is reported \
             on its own line with its own code, 74 or 75 (the archive stays in the repository, granary sync sends it \
             later), is not tried again in the run (the users after it report it "failed earlier in this run"), and \
-            the run exits 1. With several users, the archives are sent one at a time beside the next users' \
-            backups: no mirror, slow or dead, delays a local backup, and a dead mirror costs its time bound once per run.
+            the run exits 1. With several users and a local repository, the archives are sent one at a time beside \
+            the next users' backups, so no mirror, slow or dead, delays a local backup (with a remote repository, \
+            each user's archive is sent before the next user's backup starts); a dead mirror costs its time bound \
+            once per run.
             """
     )
     static let cleansUpOnSignals = true

@@ -15,13 +15,15 @@ import Synchronization
 /// (in order, under each user's lock, as in one process) and prints the run's result, the same
 /// document and text as a run in one process gives.
 ///
-/// A worker does not send its archive to the mirrors: it hands it over to the parent
-/// (`MirrorHandOver`, sent before the result), which sends it on a queue of its own
+/// With a local repository a worker does not send its archive to the mirrors: it hands it over to
+/// the parent (`MirrorHandOver`, sent before the result), which sends it on a queue of its own
 /// (`BackupRun.MirrorSender`, one upload at a time, under the user's lock) while the next workers
 /// back up their users: no mirror, slow or dead, delays a local backup, and a mirror that failed
 /// once is not tried again in the run ("failed earlier in this run"; `granary sync` catches up).
-/// (`FailedMirror`, `--worker-failed-mirror=…`: a mirror a worker found failed is passed to the
-/// workers started after it, for a worker that sends to mirrors itself.)
+/// With a remote repository the archive exists on this machine only as the worker's temporary
+/// file, so the worker sends it itself before it ends; a mirror that failed in one worker
+/// (`FailedMirror`, `--worker-failed-mirror=…`) is passed to the workers started after it, so a
+/// dead mirror still costs its time bound once per run.
 enum BackupWorkers {
     static let flag = "worker-user"
     /// A mirror that failed earlier in the run (repeatable; ``FailedMirror/line``).
@@ -129,15 +131,19 @@ enum BackupWorkers {
         do {
             let id = try UserID(user)
             let earlier = failedEarlier.compactMap(FailedMirror.init(line:))
-            // The mirrors are the parent's to send (beside the next workers): the archive is handed over.
+            // With a local repository the mirrors are the parent's to send (beside the next
+            // workers): the published archive is handed over. A remote repository's archive is
+            // here only as this worker's temporary file, which the next worker's clean-up of dead
+            // processes' temporaries would remove: this worker sends it itself.
+            let handOver = operation.repository.isLocal
             guard
                 let outcome = BackupRun.run(
-                    operation, users: [id], jobs: 1, failedMirrors: earlier, sendMirrors: false
+                    operation, users: [id], jobs: 1, failedMirrors: earlier, sendMirrors: !handOver
                 ).first
             else {
                 throw UnexpectedError(description: "\(user): no outcome")
             }
-            if let file = outcome.result?.mirrorFile, let entry = outcome.result?.entry {
+            if handOver, let file = outcome.result?.mirrorFile, let entry = outcome.result?.entry {
                 reporter.handOver(
                     MirrorHandOver(archive: entry.name.fileName, path: file.path, removeAfter: file.removeAfter))
             }
