@@ -44,6 +44,11 @@ public struct ArchiveBuilder: Sendable {
         public var failOnProblems = true
         /// For a safety archive: the archive the restore put in place.
         public var restoredFrom: String?
+        /// Whether a store's database may be read through mappings (`MappedReader`): a backup's
+        /// snapshot is granary's own, finished file; a safety archive's database is the very inode
+        /// the user's processes had open (kept aside by a link), which one of them could still
+        /// truncate under a mapping (SIGBUS): it is read with read(2).
+        public var mapStores = true
 
         public init() {}
     }
@@ -52,16 +57,19 @@ public struct ArchiveBuilder: Sendable {
     public struct Member: Sendable {
         public var source: String
         public var file: Manifest.File
+        /// False for a source a user's process may still have open (``Settings/mapStores``).
+        public var mappable: Bool
 
-        public init(source: String, file: Manifest.File) {
+        public init(source: String, file: Manifest.File, mappable: Bool = true) {
             self.source = source
             self.file = file
+            self.mappable = mappable
         }
 
         /// Whether the source is read through mappings (`MappedReader`). A snapshot is private to
         /// the run and finished; other files may be links to the user's own, which their owner
         /// could still truncate under a mapping (SIGBUS), so they are read with read(2).
-        public var mapped: Bool { Self.mapped(kind: file.kind) }
+        public var mapped: Bool { mappable && Self.mapped(kind: file.kind) }
         public static func mapped(kind: Manifest.File.Kind) -> Bool { kind == .store }
     }
 
@@ -152,11 +160,14 @@ public struct ArchiveBuilder: Sendable {
         let account =
             account ?? ContentAccount(limits: repository.context.limits, storesOfSize: FileSystem.size(database))
         let (integrity, hashed) = try Parallel.both(
-            {
+            { [mappable = settings.mapStores] in
                 try Self.check(
-                    database, mode: mode, user: user, store: name, live: live, account: account, fail: fail)
+                    database, mode: mode, user: user, store: name, live: live, account: account, fail: fail,
+                    mapped: mappable)
             },
-            { try Self.hash(database, member: member, kind: .store) })
+            { [mappable = settings.mapStores] in
+                try Self.hash(database, member: member, kind: .store, mappable: mappable)
+            })
         let db = try Database(path: database, mode: .readOnly, account: account)
         var store = Manifest.Store(
             name: name, path: member, pageSize: try db.pageSize(), pageCount: try db.pageCount(),
@@ -164,7 +175,7 @@ public struct ArchiveBuilder: Sendable {
             check: settings.check.rawValue, integrity: integrity, externalDataPath: externalMember,
             coreData: try CoreDataMetadata.read(db))
         store.owner = owner
-        return (store, Member(source: database, file: hashed))
+        return (store, Member(source: database, file: hashed, mappable: settings.mapStores))
     }
 
     /// The manifest of an archive of `stores` holding `members` (in order), made at `created`.
@@ -238,11 +249,18 @@ public struct ArchiveBuilder: Sendable {
     /// without, the problems joined. `live` is the store's own path, for the hint.
     public static func check(
         _ path: String, mode: CheckMode, user: String, store: String, live: String? = nil,
-        account: ContentAccount? = nil, fail: Bool = true
+        account: ContentAccount? = nil, fail: Bool = true, mapped: Bool = true
     ) throws -> String {
         guard mode != .none else { return "unchecked" }
         let db: Database
-        do { db = try Database.openFinished(path: path, account: account) } catch {
+        do {
+            // A finished file of granary's own is read through the tee's mappings; one a user's
+            // process may still have open (``Settings/mapStores``) with plain reads.
+            db =
+                mapped
+                ? try Database.openFinished(path: path, account: account)
+                : try Database(path: path, mode: .readOnly, account: account)
+        } catch {
             guard fail else { return error.message }
             throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
@@ -256,10 +274,10 @@ public struct ArchiveBuilder: Sendable {
     }
 
     /// Size and SHA-256 of a finished file, read in chunks, as the member `member`.
-    public static func hash(_ path: String, member: String, kind: Manifest.File.Kind, mode: UInt32? = nil) throws
-        -> Manifest.File
-    {
-        let digest = try FileDigest.of(path, mapped: Member.mapped(kind: kind))
+    public static func hash(
+        _ path: String, member: String, kind: Manifest.File.Kind, mode: UInt32? = nil, mappable: Bool = true
+    ) throws -> Manifest.File {
+        let digest = try FileDigest.of(path, mapped: mappable && Member.mapped(kind: kind))
         return Manifest.File(path: member, size: digest.size, sha256: digest.sha256, kind: kind, mode: mode)
     }
 }

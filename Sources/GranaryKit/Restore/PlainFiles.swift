@@ -15,10 +15,13 @@ import Foundation
 /// (else the folder's), and its mode the recorded permission bits without setuid or setgid, as
 /// for a restored store (``SafeModes``).
 enum PlainFiles {
-    /// What a placement did: the files created, and those kept because an entry was there.
+    /// What a placement did: the files and folders created (in order), and the files kept
+    /// because an entry was there.
     struct Placed {
         var created: [String] = []
         var kept: [String] = []
+        /// Folders this placement made, by path relative to the user's folder, parents first.
+        var folders: [String] = []
     }
 
     /// The archive's plain files, by name relative to the user's folder.
@@ -29,19 +32,37 @@ enum PlainFiles {
     }
 
     /// Creates each plain file of `manifest` in `user` from `staged` (the verified extraction).
+    /// Refused means untouched: when a file cannot be placed (an entry of another kind in the
+    /// way, a read error, an interruption), what this call created, files and folders, is removed
+    /// again before the error is thrown.
     static func place(_ manifest: Manifest, from staged: String, into user: Folder<UserOwned>) throws -> Placed {
         var placed = Placed()
+        do {
+            try place(manifest, from: staged, into: user, recording: &placed)
+        } catch {
+            remove(placed, from: user)
+            throw error
+        }
+        return placed
+    }
+
+    private static func place(
+        _ manifest: Manifest, from staged: String, into user: Folder<UserOwned>, recording placed: inout Placed
+    ) throws {
         let folderGID = try user.status().gid
         let uid = user.ownerUID ?? geteuid()
         for (name, file) in names(in: manifest) {
             try Interruption.check()
-            let parentName = PathText.parent(name)
-            let folder =
-                parentName.isEmpty
-                ? user
-                : try user.makeFolders(parentName) { path in
-                    SafeModes.restorable(mode: mode_t(manifest.folders?[path]?.mode ?? 0o700), isFolder: true)
-                }
+            var folder = user
+            var path = ""
+            for part in PathText.parent(name).split(separator: "/", omittingEmptySubsequences: true) {
+                path += (path.isEmpty ? "" : "/") + part
+                let existed = folder.entry(String(part)) != nil
+                folder = try folder.makeFolder(
+                    String(part),
+                    mode: SafeModes.restorable(mode: mode_t(manifest.folders?[path]?.mode ?? 0o700), isFolder: true))
+                if !existed { placed.folders.append(path) }
+            }
             let leaf = PathText.lastComponent(name)
             if folder.entry(leaf) != nil {
                 placed.kept.append(name)
@@ -50,7 +71,18 @@ enum PlainFiles {
             let source = Descriptor(
                 RawPath.open(staged + "/" + file.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW), display: file.path)
             guard source.raw >= 0 else { throw FileSystemError("open", path: staged + "/" + file.path) }
-            let target = try folder.createFile(leaf, mode: 0o600)
+            var made: Descriptor?
+            do {
+                made = try folder.createFile(leaf, mode: 0o600)
+            } catch {
+                // Made by someone else since the look above: theirs, kept as it is.
+                if folder.entry(leaf) == nil { throw error }
+            }
+            guard let target = made else {
+                placed.kept.append(name)
+                continue
+            }
+            placed.created.append(name)
             try copy(from: source, to: target)
             let recordedGID = file.owner.map(AccountNames.hostGID).flatMap {
                 AccountNames.isMember(uid: uid, of: $0) ? $0 : nil
@@ -64,16 +96,20 @@ enum PlainFiles {
             if fchmod(target.raw, mode) != 0 { throw FileSystemError("chmod", path: target.display) }
             try target.sync()
             try folder.sync()
-            placed.created.append(name)
         }
-        return placed
     }
 
-    /// Removes the files `names` placed (a restore that failed after placing them).
-    static func remove(_ names: [String], from user: Folder<UserOwned>) {
-        for name in names {
+    /// Removes what a placement created: its files, then its folders (deepest first, only when
+    /// empty), never following a link.
+    static func remove(_ placed: Placed, from user: Folder<UserOwned>) {
+        for name in placed.created.reversed() {
             guard let (folder, leaf) = try? user.parent(of: name) else { continue }
             try? folder.remove(leaf)
+        }
+        for path in placed.folders.reversed() {
+            let parent = PathText.parent(path)
+            guard let folder = parent.isEmpty ? user : try? user.folder(parent) else { continue }
+            folder.removeEmptyFolder(PathText.lastComponent(path))
         }
     }
 

@@ -245,12 +245,12 @@ public struct Restorer: Sendable {
 
         // A folder this restore made (or an empty one it fills) gets the archive's other files too
         // (a final archive's `files/`), before the stores; removed again if the restore is refused.
-        var placedFiles: [String] = []
+        var placedFiles = PlainFiles.Placed()
         defer { if !finished, work.journal.read() == nil { PlainFiles.remove(placedFiles, from: user.folder) } }
         if let manifest, !PlainFiles.names(in: manifest).isEmpty {
             if existing == nil || (request.create != nil && liveStores.isEmpty) {
                 let placed = try PlainFiles.place(manifest, from: work.staged, into: user.folder)
-                placedFiles = placed.created
+                placedFiles = placed
                 report.plainFiles = placed.created.count
                 for name in placed.kept {
                     report.warnings.append("kept \(name) as it is in the folder: the archive's copy was not put back")
@@ -575,17 +575,22 @@ public struct Restorer: Sendable {
             let work = (staging as NSString).deletingLastPathComponent
             let candidates = ((try? repository?.archives(of: user)) ?? nil) ?? []
             for candidate in candidates.reversed() where candidate.path != archive && candidate.name.kind == .backup {
+                // A delta is good only with its whole chain: its own record or check says nothing
+                // of its base (which may be the very archive that failed).
+                let mayBeDelta = candidate.name.fileName.contains("-delta")
                 if let record = repository?.record(for: candidate) {
                     if !record.isGood { continue }
-                    if record.check == CheckMode.full.rawValue {
+                    if record.check == CheckMode.full.rawValue && !mayBeDelta {
                         good = candidate.path
                         break
                     }
                 }
                 if let repository, let source = try? repository.open(candidate),
-                    (try? ArchiveVerifier.verify(
+                    let verified = try? ArchiveVerifier.verify(
                         source: source, name: candidate.path, workFolder: work, check: .full,
-                        expectedUser: user.rawValue, limits: limits)) != nil
+                        expectedUser: user.rawValue, limits: limits),
+                    !verified.manifest.isDelta
+                        || (try? DeltaRestore.verifyChain(candidate, repository: repository, work: work)) != nil
                 {
                     good = candidate.path
                     break

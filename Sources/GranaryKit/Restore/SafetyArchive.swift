@@ -48,6 +48,8 @@ public enum SafetyArchive {
         settings.compression = compression
         settings.check = check
         settings.failOnProblems = false
+        // The replaced databases are the inodes the user's processes had open: never mapped.
+        settings.mapStores = false
         settings.restoredFrom = restoredFrom
         var inputs: [ArchiveBuilder.StoreInput] = []
         for item in items {

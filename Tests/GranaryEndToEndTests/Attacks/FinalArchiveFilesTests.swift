@@ -38,6 +38,31 @@ extension AttackTests {
         }
 
         @Test(
+            "restore --create refused while placing the other files (an entry in the way of a folder) leaves the folder as it was: no file or folder of the archive stays"
+        )
+        func refusedPlacementLeavesNothing() throws {
+            let lab = try Lab()
+            try Self.addPreferences(lab)
+            try Lab.makeFolder(lab.attackerHome + "/zz", mode: 0o750)
+            try Lab.write(lab.attackerHome + "/zz/last.txt", "\(lab.attackerMarker) last\n", mode: 0o640)
+            Lab.chownTree(lab.attackerHome + "/zz", to: lab.attacker)
+            let retired = try lab.granary(["retire", "attacker", "--yes"], timeout: 120)
+            try #require(retired.status == 0, "\(retired)")
+            // The user's folder again, empty but for a plain file where the archive has a folder:
+            // the files before it are placed, then zz/last.txt cannot be.
+            try Lab.makeFolder(lab.attackerHome, mode: 0o700)
+            try Lab.write(lab.attackerHome + "/zz", "mine\n", mode: 0o600)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            let before = try FileManager.default.contentsOfDirectory(atPath: lab.attackerHome).sorted()
+            let final = PathText.lastComponent(try finalArchive(lab))
+            let created = try lab.granary(["restore", "attacker", final, "--create"], timeout: 120)
+            #expect(created.status == 65 && created.stderr.contains("zz"), "\(created)")
+            let after = try FileManager.default.contentsOfDirectory(atPath: lab.attackerHome).sorted()
+            #expect(after == before, "the refused restore left \(after) (before: \(before))")
+            #expect((try? String(contentsOfFile: lab.attackerHome + "/zz", encoding: .utf8)) == "mine\n")
+        }
+
+        @Test(
             "retire archives the notes and preferences files under files/ (tar lists them, inspect shows them, the result counts them); restore --create brings back their bytes, owners and modes"
         )
         func roundTrip() throws {
