@@ -7,6 +7,7 @@ import GranaryKit
 ///   reaches the named point (`CrashPoint.Name`: staged, paused, checked, committed, …);
 /// - `GRANARY_TEST_STALL_AT=NAME[:N]:MS` sleeps MS milliseconds there instead (a lease runs out);
 /// - `GRANARY_TEST_PAUSE_AT=NAME[:N]` stops granary (SIGSTOP) there, for the link-swap tests;
+/// - `GRANARY_TEST_SIGNAL_AT=NAME[:N]` sends granary SIGTERM there (a signal's request, polled);
 /// - `GRANARY_TEST_LEASE_MS=MS` asks owners for leases of MS milliseconds;
 /// - `GRANARY_TEST_FAIL_SAFETY_ARCHIVE=1` makes writing a safety archive fail;
 /// - `GRANARY_TEST_RCLONE_FOLDER=DIR` looks for rclone in DIR only (a machine without rclone);
@@ -25,6 +26,7 @@ enum TestHooks {
                 return (point.0, point.1, ms)
             }
             plan.pauseAt = environment["GRANARY_TEST_PAUSE_AT"].flatMap(CrashPoint.Plan.point)
+            plan.signalAt = environment["GRANARY_TEST_SIGNAL_AT"].flatMap(CrashPoint.Plan.point)
             plan.lease = environment["GRANARY_TEST_LEASE_MS"].flatMap(Int64.init).map { .milliseconds($0) }
             plan.failSafetyArchive = environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1"
             CrashPoint.plan = plan

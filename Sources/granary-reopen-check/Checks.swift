@@ -596,14 +596,34 @@ struct Conformance: Sendable {
     }
 
     func goneWhilePausing() throws -> String {
-        let probe = try open()
-        try probe.hello()
         // PAUSE and the end of the connection together: the owner is pausing when it sees the end.
         let lease = max(15000, Probe.milliseconds(timeout * 3))
-        probe.channel.sendBytes(Array("PAUSE \(lease)\n".utf8))
-        probe.channel.close()
-        try pausesAndResumes("after a connection closed right after PAUSE \(lease)")
-        return "the next conversation paused and resumed at once (the lease of \(lease) ms was given up)"
+        // Time for the owner to reach its pause before the next conversation begins: on a loaded
+        // machine it may not have read PAUSE yet, and a conversation begun before would pause
+        // and resume whatever the owner then does with the closed one.
+        let settle = min(Probe.milliseconds(timeout) / 2, 1000)
+        var proven = 0
+        var tries = 0
+        while proven < 2 && tries < 6 {
+            tries += 1
+            let probe = try open()
+            try probe.hello()
+            probe.channel.sendBytes(Array("PAUSE \(lease)\n".utf8))
+            // An owner that answered before the connection ended was not pausing when it ended:
+            // that try proves nothing of this rule (the next one may).
+            var ready = pollfd(fd: probe.channel.fd, events: Int16(POLLIN), revents: 0)
+            let answered = poll(&ready, 1, 0) > 0
+            probe.channel.close()
+            usleep(UInt32(max(settle, 1)) * 1000)
+            try pausesAndResumes("after a connection closed right after PAUSE \(lease)")
+            if !answered { proven += 1 }
+        }
+        guard proven > 0 else {
+            throw CheckSkipped(
+                "in \(tries) tries the owner answered PAUSED before the connection could end; the rule could not be tried")
+        }
+        return
+            "the next conversation paused and resumed at once (the lease of \(lease) ms was given up), \(proven) time\(proven == 1 ? "" : "s")"
     }
 
     func fileOwners() throws -> String {

@@ -80,6 +80,67 @@ struct RestoreRecoveryTests {
         #expect(sawOld && sawNew)
     }
 
+    @Test(
+        "SIGTERM at every step: before the commit record exit 130 with every live file untouched; after it the commit ends whole and recover finishes"
+    )
+    func signalAtEveryStep() throws {
+        var stopped = 0
+        var finished = 0
+        for step in CrashPoints.plan(CrashPoint.Name.restoreCommit) {
+            FileSystem.removeTree(root)
+            FileSystem.removeTree(repo)
+            try FileSystem.makeDirectory(user)
+            try SampleData.makeItemsStore(user + "/Local.sqlite", rows: 30, walOnlyTail: 0)
+            let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+            let newDump = try RestoreFixtures.dump(user + "/Local.sqlite")
+            do {
+                let db = try Database(path: user + "/Local.sqlite", mode: .readWrite)
+                try db.execute("PRAGMA wal_autocheckpoint=0")
+                try db.keepWALOnClose()
+                try db.execute("DELETE FROM items WHERE id % 3 = 0; INSERT INTO items VALUES (999, 'old', 1)")
+            }
+            let oldDump = try RestoreFixtures.dump(user + "/Local.sqlite")
+            let before = ["Local.sqlite", "Local.sqlite-wal"].map { FileSystem.status(user + "/" + $0)?.st_ino }
+            let result = try granary(
+                ["restore", "alice@example.com", (archive as NSString).lastPathComponent],
+                environment: ["GRANARY_TEST_SIGNAL_AT": step])
+            if CrashPoints.untouched(step) {
+                stopped += 1
+                #expect(result.status == 130, "step \(step): \(result.stderr)")
+                #expect(result.stderr.contains("interrupted by SIGTERM"), "step \(step): \(result.stderr)")
+                let after = ["Local.sqlite", "Local.sqlite-wal"].map {
+                    FileSystem.status(user + "/" + $0)?.st_ino
+                }
+                #expect(after == before, "step \(step): a live file was replaced")
+                #expect(try RestoreFixtures.dump(user + "/Local.sqlite") == oldDump, "step \(step)")
+            } else {
+                finished += 1
+                // The commit is never cut: the run ends restored (0), or stops after the commit
+                // saying that recover finishes it (130).
+                #expect(result.status == 0 || result.status == 130, "step \(step): \(result.stderr)")
+                if result.status == 130 {
+                    #expect(result.stderr.contains("granary recover"), "step \(step): \(result.stderr)")
+                }
+                #expect(try RestoreFixtures.dump(user + "/Local.sqlite") == newDump, "step \(step)")
+                let recovered = try granary(["recover"])
+                #expect(recovered.status == 0, "step \(step): \(recovered.stderr)")
+                let safety = try FileManager.default.contentsOfDirectory(atPath: repo + "/alice@example.com")
+                    .filter { $0.contains("pre-restore") && !$0.hasPrefix(".") }
+                #expect(safety.count == 1, "step \(step): \(safety)")
+            }
+            #expect(try RestoreFixtures.dump(user + "/Local.sqlite") == (CrashPoints.untouched(step) ? oldDump : newDump))
+            #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"), "step \(step)")
+        }
+        #expect(stopped == 3 && finished > 5)
+
+        // reset: the same request before its commit changes nothing.
+        let before = try RestoreFixtures.dump(user + "/Local.sqlite")
+        let reset = try granary(
+            ["reset", "alice@example.com", "--yes"], environment: ["GRANARY_TEST_SIGNAL_AT": "checked"])
+        #expect(reset.status == 130, "\(reset.stderr)")
+        #expect(try RestoreFixtures.dump(user + "/Local.sqlite") == before)
+    }
+
     @Test("online restore copies into a live WAL store held open by a writer, across different page sizes")
     func onlineWithForeignWriter() throws {
         let store = user + "/Local.sqlite"

@@ -3,6 +3,7 @@ import Foundation
 import GranaryKit
 
 struct ResetCommand: GranaryCommand {
+    static let cleansUpOnSignals = true
     static let configuration = CommandConfiguration(
         commandName: "reset",
         abstract: "Empty a user's stores, keeping their schema, with a pre-reset safety archive.",

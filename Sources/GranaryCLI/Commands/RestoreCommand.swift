@@ -3,6 +3,7 @@ import Foundation
 import GranaryKit
 
 struct RestoreCommand: GranaryCommand {
+    static let cleansUpOnSignals = true
     static let configuration = CommandConfiguration(
         commandName: "restore",
         abstract: "Put a user's stores back from an archive (the newest by default), verified first.",
@@ -24,7 +25,10 @@ struct RestoreCommand: GranaryCommand {
             another user's archive; --to in the root or the repository), \
             65 the archive is damaged or does not match, or a store's owner runs as another uid (--method swap) or \
             wrote to it while paused (granary-reopen(7)), 66 no such user (the hint is the --create command line) or \
-            archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed).
+            archive, 73 or 74 cannot write, 75 lock held, owner did not answer or store busy (nothing changed), \
+            129 or 130 interrupted by SIGHUP, SIGINT or SIGTERM: before the commit nothing was changed; a signal \
+            that arrives during the commit waits until every store is switched and every owner resumed, and the \
+            run then stops, the restore standing (granary recover writes the safety archive if it was not written).
             """
     )
 
@@ -388,11 +392,24 @@ struct RestoreResult: CommandResult {
         if let pending = safetyArchivePending {
             problems.append(
                 Failure(
-                    code: .partialFailure, message: "restored; \(pending)",
-                    hint: "granary recover \(ShellWord.quote(user)) once the repository can take it"))
+                    code: Self.interruption ?? .partialFailure, message: "restored; \(pending)",
+                    hint: "granary recover \(ShellWord.quote(user))"
+                        + (Self.interruption == nil ? " once the repository can take it" : " writes it")))
         }
         return problems
     }
 
-    var status: ExitStatus { writtenWhilePaused.isEmpty ? (problems.isEmpty ? .success : .partialFailure) : .dataError }
+    var status: ExitStatus {
+        guard writtenWhilePaused.isEmpty else { return .dataError }
+        if problems.isEmpty { return .success }
+        // A signal that arrived during the commit waits for it, then stops what follows (the
+        // safety archive, which `recover` writes): the run ends as interrupted.
+        if safetyArchivePending != nil, let interrupted = Self.interruption { return interrupted }
+        return .partialFailure
+    }
+
+    /// 130 (129 after SIGHUP) when a signal arrived during the run.
+    static var interruption: ExitStatus? {
+        Interruption.signal == 0 ? nil : Interruption.signal == SIGHUP ? .hangup : .interrupted
+    }
 }

@@ -59,6 +59,7 @@ extension RestoreError: CommandLineError {
         case .pausedOwnerWrote: return .dataError
         case .repositoryUnusable: return .cannotCreate
         case .unfinished: return .ioError
+        case .interruptedAfterCommit: return Interruption.signal == SIGHUP ? .hangup : .interrupted
         case .noOwner, .storeOpen, .leaseTooShort, .storeBusy, .replacedByOthers: return .temporaryFailure
         case .differentFilesystem, .targetExists: return .cannotCreate
         case .noRoomToStage: return .ioError
@@ -94,7 +95,8 @@ extension RestoreError: CommandLineError {
         case .nothingToReset: return "granary users shows what granary sees in each user's folder"
         case .repositoryUnusable:
             return "make room in the repository or fix its permissions, or pass --no-safety-archive"
-        case .unfinished(let user, _): return Hint.command("granary", "recover", user)
+        case .unfinished(let user, _), .interruptedAfterCommit(let user, _):
+            return Hint.command("granary", "recover", user)
         case .pausedOwnerWrote:
             return "the owner must not write its store while paused (granary-reopen(7)); fix or stop it, then run again"
         case .storesDiffer, .modelMismatch: return "add --force if this is really the archive you want"

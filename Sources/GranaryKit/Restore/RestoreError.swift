@@ -22,6 +22,9 @@ public enum RestoreError: GranaryError, Sendable {
     case pausedOwnerWrote(file: String)
     /// The restore committed but a later step failed: `granary recover` finishes it.
     case unfinished(user: String, reason: String)
+    /// A signal arrived after the commit point, while the restore was being finished (the online
+    /// copies, the safety archive): the restore stands, and `granary recover` finishes it.
+    case interruptedAfterCommit(user: String, signal: String)
     case storesDiffer(user: String, detail: String)
     case modelMismatch(store: String, detail: String)
     case noOwner(store: String)
@@ -66,6 +69,9 @@ public enum RestoreError: GranaryError, Sendable {
         case .unfinished(let user, let reason):
             return
                 "the restore of \(user) committed, but finishing it failed: \(reason); every store ends new once it is finished"
+        case .interruptedAfterCommit(let user, let signal):
+            return
+                "interrupted by \(signal) after the restore of \(user) committed: the restore stands, and finishing it is left to granary recover"
         case .storesDiffer(let user, let detail):
             return "the archive's stores differ from \(user)'s live stores: \(detail)"
         case .modelMismatch(let store, let detail):

@@ -299,6 +299,7 @@ public struct Restorer: Sendable {
     ) throws {
         let journal = work.journal
         do {
+            try Interruption.check()
             try commit.pauseAll()
             // pause() may have reconnected: name the processes that were paused.
             for store in commit.stores {
@@ -308,7 +309,8 @@ public struct Restorer: Sendable {
                 }
             }
             try commit.checkAll()
-            try commit.commitRecord()
+            // The last moment a signal stops the restore with nothing changed.
+            try Interruption.check()
         } catch {
             let refused = commit.refuse(error)
             _ = try? Recovery.recover(
@@ -316,19 +318,32 @@ public struct Restorer: Sendable {
             throw refused
         }
 
-        // Past the commit point every store ends new: a failure from here on is finished by
-        // `granary recover` (or the next command on this user), never rolled back.
-        do {
-            let seen = try commit.switchAll()
-            report.warnings += seen.warnings
-            report.writtenWhilePaused += seen.writtenWhilePaused
-        } catch {
-            commit.abandon()
-            for store in commit.stores { try? store.owner?.resume(timeout: request.ownerTimeout) }
-            throw RestoreError.unfinished(
-                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+        // From the commit record to the owners' resume, a signal waits: the commit ends with
+        // every store switched and every owner resumed, and the run stops after it (below).
+        try Interruption.heldBack {
+            do {
+                try commit.commitRecord()
+            } catch {
+                let refused = commit.refuse(error)
+                _ = try? Recovery.recover(
+                    root: root, user: request.user, context: request.context, lease: request.lease)
+                throw refused
+            }
+
+            // Past the commit point every store ends new: a failure from here on is finished by
+            // `granary recover` (or the next command on this user), never rolled back.
+            do {
+                let seen = try commit.switchAll()
+                report.warnings += seen.warnings
+                report.writtenWhilePaused += seen.writtenWhilePaused
+            } catch {
+                commit.abandon()
+                for store in commit.stores { try? store.owner?.resume(timeout: request.ownerTimeout) }
+                throw RestoreError.unfinished(
+                    user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+            }
+            report.warnings += commit.resumeAll()
         }
-        report.warnings += commit.resumeAll()
         for (name, ended) in commit.pauses {
             if let index = report.stores.firstIndex(where: { $0.name == name }) {
                 report.stores[index].paused = ended.pause
@@ -348,10 +363,7 @@ public struct Restorer: Sendable {
                     aside: work.asideStore(entry.name), busyTimeout: request.ownerTimeout,
                     limits: request.context.limits)
             } catch {
-                guard !changed else {
-                    throw RestoreError.unfinished(
-                        user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
-                }
+                guard !changed else { throw Self.unfinished(request.user, error) }
                 try? journal.record(.withdrawn, durable: true)
                 _ = try? Recovery.recover(
                     root: root, user: request.user, context: request.context, lease: request.lease)
@@ -369,11 +381,19 @@ public struct Restorer: Sendable {
             done = try Recovery.recover(
                 root: root, user: request.user, context: request.context, lease: request.lease)
         } catch {
-            throw RestoreError.unfinished(
-                user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
+            throw Self.unfinished(request.user, error)
         }
         report.safetyArchive = done.safetyArchive
         report.safetyArchivePending = done.safetyArchivePending
+    }
+
+    /// A failure after the commit point: the restore stands and `granary recover` finishes it. A
+    /// signal is said as such (exit 130), anything else as the failure it was.
+    private static func unfinished(_ user: UserID, _ error: any Error) -> RestoreError {
+        if let interrupted = error as? InterruptedError {
+            return .interruptedAfterCommit(user: user.rawValue, signal: InterruptedError.name(interrupted.signal))
+        }
+        return .unfinished(user: user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
     }
 
     /// Phase "stage": the archive verified into `work.staged` (a restore), or each live store's

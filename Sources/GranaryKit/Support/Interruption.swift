@@ -16,15 +16,30 @@ import Synchronization
 /// to sleep, so the code that made it can check `isRequested` and give up.
 public enum Interruption {
     private static let flag = Atomic<Int32>(0)
+    /// How many ``heldBack(_:)`` sections are running: while one is, a request is not seen.
+    private static let holding = Atomic<Int>(0)
 
-    /// Whether SIGINT, SIGTERM or SIGHUP has arrived.
-    public static var isRequested: Bool { flag.load(ordering: .relaxed) != 0 }
+    /// Whether SIGINT, SIGTERM or SIGHUP has arrived (and no ``heldBack(_:)`` section is running).
+    public static var isRequested: Bool {
+        holding.load(ordering: .acquiring) == 0 && flag.load(ordering: .relaxed) != 0
+    }
 
     /// The signal that arrived, or 0.
     public static var signal: Int32 { flag.load(ordering: .relaxed) }
 
     /// Marks the run as interrupted (the signal handler calls this; tests may too).
     public static func request(_ signal: Int32 = SIGINT) { flag.store(signal, ordering: .relaxed) }
+
+    /// Runs `body` with requests held back: a signal that arrives meanwhile is seen only when it
+    /// returns. For a commit, which must end with every store switched and every owner resumed
+    /// rather than stop half-way (SQLite's progress handler, which interrupts a statement on a
+    /// request, holds back too). A second signal still ends the process at once, as a kill would:
+    /// the commit's journal lets `granary recover` finish it.
+    public static func heldBack<T>(_ body: () throws -> T) rethrows -> T {
+        holding.add(1, ordering: .acquiringAndReleasing)
+        defer { holding.subtract(1, ordering: .acquiringAndReleasing) }
+        return try body()
+    }
 
     /// Throws `InterruptedError` when a signal has arrived.
     public static func check() throws(InterruptedError) {

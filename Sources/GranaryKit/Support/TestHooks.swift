@@ -85,6 +85,9 @@ public enum CrashPoint {
             /// Stop the process (SIGSTOP) there, so that a test can swap a path in a user's folder
             /// for a link at exactly that point, then continue it.
             public var pauseAt: (Name, Int)?
+            /// Send the process SIGTERM there (it goes on: the signal is a request that the run
+            /// polls), to prove where a signal stops a restore and where it waits for the commit.
+            public var signalAt: (Name, Int)?
             /// Ask owners for leases this long.
             public var lease: Duration?
             /// Make writing a safety archive fail (a repository that turned read-only after the
@@ -114,6 +117,7 @@ public enum CrashPoint {
             if let target = plan.crashAt, target.0 == name, target.1 == count { kill(getpid(), SIGKILL) }
             if let stall = plan.stall, stall.0 == name, stall.1 == count { usleep(stall.milliseconds * 1000) }
             if let pause = plan.pauseAt, pause.0 == name, pause.1 == count { kill(getpid(), SIGSTOP) }
+            if let target = plan.signalAt, target.0 == name, target.1 == count { kill(getpid(), SIGTERM) }
         }
 
         static var lease: Duration? { plan.lease }
