@@ -620,7 +620,8 @@ struct Conformance: Sendable {
         }
         guard proven > 0 else {
             throw CheckSkipped(
-                "in \(tries) tries the owner answered PAUSED before the connection could end; the rule could not be tried")
+                "in \(tries) tries the owner answered PAUSED before the connection could end; the rule could not be tried"
+            )
         }
         return
             "the next conversation paused and resumed at once (the lease of \(lease) ms was given up), \(proven) time\(proven == 1 ? "" : "s")"

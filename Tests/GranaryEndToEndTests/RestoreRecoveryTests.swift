@@ -128,8 +128,10 @@ struct RestoreRecoveryTests {
                     .filter { $0.contains("pre-restore") && !$0.hasPrefix(".") }
                 #expect(safety.count == 1, "step \(step): \(safety)")
             }
-            #expect(try RestoreFixtures.dump(user + "/Local.sqlite") == (CrashPoints.untouched(step) ? oldDump : newDump))
-            #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"), "step \(step)")
+            #expect(
+                try RestoreFixtures.dump(user + "/Local.sqlite") == (CrashPoints.untouched(step) ? oldDump : newDump))
+            #expect(
+                !FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"), "step \(step)")
         }
         #expect(stopped == 3 && finished > 5)
 
