@@ -76,6 +76,16 @@ struct ListResult: CommandResult {
         @Null var verifiedAt: Date?
         /// Why it is unreadable or bad.
         @Null var problem: String?
+        /// `full` or `delta` (issue 35; null when the manifest cannot be read): a delta holds the
+        /// pages changed since its base, and is restored with its chain.
+        @Null var type: String?
+        /// A delta: the archive it is built on (its file name in the user's folder).
+        @Null var base: String?
+        /// Deltas from the chain's full to this archive (0: a full with page hashes, 1: the first
+        /// delta); null for an archive without delta information.
+        @Null var chainLength: Int?
+        /// Whether the archive carries page hashes, so that a delta can be built on it.
+        let pageHashes: Bool
     }
 
     /// What `list` says of an archive: the catalogue's verification state, or that it cannot be read.
@@ -110,7 +120,9 @@ struct ListResult: CommandResult {
                 compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
                 verified: item.problem != nil ? .unreadable : State(item.verified), verifiedAt: item.record?.verified,
-                problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
+                problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil),
+                type: item.manifest.map { $0.isDelta ? "delta" : "full" }, base: item.manifest?.delta?.base?.name,
+                chainLength: item.manifest?.delta?.chainLength, pageHashes: item.manifest?.delta != nil)
         }
     }
 
@@ -148,6 +160,12 @@ struct ListResult: CommandResult {
             } else {
                 line += " \(archive.verified.rawValue, width: 11) \(archive.stores.map(\.name).joined(separator: ", "))"
                 if let label = archive.label { line += "  [\(label)]" }
+                // Issue 35: a delta names its base; a full that deltas can be built on says so.
+                if let base = archive.base {
+                    line += "  delta of \(base) (chain \(archive.chainLength ?? 0))"
+                } else if archive.pageHashes {
+                    line += "  full with page hashes"
+                }
                 // Safety and final archives are not backups: say so where an operator looks.
                 if archive.kind != .backup {
                     line +=
