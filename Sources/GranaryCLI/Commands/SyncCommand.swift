@@ -106,7 +106,8 @@ struct SyncResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         for mirror in mirrors {
             for user in mirror.users where user.ok || !user.uploaded.isEmpty || !user.kept.isEmpty {
-                let changed = !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty
+                let changed =
+                    !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty || !user.kept.isEmpty
                 guard (changed && detail.summaries) || detail.verbose || dryRun else { continue }
                 text.line(
                     "\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)"
