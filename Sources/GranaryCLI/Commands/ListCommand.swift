@@ -14,6 +14,9 @@ struct ListCommand: GranaryCommand {
             Only this host's archives are listed (--host, host = in the configuration, else the machine's host \
             name), with the archives written before hosts existed, which every host counts as its own; \
             --all-hosts lists every host's. \
+            A delta archive (backup --delta, or delta = true) is shown with its base and its place in the chain \
+            (delta of NAME (chain N)), a full a delta can be built on as full with page hashes; --json gives each \
+            archive's type (full or delta), base, chainLength and pageHashes. \
             Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
             66 a user with no archives who is not a user under the root either.
             """
