@@ -159,13 +159,15 @@ struct DeltaOperatorTests {
         #expect(byName[plain.name]?["base"] is NSNull && byName[plain.name]?["chainLength"] is NSNull)
         #expect(byName[full.name]?["type"] as? String == "full" && byName[full.name]?["pageHashes"] as? Bool == true)
         #expect(byName[full.name]?["chainLength"] as? Int == 0)
-        #expect(byName[first.name]?["type"] as? String == "delta" && byName[first.name]?["base"] as? String == full.name)
+        #expect(
+            byName[first.name]?["type"] as? String == "delta" && byName[first.name]?["base"] as? String == full.name)
         #expect(byName[second.name]?["base"] as? String == first.name)
         #expect(byName[second.name]?["chainLength"] as? Int == 2)
         #expect(byName[second.name]?["kind"] as? String == "backup", "kind keeps its meaning")
         let text = try site.granary(["list", Self.alice]).stdout
         let lines = text.split(separator: "\n").map(String.init)
-        #expect(lines.contains { $0.contains(second.name) && $0.contains("delta of \(first.name) (chain 2)") }, "\(text)")
+        #expect(
+            lines.contains { $0.contains(second.name) && $0.contains("delta of \(first.name) (chain 2)") }, "\(text)")
         #expect(lines.contains { $0.contains(full.name) && $0.hasSuffix("full with page hashes") }, "\(text)")
         #expect(lines.contains { $0.contains(plain.name) && !$0.contains("delta") && !$0.contains("page hashes") })
     }
@@ -365,7 +367,8 @@ struct DeltaOperatorTests {
                 let manifest = try site.manifest(user, name)
                 #expect(manifest.delta == nil && !name.contains("delta"), "\(user)/\(name) is not a plain full")
                 #expect(manifest.kind != .backup)
-                let members = try GranaryProcess.runExecutable("/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(user)/\(name)"])
+                let members = try GranaryProcess.runExecutable(
+                    "/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(user)/\(name)"])
                 #expect(!members.stdout.contains(".delta") && !members.stdout.contains(".pages"), "\(members.stdout)")
                 safety += 1
             }

@@ -60,7 +60,8 @@ struct BackupCommand: GranaryCommand {
 
     @Flag(
         help:
-            "Write a delta (the pages changed since the newest backup) when a base fits, else a full with page hashes (delta = true in the configuration does the same).")
+            "Write a delta (the pages changed since the newest backup) when a base fits, else a full with page hashes (delta = true in the configuration does the same)."
+    )
     var delta = false
 
     @Flag(help: "With --delta or delta = true: write a full (with page hashes) whatever the delta policy says.")
@@ -135,7 +136,8 @@ struct BackupCommand: GranaryCommand {
             options.delta = policy
         } else if full {
             throw ValidationError(
-                "--full goes with --delta or delta = true in the configuration (without either every archive is a full)")
+                "--full goes with --delta or delta = true in the configuration (without either every archive is a full)"
+            )
         }
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
@@ -388,7 +390,8 @@ struct BackupResult: CommandResult {
             }
             for mirror in user.mirrors ?? [] where !mirror.sentFirst.isEmpty {
                 text.line(
-                    "  sent to \(mirror.repository) first, the chain it lacked: \(mirror.sentFirst.joined(separator: ", "))")
+                    "  sent to \(mirror.repository) first, the chain it lacked: \(mirror.sentFirst.joined(separator: ", "))"
+                )
             }
             for mirror in user.mirrors ?? [] where mirror.ok && detail.verbose {
                 text.line("  sent to \(mirror.archive ?? mirror.repository) (\(Format.duration(mirror.seconds)))")

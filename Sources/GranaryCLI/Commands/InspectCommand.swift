@@ -169,7 +169,9 @@ struct InspectResult: CommandResult {
                     journalMode: $0.journalMode.map(JournalMode.name))
             }
             external = External(
-                carried: contents.carried.map { Delta.External.Carried(path: $0.path, size: $0.size, sha256: $0.sha256) },
+                carried: contents.carried.map {
+                    Delta.External.Carried(path: $0.path, size: $0.size, sha256: $0.sha256)
+                },
                 added: contents.added, changed: contents.changed, removed: contents.removed)
             baseProblem = contents.baseProblem
         }
@@ -268,7 +270,8 @@ extension InspectResult {
         let external = delta.external
         guard !external.carried.isEmpty || !external.removed.isEmpty else { return }
         if let added = external.added, let changed = external.changed {
-            text.line("external data: \(added.count) added, \(changed.count) changed, \(external.removed.count) removed")
+            text.line(
+                "external data: \(added.count) added, \(changed.count) changed, \(external.removed.count) removed")
             for path in added { text.line("  added    \(path)") }
             for path in changed { text.line("  changed  \(path)") }
         } else {

@@ -159,7 +159,8 @@ extension ConfigKey {
             config.deltaMaxChain = try reader.integer(value, key, SettingLimits.deltaChain)
         },
         setting(
-            "delta_max_age", .duration, "7d", "With delta: a full when the chain's full is older than this, 0 to 366 days.",
+            "delta_max_age", .duration, "7d",
+            "With delta: a full when the chain's full is older than this, 0 to 366 days.",
             "\"2d\"", \.deltaMaxAge, { .string(DurationText.format($0)) }
         ) { value, key, reader, config throws(ConfigError) in
             config.deltaMaxAge = try reader.span(value, key, SettingLimits.deltaAge)

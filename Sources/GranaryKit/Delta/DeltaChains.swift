@@ -124,7 +124,8 @@ public struct ChainGap: GranaryError, Sendable {
             return
                 "\(user)/\(archive) not sent to \(mirror): it is a delta of \(base), and the repository's \(base) is not the archive it was built on"
         case .tooLong:
-            return "\(user)/\(archive) not sent to \(mirror): its chain is longer than \(DeltaRestore.chainLimit) archives"
+            return
+                "\(user)/\(archive) not sent to \(mirror): its chain is longer than \(DeltaRestore.chainLimit) archives"
         }
     }
 }

@@ -124,7 +124,8 @@ public enum MirrorSync {
                 // Issue 35: a delta goes only with its chain (the links the mirror lacks first).
                 let links: [RepositoryEntry]
                 do {
-                    links = try chainLinks(of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror)
+                    links = try chainLinks(
+                        of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror)
                 } catch let gap as ChainGap {
                     gaps.append(gap)
                     result.notSent.append(entry.name.fileName)
