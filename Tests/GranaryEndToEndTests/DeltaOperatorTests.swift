@@ -253,6 +253,20 @@ struct DeltaOperatorTests {
         let again = try #require(try Self.json(third.run.stdout)["users"] as? [[String: Any]])
         let thirdSent = try #require((again.first?["mirrors"] as? [[String: Any]])?.first)
         #expect(thirdSent["ok"] as? Bool == true && (thirdSent["sentFirst"] as? [String])?.isEmpty == true)
+        // backup --all: the parent sends each worker's archive, a delta with its chain too.
+        let other = site.site.folder.child("other")
+        try site.change(4)
+        Thread.sleep(forTimeInterval: 1.1)
+        let all = try site.granary(["backup", "--all", "--mirror", other, "--json"])
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(try ShellTools.schemaProblems(all.stdout, schema: "backup").isEmpty)
+        let allUsers = try #require(try Self.json(all.stdout)["users"] as? [[String: Any]])
+        let aliceEntry = try #require(allUsers.first { $0["id"] as? String == Self.alice })
+        let fourth = try #require((aliceEntry["archive"] as? String).map { ($0 as NSString).lastPathComponent })
+        #expect(fourth.hasSuffix("-delta.tar.zst"))
+        let allSent = try #require((aliceEntry["mirrors"] as? [[String: Any]])?.first)
+        #expect(allSent["sentFirst"] as? [String] == [full.name, first.name, second.name, third.name], "\(allSent)")
+        #expect(site.archives(Self.alice, in: other) == [full.name, first.name, second.name, third.name, fourth])
         // The mirror alone restores the newest delta.
         let out = site.site.folder.child("out")
         let restored = try GranaryProcess.run([
