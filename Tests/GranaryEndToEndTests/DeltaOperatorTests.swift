@@ -320,6 +320,30 @@ struct DeltaOperatorTests {
     }
 
     @Test(
+        "sync does not send a delta whose base in the repository was replaced by another archive under its name (65); the rest is sent"
+    )
+    func syncRefusesAReplacedBase() throws {
+        let site = try Site()
+        let full = try site.backup(Self.alice)
+        try site.change(1)
+        let delta = try site.backup(Self.alice)
+        try site.change(2)
+        let other = try site.backup(Self.alice, ["--full"])
+        let folder = site.repo + "/\(Self.alice)/"
+        try FileSystem.removeFile(folder + full.name)
+        try FileManager.default.copyItem(atPath: folder + other.name, toPath: folder + full.name)
+        let mirror = site.site.folder.child("mirror")
+        let sync = try site.granary(["sync", "--mirror", mirror])
+        #expect(sync.status == 1, "\(sync.stderr)")
+        #expect(
+            sync.stderr.contains(
+                "\(Self.alice)/\(delta.name) not sent to \(mirror): it is a delta of \(full.name), and the repository's \(full.name) is not the archive it was built on"
+            ), "\(sync.stderr)")
+        #expect(!site.archives(Self.alice, in: mirror).contains(delta.name))
+        #expect(site.archives(Self.alice, in: mirror).contains(other.name), "the rest is sent")
+    }
+
+    @Test(
         "sync never removes from a mirror a base a delta there is built on, even when this host deleted it (--force); it says the base is kept"
     )
     func syncKeepsBasesOnTheMirror() throws {

@@ -45,7 +45,8 @@ extension DeltaChains {
     /// `user`) can: its base, that base's base…, up to the first one the mirror has (`onMirror`,
     /// file names) or the chain's full; oldest first. Each link is found by name among
     /// `archives` (`primary`'s archives of the user, read once by the caller) and its manifest's
-    /// SHA-256 checked against what the archive after it recorded. Empty for a full.
+    /// SHA-256 checked against what the archive after it recorded; so is the first one the mirror
+    /// has, when the repository has it too. Empty for a full.
     /// Throws ``ChainGap`` when a link is in neither place (or is not the archive named).
     public static func missingLinks(
         of name: String, manifest: Manifest, user: UserID, in primary: any Repository, archives: [RepositoryEntry],
@@ -53,11 +54,21 @@ extension DeltaChains {
     ) throws -> [RepositoryEntry] {
         var links: [RepositoryEntry] = []
         var current = (name: name, manifest: manifest)
-        while let base = current.manifest.delta?.base, !onMirror.contains(base.name) {
+        while let base = current.manifest.delta?.base {
+            let found = archives.first { $0.name.fileName == base.name }
+            if onMirror.contains(base.name) {
+                // The mirror has it by name: when the repository has it too, it must be the archive
+                // the delta was built on (the mirror's copy came from the repository's).
+                if let found, try DeltaRestore.head(found, repository: primary).1 != base.manifestSHA256 {
+                    throw ChainGap(
+                        user: user, archive: current.name, base: base.name, mirror: mirror, reason: .replaced)
+                }
+                break
+            }
             guard links.count < DeltaRestore.chainLimit else {
                 throw ChainGap(user: user, archive: name, base: base.name, mirror: mirror, reason: .tooLong)
             }
-            guard let entry = archives.first(where: { $0.name.fileName == base.name }) else {
+            guard let entry = found else {
                 throw ChainGap(user: user, archive: current.name, base: base.name, mirror: mirror, reason: .missing)
             }
             let (older, digest) = try DeltaRestore.head(entry, repository: primary)
