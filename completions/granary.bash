@@ -249,7 +249,7 @@ _granary_users() {
 
 _granary_backup() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --delta --full --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --prune --delta --full --no-delta --version -h --help)
     repeating_options=(--mirror --exclude)
     non_repeating_options=(--root --repo --host --config --compression --level --check --label --jobs --lock-timeout)
     __granary_offer_flags_options -1

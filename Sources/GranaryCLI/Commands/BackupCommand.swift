@@ -60,11 +60,15 @@ struct BackupCommand: GranaryCommand {
 
     @Flag(
         help:
-            "Write a delta (the pages changed since the newest backup) when a base fits, else a full with page hashes.")
+            "Write a delta (the pages changed since the newest backup) when a base fits, else a full with page hashes (delta = true in the configuration does the same)."
+    )
     var delta = false
 
-    @Flag(help: "With --delta: write a full (with page hashes) whatever the delta policy says.")
+    @Flag(help: "With --delta or delta = true: write a full (with page hashes) whatever the delta policy says.")
     var full = false
+
+    @Flag(help: "Write a full without page hashes, as without --delta, whatever delta = in the configuration says.")
+    var noDelta = false
 
     @Option(
         name: .customLong("mirror"),
@@ -95,7 +99,10 @@ struct BackupCommand: GranaryCommand {
         if let label, ArchiveName.reservedLabels.contains(label) {
             throw ValidationError("the label \(label) is granary's own (safety and final archives); choose another")
         }
-        if full && !delta { throw ValidationError("--full goes with --delta (without it every archive is a full)") }
+        if delta && noDelta { throw ValidationError("pass --delta or --no-delta, not both") }
+        if full && noDelta {
+            throw ValidationError("--full goes with deltas on; with --no-delta every archive is a full already")
+        }
         try ArgumentValues.check(jobs, "--jobs", within: SettingLimits.jobs)
         // The compression's own range first (zstd 1 to 19, gzip and xz 0 to 9), when it is known.
         if let compression { try ArgumentValues.check(level: level, compression: compression) }
@@ -121,11 +128,16 @@ struct BackupCommand: GranaryCommand {
         options.label = label
         // The run's settings: the configured owner timeout holds for the recovery a backup runs first.
         options.context = lock.context(settings.context)
-        if delta {
-            // Issue 35: page hashes, and deltas when a base fits (DeltaPolicy's defaults).
-            var policy = DeltaPolicy()
+        // Issue 35: page hashes, and deltas when a base fits (--delta, or delta = true; the policy's
+        // knobs from the configuration).
+        if delta || (settings.delta.value && !noDelta) {
+            var policy = settings.deltaPolicy
             policy.forceFull = full
             options.delta = policy
+        } else if full {
+            throw ValidationError(
+                "--full goes with --delta or delta = true in the configuration (without either every archive is a full)"
+            )
         }
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
@@ -296,12 +308,15 @@ struct BackupResult: CommandResult {
         @Null var archive: String?
         let seconds: Double
         @Null var error: Failure?
+        /// Issue 35: the links of a delta's chain the mirror lacked, sent before it (oldest first).
+        let sentFirst: [String]
 
         init(_ upload: BackupOperation.MirrorUpload) {
             repository = upload.location
             ok = upload.error == nil
             archive = upload.archive
             seconds = upload.seconds
+            sentFirst = upload.sentFirst
             error = upload.error.map { MirrorUploadFailed(mirror: upload.location, error: $0) }.map(Failure.init)
         }
     }
@@ -371,6 +386,11 @@ struct BackupResult: CommandResult {
             if detail.verbose, let s = user.stages {
                 text.line(
                     "  snapshot \(Format.duration(s.snapshot)), check and hash \(Format.duration(s.checkAndHash)), pack \(Format.duration(s.pack)), sync \(Format.duration(s.sync)); CPU \(user.priority ?? "normal")"
+                )
+            }
+            for mirror in user.mirrors ?? [] where !mirror.sentFirst.isEmpty {
+                text.line(
+                    "  sent to \(mirror.repository) first, the chain it lacked: \(mirror.sentFirst.joined(separator: ", "))"
                 )
             }
             for mirror in user.mirrors ?? [] where mirror.ok && detail.verbose {

@@ -150,7 +150,8 @@ enum BackupWorkers {
             // The mirrors that failed here (not a name taken on the mirror, which is this archive's
             // alone), for the workers started next.
             for upload in outcome.result?.mirrors ?? [] {
-                guard let error = upload.error, !(error is MirrorError), !(error is MirrorSkipped) else { continue }
+                guard let error = upload.error, !(error is MirrorError), !(error is MirrorSkipped), !(error is ChainGap)
+                else { continue }
                 reporter.failed(
                     FailedMirror(location: upload.location, code: error.exitStatus.rawValue, reason: error.description))
             }

@@ -22,13 +22,14 @@ struct ConfigResult: CommandResult {
     var isAnswer: Bool { true }
     /// A setting's value: a string, an integer, or `null` when unset.
     enum Value: Encodable, Sendable {
-        case string(String), integer(Int), list([String]), unset
+        case string(String), integer(Int), boolean(Bool), list([String]), unset
 
         func encode(to encoder: Encoder) throws {
             var container = encoder.singleValueContainer()
             switch self {
             case .string(let text): try container.encode(text)
             case .integer(let number): try container.encode(number)
+            case .boolean(let value): try container.encode(value)
             case .list(let items): try container.encode(items)
             case .unset: try container.encodeNil()
             }
@@ -38,6 +39,7 @@ struct ConfigResult: CommandResult {
             switch self {
             case .string(let text): return text
             case .integer(let number): return String(number)
+            case .boolean(let value): return value ? "true" : "false"
             case .list(let items): return items.joined(separator: ", ")
             case .unset: return "(unset)"
             }

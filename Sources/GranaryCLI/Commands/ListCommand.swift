@@ -14,6 +14,9 @@ struct ListCommand: GranaryCommand {
             Only this host's archives are listed (--host, host = in the configuration, else the machine's host \
             name), with the archives written before hosts existed, which every host counts as its own; \
             --all-hosts lists every host's. \
+            A delta archive (backup --delta, or delta = true) is shown with its base and its place in the chain \
+            (delta of NAME (chain N)), a full a delta can be built on as full with page hashes; --json gives each \
+            archive's type (full or delta), base, chainLength and pageHashes. \
             Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
             66 a user with no archives who is not a user under the root either.
             """
@@ -76,6 +79,16 @@ struct ListResult: CommandResult {
         @Null var verifiedAt: Date?
         /// Why it is unreadable or bad.
         @Null var problem: String?
+        /// `full` or `delta` (issue 35; null when the manifest cannot be read): a delta holds the
+        /// pages changed since its base, and is restored with its chain.
+        @Null var type: String?
+        /// A delta: the archive it is built on (its file name in the user's folder).
+        @Null var base: String?
+        /// Deltas from the chain's full to this archive (0: a full with page hashes, 1: the first
+        /// delta); null for an archive without delta information.
+        @Null var chainLength: Int?
+        /// Whether the archive carries page hashes, so that a delta can be built on it.
+        let pageHashes: Bool
     }
 
     /// What `list` says of an archive: the catalogue's verification state, or that it cannot be read.
@@ -110,7 +123,9 @@ struct ListResult: CommandResult {
                 compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
                 verified: item.problem != nil ? .unreadable : State(item.verified), verifiedAt: item.record?.verified,
-                problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil))
+                problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil),
+                type: item.manifest.map { $0.isDelta ? "delta" : "full" }, base: item.manifest?.delta?.base?.name,
+                chainLength: item.manifest?.delta?.chainLength, pageHashes: item.manifest?.delta != nil)
         }
     }
 
@@ -148,6 +163,12 @@ struct ListResult: CommandResult {
             } else {
                 line += " \(archive.verified.rawValue, width: 11) \(archive.stores.map(\.name).joined(separator: ", "))"
                 if let label = archive.label { line += "  [\(label)]" }
+                // Issue 35: a delta names its base; a full that deltas can be built on says so.
+                if let base = archive.base {
+                    line += "  delta of \(base) (chain \(archive.chainLength ?? 0))"
+                } else if archive.pageHashes {
+                    line += "  full with page hashes"
+                }
                 // Safety and final archives are not backups: say so where an operator looks.
                 if archive.kind != .backup {
                     line +=

@@ -15,6 +15,10 @@ struct SyncCommand: GranaryCommand {
             users restored from the mirror) leaves the mirror's history alone, and hosts sharing a mirror never \
             remove or resend each other's archives. Each user is synced under its lock. Uploads that a killed run of \
             this host left behind are removed. -v and --dry-run list each archive sent and removed. \
+            Delta archives (issue 35) travel with their chains: a delta is sent only after every link of its chain \
+            the mirror lacks (oldest first); a delta whose chain has a link in neither place is not sent (exit 1, \
+            its user failing with 65: granary verify --chain names the broken link); and an archive this host \
+            deleted stays on the mirror while a delta there is built on it (listed as kept). \
             Exit codes: 0 every mirror is up to date, 1 some user or mirror failed (each is named), 64 no mirror, \
             66 no repository, 75 lock held.
             """
@@ -61,6 +65,10 @@ struct SyncResult: CommandResult {
         let uploaded: [String]
         let records: [String]
         let removed: [String]
+        /// Archives this host deleted that stay on the mirror: a delta there is built on them.
+        let kept: [String]
+        /// Deltas not sent: a link of their chain is in neither the repository nor the mirror.
+        let notSent: [String]
         @Null var error: Failure?
     }
 
@@ -84,7 +92,7 @@ struct SyncResult: CommandResult {
                 users: result.users.map {
                     User(
                         id: $0.user.rawValue, ok: $0.error == nil, uploaded: $0.uploaded, records: $0.records,
-                        removed: $0.removed,
+                        removed: $0.removed, kept: $0.keptBases, notSent: $0.notSent,
                         error: $0.error.map(Failure.init))
                 },
                 removedTemporaries: result.cleaned, error: result.error.map(Failure.init))
@@ -97,8 +105,9 @@ struct SyncResult: CommandResult {
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         for mirror in mirrors {
-            for user in mirror.users where user.ok {
-                let changed = !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty
+            for user in mirror.users where user.ok || !user.uploaded.isEmpty || !user.kept.isEmpty {
+                let changed =
+                    !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty || !user.kept.isEmpty
                 guard (changed && detail.summaries) || detail.verbose || dryRun else { continue }
                 text.line(
                     "\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)"
@@ -106,6 +115,9 @@ struct SyncResult: CommandResult {
                 if detail.verbose || dryRun {
                     for name in user.uploaded { text.line("  send    \(name)") }
                     for name in user.removed { text.line("  remove  \(name)") }
+                }
+                for name in user.kept {
+                    text.line("  kept    \(name) (deleted here, but a delta on the mirror is built on it)")
                 }
             }
             for path in mirror.removedTemporaries where detail.summaries {

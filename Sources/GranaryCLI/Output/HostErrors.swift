@@ -30,3 +30,12 @@ extension DeltaError: CommandLineError {
     var status: ExitStatus { .dataError }
     var hint: String? { "granary verify --chain names the damaged archive; granary backup --full starts a new chain" }
 }
+
+// Sources/GranaryKit/Delta/DeltaChains.swift
+extension ChainGap: CommandLineError {
+    /// A broken chain is a data error: the delta could not be restored where it would go.
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        "granary verify --chain \(ShellWord.quote(user.rawValue + "/" + archive)) names the broken link; granary backup --full \(ShellWord.quote(user.rawValue)) starts a new chain"
+    }
+}

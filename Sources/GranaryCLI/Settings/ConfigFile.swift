@@ -36,6 +36,12 @@ public struct ConfigFile: Sendable {
     public var bytesPerUser: Int64?
     /// `remote_environment`: a root-owned file of `KEY=VALUE` lines for root's rclone.
     public var remoteEnvironment: String?
+    /// `delta`: backup writes delta archives when a base fits (issue 35, as `backup --delta`).
+    public var delta: Bool?
+    /// `delta_max_chain`, `delta_max_age`, `delta_max_changed_percent`: the delta policy's knobs.
+    public var deltaMaxChain: Int?
+    public var deltaMaxAge: Duration?
+    public var deltaMaxChangedPercent: Int?
 
     /// The file to read: the explicit one (which must exist), else the first default path that exists.
     /// Returns `nil` when no explicit file is named and no default file exists.
@@ -230,6 +236,12 @@ public enum SettingLimits {
     public static let contentMemory: ClosedRange<Int64> = 0...(1 << 40)
     /// What one user's backup may copy (`[limits] bytes_per_user`): up to 1 PiB; 0: no cap.
     public static let bytesPerUser: ClosedRange<Int64> = 0...(1 << 50)
+    /// The most deltas on one full (`delta_max_chain`); 0: every backup a full.
+    public static let deltaChain = 0...1000
+    /// The oldest a chain's full may be (`delta_max_age`): up to a year.
+    public static let deltaAge = Duration.zero...Duration.seconds(366 * 86_400)
+    /// The largest share of changed pages a delta may carry, in percent (`delta_max_changed_percent`).
+    public static let deltaChangedPercent = 1...100
     /// 100 GiB: far past what an app keeps per user in SQLite, far short of the hours a sparse
     /// store claiming terabytes would take to copy.
     public static let defaultBytesPerUser: Int64 = 100 << 30

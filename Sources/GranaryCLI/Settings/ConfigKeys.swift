@@ -13,7 +13,7 @@ import TOMLKit
 public struct ConfigKey: Sendable {
     /// How a value is written, as granary.toml(5) names it.
     public enum Grammar: String, Sendable, Codable {
-        case string, integer, duration, size
+        case string, integer, duration, size, boolean
         case strings = "array of strings"
     }
 
@@ -143,6 +143,34 @@ extension ConfigKey {
             let file = try reader.string(value, key)
             guard file.hasPrefix("/") else { throw reader.invalid(key, "\"\(file)\" is not an absolute path") }
             config.remoteEnvironment = file
+        },
+        setting(
+            "delta", .boolean, "false",
+            "Whether backup writes delta archives (the pages changed since the newest backup) when a base fits, as --delta.",
+            "true", \.delta, { .boolean($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.delta = try reader.boolean(value, key)
+        },
+        setting(
+            "delta_max_chain", .integer, "23",
+            "With delta: a full after this many deltas on one full, 0 to 1000 (0: every backup a full).", "47",
+            \.deltaMaxChain, { .integer($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.deltaMaxChain = try reader.integer(value, key, SettingLimits.deltaChain)
+        },
+        setting(
+            "delta_max_age", .duration, "7d",
+            "With delta: a full when the chain's full is older than this, 0 to 366 days.",
+            "\"2d\"", \.deltaMaxAge, { .string(DurationText.format($0)) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.deltaMaxAge = try reader.span(value, key, SettingLimits.deltaAge)
+        },
+        setting(
+            "delta_max_changed_percent", .integer, "50",
+            "With delta: a full when more than this percentage of the pages changed, 1 to 100.", "30",
+            \.deltaMaxChangedPercent, { .integer($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.deltaMaxChangedPercent = try reader.integer(value, key, SettingLimits.deltaChangedPercent)
         },
         ConfigKey(
             key: "mirror.repo", grammar: .string, defaultValue: "(unset)",
@@ -360,6 +388,35 @@ struct ConfigReader {
             throw invalid(key, "\(int) is out of range: it must be \(range.lowerBound) to \(range.upperBound)")
         }
         return int
+    }
+
+    func boolean(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> Bool {
+        guard let bool = value.bool else { throw fail(key, expected: "true or false", found: value) }
+        return bool
+    }
+
+    /// A span of time (a delta chain's age), within `range`.
+    func span(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
+        -> Duration
+    {
+        let text: String
+        if let seconds = value.int {
+            text = String(seconds)
+        } else if let string = value.string {
+            text = string
+        } else {
+            throw fail(key, expected: "a duration such as \"7d\" or \"36h\"", found: value)
+        }
+        guard let parsed = DurationText.duration(text) else {
+            throw invalid(key, "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
+        }
+        guard range.contains(parsed) else {
+            throw invalid(
+                key,
+                "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"7d\" or \"36h\""
+            )
+        }
+        return parsed
     }
 
     func string(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> String {

@@ -52,6 +52,22 @@ public struct Settings: Sendable {
     public var resetKeepTables = Setting([String](), from: .defaultValue)
     /// The file of `KEY=VALUE` lines root's rclone gets (`remote_environment`), when one is set.
     public var remoteEnvironment: Setting<String>?
+    /// Whether `backup` writes delta archives when a base fits (`delta`, issue 35).
+    public var delta = Setting(false, from: .defaultValue)
+    /// The delta policy's knobs (`delta_max_chain`, `delta_max_age`, `delta_max_changed_percent`),
+    /// with ``DeltaPolicy``'s defaults.
+    public var deltaMaxChain = Setting(DeltaPolicy().maxChain, from: .defaultValue)
+    public var deltaMaxAge = Setting(Duration.seconds(Int64(DeltaPolicy().maxAge)), from: .defaultValue)
+    public var deltaMaxChangedPercent = Setting(Int(DeltaPolicy().maxChangedShare * 100), from: .defaultValue)
+
+    /// The delta policy the settings give (``DeltaPolicy``; `forceFull` is the command's).
+    public var deltaPolicy: DeltaPolicy {
+        var policy = DeltaPolicy()
+        policy.maxChain = deltaMaxChain.value
+        policy.maxAge = deltaMaxAge.value.timeInterval
+        policy.maxChangedShare = Double(deltaMaxChangedPercent.value) / 100
+        return policy
+    }
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
@@ -93,6 +109,10 @@ public struct Settings: Sendable {
         if let value = config.resetKeepTables { settings.resetKeepTables = Setting(value, from: .file) }
         if let value = config.remote { settings.remote = Setting(value, from: .file) }
         if let value = config.remoteEnvironment { settings.remoteEnvironment = Setting(value, from: .file) }
+        if let value = config.delta { settings.delta = Setting(value, from: .file) }
+        if let value = config.deltaMaxChain { settings.deltaMaxChain = Setting(value, from: .file) }
+        if let value = config.deltaMaxAge { settings.deltaMaxAge = Setting(value, from: .file) }
+        if let value = config.deltaMaxChangedPercent { settings.deltaMaxChangedPercent = Setting(value, from: .file) }
         return settings
     }
 

@@ -123,6 +123,8 @@ public struct BackupOperation: Sendable {
         public let error: (any GranaryError & Sendable)?
         /// Seconds the upload took.
         public let seconds: Double
+        /// Issue 35: the links of a delta's chain the mirror lacked, sent before it (oldest first).
+        public var sentFirst: [String] = []
     }
 
     public let root: Root
@@ -189,8 +191,9 @@ public struct BackupOperation: Sendable {
                     folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped,
                     builder: builder(for: user, kind: kind))
                 let created = Date()
-                // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits.
-                let delta = try options.delta.map { policy in
+                // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits. A
+                // final archive (retire) is always a plain full, whatever the options say.
+                let delta = try (kind == .backup ? options.delta : nil).map { policy in
                     try DeltaBackup.plan(
                         policy: policy, user: user, repository: repository, stores: taken.stores,
                         files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
@@ -571,7 +574,9 @@ public struct BackupOperation: Sendable {
         // the caller's priority (rclone started from a SCHED_IDLE thread would inherit it and stall
         // behind any busy program, holding the user's lock).
         let uploads = options.context.cpu.normal {
-            zip(mirrors, lookups).map { mirror, lookup in Self.send(local, as: entry, to: mirror, lookup: lookup) }
+            zip(mirrors, lookups).map { mirror, lookup in
+                Self.send(local, as: entry, to: mirror, from: repository, lookup: lookup)
+            }
         }
         return (entry, Mirrored(uploads: uploads))
     }
@@ -579,21 +584,27 @@ public struct BackupOperation: Sendable {
     /// Sends the archive in the local file `file` (published as `entry`) to `mirror`, under
     /// the same name; a failure is the upload's outcome, not thrown. `lookup` is the mirror's
     /// `exists()` started earlier: what it threw is this mirror's failure; once it found the
-    /// repository, `prepare()` has nothing left to ask of a remote one.
-    static func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository, lookup: Pending<Bool>? = nil)
-        -> MirrorUpload
-    {
+    /// repository, `prepare()` has nothing left to ask of a remote one. A delta (issue 35) goes
+    /// only after the links of its chain the mirror lacks, sent from `primary` oldest first
+    /// (``MirrorSync/sendChain(of:file:from:to:)``): a mirror never holds a delta without its chain.
+    static func send(
+        _ file: String, as entry: RepositoryEntry, to mirror: any Repository, from primary: any Repository,
+        lookup: Pending<Bool>? = nil
+    ) -> MirrorUpload {
         let started = ContinuousClock.now
         do {
             let object = entry.user.rawValue + "/" + entry.name.fileName
             _ = try lookup?.wait()
             try mirror.prepare()
+            let sentFirst = try MirrorSync.sendChain(of: entry, file: file, from: primary, to: mirror)
             guard try mirror.writeArchive(object, from: file, host: entry.host) else {
                 throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
             }
-            return MirrorUpload(
+            var upload = MirrorUpload(
                 location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started)
             )
+            upload.sentFirst = sentFirst
+            return upload
         } catch let error as any GranaryError & Sendable {
             return MirrorUpload(location: mirror.location, archive: nil, error: error, seconds: seconds(since: started))
         } catch {

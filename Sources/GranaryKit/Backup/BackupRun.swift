@@ -96,7 +96,7 @@ public enum BackupRun {
                             }
                             defer { lock.release() }
                             let uploads = operation.mirrors.map { mirror in
-                                health.send(file.path, as: result.entry, to: mirror)
+                                health.send(file.path, as: result.entry, to: mirror, from: operation.repository)
                             }
                             results.update(index) { $0.result?.mirrors = uploads }
                         }
@@ -126,7 +126,8 @@ public enum BackupRun {
             for mirror in earlier { failed[mirror.location] = MirrorFailedEarlier(mirror) }
         }
 
-        func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository) -> BackupOperation.MirrorUpload
+        func send(_ file: String, as entry: RepositoryEntry, to mirror: any Repository, from primary: any Repository)
+            -> BackupOperation.MirrorUpload
         {
             if let cause = lock.withLock({ failed[mirror.location] }) {
                 return BackupOperation.MirrorUpload(
@@ -134,8 +135,9 @@ public enum BackupRun {
                     error: MirrorSkipped(mirror: mirror.location, cause: cause),
                     seconds: 0)
             }
-            let upload = BackupOperation.send(file, as: entry, to: mirror)
-            if let error = upload.error, !(error is MirrorError) {
+            let upload = BackupOperation.send(file, as: entry, to: mirror, from: primary)
+            // A taken name or a delta's broken chain is this archive's alone, not the mirror's.
+            if let error = upload.error, !(error is MirrorError), !(error is ChainGap) {
                 lock.withLock { failed[mirror.location] = failed[mirror.location] ?? error }
             }
             return upload
@@ -179,7 +181,9 @@ public enum BackupRun {
                             location: operation.repository.location,
                             detail: user.rawValue + "/" + handOver.archive + " is no longer there to send")
                     }
-                    result = operation.mirrors.map { health.send(handOver.path, as: entry, to: $0) }
+                    result = operation.mirrors.map {
+                        health.send(handOver.path, as: entry, to: $0, from: operation.repository)
+                    }
                 } catch let error as any GranaryError & Sendable {
                     result = operation.mirrors.map {
                         BackupOperation.MirrorUpload(location: $0.location, archive: nil, error: error, seconds: 0)

@@ -48,6 +48,11 @@ public struct Inspection: Sendable, Codable {
     public var stores: [StoreInspection]
     /// An archive's other regular files (a final archive's `files/`), as its manifest lists them.
     public var files: [Manifest.File] = []
+    /// A delta archive (issue 35): what it carries. Its `stores` are then empty: it holds pages,
+    /// not databases (`restore --to DIR` rebuilds them from its chain).
+    public var delta: DeltaContents? = nil
+    /// Whether an archive carries page hashes (a full a delta can be built on, or a delta).
+    public var pageHashes = false
 }
 
 /// A path that `inspect` cannot read as a store or an archive.
@@ -167,23 +172,32 @@ public enum Inspector {
         defer { FileSystem.removeTree(folder) }
         let outcome = try ArchiveVerifier.extract(
             archive: path, into: folder, check: .quick, expectedUser: expectedUser, durable: false, limits: limits)
-        let manifest = outcome.manifest
-        // Issue 35: a delta holds pages, not stores.
-        if let delta = manifest.delta, let base = delta.base {
-            throw InspectError(
-                path: path,
-                reason:
-                    "is a delta archive of \(base.name) (\(delta.stores.map { "\($0.name): \($0.changedPages ?? 0) of \($0.pageCount) pages" }.joined(separator: ", "))): restore it with --to DIR to look inside",
-                kind: .unreadable)
+        return try describe(outcome.manifest, path: path, extracted: folder, limits: limits)
+    }
+
+    /// The inspection of an archive whose members (checked against `manifest`) are in `folder`. A
+    /// delta (issue 35) holds pages, not stores: what it carries comes from its manifest.
+    private static func describe(_ manifest: Manifest, path: String, extracted folder: String, limits: ContentLimits)
+        throws -> Inspection
+    {
+        if let delta = DeltaContents(manifest) {
+            var inspection = Inspection(
+                kind: .archive, path: path, user: manifest.user, created: manifest.created,
+                toolVersion: manifest.toolVersion, stores: [], files: manifest.files.filter { $0.kind == .plain })
+            inspection.delta = delta
+            inspection.pageHashes = true
+            return inspection
         }
         let stores = try manifest.stores.map { entry in
             let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
             return try store(in: parent, fileName: file, name: entry.name, limits: limits)
         }
-        return Inspection(
+        var inspection = Inspection(
             kind: .archive, path: path, user: manifest.user, created: manifest.created,
             toolVersion: manifest.toolVersion,
             stores: stores, files: manifest.files.filter { $0.kind == .plain })
+        inspection.pageHashes = manifest.delta != nil
+        return inspection
     }
 
     /// How a file compressed as granary compresses archives begins: zstd, gzip, xz.
@@ -203,23 +217,7 @@ public enum Inspector {
         let outcome = try ArchiveVerifier.extract(
             source: source, name: name, into: folder, check: .quick, expectedUser: expectedUser, durable: false,
             limits: limits)
-        let manifest = outcome.manifest
-        // Issue 35: a delta holds pages, not stores.
-        if let delta = manifest.delta, let base = delta.base {
-            throw InspectError(
-                path: name,
-                reason:
-                    "is a delta archive of \(base.name) (\(delta.stores.map { "\($0.name): \($0.changedPages ?? 0) of \($0.pageCount) pages" }.joined(separator: ", "))): restore it with --to DIR to look inside",
-                kind: .unreadable)
-        }
-        let stores = try manifest.stores.map { entry in
-            let (parent, file) = try Folder<GranaryOwned>.open(path: folder).parent(of: entry.path)
-            return try store(in: parent, fileName: file, name: entry.name, limits: limits)
-        }
-        return Inspection(
-            kind: .archive, path: name, user: manifest.user, created: manifest.created,
-            toolVersion: manifest.toolVersion,
-            stores: stores, files: manifest.files.filter { $0.kind == .plain })
+        return try describe(outcome.manifest, path: name, extracted: folder, limits: limits)
     }
 
     /// Describes the store `fileName` of `folder`, opened read-only beneath the folder. Its table

@@ -118,7 +118,7 @@ enum DeltaBackup {
             return full("the chain has \(baseInfo.chainLength) deltas already (at most \(policy.maxChain))")
         }
         if created.timeIntervalSince(baseInfo.fullCreated) > policy.maxAge {
-            return full("the chain's full is older than \("\(Int(policy.maxAge / 86_400)) days")")
+            return full("the chain's full is older than \(DurationText.format(seconds: Int64(policy.maxAge)))")
         }
         let external = files.filter { $0.file.kind == .external }
         if base.manifest.fileList != nil || external.count > Manifest.fileListThreshold {

@@ -36,3 +36,107 @@ public enum DeltaChains {
         }
     }
 }
+
+/// Mirrors and `sync` carry chains whole (issue 35): a delta reaches a mirror only after every
+/// link of its chain the mirror lacks, oldest first, and never when a link is missing from the
+/// repository as well (it would arrive as a delta nothing can restore).
+extension DeltaChains {
+    /// The archives of `primary` that must reach a mirror before `manifest`'s archive (`name`, of
+    /// `user`) can: its base, that base's base…, up to the first one the mirror has (`onMirror`,
+    /// file names) or the chain's full; oldest first. Each link is found by name among
+    /// `archives` (`primary`'s archives of the user, read once by the caller) and its manifest's
+    /// SHA-256 checked against what the archive after it recorded; so is the first one the mirror
+    /// has, when the repository has it too. Empty for a full.
+    /// Throws ``ChainGap`` when a link is in neither place (or is not the archive named).
+    public static func missingLinks(
+        of name: String, manifest: Manifest, user: UserID, in primary: any Repository, archives: [RepositoryEntry],
+        onMirror: Set<String>, mirror: String
+    ) throws -> [RepositoryEntry] {
+        var links: [RepositoryEntry] = []
+        var current = (name: name, manifest: manifest)
+        while let base = current.manifest.delta?.base {
+            let found = archives.first { $0.name.fileName == base.name }
+            if onMirror.contains(base.name) {
+                // The mirror has it by name: when the repository has it too, it must be the archive
+                // the delta was built on (the mirror's copy came from the repository's).
+                if let found, try DeltaRestore.head(found, repository: primary).1 != base.manifestSHA256 {
+                    throw ChainGap(
+                        user: user, archive: current.name, base: base.name, mirror: mirror, reason: .replaced)
+                }
+                break
+            }
+            guard links.count < DeltaRestore.chainLimit else {
+                throw ChainGap(user: user, archive: name, base: base.name, mirror: mirror, reason: .tooLong)
+            }
+            guard let entry = found else {
+                throw ChainGap(user: user, archive: current.name, base: base.name, mirror: mirror, reason: .missing)
+            }
+            let (older, digest) = try DeltaRestore.head(entry, repository: primary)
+            guard digest == base.manifestSHA256 else {
+                throw ChainGap(user: user, archive: current.name, base: base.name, mirror: mirror, reason: .replaced)
+            }
+            links.append(entry)
+            current = (base.name, older)
+        }
+        return links.reversed()
+    }
+
+    /// Of `archives` (one user's on a mirror, oldest first), those a sync would remove (`gone`)
+    /// that a delta staying there is built on, all the way to its full: removing them would leave
+    /// a delta nothing can restore. By base name (from each staying delta's manifest); a delta
+    /// whose manifest cannot be read keeps every older archive back to the newest full by name.
+    ///
+    /// Only the deltas that can be built on a removed archive are read: those after the oldest one
+    /// removed and before the first full (by name, a regular backup) after the newest one removed
+    /// (a delta's base is the newest backup when it was made), so a sync after a prune reads a
+    /// day's deltas, not the mirror's history.
+    public static func basesStaying(
+        _ archives: [RepositoryEntry], removing gone: [RepositoryEntry], in mirror: any Repository
+    ) -> Set<String> {
+        guard let oldest = gone.map(\.name).min(), let newest = gone.map(\.name).max() else { return [] }
+        let leaving = Set(gone.map(\.path))
+        let end =
+            archives.firstIndex { $0.name > newest && $0.name.kind == .backup && !$0.name.saysDelta }
+            ?? archives.endIndex
+        let span = archives[..<end].filter { $0.name >= oldest }
+        var kept: [String: [String]] = [:]
+        for entry in span where !leaving.contains(entry.path) { kept[entry.path] = ["stays"] }
+        keepBases(of: span, kept: &kept, repository: mirror)
+        return Set(gone.filter { !(kept[$0.path] ?? []).isEmpty }.map(\.name.fileName))
+    }
+}
+
+/// A delta not sent to a mirror (by a backup or by `sync`) because a link of its chain is in
+/// neither the repository nor the mirror, or is not the archive the delta was built on: sent
+/// alone it could not be restored there.
+public struct ChainGap: GranaryError, Sendable {
+    public enum Reason: Sendable {
+        /// The base is in neither place.
+        case missing
+        /// The repository's archive of that name is not the one the delta was built on.
+        case replaced
+        /// The chain is longer than any backup makes.
+        case tooLong
+    }
+
+    public let user: UserID
+    /// The delta whose base is missing (the archive sent, or a link of its chain).
+    public let archive: String
+    public let base: String
+    public let mirror: String
+    public let reason: Reason
+
+    public var description: String {
+        switch reason {
+        case .missing:
+            return
+                "\(user)/\(archive) not sent to \(mirror): it is a delta of \(base), which is in neither the repository nor the mirror"
+        case .replaced:
+            return
+                "\(user)/\(archive) not sent to \(mirror): it is a delta of \(base), and the repository's \(base) is not the archive it was built on"
+        case .tooLong:
+            return
+                "\(user)/\(archive) not sent to \(mirror): its chain is longer than \(DeltaRestore.chainLimit) archives"
+        }
+    }
+}

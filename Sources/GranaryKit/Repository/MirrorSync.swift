@@ -11,13 +11,16 @@ import Foundation
 ///
 /// ```
 /// primary, mirror ← the user's archives of this host in each (by file name)
-/// for each archive of the primary missing from the mirror:
+/// for each archive of the primary missing from the mirror, oldest first:
+///     a delta: first the links of its chain the mirror lacks, oldest first (DeltaChains);
+///         a link in neither place: the delta is not sent (ChainGap), the rest goes on
 ///     upload it, with its host marker (from its file, or streamed down from a remote primary)
 /// for each archive in both: copy the primary's verification record when the mirror's differs
 ///     (re-keyed to the mirror's object: the same bytes, uploaded by granary)
 /// for each archive of the mirror missing from the primary:
 ///     remove it only when this host's deletion record in the primary names it
-///     (a delete or prune on this host removed it)
+///     (a delete or prune on this host removed it), and no delta staying on the mirror is
+///     built on it (its chain back to its full stays whole)
 /// ```
 ///
 /// So sync never removes from a mirror what the primary never had: a new or emptied primary
@@ -35,6 +38,12 @@ public enum MirrorSync {
         public var records: [String] = []
         /// Archives removed from the mirror.
         public var removed: [String] = []
+        /// Archives the primary's deletion records name that stay on the mirror: a delta there is
+        /// built on them (issue 35).
+        public var keptBases: [String] = []
+        /// Deltas not sent: a link of their chain is in neither the repository nor the mirror
+        /// (the first is the user's ``error``).
+        public var notSent: [String] = []
         /// Why the user could not be synced (what was done before stands).
         public var error: (any GranaryError & Sendable)?
     }
@@ -108,11 +117,25 @@ public enum MirrorSync {
         do {
             let source = try primary.archives(of: user)
             var target = try mirror.archives(of: user)
-            let names = Set(target.map(\.name.fileName))
-            for entry in source where !names.contains(entry.name.fileName) {
+            var present = Set(target.map(\.name.fileName))
+            var gaps: [ChainGap] = []
+            for entry in source where !present.contains(entry.name.fileName) {
                 try Interruption.check()
-                if !dryRun { try upload(entry, from: primary, to: mirror) }
-                result.uploaded.append(entry.name.fileName)
+                // Issue 35: a delta goes only with its chain (the links the mirror lacks first).
+                let links: [RepositoryEntry]
+                do {
+                    links = try chainLinks(
+                        of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror)
+                } catch let gap as ChainGap {
+                    gaps.append(gap)
+                    result.notSent.append(entry.name.fileName)
+                    continue
+                }
+                for link in links + [entry] where !present.contains(link.name.fileName) {
+                    if !dryRun { try upload(link, from: primary, to: mirror) }
+                    present.insert(link.name.fileName)
+                    result.uploaded.append(link.name.fileName)
+                }
             }
             if !result.uploaded.isEmpty && !dryRun { target = try mirror.archives(of: user) }
             let primaryRecords = primary.records(for: source)
@@ -140,15 +163,62 @@ public enum MirrorSync {
             }
             let kept = Set(source.map(\.name.fileName))
             let deleted = try primary.deletedNames(of: user, host: primary.context.host)
-            let gone = target.filter { !kept.contains($0.name.fileName) && deleted.contains($0.name.fileName) }
+            var gone = target.filter { !kept.contains($0.name.fileName) && deleted.contains($0.name.fileName) }
+            // Never a base a delta staying on the mirror is built on (issue 35).
+            let bases = DeltaChains.basesStaying(target, removing: gone, in: mirror)
+            gone.removeAll { bases.contains($0.name.fileName) }
+            result.keptBases = bases.sorted()
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)
+            if let gap = gaps.first { result.error = gap }
         } catch let error as any GranaryError & Sendable {
             result.error = error
         } catch {
             result.error = UnexpectedError(description: "\(user): \(error)")
         }
         return result
+    }
+
+    /// The links of `entry`'s chain that `mirror` lacks (``DeltaChains/missingLinks``), oldest
+    /// first; none for a full. A delta whose manifest cannot be read goes in its place among the
+    /// others (oldest first, as every archive), as nothing says what it is built on.
+    static func chainLinks(
+        of entry: RepositoryEntry, user: UserID, from primary: any Repository, archives: [RepositoryEntry],
+        onMirror: Set<String>, mirror: any Repository
+    ) throws -> [RepositoryEntry] {
+        guard entry.name.saysDelta else { return [] }
+        let manifest: Manifest
+        do {
+            (manifest, _) = try DeltaRestore.head(entry, repository: primary)
+        } catch let error as RepositoryError {
+            throw error
+        } catch {
+            return []
+        }
+        return try DeltaChains.missingLinks(
+            of: entry.name.fileName, manifest: manifest, user: user, in: primary, archives: archives,
+            onMirror: onMirror, mirror: mirror.location)
+    }
+
+    /// Before a new archive (`entry`, whose finished file is `file`) goes to `mirror`: when it is a
+    /// delta, the links of its chain the mirror lacks, sent from `primary` oldest first (their
+    /// names returned). Throws ``ChainGap`` when a link is in neither place: the delta is not sent.
+    public static func sendChain(
+        of entry: RepositoryEntry, file: String, from primary: any Repository, to mirror: any Repository
+    ) throws -> [String] {
+        guard entry.name.saysDelta else { return [] }
+        let manifest = try Catalogue.readManifest(file)
+        guard manifest.isDelta else { return [] }
+        let onMirror = Set(try mirror.archives(of: entry.user).map(\.name.fileName))
+        guard let base = manifest.delta?.base, !onMirror.contains(base.name) else { return [] }
+        let links = try DeltaChains.missingLinks(
+            of: entry.name.fileName, manifest: manifest, user: entry.user, in: primary,
+            archives: try primary.archives(of: entry.user), onMirror: onMirror, mirror: mirror.location)
+        for link in links {
+            try Interruption.check()
+            try upload(link, from: primary, to: mirror)
+        }
+        return links.map(\.name.fileName)
     }
 
     /// Uploads one archive of the primary to the mirror under the same name: from its file when
