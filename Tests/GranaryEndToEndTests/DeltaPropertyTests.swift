@@ -194,7 +194,7 @@ struct DeltaPropertyTests {
     func lockBytePage() throws {
         let site = try SampleSite()
         let path = site.root + "/\(Self.alice)/Large.sqlite"
-        let db = try Database(path: path, mode: .readWrite)
+        let db = try Database(path: path, mode: .create)
         // 64 KiB pages: the lock-byte page (bytes 2^30 … 2^30 + 65535) is page 16385.
         try db.execute("PRAGMA page_size = 65536; PRAGMA journal_mode = WAL")
         try db.execute("CREATE TABLE big(id INTEGER PRIMARY KEY, b BLOB)")
