@@ -27,7 +27,8 @@ struct DeltaMergeTests {
                 // A few pages each time (a delta, not a full by changed share), some the same page again.
                 try db.execute("UPDATE items SET body = 'step \(step)' WHERE id IN (3, \(7 * step))")
                 try db.execute(
-                    "INSERT INTO items(body, created) SELECT hex(randomblob(200)), \(step) FROM items LIMIT \(4 * step)")
+                    "INSERT INTO items(body, created) SELECT hex(randomblob(200)), \(step) FROM items LIMIT \(4 * step)"
+                )
             }
             dumps.append(try DeltaArchiveTests.dump(store))
             let made = try site.granary(["backup", alice, "--delta"])
@@ -117,8 +118,10 @@ struct DeltaMergeTests {
         #expect(after.count == 1, "\(after)")
         let full = after.first ?? ""
         #expect(full.hasSuffix("-delta.tar.zst") && full.hasPrefix(String(names[3].prefix(16))), "\(full)")
-        let listed = try GranaryProcess.runExecutable("/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(Self.alice)/" + full])
-        #expect(listed.stdout.contains("stores/Local.sqlite\n") && !listed.stdout.contains(".delta"), "\(listed.stdout)")
+        let listed = try GranaryProcess.runExecutable(
+            "/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(Self.alice)/" + full])
+        #expect(
+            listed.stdout.contains("stores/Local.sqlite\n") && !listed.stdout.contains(".delta"), "\(listed.stdout)")
         #expect(try Self.restored(site, full, "full") == dumps[3])
         // The next backup builds on it.
         let db = try Database(path: site.root + "/\(Self.alice)/Local.sqlite", mode: .readWrite)
@@ -170,7 +173,9 @@ struct DeltaMergeTests {
             let before = Self.archives(site)
             let crashed = try site.granary(
                 ["backup", Self.alice, "--delta"], environment: ["GRANARY_TEST_CRASH_AT": step])
-            #expect(crashed.status == SIGKILL, "\(step): not killed there (\(crashed.status)): is GRANARY_TEST_CRASH_AT compiled in?")
+            #expect(
+                crashed.status == SIGKILL,
+                "\(step): not killed there (\(crashed.status)): is GRANARY_TEST_CRASH_AT compiled in?")
             if crashed.status == SIGKILL { reached += 1 }
             let now = Self.archives(site)
             // Only a published archive appears, and only at the last point.

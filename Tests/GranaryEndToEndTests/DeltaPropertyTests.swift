@@ -73,7 +73,8 @@ struct DeltaPropertyTests {
             try Self.insert(try connect(), &random, rows: 1500)
             try record("first")
             #expect(made["first"]?.kind == "full")
-            try connect().execute("UPDATE items SET body = 'one' WHERE id = \(Int.random(in: 1...1500, using: &random))")
+            try connect().execute(
+                "UPDATE items SET body = 'one' WHERE id = \(Int.random(in: 1...1500, using: &random))")
             try record("small change")
             #expect(made["small change"]?.kind == "delta", "seed \(seed): \(String(describing: made["small change"]))")
             do {
@@ -117,7 +118,8 @@ struct DeltaPropertyTests {
             try connect().execute("PRAGMA incremental_vacuum")
             try record("incremental_vacuum")
             #expect(
-                (made["incremental_vacuum"]?.pages ?? 0) < before, "seed \(seed): the file shrank: \(before) pages before")
+                (made["incremental_vacuum"]?.pages ?? 0) < before,
+                "seed \(seed): the file shrank: \(before) pages before")
             #expect(made["incremental_vacuum"]?.kind == "delta", "\(String(describing: made["incremental_vacuum"]))")
             // Two interleaved tables, one dropped.
             let mixed = try connect()
@@ -206,7 +208,8 @@ struct DeltaPropertyTests {
         /// The content's digest: `.dump` would print gigabytes of hex; the shell's `.sha3sum`
         /// hashes every row of every table and the schema.
         func digest(_ store: String) throws -> String {
-            let result = try GranaryProcess.runExecutable("/usr/bin/sqlite3", ["-readonly", store, ".sha3sum --schema"])
+            let result = try GranaryProcess.runExecutable(
+                "/usr/bin/sqlite3", ["-readonly", store, ".sha3sum --schema"])
             #expect(result.status == 0, "\(result.stderr)")
             return result.stdout
         }

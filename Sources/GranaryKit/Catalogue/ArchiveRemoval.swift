@@ -85,7 +85,8 @@ public enum ArchiveRemoval {
         // Issue 35: what an interrupted merge already replaced counts for no rule.
         let interrupted = DeltaMerge.interrupted(in: archives, repository: repository)
         let backups = archives.filter {
-            $0.name.kind == .backup && !interrupted.superseded.contains($0.path) && !interrupted.unproven.contains($0.path)
+            $0.name.kind == .backup && !interrupted.superseded.contains($0.path)
+                && !interrupted.unproven.contains($0.path)
         }
         var kept: [String: [String]] = [:]
         for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {

@@ -179,7 +179,8 @@ public enum DeltaMerge {
             for (index, store) in tipInfo.stores.enumerated() {
                 try Interruption.check()
                 guard let basePages = head.pages[store.name] else {
-                    throw VerificationFailure(archive: merge.base.path, reason: "lacks the page hashes of \(store.name)")
+                    throw VerificationFailure(
+                        archive: merge.base.path, reason: "lacks the page hashes of \(store.name)")
                 }
                 let path = scratch + "/\(index).delta"
                 let changed = try PageChanges.write(
