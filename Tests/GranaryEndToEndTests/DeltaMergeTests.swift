@@ -12,7 +12,7 @@ struct DeltaMergeTests {
     /// A chain on alice's stores: a full with page hashes, then `deltas` deltas, each after a
     /// change; returns the names (oldest first) and the `.dump` of Local.sqlite at each backup.
     /// `spaced` puts a second between backups (distinct stamps, for `--at`).
-    static func chain(_ site: SampleSite, deltas: Int, spaced: Bool = false) throws -> (
+    static func chain(_ site: SampleSite, deltas: Int, spaced: Bool = false, options: [String] = []) throws -> (
         names: [String], dumps: [String]
     ) {
         let store = site.root + "/\(alice)/Local.sqlite"
@@ -31,13 +31,13 @@ struct DeltaMergeTests {
                 )
             }
             dumps.append(try DeltaArchiveTests.dump(store))
-            let made = try site.granary(["backup", alice, "--delta"])
+            let made = try site.granary(["backup", alice, "--delta"] + options)
             #expect(made.status == 0, "\(made.stderr)")
             if spaced && step < deltas { Thread.sleep(forTimeInterval: 1.05) }
         }
         let names = Self.archives(site)
         #expect(names.count == deltas + 1, "\(names)")
-        #expect(names.dropFirst().allSatisfy { $0.hasSuffix("-delta.tar.zst") }, "\(names)")
+        #expect(names.dropFirst().allSatisfy { $0.contains("-delta.tar") }, "\(names)")
         return (names, dumps)
     }
 
@@ -145,6 +145,29 @@ struct DeltaMergeTests {
         #expect(try Self.restored(site, names[2], "middle") == dumps[2])
         #expect(try Self.restored(site, after[3], "tip") == dumps[5])
         #expect(try site.granary(["verify", "--all", "--chain"]).status == 0)
+    }
+
+    @Test(
+        "a merge over a damaged chain fails the prune with exit 65 naming the archive, removes nothing and leaves no merged archive; --no-merge still prunes"
+    )
+    func damagedChain() throws {
+        let site = try SampleSite()
+        let (names, _) = try Self.chain(site, deltas: 3, options: ["--compression", "none"])
+        // A byte of a page the middle delta carries changed: its manifest reads, its member does not check.
+        let path = site.repo + "/\(Self.alice)/" + names[2]
+        var bytes = [UInt8](FileManager.default.contents(atPath: path) ?? Data())
+        let marker = Array("GRDELTA1".utf8)
+        let start = try #require(
+            (0..<(bytes.count - 64)).first { Array(bytes[$0..<$0 + 8]) == marker && bytes[$0 + 27] > 0 })
+        bytes[start + 28 + 8 + 100] ^= 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let pruned = try site.granary(["prune", Self.alice, "--keep-last", "1"])
+        #expect(pruned.status == 65, "\(pruned.stdout) \(pruned.stderr)")
+        #expect(pruned.stderr.contains(names[2]) || pruned.stderr.contains(names[3]), "\(pruned.stderr)")
+        #expect(Self.archives(site) == names, "nothing removed, nothing added")
+        let kept = try site.granary(["prune", Self.alice, "--keep-last", "1", "--no-merge"])
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(Self.archives(site) == names)
     }
 
     /// Every archive of alice passes `verify --chain` (a listed archive is whole and restorable).

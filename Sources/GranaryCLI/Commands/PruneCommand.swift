@@ -207,10 +207,14 @@ struct PruneResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         for user in users where user.error == nil {
             let removed = user.archives.filter { !$0.keep }.count
+            // Delta archives: those a merge replaces are removed too, once the merged archive is proven.
+            let merged = user.archives.filter { $0.mergedInto != nil }.count
+            let into = Set(user.archives.compactMap(\.mergedInto)).count
+            let merges = merged == 0 ? "" : " (\(merged) replaced by \(into) merged archive\(into == 1 ? "" : "s"))"
             if dryRun {
-                text.line("\(bold: user.id)  keep \(user.archives.count - removed), remove \(removed)")
+                text.line("\(bold: user.id)  keep \(user.archives.count - removed), remove \(removed)\(merges)")
             } else if detail.summaries {
-                text.line("\(bold: user.id): kept \(user.archives.count - removed), removed \(removed)")
+                text.line("\(bold: user.id): kept \(user.archives.count - removed), removed \(removed)\(merges)")
             }
             if dryRun || detail.verbose { Plan(archives: user.archives).render(&text, dryRun: dryRun) }
         }
