@@ -115,6 +115,17 @@ public enum DeltaMerge {
     /// verification, and returns it. Nothing is removed here; on any failure the new archive is
     /// removed again and the old ones are as they were.
     public static func build(_ merge: Merge, repository: any Repository, user: UserID) throws -> RepositoryEntry {
+        do {
+            return try make(merge, repository: repository, user: user)
+        } catch let error as InterruptedError {
+            throw error
+        } catch {
+            throw MergeFailure(
+                tip: merge.tip.path, user: user.rawValue, name: merge.tip.name.fileName, underlying: error)
+        }
+    }
+
+    private static func make(_ merge: Merge, repository: any Repository, user: UserID) throws -> RepositoryEntry {
         let work = try repository.prepareWorkFolder()
         let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "merge")
         defer { FileSystem.removeTree(scratch) }
@@ -276,5 +287,21 @@ public enum DeltaMerge {
                     reason: "rebuilds \(state.name) with state digest \(summary.stateDigest), not \(state.stateDigest)")
             }
         }
+    }
+}
+
+/// A merge prune could not make (``DeltaMerge/build(_:repository:user:)``): nothing was removed,
+/// and the merged archive, if it was published, was removed again.
+public struct MergeFailure: GranaryError, Sendable {
+    /// The kept delta whose run was to be merged (its path).
+    public let tip: String
+    /// Its user and file name (for the hint's `USER/NAME`).
+    public let user: String
+    public let name: String
+    /// What went wrong.
+    public let underlying: any Error & Sendable
+
+    public var description: String {
+        "cannot merge the deltas before \(tip) (nothing was removed): \((underlying as? any GranaryError)?.description ?? "\(underlying)")"
     }
 }
