@@ -92,7 +92,10 @@ public enum ArchiveRemoval {
         for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {
             kept[entry.path] = decision.keptBy.map(\.rawValue)
         }
-        if let protected = try Catalogue(repository: repository).newestVerified(of: user)?.path {
+        // (As Catalogue.newestVerified, among the archives that count: one an interrupted merge
+        // replaced has its state in the merged archive.)
+        let records = repository.records(for: backups)
+        if let protected = backups.last(where: { records[$0.path]?.isVerified == true })?.path {
             kept[protected, default: []].append(newestVerifiedReason)
         }
         for entry in archives where entry.name.kind != .backup {

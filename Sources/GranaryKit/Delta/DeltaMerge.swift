@@ -18,7 +18,7 @@ import Foundation
 /// otherwise                                 → a merged delta on A replaces the run and the tip
 /// stage the tip (chain rebuilt, state digest and integrity_check checked)  in a scratch folder
 /// hash its pages; a delta: the pages that differ from A's, external files new or changed since A
-/// write → publish (the tip's time and label, the next free sequence: `…_2-delta`)
+/// write → publish (the tip's time and label, the next free sequence: `…_2-delta`; a full drops `-delta`)
 /// read it back from the repository, rebuild it, check every store's state digest == the tip's
 /// remove the tip, then the run newest first, then A (every remaining chain stays whole at each step)
 /// ```
@@ -40,6 +40,17 @@ public enum DeltaMerge {
 
         /// What the merged archive replaces, oldest first.
         public var replaced: [RepositoryEntry] { (full ? [base] : []) + run + [tip] }
+    }
+
+    /// A label without its `delta` suffix (nil for `delta` alone): the label of a new full that
+    /// replaces a delta so labelled, and what twins share.
+    public static func stem(_ label: String?) -> String? {
+        guard let label else { return nil }
+        if label == ArchiveName.deltaLabel { return nil }
+        if label.hasSuffix("-" + ArchiveName.deltaLabel) {
+            return String(label.dropLast(ArchiveName.deltaLabel.count + 1))
+        }
+        return label
     }
 
     /// The merges a prune plan allows, given what it keeps (`kept`: path → reasons, bases
@@ -87,22 +98,23 @@ public enum DeltaMerge {
     /// record, written after the proof): the archives it replaces that are still there beside it
     /// (same time and label) are `superseded` and count for no rule. One found unproven (stopped
     /// between publishing and proving) counts for no rule itself (`unproven`): it goes unless a kept
-    /// delta was built on it meanwhile, and the merge is made again. Only an archive with an
-    /// older twin of the same time and label is read.
+    /// delta was built on it meanwhile, and the merge is made again. Only an archive with a twin
+    /// of the same time and label (the `delta` suffix aside: a new full drops it) is read.
     public static func interrupted(in archives: [RepositoryEntry], repository: any Repository) -> (
         superseded: Set<String>, unproven: Set<String>
     ) {
         var superseded: Set<String> = []
         var unproven: Set<String> = []
-        for (index, newer) in archives.enumerated() where newer.name.sequence > 1 {
-            let twins = archives[..<index].filter {
-                $0.name.created == newer.name.created && $0.name.label == newer.name.label
+        for merged in archives {
+            let twins = archives.filter {
+                $0 != merged && $0.name.created == merged.name.created
+                    && stem($0.name.label) == stem(merged.name.label)
             }
-            guard !twins.isEmpty, let (manifest, _) = try? DeltaRestore.head(newer, repository: repository),
+            guard !twins.isEmpty, let (manifest, _) = try? DeltaRestore.head(merged, repository: repository),
                 let replaces = manifest.delta?.replaces
             else { continue }
-            guard repository.records(for: [newer])[newer.path]?.isGood == true else {
-                unproven.insert(newer.path)
+            guard repository.records(for: [merged])[merged.path]?.isGood == true else {
+                unproven.insert(merged.path)
                 continue
             }
             for twin in twins where replaces.contains(twin.name.fileName) { superseded.insert(twin.path) }
@@ -227,7 +239,8 @@ public enum DeltaMerge {
         CrashPoint.reach(.mergeHashed)
         var settings = ArchiveBuilder.Settings()
         settings.kind = .backup
-        settings.label = merge.tip.name.label
+        // A new full is not named a delta: the tip's label without its `delta` suffix.
+        settings.label = merge.full ? stem(merge.tip.name.label) : merge.tip.name.label
         settings.compression = merge.tip.name.compression
         settings.check = .none
         settings.mapStores = false
