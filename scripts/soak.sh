@@ -10,8 +10,9 @@
 # Meanwhile granary loops over random operations: backup (half of them `backup --delta`, so chains of
 # delta archives grow, and a restore with no archive named often rebuilds one), verify, restore with no archive named
 # (swap into the running owner), restore --undo, reset (alice's two stores under one owner),
-# prune (--keep-within 1d, so nothing acknowledged is pruned away), list, check, a restore or
-# backup killed with SIGKILL at a random moment followed by `granary recover`, and a spell in
+# prune (--keep-within 1d, or --keep-last 1, which merges chains of deltas: what an owner
+# acknowledged and a restore or reset replaced stays in the safety archives), list, check, a restore,
+# backup or prune killed with SIGKILL at a random moment followed by `granary recover`, and a spell in
 # which the repository is read-only (a read-only bind mount: backups and restores must refuse,
 # changing nothing). After every operation alice's two stores must be both reset or both not
 # (a user's stores are one unit). At the end:
@@ -90,9 +91,13 @@ while [ "$(date +%s)" -lt "$end" ]; do
     5) if [ $((RANDOM % 2)) = 0 ]; then G restore "$user" --undo --owner-timeout 5; expect "restore --undo $user" $? 0 66 75; bump undo
        else read_only_spell "$user"; fi ;;
     6) G reset "$user" --yes --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
-    7) G prune "$user" --keep-within 1d >/dev/null; expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
+    7) # Half the prunes keep the last backup alone: chains of deltas are merged under load (what an
+       # owner acknowledged and a restore or reset replaced is in the safety archives, kept a week).
+       if [ $((RANDOM % 2)) = 0 ]; then G prune "$user" --keep-within 1d >/dev/null; else G prune "$user" --keep-last 1 --json; fi
+       expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
     8|9) # a run killed at a random moment, then recover
-      case $((RANDOM % 3)) in 0) op=(restore "$user" --owner-timeout 5) ;; 1) op=(backup "$user") ;; *) op=(backup "$user" --delta) ;; esac
+      case $((RANDOM % 4)) in 0) op=(restore "$user" --owner-timeout 5) ;; 1) op=(backup "$user") ;;
+        2) op=(backup "$user" --delta) ;; *) op=(prune "$user" --keep-last 1) ;; esac
       G "${op[@]}" >/dev/null 2>&1 & victim=$!
       sleep "0.0$((RANDOM % 10))$((RANDOM % 10))"
       kill -9 "$victim" 2>/dev/null && bump kill; wait "$victim" 2>/dev/null
@@ -155,6 +160,8 @@ leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restor
 [ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | head; }
 held=0; for lock in "$W"/root/.granary/locks/*.lock; do [ -e "$lock" ] && ! flock -n "$lock" true && held=$((held + 1)); done
 echo "soak: ${DURATION}s; backups ${count[backup]:-0} (${count[delta]:-0} with --delta; $deltas_read delta archives restored for the audit), verifies ${count[verify]:-0}, restores ${count[restore]:-0}, undos ${count[undo]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}, read-only spells $readonly_spells"
+merges=$(grep -c '"merged" :' "$W/granary.log")
+echo "soak: prune merged chains of deltas $merges times (each merged archive written, proven, then what it replaced removed)"
 echo "soak: third-process writers (outside the protocol): $third_total acknowledged writes, $third_lost lost"
 echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits; alice's stores split $split times"
 [ "$lost" = 0 ] && [ "$third_lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ] && [ "$split" = 0 ]

@@ -144,6 +144,8 @@ public enum ArchiveRemoval {
         if !dryRun {
             // Issue 35: every merged archive is written, published and proven before anything
             // is removed; a merge that fails leaves what it would replace in place.
+            // What a killed merge left (its scratch folder, its temporary archive) goes first.
+            _ = repository.removeDeadTemporaries(users: [user])
             for merge in merges {
                 try Interruption.check()
                 let made = try DeltaMerge.build(merge, repository: repository, user: user)
