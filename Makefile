@@ -1,6 +1,7 @@
 # granary — the words a newcomer would guess.
 #   make demo     set up, build, make sample data and run granary on it
 #   make test     set up, build and run every test
+#   make test-slow the slow proofs (delta archives over 1 GiB, more seeds); make soak: granary under load
 #   make bench    compare granary with the pipeline a user would otherwise write
 #   make tsan     the thread sanitizer over the concurrent parts (CI runs it)
 #   make install  PREFIX=/usr/local (DESTDIR supported); make uninstall
@@ -20,7 +21,7 @@ TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jso
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release check-release test tsan demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
+.PHONY: all deps build release check-release test test-slow tsan demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
 
 all: build
 
@@ -136,6 +137,11 @@ bench: release moto
 	bash bench/upload.sh
 	bash bench/hostile.sh
 	bash bench/delta.sh
+
+# Tests too slow for make test (over a GiB of I/O each: the lock-byte page of a store over 1 GiB, more
+# seeds of the delta property tests), run on demand and before a release.
+test-slow: build
+	GRANARY_SLOW_TESTS=1 $(SWIFT) test --filter 'DeltaPropertyTests'
 
 # granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
 SOAK_SECONDS ?= 120

@@ -511,7 +511,7 @@ _granary_delete() {
 
 _granary_prune() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --no-merge --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --host --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
     __granary_offer_flags_options -1

@@ -7,16 +7,20 @@
 # (granary-ledger-writer, each logging every acknowledged commit to its own ledger): one opens,
 # writes and closes dave's store every 10 ms (a command-line tool beside the owner), one keeps a
 # connection to carol's rollback-journal store open for the whole run and writes through it.
-# Meanwhile granary loops over random operations: backup, verify, restore with no archive named
+# Meanwhile granary loops over random operations: backup (half of them `backup --delta`, so chains of
+# delta archives grow, and a restore with no archive named often rebuilds one), verify, restore with no archive named
 # (swap into the running owner), restore --undo, reset (alice's two stores under one owner),
-# prune (--keep-within 1d, so nothing acknowledged is pruned away), list, check, a restore or
-# backup killed with SIGKILL at a random moment followed by `granary recover`, and a spell in
+# prune (--keep-within 1d, or --keep-last 1, which merges chains of deltas: what an owner
+# acknowledged and a restore or reset replaced stays in the safety archives), list, check, a restore,
+# backup or prune killed with SIGKILL at a random moment followed by `granary recover`, and a spell in
 # which the repository is read-only (a read-only bind mount: backups and restores must refuse,
 # changing nothing). After every operation alice's two stores must be both reset or both not
 # (a user's stores are one unit). At the end:
 #   - every store passes integrity_check;
 #   - every write an owner acknowledged is in its live store or in one of the user's archives
-#     (restore and reset keep what they replace in -pre-restore / -pre-reset archives);
+#     (restore and reset keep what they replace in -pre-restore / -pre-reset archives); a delta
+#     archive is read by restoring it (`restore USER DELTA --to DIR`: its chain rebuilt and checked);
+#   - every archive, deltas with their chains, passes `verify --chain`;
 #   - every write a third-process writer acknowledged is in its live store or in one of the safety
 #     archives (-pre-restore / -pre-reset) of that user, all written while it ran;
 #   - no temporary file, staging folder, journal or held lock is left;
@@ -80,15 +84,20 @@ end=$(( $(date +%s) + DURATION ))
 while [ "$(date +%s)" -lt "$end" ]; do
   user=${users[RANDOM % ${#users[@]}]}
   case $((RANDOM % 10)) in
-    0|1|2) G backup "$user"; expect "backup $user" $? 0; bump backup ;;
+    0|1|2) if [ $((RANDOM % 2)) = 0 ]; then G backup "$user" --delta; expect "backup --delta $user" $? 0; bump delta
+       else G backup "$user"; expect "backup $user" $? 0; fi; bump backup ;;
     3) G verify --user "$user" --latest; expect "verify $user" $? 0; bump verify ;;
     4) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
     5) if [ $((RANDOM % 2)) = 0 ]; then G restore "$user" --undo --owner-timeout 5; expect "restore --undo $user" $? 0 66 75; bump undo
        else read_only_spell "$user"; fi ;;
     6) G reset "$user" --yes --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
-    7) G prune "$user" --keep-within 1d >/dev/null; expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
+    7) # Half the prunes keep the last backup alone: chains of deltas are merged under load (what an
+       # owner acknowledged and a restore or reset replaced is in the safety archives, kept a week).
+       if [ $((RANDOM % 2)) = 0 ]; then G prune "$user" --keep-within 1d >/dev/null; else G prune "$user" --keep-last 1 --json; fi
+       expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
     8|9) # a run killed at a random moment, then recover
-      if [ $((RANDOM % 2)) = 0 ]; then op=(restore "$user" --owner-timeout 5); else op=(backup "$user"); fi
+      case $((RANDOM % 4)) in 0) op=(restore "$user" --owner-timeout 5) ;; 1) op=(backup "$user") ;;
+        2) op=(backup "$user" --delta) ;; *) op=(prune "$user" --keep-last 1) ;; esac
       G "${op[@]}" >/dev/null 2>&1 & victim=$!
       sleep "0.0$((RANDOM % 10))$((RANDOM % 10))"
       kill -9 "$victim" 2>/dev/null && bump kill; wait "$victim" 2>/dev/null
@@ -102,7 +111,8 @@ for user in "${!third[@]}"; do kill "${third[$user]}"; done; wait 2>/dev/null; p
 G recover >/dev/null; expect "final recover" $? 0
 
 # The audit.
-lost=0; checked=0; bytes=0; acked_total=0
+lost=0; checked=0; bytes=0; acked_total=0; deltas_read=0
+G verify --all --chain; expect "verify --all --chain" $? 0
 for store in $(find "$W/root" -path "$W/root/.granary" -prune -o -type f \( -name '*.sqlite' -o -name '*.db' \) -print); do
   [ "$(sqlite3 "$store" 'pragma integrity_check')" = ok ] || { echo "soak: $store fails integrity_check"; unexpected=$((unexpected + 1)); }
   checked=$((checked + 1)); bytes=$((bytes + $(stat -c %s "$store")))
@@ -112,9 +122,19 @@ for user in alice@example.com dave@example.com; do
   acked_total=$((acked_total + $(wc -l < "$W/acked")))
   { sqlite3 "$W/root/$user/${first[$user]}" 'select id from demo_writes' 2>/dev/null
     for archive in "$W/repo/$user"/*.tar.zst; do
-      x=$(mktemp -d "$W/x.XXXX"); tar --zstd -xf "$archive" -C "$x" "stores/${first[$user]}" 2>/dev/null \
-        && sqlite3 "$x/stores/${first[$user]}" 'select id from demo_writes' 2>/dev/null; rm -rf "$x"
-    done; } | sort -u > "$W/kept"
+      x=$(mktemp -d "$W/x.XXXX")
+      case $archive in
+        *-delta.tar.zst) # a delta holds pages, not stores: restore it (its chain rebuilt, its state digest checked)
+          if "$BIN/granary" restore "$user" "$(basename "$archive")" --to "$x" --root "$W/root" --repo "$W/repo" \
+            >>"$W/granary.log" 2>&1; then
+            sqlite3 "$x/${first[$user]}" 'select id from demo_writes' 2>/dev/null; deltas_read=$((deltas_read + 1))
+          else echo "soak: $user's delta $(basename "$archive") does not restore" >&2; unexpected=$((unexpected + 1)); fi ;;
+        *) tar --zstd -xf "$archive" -C "$x" "stores/${first[$user]}" 2>/dev/null \
+            && sqlite3 "$x/stores/${first[$user]}" 'select id from demo_writes' 2>/dev/null ;;
+      esac
+      rm -rf "$x"
+    done; } > "$W/kept.raw"  # (not a pipe: the counters above must survive)
+  sort -u "$W/kept.raw" > "$W/kept"
   missing=$(comm -23 "$W/acked" "$W/kept" | wc -l)
   [ "$missing" = 0 ] || echo "soak: $missing writes acknowledged by $user's owner are nowhere: $(comm -23 "$W/acked" "$W/kept" | head -5 | tr '\n' ' ')"
   lost=$((lost + missing))
@@ -139,7 +159,9 @@ done
 leftovers=$(find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | wc -l)
 [ "$leftovers" = 0 ] || { echo "soak: leftovers:"; find "$W/root" "$W/repo" -name '*.tmp-*' -o -path '*/.granary/restore/*' -o -path '*/.granary/safety-pending/*' | head; }
 held=0; for lock in "$W"/root/.granary/locks/*.lock; do [ -e "$lock" ] && ! flock -n "$lock" true && held=$((held + 1)); done
-echo "soak: ${DURATION}s; backups ${count[backup]:-0}, verifies ${count[verify]:-0}, restores ${count[restore]:-0}, undos ${count[undo]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}, read-only spells $readonly_spells"
+echo "soak: ${DURATION}s; backups ${count[backup]:-0} (${count[delta]:-0} with --delta; $deltas_read delta archives restored for the audit), verifies ${count[verify]:-0}, restores ${count[restore]:-0}, undos ${count[undo]:-0}, resets ${count[reset]:-0}, prunes ${count[prune]:-0}, kill -9 ${count[kill]:-0}, recovers ${count[recover]:-0}, read-only spells $readonly_spells"
+merges=$(grep -c '"merged" :' "$W/granary.log")
+echo "soak: prune merged chains of deltas $merges times (each merged archive written, proven, then what it replaced removed)"
 echo "soak: third-process writers (outside the protocol): $third_total acknowledged writes, $third_lost lost"
 echo "soak: $acked_total acknowledged writes, $lost lost; $checked stores ($bytes bytes) pass integrity_check; $leftovers leftovers, $held locks held; $unexpected unexpected exits; alice's stores split $split times"
 [ "$lost" = 0 ] && [ "$third_lost" = 0 ] && [ "$leftovers" = 0 ] && [ "$held" = 0 ] && [ "$unexpected" = 0 ] && [ "$split" = 0 ]

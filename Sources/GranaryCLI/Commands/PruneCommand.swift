@@ -18,6 +18,10 @@ struct PruneCommand: GranaryCommand {
             older than that, every archive of that user is removed. \
             Without --keep-* options the configured [retention] policy applies; an empty policy is refused \
             (exit 64). --dry-run and -v list each archive, kept (with the rules that keep it) or removed. \
+            Delta archives: an archive a kept delta is built on is kept; a run of deltas that nothing keeps \
+            but a kept delta is merged into one archive with that delta's state, time and label (a delta on \
+            the run's base, or a new full when the chain's full is kept by nothing else), written and proven \
+            before any archive it replaces is removed; --no-merge keeps such runs as they are. \
             Exit codes: 0, 1 some users failed, 64 empty policy, 66 unknown user, 75 lock held.
             """
     )
@@ -71,8 +75,11 @@ struct PruneCommand: GranaryCommand {
 
     @OptionGroup var lock: LockOptions
 
-    @Flag(help: "Show what would be kept (and by which rule) and removed; remove nothing.")
+    @Flag(help: "Show what would be kept (and by which rule), merged and removed; remove nothing.")
     var dryRun = false
+
+    @Flag(help: "Keep runs of deltas that only a kept delta needs instead of merging them.")
+    var noMerge = false
 
     func checkArguments() throws {
         if users.isEmpty && !all { throw ValidationError("name users to prune, or pass --all") }
@@ -120,7 +127,7 @@ struct PruneCommand: GranaryCommand {
             do {
                 let plan = try ArchiveRemoval.prune(
                     user: id, repository: repository, policy: policy, root: root,
-                    lockTimeout: lock.timeout(settings), dryRun: dryRun)
+                    lockTimeout: lock.timeout(settings), dryRun: dryRun, merge: !noMerge)
                 result.users.append(PruneResult.User(id: id.rawValue, plan: plan))
             } catch let error as any GranaryError {
                 if ids.count == 1 { throw error }
@@ -140,6 +147,10 @@ struct PruneResult: CommandResult {
         /// The rules that keep it: `last`, `hourly`, `daily`, `weekly`, `monthly`, `yearly`,
         /// `within`, `newest verified`; empty when it is removed.
         let keptBy: [String]
+        /// Replaced by an archive prune merged (delta archives): what it becomes.
+        var mergedInto: String?
+        /// An archive prune merged: the names of the archives it replaces.
+        var merged: [String]?
     }
 
     /// One user's archives after the policy, newest first.
@@ -148,17 +159,23 @@ struct PruneResult: CommandResult {
 
         init(_ items: [ArchiveRemoval.Item]) {
             archives = items.map {
-                Archive(name: $0.entry.name.fileName, path: $0.entry.path, keep: $0.keep, keptBy: $0.keptBy)
+                Archive(
+                    name: $0.entry.name.fileName, path: $0.entry.path, keep: $0.keep, keptBy: $0.keptBy,
+                    mergedInto: $0.mergedInto, merged: $0.merged)
             }
         }
 
         /// One line per archive: `keep NAME rules` or `remove NAME` (`removed` once done).
         func render(_ text: inout TextOutput, dryRun: Bool) {
             for archive in archives {
+                if let into = archive.mergedInto {
+                    text.line("  \(dryRun ? "merge" : "merged", width: 8)\(archive.name, width: 40)into \(into)")
+                    continue
+                }
                 let verb = archive.keep ? (dryRun ? "keep" : "kept") : (dryRun ? "remove" : "removed")
-                text.line(
-                    "  \(verb, width: 8)\(archive.name, width: 40)\(archive.keep ? archive.keptBy.joined(separator: ", ") : "kept by no rule")"
-                )
+                var why = archive.keep ? archive.keptBy.joined(separator: ", ") : "kept by no rule"
+                if let merged = archive.merged { why += " (merged from \(merged.count) archives)" }
+                text.line("  \(verb, width: 8)\(archive.name, width: 40)\(why)")
             }
         }
     }
@@ -190,10 +207,14 @@ struct PruneResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         for user in users where user.error == nil {
             let removed = user.archives.filter { !$0.keep }.count
+            // Delta archives: those a merge replaces are removed too, once the merged archive is proven.
+            let merged = user.archives.filter { $0.mergedInto != nil }.count
+            let into = Set(user.archives.compactMap(\.mergedInto)).count
+            let merges = merged == 0 ? "" : " (\(merged) replaced by \(into) merged archive\(into == 1 ? "" : "s"))"
             if dryRun {
-                text.line("\(bold: user.id)  keep \(user.archives.count - removed), remove \(removed)")
+                text.line("\(bold: user.id)  keep \(user.archives.count - removed), remove \(removed)\(merges)")
             } else if detail.summaries {
-                text.line("\(bold: user.id): kept \(user.archives.count - removed), removed \(removed)")
+                text.line("\(bold: user.id): kept \(user.archives.count - removed), removed \(removed)\(merges)")
             }
             if dryRun || detail.verbose { Plan(archives: user.archives).render(&text, dryRun: dryRun) }
         }

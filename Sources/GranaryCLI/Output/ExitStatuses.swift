@@ -457,6 +457,14 @@ extension VerificationFailure: CommandLineError {
     }
 }
 
+// Sources/GranaryKit/Delta/DeltaMerge.swift
+extension MergeFailure: CommandLineError {
+    var status: ExitStatus { (underlying as? any CommandLineError)?.status ?? .ioError }
+    var hint: String? {
+        "granary verify --chain \(user)/\(name) names the damaged archive; granary prune --no-merge prunes without merging"
+    }
+}
+
 // Sources/GranaryKit/Catalogue/Inspector.swift
 extension InspectError: CommandLineError {
     var status: ExitStatus {

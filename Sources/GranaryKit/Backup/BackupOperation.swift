@@ -199,6 +199,7 @@ public struct BackupOperation: Sendable {
                         files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
                         label: options.label, created: created)
                 }
+                if delta != nil { CrashPoint.reach(.deltaPlanned) }
                 let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
                 let builder = builder(for: user, kind: kind, label: delta?.label ?? options.label)
                 var manifest = builder.manifest(
@@ -211,6 +212,7 @@ public struct BackupOperation: Sendable {
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
                     written: { FileSystem.removeTree(work) })
+                if delta != nil { CrashPoint.reach(.deltaPublished) }
                 // The backup checked every snapshot it packed: recorded, so that check counts the
                 // archive as fresh without a verify (list still shows it unverified).
                 if let record = VerificationRecord.backup(entry: entry, check: options.check) {
@@ -512,6 +514,7 @@ public struct BackupOperation: Sendable {
             }
         }
         stages.pack = Self.seconds(since: packStarted)
+        if manifest.delta != nil { CrashPoint.reach(.deltaWritten) }
         written()
         return try publish(
             archive.fd, temporary: archive.temporary, builder: builder, created: created, stages: &stages,

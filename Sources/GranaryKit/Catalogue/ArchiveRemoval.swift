@@ -35,6 +35,18 @@ public enum ArchiveRemoval {
         /// The rules that keep it (`last`, `daily`, …, `newest verified`); empty: removed.
         public let keptBy: [String]
         public var keep: Bool { !keptBy.isEmpty }
+        /// Issue 35: replaced by an archive prune merges (``DeltaMerge``): what it becomes, e.g.
+        /// `a delta on NAME` or `a full`, with the name of the kept delta whose state it takes.
+        public var mergedInto: String?
+        /// Issue 35: an archive prune wrote by merging: the names of those it replaces.
+        public var merged: [String]?
+
+        public init(entry: RepositoryEntry, keptBy: [String], mergedInto: String? = nil, merged: [String]? = nil) {
+            self.entry = entry
+            self.keptBy = keptBy
+            self.mergedInto = mergedInto
+            self.merged = merged
+        }
     }
 
     /// Why a safety archive is kept.
@@ -51,21 +63,39 @@ public enum ArchiveRemoval {
     /// their final archive is past `finalKeepWithin`, every archive of theirs goes with it, so
     /// that nothing of a user who left stays for ever by accident.
     public static func plan(
-        user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil
+        user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil,
+        merge: Bool = true
     ) throws -> [Item] {
+        try planned(user: user, repository: repository, policy: policy, now: now, root: root, merge: merge).items
+    }
+
+    /// The plan and the merges it makes (issue 35, ``DeltaMerge``): each archive a merge replaces
+    /// is in the plan as removed, `mergedInto` saying by what.
+    static func planned(
+        user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil,
+        merge: Bool = true
+    ) throws -> (items: [Item], merges: [DeltaMerge.Merge]) {
         let archives = try repository.archives(of: user)
         if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository),
             let limit = policy.finalKeepWithin,
             final.name.created <= limit.start(before: now)
         {
-            return archives.map { Item(entry: $0, keptBy: []) }.reversed()
+            return (archives.map { Item(entry: $0, keptBy: []) }.reversed(), [])
         }
-        let backups = archives.filter { $0.name.kind == .backup }
+        // Issue 35: what an interrupted merge already replaced counts for no rule.
+        let interrupted = DeltaMerge.interrupted(in: archives, repository: repository)
+        let backups = archives.filter {
+            $0.name.kind == .backup && !interrupted.superseded.contains($0.path)
+                && !interrupted.unproven.contains($0.path)
+        }
         var kept: [String: [String]] = [:]
         for (entry, decision) in zip(backups, Pruning.plan(backups.map(\.name.created), policy: policy)) {
             kept[entry.path] = decision.keptBy.map(\.rawValue)
         }
-        if let protected = try Catalogue(repository: repository).newestVerified(of: user)?.path {
+        // (As Catalogue.newestVerified, among the archives that count: one an interrupted merge
+        // replaced has its state in the merged archive.)
+        let records = repository.records(for: backups)
+        if let protected = backups.last(where: { records[$0.path]?.isVerified == true })?.path {
             kept[protected, default: []].append(newestVerifiedReason)
         }
         for entry in archives where entry.name.kind != .backup {
@@ -81,22 +111,58 @@ public enum ArchiveRemoval {
         }
         // Issue 35: a kept delta keeps its whole chain (every base back to its full).
         DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
-        return archives.map { Item(entry: $0, keptBy: kept[$0.path] ?? []) }.reversed()
+        // Issue 35: a run of deltas kept only as bases is merged into one archive.
+        let merges = merge ? DeltaMerge.plan(archives: archives, kept: kept, repository: repository) : []
+        var mergedInto: [String: String] = [:]
+        for merge in merges {
+            let into =
+                merge.full
+                ? "a full at \(merge.tip.name.fileName)"
+                : "a delta on \(merge.base.name.fileName) at \(merge.tip.name.fileName)"
+            for entry in merge.replaced {
+                kept[entry.path] = []
+                mergedInto[entry.path] = into
+            }
+        }
+        let items = archives.map {
+            Item(entry: $0, keptBy: kept[$0.path] ?? [], mergedInto: mergedInto[$0.path])
+        }
+        return (items.reversed(), merges)
     }
 
     /// Prunes one user's archives under the user's lock (when a root is given): plans with
     /// `policy`, removes what nothing keeps (unless `dryRun`) and returns the plan.
     public static func prune(
         user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration,
-        dryRun: Bool = false
+        dryRun: Bool = false, merge: Bool = true
     ) throws -> [Item] {
         let lock = try root.map { root throws(LockError) in
             try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
         }
         defer { lock?.release() }
-        let items = try plan(user: user, repository: repository, policy: policy, root: root)
+        var (items, merges) = try planned(user: user, repository: repository, policy: policy, root: root, merge: merge)
         if !dryRun {
-            try repository.removeRecorded(items.filter { !$0.keep }.map(\.entry))
+            // Issue 35: every merged archive is written, published and proven before anything
+            // is removed; a merge that fails leaves what it would replace in place.
+            // What a killed merge left (its scratch folder, its temporary archive) goes first.
+            _ = repository.removeDeadTemporaries(users: [user])
+            for merge in merges {
+                try Interruption.check()
+                let made = try DeltaMerge.build(merge, repository: repository, user: user)
+                let tipIndex = items.firstIndex { $0.entry == merge.tip } ?? 0
+                let reasons = try plan(user: user, repository: repository, policy: policy, root: root, merge: false)
+                    .first { $0.entry == made }?.keptBy
+                items.insert(
+                    Item(
+                        entry: made, keptBy: reasons ?? ["merged"], merged: merge.replaced.map(\.name.fileName)),
+                    at: tipIndex)
+            }
+            // Newest first: every chain that stays is whole after each removal.
+            let removed = items.filter { !$0.keep }.map(\.entry).sorted { $0.name > $1.name }
+            for entry in removed {
+                if merges.contains(where: { $0.replaced.contains(entry) }) { CrashPoint.reach(.mergeRemoving) }
+                try repository.removeRecorded([entry])
+            }
             // A retired user whose last archive went leaves no folder behind (a remote repository has
             // no folders of its own): the repository no longer names them.
             if !items.isEmpty, !items.contains(where: \.keep), let local = repository.localPath {

@@ -52,6 +52,9 @@ public struct DeltaInfo: Codable, Sendable, Equatable {
     public var external: [Manifest.File]?
     /// A delta: the base's external-data files that are gone.
     public var removed: [String]?
+    /// An archive `prune` wrote by merging (``DeltaMerge``): the names of the archives it
+    /// replaces, oldest first (the newest is the one whose time and label it has).
+    public var replaces: [String]?
 
     public var isDelta: Bool { base != nil }
 }

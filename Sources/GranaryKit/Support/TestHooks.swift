@@ -58,6 +58,28 @@ public enum CrashPoint {
         /// Before each entry of the moved folder is removed (per entry).
         case retireDeleting
 
+        // A delta backup (`backup --delta`), in order (issue 35).
+        /// The snapshots' pages are hashed and the base read; nothing is written yet.
+        case deltaPlanned
+        /// The archive is written to its temporary file, not published.
+        case deltaWritten
+        /// The archive is published under its name, its verification record not written yet.
+        case deltaPublished
+
+        // Prune's merge of deltas (issue 35, ``DeltaMerge``), in order (per merge).
+        /// The tip's state is rebuilt in a scratch folder; nothing is written.
+        case mergeStaged
+        /// Its pages are hashed and the members of the merged archive ready.
+        case mergeHashed
+        /// The merged archive is written to its temporary file, not published.
+        case mergeWritten
+        /// The merged archive is published, not proven yet; nothing is removed.
+        case mergePublished
+        /// The merged archive is proven and recorded; nothing is removed yet.
+        case mergeProven
+        /// Before each archive a merge replaces is removed (per archive, newest first).
+        case mergeRemoving
+
         /// The restore and reset commit's points, in order.
         public static let restoreCommit: [Name] = [
             .staged, .paused, .checked, .committed, .checkpointed, .keptAside, .externalAdded, .staleRemoved,
@@ -67,6 +89,12 @@ public enum CrashPoint {
         public static let retire: [Name] = [
             .retireArchiving, .retireFilesListed, .retireArchived, .retireJournalling, .retireMoving, .retireMoved,
             .retireDeleting,
+        ]
+        /// A delta backup's points, in order.
+        public static let deltaBackup: [Name] = [.deltaPlanned, .deltaWritten, .deltaPublished]
+        /// Prune's merge points, in order.
+        public static let merge: [Name] = [
+            .mergeStaged, .mergeHashed, .mergeWritten, .mergePublished, .mergeProven, .mergeRemoving,
         ]
         /// Points before the commit record: a crash there leaves every store with the same files
         /// and bytes, and recovery rolls back. (At `committed` nothing has changed either, but the
