@@ -127,6 +127,11 @@ struct RestoreOutcome {
         text = result.stdout + result.stderr
     }
 
+    init(status: Int32, text: String) {
+        self.status = status
+        self.text = text
+    }
+
     /// granary said it changed nothing (and exited non-zero).
     var refused: Bool { status != 0 && text.contains("nothing was changed") }
     /// granary says the restore went through: exit 0, or a report that says it restored.

@@ -208,6 +208,72 @@ struct LedgerTests {
             before: before, inodes: [""])
     }
 
+    @Test(
+        "a command-line writer that opens the store while granary switches it: the replaced file stays locked until the writer lets go, so it never writes the old database's pages into the new store's -wal"
+    )
+    func openerDuringSwitch() throws {
+        let archive = try makeStore(journal: "wal")
+        // The replaced database's ledger_writes is a tree of many pages (the archive's is one): a
+        // page of one written into the other's WAL makes a store integrity_check rejects.
+        do {
+            let db = try Database(path: store, mode: .readWrite)
+            try db.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) INSERT INTO ledger_writes SELECT 1000000 + i, printf('%.400c', 'x'), 0 FROM n"
+            )
+        }
+        let owner = try DemoOwner(
+            stores: [store], log: folder.child("owner.log"), intervalMs: 2, ledger: folder.child("owner.ledger"))
+        try owner.waitForMoreLedgered(10)
+        let before = LiveFiles(store)
+        // granary stops (SIGSTOP) with the old store still at its name, locked, its -wal gone.
+        let run = try Spawned(
+            GranaryProcess.binDirectory + "/granary",
+            [
+                "restore", user, archive, "--method", "swap", "--owner-timeout", "1", "--root", root, "--repo",
+                repo,
+            ], environment: ["GRANARY_TEST_PAUSE_AT": "staleRemoved"])
+        let deadline = Date().addingTimeInterval(30)
+        while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
+        try #require(run.isStopped, "restore did not stop at staleRemoved: \(run.wait(timeout: 5))")
+        let old = try #require(FileSystem.status(store)?.st_ino)
+        // A writer outside the protocol opens the store by name now: the replaced inode.
+        let writer = try LedgerWriter(store: store, ledger: folder.child("cli.ledger"), connection: "per-write")
+        var holds = false
+        for _ in 0..<200 where !holds {
+            usleep(10_000)
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(writer.pid)/fd")) ?? []
+            holds = fds.contains { fd in
+                var info = stat()
+                return stat("/proc/\(writer.pid)/fd/" + fd, &info) == 0 && info.st_ino == old
+            }
+        }
+        try #require(holds, "the writer did not open the store")
+        kill(run.pid, SIGCONT)
+        let outcome = run.wait(timeout: 120)
+        #expect(outcome.status == 0, "\(outcome)")
+        // granary let go of the replaced file only once the writer had (its busy timeout ended,
+        // and it opened the new store by name): it never got to use the old inode.
+        #expect(!outcome.stderr.contains("while it was being replaced"), "\(outcome)")
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(writer.pid)/fd")) ?? []
+        #expect(
+            !fds.contains { fd in
+                var info = stat()
+                return stat("/proc/\(writer.pid)/fd/" + fd, &info) == 0 && info.st_ino == old
+            }, "the writer still holds the replaced store after granary let go of it")
+        try writer.waitForMoreWrites(20)
+        try owner.waitForMoreLedgered(5)
+        owner.stop()
+        writer.stop()
+        try audit(
+            "a writer that opened the replaced store",
+            RestoreOutcome(status: outcome.status, text: outcome.stdout + outcome.stderr),
+            sources: [
+                LedgerSource(name: "cli", table: "ledger_writes", acknowledged: Set(writer.acknowledged)),
+                LedgerSource(name: "owner", table: "demo_writes", acknowledged: owner.ledgered),
+            ],
+            before: before, inodes: [""])
+    }
+
     // MARK: Owners that misbehave
 
     @Test(
