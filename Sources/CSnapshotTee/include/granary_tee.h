@@ -56,6 +56,18 @@ typedef struct granary_tee_track {
 #define SNAPSHOT_TEE_FCNTL_COMBINE 0x47524e04
 // How many pages SQLite has taken in place from mapped windows (an int64_t; for tests).
 #define SNAPSHOT_TEE_FCNTL_FETCHED 0x47524e05
+// Hands every write SQLite makes to the main file, and every truncate, to a hook (issue 35: the
+// page hashes of a snapshot are taken as it is written, not in a second read). The argument is a
+// granary_tee_hook *, which must stay valid until the file is closed. The hook sees each write
+// before it is gathered (job 2), in the order SQLite makes them: the last write of a byte is
+// what the file holds. One hook per file; attaching a second returns SQLITE_MISUSE.
+#define SNAPSHOT_TEE_FCNTL_HOOK 0x47524e06
+typedef struct granary_tee_hook {
+    void *context;
+    void (*write)(void *context, const void *bytes, int count, int64_t offset);
+    void (*truncate)(void *context, int64_t size);
+} granary_tee_hook;
+
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.
 int granary_tee_register(void);

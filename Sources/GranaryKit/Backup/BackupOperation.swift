@@ -194,7 +194,7 @@ public struct BackupOperation: Sendable {
                     try DeltaBackup.plan(
                         policy: policy, user: user, repository: repository, stores: taken.stores,
                         files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
-                        label: options.label, created: created)
+                        label: options.label, created: created, recorded: taken.pageHashes)
                 }
                 let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
                 let builder = builder(for: user, kind: kind, label: delta?.label ?? options.label)
@@ -270,10 +270,11 @@ public struct BackupOperation: Sendable {
         overlapped: inout OverlappedPack?, builder: ArchiveBuilder
     ) throws -> (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
-        folders: [String: Manifest.Ownership], warnings: [String]
+        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?]
     ) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
+        var pageHashes: [PageRecorder?] = []
         let scan = folder.scan()
         if !scan.unreadable.isEmpty {
             throw BackupError.unreadable(
@@ -320,9 +321,12 @@ public struct BackupOperation: Sendable {
                     }
                 }
                 defer { watcher?.stop() }
+                // `--delta` (issue 35): the page hashes are taken as the snapshot is written.
+                let recorder = try options.delta.map { _ in try PageRecorder(path: work + "/\(index).hashes") }
+                pageHashes.append(recorder)
                 let taken = try options.snapshotter.snapshot(
-                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits
-                )
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits,
+                    pages: recorder)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
@@ -356,7 +360,7 @@ public struct BackupOperation: Sendable {
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings)
+        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes)
     }
 
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)

@@ -49,9 +49,10 @@ enum DeltaBackup {
 
     static func plan(
         policy: DeltaPolicy, user: UserID, repository: any Repository, stores: [Manifest.Store],
-        files: [File], work: String, label: String?, created: Date
+        files: [File], work: String, label: String?, created: Date, recorded: [PageRecorder?] = []
     ) throws -> Plan {
-        // 1. The page hashes of every snapshot (a second read, from the page cache).
+        // 1. The page hashes of every snapshot: those the tee VFS recorded as the snapshot was
+        // written (`PageRecorder`), else a second read of the snapshot.
         var summaries: [PageFiles.Summary] = []
         var pages: [File] = []
         var snapshots: [String] = []
@@ -61,7 +62,11 @@ enum DeltaBackup {
                 throw DeltaError.malformed(path: store.path, reason: "has no snapshot")
             }
             let path = work + "/\(index).pages"
-            summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
+            if index < recorded.count, let recorder = recorded[index] {
+                summaries.append(try recorder.finish(snapshot: snapshot, pageSize: store.pageSize, writingTo: path))
+            } else {
+                summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
+            }
             let digest = try FileDigest.of(path)
             pages.append(
                 File(
