@@ -194,8 +194,10 @@ public struct BackupOperation: Sendable {
                     try DeltaBackup.plan(
                         policy: policy, user: user, repository: repository, stores: taken.stores,
                         files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
-                        label: options.label, created: created, recorded: taken.pageHashes)
+                        label: options.label, created: created, recorded: taken.pageHashes,
+                        cache: workFolder + "/" + PageHashCache.folderName)
                 }
+                var cached: String?
                 let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
                 let builder = builder(for: user, kind: kind, label: delta?.label ?? options.label)
                 var manifest = builder.manifest(
@@ -207,7 +209,14 @@ public struct BackupOperation: Sendable {
                     overlapped: overlapped,
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
-                    written: { FileSystem.removeTree(work) })
+                    written: {
+                        // `--delta`: this backup's page-hash lists are kept for the next one.
+                        cached = delta.flatMap {
+                            PageHashCache.stage($0.pageLists, user: user, in: workFolder + "/" + PageHashCache.folderName)
+                        }
+                        FileSystem.removeTree(work)
+                    })
+                if let cached { PageHashCache.keep(cached, entry: entry, manifest: manifest) }
                 // The backup checked every snapshot it packed: recorded, so that check counts the
                 // archive as fresh without a verify (list still shows it unverified).
                 if let record = VerificationRecord.backup(entry: entry, check: options.check) {
