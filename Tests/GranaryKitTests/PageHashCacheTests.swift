@@ -50,6 +50,10 @@ struct PageHashCacheTests {
             #expect(result.delta?.isDelta == (index > 0), "\(String(describing: result.delta))")
             let entry = try newest()
             let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+            // A full packs its stores with their SHA-256 (taken after the plan); a delta packs none.
+            let storeMembers = manifest.files.filter { $0.kind == .store }
+            #expect(index == 0 ? storeMembers.count == 2 : storeMembers.isEmpty)
+            #expect(storeMembers.allSatisfy { $0.sha256.count == 64 })
             let key = try String(contentsOfFile: cache + "/" + user.rawValue + "/key", encoding: .utf8)
             #expect(key == entry.name.fileName + " " + digest + "\n")
             let cached = try #require(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache))

@@ -198,7 +198,15 @@ public struct BackupOperation: Sendable {
                         cache: workFolder + "/" + PageHashCache.folderName)
                 }
                 var cached: String?
-                let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
+                // (`--delta` leaves a store's SHA-256 to be taken here, only when the store is packed.)
+                let packed = try (delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files).map {
+                    member in
+                    guard member.file.kind == .store, member.file.sha256.isEmpty else { return member }
+                    var hashed = member
+                    hashed.file = try ArchiveBuilder.hash(
+                        member.source, member: member.file.path, kind: .store, mappable: member.mappable)
+                    return hashed
+                }
                 let builder = builder(for: user, kind: kind, label: delta?.label ?? options.label)
                 var manifest = builder.manifest(
                     created: created, stores: taken.stores, members: packed, folder: taken.folderOwner,
@@ -349,7 +357,7 @@ public struct BackupOperation: Sendable {
             let (entry, packed) = try builder.store(
                 name: store.name, database: snapshotPath, journalMode: taken.journalMode,
                 owner: .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode)), externalMember: externalMember,
-                live: store.path, account: account)
+                live: store.path, account: account, hashed: options.delta == nil)
             stages.checkAndHash += Self.seconds(since: checkStarted)
             stores.append(entry)
             files.append(packed)
