@@ -23,7 +23,8 @@ struct PageHashCacheTests {
             let store = try #require(try Root(path: root).user(user).scan().stores.first)
             let db = try Database(path: store.path, mode: .readWrite)
             try db.execute(
-                "CREATE TABLE IF NOT EXISTS extra(x BLOB); INSERT INTO extra VALUES (randomblob(9000)), (randomblob(9000))")
+                "CREATE TABLE IF NOT EXISTS extra(x BLOB); INSERT INTO extra VALUES (randomblob(9000)), (randomblob(9000))"
+            )
         }
         var options = BackupOperation.Options()
         options.delta = DeltaPolicy()
@@ -71,7 +72,9 @@ struct PageHashCacheTests {
         let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
         #expect(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) != nil)
         // Another manifest digest: a miss.
-        #expect(PageHashCache.pages(of: entry, manifest: manifest, digest: String(repeating: "0", count: 64), in: cache) == nil)
+        #expect(
+            PageHashCache.pages(of: entry, manifest: manifest, digest: String(repeating: "0", count: 64), in: cache)
+                == nil)
         // One bit of one hash flipped: the state digest tells, a miss.
         let list = cache + "/" + user.rawValue + "/0.pages"
         var bytes = try #require(FileManager.default.contents(atPath: list))

@@ -83,7 +83,8 @@ struct PageRecorderTests {
         writer.waitUntilExit()
 
         let pageSize = try Database(path: copy, mode: .readOnly).pageSize()
-        let recorded = try recorder.finish(snapshot: copy, pageSize: pageSize, writingTo: folder.child("recorded.pages"))
+        let recorded = try recorder.finish(
+            snapshot: copy, pageSize: pageSize, writingTo: folder.child("recorded.pages"))
         let read = try PageFiles.hash(file: copy, pageSize: pageSize, writingTo: folder.child("read.pages"))
         #expect(recorder.attached)
         #expect(recorded == read)

@@ -220,7 +220,8 @@ public struct BackupOperation: Sendable {
                     written: {
                         // `--delta`: this backup's page-hash lists are kept for the next one.
                         cached = delta.flatMap {
-                            PageHashCache.stage($0.pageLists, user: user, in: workFolder + "/" + PageHashCache.folderName)
+                            PageHashCache.stage(
+                                $0.pageLists, user: user, in: workFolder + "/" + PageHashCache.folderName)
                         }
                         FileSystem.removeTree(work)
                     })
@@ -342,7 +343,8 @@ public struct BackupOperation: Sendable {
                 let recorder = try options.delta.map { _ in try PageRecorder(path: work + "/\(index).hashes") }
                 pageHashes.append(recorder)
                 let taken = try options.snapshotter.snapshot(
-                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits,
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil,
+                    limits: options.context.limits,
                     pages: recorder)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references

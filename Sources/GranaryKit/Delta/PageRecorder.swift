@@ -293,7 +293,9 @@ final class PageRecorder: @unchecked Sendable {
             for index in 0..<pages where !core.isKnown(first + index) {
                 try PageFiles.readFully(source, into: page, at: Int64(first + index) * Int64(pageSize), path: snapshot)
                 let digest = SHA256.hash(data: UnsafeRawBufferPointer(page))
-                digest.withUnsafeBytes { chunk.baseAddress!.advanced(by: index * 32).copyMemory(from: $0.baseAddress!, byteCount: 32) }
+                digest.withUnsafeBytes {
+                    chunk.baseAddress!.advanced(by: index * 32).copyMemory(from: $0.baseAddress!, byteCount: 32)
+                }
                 reread += 1
             }
             let bytes = UnsafeRawBufferPointer(chunk)
