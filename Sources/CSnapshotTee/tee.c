@@ -52,6 +52,7 @@ typedef struct TeeFile {
     TeeMap maps[TEE_MAPS];
     unsigned mclock;
     sqlite3_int64 fetched;        // pages SQLite took in place (SNAPSHOT_TEE_FCNTL_FETCHED, tests)
+    granary_tee_hook *hook;       // NULL: no hook (SNAPSHOT_TEE_FCNTL_HOOK)
 } TeeFile;
 
 // Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
@@ -163,6 +164,7 @@ static int teeWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
     TeeFile *p = (TeeFile *)f;
     granary_tee_track *t = TRACK(f);
     teeForget(p);
+    if (p->hook != NULL) p->hook->write(p->hook->context, b, n, o);
     if (t != NULL && p->wbuf != NULL && o >= t->page_size && n <= TEE_WBLOCK) {
         if (p->wlen > 0 && (o != p->wstart + p->wlen || p->wlen + n > TEE_WBLOCK)) {
             int rc = teeFlush(f);
@@ -202,6 +204,8 @@ static int teeTruncate(sqlite3_file *f, sqlite3_int64 size) {
     int rc = teeFlush(f);
     if (rc != SQLITE_OK) return rc;
     teeForget((TeeFile *)f);
+    granary_tee_hook *hook = ((TeeFile *)f)->hook;
+    if (hook != NULL) hook->truncate(hook->context, size);
     granary_tee_track *t = TRACK(f);
     if (t != NULL && size < load64(&t->high)) {
         granary_tee_break(t);
@@ -239,6 +243,11 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         return p->wbuf != NULL ? SQLITE_OK : SQLITE_NOMEM;
     }
     if (op == SNAPSHOT_TEE_FCNTL_FLUSH) return teeFlush(f);
+    if (op == SNAPSHOT_TEE_FCNTL_HOOK) {
+        if (p->hook != NULL) return SQLITE_MISUSE;
+        p->hook = (granary_tee_hook *)arg;
+        return SQLITE_OK;
+    }
     if (op == SNAPSHOT_TEE_FCNTL_FETCHED) {
         *(sqlite3_int64 *)arg = p->fetched;
         return SQLITE_OK;

@@ -3,7 +3,7 @@
 // "granary-tee": a pass-through SQLite VFS over the default one, used only for granary's own
 // scratch files (a snapshot being written, then checked). It never changes what is written or
 // read; it changes how many system calls that takes and lets another thread follow the copy.
-// It has four jobs, each switched on per file by a file control:
+// It has five jobs, each switched on per file by a file control:
 //
 // 1. Tracking (SNAPSHOT_TEE_FCNTL_TRACK): publishes how far a snapshot that SQLite's backup API
 //    is writing is final, for OverlappedPack's follower (Sources/GranaryKit/FastPath).
@@ -21,6 +21,9 @@
 //    pages in place from at most 8 read-only windows of 256 KiB. Invariant: a window stays
 //    mapped while SQLite holds a page of it; when all are held, a fetch returns no page and
 //    SQLite reads through job 3.
+// 5. A write hook (SNAPSHOT_TEE_FCNTL_HOOK, `backup --delta`): every write and truncate of the
+//    file is handed to the caller first, in SQLite's order (PageRecorder hashes the pages).
+//    Invariant: the hook sees each write's bytes before job 2 gathers them, never changes them.
 //
 // The follower itself maps the tracked file; `granary_tee_enter`/`leave` below make a truncate
 // wait for it, so that it never touches a page a truncate cut off (SIGBUS).
@@ -56,6 +59,18 @@ typedef struct granary_tee_track {
 #define SNAPSHOT_TEE_FCNTL_COMBINE 0x47524e04
 // How many pages SQLite has taken in place from mapped windows (an int64_t; for tests).
 #define SNAPSHOT_TEE_FCNTL_FETCHED 0x47524e05
+// Hands every write SQLite makes to the main file, and every truncate, to a hook (issue 35: the
+// page hashes of a snapshot are taken as it is written, not in a second read). The argument is a
+// granary_tee_hook *, which must stay valid until the file is closed. The hook sees each write
+// before it is gathered (job 2), in the order SQLite makes them: the last write of a byte is
+// what the file holds. One hook per file; attaching a second returns SQLITE_MISUSE.
+#define SNAPSHOT_TEE_FCNTL_HOOK 0x47524e06
+typedef struct granary_tee_hook {
+    void *context;
+    void (*write)(void *context, const void *bytes, int count, int64_t offset);
+    void (*truncate)(void *context, int64_t size);
+} granary_tee_hook;
+
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.
 int granary_tee_register(void);

@@ -197,10 +197,20 @@ public struct BackupOperation: Sendable {
                     try DeltaBackup.plan(
                         policy: policy, user: user, repository: repository, stores: taken.stores,
                         files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
-                        label: options.label, created: created)
+                        label: options.label, created: created, recorded: taken.pageHashes,
+                        cache: workFolder + "/" + PageHashCache.folderName)
                 }
                 if delta != nil { CrashPoint.reach(.deltaPlanned) }
-                let packed = delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files
+                var cached: String?
+                // (`--delta` leaves a store's SHA-256 to be taken here, only when the store is packed.)
+                let packed = try (delta?.files.map { Packed(source: $0.source, file: $0.file) } ?? taken.files).map {
+                    member in
+                    guard member.file.kind == .store, member.file.sha256.isEmpty else { return member }
+                    var hashed = member
+                    hashed.file = try ArchiveBuilder.hash(
+                        member.source, member: member.file.path, kind: .store, mappable: member.mappable)
+                    return hashed
+                }
                 let builder = builder(for: user, kind: kind, label: delta?.label ?? options.label)
                 var manifest = builder.manifest(
                     created: created, stores: taken.stores, members: packed, folder: taken.folderOwner,
@@ -211,8 +221,16 @@ public struct BackupOperation: Sendable {
                     overlapped: overlapped,
                     lookups: lookups,
                     // The snapshots are in the archive: free their page cache while the archive syncs.
-                    written: { FileSystem.removeTree(work) })
+                    written: {
+                        // `--delta`: this backup's page-hash lists are kept for the next one.
+                        cached = delta.flatMap {
+                            PageHashCache.stage(
+                                $0.pageLists, user: user, in: workFolder + "/" + PageHashCache.folderName)
+                        }
+                        FileSystem.removeTree(work)
+                    })
                 if delta != nil { CrashPoint.reach(.deltaPublished) }
+                if let cached { PageHashCache.keep(cached, entry: entry, manifest: manifest) }
                 // The backup checked every snapshot it packed: recorded, so that check counts the
                 // archive as fresh without a verify (list still shows it unverified).
                 if let record = VerificationRecord.backup(entry: entry, check: options.check) {
@@ -275,10 +293,11 @@ public struct BackupOperation: Sendable {
         overlapped: inout OverlappedPack?, builder: ArchiveBuilder
     ) throws -> (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
-        folders: [String: Manifest.Ownership], warnings: [String]
+        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?]
     ) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
+        var pageHashes: [PageRecorder?] = []
         let scan = folder.scan()
         if !scan.unreadable.isEmpty {
             throw BackupError.unreadable(
@@ -325,9 +344,13 @@ public struct BackupOperation: Sendable {
                     }
                 }
                 defer { watcher?.stop() }
+                // `--delta` (issue 35): the page hashes are taken as the snapshot is written.
+                let recorder = try options.delta.map { _ in try PageRecorder(path: work + "/\(index).hashes") }
+                pageHashes.append(recorder)
                 let taken = try options.snapshotter.snapshot(
-                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil, limits: options.context.limits
-                )
+                    store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil,
+                    limits: options.context.limits,
+                    pages: recorder)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
@@ -341,7 +364,7 @@ public struct BackupOperation: Sendable {
             let (entry, packed) = try builder.store(
                 name: store.name, database: snapshotPath, journalMode: taken.journalMode,
                 owner: .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode)), externalMember: externalMember,
-                live: store.path, account: account)
+                live: store.path, account: account, hashed: options.delta == nil)
             stages.checkAndHash += Self.seconds(since: checkStarted)
             stores.append(entry)
             files.append(packed)
@@ -361,7 +384,7 @@ public struct BackupOperation: Sendable {
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings)
+        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes)
     }
 
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)

@@ -53,7 +53,8 @@ public struct Snapshotter: Sendable {
     /// store, whose stepwise copy restarts, the track is marked broken at once and the follower
     /// gives up.
     func snapshot(
-        _ store: StoreFile, to destination: String, track: SnapshotTrack?, limits: ContentLimits = .defaults
+        _ store: StoreFile, to destination: String, track: SnapshotTrack?, limits: ContentLimits = .defaults,
+        pages: PageRecorder? = nil
     ) throws -> Result {
         let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits)
         try? source.keepWALOnClose()
@@ -66,6 +67,12 @@ public struct Snapshotter: Sendable {
             path: destination, mode: .create, vfs: registered ? "granary-tee" : nil, limits: limits)
         if registered {
             var pageSize = Int64(try source.pageSize())
+            // `backup --delta` (issue 35): the page hashes as the copy is written.
+            if let pages {
+                pages.pageSize = Int(pageSize)
+                pages.attached =
+                    sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_HOOK, pages.hook) == SQLITE_OK
+            }
             if let track, !track.isBroken {
                 track.pageSize = pageSize
                 if sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_TRACK, track.raw) != SQLITE_OK {

@@ -45,13 +45,17 @@ enum DeltaBackup {
         var files: [File]
         var label: String?
         var outcome: DeltaOutcome
+        /// The complete `.pages` file of each store, in order (kept by ``PageHashCache``).
+        var pageLists: [String] = []
     }
 
     static func plan(
         policy: DeltaPolicy, user: UserID, repository: any Repository, stores: [Manifest.Store],
-        files: [File], work: String, label: String?, created: Date
+        files: [File], work: String, label: String?, created: Date, recorded: [PageRecorder?] = [],
+        cache: String? = nil
     ) throws -> Plan {
-        // 1. The page hashes of every snapshot (a second read, from the page cache).
+        // 1. The page hashes of every snapshot: those the tee VFS recorded as the snapshot was
+        // written (`PageRecorder`), else a second read of the snapshot.
         var summaries: [PageFiles.Summary] = []
         var pages: [File] = []
         var snapshots: [String] = []
@@ -61,7 +65,11 @@ enum DeltaBackup {
                 throw DeltaError.malformed(path: store.path, reason: "has no snapshot")
             }
             let path = work + "/\(index).pages"
-            summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
+            if index < recorded.count, let recorder = recorded[index] {
+                summaries.append(try recorder.finish(snapshot: snapshot, pageSize: store.pageSize, writingTo: path))
+            } else {
+                summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
+            }
             let digest = try FileDigest.of(path)
             pages.append(
                 File(
@@ -82,7 +90,8 @@ enum DeltaBackup {
                 })
             return Plan(
                 info: info, files: pages + files, label: label,
-                outcome: DeltaOutcome(isDelta: false, base: nil, reason: reason, changedPages: total, pages: total))
+                outcome: DeltaOutcome(isDelta: false, base: nil, reason: reason, changedPages: total, pages: total),
+                pageLists: pages.map(\.source))
         }
         if policy.forceFull { return full("a full was asked for (--full)") }
         // 2. The base: this host's newest backup of the user, with page hashes.
@@ -94,7 +103,7 @@ enum DeltaBackup {
         let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "base")
         defer { FileSystem.removeTree(scratch) }
         let base: BaseHead
-        switch BaseHead.read(entry, repository: repository, into: scratch) {
+        switch BaseHead.read(entry, repository: repository, into: scratch, cache: cache) {
         case .failure(let reason): return full("the newest backup, \(entry.name.fileName), \(reason)")
         case .success(let head): base = head
         }
@@ -171,7 +180,8 @@ enum DeltaBackup {
         return Plan(
             info: info, files: changes + carried, label: deltaLabel,
             outcome: DeltaOutcome(
-                isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total))
+                isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total),
+            pageLists: pages.map(\.source))
     }
 }
 
@@ -188,8 +198,9 @@ struct BaseHead {
     var pages: [String: String]
 
     /// Reads what `entry` gives a backup into `scratch`; a failure is a reason (a full is written
-    /// instead).
-    static func read(_ entry: RepositoryEntry, repository: any Repository, into scratch: String)
+    /// instead). With `cache` (the folder of ``PageHashCache``), the lists cached for `entry` are
+    /// used when they are its lists, and only its manifest is read.
+    static func read(_ entry: RepositoryEntry, repository: any Repository, into scratch: String, cache: String? = nil)
         -> Swift.Result<
             BaseHead, BaseFailure
         >
@@ -198,6 +209,10 @@ struct BaseHead {
             let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
             var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:])
             guard manifest.delta != nil else { return .success(head) }
+            if let cache, let pages = PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) {
+                head.pages = pages
+                return .success(head)
+            }
             // The chain, newest first, back to its full.
             var chain: [(entry: RepositoryEntry, manifest: Manifest)] = [(entry, manifest)]
             var archives: [RepositoryEntry]?

@@ -150,23 +150,28 @@ public struct ArchiveBuilder: Sendable {
     /// Checks the finished database `database` (the store `name` of the user's folder) with the
     /// configured check while it is hashed (two threads: the slower sets the time), and describes
     /// it. `live` is the store's own path, for a hint; `account` the user's time across stores.
+    /// Without `hashed` (`backup --delta`, issue 35: a delta does not pack the store) only the check
+    /// runs, and the member's SHA-256 is left empty for the caller to take if it packs the store.
     public func store(
         name: String, database: String, journalMode: String?, owner: Manifest.Ownership?, externalMember: String?,
-        live: String? = nil, account: ContentAccount? = nil
+        live: String? = nil, account: ContentAccount? = nil, hashed: Bool = true
     ) throws -> (Manifest.Store, Member) {
         let member = Manifest.storesFolder + name
         let mode = settings.check, user = user.rawValue, fail = settings.failOnProblems
         // Without a user's account (a safety archive), the run's limits for this store alone.
         let account =
             account ?? ContentAccount(limits: repository.context.limits, storesOfSize: FileSystem.size(database))
-        let (integrity, hashed) = try Parallel.both(
+        let (integrity, storeFile) = try Parallel.both(
             { [mappable = settings.mapStores] in
                 try Self.check(
                     database, mode: mode, user: user, store: name, live: live, account: account, fail: fail,
                     mapped: mappable)
             },
             { [mappable = settings.mapStores] in
-                try Self.hash(database, member: member, kind: .store, mappable: mappable)
+                guard hashed else {
+                    return Manifest.File(path: member, size: FileSystem.size(database), sha256: "", kind: .store)
+                }
+                return try Self.hash(database, member: member, kind: .store, mappable: mappable)
             })
         let db = try Database(path: database, mode: .readOnly, account: account)
         var store = Manifest.Store(
@@ -175,7 +180,7 @@ public struct ArchiveBuilder: Sendable {
             check: settings.check.rawValue, integrity: integrity, externalDataPath: externalMember,
             coreData: try CoreDataMetadata.read(db))
         store.owner = owner
-        return (store, Member(source: database, file: hashed, mappable: settings.mapStores))
+        return (store, Member(source: database, file: storeFile, mappable: settings.mapStores))
     }
 
     /// The manifest of an archive of `stores` holding `members` (in order), made at `created`.

@@ -1,0 +1,81 @@
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The page-hash lists of each user's newest backup made with `--delta`, kept in the repository's
+/// work folder (issue 35), so that the next `backup --delta` reads only its base's manifest
+/// instead of its `.pages` members (or, after a delta, the members of its whole chain).
+///
+/// ```
+/// WORK/page-hashes/USER/key        "ARCHIVE-FILE-NAME MANIFEST-SHA256\n"
+/// WORK/page-hashes/USER/N.pages    the list of the manifest's N-th store (PageFiles format)
+/// ```
+///
+/// A cached list is used only when the key names the newest backup and the SHA-256 of the
+/// manifest just read from it, and each list gives the page size, page count and state digest
+/// that manifest records (the state digest is a SHA-256 over the list: a list that gives it is
+/// the list). Anything else — no entry, another archive, a list damaged or cut short — is a miss,
+/// and the base is read from the archive as before. The cache is only ever a shortcut.
+enum PageHashCache {
+    static let folderName = "page-hashes"
+
+    /// The cached lists of `entry` (whose manifest, with SHA-256 `digest`, is `manifest`): store
+    /// name → `.pages` file; nil on a miss.
+    static func pages(of entry: RepositoryEntry, manifest: Manifest, digest: String, in cache: String)
+        -> [String: String]?
+    {
+        guard let info = manifest.delta else { return nil }
+        let folder = cache + "/" + entry.user.rawValue
+        guard let key = try? String(contentsOfFile: folder + "/key", encoding: .utf8),
+            key == Self.key(entry.name.fileName, digest)
+        else { return nil }
+        var pages: [String: String] = [:]
+        for (index, store) in info.stores.enumerated() {
+            let path = folder + "/\(index).pages"
+            let expected = PageFiles.Summary(
+                pageSize: store.pageSize, pageCount: store.pageCount, stateDigest: store.stateDigest)
+            guard let summary = try? PageFiles.summary(ofPages: path), summary == expected else { return nil }
+            pages[store.name] = path
+        }
+        return pages
+    }
+
+    /// Moves the lists of a backup being published (`pages`, in the manifest's store order) out of
+    /// its work folder, to be kept by ``keep(_:entry:manifest:)``; nil when they cannot be (the
+    /// backup goes on without the cache).
+    static func stage(_ pages: [String], user: UserID, in cache: String) -> String? {
+        let pending = cache + "/" + user.rawValue + ".pending"
+        FileSystem.removeTree(pending)
+        do {
+            try FileSystem.makeDirectory(cache)
+            try FileSystem.makeDirectory(pending)
+            for (index, path) in pages.enumerated() where rename(path, pending + "/\(index).pages") != 0 {
+                throw FileSystemError("rename", path: path)
+            }
+        } catch {
+            FileSystem.removeTree(pending)
+            return nil
+        }
+        return pending
+    }
+
+    /// Makes the staged lists at `pending` the cached lists of `entry`, whose manifest is
+    /// `manifest`. Failures leave no entry (a miss next time).
+    static func keep(_ pending: String, entry: RepositoryEntry, manifest: Manifest) {
+        let folder = String(pending.dropLast(".pending".count))
+        FileSystem.removeTree(folder)
+        guard let bytes = try? manifest.layout().manifest,
+            (try? Data(Self.key(entry.name.fileName, SHA256.hash(data: bytes).hex).utf8).write(
+                to: URL(fileURLWithPath: pending + "/key"))) != nil,
+            rename(pending, folder) == 0
+        else {
+            FileSystem.removeTree(pending)
+            return
+        }
+    }
+
+    static func key(_ archive: String, _ digest: String) -> String { archive + " " + digest + "\n" }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import GranaryTestSupport
+import Testing
+
+@testable import GranaryKit
+
+/// The newest backup's page-hash lists kept in the repository's work folder (issue 35,
+/// `PageHashCache`): used only while they are that archive's lists, equal to what reading the
+/// archive (or rebuilding its chain) gives, and a damaged or stale entry is a miss.
+@Suite("page-hash cache")
+struct PageHashCacheTests {
+    let folder = TemporaryFolder()
+    var root: String { folder.child("root") }
+    var repository: LocalRepository { LocalRepository(path: folder.child("repo")) }
+    var cache: String { repository.workFolder + "/" + PageHashCache.folderName }
+    let user = try! UserID("alice@example.com")
+
+    init() throws { try SampleData.generate(in: folder.child("root")) }
+
+    /// `backup --delta` of alice, after a few new pages in her first store when `change`.
+    func backup(change: Bool) throws -> BackupOperation.Result {
+        if change {
+            let store = try #require(try Root(path: root).user(user).scan().stores.first)
+            let db = try Database(path: store.path, mode: .readWrite)
+            try db.execute(
+                "CREATE TABLE IF NOT EXISTS extra(x BLOB); INSERT INTO extra VALUES (randomblob(9000)), (randomblob(9000))"
+            )
+        }
+        var options = BackupOperation.Options()
+        options.delta = DeltaPolicy()
+        return try BackupOperation(root: Root(path: root), repository: repository, options: options).run(user)
+    }
+
+    /// The lists of `entry` read from the repository (no cache): store name → bytes.
+    func listsFromArchive(_ entry: RepositoryEntry) throws -> [String: Data] {
+        let scratch = folder.child("scratch-\(UUID().uuidString)")
+        try FileSystem.makeDirectory(scratch)
+        guard case .success(let head) = BaseHead.read(entry, repository: repository, into: scratch) else {
+            Issue.record("\(entry.name.fileName) gives no base")
+            return [:]
+        }
+        return head.pages.mapValues { FileManager.default.contents(atPath: $0) ?? Data() }
+    }
+
+    func newest() throws -> RepositoryEntry { try #require(try repository.archives(of: user).last) }
+
+    @Test("each backup --delta keeps its lists, keyed by archive name and manifest SHA-256, equal to the archive's")
+    func keptAndEqual() throws {
+        for (index, change) in [false, true, true].enumerated() {
+            let result = try backup(change: change)
+            #expect(result.delta?.isDelta == (index > 0), "\(String(describing: result.delta))")
+            let entry = try newest()
+            let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+            // A full packs its stores with their SHA-256 (taken after the plan); a delta packs none.
+            let storeMembers = manifest.files.filter { $0.kind == .store }
+            #expect(index == 0 ? storeMembers.count == 2 : storeMembers.isEmpty)
+            #expect(storeMembers.allSatisfy { $0.sha256.count == 64 })
+            let key = try String(contentsOfFile: cache + "/" + user.rawValue + "/key", encoding: .utf8)
+            #expect(key == entry.name.fileName + " " + digest + "\n")
+            let cached = try #require(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache))
+            // For a delta, the archive's lists are rebuilt along its chain: the cache equals that.
+            let read = try listsFromArchive(entry)
+            #expect(!read.isEmpty)
+            #expect(read == cached.mapValues { FileManager.default.contents(atPath: $0) ?? Data() })
+        }
+    }
+
+    @Test("a cached list that is damaged, or kept for another archive, is a miss; the next delta reads its base")
+    func damagedIsMiss() throws {
+        _ = try backup(change: false)
+        let entry = try newest()
+        let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+        #expect(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) != nil)
+        // Another manifest digest: a miss.
+        #expect(
+            PageHashCache.pages(of: entry, manifest: manifest, digest: String(repeating: "0", count: 64), in: cache)
+                == nil)
+        // One bit of one hash flipped: the state digest tells, a miss.
+        let list = cache + "/" + user.rawValue + "/0.pages"
+        var bytes = try #require(FileManager.default.contents(atPath: list))
+        bytes[bytes.count - 1] ^= 1
+        try bytes.write(to: URL(fileURLWithPath: list))
+        #expect(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) == nil)
+        // The next backup is a delta all the same (its base read from the archive), and keeps its own lists.
+        let result = try backup(change: true)
+        #expect(result.delta?.isDelta == true)
+        #expect(result.delta?.base == entry.name.fileName)
+        let delta = try newest()
+        let (deltaManifest, deltaDigest) = try DeltaRestore.head(delta, repository: repository)
+        let cached = try #require(
+            PageHashCache.pages(of: delta, manifest: deltaManifest, digest: deltaDigest, in: cache))
+        #expect(try listsFromArchive(delta) == cached.mapValues { FileManager.default.contents(atPath: $0) ?? Data() })
+    }
+}
