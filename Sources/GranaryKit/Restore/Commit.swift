@@ -322,7 +322,10 @@ final class UserCommit {
     /// the protocol. SQLite's lock on the replaced inode, still held, keeps them from reading or
     /// writing it; once it is let go, such a process would take the replaced database for the
     /// store and open `-wal` and `-shm` *by name*: the new store's. Its writes would land in the
-    /// new store's WAL as frames of another database, and corrupt it. So the lock is kept for as
+    /// new store's WAL as frames of another database, and when it closes, SQLite (holding the
+    /// replaced file's exclusive lock, which nobody else takes now) checkpoints that WAL into the
+    /// replaced file and deletes it: the new store loses what its owner wrote since the resume,
+    /// and its owner's WAL index no longer matches its WAL. So the lock is kept for as
     /// long as any of them holds the replaced inode: a process blocked on the lock gets
     /// `SQLITE_BUSY` when its busy timeout ends, and one that opens per transaction then opens
     /// the new store by name. The owners were resumed before: the wait costs them nothing. Up to
@@ -342,7 +345,7 @@ final class UserCommit {
             }
             if !holders.isEmpty {
                 warnings.append(
-                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol, and still held the replaced file after \(limit): restart it now (it would write the replaced database's pages into the new store's -wal)"
+                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol, and still held the replaced file after \(limit): stop it now (its next use of the store would take the new store's -wal for the replaced database's, and closing would checkpoint that -wal into the replaced file and delete it)"
                 )
             }
         }
