@@ -136,6 +136,7 @@ bench: release moto
 	bash bench/upload.sh
 	bash bench/hostile.sh
 	bash bench/delta.sh
+	bash bench/delta-restore.sh
 
 # granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
 SOAK_SECONDS ?= 120

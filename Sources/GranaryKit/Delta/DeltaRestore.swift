@@ -1,3 +1,4 @@
+import CLinux
 import Crypto
 import Foundation
 
@@ -7,19 +8,28 @@ import Foundation
 
 /// Restores a delta archive (issue 35): the chain from its full is read from the repository,
 /// each link checked (the base's manifest has the SHA-256 its delta records), the full extracted
-/// and verified into the staging folder, each delta's members verified (`DeltaCheck`) and its
-/// pages written in place, external-data files added and removed; then every rebuilt store must
-/// have the state digest the delta records and pass `integrity_check`, before the restore goes
-/// on to its commit as for a full.
+/// and verified into the staging folder, each delta's members verified as they stream and its
+/// pages written in place as they come (``DeltaParser``: header, order, range, page size, length),
+/// external-data files added and removed; then every rebuilt store must have the state digest the
+/// delta records and pass `integrity_check`, before the restore goes on to its commit as for a
+/// full.
 ///
 /// ```
 /// chain = [delta]; while last(chain) has a base: append base (its manifest digest checked)
-/// extract full → staging                      (members checked, as for any full)
+/// extract full → staging                      (members' sizes and SHA-256; its .pages only hashed)
+/// start writeback of the staged stores
 /// for each delta, oldest first:
-///     extract → scratch                       (members checked, DeltaCheck)
-///     store: truncate to page count, write pages; external: remove, add
-/// every store: state digest == the newest delta's, integrity_check == ok
+///     stream its .delta members               (size, SHA-256, structure checked as they come)
+///         → header: length set to the page count; each record: page written in place
+///     external: removed, added (through a scratch folder)
+/// every store, on two threads at once: state digest == the newest's ‖ integrity_check == ok
+/// fsync the staging
 /// ```
+///
+/// Each page is hashed once for the state digest, in one read of the rebuilt store: the full's own
+/// state digest (which `verify` checks) says nothing a rebuilt store's does not. The member
+/// SHA-256s of every archive of the chain are checked as for any archive, and the SQLite check is
+/// the one a full's restore runs, on the result.
 public enum DeltaRestore {
     /// The longest chain followed (a loop of names ends there).
     static let chainLimit = 1000
@@ -28,10 +38,10 @@ public enum DeltaRestore {
     /// stores and the whole external-data state). Nil when it is not a delta (a full is staged
     /// the usual way). Throws a `VerificationFailure` when the chain is broken or does not
     /// rebuild the recorded state. `room` is called with what the full's files need before any is
-    /// written (restore's staging check).
+    /// written (restore's staging check). `limits`: the budget of each rebuilt store's check.
     public static func stage(
         _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID, durable: Bool = true,
-        room: ((ArchiveVerifier.Needs) throws -> Void)? = nil
+        limits: ContentLimits = .defaults, room: ((ArchiveVerifier.Needs) throws -> Void)? = nil
     ) throws -> Manifest? {
         guard entry.name.saysDelta else { return nil }
         func fail(_ reason: String) -> VerificationFailure {
@@ -64,19 +74,24 @@ public enum DeltaRestore {
         }
         let full = chain.removeLast()
         do {
-            // The full, verified as any archive (its page hashes too), without the SQLite check:
-            // that runs once, on the rebuilt stores.
-            let source = try repository.open(full.entry)
+            // The full, verified as any archive, without the SQLite check (it runs once, on the
+            // rebuilt stores) and without its page hashes: they are hashed against the manifest
+            // as they stream past, never written.
+            let pagesMembers = Set((full.manifest.delta?.stores ?? []).compactMap(\.pages))
             _ = try ArchiveVerifier.extract(
-                source: source, name: full.entry.path, into: staging, check: .none, expectedUser: user.rawValue,
-                durable: false, allFiles: true, room: room)
-            for store in full.manifest.delta?.stores ?? [] {
-                if let pages = store.pages { try FileSystem.removeFile(staging + "/" + pages) }
-            }
+                source: try repository.open(full.entry), name: full.entry.path, into: staging, check: .none,
+                expectedUser: user.rawValue, durable: false, allFiles: true, room: room,
+                sink: { _, member in pagesMembers.contains(member) ? Discard() : nil })
+            guard let stores = full.manifest.delta?.stores else { throw fail("its full has no page hashes") }
+            // The disk writes the full while the deltas are applied and the result checked; the
+            // fsync at the end finds little left.
+            if durable { for store in stores { startWriteback(staging + "/" + Manifest.storesFolder + store.name) } }
+            var pageSizes = Dictionary(stores.map { ($0.name, $0.pageSize) }, uniquingKeysWith: { first, _ in first })
             let work = (staging as NSString).deletingLastPathComponent
             for link in chain.reversed() {
                 try Interruption.check()
-                try apply(link.entry, link.manifest, repository: repository, to: staging, work: work, user: user)
+                try apply(link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
+                    pageSizes: &pageSizes)
             }
         } catch let failure as VerificationFailure {
             throw fail(failure.description)
@@ -87,15 +102,33 @@ public enum DeltaRestore {
         guard let info = result.delta else { throw fail("has no delta information") }
         for (store, recorded) in zip(result.stores, info.stores) {
             let path = staging + "/" + store.path
-            let summary = try PageFiles.hash(file: path, pageSize: recorded.pageSize)
+            // One read for the state digest beside SQLite's check: two cores, two reads of
+            // the same pages from the page cache.
+            let (digest, checked) = try Parallel.both(
+                { Result { try PageFiles.hash(file: path, pageSize: recorded.pageSize) } },
+                {
+                    Result { () throws -> ([String], ContentLimit?) in
+                        let db = try Database.openFinished(path: path, limits: limits)
+                        return (db.integrityCheck(full: true), db.exceededLimit)
+                    }
+                })
+            let summary = try digest.get()
             guard summary.stateDigest == recorded.stateDigest, summary.pageCount == recorded.pageCount else {
                 throw fail(
                     "rebuilds \(store.name) with state digest \(summary.stateDigest) (\(summary.pageCount) pages), the manifest records \(recorded.stateDigest) (\(recorded.pageCount) pages)"
                 )
             }
             let problems: [String]
-            do { problems = try Database.openFinished(path: path).integrityCheck(full: true) } catch {
-                throw fail("rebuilds \(store.name) that SQLite cannot open: \(error)")
+            switch checked {
+            case .success(let (found, limit)):
+                if let limit {
+                    throw VerificationFailure(
+                        archive: entry.path, member: store.path,
+                        reason: "rebuilt, " + (found.first ?? "stopped at \(limit)"), limit: limit)
+                }
+                problems = found
+            case .failure(let error):
+                throw fail("rebuilds \(store.name) that SQLite cannot open: \((error as? SQLiteError)?.message ?? "\(error)")")
             }
             guard problems == [Database.sound] else {
                 throw fail(
@@ -157,26 +190,52 @@ public enum DeltaRestore {
         }
     }
 
-    /// One delta applied to the staged state.
+    /// One delta applied to the staged state: its `.delta` members streamed into the staged
+    /// stores as they are read (``StreamedPages``), its external-data files extracted into a
+    /// scratch folder and moved in. `pageSizes`: each staged store's page size, which a delta may
+    /// not change (a new page size is a full, by rule).
     private static func apply(
         _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, to staging: String, work: String,
-        user: UserID
+        user: UserID, pageSizes: inout [String: Int]
     ) throws {
         guard let info = manifest.delta else { return }
+        func fail(_ member: String?, _ reason: String) -> VerificationFailure {
+            VerificationFailure(archive: entry.path, member: member, reason: reason)
+        }
+        guard Set(info.stores.map(\.name)) == Set(pageSizes.keys) else {
+            throw fail(
+                Manifest.memberName,
+                "lists stores \(info.stores.map(\.name).sorted().joined(separator: ", ")), its base \(pageSizes.keys.sorted().joined(separator: ", "))"
+            )
+        }
         let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "delta")
         defer { FileSystem.removeTree(scratch) }
+        let sizes = pageSizes
+        final class Applied: @unchecked Sendable { var names: Set<String> = [] }
+        let applied = Applied()
         _ = try ArchiveVerifier.extract(
             source: try repository.open(entry), name: entry.path, into: scratch, check: .none,
-            expectedUser: user.rawValue, durable: false)
-        for store in info.stores {
-            guard let changes = store.changes else { continue }
-            let target = staging + "/" + Manifest.storesFolder + store.name
-            guard FileSystem.status(target) != nil else {
-                throw DeltaError.malformed(
-                    path: entry.path, reason: "changes \(store.name), which its base does not hold")
-            }
-            _ = try PageChanges.apply(scratch + "/" + changes, to: target, pageSize: store.pageSize)
+            expectedUser: user.rawValue, durable: false,
+            sink: { manifest, member in
+                guard let store = manifest.delta?.stores.first(where: { $0.changes == member }) else { return nil }
+                // The name decides where the pages go: a store of the staging folder, nothing else.
+                guard ArchiveVerifier.isSafe(store.name), member == PageFiles.deltaMember(store.name),
+                    let base = sizes[store.name]
+                else {
+                    throw fail(member, "changes \(store.name.debugDescription), which its base does not hold")
+                }
+                guard store.pageSize == base else {
+                    throw fail(member, "has pages of \(store.pageSize) bytes, its base's \(store.name) of \(base)")
+                }
+                applied.names.insert(store.name)
+                return try StreamedPages(
+                    into: staging + "/" + Manifest.storesFolder + store.name, store: store, member: member,
+                    archive: entry.path)
+            })
+        for store in info.stores where !applied.names.contains(store.name) {
+            throw fail(store.changes ?? store.name, "is not in the archive, where its manifest names it")
         }
+        for store in info.stores { pageSizes[store.name] = store.pageSize }
         for path in info.removed ?? [] where ArchiveVerifier.isSafe(path) {
             try FileSystem.removeFile(staging + "/" + path)
         }
@@ -192,6 +251,15 @@ public enum DeltaRestore {
         }
     }
 
+    /// Starts writing the file at `path` back to disk, without waiting (the fsync comes later).
+    private static func startWriteback(_ path: String) {
+        let fd = RawPath.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var info = stat()
+        if fstat(fd, &info) == 0 { _ = granary_start_writeback(fd, 0, Int64(info.st_size)) }
+    }
+
     /// fsyncs every file and folder under `folder` (granary's own staging folder).
     static func syncTree(_ folder: String) throws {
         var paths = [folder]
@@ -203,6 +271,78 @@ public enum DeltaRestore {
             if fd < 0 { throw FileSystemError("open", path: path) }
             defer { close(fd) }
             if fsync(fd) != 0 { throw FileSystemError("sync", path: path) }
+        }
+    }
+}
+
+/// A member whose bytes are checked (its size and SHA-256, by `ArchiveVerifier`) and dropped.
+final class Discard: MemberSink {
+    func consume(_ bytes: UnsafeRawBufferPointer) {}
+    func finish() {}
+}
+
+/// A delta's `.delta` member applied to a staged store as its bytes stream out of the archive:
+/// the header must state the page size, page count and number of pages the manifest records;
+/// then the store's length is set to the page count (growth and shrink) and each page is written
+/// in place as its record completes (``DeltaParser`` checks the order and range). Nothing is kept
+/// but a record cut by a chunk's end. The staged store is granary's own (a private folder); a
+/// refused restore removes it whole.
+final class StreamedPages: MemberSink {
+    private let fd: Int32
+    private let target: String
+    private let store: DeltaInfo.Store
+    private let member: String
+    private let archive: String
+    private var parser: DeltaParser
+
+    init(into target: String, store: DeltaInfo.Store, member: String, archive: String) throws {
+        let fd = RawPath.open(target, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        var info = stat()
+        guard fd >= 0, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            if fd >= 0 { close(fd) }
+            throw VerificationFailure(
+                archive: archive, member: member, reason: "changes \(store.name), which its base does not hold")
+        }
+        self.fd = fd
+        self.target = target
+        self.store = store
+        self.member = member
+        self.archive = archive
+        parser = DeltaParser(name: member)
+    }
+
+    deinit { close(fd) }
+
+    func consume(_ bytes: UnsafeRawBufferPointer) throws {
+        let fd = fd, target = target, store = store, member = member, archive = archive
+        do {
+            try parser.feed(
+                bytes,
+                header: { header in
+                    guard header.pageSize == store.pageSize, header.pageCount == store.pageCount,
+                        header.changed == store.changedPages
+                    else {
+                        throw VerificationFailure(
+                            archive: archive, member: member,
+                            reason:
+                                "states \(header.changed) of \(header.pageCount) pages of \(header.pageSize) bytes, the manifest \(store.changedPages ?? 0) of \(store.pageCount) of \(store.pageSize)"
+                        )
+                    }
+                    if ftruncate(fd, off_t(header.pageCount) * off_t(header.pageSize)) != 0 {
+                        throw FileSystemError("truncate", path: target)
+                    }
+                },
+                page: { number, bytes in
+                    try PageFiles.writeFully(fd, bytes, at: Int64(number - 1) * Int64(store.pageSize), path: target)
+                })
+        } catch let error as DeltaError {
+            throw VerificationFailure(archive: archive, member: nil, reason: error.description)
+        }
+    }
+
+    func finish() throws {
+        do { _ = try parser.finish() } catch let error as DeltaError {
+            throw VerificationFailure(archive: archive, member: nil, reason: error.description)
         }
     }
 }
