@@ -77,7 +77,8 @@ struct DeltaRestoreStreamTests {
 
     /// Changes rows spread over the store, so that its delta carries several pages.
     static func spreadChange(_ store: String, _ step: Int) throws {
-        try Database(path: store, mode: .readWrite).execute("UPDATE items SET body = 'changed \(step) ' || id WHERE id % 7 = \(step % 7)")
+        try Database(path: store, mode: .readWrite).execute(
+            "UPDATE items SET body = 'changed \(step) ' || id WHERE id % 7 = \(step % 7)")
     }
 
     @Test(

@@ -32,7 +32,8 @@ enum DeltaCheck {
             }
             let member = manifest.isDelta ? recorded.changes : recorded.pages
             guard let member, manifest.files.contains(where: { $0.path == member }) else {
-                throw fail(Manifest.memberName, "names \(member ?? "no member") for \(store.name), which it does not list")
+                throw fail(
+                    Manifest.memberName, "names \(member ?? "no member") for \(store.name), which it does not list")
             }
             if streamed.contains(member) { continue }
             do {

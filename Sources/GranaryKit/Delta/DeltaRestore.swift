@@ -90,7 +90,8 @@ public enum DeltaRestore {
             let work = (staging as NSString).deletingLastPathComponent
             for link in chain.reversed() {
                 try Interruption.check()
-                try apply(link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
+                try apply(
+                    link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
                     pageSizes: &pageSizes)
             }
         } catch let failure as VerificationFailure {
@@ -128,7 +129,8 @@ public enum DeltaRestore {
                 }
                 problems = found
             case .failure(let error):
-                throw fail("rebuilds \(store.name) that SQLite cannot open: \((error as? SQLiteError)?.message ?? "\(error)")")
+                throw fail(
+                    "rebuilds \(store.name) that SQLite cannot open: \((error as? SQLiteError)?.message ?? "\(error)")")
             }
             guard problems == [Database.sound] else {
                 throw fail(
