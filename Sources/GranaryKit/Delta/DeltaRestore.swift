@@ -73,26 +73,45 @@ public enum DeltaRestore {
             expected = base.manifestSHA256
         }
         let full = chain.removeLast()
+        let work = (staging as NSString).deletingLastPathComponent
+        // Each store's page hashes, kept as the pages are written: the full's as its store
+        // streams in, each delta's carried pages' as they are written over them.
+        let hashes = try FileSystem.createTemporaryDirectory(in: work, for: "hashes")
+        defer { FileSystem.removeTree(hashes) }
+        var lists: [String: String] = [:]
+        for (index, store) in full.manifest.stores.enumerated() { lists[store.name] = hashes + "/\(index).pages" }
         do {
             // The full, verified as any archive, without the SQLite check (it runs once, on the
-            // rebuilt stores) and without its page hashes: they are hashed against the manifest
-            // as they stream past, never written.
-            let pagesMembers = Set((full.manifest.delta?.stores ?? []).compactMap(\.pages))
+            // rebuilt stores): each store hashed page by page as it streams into the staging
+            // folder, its state digest checked (as strong as its SHA-256, which it replaces: each
+            // byte is hashed once); its own page hashes hashed against the manifest, never written.
+            let recorded = full.manifest.delta?.stores ?? []
+            let pagesMembers = Set(recorded.compactMap(\.pages))
+            let byPath = Dictionary(full.manifest.stores.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+            let lists = lists
             _ = try ArchiveVerifier.extract(
                 source: try repository.open(full.entry), name: full.entry.path, into: staging, check: .none,
                 expectedUser: user.rawValue, durable: false, allFiles: true, room: room,
-                sink: { _, member in pagesMembers.contains(member) ? Discard() : nil })
-            guard let stores = full.manifest.delta?.stores else { throw fail("its full has no page hashes") }
+                sink: { _, member in
+                    if pagesMembers.contains(member) { return Discard() }
+                    guard let store = byPath[member], store.path == Manifest.storesFolder + store.name,
+                        ArchiveVerifier.isSafe(store.name),
+                        let state = recorded.first(where: { $0.name == store.name }), let list = lists[store.name]
+                    else { return nil }
+                    return try HashedStore(
+                        into: staging + "/" + member, hashes: list, state: state, member: member,
+                        archive: full.entry.path)
+                })
+            let stores = full.manifest.stores
             // The disk writes the full while the deltas are applied and the result checked; the
             // fsync at the end finds little left.
-            if durable { for store in stores { startWriteback(staging + "/" + Manifest.storesFolder + store.name) } }
+            if durable { for store in stores { startWriteback(staging + "/" + store.path) } }
             var pageSizes = Dictionary(stores.map { ($0.name, $0.pageSize) }, uniquingKeysWith: { first, _ in first })
-            let work = (staging as NSString).deletingLastPathComponent
             for link in chain.reversed() {
                 try Interruption.check()
                 try apply(
                     link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
-                    pageSizes: &pageSizes)
+                    pageSizes: &pageSizes, lists: lists)
             }
         } catch let failure as VerificationFailure {
             throw fail(failure.description)
@@ -103,32 +122,35 @@ public enum DeltaRestore {
         guard let info = result.delta else { throw fail("has no delta information") }
         for (store, recorded) in zip(result.stores, info.stores) {
             let path = staging + "/" + store.path
-            // One read for the state digest beside SQLite's check: two cores, two reads of
-            // the same pages from the page cache.
-            let (digest, checked) = try Parallel.both(
-                { Result { try PageFiles.hash(file: path, pageSize: recorded.pageSize) } },
-                {
-                    Result { () throws -> ([String], ContentLimit?) in
-                        let db = try Database.openFinished(path: path, limits: limits)
-                        return (db.integrityCheck(full: true), db.exceededLimit)
-                    }
-                })
-            let summary = try digest.get()
-            guard summary.stateDigest == recorded.stateDigest, summary.pageCount == recorded.pageCount else {
+            // The state digest of the hashes of the bytes written: the full's pages as they were
+            // streamed in, the carried pages as they were written over them.
+            guard let list = lists[store.name], FileSystem.status(list) != nil else {
+                throw fail("rebuilds \(store.name), which its full does not hold")
+            }
+            let summary: PageFiles.Summary
+            do { summary = try PageFiles.summary(ofPages: list) } catch let error as DeltaError {
+                throw fail("rebuilds \(store.name) whose pages cannot be summed up: \(error.description)")
+            }
+            let length = FileSystem.status(path).map { Int64($0.st_size) } ?? -1
+            guard summary.stateDigest == recorded.stateDigest, summary.pageCount == recorded.pageCount,
+                summary.pageSize == recorded.pageSize, length == Int64(recorded.pageCount) * Int64(recorded.pageSize)
+            else {
                 throw fail(
                     "rebuilds \(store.name) with state digest \(summary.stateDigest) (\(summary.pageCount) pages), the manifest records \(recorded.stateDigest) (\(recorded.pageCount) pages)"
                 )
             }
             let problems: [String]
-            switch checked {
-            case .success(let (found, limit)):
-                if let limit {
+            do {
+                let db = try Database.openFinished(path: path, limits: limits)
+                problems = db.integrityCheck(full: true)
+                if let limit = db.exceededLimit {
                     throw VerificationFailure(
-                        archive: entry.path, member: store.path,
-                        reason: "rebuilt, " + (found.first ?? "stopped at \(limit)"), limit: limit)
+                        archive: entry.path, member: store.path, reason: problems.first ?? "stopped at \(limit)",
+                        limit: limit)
                 }
-                problems = found
-            case .failure(let error):
+            } catch let failure as VerificationFailure {
+                throw failure
+            } catch {
                 throw fail(
                     "rebuilds \(store.name) that SQLite cannot open: \((error as? SQLiteError)?.message ?? "\(error)")")
             }
@@ -198,7 +220,7 @@ public enum DeltaRestore {
     /// not change (a new page size is a full, by rule).
     private static func apply(
         _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, to staging: String, work: String,
-        user: UserID, pageSizes: inout [String: Int]
+        user: UserID, pageSizes: inout [String: Int], lists: [String: String]
     ) throws {
         guard let info = manifest.delta else { return }
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
@@ -231,8 +253,8 @@ public enum DeltaRestore {
                 }
                 applied.names.insert(store.name)
                 return try StreamedPages(
-                    into: staging + "/" + Manifest.storesFolder + store.name, store: store, member: member,
-                    archive: entry.path)
+                    into: staging + "/" + Manifest.storesFolder + store.name, hashes: lists[store.name], store: store,
+                    member: member, archive: entry.path)
             })
         for store in info.stores where !applied.names.contains(store.name) {
             throw fail(store.changes ?? store.name, "is not in the archive, where its manifest names it")
@@ -286,37 +308,48 @@ final class Discard: MemberSink {
 /// A delta's `.delta` member applied to a staged store as its bytes stream out of the archive:
 /// the header must state the page size, page count and number of pages the manifest records;
 /// then the store's length is set to the page count (growth and shrink) and each page is written
-/// in place as its record completes (``DeltaParser`` checks the order and range). Nothing is kept
-/// but a record cut by a chunk's end. The staged store is granary's own (a private folder); a
-/// refused restore removes it whole.
+/// in place as its record completes (``DeltaParser`` checks the order and range), its SHA-256 put
+/// in its place in the store's hash list (`hashes`, a `.pages` file cut or grown the same way).
+/// Nothing is kept but a record cut by a chunk's end. The staged store is granary's own (a
+/// private folder); a refused restore removes it whole.
 final class StreamedPages: MemberSink {
     private let fd: Int32
+    private let list: Int32
     private let target: String
+    private let hashes: String
     private let store: DeltaInfo.Store
     private let member: String
     private let archive: String
     private var parser: DeltaParser
 
-    init(into target: String, store: DeltaInfo.Store, member: String, archive: String) throws {
+    init(into target: String, hashes: String?, store: DeltaInfo.Store, member: String, archive: String) throws {
         let fd = RawPath.open(target, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        let list = hashes.map { RawPath.open($0, O_RDWR | O_NOFOLLOW | O_CLOEXEC) } ?? -1
         var info = stat()
-        guard fd >= 0, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+        guard fd >= 0, list >= 0, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
             if fd >= 0 { close(fd) }
+            if list >= 0 { close(list) }
             throw VerificationFailure(
                 archive: archive, member: member, reason: "changes \(store.name), which its base does not hold")
         }
         self.fd = fd
+        self.list = list
         self.target = target
+        self.hashes = hashes ?? ""
         self.store = store
         self.member = member
         self.archive = archive
         parser = DeltaParser(name: member)
     }
 
-    deinit { close(fd) }
+    deinit {
+        close(fd)
+        close(list)
+    }
 
     func consume(_ bytes: UnsafeRawBufferPointer) throws {
-        let fd = fd, target = target, store = store, member = member, archive = archive
+        let fd = fd, list = list, target = target, hashes = hashes, store = store, member = member
+        let archive = archive
         do {
             try parser.feed(
                 bytes,
@@ -333,9 +366,21 @@ final class StreamedPages: MemberSink {
                     if ftruncate(fd, off_t(header.pageCount) * off_t(header.pageSize)) != 0 {
                         throw FileSystemError("truncate", path: target)
                     }
+                    // The list follows: cut or grown (new pages' hashes zeros until a record fills
+                    // them in; a page no record fills cannot give the recorded state).
+                    if ftruncate(list, off_t(PageFiles.pagesHeader) + off_t(header.pageCount) * 32) != 0 {
+                        throw FileSystemError("truncate", path: hashes)
+                    }
+                    let counts = BigEndian.u32(UInt32(header.pageSize)) + BigEndian.u64(UInt64(header.pageCount))
+                    try counts.withUnsafeBytes { try PageFiles.writeFully(list, $0, at: 8, path: hashes) }
                 },
                 page: { number, bytes in
                     try PageFiles.writeFully(fd, bytes, at: Int64(number - 1) * Int64(store.pageSize), path: target)
+                    let digest = SHA256.hash(data: bytes)
+                    try digest.withUnsafeBytes {
+                        try PageFiles.writeFully(
+                            list, $0, at: Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32, path: hashes)
+                    }
                 })
         } catch let error as DeltaError {
             throw VerificationFailure(archive: archive, member: nil, reason: error.description)
@@ -345,6 +390,91 @@ final class StreamedPages: MemberSink {
     func finish() throws {
         do { _ = try parser.finish() } catch let error as DeltaError {
             throw VerificationFailure(archive: archive, member: nil, reason: error.description)
+        }
+    }
+}
+
+/// A chain's full's store streamed into the staging folder (a new file, zero blocks left as
+/// holes, as ``ArchiveVerifier`` writes any member) and hashed page by page on the way: the hashes
+/// go to `hashes` (a `.pages` file, which the deltas then patch), and their state digest must be
+/// the one the full records — a proof of the bytes as strong as the member's SHA-256, which the
+/// verifier then skips (``MemberSink/provesContent``): each byte of the full is hashed once.
+final class HashedStore: MemberSink {
+    private let fd: Int32
+    private let target: String
+    private let state: DeltaInfo.Store
+    private let member: String
+    private let archive: String
+    private var writer: SparseWriter
+    private var list: BlockWriter
+    private var pending: [UInt8] = []
+    private var pages = 0
+    private var hashes: [UInt8] = []
+
+    var provesContent: Bool { true }
+
+    init(into target: String, hashes path: String, state: DeltaInfo.Store, member: String, archive: String) throws {
+        let fd = RawPath.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 { throw FileSystemError("create", path: target) }
+        do { list = try BlockWriter(path: path) } catch {
+            close(fd)
+            throw error
+        }
+        self.fd = fd
+        self.target = target
+        self.state = state
+        self.member = member
+        self.archive = archive
+        writer = SparseWriter(fd: fd, path: target)
+        // The count is filled in at the end, once known.
+        try list.append(PageFiles.pagesMagic + BigEndian.u32(UInt32(state.pageSize)) + BigEndian.u64(0))
+        hashes.reserveCapacity(32 * ((1 << 20) / 512 + 1))
+    }
+
+    deinit {
+        close(fd)
+        list.close()
+    }
+
+    func consume(_ bytes: UnsafeRawBufferPointer) throws {
+        try writer.write(bytes)
+        let size = state.pageSize
+        var input = bytes
+        hashes.removeAll(keepingCapacity: true)
+        if !pending.isEmpty {
+            let take = min(size - pending.count, input.count)
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<take]))
+            input = UnsafeRawBufferPointer(rebasing: input[take...])
+            if pending.count == size {
+                pending.withUnsafeBytes { hashes.append(contentsOf: SHA256.hash(data: $0)) }
+                pending.removeAll(keepingCapacity: true)
+            }
+        }
+        while input.count >= size {
+            hashes.append(contentsOf: SHA256.hash(data: UnsafeRawBufferPointer(rebasing: input[0..<size])))
+            input = UnsafeRawBufferPointer(rebasing: input[size...])
+        }
+        if !input.isEmpty { pending.append(contentsOf: input) }
+        pages += hashes.count / 32
+        try list.append(hashes)
+    }
+
+    func finish() throws {
+        try writer.finish()
+        guard pending.isEmpty else {
+            throw VerificationFailure(
+                archive: archive, member: member,
+                reason: "has \(writer.length) bytes, not a whole number of \(state.pageSize)-byte pages")
+        }
+        try list.patch(BigEndian.u64(UInt64(pages)), at: 12)
+        try list.finish()
+        let summary = try PageFiles.summary(ofPages: list.path)
+        guard summary.stateDigest == state.stateDigest, pages == state.pageCount else {
+            throw VerificationFailure(
+                archive: archive, member: member,
+                reason:
+                    "has state digest \(summary.stateDigest) (\(pages) pages), the manifest says \(state.stateDigest) (\(state.pageCount) pages)"
+            )
         }
     }
 }
