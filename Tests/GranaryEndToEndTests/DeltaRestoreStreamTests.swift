@@ -38,7 +38,11 @@ struct DeltaRestoreStreamTests {
     /// Rewrites the archive at `path` with `change` applied to the bytes of `member`, and its
     /// manifest's size and SHA-256 of that member made to agree: only a check of the member's
     /// structure can find what changed.
-    static func rewrite(_ path: String, member: String, _ change: (inout [UInt8]) -> Void) throws {
+    /// With `agree` false, the manifest's bytes are kept as they were (a delta built on the
+    /// archive still names it by their SHA-256).
+    static func rewrite(_ path: String, member: String, agree: Bool = true, _ change: (inout [UInt8]) -> Void)
+        throws
+    {
         var members = try members(of: path)
         let index = try #require(members.firstIndex { $0.name == member })
         change(&members[index].bytes)
@@ -50,7 +54,11 @@ struct DeltaRestoreStreamTests {
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         #expect(fd >= 0)
         let writer = try ArchiveWriter(fileDescriptor: fd, path: temporary, compression: .zstd)
-        try writer.addManifest(manifest)
+        if agree {
+            try writer.addManifest(manifest)
+        } else {
+            try writer.addData(member: Manifest.memberName, bytes: members[0].bytes)
+        }
         for item in members.dropFirst() {
             if item.kind == .directory {
                 try writer.addDirectory(member: item.name)
@@ -145,6 +153,38 @@ struct DeltaRestoreStreamTests {
             #expect(verified.status == 65, "\(what): \(verified.stdout) \(verified.stderr)")
             #expect(verified.stderr.contains(member), "\(what): \(verified.stderr)")
         }
+    }
+
+    @Test(
+        "a chain whose full has a store byte changed (its manifest kept, so the chain still links) is refused with exit 65 by restore and verify --chain: the full's pages are hashed as they stream in"
+    )
+    func damagedFullRefused() throws {
+        let site = try SampleSite()
+        let folder = site.root + "/\(Self.alice)"
+        let store = folder + "/Local.sqlite"
+        #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
+        try Self.spreadChange(store, 1)
+        Thread.sleep(forTimeInterval: 1.1)
+        #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
+        let names = site.archives(Self.alice)
+        #expect(names.count == 2 && names[1].hasSuffix("-delta.tar.zst"), "\(names)")
+        // A byte of the full's store: refused as the full streams in (its own state digest),
+        // whether or not a delta of the chain carries that page.
+        try Self.rewrite(site.repo + "/\(Self.alice)/" + names[0], member: "stores/Local.sqlite", agree: false) {
+            $0[$0.count - 100] ^= 0x55
+        }
+        try Self.spreadChange(store, 2)
+        let before = try Self.state(of: folder)
+        let restored = try site.granary(["restore", Self.alice, names[1]])
+        #expect(restored.status == 65, "\(restored.stdout) \(restored.stderr)")
+        #expect(
+            restored.stderr.contains(names[0]) && restored.stderr.contains("stores/Local.sqlite has state digest"),
+            "\(restored.stderr)")
+        #expect(try Self.state(of: folder) == before, "the live folder changed")
+        let chain = try site.granary(["verify", "\(Self.alice)/\(names[1])", "--chain"])
+        #expect(chain.status == 65, "\(chain.stdout) \(chain.stderr)")
+        // The full alone fails its own verify too (its member's SHA-256).
+        #expect(try site.granary(["verify", "\(Self.alice)/\(names[0])"]).status == 65)
     }
 
     @Test(
