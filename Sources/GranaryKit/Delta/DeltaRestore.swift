@@ -16,20 +16,25 @@ import Foundation
 ///
 /// ```
 /// chain = [delta]; while last(chain) has a base: append base (its manifest digest checked)
-/// extract full → staging                      (members' sizes and SHA-256; its .pages only hashed)
+/// extract full → staging                      (members' sizes; other members' SHA-256)
+///     each store: page by page, written and hashed → its hash list; its state digest == the full's
+///     its .pages: SHA-256 only, never written
 /// start writeback of the staged stores
 /// for each delta, oldest first:
 ///     stream its .delta members               (size, SHA-256, structure checked as they come)
-///         → header: length set to the page count; each record: page written in place
+///         → header: store and hash list cut or grown to the page count
+///         → each record: page written in place, its SHA-256 put in the hash list
 ///     external: removed, added (through a scratch folder)
-/// every store, on two threads at once: state digest == the newest's ‖ integrity_check == ok
+/// every store: the hash list's state digest == the newest's, length right; integrity_check == ok
 /// fsync the staging
 /// ```
 ///
-/// Each page is hashed once for the state digest, in one read of the rebuilt store: the full's own
-/// state digest (which `verify` checks) says nothing a rebuilt store's does not. The member
-/// SHA-256s of every archive of the chain are checked as for any archive, and the SQLite check is
-/// the one a full's restore runs, on the result.
+/// Every byte of the chain is hashed once: a full's store by its pages (their state digest is as
+/// strong a proof of its bytes as the member's SHA-256, which it replaces there), and those hashes,
+/// patched with each carried page's as it is written, give the rebuilt store's state digest
+/// without reading it again. The hashes are of the bytes written, never taken from the archives'
+/// `.pages` (a wrong list there cannot hide a wrong page). The other members' SHA-256s are checked
+/// as for any archive, and the SQLite check is the one a full's restore runs, on the result.
 public enum DeltaRestore {
     /// The longest chain followed (a loop of names ends there).
     static let chainLimit = 1000
