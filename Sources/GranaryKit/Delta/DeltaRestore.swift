@@ -19,12 +19,12 @@ import Foundation
 /// extract full → staging                      (members' sizes; other members' SHA-256)
 ///     each store: page by page, written and hashed → its hash list; its state digest == the full's
 ///     its .pages: SHA-256 only, never written
-/// start writeback of the staged stores
 /// for each delta, oldest first:
 ///     stream its .delta members               (size, SHA-256, structure checked as they come)
 ///         → header: store and hash list cut or grown to the page count
 ///         → each record: page written in place, its SHA-256 put in the hash list
 ///     external: removed, added (through a scratch folder)
+/// start writeback of the staged stores
 /// every store: the hash list's state digest == the newest's, length right; integrity_check == ok
 /// fsync the staging
 /// ```
@@ -108,9 +108,6 @@ public enum DeltaRestore {
                         archive: full.entry.path)
                 })
             let stores = full.manifest.stores
-            // The disk writes the full while the deltas are applied and the result checked; the
-            // fsync at the end finds little left.
-            if durable { for store in stores { startWriteback(staging + "/" + store.path) } }
             var pageSizes = Dictionary(stores.map { ($0.name, $0.pageSize) }, uniquingKeysWith: { first, _ in first })
             for link in chain.reversed() {
                 try Interruption.check()
@@ -118,6 +115,10 @@ public enum DeltaRestore {
                     link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
                     pageSizes: &pageSizes, lists: lists)
             }
+            // The disk writes the rebuilt stores while they are checked; the fsync at the end
+            // finds little left. Not before the deltas: a page being written back waits before
+            // it can be written over, and would go to disk twice.
+            if durable { for store in stores { startWriteback(staging + "/" + store.path) } }
         } catch let failure as VerificationFailure {
             throw fail(failure.description)
         } catch let error as DeltaError {
