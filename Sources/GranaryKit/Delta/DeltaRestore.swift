@@ -17,14 +17,15 @@ import Foundation
 /// ```
 /// chain = [delta]; while last(chain) has a base: append base (its manifest digest checked)
 /// extract full → staging                      (members' sizes; other members' SHA-256)
-///     each store: page by page, written and hashed → its hash list; its state digest == the full's
+///     each store: page by page, written (and written back) and hashed → its hash list;
+///     its state digest == the full's
 ///     its .pages: SHA-256 only, never written
 /// for each delta, oldest first:
 ///     stream its .delta members               (size, SHA-256, structure checked as they come)
 ///         → header: store and hash list cut or grown to the page count
 ///         → each record: page written in place, its SHA-256 put in the hash list
 ///     external: removed, added (through a scratch folder)
-/// start writeback of the staged stores
+/// start writeback of the pages the deltas wrote
 /// every store: the hash list's state digest == the newest's, length right; integrity_check == ok
 /// fsync the staging
 /// ```
@@ -105,7 +106,7 @@ public enum DeltaRestore {
                     else { return nil }
                     return try HashedStore(
                         into: staging + "/" + member, hashes: list, state: state, member: member,
-                        archive: full.entry.path)
+                        archive: full.entry.path, durable: durable)
                 })
             let stores = full.manifest.stores
             var pageSizes = Dictionary(stores.map { ($0.name, $0.pageSize) }, uniquingKeysWith: { first, _ in first })
@@ -115,9 +116,8 @@ public enum DeltaRestore {
                     link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
                     pageSizes: &pageSizes, lists: lists)
             }
-            // The disk writes the rebuilt stores while they are checked; the fsync at the end
-            // finds little left. Not before the deltas: a page being written back waits before
-            // it can be written over, and would go to disk twice.
+            // The full was written back as it streamed in (as a full's restore does); the pages
+            // the deltas wrote over it go while the stores are checked.
             if durable { for store in stores { startWriteback(staging + "/" + store.path) } }
         } catch let failure as VerificationFailure {
             throw fail(failure.description)
@@ -416,10 +416,16 @@ final class HashedStore: MemberSink {
     private var pending: [UInt8] = []
     private var pages = 0
     private var hashes: [UInt8] = []
+    private let durable: Bool
+    private var writebackFrom: Int64 = 0
 
     var provesContent: Bool { true }
 
-    init(into target: String, hashes path: String, state: DeltaInfo.Store, member: String, archive: String) throws {
+    /// `durable`: written back as it grows (restore's staging), as `ArchiveVerifier` writes it.
+    init(
+        into target: String, hashes path: String, state: DeltaInfo.Store, member: String, archive: String,
+        durable: Bool
+    ) throws {
         let fd = RawPath.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         if fd < 0 { throw FileSystemError("create", path: target) }
         do { list = try BlockWriter(path: path) } catch {
@@ -431,6 +437,7 @@ final class HashedStore: MemberSink {
         self.state = state
         self.member = member
         self.archive = archive
+        self.durable = durable
         writer = SparseWriter(fd: fd, path: target)
         // The count is filled in at the end, once known.
         try list.append(PageFiles.pagesMagic + BigEndian.u32(UInt32(state.pageSize)) + BigEndian.u64(0))
@@ -444,6 +451,10 @@ final class HashedStore: MemberSink {
 
     func consume(_ bytes: UnsafeRawBufferPointer) throws {
         try writer.write(bytes)
+        if durable && writer.length - writebackFrom >= ArchiveOutput.writebackStep {
+            _ = granary_start_writeback(fd, writebackFrom, writer.length - writebackFrom)
+            writebackFrom = writer.length
+        }
         let size = state.pageSize
         var input = bytes
         hashes.removeAll(keepingCapacity: true)
