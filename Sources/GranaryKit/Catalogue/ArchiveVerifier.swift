@@ -27,6 +27,28 @@ public struct VerificationFailure: GranaryError, Sendable, Equatable {
     public var description: String { "\(archive): \(member.map { $0 + " " } ?? "")\(reason)" }
 }
 
+/// Takes a member's bytes as they are read, in place of a file in the extraction folder (issue 35:
+/// a delta's changed pages written into the staged store as they stream, a chain's full's page
+/// hashes that a restore has no use for). The member is checked as any other: listed in the
+/// manifest, its size and SHA-256 those listed.
+public protocol MemberSink: AnyObject {
+    /// The member's next bytes. What this throws is reported once the member has been read (a
+    /// member that does not match its manifest entry is reported as such first); no more bytes
+    /// come after it.
+    func consume(_ bytes: UnsafeRawBufferPointer) throws
+    /// The member ended and matched its manifest entry.
+    func finish() throws
+    /// Whether the sink proves the member's bytes itself, by a check as strong as its SHA-256 (a
+    /// full's store hashed page by page into its state digest): the verifier then checks its size
+    /// only and does not hash it a second time. `finish()` must throw when the bytes are not
+    /// those recorded.
+    var provesContent: Bool { get }
+}
+
+extension MemberSink {
+    public var provesContent: Bool { false }
+}
+
 /// Reads an archive once, from start to end, and proves it: the manifest comes first; every
 /// member is a regular file under `stores/` listed in the manifest with the size and SHA-256 it
 /// has, or a folder the manifest implies (`stores/`, one holding a listed file, an external-data
@@ -91,16 +113,19 @@ public enum ArchiveVerifier {
     /// `limits`: the time budget and memory ceiling of each store's check (the run's, ``RunContext/limits``).
     /// A download that fails (a cut connection, a server error) is reported as the transfer's
     /// failure, never as a fault of the archive. `name` names the archive in messages.
+    /// `sink`, when given, is asked for each regular member listed in `MANIFEST.json` (with the
+    /// manifest and the member's name) whether a ``MemberSink`` takes its bytes instead of a file;
+    /// `DeltaCheck` leaves a member so taken to its sink.
     public static func extract(
         source: ArchiveSource, name: String, into folder: String, check: CheckMode = .full, expectedUser: String? = nil,
         durable: Bool = true, allFiles: Bool = false, limits: ContentLimits = .defaults,
-        room: ((Needs) throws -> Void)? = nil
+        room: ((Needs) throws -> Void)? = nil, sink: ((Manifest, String) throws -> (any MemberSink)?)? = nil
     ) throws -> Outcome {
         let outcome: Outcome
         do {
             outcome = try extractVerified(
                 source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable,
-                allFiles: allFiles, limits: limits, room: room)
+                allFiles: allFiles, limits: limits, room: room, sink: sink)
         } catch {
             if let failure = source.transferFailure() { throw failure }
             throw error
@@ -112,7 +137,8 @@ public enum ArchiveVerifier {
     private static func extractVerified(
         source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?,
         durable: Bool,
-        allFiles: Bool, limits: ContentLimits, room: ((Needs) throws -> Void)?
+        allFiles: Bool, limits: ContentLimits, room: ((Needs) throws -> Void)?,
+        sink: ((Manifest, String) throws -> (any MemberSink)?)?
     ) throws -> Outcome {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
@@ -198,6 +224,7 @@ public enum ArchiveVerifier {
         var listed = 0
         var listedFiles: [Manifest.File] = []
         var seen: Set<String> = []
+        var streamed: Set<String> = []
         var directories: Set<String> = []
         var lastFolder = ""
         var bytes: Int64 = 0
@@ -225,6 +252,29 @@ public enum ArchiveVerifier {
                     if let known = expected[name] {
                         file = known
                         seen.insert(name)
+                        if let taker = try sink?(manifest, name) {
+                            guard entry.size <= file.size else {
+                                throw fail(name, "declares \(entry.size) bytes, the manifest says \(file.size)")
+                            }
+                            let parent = PathText.parent(name)
+                            if parent != lastFolder {
+                                try makeFolders(folder, parent)
+                                lastFolder = parent
+                            }
+                            let (size, digest, problem) = try stream(
+                                reader, to: taker, limit: file.size, hashing: !taker.provesContent)
+                            bytes += size
+                            guard size == file.size else {
+                                throw fail(name, "has \(size) bytes, the manifest says \(file.size)")
+                            }
+                            guard taker.provesContent || digest == file.sha256 else {
+                                throw fail(name, "has SHA-256 \(digest), the manifest says \(file.sha256)")
+                            }
+                            if let problem { throw problem }
+                            try taker.finish()
+                            streamed.insert(name)
+                            continue
+                        }
                     } else if let list {
                         guard let next = try list.next() else { throw fail(name, "is not in the manifest") }
                         guard let next else {
@@ -292,7 +342,7 @@ public enum ArchiveVerifier {
         }
         // Issue 35: page hashes and changed pages checked (DeltaCheck); a delta's stores are not
         // in it (a restore rebuilds them from its chain, DeltaRestore).
-        if manifest.delta != nil { try DeltaCheck.check(manifest, in: folder, archive: archive) }
+        if manifest.delta != nil { try DeltaCheck.check(manifest, in: folder, archive: archive, streamed: streamed) }
         var checks: [String: String] = [:]
         for store in manifest.stores where !manifest.isDelta {
             // The name decides where the store goes in the user's folder: it must stay inside it.
@@ -500,6 +550,22 @@ public enum ArchiveVerifier {
                 try FileSystem.makeDirectory(path)
             }
         }
+    }
+
+    /// Streams the current member into `sink`, hashing it on the way; reads at most `limit + 1`
+    /// bytes. What the sink throws stops its bytes and is returned, for the caller to report once
+    /// the member's size and SHA-256 have been checked.
+    private static func stream(
+        _ reader: ArchiveReader, to sink: any MemberSink, limit: Int64, hashing: Bool
+    ) throws -> (Int64, String, (any Error)?) {
+        var hasher = SHA256()
+        var problem: (any Error)?
+        let size = try reader.stream(limit: limit) { chunk in
+            if hashing { hasher.update(bufferPointer: chunk) }
+            guard problem == nil else { return }
+            do { try sink.consume(chunk) } catch { problem = error }
+        }
+        return (size, hasher.finalize().hex, problem)
     }
 
     /// Streams the current member into a new file at `target` (never an existing one), hashing

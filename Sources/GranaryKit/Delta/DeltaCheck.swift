@@ -8,8 +8,12 @@ import Foundation
 /// the state the manifest lists. (Whether its pages make the recorded state needs its base:
 /// `verify --chain`.) A full with page hashes: each extracted store's own state digest is
 /// the recorded one, and so is its `.pages` file's.
+///
+/// A member in `streamed` went to a ``MemberSink`` instead of the folder: its sink checked it (a
+/// delta's pages applied as they streamed, `DeltaRestore`), or its owner checks what it stood for
+/// (a chain's full's `.pages`: the rebuilt store is checked against the newest state digest).
 enum DeltaCheck {
-    static func check(_ manifest: Manifest, in folder: String, archive: String) throws {
+    static func check(_ manifest: Manifest, in folder: String, archive: String, streamed: Set<String> = []) throws {
         guard let info = manifest.delta else { return }
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
@@ -26,6 +30,12 @@ enum DeltaCheck {
                 throw fail(
                     store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
             }
+            let member = manifest.isDelta ? recorded.changes : recorded.pages
+            guard let member, manifest.files.contains(where: { $0.path == member }) else {
+                throw fail(
+                    Manifest.memberName, "names \(member ?? "no member") for \(store.name), which it does not list")
+            }
+            if streamed.contains(member) { continue }
             do {
                 if manifest.isDelta {
                     // Its pages in order and in range, as many as recorded; that they make the

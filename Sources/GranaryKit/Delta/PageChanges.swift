@@ -53,8 +53,8 @@ public enum PageChanges {
     }
 
     /// Reads the `.delta` file at `path` record by record, checking its structure: the header,
-    /// page numbers increasing and within the page count, the length exact. `body` gets each
-    /// page's number and bytes.
+    /// page numbers increasing and within the page count, the length exact (``DeltaParser``).
+    /// `body` gets each page's number and bytes.
     @discardableResult
     public static func read(_ path: String, _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws -> Header {
         let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
@@ -62,46 +62,28 @@ public enum PageChanges {
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path) }
-        guard info.st_size >= PageFiles.deltaHeader else {
-            throw DeltaError.malformed(path: path, reason: "is shorter than its header")
-        }
-        var head = [UInt8](repeating: 0, count: PageFiles.deltaHeader)
-        try head.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: 0, path: path) }
-        let pageSize = Int(BigEndian.read(head[8..<12]))
-        let count = BigEndian.read(head[12..<20])
-        let changed = BigEndian.read(head[20..<28])
-        guard Array(head[0..<8]) == PageFiles.deltaMagic, pageSize >= 512, pageSize <= 65536,
-            pageSize & (pageSize - 1) == 0, count <= UInt64(Int32.max), changed <= count
-        else { throw DeltaError.malformed(path: path, reason: "is not a page-delta file (GRDELTA1)") }
-        let record = 8 + pageSize
-        guard Int64(info.st_size) == Int64(PageFiles.deltaHeader) + Int64(changed) * Int64(record) else {
-            throw DeltaError.malformed(path: path, reason: "has \(info.st_size) bytes for \(changed) pages")
-        }
-        let perChunk = max(1, (1 << 20) / record)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * record, alignment: 16)
+        var parser = DeltaParser(name: path)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
-        var offset = Int64(PageFiles.deltaHeader)
-        var left = Int(changed)
-        var last: UInt64 = 0
-        while left > 0 {
-            let records = min(perChunk, left)
-            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<records * record])
+        var offset: Int64 = 0
+        let size = Int64(info.st_size)
+        while offset < size {
+            let want = Int(min(Int64(buffer.count), size - offset))
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
             try PageFiles.readFully(fd, into: piece, at: offset, path: path)
-            for index in 0..<records {
-                let start = index * record
-                var number: UInt64 = 0
-                for byte in piece[start..<start + 8] { number = number << 8 | UInt64(byte) }
-                guard number > last, number <= count else {
-                    throw DeltaError.malformed(
-                        path: path, reason: "has page \(number) after page \(last) (of \(count))")
-                }
-                last = number
-                try body(Int(number), UnsafeRawBufferPointer(rebasing: piece[start + 8..<start + record]))
-            }
-            offset += Int64(records * record)
-            left -= records
+            try parser.feed(
+                UnsafeRawBufferPointer(piece),
+                header: { header in
+                    // The length is known here: a file cut short or too long is refused before
+                    // any page is handed on.
+                    let expected = Int64(PageFiles.deltaHeader) + Int64(header.changed) * Int64(8 + header.pageSize)
+                    guard size == expected else {
+                        throw DeltaError.malformed(path: path, reason: "has \(size) bytes for \(header.changed) pages")
+                    }
+                }, page: body)
+            offset += Int64(want)
         }
-        return Header(pageSize: pageSize, pageCount: Int(count), changed: Int(changed))
+        return try parser.finish()
     }
 
     /// Applies the `.delta` file at `path` to the database file `target`: its length set to the
@@ -165,5 +147,104 @@ public enum PageChanges {
             )
         }
         return header
+    }
+}
+
+/// Parses the bytes of a `.delta` file (or archive member) as they come, in pieces of any size,
+/// checking its structure as it goes: the magic and header (a page size SQLite allows, no more
+/// pages changed than the page count), page numbers strictly increasing and within the page count,
+/// exactly as many records as the header states and nothing after them. Memory stays at one
+/// record at most (the one a piece's end cuts in two); a whole record inside a piece is handed on
+/// in place.
+public struct DeltaParser {
+    /// What names the bytes in messages (a file's path, or an archive's member).
+    public let name: String
+    /// The header, once its bytes have been read.
+    public private(set) var header: PageChanges.Header?
+    /// The records handed on so far.
+    public private(set) var records = 0
+    private var pending: [UInt8] = []
+    private var last: UInt64 = 0
+
+    public init(name: String) { self.name = name }
+
+    /// Parses `bytes`: `header` is called once, when the header is complete and sound (before any
+    /// page); `page` with each record's page number (1-based) and bytes. Throws
+    /// `DeltaError.malformed` at the first fault.
+    public mutating func feed(
+        _ bytes: UnsafeRawBufferPointer, header onHeader: (PageChanges.Header) throws -> Void,
+        page: (Int, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        var input = bytes
+        while !input.isEmpty {
+            guard let header else {
+                let take = min(PageFiles.deltaHeader - pending.count, input.count)
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<take]))
+                input = UnsafeRawBufferPointer(rebasing: input[take...])
+                if pending.count == PageFiles.deltaHeader {
+                    let parsed = try parseHeader(pending)
+                    pending.removeAll(keepingCapacity: true)
+                    self.header = parsed
+                    try onHeader(parsed)
+                }
+                continue
+            }
+            guard records < header.changed else {
+                throw DeltaError.malformed(path: name, reason: "has bytes after its \(header.changed) pages")
+            }
+            let record = 8 + header.pageSize
+            if pending.isEmpty && input.count >= record {
+                last = try take(UnsafeRawBufferPointer(rebasing: input[0..<record]), after: last, header, page)
+                records += 1
+                input = UnsafeRawBufferPointer(rebasing: input[record...])
+            } else {
+                let want = min(record - pending.count, input.count)
+                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<want]))
+                input = UnsafeRawBufferPointer(rebasing: input[want...])
+                if pending.count == record {
+                    let after = last
+                    last = try pending.withUnsafeBytes { try take($0, after: after, header, page) }
+                    records += 1
+                    pending.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+    }
+
+    /// The end of the bytes: throws `DeltaError.malformed` when the header or a record is
+    /// incomplete, or records are missing. Returns the header.
+    public func finish() throws -> PageChanges.Header {
+        guard let header else { throw DeltaError.malformed(path: name, reason: "is shorter than its header") }
+        guard records == header.changed, pending.isEmpty else {
+            throw DeltaError.malformed(
+                path: name, reason: "ends after \(records) of the \(header.changed) pages its header states")
+        }
+        return header
+    }
+
+    private func parseHeader(_ head: [UInt8]) throws -> PageChanges.Header {
+        let pageSize = Int(BigEndian.read(head[8..<12]))
+        let count = BigEndian.read(head[12..<20])
+        let changed = BigEndian.read(head[20..<28])
+        guard Array(head[0..<8]) == PageFiles.deltaMagic, pageSize >= 512, pageSize <= 65536,
+            pageSize & (pageSize - 1) == 0, count <= UInt64(Int32.max), changed <= count
+        else { throw DeltaError.malformed(path: name, reason: "is not a page-delta file (GRDELTA1)") }
+        return PageChanges.Header(pageSize: pageSize, pageCount: Int(count), changed: Int(changed))
+    }
+
+    /// Checks one record (its page number after `last`, within the count) and hands it on;
+    /// returns its page number.
+    private func take(
+        _ record: UnsafeRawBufferPointer, after last: UInt64, _ header: PageChanges.Header,
+        _ page: (Int, UnsafeRawBufferPointer) throws -> Void
+    ) throws -> UInt64 {
+        var number: UInt64 = 0
+        for byte in record[0..<8] { number = number << 8 | UInt64(byte) }
+        guard number > last, number <= UInt64(header.pageCount) else {
+            throw DeltaError.malformed(
+                path: name, reason: "has page \(number) after page \(last) (of \(header.pageCount))")
+        }
+        try page(Int(number), UnsafeRawBufferPointer(rebasing: record[8...]))
+        return number
     }
 }

@@ -572,7 +572,7 @@ public struct Restorer: Sendable {
             if let repository, let entry = chosen.entry {
                 do {
                     if let rebuilt = try DeltaRestore.stage(
-                        entry, repository: repository, into: staging, user: user,
+                        entry, repository: repository, into: staging, user: user, limits: limits,
                         room: { try StagingRoom.check($0, in: staging) })
                     {
                         return rebuilt

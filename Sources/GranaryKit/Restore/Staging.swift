@@ -29,9 +29,15 @@ public enum Staging {
             // Every file, those a format-2 archive lists in MANIFEST.files too: restore needs their modes.
             // Before a byte is written: room for every file at its full length (the users'
             // filesystem is shared; a staging that filled it would fail every other user's writes).
+            // A full with page hashes (issue 35): its `.pages` are checked by SHA-256 and not
+            // written, so its stores are checked as any full's are (SHA-256, integrity_check), not
+            // hashed a second time page by page for a state digest a restore does not use.
             let manifest = try ArchiveVerifier.extract(
                 source: source, name: archive, into: folder, check: .full, expectedUser: user, allFiles: true,
-                limits: limits, room: { try StagingRoom.check($0, in: folder) }
+                limits: limits, room: { try StagingRoom.check($0, in: folder) },
+                sink: { manifest, member in
+                    manifest.delta?.stores.contains { $0.pages == member } == true ? Discard() : nil
+                }
             ).manifest
             // Issue 35: a delta alone holds no store; `DeltaRestore` rebuilds it from its chain.
             if manifest.isDelta {
