@@ -319,42 +319,28 @@ final class UserCommit {
     }
 
     /// Processes that opened a replaced file by name between the checks and the rename, outside
-    /// the protocol. SQLite's lock on the replaced inode, still held, keeps them from reading or
-    /// writing it; once it is let go, such a process would take the replaced database for the
-    /// store and open `-wal` and `-shm` *by name*: the new store's. Its writes would land in the
-    /// new store's WAL as frames of another database, and when it closes, SQLite (holding the
-    /// replaced file's exclusive lock, which nobody else takes now) checkpoints that WAL into the
-    /// replaced file and deletes it: the new store loses what its owner wrote since the resume,
-    /// and its owner's WAL index no longer matches its WAL. So the lock is kept for as
-    /// long as any of them holds the replaced inode: a process blocked on the lock gets
-    /// `SQLITE_BUSY` when its busy timeout ends, and one that opens per transaction then opens
-    /// the new store by name. The owners were resumed before: the wait costs them nothing. Up to
-    /// ``lateOpenerLimit`` (at least the owner timeout); one that still holds it then (a
-    /// connection kept open, retrying on the same inode) is named, for the admin to restart.
+    /// the protocol: SQLite's lock, still held, keeps them from reading or writing it, and once it
+    /// is let go they would write into the replaced file (and into the new store's `-wal`). They
+    /// are given the time a busy handler waits to let go, and named if they do not.
     private func lateOpeners() -> [String] {
         var warnings: [String] = []
-        let limit = max(ownerTimeout, Self.lateOpenerLimit)
         for store in renamed {
             guard let old = checked[store.entry.name], let guardian = guards[store.entry.name] else { continue }
             let target: Set<OpenFiles.Identity> = [OpenFiles.Identity(device: old.device, inode: old.inode)]
             var holders = OpenFiles.holders(of: target, among: nil)
-            let deadline = ContinuousClock.now + limit
+            let deadline = ContinuousClock.now + ownerTimeout
             while !holders.isEmpty && ContinuousClock.now < deadline {
                 Thread.sleep(forTimeInterval: 0.05)
                 holders = OpenFiles.holders(of: target, among: nil)
             }
             if !holders.isEmpty {
                 warnings.append(
-                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol, and still held the replaced file after \(limit): stop it now (its next use of the store would take the new store's -wal for the replaced database's, and closing would checkpoint that -wal into the replaced file and delete it)"
+                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol: restart it, or it goes on with the replaced store"
                 )
             }
         }
         return warnings
     }
-
-    /// How long a process that opened a replaced store during the switch may take to let go of
-    /// it (a busy timeout of a few seconds, twice: SQLite's open and the first transaction).
-    static let lateOpenerLimit: Duration = .seconds(30)
 
     /// Lets go of everything without resuming anyone (the owners resume on their own when the
     /// connections close).
