@@ -319,28 +319,43 @@ final class UserCommit {
     }
 
     /// Processes that opened a replaced file by name between the checks and the rename, outside
-    /// the protocol: SQLite's lock, still held, keeps them from reading or writing it, and once it
-    /// is let go they would write into the replaced file (and into the new store's `-wal`). They
-    /// are given the time a busy handler waits to let go, and named if they do not.
+    /// the protocol. SQLite's lock on the replaced inode, still held, keeps them from reading or
+    /// writing it; once it is let go, such a process takes the replaced database for the store and
+    /// opens `-wal` and `-shm` *by name*: the new store's. In WAL mode SQLite does not check that
+    /// the database file moved before it writes (a rollback journal's writes are refused with
+    /// `SQLITE_READONLY_DBMOVED`), so its transactions append frames built from the replaced
+    /// database's pages and free-list to the new store's WAL, beside its owner's: two writers
+    /// that do not agree on which pages are free, and a store that fails integrity_check ("2nd
+    /// reference to page"; the soak saw it). So the lock is kept for as long as any of them
+    /// holds the replaced inode: a process blocked on the lock gets `SQLITE_BUSY` when its busy
+    /// timeout ends, and one that opens per transaction then opens the new store by name. The
+    /// owners were resumed before: the wait costs them nothing. Up to ``lateOpenerLimit`` (at
+    /// least the owner timeout); one that still holds it then (a connection kept open, retrying
+    /// on the same inode) is named, for the admin to stop.
     private func lateOpeners() -> [String] {
         var warnings: [String] = []
+        let limit = max(ownerTimeout, Self.lateOpenerLimit)
         for store in renamed {
             guard let old = checked[store.entry.name], let guardian = guards[store.entry.name] else { continue }
             let target: Set<OpenFiles.Identity> = [OpenFiles.Identity(device: old.device, inode: old.inode)]
             var holders = OpenFiles.holders(of: target, among: nil)
-            let deadline = ContinuousClock.now + ownerTimeout
+            let deadline = ContinuousClock.now + limit
             while !holders.isEmpty && ContinuousClock.now < deadline {
                 Thread.sleep(forTimeInterval: 0.05)
                 holders = OpenFiles.holders(of: target, among: nil)
             }
             if !holders.isEmpty {
                 warnings.append(
-                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol: restart it, or it goes on with the replaced store"
+                    "process \(holders.map(String.init).joined(separator: ", ")) opened \(guardian.store) while it was being replaced, outside the reopen protocol, and still held the replaced file after \(limit): stop it now (its next write would put the replaced database's pages into the new store's -wal)"
                 )
             }
         }
         return warnings
     }
+
+    /// How long a process that opened a replaced store during the switch may take to let go of
+    /// it (a busy timeout of a few seconds, twice: SQLite's open and the first transaction).
+    static let lateOpenerLimit: Duration = .seconds(15)
 
     /// Lets go of everything without resuming anyone (the owners resume on their own when the
     /// connections close).
