@@ -212,6 +212,8 @@ public final class ArchiveReader {
         defer { buffer.deallocate() }
         var total: Int64 = 0
         while true {
+            // A signal stops a long member within one chunk (verify, a restore's staging).
+            try Interruption.check()
             let n = try read(into: buffer)
             if n == 0 { return total }
             total += Int64(n)

@@ -53,6 +53,8 @@ public enum ArchiveVerification {
                         try DeltaRestore.verifyChain(entry, repository: repository, work: work)
                     }
                 }
+                // A signal during the last checks: nothing is recorded.
+                try Interruption.check()
                 try record(entry, good: true, reason: nil, check: check, in: repository)
                 outcomes.append(
                     Outcome(entry: entry, failure: nil, stores: result.manifest.stores.count, bytes: result.bytes))
