@@ -58,21 +58,33 @@ public enum PageFiles {
         public var stateDigest: String
     }
 
+    /// Opens the finished file at `path` (granary's own snapshot or staged store) for reading and
+    /// counts its pages; the caller closes the descriptor. Throws `DeltaError.notPages` when the
+    /// file is not a whole number of `pageSize`-byte pages.
+    static func openPages(_ path: String, pageSize: Int) throws -> (fd: Int32, count: Int) {
+        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: path) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            close(fd)
+            throw FileSystemError("read", path: path)
+        }
+        let size = Int64(info.st_size)
+        guard pageSize >= 512, pageSize <= 65536, size % Int64(pageSize) == 0 else {
+            close(fd)
+            throw DeltaError.notPages(path: path, size: size, pageSize: pageSize)
+        }
+        return (fd, Int(size / Int64(pageSize)))
+    }
+
     /// Hashes every page of the finished file at `path` (read in 1 MiB pieces: memory stays flat)
     /// and, when `output` is given, writes the `.pages` file there. Throws `DeltaError.notPages`
     /// when the file is not a whole number of pages.
     @discardableResult
     public static func hash(file path: String, pageSize: Int, writingTo output: String? = nil) throws -> Summary {
-        let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw FileSystemError("open", path: path) }
+        let (fd, count) = try openPages(path, pageSize: pageSize)
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path) }
-        let size = Int64(info.st_size)
-        guard pageSize >= 512, pageSize <= 65536, size % Int64(pageSize) == 0 else {
-            throw DeltaError.notPages(path: path, size: size, pageSize: pageSize)
-        }
-        let count = Int(size / Int64(pageSize))
+        let size = Int64(count) * Int64(pageSize)
         var writer = try output.map { try BlockWriter(path: $0) }
         defer { writer?.close() }
         var state = SHA256()

@@ -259,16 +259,8 @@ final class PageRecorder: @unchecked Sendable {
         guard attached, pageSize == self.pageSize, hashed > 0 else {
             return try PageFiles.hash(file: snapshot, pageSize: pageSize, writingTo: output)
         }
-        let source = RawPath.open(snapshot, O_RDONLY | O_CLOEXEC)
-        if source < 0 { throw FileSystemError("open", path: snapshot) }
+        let (source, count) = try PageFiles.openPages(snapshot, pageSize: pageSize)
         defer { close(source) }
-        var info = stat()
-        guard fstat(source, &info) == 0 else { throw FileSystemError("read", path: snapshot) }
-        let size = Int64(info.st_size)
-        guard pageSize >= 512, pageSize <= 65536, size % Int64(pageSize) == 0 else {
-            throw DeltaError.notPages(path: snapshot, size: size, pageSize: pageSize)
-        }
-        let count = Int(size / Int64(pageSize))
         // Every page has its 32 bytes in the scratch file (a hole for those never written).
         let fd = core.fd, path = core.path
         guard ftruncate(fd, off_t(count) * 32) == 0 else { throw FileSystemError("write", path: path) }
