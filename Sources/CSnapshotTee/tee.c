@@ -53,6 +53,12 @@ typedef struct TeeFile {
     unsigned mclock;
     sqlite3_int64 fetched;        // pages SQLite took in place (SNAPSHOT_TEE_FCNTL_FETCHED, tests)
     granary_tee_hook *hook;       // NULL: no hook (SNAPSHOT_TEE_FCNTL_HOOK)
+    // Discarding (SNAPSHOT_TEE_FCNTL_DISCARD): writes at or beyond `dpage` reach only the hook;
+    // `lsize` is the size the file would have, `dreads` the reads that touched a discarded byte.
+    int discard;
+    sqlite3_int64 dpage;
+    sqlite3_int64 lsize;
+    sqlite3_int64 dreads;
 } TeeFile;
 
 // Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
@@ -86,6 +92,7 @@ int granary_tee_enter(granary_tee_track *t) {
     return 1;
 }
 void granary_tee_leave(granary_tee_track *t) { store32(&t->reading, 0); }
+void granary_tee_hook_stop(granary_tee_hook *hook) { store32(&hook->stop, 1); }
 
 // Writes what write combining holds, then publishes it.
 static int teeFlush(sqlite3_file *f) {
@@ -133,6 +140,16 @@ static int teeRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
     TeeFile *p = (TeeFile *)f;
     int rc = teeFlush(f);
     if (rc != SQLITE_OK) return rc;
+    if (p->discard && o + n > p->dpage) {
+        if (o >= p->lsize) {
+            // Wholly past the end: what a real file gives (zeros, a short read).
+            memset(b, 0, (size_t)n);
+            return SQLITE_IOERR_SHORT_READ;
+        }
+        // A discarded byte: SQLite must not go on with bytes this file does not hold.
+        p->dreads++;
+        return SQLITE_IOERR_READ;
+    }
     if (p->rbuf != NULL && o >= 0 && o + n <= p->rsize) {
         sqlite3_int64 block = o / TEE_BLOCK * TEE_BLOCK;
         if (o + n <= block + TEE_BLOCK) {
@@ -165,6 +182,13 @@ static int teeWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
     granary_tee_track *t = TRACK(f);
     teeForget(p);
     if (p->hook != NULL) p->hook->write(p->hook->context, b, n, o);
+    if (p->discard) {
+        if (p->hook != NULL && atomic_load((_Atomic int32_t *)&p->hook->stop)) return SQLITE_IOERR_WRITE;
+        if (o + n > p->lsize) p->lsize = o + n;
+        // Page 1 (SQLite reads it back to update the schema cookie) is written for real.
+        if (o >= p->dpage) return SQLITE_OK;
+        return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+    }
     if (t != NULL && p->wbuf != NULL && o >= t->page_size && n <= TEE_WBLOCK) {
         if (p->wlen > 0 && (o != p->wstart + p->wlen || p->wlen + n > TEE_WBLOCK)) {
             int rc = teeFlush(f);
@@ -206,6 +230,14 @@ static int teeTruncate(sqlite3_file *f, sqlite3_int64 size) {
     teeForget((TeeFile *)f);
     granary_tee_hook *hook = ((TeeFile *)f)->hook;
     if (hook != NULL) hook->truncate(hook->context, size);
+    TeeFile *p = (TeeFile *)f;
+    if (p->discard) {
+        p->lsize = size;
+        sqlite3_int64 real = 0;
+        int sized = REAL(f)->pMethods->xFileSize(REAL(f), &real);
+        if (sized != SQLITE_OK) return sized;
+        return size < real ? REAL(f)->pMethods->xTruncate(REAL(f), size) : SQLITE_OK;
+    }
     granary_tee_track *t = TRACK(f);
     if (t != NULL && size < load64(&t->high)) {
         granary_tee_break(t);
@@ -218,6 +250,11 @@ static int teeSync(sqlite3_file *f, int flags) {
     return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xSync(REAL(f), flags);
 }
 static int teeFileSize(sqlite3_file *f, sqlite3_int64 *s) {
+    TeeFile *p = (TeeFile *)f;
+    if (p->discard) {
+        *s = p->lsize;
+        return SQLITE_OK;
+    }
     int rc = teeFlush(f);
     return rc != SQLITE_OK ? rc : REAL(f)->pMethods->xFileSize(REAL(f), s);
 }
@@ -233,7 +270,7 @@ static void teeAttach(TeeFile *p, granary_tee_track *t) {
 static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     TeeFile *p = (TeeFile *)f;
     if (op == SNAPSHOT_TEE_FCNTL_TRACK || op == SNAPSHOT_TEE_FCNTL_COMBINE) {
-        if (p->track != NULL) return SQLITE_MISUSE;
+        if (p->track != NULL || p->discard) return SQLITE_MISUSE;
         if (op == SNAPSHOT_TEE_FCNTL_TRACK) {
             teeAttach(p, (granary_tee_track *)arg);
             return SQLITE_OK;
@@ -248,6 +285,23 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         p->hook = (granary_tee_hook *)arg;
         return SQLITE_OK;
     }
+    if (op == SNAPSHOT_TEE_FCNTL_DISCARD) {
+        sqlite3_int64 page = *(const int64_t *)arg;
+        if (p->track != NULL || p->discard || page < 512) return SQLITE_MISUSE;
+        sqlite3_int64 size = 0;
+        int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
+        if (rc != SQLITE_OK) return rc;
+        p->discard = 1;
+        p->dpage = page;
+        p->lsize = size;
+        return SQLITE_OK;
+    }
+    if (op == SNAPSHOT_TEE_FCNTL_DISCARDED_READS) {
+        *(sqlite3_int64 *)arg = p->dreads;
+        return SQLITE_OK;
+    }
+    // A size hint would make the real file grow (with a chunk size set): nothing to do here.
+    if (op == SQLITE_FCNTL_SIZE_HINT && p->discard) return SQLITE_OK;
     if (op == SNAPSHOT_TEE_FCNTL_FETCHED) {
         *(sqlite3_int64 *)arg = p->fetched;
         return SQLITE_OK;

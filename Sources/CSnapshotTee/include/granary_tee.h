@@ -25,6 +25,12 @@
 //    file is handed to the caller first, in SQLite's order (PageRecorder hashes the pages).
 //    Invariant: the hook sees each write's bytes before job 2 gathers them, never changes them.
 //
+// 6. Discarding (SNAPSHOT_TEE_FCNTL_DISCARD, `backup --delta` of a WAL store): the hook gets
+//    every write, and only page 1 (the bytes below the page size) reaches the file; the file
+//    keeps a logical size (xFileSize, xTruncate) as if everything had been written. A read that
+//    touches a discarded byte fails with SQLITE_IOERR_READ and is counted: SQLite then fails
+//    loudly, never reads wrong bytes. Invariant: nothing reads back a discarded byte unnoticed.
+//
 // The follower itself maps the tracked file; `granary_tee_enter`/`leave` below make a truncate
 // wait for it, so that it never touches a page a truncate cut off (SIGBUS).
 #include <stdint.h>
@@ -69,7 +75,19 @@ typedef struct granary_tee_hook {
     void *context;
     void (*write)(void *context, const void *bytes, int count, int64_t offset);
     void (*truncate)(void *context, int64_t size);
+    int32_t stop;             // atomic: 1 makes every later write of a discarding file fail
+    int32_t reserved;
 } granary_tee_hook;
+// Asks a discarding file (job 6) to fail its next writes with SQLITE_IOERR_WRITE: the copy is
+// no longer wanted (any thread may call it).
+void granary_tee_hook_stop(granary_tee_hook *hook);
+
+// Discards the file's writes beyond page 1 (job 6). The argument points to the page size, an
+// int64_t; call it before anything is written. Writes beyond page 1 then reach only the hook.
+#define SNAPSHOT_TEE_FCNTL_DISCARD 0x47524e07
+// How many reads touched discarded bytes (an int64_t): non-zero means SQLite's backup needed a
+// page the file does not hold, and the copy must be made again without discarding.
+#define SNAPSHOT_TEE_FCNTL_DISCARDED_READS 0x47524e08
 
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.

@@ -60,6 +60,10 @@ public struct BackupOperation: Sendable {
         /// Issue 35 (opt-in, `backup --delta`): page hashes in every archive, and a delta archive
         /// in place of a full when a base fits (``DeltaBackup``); nil: fulls as always.
         public var delta: DeltaPolicy?
+        /// `--delta` copies WAL stores without a snapshot file when a delta may follow
+        /// (`Snapshotter.NoCopy`); true: every store is snapshotted into a file first, as before
+        /// (tests compare the two ways).
+        public var snapshotEveryStore = false
         public init() {}
     }
 
@@ -187,19 +191,44 @@ public struct BackupOperation: Sendable {
             // Everything but the snapshots themselves yields the CPU to the owners (CPUYield).
             return try options.context.cpu.yielding {
                 var stages = Stages()
-                let taken = try snapshotAll(
-                    folder, into: work, stages: &stages, archiveFolder: userFolder, overlapped: &overlapped,
-                    builder: builder(for: user, kind: kind))
-                let created = Date()
+                let policy = kind == .backup ? options.delta : nil
+                let cache = workFolder + "/" + PageHashCache.folderName
                 // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits. A
-                // final archive (retire) is always a plain full, whatever the options say.
-                let delta = try (kind == .backup ? options.delta : nil).map { policy in
-                    try DeltaBackup.plan(
-                        policy: policy, user: user, repository: repository, stores: taken.stores,
-                        files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
-                        label: options.label, created: created, recorded: taken.pageHashes,
-                        cache: workFolder + "/" + PageHashCache.folderName)
+                // final archive (retire) is always a plain full, whatever the options say. A WAL
+                // store's copy for a delta is not written (`Snapshotter.NoCopy`); when a full is
+                // needed after all, the stores are copied again, for real (`NoCopyFallback`).
+                func attempt(noCopy: Bool, in scratch: String, secondCopy: String?) throws -> (
+                    Taken, DeltaBackup.Plan?, Date
+                ) {
+                    let taken = try snapshotAll(
+                        folder, into: scratch, stages: &stages, archiveFolder: userFolder,
+                        overlapped: &overlapped, builder: self.builder(for: user, kind: kind),
+                        delta: noCopy ? policy.map { (policy: $0, label: options.label, cache: cache) } : nil)
+                    let created = Date()
+                    let delta = try policy.map { policy in
+                        try DeltaBackup.plan(
+                            policy: policy, user: user, repository: repository, stores: taken.stores,
+                            files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) },
+                            work: scratch,
+                            label: options.label, created: created, recorded: taken.pageHashes,
+                            cache: cache, started: taken.started, secondCopy: secondCopy)
+                    }
+                    return (taken, delta, created)
                 }
+                var attempted: (Taken, DeltaBackup.Plan?, Date)
+                if policy != nil && !options.snapshotEveryStore {
+                    let first = work + "/delta"
+                    try FileSystem.makeDirectory(first)
+                    do {
+                        attempted = try attempt(noCopy: true, in: first, secondCopy: nil)
+                    } catch let fallback as NoCopyFallback {
+                        FileSystem.removeTree(first)
+                        attempted = try attempt(noCopy: false, in: work, secondCopy: fallback.reason)
+                    }
+                } else {
+                    attempted = try attempt(noCopy: false, in: work, secondCopy: nil)
+                }
+                let (taken, delta, created) = attempted
                 if delta != nil { CrashPoint.reach(.deltaPlanned) }
                 var cached: String?
                 // (`--delta` leaves a store's SHA-256 to be taken here, only when the store is packed.)
@@ -288,13 +317,21 @@ public struct BackupOperation: Sendable {
         (ContinuousClock.now - start).timeInterval
     }
 
+    /// What ``snapshotAll(_:into:stages:archiveFolder:overlapped:builder:delta:)`` took.
+    typealias Taken = (
+        stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
+        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?],
+        started: DeltaBackup.Start?
+    )
+
+    /// Snapshots every store of the user (and copies the external data). With `delta` (a
+    /// `backup --delta`): the base is read first (``DeltaBackup/start(policy:user:repository:storeNames:work:label:created:cache:)``),
+    /// and when a delta may follow, each WAL store is copied without its file (``Snapshotter/NoCopy``).
     private func snapshotAll(
         _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String,
-        overlapped: inout OverlappedPack?, builder: ArchiveBuilder
-    ) throws -> (
-        stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
-        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?]
-    ) {
+        overlapped: inout OverlappedPack?, builder: ArchiveBuilder,
+        delta: (policy: DeltaPolicy, label: String?, cache: String)? = nil
+    ) throws -> Taken {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
         var pageHashes: [PageRecorder?] = []
@@ -318,6 +355,11 @@ public struct BackupOperation: Sendable {
         // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
         let account = ContentAccount(
             limits: options.context.limits, storesOfSize: StoreFile.bytes(of: scan.stores))
+        let started = try delta.map {
+            try DeltaBackup.start(
+                policy: $0.policy, user: folder.id, repository: repository, storeNames: scan.stores.map(\.name),
+                work: work, label: $0.label, created: Date(), cache: $0.cache)
+        }
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -336,6 +378,8 @@ public struct BackupOperation: Sendable {
             }
             // The snapshot holds SQLite locks on the live store (and the owner's checkpoints wait
             // for it in WAL mode): it runs at normal priority, the follower keeps yielding.
+            var described: (Manifest.Store, Packed)?
+            var checkSeconds = 0.0
             let (taken, external) = try options.context.cpu.normal {
                 // A WAL store's copy is one step: the bar follows the copy's size instead.
                 let watcher = progress.map { progress in
@@ -347,17 +391,43 @@ public struct BackupOperation: Sendable {
                 // `--delta` (issue 35): the page hashes are taken as the snapshot is written.
                 let recorder = try options.delta.map { _ in try PageRecorder(path: work + "/\(index).hashes") }
                 pageHashes.append(recorder)
+                // A delta may follow: a WAL store's copy is not written, and its check runs on the
+                // live store in the copy's read transaction.
+                var noCopy: Snapshotter.NoCopy?
+                if case .base(let base)? = started, let old = base.store(store.name) {
+                    noCopy = Snapshotter.NoCopy(
+                        pageSize: old.pageSize, journalMode: old.journalMode, basePages: old.pages,
+                        log: work + "/\(index).changes", maxChangedShare: base.policy.maxChangedShare, account: account
+                    ) { db in
+                        let checkStarted = ContinuousClock.now
+                        described = try builder.store(
+                            name: store.name, open: db, source: snapshotPath, journalMode: "wal",
+                            owner: .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode)),
+                            externalMember: nil, live: store.path)
+                        checkSeconds = Self.seconds(since: checkStarted)
+                    }
+                }
                 let taken = try options.snapshotter.snapshot(
                     store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil,
                     limits: options.context.limits,
-                    pages: recorder)
+                    pages: recorder, noCopy: noCopy)
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
                 return (taken, try copyExternalData(of: store, to: work + "/\(index).external", counting: &bytes))
             }
             let (externalMember, externalFiles) = external
-            stages.snapshot += Self.seconds(since: snapshotStarted)
+            stages.snapshot += Self.seconds(since: snapshotStarted) - checkSeconds
+            stages.checkAndHash += checkSeconds
+            if taken.discarded, let (described, packed) = described {
+                var entry = described
+                // (The external data is copied after the copy: its member is known only now.)
+                entry.externalDataPath = externalMember
+                stores.append(entry)
+                files.append(packed)
+                files += externalFiles
+                continue
+            }
             let checkStarted = ContinuousClock.now
             // The check and the SHA-256 both read the whole snapshot (from the page cache, it was
             // just written): run them on two threads, so the slower one sets the time, not the sum.
@@ -384,7 +454,7 @@ public struct BackupOperation: Sendable {
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes)
+        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes, started)
     }
 
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)

@@ -38,6 +38,30 @@ public struct Snapshotter: Sendable {
         public var journalMode: String
         /// How many times the copy restarted (rollback mode only).
         public var restarts: Int
+        /// Whether the copy was discarded (``NoCopy``): no snapshot file was written.
+        var discarded = false
+    }
+
+    /// `backup --delta` of a WAL store (issue 35): the copy is made without its file. The
+    /// `granary-tee` VFS hands every page to the recorder and writes only page 1 (SNAPSHOT_TEE_FCNTL_DISCARD);
+    /// the recorder keeps the pages that differ from the base. The check then runs on the live
+    /// store's connection inside the same read transaction as the copy (`inTransaction`): the
+    /// backup API reuses a read transaction that is open on its source, so both see one state.
+    /// A store in another journal mode is copied as before (a real file).
+    struct NoCopy {
+        /// The base's page size and journal mode of this store: another one needs a full
+        /// (``NoCopyFallback``, before anything is copied).
+        var pageSize: Int
+        var journalMode: String
+        /// The base's `.pages` file of this store, and where the change log goes.
+        var basePages: String
+        var log: String
+        /// More changed pages than this share of the store's gives up (a full needs a real copy).
+        var maxChangedShare: Double
+        /// The user's time across stores, charged with the check (as a snapshot's check is).
+        var account: ContentAccount
+        /// Runs on the live store's connection once the copy is done, inside its read transaction.
+        var inTransaction: (Database) throws -> Void
     }
 
     /// Snapshots `store` into a new file at `destination` (which must not exist).
@@ -54,11 +78,16 @@ public struct Snapshotter: Sendable {
     /// gives up.
     func snapshot(
         _ store: StoreFile, to destination: String, track: SnapshotTrack?, limits: ContentLimits = .defaults,
-        pages: PageRecorder? = nil
+        pages: PageRecorder? = nil, noCopy: NoCopy? = nil
     ) throws -> Result {
-        let source = try Database(try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits)
+        let source = try Database(
+            try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits,
+            account: noCopy?.account)
         try? source.keepWALOnClose()
         let journalMode = try source.journalMode()
+        if let noCopy, let pages, journalMode == "wal", granary_tee_register() == SQLITE_OK {
+            return try discarded(source, to: destination, recorder: pages, noCopy)
+        }
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (docs/performance.md, "Fewer system calls").
         let registered = granary_tee_register() == SQLITE_OK
@@ -119,6 +148,53 @@ public struct Snapshotter: Sendable {
             }
         }
         return Result(journalMode: journalMode, restarts: restarts)
+    }
+
+    /// The copy of a WAL store without its file (``NoCopy``), then the check in the same read
+    /// transaction.
+    private func discarded(_ source: Database, to destination: String, recorder: PageRecorder, _ noCopy: NoCopy)
+        throws -> Result
+    {
+        let pageSize = try source.pageSize()
+        guard pageSize == noCopy.pageSize, noCopy.journalMode == "wal" else {
+            throw NoCopyFallback(reason: "the page size or journal mode is not the base's")
+        }
+        // The read transaction the copy and the check share (the backup API keeps an open one).
+        try source.execute("BEGIN")
+        let pageCount = try source.pageCount()
+        recorder.pageSize = pageSize
+        try recorder.startDiscarding(
+            base: noCopy.basePages, log: noCopy.log,
+            maxChanged: Int(noCopy.maxChangedShare * Double(pageCount)))
+        do {
+            let copy = try Database(path: destination, mode: .create, vfs: "granary-tee", limits: source.budget.limits)
+            var size = Int64(pageSize)
+            guard sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_HOOK, recorder.hook) == SQLITE_OK,
+                sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARD, &size) == SQLITE_OK
+            else { throw NoCopyFallback(reason: "the tee VFS did not take the copy") }
+            recorder.attached = true
+            try copy.execute("PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
+            do {
+                let backup = try SQLiteBackup(from: source, to: copy)
+                try stepToEnd(backup)
+                try backup.finish()
+            } catch let error as SQLiteError {
+                // A page SQLite read back that the file does not hold, or a copy the recorder
+                // stopped: the copy is made again for real; anything else is the copy's failure.
+                var reads: Int64 = 0
+                _ = sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARDED_READS, &reads)
+                if reads > 0 { throw NoCopyFallback(reason: "SQLite read back a page of the copy (\(error))") }
+                if let reason = recorder.gaveUp { throw NoCopyFallback(reason: reason) }
+                throw error
+            }
+        }
+        // Only page 1 is in the file: nothing may take it for a snapshot.
+        unlink(destination)
+        try noCopy.inTransaction(source)
+        try source.execute("COMMIT")
+        var result = Result(journalMode: "wal", restarts: 0)
+        result.discarded = true
+        return result
     }
 
     private func stepToEnd(_ backup: SQLiteBackup) throws {

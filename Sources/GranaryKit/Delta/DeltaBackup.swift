@@ -49,10 +49,79 @@ enum DeltaBackup {
         var pageLists: [String] = []
     }
 
+    /// What is decided before any store is copied: a full (and why), or the base a delta would be
+    /// built on. The questions that do not need the new page hashes are answered here (`--full`,
+    /// no earlier backup, a base without page hashes, another set of stores, the chain's length and
+    /// age, format 2's file list); the page size and journal mode of each store are compared as it
+    /// is opened, the changed share once the pages are hashed.
+    enum Start {
+        case full(String)
+        case base(Base)
+    }
+
+    /// A base found before the copy.
+    struct Base {
+        var entry: RepositoryEntry
+        var head: BaseHead
+        var deltaLabel: String
+        var policy: DeltaPolicy
+
+        /// The page size and journal mode `store` had in the base.
+        func store(_ name: String) -> (pageSize: Int, journalMode: String, pages: String)? {
+            guard let info = head.manifest.delta?.stores.first(where: { $0.name == name }),
+                let mode = head.manifest.stores.first(where: { $0.name == name })?.journalMode,
+                let pages = head.pages[name]
+            else { return nil }
+            return (info.pageSize, mode, pages)
+        }
+    }
+
+    /// Answers the questions of ``Start`` for a backup of `storeNames` made at about `created`;
+    /// the base's page-hash lists go to a scratch folder in `work` (or come from the cache).
+    static func start(
+        policy: DeltaPolicy, user: UserID, repository: any Repository, storeNames: [String], work: String,
+        label: String?, created: Date, cache: String? = nil
+    ) throws -> Start {
+        if policy.forceFull { return .full("a full was asked for (--full)") }
+        guard let entry = try repository.archives(of: user).last(where: { $0.name.kind == .backup }) else {
+            return .full("there is no earlier backup")
+        }
+        let deltaLabel = ArchiveName.deltaLabel(after: label)
+        guard ArchiveName.isValidLabel(deltaLabel) else { return .full("the label is too long to end in -delta") }
+        let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "base")
+        let base: BaseHead
+        switch BaseHead.read(entry, repository: repository, into: scratch, cache: cache) {
+        case .failure(let reason): return .full("the newest backup, \(entry.name.fileName), \(reason)")
+        case .success(let head): base = head
+        }
+        guard let baseInfo = base.manifest.delta else {
+            return .full("the newest backup, \(entry.name.fileName), has no page hashes (it was not made with --delta)")
+        }
+        guard Set(baseInfo.stores.map(\.name)) == Set(storeNames), baseInfo.stores.count == storeNames.count else {
+            return .full("the stores are not those of \(entry.name.fileName)")
+        }
+        if baseInfo.chainLength + 1 > policy.maxChain {
+            return .full("the chain has \(baseInfo.chainLength) deltas already (at most \(policy.maxChain))")
+        }
+        if created.timeIntervalSince(baseInfo.fullCreated) > policy.maxAge {
+            return .full("the chain's full is older than \(DurationText.format(seconds: Int64(policy.maxAge)))")
+        }
+        if base.manifest.fileList != nil {
+            return .full("the stores have over \(Manifest.fileListThreshold) external-data files")
+        }
+        return .base(Base(entry: entry, head: base, deltaLabel: deltaLabel, policy: policy))
+    }
+
+    /// `started`: what ``start(policy:user:repository:storeNames:work:label:created:cache:)``
+    /// decided before the copy (nil: decided here, after it). A store whose copy was discarded
+    /// (its recorder ``PageRecorder/discarding``) has no snapshot file: its hashes and changed
+    /// pages come from its recorder, and when a full is needed after all this throws
+    /// ``NoCopyFallback`` (the caller copies the stores again, for real). `secondCopy`: why the
+    /// stores were copied again, added to a full's reason.
     static func plan(
         policy: DeltaPolicy, user: UserID, repository: any Repository, stores: [Manifest.Store],
         files: [File], work: String, label: String?, created: Date, recorded: [PageRecorder?] = [],
-        cache: String? = nil
+        cache: String? = nil, started: Start? = nil, secondCopy: String? = nil
     ) throws -> Plan {
         // 1. The page hashes of every snapshot: those the tee VFS recorded as the snapshot was
         // written (`PageRecorder`), else a second read of the snapshot.
@@ -65,7 +134,9 @@ enum DeltaBackup {
                 throw DeltaError.malformed(path: store.path, reason: "has no snapshot")
             }
             let path = work + "/\(index).pages"
-            if index < recorded.count, let recorder = recorded[index] {
+            if index < recorded.count, let recorder = recorded[index], recorder.discarding {
+                summaries.append(try recorder.finishDiscarded(writingTo: path))
+            } else if index < recorded.count, let recorder = recorded[index] {
                 summaries.append(try recorder.finish(snapshot: snapshot, pageSize: store.pageSize, writingTo: path))
             } else {
                 summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
@@ -80,7 +151,11 @@ enum DeltaBackup {
             snapshots.append(snapshot)
         }
         let total = summaries.reduce(0) { $0 + $1.pageCount }
-        func full(_ reason: String) -> Plan {
+        let discarded = recorded.contains { $0?.discarding == true }
+        func full(_ reason: String) throws -> Plan {
+            // A full packs the stores: a copy that was discarded must be made again, for real.
+            if discarded { throw NoCopyFallback(reason: reason) }
+            let reason = secondCopy.map { _ in reason + " (found after a first copy for a delta: the stores were copied twice)" } ?? reason
             let info = DeltaInfo(
                 base: nil, chainLength: 0, fullCreated: created,
                 stores: zip(stores, summaries).map { store, summary in
@@ -93,45 +168,32 @@ enum DeltaBackup {
                 outcome: DeltaOutcome(isDelta: false, base: nil, reason: reason, changedPages: total, pages: total),
                 pageLists: pages.map(\.source))
         }
-        if policy.forceFull { return full("a full was asked for (--full)") }
-        // 2. The base: this host's newest backup of the user, with page hashes.
-        guard let entry = try repository.archives(of: user).last(where: { $0.name.kind == .backup }) else {
-            return full("there is no earlier backup")
+        // 2. The base: this host's newest backup of the user, with page hashes (decided before
+        // the copy, or here).
+        let started =
+            try started
+            ?? start(
+                policy: policy, user: user, repository: repository, storeNames: stores.map(\.name), work: work,
+                label: label, created: created, cache: cache)
+        guard case .base(let found) = started else {
+            if case .full(let reason) = started { return try full(reason) }
+            preconditionFailure()
         }
-        let deltaLabel = ArchiveName.deltaLabel(after: label)
-        guard ArchiveName.isValidLabel(deltaLabel) else { return full("the label is too long to end in -delta") }
-        let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "base")
-        defer { FileSystem.removeTree(scratch) }
-        let base: BaseHead
-        switch BaseHead.read(entry, repository: repository, into: scratch, cache: cache) {
-        case .failure(let reason): return full("the newest backup, \(entry.name.fileName), \(reason)")
-        case .success(let head): base = head
-        }
-        guard let baseInfo = base.manifest.delta else {
-            return full("the newest backup, \(entry.name.fileName), has no page hashes (it was not made with --delta)")
-        }
-        guard Set(baseInfo.stores.map(\.name)) == Set(stores.map(\.name)), baseInfo.stores.count == stores.count else {
-            return full("the stores are not those of \(entry.name.fileName)")
-        }
+        let entry = found.entry, base = found.head, deltaLabel = found.deltaLabel
+        guard let baseInfo = base.manifest.delta else { return try full("the base has no page hashes") }
         for (store, summary) in zip(stores, summaries) {
             let old = baseInfo.stores.first { $0.name == store.name }!
             if old.pageSize != summary.pageSize {
-                return full("\(store.name) has pages of \(summary.pageSize) bytes, \(old.pageSize) before")
+                return try full("\(store.name) has pages of \(summary.pageSize) bytes, \(old.pageSize) before")
             }
             let oldMode = base.manifest.stores.first { $0.name == store.name }?.journalMode
             if oldMode != store.journalMode {
-                return full("\(store.name) is in journal mode \(store.journalMode), \(oldMode ?? "unknown") before")
+                return try full("\(store.name) is in journal mode \(store.journalMode), \(oldMode ?? "unknown") before")
             }
         }
-        if baseInfo.chainLength + 1 > policy.maxChain {
-            return full("the chain has \(baseInfo.chainLength) deltas already (at most \(policy.maxChain))")
-        }
-        if created.timeIntervalSince(baseInfo.fullCreated) > policy.maxAge {
-            return full("the chain's full is older than \(DurationText.format(seconds: Int64(policy.maxAge)))")
-        }
         let external = files.filter { $0.file.kind == .external }
-        if base.manifest.fileList != nil || external.count > Manifest.fileListThreshold {
-            return full("the stores have over \(Manifest.fileListThreshold) external-data files")
+        if external.count > Manifest.fileListThreshold {
+            return try full("the stores have over \(Manifest.fileListThreshold) external-data files")
         }
         // 3. The changed pages of each store.
         var changes: [File] = []
@@ -139,11 +201,16 @@ enum DeltaBackup {
         for (index, store) in stores.enumerated() {
             try Interruption.check()
             guard let basePages = base.pages[store.name] else {
-                return full("\(entry.name.fileName) lacks the page hashes of \(store.name)")
+                return try full("\(entry.name.fileName) lacks the page hashes of \(store.name)")
             }
             let path = work + "/\(index).delta"
-            let changed = try PageChanges.write(
-                snapshot: snapshots[index], current: pages[index].source, base: basePages, to: path)
+            let changed: Int
+            if index < recorded.count, let recorder = recorded[index], recorder.discarding {
+                changed = try recorder.writeChanges(current: pages[index].source, base: basePages, to: path)
+            } else {
+                changed = try PageChanges.write(
+                    snapshot: snapshots[index], current: pages[index].source, base: basePages, to: path)
+            }
             changedPages.append(changed)
             let digest = try FileDigest.of(path)
             changes.append(
@@ -156,7 +223,7 @@ enum DeltaBackup {
         let changed = changedPages.reduce(0, +)
         if Double(changed) > policy.maxChangedShare * Double(total) {
             let share = total == 0 ? 100 : changed * 100 / total
-            return full("\(share) % of the pages changed (a full above \(Int(policy.maxChangedShare * 100)) %)")
+            return try full("\(share) % of the pages changed (a full above \(Int(policy.maxChangedShare * 100)) %)")
         }
         // 4. External data: files new or changed go in whole; the whole state is listed.
         let before =
@@ -183,6 +250,16 @@ enum DeltaBackup {
                 isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total),
             pageLists: pages.map(\.source))
     }
+}
+
+/// A `backup --delta` whose copy of a store was not written (a WAL store, issue 35) needs a real
+/// snapshot after all: a full is needed (the changed share is known only once the pages are
+/// hashed), or the copy could not be kept without its file (SQLite read back a discarded page, a
+/// write was not whole pages, the source's page size or journal mode is not the base's). The
+/// caller takes the stores again the way a full does.
+struct NoCopyFallback: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "a delta without a snapshot file gave up: \(reason)" }
 }
 
 /// What a backup needs of its base: the base's manifest (and that manifest's SHA-256) and each

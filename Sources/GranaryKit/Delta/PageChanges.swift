@@ -12,6 +12,21 @@ public enum PageChanges {
     /// not have. Both hash lists are read as streams: memory stays flat. Returns the number of
     /// pages written.
     public static func write(snapshot: String, current: String, base: String, to output: String) throws -> Int {
+        let fd = RawPath.open(snapshot, O_RDONLY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: snapshot) }
+        defer { close(fd) }
+        return try write(current: current, base: base, to: output) { number, _, page in
+            try PageFiles.readFully(fd, into: page, at: Int64(number - 1) * Int64(page.count), path: snapshot)
+        }
+    }
+
+    /// The same, with each changed page's bytes put into the buffer by `page` (its page number,
+    /// 1-based, and its hash in `current`): from a snapshot file, or from the change log of a copy
+    /// that was not written (``PageRecorder/writeChanges(current:base:to:)``).
+    static func write(
+        current: String, base: String, to output: String,
+        page read: (Int, ArraySlice<UInt8>, UnsafeMutableRawBufferPointer) throws -> Void
+    ) throws -> Int {
         let now = try PagesReader(path: current)
         defer { now.close() }
         let before = try PagesReader(path: base)
@@ -20,9 +35,6 @@ public enum PageChanges {
             throw DeltaError.malformed(path: base, reason: "has pages of \(before.pageSize) bytes, not \(now.pageSize)")
         }
         let pageSize = now.pageSize
-        let fd = RawPath.open(snapshot, O_RDONLY | O_CLOEXEC)
-        if fd < 0 { throw FileSystemError("open", path: snapshot) }
-        defer { close(fd) }
         var writer = try BlockWriter(path: output)
         defer { writer.close() }
         try writer.append(
@@ -35,7 +47,7 @@ public enum PageChanges {
             let number = now.index  // 1-based: next() has moved past it
             let old = try before.next()
             if let old, old.elementsEqual(hash) { continue }
-            try PageFiles.readFully(fd, into: page, at: Int64(number - 1) * Int64(pageSize), path: snapshot)
+            try read(number, hash, page)
             try writer.append(BigEndian.u64(UInt64(number)))
             try writer.append(UnsafeRawBufferPointer(page))
             changed += 1

@@ -1,6 +1,7 @@
 import CSnapshotTee
 import Crypto
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -58,7 +59,7 @@ final class PageRecorder: @unchecked Sendable {
                 truncate: { context, size in
                     guard let context else { return }
                     Unmanaged<PageRecorder>.fromOpaque(context).takeUnretainedValue().truncated(to: size)
-                }))
+                }, stop: 0, reserved: 0))
         hook.pointee.context = Unmanaged.passUnretained(self).toOpaque()
     }
 
@@ -71,6 +72,8 @@ final class PageRecorder: @unchecked Sendable {
     // MARK: The snapshot's thread
 
     private func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+        // (Discarding, once the hashing thread gave up: the tee fails the write anyway.)
+        if core.stopped { return }
         let size = Int64(max(pageSize, 1))
         if offset % size != 0 || bytes.count % Int(size) != 0 {
             // Not whole pages: handed on alone, so that it marks only its own pages unknown.
@@ -175,6 +178,13 @@ final class PageRecorder: @unchecked Sendable {
         private var run: [UInt8] = []
         private var runStart = 0
         private(set) var failure: (any Error)?
+        /// Discarding (``PageRecorder/startDiscarding(base:log:maxChanged:)``): the changed pages.
+        var log: ChangeLog?
+        /// Set (from the hashing thread) once a discarding copy gave up: the snapshot thread then
+        /// drops writes, and the tee fails them.
+        private let stopFlag = Atomic<Bool>(false)
+        var stopped: Bool { stopFlag.load(ordering: .acquiring) }
+        var stop: () -> Void = {}
 
         init(path: String) throws {
             self.path = path
@@ -189,27 +199,60 @@ final class PageRecorder: @unchecked Sendable {
             let count = bytes.count
             guard failure == nil, pageSize > 0, count > 0, offset >= 0 else { return }
             let size = Int64(pageSize)
+            if let log, log.reason != nil { return }
             guard offset % size == 0, count % pageSize == 0 else {
+                if let log {
+                    giveUp(log, "a write of \(count) bytes at offset \(offset) is not whole pages")
+                    return
+                }
                 forget(from: Int(offset / size), through: Int((offset + Int64(count) - 1) / size))
                 return
             }
             var page = Int(offset / size)
             var at = 0
             while at < count {
-                let digest = SHA256.hash(data: UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize]))
+                let bytes = UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize])
+                let digest = SHA256.hash(data: bytes)
                 if !run.isEmpty && page != runStart + run.count / 32 { flush() }
                 if run.isEmpty { runStart = page }
                 run.append(contentsOf: digest)
                 mark(page)
                 hashed += 1
                 if run.count >= 1 << 20 { flush() }
+                if let log {
+                    do {
+                        try log.record(page: page, digest: digest, bytes: bytes)
+                    } catch {
+                        if failure == nil { failure = error }
+                    }
+                    if log.changed.count > log.maxChanged {
+                        giveUp(log, "more than \(log.maxChanged) of its pages changed")
+                        return
+                    }
+                }
                 page += 1
                 at += pageSize
             }
+            if let log { log.size = max(log.size, offset + Int64(count)) }
+        }
+
+        private func giveUp(_ log: ChangeLog, _ reason: String) {
+            if log.reason == nil { log.reason = reason }
+            stopFlag.store(true, ordering: .releasing)
+            stop()
         }
 
         func truncated(to size: Int64) {
             guard pageSize > 0, size >= 0 else { return }
+            if let log {
+                guard log.reason == nil else { return }
+                guard size % Int64(pageSize) == 0 else {
+                    giveUp(log, "a truncate to \(size) bytes cuts a page")
+                    return
+                }
+                log.cut(from: Int(size / Int64(pageSize)))
+                log.size = size
+            }
             flush()
             // The page the cut falls in (if any) and every page after it.
             forget(from: Int(size / Int64(pageSize)), through: known.count * 64 - 1)
@@ -242,6 +285,187 @@ final class PageRecorder: @unchecked Sendable {
                 if failure == nil { failure = error }
             }
             run.removeAll(keepingCapacity: true)
+        }
+    }
+
+    // MARK: Discarding (a WAL store's `backup --delta`, no snapshot file)
+
+    /// Whether the copy is being discarded: the recorder keeps the changed pages itself.
+    var discarding: Bool { core.log != nil }
+    /// Why a discarding copy gave up (a write that was not whole pages, a truncate inside a page,
+    /// too many changed pages), once it has.
+    var gaveUp: String? { core.log?.reason }
+
+    /// Turns the recorder into the keeper of a discarded copy (before the copy starts, with
+    /// ``pageSize`` set): each page written is hashed as always and compared with the base's
+    /// hash of the same page (`base`, the base's `.pages` file, read where needed); a page that
+    /// differs, or that the base does not have, is appended to the change log `log` (page bytes;
+    /// the newest write of a page is the one that counts, found by its offset, kept in memory for
+    /// changed pages only). Past `maxChanged` changed pages the recorder gives up and stops the
+    /// copy (the tee fails its next write): a full needs a real snapshot anyway.
+    func startDiscarding(base: String, log: String, maxChanged: Int) throws {
+        let changes = try ChangeLog(base: base, log: log, pageSize: pageSize, maxChanged: maxChanged)
+        core.log = changes
+        core.stop = { [hook] in granary_tee_hook_stop(hook) }
+    }
+
+    /// The `.pages` file of the discarded copy, written to `output`: the recorded hashes, and the
+    /// hash of a zero page for every page never written (the lock-byte page, a hole, a page a
+    /// truncate cut and the file grew over again), which is exactly what reading the file would
+    /// give. Throws ``NoCopyFallback`` when the recorder gave up.
+    func finishDiscarded(writingTo output: String) throws -> PageFiles.Summary {
+        send()
+        handoff.close()
+        worker?.wait()
+        worker = nil
+        core.flush()
+        if let failure = core.failure { throw failure }
+        guard let log = core.log else { throw NoCopyFallback(reason: "the copy was not discarded") }
+        if let reason = log.reason { throw NoCopyFallback(reason: reason) }
+        try log.flush()
+        guard pageSize > 0, log.size % Int64(pageSize) == 0 else {
+            throw NoCopyFallback(reason: "the copy ends inside a page")
+        }
+        let count = Int(log.size / Int64(pageSize))
+        let fd = core.fd, path = core.path
+        guard ftruncate(fd, off_t(count) * 32) == 0 else { throw FileSystemError("write", path: path) }
+        var writer = try BlockWriter(path: output)
+        defer { writer.close() }
+        var state = SHA256()
+        state.update(data: PageFiles.statePrefix)
+        let header = BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(count))
+        state.update(data: header)
+        try writer.append(PageFiles.pagesMagic + header)
+        let perChunk = 32_768
+        let hashes = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * 32, alignment: 16)
+        defer { hashes.deallocate() }
+        let zero = log.zeroHash
+        var first = 0
+        while first < count {
+            try Interruption.check()
+            let pages = min(perChunk, count - first)
+            let chunk = UnsafeMutableRawBufferPointer(rebasing: hashes[0..<pages * 32])
+            try PageFiles.readFully(fd, into: chunk, at: Int64(first) * 32, path: path)
+            for index in 0..<pages where !core.isKnown(first + index) {
+                zero.withUnsafeBytes {
+                    chunk.baseAddress!.advanced(by: index * 32).copyMemory(from: $0.baseAddress!, byteCount: 32)
+                }
+            }
+            let bytes = UnsafeRawBufferPointer(chunk)
+            state.update(bufferPointer: bytes)
+            try writer.append(bytes)
+            first += pages
+        }
+        try writer.finish()
+        return PageFiles.Summary(pageSize: pageSize, pageCount: count, stateDigest: state.finalize().hex)
+    }
+
+    /// Writes the `.delta` file of the discarded copy whose `.pages` file is `current` against
+    /// the base's `base`: ``PageChanges/write(current:base:to:page:)`` with each changed page's
+    /// bytes taken from the change log (its newest write), or zeros for a page never written.
+    /// Each page's bytes are checked against its hash in `current`.
+    func writeChanges(current: String, base: String, to output: String) throws -> Int {
+        guard let log = core.log else { throw NoCopyFallback(reason: "the copy was not discarded") }
+        return try PageChanges.write(current: current, base: base, to: output) { number, hash, page in
+            if let at = log.changed[number - 1] {
+                try PageFiles.readFully(log.fd, into: page, at: at, path: log.path)
+            } else {
+                page.initializeMemory(as: UInt8.self, repeating: 0)
+            }
+            guard SHA256.hash(data: UnsafeRawBufferPointer(page)).elementsEqual(hash) else {
+                throw NoCopyFallback(reason: "page \(number) of the change log does not have its recorded hash")
+            }
+        }
+    }
+
+    /// The changed pages of a discarded copy: a log file of page bytes and, per changed page, the
+    /// offset of its newest logged write (memory: only changed pages); the base's hashes are read
+    /// 32,768 at a time around the page asked for (pages arrive in order, page 1 again at the end).
+    final class ChangeLog: @unchecked Sendable {
+        let path: String
+        let fd: Int32
+        let pageSize: Int
+        let maxChanged: Int
+        /// Page index (0-based) → offset in the log of its newest write.
+        private(set) var changed: [Int: Int64] = [:]
+        /// The size the file would have (writes and truncates).
+        var size: Int64 = 0
+        var reason: String?
+        let zeroHash: [UInt8]
+        private let base: Int32
+        private let basePath: String
+        private let baseCount: Int
+        private var window: [UInt8] = []
+        private var windowStart = -1
+        private var buffer: [UInt8] = []
+        private var flushed: Int64 = 0
+        static let windowPages = 32_768
+
+        init(base: String, log: String, pageSize: Int, maxChanged: Int) throws {
+            let reader = try PagesReader(path: base)
+            let count = reader.pageCount, baseSize = reader.pageSize
+            reader.close()
+            guard baseSize == pageSize else {
+                throw NoCopyFallback(reason: "the base has pages of \(baseSize) bytes, not \(pageSize)")
+            }
+            let baseFD = RawPath.open(base, O_RDONLY | O_CLOEXEC)
+            if baseFD < 0 { throw FileSystemError("open", path: base) }
+            let logFD = RawPath.open(log, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if logFD < 0 {
+                close(baseFD)
+                throw FileSystemError("create", path: log)
+            }
+            self.base = baseFD
+            basePath = base
+            baseCount = count
+            path = log
+            fd = logFD
+            self.pageSize = pageSize
+            self.maxChanged = maxChanged
+            zeroHash = Array(SHA256.hash(data: [UInt8](repeating: 0, count: pageSize)))
+            buffer.reserveCapacity(1 << 20)
+        }
+
+        deinit {
+            close(base)
+            close(fd)
+        }
+
+        /// Page `page` (0-based) was written with `bytes` (its SHA-256 `digest`).
+        func record(page: Int, digest: SHA256.Digest, bytes: UnsafeRawBufferPointer) throws {
+            if page < baseCount {
+                if page < windowStart || page >= windowStart + Self.windowPages || windowStart < 0 {
+                    let start = page / Self.windowPages * Self.windowPages
+                    let count = min(Self.windowPages, baseCount - start)
+                    window = [UInt8](repeating: 0, count: count * 32)
+                    try window.withUnsafeMutableBytes {
+                        try PageFiles.readFully(
+                            base, into: $0, at: Int64(PageFiles.pagesHeader) + Int64(start) * 32, path: basePath)
+                    }
+                    windowStart = start
+                }
+                let at = (page - windowStart) * 32
+                if digest.elementsEqual(window[at..<at + 32]) {
+                    changed.removeValue(forKey: page)
+                    return
+                }
+            }
+            changed[page] = flushed + Int64(buffer.count)
+            buffer.append(contentsOf: bytes)
+            if buffer.count >= 1 << 20 { try flush() }
+        }
+
+        /// A truncate to `first` pages: the pages from there on were cut (zeros if the file grows
+        /// over them again).
+        func cut(from first: Int) {
+            for page in changed.keys where page >= first { changed.removeValue(forKey: page) }
+        }
+
+        func flush() throws {
+            guard !buffer.isEmpty else { return }
+            try buffer.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: flushed, path: path) }
+            flushed += Int64(buffer.count)
+            buffer.removeAll(keepingCapacity: true)
         }
     }
 

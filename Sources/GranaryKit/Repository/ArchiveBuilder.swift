@@ -183,6 +183,30 @@ public struct ArchiveBuilder: Sendable {
         return (store, Member(source: database, file: storeFile, mappable: settings.mapStores))
     }
 
+    /// The same for a store whose copy was not written (`backup --delta` of a WAL store, issue 35):
+    /// the check runs on `db`, the live store's read-only connection, inside the read transaction
+    /// the copy was made in (the same state, the same `account` and budget as a snapshot's check),
+    /// and the store is described from it. The member has no file (`source`, which is gone): a
+    /// delta does not pack the store; a full copies it again.
+    func store(
+        name: String, open db: Database, source: String, journalMode: String, owner: Manifest.Ownership?,
+        externalMember: String?, live: String? = nil
+    ) throws -> (Manifest.Store, Member) {
+        let member = Manifest.storesFolder + name
+        let pageSize = try db.pageSize(), pageCount = try db.pageCount()
+        // The budget of a snapshot of this size (the live file may be smaller than its state).
+        db.budget.setTime(forStoreOfSize: Int64(pageSize) * Int64(pageCount))
+        let integrity = try Self.check(
+            db, mode: settings.check, user: user.rawValue, store: name, live: live, fail: settings.failOnProblems)
+        var store = Manifest.Store(
+            name: name, path: member, pageSize: pageSize, pageCount: pageCount, journalMode: journalMode,
+            sqliteVersion: Database.libraryVersion, check: settings.check.rawValue, integrity: integrity,
+            externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db))
+        store.owner = owner
+        let file = Manifest.File(path: member, size: Int64(pageSize) * Int64(pageCount), sha256: "", kind: .store)
+        return (store, Member(source: source, file: file, mappable: false))
+    }
+
     /// The manifest of an archive of `stores` holding `members` (in order), made at `created`.
     public func manifest(
         created: Date, stores: [Manifest.Store], members: [Member], folder: Manifest.Ownership?,
@@ -269,6 +293,14 @@ public struct ArchiveBuilder: Sendable {
             guard fail else { return error.message }
             throw BackupError.checkFailed(user: user, store: store, problem: error.message, path: live)
         }
+        return try check(db, mode: mode, user: user, store: store, live: live, fail: fail)
+    }
+
+    /// Runs `mode`'s check on the open connection `db` (as above).
+    static func check(
+        _ db: Database, mode: CheckMode, user: String, store: String, live: String? = nil, fail: Bool = true
+    ) throws -> String {
+        guard mode != .none else { return "unchecked" }
         let problems = db.integrityCheck(full: mode == .full)
         guard problems == [Database.sound] else {
             guard fail else { return problems.joined(separator: "; ") }

@@ -89,12 +89,12 @@ public final class Database {
     /// and `budgetSize` as for a path.
     public convenience init(
         _ name: SQLiteName, mode: OpenMode, busyTimeout: Duration = .seconds(5), limits: ContentLimits? = nil,
-        budgetSize: Int64? = nil
+        budgetSize: Int64? = nil, account: ContentAccount? = nil
     ) throws(SQLiteError) {
         try self.init(
             opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil,
             limits: limits,
-            budgetSize: budgetSize)
+            budgetSize: budgetSize, account: account)
     }
 
     private init(
