@@ -115,6 +115,10 @@ public struct BackupOperation: Sendable {
         public var plainFiles = 0
         /// With ``Options/delta``: whether a delta or a full was written, and why a full.
         public var delta: DeltaOutcome?
+        /// Stores copied without a snapshot file (`Snapshotter.NoCopy`), and why such a copy was
+        /// made again for real, if it was (tests, the bench).
+        var discardedCopies = 0
+        var copiedAgain: String?
     }
 
     /// One mirror's copy of a new archive.
@@ -216,6 +220,7 @@ public struct BackupOperation: Sendable {
                     return (taken, delta, created)
                 }
                 var attempted: (Taken, DeltaBackup.Plan?, Date)
+                var copiedAgain: String?
                 if policy != nil && !options.snapshotEveryStore {
                     let first = work + "/delta"
                     try FileSystem.makeDirectory(first)
@@ -223,6 +228,7 @@ public struct BackupOperation: Sendable {
                         attempted = try attempt(noCopy: true, in: first, secondCopy: nil)
                     } catch let fallback as NoCopyFallback {
                         FileSystem.removeTree(first)
+                        copiedAgain = fallback.reason
                         attempted = try attempt(noCopy: false, in: work, secondCopy: fallback.reason)
                     }
                 } else {
@@ -281,6 +287,8 @@ public struct BackupOperation: Sendable {
                 result.warnings = taken.warnings
                 result.plainFiles = taken.files.lazy.filter { $0.file.kind == .plain }.count
                 result.delta = delta?.outcome
+                result.discardedCopies = taken.pageHashes.lazy.filter { $0?.discarding == true }.count
+                result.copiedAgain = copiedAgain
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {

@@ -1,0 +1,326 @@
+import CSQLite
+import CSnapshotTee
+import Foundation
+import GranaryTestSupport
+import Testing
+
+@testable import GranaryKit
+
+/// `backup --delta` of a WAL store without a snapshot file (issue 35, `Snapshotter.NoCopy`): the
+/// `granary-tee` VFS discards the copy's pages beyond page 1, the recorder keeps the changed ones
+/// in a log, and the `.pages` and `.delta` files made from them are byte for byte those the old way
+/// (a real snapshot file, hashed and read) gives for the same store state.
+@Suite("delta without a snapshot file")
+struct DeltaNoCopyTests {
+    static let user = "alice@example.com"
+
+    /// A user folder under `folder` holding one WAL store `Live.sqlite` with `rows` rows of ~600
+    /// bytes (pages of `pageSize`), and the store as a backup finds it.
+    static func makeStore(in folder: TemporaryFolder, rows: Int, pageSize: Int = 4096) throws -> String {
+        let root = folder.child("root")
+        try FileSystem.makeDirectory(root, mode: 0o755)
+        try FileSystem.makeDirectory(root + "/\(user)", mode: 0o700)
+        let live = root + "/\(user)/Live.sqlite"
+        let db = try Database(path: live, mode: .create)
+        try db.execute("PRAGMA page_size=\(pageSize); PRAGMA journal_mode=WAL")
+        try db.execute(
+            """
+            CREATE TABLE t(id INTEGER PRIMARY KEY, body BLOB);
+            CREATE INDEX t_body ON t(substr(body, 1, 16));
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows))
+            INSERT INTO t(body) SELECT randomblob(600) FROM c;
+            """)
+        return live
+    }
+
+    static func store(_ folder: TemporaryFolder) throws -> StoreFile {
+        try #require(
+            try Root(path: folder.child("root")).user(UserID(user)).scan().stores.first { $0.name == "Live.sqlite" })
+    }
+
+    static func bytes(_ path: String) -> Data { FileManager.default.contents(atPath: path) ?? Data() }
+
+    /// The `.pages` of a real snapshot of the store as it is now (the base of the next steps).
+    static func basePages(_ folder: TemporaryFolder, _ name: String) throws -> String {
+        let copy = folder.child("\(name).sqlite")
+        _ = try Snapshotter().snapshot(try store(folder), to: copy)
+        let pageSize = try Database(path: copy, mode: .readOnly).pageSize()
+        let pages = folder.child("\(name).pages")
+        try PageFiles.hash(file: copy, pageSize: pageSize, writingTo: pages)
+        try FileSystem.removeFile(copy)
+        return pages
+    }
+
+    /// The old way: a snapshot file, its recorded hashes, its changed pages read from it.
+    static func oldWay(_ folder: TemporaryFolder, base: String, tag: String) throws -> (pages: Data, delta: Data) {
+        let copy = folder.child("\(tag)-old.sqlite")
+        let recorder = try PageRecorder(path: folder.child("\(tag)-old.hashes"))
+        _ = try Snapshotter().snapshot(try store(folder), to: copy, track: nil, pages: recorder)
+        let pageSize = try Database(path: copy, mode: .readOnly).pageSize()
+        let pages = folder.child("\(tag)-old.pages"), delta = folder.child("\(tag)-old.delta")
+        _ = try recorder.finish(snapshot: copy, pageSize: pageSize, writingTo: pages)
+        _ = try PageChanges.write(snapshot: copy, current: pages, base: base, to: delta)
+        try FileSystem.removeFile(copy)
+        return (bytes(pages), bytes(delta))
+    }
+
+    /// The new way: no snapshot file; `inTransaction` runs in the copy's read transaction.
+    static func newWay(
+        _ folder: TemporaryFolder, base: String, tag: String, maxChangedShare: Double = 1,
+        inTransaction: @escaping (Database) throws -> Void = { _ in }
+    ) throws -> (pages: Data, delta: Data, recorder: PageRecorder) {
+        let copy = folder.child("\(tag)-new.sqlite")
+        let recorder = try PageRecorder(path: folder.child("\(tag)-new.hashes"))
+        let basePageSize = try PagesReader(path: base).pageSize
+        let noCopy = Snapshotter.NoCopy(
+            pageSize: basePageSize, journalMode: "wal", basePages: base, log: folder.child("\(tag)-new.changes"),
+            maxChangedShare: maxChangedShare, account: ContentAccount(limits: .defaults, storesOfSize: 1 << 20),
+            inTransaction: inTransaction)
+        let result = try Snapshotter().snapshot(try store(folder), to: copy, track: nil, pages: recorder, noCopy: noCopy)
+        #expect(result.discarded)
+        #expect(!FileManager.default.fileExists(atPath: copy), "no snapshot file is left")
+        let pages = folder.child("\(tag)-new.pages"), delta = folder.child("\(tag)-new.delta")
+        _ = try recorder.finishDiscarded(writingTo: pages)
+        _ = try recorder.writeChanges(current: pages, base: base, to: delta)
+        return (bytes(pages), bytes(delta), recorder)
+    }
+
+    @Test(
+        "the .pages and .delta of a copy without a file equal those of a snapshot file: changes, growth, shrink",
+        arguments: ["update", "growth", "shrink", "vacuum-into-fewer"])
+    func sameAsSnapshot(change: String) throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 6000)
+        let base = try Self.basePages(folder, "base")
+        let db = try Database(path: live, mode: .readWrite)
+        switch change {
+        case "update": try db.execute("UPDATE t SET body = randomblob(600) WHERE id % 97 = 0")
+        case "growth":
+            try db.execute(
+                "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000) INSERT INTO t(body) SELECT randomblob(900) FROM c"
+            )
+        case "shrink":
+            try db.execute("DELETE FROM t WHERE id > 2000")
+            try db.execute("VACUUM")
+        default:
+            try db.execute("DELETE FROM t WHERE id % 3 = 0")
+            try db.execute("UPDATE t SET body = randomblob(300) WHERE id % 5 = 0")
+            try db.execute("VACUUM")
+        }
+        let old = try Self.oldWay(folder, base: base, tag: change)
+        var integrity = ""
+        let new = try Self.newWay(folder, base: base, tag: change) { db in
+            integrity = try ArchiveBuilder.check(db, mode: .quick, user: Self.user, store: "Live.sqlite")
+        }
+        #expect(integrity == "ok")
+        #expect(new.pages == old.pages, "the same page hashes")
+        #expect(new.delta == old.delta, "the same changed pages")
+        let header = try #require(old.delta.count >= 28 ? old.delta : nil)
+        let changed = header[20..<28].reduce(0) { $0 << 8 | Int($1) }
+        #expect(changed > 0)
+        #expect(new.recorder.hashed > 0)
+    }
+
+    @Test("the check in the copy's read transaction sees the copied state, not a write committed after the copy")
+    func checkSeesTheCopiedState() throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 3000)
+        let base = try Self.basePages(folder, "base")
+        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600) WHERE id < 50")
+        let old = try Self.oldWay(folder, base: base, tag: "before")
+        var seen = -1
+        let new = try Self.newWay(folder, base: base, tag: "after") { db in
+            // Another connection commits while the copy's read transaction is open.
+            try Database(path: live, mode: .readWrite).execute("INSERT INTO t(body) VALUES (randomblob(5000))")
+            seen = Int(try db.scalar("SELECT count(*) FROM t")?.integer ?? -1)
+        }
+        #expect(seen == 3000)
+        #expect(new.pages == old.pages && new.delta == old.delta)
+        let now = try Database(path: live, mode: .readOnly).scalar("SELECT count(*) FROM t")?.integer
+        #expect(now == 3001)
+    }
+
+    @Test("a store whose page size is not the base's is not copied without a file")
+    func pageSizeChange() throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 2000)
+        let base = try Self.basePages(folder, "base")
+        let db = try Database(path: live, mode: .readWrite)
+        try db.execute("PRAGMA journal_mode=DELETE")
+        try db.execute("PRAGMA page_size=8192")
+        try db.execute("VACUUM")
+        try db.execute("PRAGMA journal_mode=WAL")
+        #expect(throws: NoCopyFallback.self) { _ = try Self.newWay(folder, base: base, tag: "resized") }
+    }
+
+    @Test("more changed pages than the share allowed stops the copy and gives up")
+    func tooManyChanged() throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 6000)
+        let base = try Self.basePages(folder, "base")
+        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600)")
+        #expect(throws: NoCopyFallback.self) {
+            _ = try Self.newWay(folder, base: base, tag: "all", maxChangedShare: 0.5)
+        }
+    }
+
+    @Test("a read of a discarded page fails loudly and is counted; page 1 reads back")
+    func discardedRead() throws {
+        let folder = TemporaryFolder()
+        #expect(granary_tee_register() == SQLITE_OK)
+        let path = folder.child("discarded.sqlite")
+        let db = try Database(path: path, mode: .create, vfs: "granary-tee")
+        var pageSize: Int64 = 4096
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARD, &pageSize) == SQLITE_OK)
+        try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA cache_size=10")
+        try db.execute(
+            """
+            CREATE TABLE t(id INTEGER PRIMARY KEY, body BLOB);
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 500)
+            INSERT INTO t(body) SELECT randomblob(2000) FROM c;
+            """)
+        // The schema is on page 1, which is real.
+        #expect(try db.tableNames() == ["t"])
+        #expect(throws: SQLiteError.self) { _ = try db.scalar("SELECT sum(length(body)) FROM t") }
+        var reads: Int64 = 0
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARDED_READS, &reads) == SQLITE_OK)
+        #expect(reads > 0)
+        // The file holds page 1 alone; its logical size is every page written.
+        #expect((FileSystem.status(path).map { Int64($0.st_size) } ?? -1) <= 4096)
+    }
+
+    @Test(
+        "over 1 GiB: the lock-byte page, never written, hashes as a zero page, as a read of the file gives",
+        .enabled(if: ProcessInfo.processInfo.environment["GRANARY_SLOW_TESTS"] == "1", "over 1 GiB of I/O"))
+    func lockBytePage() throws {
+        let folder = TemporaryFolder()
+        let root = folder.child("root")
+        try FileSystem.makeDirectory(root, mode: 0o755)
+        try FileSystem.makeDirectory(root + "/\(Self.user)", mode: 0o700)
+        let live = root + "/\(Self.user)/Live.sqlite"
+        let db = try Database(path: live, mode: .create)
+        // 64 KiB pages: the lock-byte page (bytes 2^30 … 2^30 + 65535) is page 16385.
+        try db.execute("PRAGMA page_size = 65536; PRAGMA journal_mode = WAL")
+        try db.execute("CREATE TABLE big(id INTEGER PRIMARY KEY, b BLOB)")
+        try db.execute(
+            "INSERT INTO big(b) SELECT zeroblob(1000000) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1040) SELECT x FROM c)"
+        )
+        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let base = try Self.basePages(folder, "base")
+        try db.execute("UPDATE big SET b = randomblob(1000000) WHERE id IN (5, 1030)")
+        try db.execute("INSERT INTO big(b) VALUES (randomblob(300000))")
+        let old = try Self.oldWay(folder, base: base, tag: "lock")
+        let new = try Self.newWay(folder, base: base, tag: "lock")
+        let count = try PagesReader(path: folder.child("lock-new.pages")).pageCount
+        #expect(count > 16385)
+        #expect(new.pages == old.pages)
+        #expect(new.delta == old.delta)
+        // The lock-byte page's hash is a zero page's.
+        let zeros = folder.child("zeros")
+        try Data(count: 65536).write(to: URL(fileURLWithPath: zeros))
+        try PageFiles.hash(file: zeros, pageSize: 65536, writingTo: zeros + ".pages")
+        let zero = Array(Self.bytes(zeros + ".pages")[PageFiles.pagesHeader...])
+        let at = PageFiles.pagesHeader + 16384 * 32
+        #expect(Array(new.pages[at..<at + 32]) == zero)
+    }
+
+    // MARK: Through BackupOperation
+
+    final class Site {
+        let folder = TemporaryFolder()
+        var root: String { folder.child("root") }
+        let repository: LocalRepository
+        init() throws {
+            try SampleData.generate(in: folder.child("root"))
+            repository = LocalRepository(path: folder.child("repo"))
+        }
+
+        func backup(everyStore: Bool = false) throws -> BackupOperation.Result {
+            var options = BackupOperation.Options()
+            options.delta = DeltaPolicy()
+            options.snapshotEveryStore = everyStore
+            let result = try BackupOperation(root: Root(path: root), repository: repository, options: options).run(
+                try UserID(DeltaNoCopyTests.user))
+            Thread.sleep(forTimeInterval: 1.05)
+            return result
+        }
+
+        func change(_ sql: String, store: String = "Local.sqlite") throws {
+            try Database(path: root + "/\(DeltaNoCopyTests.user)/\(store)", mode: .readWrite).execute(sql)
+        }
+
+        func manifest(_ result: BackupOperation.Result) throws -> Manifest {
+            try Catalogue.readManifest(try #require(result.entry.localFile))
+        }
+    }
+
+    @Test("a delta archive made without snapshot files has the members of one made with them, byte for byte")
+    func sameArchiveMembers() throws {
+        let site = try Site()
+        let first = try site.backup()
+        #expect(first.delta?.isDelta == false)
+        #expect(first.discardedCopies == 0, "no base: a full, copied as always")
+        try site.change("UPDATE items SET body = 'changed' WHERE id % 50 = 0")
+        try site.change("UPDATE items SET body = 'changed too' WHERE id = 3", store: "Cloud.sqlite")
+        let old = try site.backup(everyStore: true)
+        #expect(old.delta?.isDelta == true)
+        #expect(old.discardedCopies == 0)
+        let oldManifest = try site.manifest(old)
+        try FileSystem.removeFile(try #require(old.entry.localFile))
+        let new = try site.backup()
+        #expect(new.delta?.isDelta == true, "\(String(describing: new.delta))")
+        #expect(new.discardedCopies == 2, "\(String(describing: new.copiedAgain))")
+        #expect(new.copiedAgain == nil)
+        let newManifest = try site.manifest(new)
+        func members(_ manifest: Manifest) -> [String] {
+            manifest.files.map { "\($0.path) \($0.size) \($0.sha256) \($0.kind)" }
+        }
+        #expect(members(newManifest) == members(oldManifest))
+        #expect(newManifest.delta?.stores == oldManifest.delta?.stores)
+        #expect(newManifest.stores.map(\.integrity) == oldManifest.stores.map(\.integrity))
+        #expect(newManifest.stores.map(\.pageCount) == oldManifest.stores.map(\.pageCount))
+        #expect(newManifest.stores.map(\.integrity) == ["ok", "ok"])
+        #expect(newManifest.stores.map(\.externalDataPath) == oldManifest.stores.map(\.externalDataPath))
+        #expect(newManifest.stores.map(\.coreData) == oldManifest.stores.map(\.coreData))
+    }
+
+    @Test("a full needed after a copy without a file copies the stores again, and says so")
+    func fullAfterAll() throws {
+        let site = try Site()
+        _ = try site.backup()
+        try site.change(
+            "INSERT INTO items(body, created) SELECT hex(randomblob(500)), 1 FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000) SELECT x FROM c)"
+        )
+        _ = try site.backup()
+        try site.change("DELETE FROM items WHERE id % 2 = 0")
+        try site.change("VACUUM")
+        let vacuumed = try site.backup()
+        #expect(vacuumed.delta?.isDelta == false)
+        #expect(vacuumed.copiedAgain != nil)
+        #expect(vacuumed.delta?.reason?.contains("% of the pages changed (a full above 50 %)") == true)
+        #expect(vacuumed.delta?.reason?.contains("copied twice") == true, "\(String(describing: vacuumed.delta))")
+        // The full packs real snapshots: it verifies, and a delta builds on it.
+        let into = site.folder.child("extracted")
+        try FileSystem.makeDirectory(into)
+        let outcome = try ArchiveVerifier.extract(archive: try #require(vacuumed.entry.localFile), into: into)
+        #expect(outcome.checks == ["Local.sqlite": "ok", "Cloud.sqlite": "ok"])
+        try site.change("UPDATE items SET body = 'small' WHERE id = 1")
+        let small = try site.backup()
+        #expect(small.delta?.isDelta == true)
+        #expect(small.discardedCopies == 2)
+    }
+
+    @Test("a page-size change goes to a full, with today's reason")
+    func pageSizeChangeIsAFull() throws {
+        let site = try Site()
+        _ = try site.backup()
+        // (One connection: the page size is set for its VACUUM.)
+        try site.change("PRAGMA journal_mode=DELETE; PRAGMA page_size=8192; VACUUM; PRAGMA journal_mode=WAL")
+        let resized = try site.backup()
+        #expect(resized.delta?.isDelta == false)
+        #expect(
+            resized.delta?.reason?.contains("has pages of 8192 bytes, 4096 before") == true,
+            "\(String(describing: resized.delta))")
+        #expect(resized.copiedAgain != nil, "the copy without a file gave up before copying")
+    }
+}
