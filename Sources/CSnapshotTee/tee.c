@@ -296,6 +296,22 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         p->lsize = size;
         return SQLITE_OK;
     }
+    if (op == SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD) {
+        if (p->track != NULL || p->discard || p->mapfd >= 0) return SQLITE_MISUSE;
+        teeForget(p);
+        if (*(const int *)arg == 0) {
+            sqlite3_free(p->rbuf);
+            p->rbuf = NULL;
+            return SQLITE_OK;
+        }
+        sqlite3_int64 size = 0;
+        int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
+        if (rc != SQLITE_OK) return rc;
+        if (p->rbuf == NULL) p->rbuf = sqlite3_malloc(TEE_BLOCK * TEE_SLOTS);
+        if (p->rbuf == NULL) return SQLITE_NOMEM;
+        p->rsize = size;
+        return SQLITE_OK;
+    }
     if (op == SNAPSHOT_TEE_FCNTL_DISCARDED_READS) {
         *(sqlite3_int64 *)arg = p->dreads;
         return SQLITE_OK;

@@ -30,6 +30,14 @@
 //    keeps a logical size (xFileSize, xTruncate) as if everything had been written. A read that
 //    touches a discarded byte fails with SQLITE_IOERR_READ and is counted: SQLite then fails
 //    loudly, never reads wrong bytes. Invariant: nothing reads back a discarded byte unnoticed.
+// 7. Live read-ahead (SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, a user's WAL store opened read-only
+//    through the tee for a `backup --delta` without a snapshot file): job 3's blocks, without
+//    mapped pages, turned on after a read transaction began and off before it ends.
+//    Invariant: only within one read transaction of a WAL database, whose database-file bytes
+//    that SQLite reads do not change while it lasts (a checkpoint copies no frame past the oldest
+//    reader's snapshot, and none while a reader ignores the WAL); SQLite reads the pages it
+//    takes from the WAL from the -wal file, never from these blocks. Never a mapping of a
+//    user's file.
 //
 // The follower itself maps the tracked file; `granary_tee_enter`/`leave` below make a truncate
 // wait for it, so that it never touches a page a truncate cut off (SIGBUS).
@@ -88,6 +96,9 @@ void granary_tee_hook_stop(granary_tee_hook *hook);
 // How many reads touched discarded bytes (an int64_t): non-zero means SQLite's backup needed a
 // page the file does not hold, and the copy must be made again without discarding.
 #define SNAPSHOT_TEE_FCNTL_DISCARDED_READS 0x47524e08
+
+// Job 7 on (the argument points to an int, 1) or off (0: the blocks are dropped).
+#define SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD 0x47524e09
 
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.

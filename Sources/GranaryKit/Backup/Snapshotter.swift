@@ -80,13 +80,16 @@ public struct Snapshotter: Sendable {
         _ store: StoreFile, to destination: String, track: SnapshotTrack?, limits: ContentLimits = .defaults,
         pages: PageRecorder? = nil, noCopy: NoCopy? = nil
     ) throws -> Result {
+        // A WAL store whose copy may be discarded is read through the tee (read-ahead in the
+        // copy's read transaction, ``discarded(_:to:recorder:_:)``); its writes and locks pass through.
+        let throughTee = noCopy != nil && store.header.isWAL && granary_tee_register() == SQLITE_OK
         let source = try Database(
             try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits,
-            account: noCopy?.account)
+            account: noCopy?.account, vfs: throughTee ? "granary-tee" : nil)
         try? source.keepWALOnClose()
         let journalMode = try source.journalMode()
         if let noCopy, let pages, journalMode == "wal", granary_tee_register() == SQLITE_OK {
-            return try discarded(source, to: destination, recorder: pages, noCopy)
+            return try discarded(source, to: destination, recorder: pages, noCopy, readAhead: throughTee)
         }
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (docs/performance.md, "Fewer system calls").
@@ -152,9 +155,9 @@ public struct Snapshotter: Sendable {
 
     /// The copy of a WAL store without its file (``NoCopy``), then the check in the same read
     /// transaction.
-    private func discarded(_ source: Database, to destination: String, recorder: PageRecorder, _ noCopy: NoCopy)
-        throws -> Result
-    {
+    private func discarded(
+        _ source: Database, to destination: String, recorder: PageRecorder, _ noCopy: NoCopy, readAhead: Bool
+    ) throws -> Result {
         let pageSize = try source.pageSize()
         guard pageSize == noCopy.pageSize, noCopy.journalMode == "wal" else {
             throw NoCopyFallback(reason: "the page size or journal mode is not the base's")
@@ -162,6 +165,15 @@ public struct Snapshotter: Sendable {
         // The read transaction the copy and the check share (the backup API keeps an open one).
         try source.execute("BEGIN")
         let pageCount = try source.pageCount()
+        // The copy and the check read the database file in 64 KiB blocks, not page by page: its
+        // bytes that SQLite reads do not change while this read transaction lasts (the tee's job 7).
+        var on: Int32 = 1
+        let reading =
+            readAhead && sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK
+        defer {
+            var off: Int32 = 0
+            if reading { _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) }
+        }
         recorder.pageSize = pageSize
         try recorder.startDiscarding(
             base: noCopy.basePages, log: noCopy.log,
@@ -184,13 +196,17 @@ public struct Snapshotter: Sendable {
                 var reads: Int64 = 0
                 _ = sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARDED_READS, &reads)
                 if reads > 0 { throw NoCopyFallback(reason: "SQLite read back a page of the copy (\(error))") }
-                if let reason = recorder.gaveUp { throw NoCopyFallback(reason: reason) }
+                if recorder.stopped { throw NoCopyFallback(reason: "the recorder stopped the copy") }
                 throw error
             }
         }
         // Only page 1 is in the file: nothing may take it for a snapshot.
         unlink(destination)
         try noCopy.inTransaction(source)
+        if reading {
+            var off: Int32 = 0
+            _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+        }
         try source.execute("COMMIT")
         var result = Result(journalMode: "wal", restarts: 0)
         result.discarded = true

@@ -155,7 +155,7 @@ enum DeltaBackup {
         func full(_ reason: String) throws -> Plan {
             // A full packs the stores: a copy that was discarded must be made again, for real.
             if discarded { throw NoCopyFallback(reason: reason) }
-            let reason = secondCopy.map { _ in reason + " (found after a first copy for a delta: the stores were copied twice)" } ?? reason
+            let reason = secondCopy.map { _ in reason + " (found during a first copy for a delta: the stores were copied again)" } ?? reason
             let info = DeltaInfo(
                 base: nil, chainLength: 0, fullCreated: created,
                 stores: zip(stores, summaries).map { store, summary in

@@ -64,8 +64,10 @@ final class PageRecorder: @unchecked Sendable {
     }
 
     deinit {
-        // A backup that failed before `finish`: the hashing thread stops (it holds the core).
+        // A backup that failed before `finish`: the hashing thread stops (it holds the core, and
+        // may still stop the tee through the hook: it ends before the hook goes).
         handoff.close()
+        worker?.wait()
         hook.deallocate()
     }
 
@@ -292,9 +294,9 @@ final class PageRecorder: @unchecked Sendable {
 
     /// Whether the copy is being discarded: the recorder keeps the changed pages itself.
     var discarding: Bool { core.log != nil }
-    /// Why a discarding copy gave up (a write that was not whole pages, a truncate inside a page,
-    /// too many changed pages), once it has.
-    var gaveUp: String? { core.log?.reason }
+    /// Whether a discarding copy gave up (a write that was not whole pages, a truncate inside a
+    /// page, too many changed pages; ``finishDiscarded(writingTo:)`` says which): any thread.
+    var stopped: Bool { core.stopped }
 
     /// Turns the recorder into the keeper of a discarded copy (before the copy starts, with
     /// ``pageSize`` set): each page written is hashed as always and compared with the base's

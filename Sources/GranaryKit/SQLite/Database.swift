@@ -89,10 +89,10 @@ public final class Database {
     /// and `budgetSize` as for a path.
     public convenience init(
         _ name: SQLiteName, mode: OpenMode, busyTimeout: Duration = .seconds(5), limits: ContentLimits? = nil,
-        budgetSize: Int64? = nil, account: ContentAccount? = nil
+        budgetSize: Int64? = nil, account: ContentAccount? = nil, vfs: String? = nil
     ) throws(SQLiteError) {
         try self.init(
-            opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: nil,
+            opening: name.path, display: name.display, beneath: name, mode: mode, busyTimeout: busyTimeout, vfs: vfs,
             limits: limits,
             budgetSize: budgetSize, account: account)
     }
