@@ -76,7 +76,8 @@ struct DeltaNoCopyTests {
             pageSize: basePageSize, journalMode: "wal", basePages: base, log: folder.child("\(tag)-new.changes"),
             maxChangedShare: maxChangedShare, account: ContentAccount(limits: .defaults, storesOfSize: 1 << 20),
             inTransaction: inTransaction)
-        let result = try Snapshotter().snapshot(try store(folder), to: copy, track: nil, pages: recorder, noCopy: noCopy)
+        let result = try Snapshotter().snapshot(
+            try store(folder), to: copy, track: nil, pages: recorder, noCopy: noCopy)
         #expect(result.discarded)
         #expect(!FileManager.default.fileExists(atPath: copy), "no snapshot file is left")
         let pages = folder.child("\(tag)-new.pages"), delta = folder.child("\(tag)-new.delta")

@@ -1,9 +1,10 @@
 #ifndef GRANARY_TEE_H
 #define GRANARY_TEE_H
-// "granary-tee": a pass-through SQLite VFS over the default one, used only for granary's own
-// scratch files (a snapshot being written, then checked). It never changes what is written or
+// "granary-tee": a pass-through SQLite VFS over the default one, used for granary's own scratch
+// files (a snapshot being written, then checked) and, read-only, for a user's WAL store during a
+// `backup --delta` (job 7). Except a discarding file (job 6), it never changes what is written or
 // read; it changes how many system calls that takes and lets another thread follow the copy.
-// It has five jobs, each switched on per file by a file control:
+// It has seven jobs, each switched on per file by a file control:
 //
 // 1. Tracking (SNAPSHOT_TEE_FCNTL_TRACK): publishes how far a snapshot that SQLite's backup API
 //    is writing is final, for OverlappedPack's follower (Sources/GranaryKit/FastPath).

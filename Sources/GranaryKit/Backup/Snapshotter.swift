@@ -169,7 +169,8 @@ public struct Snapshotter: Sendable {
         // bytes that SQLite reads do not change while this read transaction lasts (the tee's job 7).
         var on: Int32 = 1
         let reading =
-            readAhead && sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK
+            readAhead
+            && sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK
         defer {
             var off: Int32 = 0
             if reading { _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) }

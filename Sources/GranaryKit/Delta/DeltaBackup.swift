@@ -155,7 +155,8 @@ enum DeltaBackup {
         func full(_ reason: String) throws -> Plan {
             // A full packs the stores: a copy that was discarded must be made again, for real.
             if discarded { throw NoCopyFallback(reason: reason) }
-            let reason = secondCopy.map { _ in reason + " (found during a first copy for a delta: the stores were copied again)" } ?? reason
+            let again = " (found during a first copy for a delta: the stores were copied again)"
+            let reason = secondCopy == nil ? reason : reason + again
             let info = DeltaInfo(
                 base: nil, chainLength: 0, fullCreated: created,
                 stores: zip(stores, summaries).map { store, summary in
