@@ -3,7 +3,8 @@
 # against a full backup of the same store (issue 35). Prints bytes, time and peak RSS of each, and
 # the restore and verify of the delta against those of the full. BENCH_MB=64 for a quick run
 # (default 1024). Phase 1 detects changes by hashing every page of the snapshot (as the snapshot is
-# written); for a WAL store's delta the copy is not written (only its changed pages are kept). Then restic 0.14 (installed with apt-get when missing; NO_RESTIC=1 skips it) backs up
+# written); for a WAL store's delta the copy is not written (only its changed pages are kept).
+# Then restic 0.14 (installed with apt-get when missing; NO_RESTIC=1 skips it) backs up
 # the `sqlite3 .backup` copy of the same store before and after the same change, as its users
 # do: granary's delta bytes against what restic's second backup added to its repository.
 set -euo pipefail
