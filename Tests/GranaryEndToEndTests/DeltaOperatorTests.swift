@@ -382,6 +382,65 @@ struct DeltaOperatorTests {
     }
 
     @Test(
+        "after a restore, a reset, a store replaced by another program, or a Core Data store UUID or model changed, the next backup is a full saying why; a delta otherwise"
+    )
+    func fullAfterRestoreResetOrReplace() throws {
+        let site = try Site()
+        func reason(_ run: GranaryProcess.Result) throws -> (kind: String, reason: String) {
+            let users = try #require(try Self.json(run.stdout)["users"] as? [[String: Any]])
+            let delta = try #require(users.first?["delta"] as? [String: Any], "\(run.stdout)")
+            return (delta["kind"] as? String ?? "", delta["reason"] as? String ?? "")
+        }
+        func expectDelta(_ step: Int, _ user: String = Self.alice) throws {
+            if user == Self.alice { try site.change(step) }
+            let next = try site.backup(user, ["--json"])
+            #expect(try reason(next.run).kind == "delta", "\(next.run.stdout)")
+        }
+        func expectFull(_ user: String, saying words: String) throws {
+            let next = try site.backup(user, ["--json"])
+            let (kind, why) = try reason(next.run)
+            #expect(kind == "full" && why.contains(words), "\(kind): \(why)")
+            #expect(try site.manifest(user, next.name).delta?.stores.allSatisfy { $0.liveFile != nil } == true)
+        }
+        _ = try site.backup(Self.alice)
+        try expectDelta(1)
+        // A restore in place (its safety archive is newer than the base).
+        let restored = try site.granary(["restore", Self.alice])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        try expectFull(Self.alice, saying: "restored or reset after")
+        try expectDelta(2)
+        // A restore without a safety archive: the stores are other files.
+        let quiet = try site.granary(["restore", Self.alice, "--no-safety-archive"])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        try expectFull(Self.alice, saying: "is another file than in")
+        try expectDelta(3)
+        // A reset.
+        let reset = try site.granary(["reset", Self.alice, "--yes"])
+        #expect(reset.status == 0, "\(reset.stderr)")
+        try expectFull(Self.alice, saying: "restored or reset after")
+        // Another program writes a copy of the store and renames it over the store.
+        try expectDelta(4)
+        let store = site.root + "/\(Self.alice)/Local.sqlite"
+        try Database(path: store, mode: .readWrite).execute("VACUUM INTO '\(store).new'")
+        for suffix in ["-wal", "-shm"] { unlink(store + suffix) }
+        #expect(rename(store + ".new", store) == 0)
+        try expectFull(Self.alice, saying: "is another file than in")
+        // bob's Core Data-shaped store: a new store UUID, then another model.
+        _ = try site.backup(Self.bob)
+        try expectDelta(0, Self.bob)
+        let notes = site.root + "/\(Self.bob)/Notes.sqlite"
+        try Database(path: notes, mode: .readWrite).execute(
+            "UPDATE Z_METADATA SET Z_UUID = 'AAAAAAAA-0000-0000-0000-000000000001'")
+        try expectFull(Self.bob, saying: "another Core Data store UUID")
+        let plist = CoreDataMetadata.makePlist(
+            storeUUID: "AAAAAAAA-0000-0000-0000-000000000001", modelVersionHashes: ["Note": Data([1, 2, 3])])
+        let db = try Database(path: notes, mode: .readWrite)
+        try db.execute("UPDATE Z_METADATA SET Z_PLIST = X'\(plist.map { String(format: "%02x", $0) }.joined())'")
+        try expectFull(Self.bob, saying: "Core Data model changed")
+        try expectDelta(0, Self.bob)
+    }
+
+    @Test(
         "with delta = true configured, safety archives (restore, reset) and final archives (retire) are full, without page hashes"
     )
     func safetyAndFinalArchivesAreFull() throws {

@@ -198,7 +198,7 @@ public struct BackupOperation: Sendable {
                         policy: policy, user: user, repository: repository, stores: taken.stores,
                         files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) }, work: work,
                         label: options.label, created: created, recorded: taken.pageHashes,
-                        cache: workFolder + "/" + PageHashCache.folderName)
+                        cache: workFolder + "/" + PageHashCache.folderName, liveFiles: taken.liveFiles)
                 }
                 if delta != nil { CrashPoint.reach(.deltaPlanned) }
                 var cached: String?
@@ -293,7 +293,7 @@ public struct BackupOperation: Sendable {
         overlapped: inout OverlappedPack?, builder: ArchiveBuilder
     ) throws -> (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
-        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?]
+        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?], liveFiles: [String]
     ) {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
@@ -384,7 +384,10 @@ public struct BackupOperation: Sendable {
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes)
+        return (
+            stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes,
+            scan.stores.map(\.fileIdentity)
+        )
     }
 
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)
