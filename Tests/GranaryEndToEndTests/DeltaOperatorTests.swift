@@ -123,6 +123,31 @@ struct DeltaOperatorTests {
         #expect(full.run.stdout.contains("the chain has 1 deltas already (at most 1)"), "\(full.run.stdout)")
     }
 
+    @Test(
+        "delta_max_age: a delta while the chain's full is younger, a full saying why once it is older (8 s here, on the real clock)"
+    )
+    func maxAgeStartsANewChain() throws {
+        let site = try Site(config: "delta = true\ndelta_max_age = \"8s\"\n")
+        let first = try site.backup(Self.alice)
+        try site.change(1)
+        let young = try site.backup(Self.alice)
+        #expect(young.name.hasSuffix("-delta.tar.zst"), "\(young.name)")
+        let firstCreated = try site.manifest(Self.alice, first.name).created
+        // Past the age, counted from the full's time (the delta's own time does not count).
+        let wait = 8.5 - Date().timeIntervalSince(firstCreated)
+        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        try site.change(2)
+        let old = try site.backup(Self.alice, ["--json"])
+        #expect(!old.name.contains("delta"), "\(old.name)")
+        #expect(old.run.stdout.contains("the chain's full is older than 8s"), "\(old.run.stdout)")
+        #expect(try site.manifest(Self.alice, old.name).delta?.chainLength == 0)
+        // The new chain's first delta.
+        try site.change(3)
+        let next = try site.backup(Self.alice, ["--json"])
+        #expect(next.name.hasSuffix("-delta.tar.zst"), "\(next.name)")
+        #expect(try site.manifest(Self.alice, next.name).delta?.base?.name == old.name)
+    }
+
     @Test("a delta key of the wrong type or out of range is refused with 64, naming the file, the line and the key")
     func badKeys() throws {
         for (text, expected) in [
