@@ -549,4 +549,49 @@ struct DeltaMirrorS3Tests {
         let restored = try granary(["restore", alice, second, "--to", out], repo: fresh)
         #expect(restored.status == 0, "\(restored.stderr)")
     }
+
+    @Test(
+        "an S3 repository as the primary: backup reads its base from S3 (the cached hash lists, then with the cache gone the base's manifest and page hashes), writes deltas, verifies the chain and restores the newest delta to the live .dump"
+    )
+    func s3Primary() throws {
+        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
+        let bucket = "p" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        try server.makeBucket(bucket)
+        let site = try DeltaOperatorTests.Site()
+        let alice = DeltaOperatorTests.alice
+        let repo = "s3:\(bucket)/primary"
+        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+            try GranaryProcess.run(
+                arguments + ["--root", site.root, "--repo", repo, "--config", site.config],
+                environment: server.environment())
+        }
+        func backup(_ step: Int) throws -> [String: Any] {
+            if step > 0 { try site.change(step) }
+            Thread.sleep(forTimeInterval: 1.1)
+            let run = try granary(["backup", alice, "--json"])
+            #expect(run.status == 0, "\(run.stderr)")
+            let users = try #require(try DeltaOperatorTests.json(run.stdout)["users"] as? [[String: Any]])
+            return try #require(users.first?["delta"] as? [String: Any], "\(run.stdout)")
+        }
+        #expect(try backup(0)["kind"] as? String == "full")
+        #expect(try backup(1)["kind"] as? String == "delta")
+        // Without the local cache of hash lists (a new host, a lost work folder): the base's head
+        // comes from S3, the chain followed back to its full.
+        let cache = RcloneRepository.rootWorkFolder + "/page-hashes/" + alice
+        #expect(FileManager.default.fileExists(atPath: cache), "the first delta's lists were cached in \(cache)")
+        FileSystem.removeTree(cache)
+        let third = try backup(2)
+        #expect(third["kind"] as? String == "delta", "\(third)")
+        let list = try granary(["list", alice, "--json"])
+        let archives = try #require(try DeltaOperatorTests.json(list.stdout)["archives"] as? [[String: Any]])
+        let newest = try #require(archives.compactMap { $0["name"] as? String }.sorted().last)
+        #expect(newest.hasSuffix("-delta.tar.zst"))
+        let verify = try granary(["verify", "\(alice)/\(newest)", "--chain"])
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        let out = site.site.folder.child("out")
+        let restored = try granary(["restore", alice, newest, "--to", out])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        let live = site.root + "/\(alice)/Local.sqlite"
+        #expect(try DeltaArchiveTests.dump(out + "/Local.sqlite") == DeltaArchiveTests.dump(live))
+    }
 }
