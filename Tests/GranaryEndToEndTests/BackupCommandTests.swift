@@ -541,9 +541,11 @@ struct BackupCommandTests {
     func starvedBackupIsRaised() throws {
         try #require(getuid() == 0, "only root may come back from SCHED_IDLE by default")
         let fixture = try Fixture()
-        // 24 MiB: a backup and a verify of it take some 0.2 CPU-s each, many seconds at the part of
-        // the CPUs that SCHED_IDLE threads get beside the loops below.
-        try Self.bigUser(fixture, megabytes: 24)
+        // 64 MiB: a backup and a verify of it take some 0.3 CPU-s or more each, many seconds at the
+        // part of the CPUs that SCHED_IDLE threads get beside the loops below. (With 24 MiB, a verify
+        // that hashes each byte once could end within the monitor's first window, 1.25 s, under
+        // `make test`'s parallel load, and report "yielded".)
+        try Self.bigUser(fixture, megabytes: 64)
         // Eight busy loops per core at nice 19: a SCHED_IDLE thread gets about 2.5% of a CPU
         // beside them (weight 3 against 8 × 15), while the tests running beside this one
         // (weight 1024) hardly notice them.

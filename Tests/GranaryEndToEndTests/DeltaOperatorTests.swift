@@ -123,6 +123,31 @@ struct DeltaOperatorTests {
         #expect(full.run.stdout.contains("the chain has 1 deltas already (at most 1)"), "\(full.run.stdout)")
     }
 
+    @Test(
+        "delta_max_age: a delta while the chain's full is younger, a full saying why once it is older (8 s here, on the real clock)"
+    )
+    func maxAgeStartsANewChain() throws {
+        let site = try Site(config: "delta = true\ndelta_max_age = \"8s\"\n")
+        let first = try site.backup(Self.alice)
+        try site.change(1)
+        let young = try site.backup(Self.alice)
+        #expect(young.name.hasSuffix("-delta.tar.zst"), "\(young.name)")
+        let firstCreated = try site.manifest(Self.alice, first.name).created
+        // Past the age, counted from the full's time (the delta's own time does not count).
+        let wait = 8.5 - Date().timeIntervalSince(firstCreated)
+        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        try site.change(2)
+        let old = try site.backup(Self.alice, ["--json"])
+        #expect(!old.name.contains("delta"), "\(old.name)")
+        #expect(old.run.stdout.contains("the chain's full is older than 8s"), "\(old.run.stdout)")
+        #expect(try site.manifest(Self.alice, old.name).delta?.chainLength == 0)
+        // The new chain's first delta.
+        try site.change(3)
+        let next = try site.backup(Self.alice, ["--json"])
+        #expect(next.name.hasSuffix("-delta.tar.zst"), "\(next.name)")
+        #expect(try site.manifest(Self.alice, next.name).delta?.base?.name == old.name)
+    }
+
     @Test("a delta key of the wrong type or out of range is refused with 64, naming the file, the line and the key")
     func badKeys() throws {
         for (text, expected) in [
@@ -382,6 +407,65 @@ struct DeltaOperatorTests {
     }
 
     @Test(
+        "after a restore, a reset, a store replaced by another program, or a Core Data store UUID or model changed, the next backup is a full saying why; a delta otherwise"
+    )
+    func fullAfterRestoreResetOrReplace() throws {
+        let site = try Site()
+        func reason(_ run: GranaryProcess.Result) throws -> (kind: String, reason: String) {
+            let users = try #require(try Self.json(run.stdout)["users"] as? [[String: Any]])
+            let delta = try #require(users.first?["delta"] as? [String: Any], "\(run.stdout)")
+            return (delta["kind"] as? String ?? "", delta["reason"] as? String ?? "")
+        }
+        func expectDelta(_ step: Int, _ user: String = Self.alice) throws {
+            if user == Self.alice { try site.change(step) }
+            let next = try site.backup(user, ["--json"])
+            #expect(try reason(next.run).kind == "delta", "\(next.run.stdout)")
+        }
+        func expectFull(_ user: String, saying words: String) throws {
+            let next = try site.backup(user, ["--json"])
+            let (kind, why) = try reason(next.run)
+            #expect(kind == "full" && why.contains(words), "\(kind): \(why)")
+            #expect(try site.manifest(user, next.name).delta?.stores.allSatisfy { $0.liveFile != nil } == true)
+        }
+        _ = try site.backup(Self.alice)
+        try expectDelta(1)
+        // A restore in place (its safety archive is newer than the base).
+        let restored = try site.granary(["restore", Self.alice])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        try expectFull(Self.alice, saying: "restored or reset after")
+        try expectDelta(2)
+        // A restore without a safety archive: the stores are other files.
+        let quiet = try site.granary(["restore", Self.alice, "--no-safety-archive"])
+        #expect(quiet.status == 0, "\(quiet.stderr)")
+        try expectFull(Self.alice, saying: "is another file than in")
+        try expectDelta(3)
+        // A reset.
+        let reset = try site.granary(["reset", Self.alice, "--yes"])
+        #expect(reset.status == 0, "\(reset.stderr)")
+        try expectFull(Self.alice, saying: "restored or reset after")
+        // Another program writes a copy of the store and renames it over the store.
+        try expectDelta(4)
+        let store = site.root + "/\(Self.alice)/Local.sqlite"
+        try Database(path: store, mode: .readWrite).execute("VACUUM INTO '\(store).new'")
+        for suffix in ["-wal", "-shm"] { unlink(store + suffix) }
+        #expect(rename(store + ".new", store) == 0)
+        try expectFull(Self.alice, saying: "is another file than in")
+        // bob's Core Data-shaped store: a new store UUID, then another model.
+        _ = try site.backup(Self.bob)
+        try expectDelta(0, Self.bob)
+        let notes = site.root + "/\(Self.bob)/Notes.sqlite"
+        try Database(path: notes, mode: .readWrite).execute(
+            "UPDATE Z_METADATA SET Z_UUID = 'AAAAAAAA-0000-0000-0000-000000000001'")
+        try expectFull(Self.bob, saying: "another Core Data store UUID")
+        let plist = CoreDataMetadata.makePlist(
+            storeUUID: "AAAAAAAA-0000-0000-0000-000000000001", modelVersionHashes: ["Note": Data([1, 2, 3])])
+        let db = try Database(path: notes, mode: .readWrite)
+        try db.execute("UPDATE Z_METADATA SET Z_PLIST = X'\(plist.map { String(format: "%02x", $0) }.joined())'")
+        try expectFull(Self.bob, saying: "Core Data model changed")
+        try expectDelta(0, Self.bob)
+    }
+
+    @Test(
         "with delta = true configured, safety archives (restore, reset) and final archives (retire) are full, without page hashes"
     )
     func safetyAndFinalArchivesAreFull() throws {
@@ -464,5 +548,50 @@ struct DeltaMirrorS3Tests {
         let out = site.site.folder.child("out")
         let restored = try granary(["restore", alice, second, "--to", out], repo: fresh)
         #expect(restored.status == 0, "\(restored.stderr)")
+    }
+
+    @Test(
+        "an S3 repository as the primary: backup reads its base from S3 (the cached hash lists, then with the cache gone the base's manifest and page hashes), writes deltas, verifies the chain and restores the newest delta to the live .dump"
+    )
+    func s3Primary() throws {
+        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
+        let bucket = "p" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        try server.makeBucket(bucket)
+        let site = try DeltaOperatorTests.Site()
+        let alice = DeltaOperatorTests.alice
+        let repo = "s3:\(bucket)/primary"
+        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+            try GranaryProcess.run(
+                arguments + ["--root", site.root, "--repo", repo, "--config", site.config],
+                environment: server.environment())
+        }
+        func backup(_ step: Int) throws -> [String: Any] {
+            if step > 0 { try site.change(step) }
+            Thread.sleep(forTimeInterval: 1.1)
+            let run = try granary(["backup", alice, "--json"])
+            #expect(run.status == 0, "\(run.stderr)")
+            let users = try #require(try DeltaOperatorTests.json(run.stdout)["users"] as? [[String: Any]])
+            return try #require(users.first?["delta"] as? [String: Any], "\(run.stdout)")
+        }
+        #expect(try backup(0)["kind"] as? String == "full")
+        #expect(try backup(1)["kind"] as? String == "delta")
+        // Without the local cache of hash lists (a new host, a lost work folder): the base's head
+        // comes from S3, the chain followed back to its full.
+        let cache = RcloneRepository.rootWorkFolder + "/page-hashes/" + alice
+        #expect(FileManager.default.fileExists(atPath: cache), "the first delta's lists were cached in \(cache)")
+        FileSystem.removeTree(cache)
+        let third = try backup(2)
+        #expect(third["kind"] as? String == "delta", "\(third)")
+        let list = try granary(["list", alice, "--json"])
+        let archives = try #require(try DeltaOperatorTests.json(list.stdout)["archives"] as? [[String: Any]])
+        let newest = try #require(archives.compactMap { $0["name"] as? String }.sorted().last)
+        #expect(newest.hasSuffix("-delta.tar.zst"))
+        let verify = try granary(["verify", "\(alice)/\(newest)", "--chain"])
+        #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
+        let out = site.site.folder.child("out")
+        let restored = try granary(["restore", alice, newest, "--to", out])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        let live = site.root + "/\(alice)/Local.sqlite"
+        #expect(try DeltaArchiveTests.dump(out + "/Local.sqlite") == DeltaArchiveTests.dump(live))
     }
 }

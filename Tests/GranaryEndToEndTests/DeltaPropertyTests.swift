@@ -6,8 +6,8 @@ import Testing
 /// The property tests of issue 35 that the first slice lacked: generated histories (seeded) with
 /// the changes that must force a full (page-size change, journal-mode change, VACUUM by changed
 /// share) and those a delta must carry exactly (incremental_vacuum shrinking the file, growth,
-/// uncheckpointed WAL frames, external data added and removed, a delta after a restore and after a
-/// reset). For every backup of the history, the restored stores' `.dump` equals the live stores'
+/// uncheckpointed WAL frames, external data added and removed, a full and then a delta after a
+/// restore and after a reset). For every backup of the history, the restored stores' `.dump` equals the live stores'
 /// at backup time.
 @Suite("delta archives: property tests")
 struct DeltaPropertyTests {
@@ -149,7 +149,8 @@ struct DeltaPropertyTests {
             try Database(path: notes, mode: .readWrite).execute("UPDATE ZNOTE SET ZTITLE = 'external' WHERE Z_PK = 1")
             try record("external data", user: Self.bob)
             #expect(made["external data"]?.kind == "delta")
-            // A delta after a restore (of an older backup, live), and after a reset.
+            // A restore (of an older backup, live) and a reset: the next backup is a full by rule,
+            // the one after a small change a delta again.
             let older = expected[1].archive
             let restored = try site.granary(["restore", Self.alice, older])
             #expect(restored.status == 0, "seed \(seed): \(restored.stderr)")
@@ -162,6 +163,13 @@ struct DeltaPropertyTests {
             try record("after reset")
             try Self.insert(try connect(), &random, rows: 30)
             try record("change after reset")
+            for what in ["after restore", "after reset"] {
+                #expect(
+                    made[what]?.kind == "full" && made[what]?.reason?.contains("restored or reset") == true,
+                    "seed \(seed): \(String(describing: made[what]))")
+            }
+            // (After the reset, the 30 rows inserted into the empty store change most of its pages.)
+            #expect(made["change after restore"]?.kind == "delta", "seed \(seed)")
             #expect(expected.filter { $0.archive.hasSuffix("-delta.tar.zst") }.count >= 8, "seed \(seed)")
 
             for (index, item) in expected.enumerated() {

@@ -21,8 +21,12 @@ import Foundation
 /// and the disk sees a steady stream instead of the whole archive at once, which is what made
 /// the owning process's own commits (each an fsync of its `-wal`) stall.
 final class ArchiveOutput {
-    /// zstd's job size with two or more workers.
-    static let zstdJobSize: Int32 = 4 << 20
+    /// zstd's job size with two or more workers. libzstd's buffers for its workers grow with it:
+    /// with 2 MiB jobs a backup of a 1 GiB store peaks at about 51 MiB (a full) and 57 MiB (a full
+    /// with page hashes, which packs from a finished file and so keeps every job busy), against
+    /// 62 and 71 MiB with 4 MiB jobs, for some 5 % more CPU in the compressor and the same bytes
+    /// (docs/performance.md).
+    static let zstdJobSize: Int32 = 2 << 20
     /// How much is written between two writeback starts. An owner's fsync waits for the burst
     /// in flight, so smaller bursts mean shorter stalls for the same total (the bytes must reach
     /// the disk); docs/performance.md has the measurements behind 1 MiB.

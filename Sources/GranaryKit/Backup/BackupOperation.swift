@@ -215,7 +215,8 @@ public struct BackupOperation: Sendable {
                             files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) },
                             work: scratch,
                             label: options.label, created: created, recorded: taken.pageHashes,
-                            cache: cache, started: taken.started, secondCopy: secondCopy)
+                            cache: cache, liveFiles: taken.liveFiles, started: taken.started,
+                            secondCopy: secondCopy)
                     }
                     return (taken, delta, created)
                 }
@@ -329,7 +330,7 @@ public struct BackupOperation: Sendable {
     typealias Taken = (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
         folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?],
-        started: DeltaBackup.Start?
+        liveFiles: [String], started: DeltaBackup.Start?
     )
 
     /// Snapshots every store of the user (and copies the external data). With `delta` (a
@@ -366,7 +367,8 @@ public struct BackupOperation: Sendable {
         let started = try delta.map {
             try DeltaBackup.start(
                 policy: $0.policy, user: folder.id, repository: repository, storeNames: scan.stores.map(\.name),
-                work: work, label: $0.label, created: Date(), cache: $0.cache)
+                work: work, label: $0.label, created: Date(), cache: $0.cache,
+                liveFiles: scan.stores.map(\.fileIdentity))
         }
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
@@ -462,7 +464,10 @@ public struct BackupOperation: Sendable {
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes, started)
+        return (
+            stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes,
+            scan.stores.map(\.fileIdentity), started
+        )
     }
 
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)

@@ -80,11 +80,18 @@ enum DeltaBackup {
     /// the base's page-hash lists go to a scratch folder in `work` (or come from the cache).
     static func start(
         policy: DeltaPolicy, user: UserID, repository: any Repository, storeNames: [String], work: String,
-        label: String?, created: Date, cache: String? = nil
+        label: String?, created: Date, cache: String? = nil, liveFiles: [String] = []
     ) throws -> Start {
         if policy.forceFull { return .full("a full was asked for (--full)") }
-        guard let entry = try repository.archives(of: user).last(where: { $0.name.kind == .backup }) else {
+        let archives = try repository.archives(of: user)
+        guard let entry = archives.last(where: { $0.name.kind == .backup }) else {
             return .full("there is no earlier backup")
+        }
+        // A restore or a reset since the base: its safety archive is newer (the stores are other
+        // files too, which the plan sees even when the restore wrote no safety archive).
+        // Names count seconds: one of the base's second may be either side of it, so it counts.
+        if let safety = archives.last(where: { $0.name.kind == .safety && $0.name.created >= entry.name.created }) {
+            return .full("the user was restored or reset after \(entry.name.fileName) (\(safety.name.fileName))")
         }
         let deltaLabel = ArchiveName.deltaLabel(after: label)
         guard ArchiveName.isValidLabel(deltaLabel) else { return .full("the label is too long to end in -delta") }
@@ -109,6 +116,13 @@ enum DeltaBackup {
         if base.manifest.fileList != nil {
             return .full("the stores have over \(Manifest.fileListThreshold) external-data files")
         }
+        for (name, now) in zip(storeNames, liveFiles) {
+            if let was = baseInfo.stores.first(where: { $0.name == name })?.liveFile, was != now {
+                return .full(
+                    "\(name) is another file than in \(entry.name.fileName) (a restore, a reset or a program replaced it)"
+                )
+            }
+        }
         return .base(Base(entry: entry, head: base, deltaLabel: deltaLabel, policy: policy))
     }
 
@@ -121,8 +135,9 @@ enum DeltaBackup {
     static func plan(
         policy: DeltaPolicy, user: UserID, repository: any Repository, stores: [Manifest.Store],
         files: [File], work: String, label: String?, created: Date, recorded: [PageRecorder?] = [],
-        cache: String? = nil, started: Start? = nil, secondCopy: String? = nil
+        cache: String? = nil, liveFiles: [String] = [], started: Start? = nil, secondCopy: String? = nil
     ) throws -> Plan {
+        func liveFile(_ index: Int) -> String? { index < liveFiles.count ? liveFiles[index] : nil }
         // 1. The page hashes of every snapshot: those the tee VFS recorded as the snapshot was
         // written (`PageRecorder`), else a second read of the snapshot.
         var summaries: [PageFiles.Summary] = []
@@ -159,10 +174,11 @@ enum DeltaBackup {
             let reason = secondCopy == nil ? reason : reason + again
             let info = DeltaInfo(
                 base: nil, chainLength: 0, fullCreated: created,
-                stores: zip(stores, summaries).map { store, summary in
+                stores: stores.indices.map { index in
                     DeltaInfo.Store(
-                        name: store.name, pageSize: summary.pageSize, pageCount: summary.pageCount,
-                        stateDigest: summary.stateDigest, pages: PageFiles.pagesMember(store.name))
+                        name: stores[index].name, pageSize: summaries[index].pageSize,
+                        pageCount: summaries[index].pageCount, stateDigest: summaries[index].stateDigest,
+                        pages: PageFiles.pagesMember(stores[index].name), liveFile: liveFile(index))
                 })
             return Plan(
                 info: info, files: pages + files, label: label,
@@ -182,8 +198,22 @@ enum DeltaBackup {
         }
         let entry = found.entry, base = found.head, deltaLabel = found.deltaLabel
         guard let baseInfo = base.manifest.delta else { return try full("the base has no page hashes") }
-        for (store, summary) in zip(stores, summaries) {
+        for (index, (store, summary)) in zip(stores, summaries).enumerated() {
             let old = baseInfo.stores.first { $0.name == store.name }!
+            if let was = old.liveFile, let now = liveFile(index), was != now {
+                return try full(
+                    "\(store.name) is another file than in \(entry.name.fileName) (a restore, a reset or a program replaced it)"
+                )
+            }
+            let oldCoreData = base.manifest.stores.first { $0.name == store.name }?.coreData
+            if let was = oldCoreData, let now = store.coreData {
+                if was.storeUUID != now.storeUUID {
+                    return try full("\(store.name) has another Core Data store UUID than in \(entry.name.fileName)")
+                }
+                if was.modelVersionHashes != now.modelVersionHashes {
+                    return try full("\(store.name)'s Core Data model changed since \(entry.name.fileName)")
+                }
+            }
             if old.pageSize != summary.pageSize {
                 return try full("\(store.name) has pages of \(summary.pageSize) bytes, \(old.pageSize) before")
             }
@@ -242,7 +272,7 @@ enum DeltaBackup {
                     name: stores[index].name, pageSize: summaries[index].pageSize,
                     pageCount: summaries[index].pageCount, stateDigest: summaries[index].stateDigest,
                     pages: nil, changes: PageFiles.deltaMember(stores[index].name),
-                    changedPages: changedPages[index])
+                    changedPages: changedPages[index], liveFile: liveFile(index))
             },
             external: external.map(\.file), removed: removed)
         return Plan(

@@ -38,6 +38,9 @@ public struct DeltaInfo: Codable, Sendable, Equatable {
         public var changes: String?
         /// A delta: how many pages it carries.
         public var changedPages: Int?
+        /// The live database file it was taken from, `DEV:INO` (absent in archives made before
+        /// 2026-11-28): the next backup writes a full when the store is another file by then.
+        public var liveFile: String?
     }
 
     /// The base (absent for a full).

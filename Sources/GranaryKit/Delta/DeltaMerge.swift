@@ -177,7 +177,7 @@ public enum DeltaMerge {
                 stores: tipInfo.stores.map {
                     DeltaInfo.Store(
                         name: $0.name, pageSize: $0.pageSize, pageCount: $0.pageCount, stateDigest: $0.stateDigest,
-                        pages: PageFiles.pagesMember($0.name))
+                        pages: PageFiles.pagesMember($0.name), liveFile: $0.liveFile)
                 })
             for (index, store) in tipInfo.stores.enumerated() {
                 try member(pages[index], PageFiles.pagesMember(store.name), .pages)
@@ -214,7 +214,7 @@ public enum DeltaMerge {
                     DeltaInfo.Store(
                         name: store.name, pageSize: store.pageSize, pageCount: store.pageCount,
                         stateDigest: store.stateDigest, changes: PageFiles.deltaMember(store.name),
-                        changedPages: changed))
+                        changedPages: changed, liveFile: store.liveFile))
             }
             let before =
                 head.manifest.isDelta

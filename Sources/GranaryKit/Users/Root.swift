@@ -369,7 +369,7 @@ public struct UserFolder: Sendable {
                         walSize: entries.first { $0.name == entry.name + "-wal" }.map(\.size),
                         hasSHM: names.contains(entry.name + "-shm"),
                         hasJournal: names.contains(entry.name + "-journal"),
-                        hasExternalData: hasExternal))
+                        hasExternalData: hasExternal, device: entry.device, inode: entry.inode))
             }
         }
     }

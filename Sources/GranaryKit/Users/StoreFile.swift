@@ -59,12 +59,17 @@ public struct StoreFile: Sendable {
     public let hasJournal: Bool
     /// Whether the store has a Core Data external-data folder: `.<Name>_SUPPORT/_EXTERNAL_DATA`.
     public let hasExternalData: Bool
+    /// The database file's device and inode, as the scan saw them: a store replaced by a new file
+    /// (a restore, a reset, a program that writes a new file and renames it) has another.
+    public let device: UInt64
+    public let inode: UInt64
 
     public init(
         name: String, folder: Folder<UserOwned>, fileName: String, size: Int64, allocated: Int64, header: StoreHeader,
         uid: uid_t,
         gid: gid_t,
-        mode: mode_t, walSize: Int64?, hasSHM: Bool, hasJournal: Bool, hasExternalData: Bool
+        mode: mode_t, walSize: Int64?, hasSHM: Bool, hasJournal: Bool, hasExternalData: Bool, device: UInt64 = 0,
+        inode: UInt64 = 0
     ) {
         self.name = name
         self.folder = folder
@@ -79,7 +84,12 @@ public struct StoreFile: Sendable {
         self.hasSHM = hasSHM
         self.hasJournal = hasJournal
         self.hasExternalData = hasExternalData
+        self.device = device
+        self.inode = inode
     }
+
+    /// ``device`` and ``inode`` as one text, `DEV:INO` (a delta's manifest records it, issue 35).
+    public var fileIdentity: String { "\(device):\(inode)" }
 
     /// The database file's path, for messages.
     public var path: String { folder.path(fileName) }
