@@ -81,7 +81,8 @@ struct OverlappedSinkTests {
         #expect(thrown as? Recorder.Refused == Recorder.Refused(at: 500_000), "\(String(describing: thrown))")
         #expect(!recorder.finished, "finish is not passed on after a failure")
         #expect(recorder.count <= 500_000)
-        #expect(recorder.failedOnCall != nil && recorder.calls == recorder.failedOnCall, "the failing call was the last")
+        #expect(
+            recorder.failedOnCall != nil && recorder.calls == recorder.failedOnCall, "the failing call was the last")
     }
 
     @Test("a sink dropped without finish (the archive failed first) stops its thread; the wrapped sink is let go")

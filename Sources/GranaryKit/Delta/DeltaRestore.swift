@@ -113,7 +113,8 @@ public enum DeltaRestore {
                 else { continue }
                 try makeFolders(staging, PathText.parent(store.path))
                 rebuilt[store.name] = try RebuiltStore(
-                    name: store.name, path: staging + "/" + store.path, hashes: hashes + "/\(index).pages", pageSize: final.pageSize,
+                    name: store.name, path: staging + "/" + store.path, hashes: hashes + "/\(index).pages",
+                    pageSize: final.pageSize,
                     pageCount: final.pageCount)
             }
             let stores = full.manifest.stores
@@ -321,7 +322,8 @@ public enum DeltaRestore {
                 applied.names.insert(store.name)
                 // Parsed, written and hashed on the second core while the member's next chunk is
                 // decompressed and hashed (its SHA-256).
-                return OverlappedSink(try StreamedPages(into: target, store: store, member: member, archive: entry.path))
+                return OverlappedSink(
+                    try StreamedPages(into: target, store: store, member: member, archive: entry.path))
             })
         for store in info.stores where !applied.names.contains(store.name) {
             throw fail(store.changes ?? store.name, "is not in the archive, where its manifest names it")
@@ -556,7 +558,8 @@ final class HashedStore: MemberSink {
         let size = state.pageSize
         let count = run.count / size
         for index in 0..<count {
-            SHA256.hash(data: UnsafeRawBufferPointer(rebasing: run[index * size..<(index + 1) * size])).withUnsafeBytes {
+            SHA256.hash(data: UnsafeRawBufferPointer(rebasing: run[index * size..<(index + 1) * size])).withUnsafeBytes
+            {
                 UnsafeMutableRawBufferPointer(rebasing: hashes[index * 32..<(index + 1) * 32]).copyMemory(from: $0)
             }
         }
