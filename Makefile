@@ -81,7 +81,7 @@ test: build moto prometheus
 # exit through the sanitizer's own report; SWIFT_BACKTRACE=enable=no: Swift's backtracer, attached
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
-TSAN_FILTER := OverlappedPackTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
+TSAN_FILTER := OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
 tsan: deps
 	GRANARY_BIN_DIR="$(CURDIR)/.build-tsan/debug" SWIFT_BACKTRACE=enable=no \
 	TSAN_OPTIONS="halt_on_error=1 exitcode=97 handle_sigbus=0 suppressions=$(CURDIR)/.tsan-suppressions" \

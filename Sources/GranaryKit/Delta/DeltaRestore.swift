@@ -7,35 +7,45 @@ import Foundation
 #endif
 
 /// Restores a delta archive (issue 35): the chain from its full is read from the repository,
-/// each link checked (the base's manifest has the SHA-256 its delta records), the full extracted
-/// and verified into the staging folder, each delta's members verified as they stream and its
-/// pages written in place as they come (``DeltaParser``: header, order, range, page size, length),
-/// external-data files added and removed; then every rebuilt store must have the state digest the
-/// delta records and pass `integrity_check`, before the restore goes on to its commit as for a
-/// full.
+/// each link checked (the base's manifest has the SHA-256 its delta records); each store is
+/// rebuilt at the length the newest delta records, the deltas applied newest first (each `.delta`
+/// member verified as it streams, its pages written in place as they come, ``DeltaParser``:
+/// header, order, range, page size, length), each page only when no newer delta wrote it; then
+/// the full extracted and verified, its pages that no delta wrote filling in the rest, in order;
+/// then the external-data files of the deltas, oldest first. Every rebuilt store must have the
+/// state digest the newest delta records and pass `integrity_check`, before the restore goes on
+/// to its commit as for a full.
 ///
 /// ```
 /// chain = [delta]; while last(chain) has a base: append base (its manifest digest checked)
-/// extract full → staging                      (members' sizes; other members' SHA-256)
-///     each store: page by page, written (and written back) and hashed → its hash list;
-///     its state digest == the full's
-///     its .pages: SHA-256 only, never written
-/// for each delta, oldest first:
+/// each store: created at the newest's page count; its hash list, entries of zeros, beside it
+/// for each delta, newest first:
 ///     stream its .delta members               (size, SHA-256, structure checked as they come)
-///         → header: store and hash list cut or grown to the page count
-///         → each record: page written in place, its SHA-256 put in the hash list
-///     external: removed, added (through a scratch folder)
-/// start writeback of the pages the deltas wrote
+///         → header: checked against its manifest
+///         → each record: unless its page's entry is set (a newer delta wrote it): the page
+///           written in place, its SHA-256 put in its entry
+///     external: extracted into a scratch folder of its own
+/// extract the full → staging                  (members' sizes; other members' SHA-256)
+///     each store: page by page, hashed (its state digest == the full's) and, where its entry
+///     is zeros, written (written back as it goes, with the deltas' pages between) and its
+///     hash put in the entry
+///     its .pages: SHA-256 only, never written
+/// deltas' external files, oldest first: removed, moved in
 /// every store: the hash list's state digest == the newest's, length right; integrity_check == ok
 /// fsync the staging
 /// ```
 ///
-/// Every byte of the chain is hashed once: a full's store by its pages (their state digest is as
-/// strong a proof of its bytes as the member's SHA-256, which it replaces there), and those hashes,
-/// patched with each carried page's as it is written, give the rebuilt store's state digest
-/// without reading it again. The hashes are of the bytes written, never taken from the archives'
-/// `.pages` (a wrong list there cannot hide a wrong page). The other members' SHA-256s are checked
-/// as for any archive, and the SQLite check is the one a full's restore runs, on the result.
+/// Each page of the result is written once, by the newest link that has it: a page of a store
+/// that shrank and grew again along the chain is new to the delta that grew it, which carries
+/// it (a page no link writes keeps an entry of zeros, which cannot give the recorded digest).
+/// Every byte of the chain is hashed once or, for a carried page written, twice: a full's store
+/// by its pages (their state digest is as strong a proof of its bytes as the member's SHA-256,
+/// which it replaces there), a delta's members by their SHA-256, and each page written by a delta
+/// again for its entry. The entries give the rebuilt store's state digest without reading it
+/// again; they are of the bytes written, never taken from the archives' `.pages` (a wrong list
+/// there cannot hide a wrong page). The SQLite check is the one a full's restore runs, on the
+/// result. The hashing and writing run on a thread of their own (``OverlappedSink``) while the
+/// archive is decompressed.
 public enum DeltaRestore {
     /// The longest chain followed (a loop of names ends there).
     static let chainLimit = 1000
@@ -80,56 +90,106 @@ public enum DeltaRestore {
         }
         let full = chain.removeLast()
         let work = (staging as NSString).deletingLastPathComponent
-        // Each store's page hashes, kept as the pages are written: the full's as its store
-        // streams in, each delta's carried pages' as they are written over them.
+        // Each store's page hashes, kept as the pages are written: a `.pages` file of the rebuilt
+        // store's page count, an entry of zeros until its page is written (which tells a page an
+        // older link must not write over).
         let hashes = try FileSystem.createTemporaryDirectory(in: work, for: "hashes")
         defer { FileSystem.removeTree(hashes) }
-        var lists: [String: String] = [:]
-        for (index, store) in full.manifest.stores.enumerated() { lists[store.name] = hashes + "/\(index).pages" }
+        // Each delta's external-data files, kept until they are moved in, oldest first, over the
+        // full's.
+        let scratches = try FileSystem.createTemporaryDirectory(in: work, for: "deltas")
+        defer { FileSystem.removeTree(scratches) }
+        var rebuilt: [String: RebuiltStore] = [:]
         do {
-            // The full, verified as any archive, without the SQLite check (it runs once, on the
-            // rebuilt stores): each store hashed page by page as it streams into the staging
-            // folder, its state digest checked (as strong as its SHA-256, which it replaces: each
-            // byte is hashed once); its own page hashes hashed against the manifest, never written.
+            // The stores as the newest delta records them, created at their length before any page
+            // is written: the deltas, newest first, write each page that a newer one has not
+            // written; then the full, streamed in order, fills in the rest.
             let recorded = full.manifest.delta?.stores ?? []
-            let pagesMembers = Set(recorded.compactMap(\.pages))
-            let byPath = Dictionary(full.manifest.stores.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
-            let lists = lists
-            _ = try ArchiveVerifier.extract(
-                source: try repository.open(full.entry), name: full.entry.path, into: staging, check: .none,
-                expectedUser: user.rawValue, durable: false, allFiles: true, room: room,
-                sink: { _, member in
-                    if pagesMembers.contains(member) { return Discard() }
-                    guard let store = byPath[member], store.path == Manifest.storesFolder + store.name,
-                        ArchiveVerifier.isSafe(store.name),
-                        let state = recorded.first(where: { $0.name == store.name }), let list = lists[store.name]
-                    else { return nil }
-                    return try HashedStore(
-                        into: staging + "/" + member, hashes: list, state: state, member: member,
-                        archive: full.entry.path, durable: durable)
-                })
+            let newest = chain.first?.manifest.delta?.stores ?? []
+            for (index, store) in full.manifest.stores.enumerated() {
+                guard store.path == Manifest.storesFolder + store.name, ArchiveVerifier.isSafe(store.name),
+                    rebuilt[store.name] == nil, recorded.contains(where: { $0.name == store.name }),
+                    let final = newest.first(where: { $0.name == store.name }), final.pageSize == store.pageSize
+                else { continue }
+                try makeFolders(staging, PathText.parent(store.path))
+                rebuilt[store.name] = try RebuiltStore(
+                    name: store.name, path: staging + "/" + store.path, hashes: hashes + "/\(index).pages",
+                    pageSize: final.pageSize,
+                    pageCount: final.pageCount)
+            }
             let stores = full.manifest.stores
             var pageSizes = Dictionary(stores.map { ($0.name, $0.pageSize) }, uniquingKeysWith: { first, _ in first })
-            for link in chain.reversed() {
+            var externals: [(info: DeltaInfo, manifest: Manifest, scratch: String)] = []
+            for (index, link) in chain.enumerated() {
                 try Interruption.check()
+                let scratch = scratches + "/\(index)"
+                try FileSystem.makeDirectory(scratch)
                 try apply(
-                    link.entry, link.manifest, repository: repository, to: staging, work: work, user: user,
-                    pageSizes: &pageSizes, lists: lists)
+                    link.entry, link.manifest, repository: repository, scratch: scratch, user: user,
+                    pageSizes: &pageSizes, stores: rebuilt)
+                if let info = link.manifest.delta { externals.append((info, link.manifest, scratch)) }
             }
-            // The full was written back as it streamed in (as a full's restore does); the pages
-            // the deltas wrote over it go while the stores are checked.
-            if durable { for store in stores { startWriteback(staging + "/" + store.path) } }
+            // The full, verified as any archive, without the SQLite check (it runs once, on the
+            // rebuilt stores): each store hashed page by page as it streams in, its state digest
+            // checked (as strong as its SHA-256, which it replaces: each byte is hashed once), the
+            // pages no delta wrote written; its own page hashes hashed against the manifest, never
+            // written. Its room: what its files need less what the deltas' pages already take.
+            let pagesMembers = Set(recorded.compactMap(\.pages))
+            let byPath = Dictionary(full.manifest.stores.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+            let taken = rebuilt.values.reduce(Int64(0)) { $0 + $1.allocated }
+            let targets = rebuilt
+            _ = try ArchiveVerifier.extract(
+                source: try repository.open(full.entry), name: full.entry.path, into: staging, check: .none,
+                expectedUser: user.rawValue, durable: false, allFiles: true,
+                room: room.map { room in
+                    { needs in
+                        var needs = needs
+                        needs.bytes = max(0, needs.bytes - taken)
+                        try room(needs)
+                    }
+                },
+                sink: { _, member in
+                    if pagesMembers.contains(member) { return Discard() }
+                    guard let store = byPath[member], let target = targets[store.name],
+                        let state = recorded.first(where: { $0.name == store.name })
+                    else { return nil }
+                    // Hashed and written on the second core while the next chunk is decompressed.
+                    return OverlappedSink(
+                        try HashedStore(
+                            into: target, state: state, member: member, archive: full.entry.path, durable: durable))
+                })
+            // The deltas' external-data files, oldest first, over the full's.
+            for (info, manifest, scratch) in externals.reversed() {
+                for path in info.removed ?? [] where ArchiveVerifier.isSafe(path) {
+                    try FileSystem.removeFile(staging + "/" + path)
+                }
+                for file in manifest.files where file.kind == .external {
+                    let target = staging + "/" + file.path
+                    try FileManager.default.createDirectory(
+                        atPath: PathText.parent(target), withIntermediateDirectories: true,
+                        attributes: [.posixPermissions: 0o700])
+                    try FileSystem.removeFile(target)
+                    guard rename(scratch + "/" + file.path, target) == 0 else {
+                        throw FileSystemError("rename", path: target)
+                    }
+                }
+            }
         } catch let failure as VerificationFailure {
             throw fail(failure.description)
         } catch let error as DeltaError {
             throw fail(error.description)
         }
+        let lists = rebuilt.mapValues { $0.hashes }
+        for store in rebuilt.values where !store.filled {
+            throw fail("rebuilds \(store.name), which its full does not hold")
+        }
+        rebuilt.removeAll()
         var result = entry == chain.first?.entry ? chain.first!.manifest : full.manifest
         guard let info = result.delta else { throw fail("has no delta information") }
         for (store, recorded) in zip(result.stores, info.stores) {
             let path = staging + "/" + store.path
-            // The state digest of the hashes of the bytes written: the full's pages as they were
-            // streamed in, the carried pages as they were written over them.
+            // The state digest of the hashes of the bytes written: the deltas' pages as they were
+            // written, the full's as they streamed in.
             guard let list = lists[store.name], FileSystem.status(list) != nil else {
                 throw fail("rebuilds \(store.name), which its full does not hold")
             }
@@ -220,13 +280,14 @@ public enum DeltaRestore {
         }
     }
 
-    /// One delta applied to the staged state: its `.delta` members streamed into the staged
-    /// stores as they are read (``StreamedPages``), its external-data files extracted into a
-    /// scratch folder and moved in. `pageSizes`: each staged store's page size, which a delta may
-    /// not change (a new page size is a full, by rule).
+    /// One delta applied to the staged stores, newest first: its `.delta` members streamed into
+    /// them as they are read (``StreamedPages``: each page a newer delta has not written), its
+    /// external-data files extracted into `scratch`, which the caller moves in once the full is
+    /// there. `pageSizes`: each staged store's page size, which a delta may not change (a new page
+    /// size is a full, by rule).
     private static func apply(
-        _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, to staging: String, work: String,
-        user: UserID, pageSizes: inout [String: Int], lists: [String: String]
+        _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, scratch: String, user: UserID,
+        pageSizes: inout [String: Int], stores: [String: RebuiltStore]
     ) throws {
         guard let info = manifest.delta else { return }
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
@@ -238,8 +299,6 @@ public enum DeltaRestore {
                 "lists stores \(info.stores.map(\.name).sorted().joined(separator: ", ")), its base \(pageSizes.keys.sorted().joined(separator: ", "))"
             )
         }
-        let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "delta")
-        defer { FileSystem.removeTree(scratch) }
         let sizes = pageSizes
         final class Applied: @unchecked Sendable { var names: Set<String> = [] }
         let applied = Applied()
@@ -257,37 +316,28 @@ public enum DeltaRestore {
                 guard store.pageSize == base else {
                     throw fail(member, "has pages of \(store.pageSize) bytes, its base's \(store.name) of \(base)")
                 }
+                guard let target = stores[store.name] else {
+                    throw fail(member, "changes \(store.name), which its base does not hold")
+                }
                 applied.names.insert(store.name)
-                return try StreamedPages(
-                    into: staging + "/" + Manifest.storesFolder + store.name, hashes: lists[store.name], store: store,
-                    member: member, archive: entry.path)
+                // Parsed, written and hashed on the second core while the member's next chunk is
+                // decompressed and hashed (its SHA-256).
+                return OverlappedSink(
+                    try StreamedPages(into: target, store: store, member: member, archive: entry.path))
             })
         for store in info.stores where !applied.names.contains(store.name) {
             throw fail(store.changes ?? store.name, "is not in the archive, where its manifest names it")
         }
         for store in info.stores { pageSizes[store.name] = store.pageSize }
-        for path in info.removed ?? [] where ArchiveVerifier.isSafe(path) {
-            try FileSystem.removeFile(staging + "/" + path)
-        }
-        for file in manifest.files where file.kind == .external {
-            let target = staging + "/" + file.path
-            try FileManager.default.createDirectory(
-                atPath: PathText.parent(target), withIntermediateDirectories: true,
-                attributes: [.posixPermissions: 0o700])
-            try FileSystem.removeFile(target)
-            guard rename(scratch + "/" + file.path, target) == 0 else {
-                throw FileSystemError("rename", path: target)
-            }
-        }
     }
 
-    /// Starts writing the file at `path` back to disk, without waiting (the fsync comes later).
-    private static func startWriteback(_ path: String) {
-        let fd = RawPath.open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var info = stat()
-        if fstat(fd, &info) == 0 { _ = granary_start_writeback(fd, 0, Int64(info.st_size)) }
+    /// Creates `relative` (and its parents) inside `base` (granary's own staging folder).
+    private static func makeFolders(_ base: String, _ relative: String) throws {
+        var path = base
+        for part in relative.split(separator: "/") {
+            path += "/" + part
+            if FileSystem.status(path) == nil { try FileSystem.makeDirectory(path) }
+        }
     }
 
     /// fsyncs every file and folder under `folder` (granary's own staging folder).
@@ -311,41 +361,46 @@ final class Discard: MemberSink {
     func finish() {}
 }
 
-/// A delta's `.delta` member applied to a staged store as its bytes stream out of the archive:
-/// the header must state the page size, page count and number of pages the manifest records;
-/// then the store's length is set to the page count (growth and shrink) and each page is written
-/// in place as its record completes (``DeltaParser`` checks the order and range), its SHA-256 put
-/// in its place in the store's hash list (`hashes`, a `.pages` file cut or grown the same way).
-/// Nothing is kept but a record cut by a chunk's end. The staged store is granary's own (a
-/// private folder); a refused restore removes it whole.
-final class StreamedPages: MemberSink {
-    private let fd: Int32
-    private let list: Int32
-    private let target: String
-    private let hashes: String
-    private let store: DeltaInfo.Store
-    private let member: String
-    private let archive: String
-    private var parser: DeltaParser
+/// A store being rebuilt from its chain (issue 35), at the length the newest delta records,
+/// with its page hashes beside it (`hashes`, a `.pages` file of that page count): an entry is
+/// zeros until its page is written, and a page whose entry is set is not written again. The
+/// deltas are applied newest first and the full last, so each page of the result is written once,
+/// by the newest link that has it, and the full's pages go in order (written back as they go,
+/// with the deltas' pages between them). A page none writes keeps a zero entry, which cannot give
+/// the recorded state digest. Granary's own files, in a private folder; a refused restore removes
+/// them whole.
+final class RebuiltStore: @unchecked Sendable {
+    let name: String
+    let path: String
+    let hashes: String
+    let fd: Int32
+    let list: Int32
+    let pageSize: Int
+    let pageCount: Int
+    /// Whether the full's store streamed in.
+    var filled = false
 
-    init(into target: String, hashes: String?, store: DeltaInfo.Store, member: String, archive: String) throws {
-        let fd = RawPath.open(target, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
-        let list = hashes.map { RawPath.open($0, O_RDWR | O_NOFOLLOW | O_CLOEXEC) } ?? -1
-        var info = stat()
-        guard fd >= 0, list >= 0, fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
-            if fd >= 0 { close(fd) }
-            if list >= 0 { close(list) }
-            throw VerificationFailure(
-                archive: archive, member: member, reason: "changes \(store.name), which its base does not hold")
+    init(name: String, path: String, hashes: String, pageSize: Int, pageCount: Int) throws {
+        let fd = RawPath.open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if fd < 0 { throw FileSystemError("create", path: path) }
+        let list = RawPath.open(hashes, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if list < 0 {
+            close(fd)
+            throw FileSystemError("create", path: hashes)
         }
+        self.name = name
+        self.path = path
+        self.hashes = hashes
         self.fd = fd
         self.list = list
-        self.target = target
-        self.hashes = hashes ?? ""
-        self.store = store
-        self.member = member
-        self.archive = archive
-        parser = DeltaParser(name: member)
+        self.pageSize = pageSize
+        self.pageCount = pageCount
+        if ftruncate(fd, off_t(pageCount) * off_t(pageSize)) != 0 { throw FileSystemError("truncate", path: path) }
+        if ftruncate(list, off_t(PageFiles.pagesHeader) + off_t(pageCount) * 32) != 0 {
+            throw FileSystemError("truncate", path: hashes)
+        }
+        let header = PageFiles.pagesMagic + BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(pageCount))
+        try header.withUnsafeBytes { try PageFiles.writeFully(list, $0, at: 0, path: hashes) }
     }
 
     deinit {
@@ -353,9 +408,54 @@ final class StreamedPages: MemberSink {
         close(list)
     }
 
+    /// The bytes the store takes on disk so far.
+    var allocated: Int64 {
+        var info = stat()
+        return fstat(fd, &info) == 0 ? Int64(info.st_blocks) * 512 : 0
+    }
+
+    /// Reads the hash entries of `count` pages from `first` (1-based) into `buffer`.
+    func entries(from first: Int, count: Int, into buffer: UnsafeMutableRawBufferPointer) throws {
+        try PageFiles.readFully(
+            list, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count * 32]),
+            at: Int64(PageFiles.pagesHeader) + Int64(first - 1) * 32, path: hashes)
+    }
+
+    /// Writes page `number` (1-based) unless a newer link wrote it: its bytes, then its hash.
+    func write(page number: Int, _ bytes: UnsafeRawBufferPointer) throws {
+        guard number <= pageCount else { return }
+        var entry = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        try withUnsafeMutableBytes(of: &entry) { try entries(from: number, count: 1, into: $0) }
+        guard entry == (0, 0, 0, 0) else { return }
+        try PageFiles.writeFully(fd, bytes, at: Int64(number - 1) * Int64(pageSize), path: path)
+        try SHA256.hash(data: bytes).withUnsafeBytes {
+            try PageFiles.writeFully(list, $0, at: Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32, path: hashes)
+        }
+    }
+}
+
+/// A delta's `.delta` member applied to a store being rebuilt as its bytes stream out of the
+/// archive: the header must state the page size, page count and number of pages the manifest
+/// records; then each page is written in place as its record completes (``DeltaParser`` checks
+/// the order and range) unless a newer delta wrote it (``RebuiltStore``). Nothing is kept but a
+/// record cut by a chunk's end.
+final class StreamedPages: MemberSink {
+    private let target: RebuiltStore
+    private let store: DeltaInfo.Store
+    private let member: String
+    private let archive: String
+    private var parser: DeltaParser
+
+    init(into target: RebuiltStore, store: DeltaInfo.Store, member: String, archive: String) throws {
+        self.target = target
+        self.store = store
+        self.member = member
+        self.archive = archive
+        parser = DeltaParser(name: member)
+    }
+
     func consume(_ bytes: UnsafeRawBufferPointer) throws {
-        let fd = fd, list = list, target = target, hashes = hashes, store = store, member = member
-        let archive = archive
+        let target = target, store = store, member = member, archive = archive
         do {
             try parser.feed(
                 bytes,
@@ -369,25 +469,8 @@ final class StreamedPages: MemberSink {
                                 "states \(header.changed) of \(header.pageCount) pages of \(header.pageSize) bytes, the manifest \(store.changedPages ?? 0) of \(store.pageCount) of \(store.pageSize)"
                         )
                     }
-                    if ftruncate(fd, off_t(header.pageCount) * off_t(header.pageSize)) != 0 {
-                        throw FileSystemError("truncate", path: target)
-                    }
-                    // The list follows: cut or grown (new pages' hashes zeros until a record fills
-                    // them in; a page no record fills cannot give the recorded state).
-                    if ftruncate(list, off_t(PageFiles.pagesHeader) + off_t(header.pageCount) * 32) != 0 {
-                        throw FileSystemError("truncate", path: hashes)
-                    }
-                    let counts = BigEndian.u32(UInt32(header.pageSize)) + BigEndian.u64(UInt64(header.pageCount))
-                    try counts.withUnsafeBytes { try PageFiles.writeFully(list, $0, at: 8, path: hashes) }
                 },
-                page: { number, bytes in
-                    try PageFiles.writeFully(fd, bytes, at: Int64(number - 1) * Int64(store.pageSize), path: target)
-                    let digest = SHA256.hash(data: bytes)
-                    try digest.withUnsafeBytes {
-                        try PageFiles.writeFully(
-                            list, $0, at: Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32, path: hashes)
-                    }
-                })
+                page: { number, bytes in try target.write(page: number, bytes) })
         } catch let error as DeltaError {
             throw VerificationFailure(archive: archive, member: nil, reason: error.description)
         }
@@ -400,98 +483,139 @@ final class StreamedPages: MemberSink {
     }
 }
 
-/// A chain's full's store streamed into the staging folder (a new file, zero blocks left as
-/// holes, as ``ArchiveVerifier`` writes any member) and hashed page by page on the way: the hashes
-/// go to `hashes` (a `.pages` file, which the deltas then patch), and their state digest must be
-/// the one the full records — a proof of the bytes as strong as the member's SHA-256, which the
-/// verifier then skips (``MemberSink/provesContent``): each byte of the full is hashed once.
+/// A chain's full's store streamed into the store being rebuilt, hashed page by page on the way:
+/// the state digest of those hashes must be the one the full records — a proof of the bytes as
+/// strong as the member's SHA-256, which the verifier then skips (``MemberSink/provesContent``):
+/// each byte of the full is hashed once. Each page no delta wrote (its entry in the hash list
+/// still zeros) is written, runs of them with one `pwrite` (a page of zeros left a hole, as
+/// ``SparseWriter`` leaves it), and its hash put in the list; the store is written back as it
+/// grows (restore's staging). Pages past the rebuilt store's count are hashed, not written.
 final class HashedStore: MemberSink {
-    private let fd: Int32
-    private let target: String
+    private let target: RebuiltStore
     private let state: DeltaInfo.Store
     private let member: String
     private let archive: String
-    private var writer: SparseWriter
-    private var list: BlockWriter
+    private let durable: Bool
+    private var digest = SHA256()
     private var pending: [UInt8] = []
     private var pages = 0
-    private var hashes: [UInt8] = []
-    private let durable: Bool
+    private var bytes: Int64 = 0
     private var writebackFrom: Int64 = 0
+    private let hashes: UnsafeMutableRawBufferPointer
+    private let entries: UnsafeMutableRawBufferPointer
+    private static let batch = 1024
 
     var provesContent: Bool { true }
 
-    /// `durable`: written back as it grows (restore's staging), as `ArchiveVerifier` writes it.
-    init(
-        into target: String, hashes path: String, state: DeltaInfo.Store, member: String, archive: String,
-        durable: Bool
-    ) throws {
-        let fd = RawPath.open(target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        if fd < 0 { throw FileSystemError("create", path: target) }
-        do { list = try BlockWriter(path: path) } catch {
-            close(fd)
-            throw error
-        }
-        self.fd = fd
+    /// `durable`: written back as it grows (restore's staging), as `ArchiveVerifier` writes files.
+    init(into target: RebuiltStore, state: DeltaInfo.Store, member: String, archive: String, durable: Bool) throws {
         self.target = target
         self.state = state
         self.member = member
         self.archive = archive
         self.durable = durable
-        writer = SparseWriter(fd: fd, path: target)
-        // The count is filled in at the end, once known.
-        try list.append(PageFiles.pagesMagic + BigEndian.u32(UInt32(state.pageSize)) + BigEndian.u64(0))
-        hashes.reserveCapacity(32 * ((1 << 20) / 512 + 1))
+        digest.update(data: PageFiles.statePrefix)
+        digest.update(data: BigEndian.u32(UInt32(state.pageSize)) + BigEndian.u64(UInt64(state.pageCount)))
+        hashes = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.batch * 32, alignment: 16)
+        entries = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.batch * 32, alignment: 16)
     }
 
     deinit {
-        close(fd)
-        list.close()
+        hashes.deallocate()
+        entries.deallocate()
     }
 
     func consume(_ bytes: UnsafeRawBufferPointer) throws {
-        try writer.write(bytes)
-        if durable && writer.length - writebackFrom >= ArchiveOutput.writebackStep {
-            _ = granary_start_writeback(fd, writebackFrom, writer.length - writebackFrom)
-            writebackFrom = writer.length
-        }
+        self.bytes += Int64(bytes.count)
         let size = state.pageSize
         var input = bytes
-        hashes.removeAll(keepingCapacity: true)
         if !pending.isEmpty {
-            let take = min(size - pending.count, input.count)
-            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<take]))
-            input = UnsafeRawBufferPointer(rebasing: input[take...])
+            let want = min(size - pending.count, input.count)
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[0..<want]))
+            input = UnsafeRawBufferPointer(rebasing: input[want...])
             if pending.count == size {
-                pending.withUnsafeBytes { hashes.append(contentsOf: SHA256.hash(data: $0)) }
+                try pending.withUnsafeBytes { try take($0) }
                 pending.removeAll(keepingCapacity: true)
             }
         }
         while input.count >= size {
-            hashes.append(contentsOf: SHA256.hash(data: UnsafeRawBufferPointer(rebasing: input[0..<size])))
-            input = UnsafeRawBufferPointer(rebasing: input[size...])
+            let count = min(input.count / size, Self.batch)
+            try take(UnsafeRawBufferPointer(rebasing: input[0..<count * size]))
+            input = UnsafeRawBufferPointer(rebasing: input[(count * size)...])
         }
         if !input.isEmpty { pending.append(contentsOf: input) }
-        pages += hashes.count / 32
-        try list.append(hashes)
+        if durable {
+            let upto = Int64(min(pages, target.pageCount)) * Int64(size)
+            if upto - writebackFrom >= ArchiveOutput.writebackStep {
+                _ = granary_start_writeback(target.fd, writebackFrom, upto - writebackFrom)
+                writebackFrom = upto
+            }
+        }
+    }
+
+    /// Whole pages, the next of the store: hashed, and those no delta wrote written.
+    private func take(_ run: UnsafeRawBufferPointer) throws {
+        let size = state.pageSize
+        let count = run.count / size
+        for index in 0..<count {
+            SHA256.hash(data: UnsafeRawBufferPointer(rebasing: run[index * size..<(index + 1) * size])).withUnsafeBytes
+            {
+                UnsafeMutableRawBufferPointer(rebasing: hashes[index * 32..<(index + 1) * 32]).copyMemory(from: $0)
+            }
+        }
+        digest.update(bufferPointer: UnsafeRawBufferPointer(rebasing: hashes[0..<count * 32]))
+        let first = pages + 1
+        pages += count
+        let kept = max(0, min(count, target.pageCount - first + 1))
+        guard kept > 0 else { return }
+        try target.entries(from: first, count: kept, into: entries)
+        func isSet(_ index: Int) -> Bool {
+            !SparseWriter.isZero(UnsafeRawBufferPointer(rebasing: entries[index * 32..<(index + 1) * 32]))
+        }
+        // The pages no delta wrote: their bytes in runs, each with one `pwrite` (a page of zeros
+        // stays a hole of the new file), their hashes put in the entries read, which go back with
+        // one write.
+        var start: Int?
+        for index in 0...kept {
+            let skip =
+                index == kept || isSet(index)
+                || SparseWriter.isZero(UnsafeRawBufferPointer(rebasing: run[index * size..<(index + 1) * size]))
+            if index < kept && !isSet(index) {
+                UnsafeMutableRawBufferPointer(rebasing: entries[index * 32..<(index + 1) * 32]).copyMemory(
+                    from: UnsafeRawBufferPointer(rebasing: hashes[index * 32..<(index + 1) * 32]))
+            }
+            if skip, let from = start {
+                try PageFiles.writeFully(
+                    target.fd, UnsafeRawBufferPointer(rebasing: run[from * size..<index * size]),
+                    at: Int64(first - 1 + from) * Int64(size), path: target.path)
+                start = nil
+            } else if !skip && start == nil {
+                start = index
+            }
+        }
+        try PageFiles.writeFully(
+            target.list, UnsafeRawBufferPointer(rebasing: entries[0..<kept * 32]),
+            at: Int64(PageFiles.pagesHeader) + Int64(first - 1) * 32, path: target.hashes)
     }
 
     func finish() throws {
-        try writer.finish()
         guard pending.isEmpty else {
             throw VerificationFailure(
                 archive: archive, member: member,
-                reason: "has \(writer.length) bytes, not a whole number of \(state.pageSize)-byte pages")
+                reason: "has \(bytes) bytes, not a whole number of \(state.pageSize)-byte pages")
         }
-        try list.patch(BigEndian.u64(UInt64(pages)), at: 12)
-        try list.finish()
-        let summary = try PageFiles.summary(ofPages: list.path)
-        guard summary.stateDigest == state.stateDigest, pages == state.pageCount else {
+        let found = digest.finalize().hex
+        guard found == state.stateDigest, pages == state.pageCount else {
             throw VerificationFailure(
                 archive: archive, member: member,
                 reason:
-                    "has state digest \(summary.stateDigest) (\(pages) pages), the manifest says \(state.stateDigest) (\(state.pageCount) pages)"
+                    "has state digest \(found) (\(pages) pages), the manifest says \(state.stateDigest) (\(state.pageCount) pages)"
             )
+        }
+        target.filled = true
+        if durable {
+            let end = Int64(target.pageCount) * Int64(state.pageSize)
+            if end > writebackFrom { _ = granary_start_writeback(target.fd, writebackFrom, end - writebackFrom) }
         }
     }
 }
