@@ -316,12 +316,7 @@ final class PageRecorder: @unchecked Sendable {
     /// truncate cut and the file grew over again), which is exactly what reading the file would
     /// give. Throws ``NoCopyFallback`` when the recorder gave up.
     func finishDiscarded(writingTo output: String) throws -> PageFiles.Summary {
-        send()
-        handoff.close()
-        worker?.wait()
-        worker = nil
-        core.flush()
-        if let failure = core.failure { throw failure }
+        try drain()
         guard let log = core.log else { throw NoCopyFallback(reason: "the copy was not discarded") }
         if let reason = log.reason { throw NoCopyFallback(reason: reason) }
         try log.flush()
@@ -329,37 +324,10 @@ final class PageRecorder: @unchecked Sendable {
             throw NoCopyFallback(reason: "the copy ends inside a page")
         }
         let count = Int(log.size / Int64(pageSize))
-        let fd = core.fd, path = core.path
-        guard ftruncate(fd, off_t(count) * 32) == 0 else { throw FileSystemError("write", path: path) }
-        var writer = try BlockWriter(path: output)
-        defer { writer.close() }
-        var state = SHA256()
-        state.update(data: PageFiles.statePrefix)
-        let header = BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(count))
-        state.update(data: header)
-        try writer.append(PageFiles.pagesMagic + header)
-        let perChunk = 32_768
-        let hashes = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * 32, alignment: 16)
-        defer { hashes.deallocate() }
         let zero = log.zeroHash
-        var first = 0
-        while first < count {
-            try Interruption.check()
-            let pages = min(perChunk, count - first)
-            let chunk = UnsafeMutableRawBufferPointer(rebasing: hashes[0..<pages * 32])
-            try PageFiles.readFully(fd, into: chunk, at: Int64(first) * 32, path: path)
-            for index in 0..<pages where !core.isKnown(first + index) {
-                zero.withUnsafeBytes {
-                    chunk.baseAddress!.advanced(by: index * 32).copyMemory(from: $0.baseAddress!, byteCount: 32)
-                }
-            }
-            let bytes = UnsafeRawBufferPointer(chunk)
-            state.update(bufferPointer: bytes)
-            try writer.append(bytes)
-            first += pages
+        return try writeList(count: count, to: output) { _, hash in
+            zero.withUnsafeBytes { hash.copyMemory(from: $0) }
         }
-        try writer.finish()
-        return PageFiles.Summary(pageSize: pageSize, pageCount: count, stateDigest: state.finalize().hex)
     }
 
     /// Writes the `.delta` file of the discarded copy whose `.pages` file is `current` against
@@ -476,18 +444,38 @@ final class PageRecorder: @unchecked Sendable {
     /// the recorder saw no write (the VFS was not there) or cut pages of another size (the page
     /// size changed during the copy), every page is read: the same result, the old way.
     func finish(snapshot: String, pageSize: Int, writingTo output: String) throws -> PageFiles.Summary {
+        try drain()
+        guard attached, pageSize == self.pageSize, hashed > 0 else {
+            return try PageFiles.hash(file: snapshot, pageSize: pageSize, writingTo: output)
+        }
+        let (source, count) = try PageFiles.openPages(snapshot, pageSize: pageSize)
+        defer { close(source) }
+        let page = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
+        defer { page.deallocate() }
+        return try writeList(count: count, to: output) { number, hash in
+            try PageFiles.readFully(source, into: page, at: Int64(number) * Int64(pageSize), path: snapshot)
+            SHA256.hash(data: UnsafeRawBufferPointer(page)).withUnsafeBytes { hash.copyMemory(from: $0) }
+            reread += 1
+        }
+    }
+
+    /// Ends the hashing thread (after the last writes) and reports its failure.
+    private func drain() throws {
         send()
         handoff.close()
         worker?.wait()
         worker = nil
         core.flush()
         if let failure = core.failure { throw failure }
-        guard attached, pageSize == self.pageSize, hashed > 0 else {
-            return try PageFiles.hash(file: snapshot, pageSize: pageSize, writingTo: output)
-        }
-        let (source, count) = try PageFiles.openPages(snapshot, pageSize: pageSize)
-        defer { close(source) }
-        // Every page has its 32 bytes in the scratch file (a hole for those never written).
+    }
+
+    /// Writes the `.pages` file of `count` pages to `output`: the hashes recorded in the scratch
+    /// file (every page has its 32 bytes there, a hole for those never written), and for each
+    /// page the recorder does not know, the hash `unknown` puts in place (called with the page's
+    /// index from 0 and its 32 bytes).
+    private func writeList(
+        count: Int, to output: String, unknown: (Int, UnsafeMutableRawBufferPointer) throws -> Void
+    ) throws -> PageFiles.Summary {
         let fd = core.fd, path = core.path
         guard ftruncate(fd, off_t(count) * 32) == 0 else { throw FileSystemError("write", path: path) }
         var writer = try BlockWriter(path: output)
@@ -500,8 +488,6 @@ final class PageRecorder: @unchecked Sendable {
         let perChunk = 32_768
         let hashes = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * 32, alignment: 16)
         defer { hashes.deallocate() }
-        let page = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
-        defer { page.deallocate() }
         var first = 0
         while first < count {
             try Interruption.check()
@@ -509,12 +495,7 @@ final class PageRecorder: @unchecked Sendable {
             let chunk = UnsafeMutableRawBufferPointer(rebasing: hashes[0..<pages * 32])
             try PageFiles.readFully(fd, into: chunk, at: Int64(first) * 32, path: path)
             for index in 0..<pages where !core.isKnown(first + index) {
-                try PageFiles.readFully(source, into: page, at: Int64(first + index) * Int64(pageSize), path: snapshot)
-                let digest = SHA256.hash(data: UnsafeRawBufferPointer(page))
-                digest.withUnsafeBytes {
-                    chunk.baseAddress!.advanced(by: index * 32).copyMemory(from: $0.baseAddress!, byteCount: 32)
-                }
-                reread += 1
+                try unknown(first + index, UnsafeMutableRawBufferPointer(rebasing: chunk[index * 32..<index * 32 + 32]))
             }
             let bytes = UnsafeRawBufferPointer(chunk)
             state.update(bufferPointer: bytes)
