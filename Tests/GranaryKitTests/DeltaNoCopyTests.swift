@@ -66,7 +66,7 @@ struct DeltaNoCopyTests {
 
     /// The new way: no snapshot file; `inTransaction` runs in the copy's read transaction.
     static func newWay(
-        _ folder: TemporaryFolder, base: String, tag: String, maxChangedShare: Double = 1,
+        _ folder: TemporaryFolder, base: String, tag: String, maxChanged: Int = .max,
         inTransaction: @escaping (Database) throws -> Void = { _ in }
     ) throws -> (pages: Data, delta: Data, recorder: PageRecorder) {
         let copy = folder.child("\(tag)-new.sqlite")
@@ -74,7 +74,7 @@ struct DeltaNoCopyTests {
         let basePageSize = try PagesReader(path: base).pageSize
         let noCopy = Snapshotter.NoCopy(
             pageSize: basePageSize, journalMode: "wal", basePages: base, log: folder.child("\(tag)-new.changes"),
-            maxChangedShare: maxChangedShare, account: ContentAccount(limits: .defaults, storesOfSize: 1 << 20),
+            maxChanged: maxChanged, account: ContentAccount(limits: .defaults, storesOfSize: 1 << 20),
             inTransaction: inTransaction)
         let result = try Snapshotter().snapshot(
             try store(folder), to: copy, track: nil, pages: recorder, noCopy: noCopy)
@@ -154,6 +154,27 @@ struct DeltaNoCopyTests {
         #expect(throws: NoCopyFallback.self) { _ = try Self.newWay(folder, base: base, tag: "resized") }
     }
 
+    struct CheckFailed: Error {}
+
+    @Test("a check that fails names itself, not the transaction's COMMIT; one that ends the transaction falls back")
+    func failingCheck() throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 3000)
+        let base = try Self.basePages(folder, "base")
+        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600) WHERE id % 7 = 0")
+        #expect(throws: CheckFailed.self) {
+            _ = try Self.newWay(folder, base: base, tag: "throws") { _ in throw CheckFailed() }
+        }
+        // A check that ended the transaction (as SQLite does on some errors) did not read what the
+        // copy read: the copy is made again, for real.
+        let fallback = #expect(throws: NoCopyFallback.self) {
+            _ = try Self.newWay(folder, base: base, tag: "ends") { db in try db.execute("COMMIT") }
+        }
+        #expect(fallback?.reason.contains("read transaction ended") == true, "\(String(describing: fallback))")
+        // Either way the live store's read lock is gone: a writer that does not wait gets in.
+        try Database(path: live, mode: .readWrite, busyTimeout: .zero).execute("UPDATE t SET body = 'x' WHERE id = 1")
+    }
+
     @Test("more changed pages than the share allowed stops the copy and gives up")
     func tooManyChanged() throws {
         let folder = TemporaryFolder()
@@ -161,7 +182,7 @@ struct DeltaNoCopyTests {
         let base = try Self.basePages(folder, "base")
         try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600)")
         #expect(throws: NoCopyFallback.self) {
-            _ = try Self.newWay(folder, base: base, tag: "all", maxChangedShare: 0.5)
+            _ = try Self.newWay(folder, base: base, tag: "all", maxChanged: 100)
         }
     }
 
@@ -309,6 +330,28 @@ struct DeltaNoCopyTests {
         let small = try site.backup()
         #expect(small.delta?.isDelta == true)
         #expect(small.discardedCopies == 2)
+    }
+
+    @Test("a small store that changes whole is a delta of the user's stores, copied once: the share is the user's")
+    func shareIsTheUsers() throws {
+        let site = try Site()
+        // Local.sqlite grows well past Cloud.sqlite, then Cloud.sqlite changes every page.
+        try site.change(
+            "INSERT INTO items(body, created) SELECT hex(randomblob(500)), 1 FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 4000) SELECT x FROM c)"
+        )
+        _ = try site.backup()
+        try site.change("UPDATE items SET body = hex(randomblob(40)) || body", store: "Cloud.sqlite")
+        let changed = try site.backup()
+        let manifest = try site.manifest(changed)
+        let stores = try #require(manifest.delta?.stores)
+        let cloud = try #require(stores.first { $0.name == "Cloud.sqlite" })
+        let total = stores.reduce(0) { $0 + $1.pageCount }
+        // (The case this test is about: over half of the store's pages, under half of the user's.)
+        #expect(Double(cloud.changedPages ?? 0) > 0.5 * Double(cloud.pageCount))
+        #expect(Double(cloud.changedPages ?? 0) < 0.5 * Double(total))
+        #expect(changed.delta?.isDelta == true, "\(String(describing: changed.delta))")
+        #expect(changed.copiedAgain == nil, "\(String(describing: changed.copiedAgain))")
+        #expect(changed.discardedCopies == 2)
     }
 
     @Test("a page-size change goes to a full, with today's reason")

@@ -370,6 +370,18 @@ public struct BackupOperation: Sendable {
                 work: work, label: $0.label, created: Date(), cache: $0.cache,
                 liveFiles: scan.stores.map(\.fileIdentity))
         }
+        // The pages a delta may change, across all the user's stores (the plan's share of their
+        // pages, estimated from the files' sizes): a discarded copy gives up past what is left of
+        // it, not past a share of its own store's pages, so that a small store that changes much
+        // does not make every backup copy it twice.
+        var deltaBudget = 0
+        if case .base(let base)? = started {
+            let pages = scan.stores.reduce(0) { sum, store in
+                let pageSize = Int64(max(base.store(store.name)?.pageSize ?? Int(store.header.pageSize), 512))
+                return sum + Int((store.claimedLength + (store.walSize ?? 0)) / pageSize)
+            }
+            deltaBudget = Int(base.policy.maxChangedShare * Double(pages))
+        }
         for (index, store) in scan.stores.enumerated() {
             try Interruption.check()
             let snapshotPath = work + "/\(index).sqlite"
@@ -407,7 +419,9 @@ public struct BackupOperation: Sendable {
                 if case .base(let base)? = started, let old = base.store(store.name) {
                     noCopy = Snapshotter.NoCopy(
                         pageSize: old.pageSize, journalMode: old.journalMode, basePages: old.pages,
-                        log: work + "/\(index).changes", maxChangedShare: base.policy.maxChangedShare, account: account
+                        log: work + "/\(index).changes",
+                        maxChanged: max(0, deltaBudget - pageHashes.reduce(0) { $0 + ($1?.changedPages ?? 0) }),
+                        account: account
                     ) { db in
                         let checkStarted = ContinuousClock.now
                         described = try builder.store(

@@ -56,8 +56,9 @@ public struct Snapshotter: Sendable {
         /// The base's `.pages` file of this store, and where the change log goes.
         var basePages: String
         var log: String
-        /// More changed pages than this share of the store's gives up (a full needs a real copy).
-        var maxChangedShare: Double
+        /// More changed pages than this gives up (the user's budget left: the backup is a full,
+        /// and a full needs a real copy).
+        var maxChanged: Int
         /// The user's time across stores, charged with the check (as a snapshot's check is).
         var account: ContentAccount
         /// Runs on the live store's connection once the copy is done, inside its read transaction.
@@ -164,7 +165,19 @@ public struct Snapshotter: Sendable {
         }
         // The read transaction the copy and the check share (the backup API keeps an open one).
         try source.execute("BEGIN")
-        let pageCount = try source.pageCount()
+        // Whatever fails from here ends the read transaction before the error goes on: the
+        // connection is the live store's, and its shared lock would hold up the owner's writes.
+        var open = true
+        defer { if open { try? source.execute("ROLLBACK") } }
+        // (Reading the page count starts the transaction: the journal mode below is then its own.)
+        _ = try source.pageCount()
+        // The journal mode read above was read before this transaction: an owner that left WAL
+        // mode in between would have the copy hold a shared lock its writes wait for, and the
+        // copy recorded as a WAL store's. The mode this transaction reads is the one that counts.
+        let mode = try source.journalMode()
+        guard mode == "wal" else {
+            throw NoCopyFallback(reason: "the store left WAL mode (journal mode \(mode)) as the copy began")
+        }
         // The copy and the check read the database file in 64 KiB blocks, not page by page: its
         // bytes that SQLite reads do not change while this read transaction lasts (the tee's job 7).
         var on: Int32 = 1
@@ -178,7 +191,7 @@ public struct Snapshotter: Sendable {
         recorder.pageSize = pageSize
         try recorder.startDiscarding(
             base: noCopy.basePages, log: noCopy.log,
-            maxChanged: Int(noCopy.maxChangedShare * Double(pageCount)))
+            maxChanged: noCopy.maxChanged)
         do {
             let copy = try Database(path: destination, mode: .create, vfs: "granary-tee", limits: source.budget.limits)
             var size = Int64(pageSize)
@@ -204,10 +217,16 @@ public struct Snapshotter: Sendable {
         // Only page 1 is in the file: nothing may take it for a snapshot.
         unlink(destination)
         try noCopy.inTransaction(source)
+        // A check that failed inside SQLite (its memory ceiling, an I/O error) may have ended the
+        // transaction and still reported nothing: then the check did not read what the copy read.
+        guard sqlite3_get_autocommit(source.handle) == 0 else {
+            throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+        }
         if reading {
             var off: Int32 = 0
             _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
         }
+        open = false
         try source.execute("COMMIT")
         var result = Result(journalMode: "wal", restarts: 0)
         result.discarded = true

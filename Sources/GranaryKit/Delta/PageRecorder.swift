@@ -227,7 +227,7 @@ final class PageRecorder: @unchecked Sendable {
                     } catch {
                         if failure == nil { failure = error }
                     }
-                    if log.changed.count > log.maxChanged {
+                    if log.changedCount > log.maxChanged {
                         giveUp(log, "more than \(log.maxChanged) of its pages changed")
                         return
                     }
@@ -294,6 +294,8 @@ final class PageRecorder: @unchecked Sendable {
 
     /// Whether the copy is being discarded: the recorder keeps the changed pages itself.
     var discarding: Bool { core.log != nil }
+    /// How many pages of the discarded copy differ from the base (after ``finishDiscarded(writingTo:)``).
+    var changedPages: Int { core.log?.changedCount ?? 0 }
     /// Whether a discarding copy gave up (a write that was not whole pages, a truncate inside a
     /// page, too many changed pages; ``finishDiscarded(writingTo:)`` says which): any thread.
     var stopped: Bool { core.stopped }
@@ -302,9 +304,10 @@ final class PageRecorder: @unchecked Sendable {
     /// ``pageSize`` set): each page written is hashed as always and compared with the base's
     /// hash of the same page (`base`, the base's `.pages` file, read where needed); a page that
     /// differs, or that the base does not have, is appended to the change log `log` (page bytes;
-    /// the newest write of a page is the one that counts, found by its offset, kept in memory for
-    /// changed pages only). Past `maxChanged` changed pages the recorder gives up and stops the
-    /// copy (the tee fails its next write): a full needs a real snapshot anyway.
+    /// the newest write of a page is the one that counts, found through the log's index file).
+    /// Past `maxChanged` changed pages (what is left of the user's share once the stores copied
+    /// before this one took theirs) the recorder gives up and stops the copy (the tee fails its
+    /// next write): the backup is a full, and a full needs a real snapshot anyway.
     func startDiscarding(base: String, log: String, maxChanged: Int) throws {
         let changes = try ChangeLog(base: base, log: log, pageSize: pageSize, maxChanged: maxChanged)
         core.log = changes
@@ -337,7 +340,7 @@ final class PageRecorder: @unchecked Sendable {
     func writeChanges(current: String, base: String, to output: String) throws -> Int {
         guard let log = core.log else { throw NoCopyFallback(reason: "the copy was not discarded") }
         return try PageChanges.write(current: current, base: base, to: output) { number, hash, page in
-            if let at = log.changed[number - 1] {
+            if let at = try log.offset(of: number - 1) {
                 try PageFiles.readFully(log.fd, into: page, at: at, path: log.path)
             } else {
                 page.initializeMemory(as: UInt8.self, repeating: 0)
@@ -348,20 +351,25 @@ final class PageRecorder: @unchecked Sendable {
         }
     }
 
-    /// The changed pages of a discarded copy: a log file of page bytes and, per changed page, the
-    /// offset of its newest logged write (memory: only changed pages); the base's hashes are read
+    /// The changed pages of a discarded copy: a log file of page bytes, and an index file with,
+    /// at 8 × page, the offset in the log of the page's newest logged write (plus one; 0 is none).
+    /// Memory stays flat whatever the share of pages changed: one bit per page says which pages
+    /// are changed now, and 1 MiB of page bytes waits to be written. The base's hashes are read
     /// 32,768 at a time around the page asked for (pages arrive in order, page 1 again at the end).
     final class ChangeLog: @unchecked Sendable {
         let path: String
         let fd: Int32
         let pageSize: Int
         let maxChanged: Int
-        /// Page index (0-based) → offset in the log of its newest write.
-        private(set) var changed: [Int: Int64] = [:]
+        /// The pages changed now (the last write of each differs from the base).
+        private(set) var changedCount = 0
         /// The size the file would have (writes and truncates).
         var size: Int64 = 0
         var reason: String?
         let zeroHash: [UInt8]
+        private var changed: [UInt64] = []
+        private let index: Int32
+        private let indexPath: String
         private let base: Int32
         private let basePath: String
         private let baseCount: Int
@@ -385,11 +393,20 @@ final class PageRecorder: @unchecked Sendable {
                 close(baseFD)
                 throw FileSystemError("create", path: log)
             }
+            let indexPath = log + ".index"
+            let indexFD = RawPath.open(indexPath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if indexFD < 0 {
+                close(baseFD)
+                close(logFD)
+                throw FileSystemError("create", path: indexPath)
+            }
             self.base = baseFD
             basePath = base
             baseCount = count
             path = log
             fd = logFD
+            index = indexFD
+            self.indexPath = indexPath
             self.pageSize = pageSize
             self.maxChanged = maxChanged
             zeroHash = Array(SHA256.hash(data: [UInt8](repeating: 0, count: pageSize)))
@@ -399,6 +416,7 @@ final class PageRecorder: @unchecked Sendable {
         deinit {
             close(base)
             close(fd)
+            close(index)
         }
 
         /// Page `page` (0-based) was written with `bytes` (its SHA-256 `digest`).
@@ -416,19 +434,66 @@ final class PageRecorder: @unchecked Sendable {
                 }
                 let at = (page - windowStart) * 32
                 if digest.elementsEqual(window[at..<at + 32]) {
-                    changed.removeValue(forKey: page)
+                    setChanged(page, false)
                     return
                 }
             }
-            changed[page] = flushed + Int64(buffer.count)
+            var entry = UInt64(flushed + Int64(buffer.count) + 1).bigEndian
+            try withUnsafeBytes(of: &entry) {
+                try PageFiles.writeFully(index, $0, at: Int64(page) * 8, path: indexPath)
+            }
+            setChanged(page, true)
             buffer.append(contentsOf: bytes)
             if buffer.count >= 1 << 20 { try flush() }
+        }
+
+        /// Where the newest logged write of page `page` (0-based) is in the log, if it is changed.
+        func offset(of page: Int) throws -> Int64? {
+            guard isChanged(page) else { return nil }
+            var entry: UInt64 = 0
+            try withUnsafeMutableBytes(of: &entry) {
+                try PageFiles.readFully(index, into: $0, at: Int64(page) * 8, path: indexPath)
+            }
+            let at = UInt64(bigEndian: entry)
+            guard at > 0 else { throw NoCopyFallback(reason: "page \(page + 1) is changed but has no logged write") }
+            return Int64(at - 1)
+        }
+
+        private func isChanged(_ page: Int) -> Bool {
+            let word = page >> 6
+            return word < changed.count && changed[word] & (1 << UInt64(page & 63)) != 0
+        }
+
+        private func setChanged(_ page: Int, _ value: Bool) {
+            let word = page >> 6
+            if word >= changed.count {
+                guard value else { return }
+                changed.append(contentsOf: repeatElement(0, count: word - changed.count + 1))
+            }
+            let bit: UInt64 = 1 << UInt64(page & 63)
+            let was = changed[word] & bit != 0
+            guard was != value else { return }
+            if value {
+                changed[word] |= bit
+                changedCount += 1
+            } else {
+                changed[word] &= ~bit
+                changedCount -= 1
+            }
         }
 
         /// A truncate to `first` pages: the pages from there on were cut (zeros if the file grows
         /// over them again).
         func cut(from first: Int) {
-            for page in changed.keys where page >= first { changed.removeValue(forKey: page) }
+            var page = max(first, 0)
+            while page < changed.count * 64 {
+                if page & 63 == 0 && changed[page >> 6] == 0 {
+                    page += 64
+                    continue
+                }
+                setChanged(page, false)
+                page += 1
+            }
         }
 
         func flush() throws {
