@@ -407,6 +407,37 @@ struct DeltaOperatorTests {
     }
 
     @Test(
+        "sync --dry-run shows as kept a base that a delta it would send is built on, as the real run then keeps it"
+    )
+    func dryRunKeepsTheBaseOfADeltaItSends() throws {
+        let site = try Site()
+        let mirror = site.site.folder.child("mirror")
+        let old = try site.backup(Self.alice, ["--no-delta"])
+        let full = try site.backup(Self.alice)
+        #expect(try site.granary(["sync", "--mirror", mirror]).status == 0)
+        try site.change(1)
+        let delta = try site.backup(Self.alice)
+        // The mirror has the base but not the delta; this host deleted the base and the plain full.
+        #expect(try site.granary(["delete", "\(Self.alice)/\(full.name)", "--force"]).status == 0)
+        #expect(try site.granary(["delete", "\(Self.alice)/\(old.name)", "--force"]).status == 0)
+        func said(_ arguments: [String]) throws -> (uploaded: [String], kept: [String], removed: [String]) {
+            let run = try site.granary(["sync", "--mirror", mirror, "--json"] + arguments)
+            #expect(run.status == 0, "\(run.stderr)")
+            let mirrors = try #require(try Self.json(run.stdout)["mirrors"] as? [[String: Any]])
+            let user = try #require((mirrors.first?["users"] as? [[String: Any]])?.first, "\(run.stdout)")
+            return (
+                user["uploaded"] as? [String] ?? [], user["kept"] as? [String] ?? [], user["removed"] as? [String] ?? []
+            )
+        }
+        let dry = try said(["--dry-run"])
+        #expect(site.archives(Self.alice, in: mirror) == [old.name, full.name], "a dry run changes nothing")
+        let real = try said([])
+        #expect(real.uploaded == [delta.name] && real.kept == [full.name] && real.removed == [old.name], "\(real)")
+        #expect(dry.uploaded == real.uploaded && dry.kept == real.kept && dry.removed == real.removed, "\(dry)")
+        #expect(site.archives(Self.alice, in: mirror) == [full.name, delta.name])
+    }
+
+    @Test(
         "after a restore, a reset, a store replaced by another program, or a Core Data store UUID or model changed, the next backup is a full saying why; a delta otherwise"
     )
     func fullAfterRestoreResetOrReplace() throws {

@@ -9,15 +9,19 @@ public enum DeltaChains {
     /// built on, all the way to its full: a delta without its chain cannot be restored. A delta
     /// whose manifest cannot be read keeps every older archive back to the newest one whose
     /// name is not a delta's (its base is one of them, and nothing tells which).
+    ///
+    /// `reading` says where an archive's manifest is read from when it is not `repository`
+    /// (a dry-run sync counts the deltas it would send, which are still in the primary).
     public static func keepBases(
-        of archives: [RepositoryEntry], kept: inout [String: [String]], repository: any Repository
+        of archives: [RepositoryEntry], kept: inout [String: [String]], repository: any Repository,
+        reading: (RepositoryEntry) -> (any Repository)? = { _ in nil }
     ) {
         var work = archives.filter { $0.name.saysDelta && !(kept[$0.path] ?? []).isEmpty }
         var done: Set<String> = []
         while let delta = work.popLast() {
             guard done.insert(delta.path).inserted else { continue }
             var bases: [RepositoryEntry] = []
-            if let (manifest, _) = try? DeltaRestore.head(delta, repository: repository) {
+            if let (manifest, _) = try? DeltaRestore.head(delta, repository: reading(delta) ?? repository) {
                 if let name = manifest.delta?.base?.name, let base = archives.first(where: { $0.name.fileName == name })
                 {
                     bases = [base]
@@ -90,9 +94,17 @@ extension DeltaChains {
     /// removed and before the first full (by name, a regular backup) after the newest one removed
     /// (a delta's base is the newest backup when it was made), so a sync after a prune reads a
     /// day's deltas, not the mirror's history.
+    ///
+    /// `arriving`: archives of the primary a dry run would send (a real run has sent them, and
+    /// they are among `archives`): they stay too, their manifests read from `primary`.
     public static func basesStaying(
-        _ archives: [RepositoryEntry], removing gone: [RepositoryEntry], in mirror: any Repository
+        _ archives: [RepositoryEntry], removing gone: [RepositoryEntry], in mirror: any Repository,
+        arriving: [RepositoryEntry] = [], from primary: (any Repository)? = nil
     ) -> Set<String> {
+        let present = Set(archives.map(\.name.fileName))
+        let arriving = arriving.filter { !present.contains($0.name.fileName) }
+        let fromPrimary = Set(arriving.map(\.path))
+        let archives = (archives + arriving).sorted { $0.name < $1.name }
         guard let oldest = gone.map(\.name).min(), let newest = gone.map(\.name).max() else { return [] }
         let leaving = Set(gone.map(\.path))
         let end =
@@ -101,7 +113,7 @@ extension DeltaChains {
         let span = archives[..<end].filter { $0.name >= oldest }
         var kept: [String: [String]] = [:]
         for entry in span where !leaving.contains(entry.path) { kept[entry.path] = ["stays"] }
-        keepBases(of: span, kept: &kept, repository: mirror)
+        keepBases(of: span, kept: &kept, repository: mirror) { fromPrimary.contains($0.path) ? primary : nil }
         return Set(gone.filter { !(kept[$0.path] ?? []).isEmpty }.map(\.name.fileName))
     }
 }

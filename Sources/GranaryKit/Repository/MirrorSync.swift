@@ -165,7 +165,10 @@ public enum MirrorSync {
             let deleted = try primary.deletedNames(of: user, host: primary.context.host)
             var gone = target.filter { !kept.contains($0.name.fileName) && deleted.contains($0.name.fileName) }
             // Never a base a delta staying on the mirror is built on (issue 35).
-            let bases = DeltaChains.basesStaying(target, removing: gone, in: mirror)
+            // (A dry run sent nothing: the deltas it would send count as there, read from the primary.)
+            let bases = DeltaChains.basesStaying(
+                target, removing: gone, in: mirror,
+                arriving: dryRun ? source.filter { result.uploaded.contains($0.name.fileName) } : [], from: primary)
             gone.removeAll { bases.contains($0.name.fileName) }
             result.keptBases = bases.sorted()
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
