@@ -369,6 +369,36 @@ struct DeltaOperatorTests {
     }
 
     @Test(
+        "a delta whose base on the mirror is another archive under its name is not sent there, by backup --mirror or by sync (65, naming the mirror's base)"
+    )
+    func mirrorBaseReplaced() throws {
+        let site = try Site()
+        let mirror = site.site.folder.child("mirror")
+        let plain = try site.backup(Self.alice, ["--no-delta"])
+        let full = try site.backup(Self.alice)
+        #expect(try site.granary(["sync", "--mirror", mirror]).status == 0)
+        // On the mirror, the base's name now holds another archive of the user (a valid one).
+        let folder = mirror + "/\(Self.alice)/"
+        try FileSystem.removeFile(folder + full.name)
+        try FileManager.default.copyItem(atPath: folder + plain.name, toPath: folder + full.name)
+        try site.change(1)
+        let said =
+            "\(Self.alice)/%@ not sent to \(mirror): it is a delta of \(full.name), and the mirror's \(full.name) is not the archive it was built on"
+        Thread.sleep(forTimeInterval: 1.1)
+        let backup = try site.granary(["backup", Self.alice, "--mirror", mirror, "--json"])
+        #expect(backup.status == 1, "\(backup.stderr)")
+        let delta = try #require(site.archives(Self.alice).last)
+        #expect(delta.contains("delta"), "the delta is in the repository: \(delta)")
+        #expect(backup.stderr.contains(said.replacingOccurrences(of: "%@", with: delta)), "\(backup.stderr)")
+        #expect(!site.archives(Self.alice, in: mirror).contains(delta))
+        let sync = try site.granary(["sync", "--mirror", mirror, "--json"])
+        #expect(sync.status == 1, "\(sync.stderr)")
+        #expect(sync.stderr.contains(said.replacingOccurrences(of: "%@", with: delta)), "\(sync.stderr)")
+        #expect(!site.archives(Self.alice, in: mirror).contains(delta))
+        #expect(try ShellTools.schemaProblems(sync.stdout, schema: "sync").isEmpty)
+    }
+
+    @Test(
         "sync never removes from a mirror a base a delta there is built on, even when this host deleted it (--force); it says the base is kept"
     )
     func syncKeepsBasesOnTheMirror() throws {

@@ -50,11 +50,13 @@ extension DeltaChains {
     /// file names) or the chain's full; oldest first. Each link is found by name among
     /// `archives` (`primary`'s archives of the user, read once by the caller) and its manifest's
     /// SHA-256 checked against what the archive after it recorded; so is the first one the mirror
-    /// has, when the repository has it too. Empty for a full.
+    /// has, when the repository has it too, and that one's copy on the mirror (`mirrorDigest`:
+    /// the manifest SHA-256 of the mirror's archive of that name, nil when it cannot be read as
+    /// an archive). Empty for a full.
     /// Throws ``ChainGap`` when a link is in neither place (or is not the archive named).
     public static func missingLinks(
         of name: String, manifest: Manifest, user: UserID, in primary: any Repository, archives: [RepositoryEntry],
-        onMirror: Set<String>, mirror: String
+        onMirror: Set<String>, mirror: String, mirrorDigest: (String) throws -> String?
     ) throws -> [RepositoryEntry] {
         var links: [RepositoryEntry] = []
         var current = (name: name, manifest: manifest)
@@ -66,6 +68,12 @@ extension DeltaChains {
                 if let found, try DeltaRestore.head(found, repository: primary).1 != base.manifestSHA256 {
                     throw ChainGap(
                         user: user, archive: current.name, base: base.name, mirror: mirror, reason: .replaced)
+                }
+                // And the mirror's copy is that archive (not one of the same name from elsewhere,
+                // such as another repository's, or a copy damaged there).
+                guard try mirrorDigest(base.name) == base.manifestSHA256 else {
+                    throw ChainGap(
+                        user: user, archive: current.name, base: base.name, mirror: mirror, reason: .mirrorReplaced)
                 }
                 break
             }
@@ -127,6 +135,8 @@ public struct ChainGap: GranaryError, Sendable {
         case missing
         /// The repository's archive of that name is not the one the delta was built on.
         case replaced
+        /// The mirror's archive of that name is not the one the delta was built on.
+        case mirrorReplaced
         /// The chain is longer than any backup makes.
         case tooLong
     }
@@ -146,6 +156,9 @@ public struct ChainGap: GranaryError, Sendable {
         case .replaced:
             return
                 "\(user)/\(archive) not sent to \(mirror): it is a delta of \(base), and the repository's \(base) is not the archive it was built on"
+        case .mirrorReplaced:
+            return
+                "\(user)/\(archive) not sent to \(mirror): it is a delta of \(base), and the mirror's \(base) is not the archive it was built on"
         case .tooLong:
             return
                 "\(user)/\(archive) not sent to \(mirror): its chain is longer than \(DeltaRestore.chainLimit) archives"

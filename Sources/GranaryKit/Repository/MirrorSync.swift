@@ -125,7 +125,8 @@ public enum MirrorSync {
                 let links: [RepositoryEntry]
                 do {
                     links = try chainLinks(
-                        of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror)
+                        of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror,
+                        mirrorArchives: target, sentNow: Set(result.uploaded))
                 } catch let gap as ChainGap {
                     gaps.append(gap)
                     result.notSent.append(entry.name.fileName)
@@ -187,7 +188,7 @@ public enum MirrorSync {
     /// others (oldest first, as every archive), as nothing says what it is built on.
     static func chainLinks(
         of entry: RepositoryEntry, user: UserID, from primary: any Repository, archives: [RepositoryEntry],
-        onMirror: Set<String>, mirror: any Repository
+        onMirror: Set<String>, mirror: any Repository, mirrorArchives: [RepositoryEntry], sentNow: Set<String>
     ) throws -> [RepositoryEntry] {
         guard entry.name.saysDelta else { return [] }
         let manifest: Manifest
@@ -200,7 +201,29 @@ public enum MirrorSync {
         }
         return try DeltaChains.missingLinks(
             of: entry.name.fileName, manifest: manifest, user: user, in: primary, archives: archives,
-            onMirror: onMirror, mirror: mirror.location)
+            onMirror: onMirror, mirror: mirror.location
+        ) { name in
+            // Sent by this sync from the repository (whose copy is checked): that copy.
+            if sentNow.contains(name), let sent = archives.first(where: { $0.name.fileName == name }) {
+                return try DeltaRestore.head(sent, repository: primary).1
+            }
+            return try mirrorDigest(in: mirror, archives: mirrorArchives)(name)
+        }
+    }
+
+    /// The manifest SHA-256 of `mirror`'s archive of a name (among `archives`, its list), nil
+    /// when it is not there or cannot be read as an archive; a failure to reach the mirror is thrown.
+    static func mirrorDigest(in mirror: any Repository, archives: [RepositoryEntry]) -> (String) throws -> String? {
+        { name in
+            guard let entry = archives.first(where: { $0.name.fileName == name }) else { return nil }
+            do {
+                return try DeltaRestore.head(entry, repository: mirror).1
+            } catch let error as RepositoryError {
+                throw error
+            } catch {
+                return nil
+            }
+        }
     }
 
     /// Before a new archive (`entry`, whose finished file is `file`) goes to `mirror`: when it is a
@@ -211,12 +234,23 @@ public enum MirrorSync {
     ) throws -> [String] {
         guard entry.name.saysDelta else { return [] }
         let manifest = try Catalogue.readManifest(file)
-        guard manifest.isDelta else { return [] }
-        let onMirror = Set(try mirror.archives(of: entry.user).map(\.name.fileName))
-        guard let base = manifest.delta?.base, !onMirror.contains(base.name) else { return [] }
+        guard manifest.isDelta, let base = manifest.delta?.base else { return [] }
+        let onMirror = try mirror.archives(of: entry.user)
+        let names = Set(onMirror.map(\.name.fileName))
+        let digest = mirrorDigest(in: mirror, archives: onMirror)
+        if names.contains(base.name) {
+            // The base is there by name: it must be the archive this delta was built on.
+            guard try digest(base.name) == base.manifestSHA256 else {
+                throw ChainGap(
+                    user: entry.user, archive: entry.name.fileName, base: base.name, mirror: mirror.location,
+                    reason: .mirrorReplaced)
+            }
+            return []
+        }
         let links = try DeltaChains.missingLinks(
             of: entry.name.fileName, manifest: manifest, user: entry.user, in: primary,
-            archives: try primary.archives(of: entry.user), onMirror: onMirror, mirror: mirror.location)
+            archives: try primary.archives(of: entry.user), onMirror: names, mirror: mirror.location,
+            mirrorDigest: digest)
         for link in links {
             try Interruption.check()
             try upload(link, from: primary, to: mirror)
