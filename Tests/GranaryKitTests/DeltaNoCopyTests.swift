@@ -257,12 +257,13 @@ struct DeltaNoCopyTests {
             repository = LocalRepository(path: folder.child("repo"))
         }
 
-        func backup(everyStore: Bool = false) throws -> BackupOperation.Result {
+        func backup(everyStore: Bool = false, progress: (any BackupProgress)? = nil) throws -> BackupOperation.Result {
             var options = BackupOperation.Options()
             options.delta = DeltaPolicy()
             options.snapshotEveryStore = everyStore
-            let result = try BackupOperation(root: Root(path: root), repository: repository, options: options).run(
-                try UserID(DeltaNoCopyTests.user))
+            let result = try BackupOperation(
+                root: Root(path: root), repository: repository, options: options, progress: progress
+            ).run(try UserID(DeltaNoCopyTests.user))
             Thread.sleep(forTimeInterval: 1.05)
             return result
         }
@@ -352,6 +353,30 @@ struct DeltaNoCopyTests {
         #expect(changed.delta?.isDelta == true, "\(String(describing: changed.delta))")
         #expect(changed.copiedAgain == nil, "\(String(describing: changed.copiedAgain))")
         #expect(changed.discardedCopies == 2)
+    }
+
+    /// The snapshot phase's reports of a backup, per `done`/`total`.
+    final class SnapshotBar: BackupProgress, @unchecked Sendable {
+        private let lock = NSLock()
+        private var seen: [(done: Int64, total: Int64)] = []
+        var reports: [(done: Int64, total: Int64)] { lock.withLock { seen } }
+        func update(user: String, phase: String, done: Int64, total: Int64) {
+            if phase == "snapshot" { lock.withLock { seen.append((done, total)) } }
+        }
+    }
+
+    @Test("the progress bar of a copy without a file reaches the store's size (the recorder counts what was written)")
+    func progressOfADiscardedCopy() throws {
+        let site = try Site()
+        _ = try site.backup()
+        try site.change("UPDATE items SET body = 'changed' WHERE id % 50 = 0")
+        let bar = SnapshotBar()
+        let delta = try site.backup(progress: bar)
+        #expect(delta.discardedCopies == 2)
+        // Per store: reports start at 0 and end at its size (the file itself is one page long).
+        let ends = bar.reports.filter { $0.done > 0 && $0.done == $0.total }
+        #expect(ends.count >= 2, "\(bar.reports)")
+        #expect(bar.reports.allSatisfy { $0.done <= $0.total })
     }
 
     @Test("a page-size change goes to a full, with today's reason")

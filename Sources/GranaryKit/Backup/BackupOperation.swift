@@ -403,16 +403,20 @@ public struct BackupOperation: Sendable {
             var described: (Manifest.Store, Packed)?
             var checkSeconds = 0.0
             let (taken, external) = try options.context.cpu.normal {
-                // A WAL store's copy is one step: the bar follows the copy's size instead.
+                // `--delta` (issue 35): the page hashes are taken as the snapshot is written.
+                let recorder = try options.delta.map { _ in try PageRecorder(path: work + "/\(index).hashes") }
+                pageHashes.append(recorder)
+                // A WAL store's copy is one step: the bar follows the copy's size instead (or the
+                // recorder's count, when the copy is discarded and its file stays one page long).
+                var written: (@Sendable () -> Int64)?
+                if let recorder { written = { @Sendable in recorder.written } }
                 let watcher = progress.map { progress in
-                    CopyWatcher(path: snapshotPath) { [user = folder.id.rawValue, total = store.size] done in
+                    CopyWatcher(path: snapshotPath, written: written) {
+                        [user = folder.id.rawValue, total = store.size] done in
                         progress.update(user: user, phase: "snapshot", done: min(done, total), total: total)
                     }
                 }
                 defer { watcher?.stop() }
-                // `--delta` (issue 35): the page hashes are taken as the snapshot is written.
-                let recorder = try options.delta.map { _ in try PageRecorder(path: work + "/\(index).hashes") }
-                pageHashes.append(recorder)
                 // A delta may follow: a WAL store's copy is not written, and its check runs on the
                 // live store in the copy's read transaction.
                 var noCopy: Snapshotter.NoCopy?

@@ -17,14 +17,21 @@ final class CopyWatcher: Sendable {
     }
     private let state = State()
 
-    /// Starts reporting the size of `path` to `report` every `interval` until ``stop()``.
-    init(path: String, interval: Duration = .milliseconds(250), report: @escaping @Sendable (Int64) -> Void) {
+    /// Starts reporting the size of `path` to `report` every `interval` until ``stop()``; with
+    /// `written`, the larger of the two (a copy whose pages are discarded, `backup --delta`, leaves
+    /// a file of one page: the page recorder counts what was written).
+    init(
+        path: String, interval: Duration = .milliseconds(250), written: (@Sendable () -> Int64)? = nil,
+        report: @escaping @Sendable (Int64) -> Void
+    ) {
         let thread = Thread { [state] in
             var last: Int64 = -1
             func look() {
                 var info = stat()
-                if stat(path, &info) == 0, Int64(info.st_size) != last {
-                    last = Int64(info.st_size)
+                let size = stat(path, &info) == 0 ? Int64(info.st_size) : -1
+                let now = max(size, written?() ?? -1)
+                if now >= 0, now != last {
+                    last = now
                     report(last)
                 }
             }

@@ -37,6 +37,10 @@ final class PageRecorder: @unchecked Sendable {
     var hashed: Int { core.hashed }
     private(set) var reread = 0
 
+    /// The bytes SQLite has written to the copy so far (any thread: a progress bar's).
+    var written: Int64 { writtenBytes.load(ordering: .relaxed) }
+    private let writtenBytes = Atomic<Int64>(0)
+
     private let core: Core
     private let handoff = Handoff()
     private var batch: [UInt8] = []
@@ -76,6 +80,7 @@ final class PageRecorder: @unchecked Sendable {
     private func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
         // (Discarding, once the hashing thread gave up: the tee fails the write anyway.)
         if core.stopped { return }
+        writtenBytes.wrappingAdd(Int64(bytes.count), ordering: .relaxed)
         let size = Int64(max(pageSize, 1))
         if offset % size != 0 || bytes.count % Int(size) != 0 {
             // Not whole pages: handed on alone, so that it marks only its own pages unknown.
