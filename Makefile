@@ -21,7 +21,7 @@ TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jso
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release check-release test test-slow tsan demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
+.PHONY: all deps build release check-release test test-slow tsan tsan-build fuzz-build demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
 
 all: build
 
@@ -89,7 +89,11 @@ test: build moto prometheus
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
 TSAN_FILTER := OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
-tsan: deps
+# The instrumented build alone (CI starts it beside the tests; `make tsan` then finds it done).
+tsan-build: deps
+	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
+
+tsan: tsan-build
 	GRANARY_BIN_DIR="$(CURDIR)/.build-tsan/debug" SWIFT_BACKTRACE=enable=no \
 	TSAN_OPTIONS="halt_on_error=1 exitcode=97 handle_sigbus=0 suppressions=$(CURDIR)/.tsan-suppressions" \
 		$(SWIFT) test --sanitize=thread --build-path .build-tsan --filter '$(TSAN_FILTER)'
@@ -160,8 +164,10 @@ soak: build
 # libFuzzer over the manifest parser, the archive verifier, the command line, names and paths (a separate
 # instrumented build, optimized: ArgumentParser's debug-build self-checks cost 0.1 s a parse).
 FUZZ_SECONDS ?= 60
-fuzz: build
+fuzz-build: deps
 	GRANARY_FUZZ=1 $(SWIFT) build -c release --build-path .build-fuzz --product granary-fuzz
+
+fuzz: build fuzz-build
 	bash scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # Man pages and completion scripts are generated from the command declarations and committed;
