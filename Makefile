@@ -89,7 +89,8 @@ test: build moto prometheus
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
 TSAN_FILTER := OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
-# The instrumented build alone (CI starts it beside the tests; `make tsan` then finds it done).
+# The instrumented build alone. (Not started beside the tests in CI: SwiftPM runs the compiler at
+# normal priority whatever its own nice value, and a build beside them made the debug build 3x slower.)
 tsan-build: deps
 	$(SWIFT) build --build-tests --sanitize=thread --build-path .build-tsan
 
