@@ -181,7 +181,7 @@ final class PageRecorder: @unchecked Sendable {
         private(set) var hashed = 0
         let path: String
         let fd: Int32
-        private var known: [UInt64] = []
+        private var known = PageBits()
         private var run: [UInt8] = []
         private var runStart = 0
         private(set) var failure: (any Error)?
@@ -212,7 +212,7 @@ final class PageRecorder: @unchecked Sendable {
                     giveUp(log, "a write of \(count) bytes at offset \(offset) is not whole pages")
                     return
                 }
-                forget(from: Int(offset / size), through: Int((offset + Int64(count) - 1) / size))
+                known.remove(from: Int(offset / size), through: Int((offset + Int64(count) - 1) / size))
                 return
             }
             var page = Int(offset / size)
@@ -223,7 +223,7 @@ final class PageRecorder: @unchecked Sendable {
                 if !run.isEmpty && page != runStart + run.count / 32 { flush() }
                 if run.isEmpty { runStart = page }
                 run.append(contentsOf: digest)
-                mark(page)
+                known.insert(page)
                 hashed += 1
                 if run.count >= 1 << 20 { flush() }
                 if let log {
@@ -262,27 +262,10 @@ final class PageRecorder: @unchecked Sendable {
             }
             flush()
             // The page the cut falls in (if any) and every page after it.
-            forget(from: Int(size / Int64(pageSize)), through: known.count * 64 - 1)
+            known.remove(from: Int(size / Int64(pageSize)))
         }
 
-        private func mark(_ page: Int) {
-            let word = page >> 6
-            if word >= known.count { known.append(contentsOf: repeatElement(0, count: word - known.count + 1)) }
-            known[word] |= 1 << UInt64(page & 63)
-        }
-
-        func isKnown(_ page: Int) -> Bool {
-            let word = page >> 6
-            return word < known.count && known[word] & (1 << UInt64(page & 63)) != 0
-        }
-
-        private func forget(from first: Int, through last: Int) {
-            let end = min(last, known.count * 64 - 1)
-            guard first <= end else { return }
-            for page in max(first, 0)...end {
-                known[page >> 6] &= ~(1 << UInt64(page & 63))
-            }
-        }
+        func isKnown(_ page: Int) -> Bool { known.contains(page) }
 
         func flush() {
             guard !run.isEmpty else { return }
@@ -367,12 +350,12 @@ final class PageRecorder: @unchecked Sendable {
         let pageSize: Int
         let maxChanged: Int
         /// The pages changed now (the last write of each differs from the base).
-        private(set) var changedCount = 0
+        var changedCount: Int { changed.count }
         /// The size the file would have (writes and truncates).
         var size: Int64 = 0
         var reason: String?
         let zeroHash: [UInt8]
-        private var changed: [UInt64] = []
+        private var changed = PageBits()
         private let index: Int32
         private let indexPath: String
         private let base: Int32
@@ -439,7 +422,7 @@ final class PageRecorder: @unchecked Sendable {
                 }
                 let at = (page - windowStart) * 32
                 if digest.elementsEqual(window[at..<at + 32]) {
-                    setChanged(page, false)
+                    changed.remove(page)
                     return
                 }
             }
@@ -447,14 +430,14 @@ final class PageRecorder: @unchecked Sendable {
             try withUnsafeBytes(of: &entry) {
                 try PageFiles.writeFully(index, $0, at: Int64(page) * 8, path: indexPath)
             }
-            setChanged(page, true)
+            changed.insert(page)
             buffer.append(contentsOf: bytes)
             if buffer.count >= 1 << 20 { try flush() }
         }
 
         /// Where the newest logged write of page `page` (0-based) is in the log, if it is changed.
         func offset(of page: Int) throws -> Int64? {
-            guard isChanged(page) else { return nil }
+            guard changed.contains(page) else { return nil }
             var entry: UInt64 = 0
             try withUnsafeMutableBytes(of: &entry) {
                 try PageFiles.readFully(index, into: $0, at: Int64(page) * 8, path: indexPath)
@@ -464,42 +447,9 @@ final class PageRecorder: @unchecked Sendable {
             return Int64(at - 1)
         }
 
-        private func isChanged(_ page: Int) -> Bool {
-            let word = page >> 6
-            return word < changed.count && changed[word] & (1 << UInt64(page & 63)) != 0
-        }
-
-        private func setChanged(_ page: Int, _ value: Bool) {
-            let word = page >> 6
-            if word >= changed.count {
-                guard value else { return }
-                changed.append(contentsOf: repeatElement(0, count: word - changed.count + 1))
-            }
-            let bit: UInt64 = 1 << UInt64(page & 63)
-            let was = changed[word] & bit != 0
-            guard was != value else { return }
-            if value {
-                changed[word] |= bit
-                changedCount += 1
-            } else {
-                changed[word] &= ~bit
-                changedCount -= 1
-            }
-        }
-
         /// A truncate to `first` pages: the pages from there on were cut (zeros if the file grows
         /// over them again).
-        func cut(from first: Int) {
-            var page = max(first, 0)
-            while page < changed.count * 64 {
-                if page & 63 == 0 && changed[page >> 6] == 0 {
-                    page += 64
-                    continue
-                }
-                setChanged(page, false)
-                page += 1
-            }
-        }
+        func cut(from first: Int) { changed.remove(from: first) }
 
         func flush() throws {
             guard !buffer.isEmpty else { return }
@@ -574,5 +524,47 @@ final class PageRecorder: @unchecked Sendable {
         }
         try writer.finish()
         return PageFiles.Summary(pageSize: pageSize, pageCount: count, stateDigest: state.finalize().hex)
+    }
+}
+
+/// A set of page indexes (from 0), one bit per page up to the largest inserted, with its count:
+/// the recorder's known pages and the change log's changed pages.
+struct PageBits {
+    private var words: [UInt64] = []
+    private(set) var count = 0
+
+    func contains(_ page: Int) -> Bool {
+        let word = page >> 6
+        return page >= 0 && word < words.count && words[word] & (1 << UInt64(page & 63)) != 0
+    }
+
+    mutating func insert(_ page: Int) {
+        let word = page >> 6
+        if word >= words.count { words.append(contentsOf: repeatElement(0, count: word - words.count + 1)) }
+        let bit: UInt64 = 1 << UInt64(page & 63)
+        if words[word] & bit == 0 {
+            words[word] |= bit
+            count += 1
+        }
+    }
+
+    mutating func remove(_ page: Int) {
+        guard contains(page) else { return }
+        words[page >> 6] &= ~(1 << UInt64(page & 63))
+        count -= 1
+    }
+
+    /// Removes the pages from `first` through `last` (every page from `first` when nil).
+    mutating func remove(from first: Int, through last: Int? = nil) {
+        var page = max(first, 0)
+        let end = min(last ?? Int.max, words.count * 64 - 1)
+        while page <= end {
+            if page & 63 == 0 && words[page >> 6] == 0 && page + 63 <= end {
+                page += 64
+                continue
+            }
+            remove(page)
+            page += 1
+        }
     }
 }
