@@ -334,6 +334,8 @@ struct ReopenProtocolTests {
         client.close()
         for _ in 0..<300 where owner.isPaused(store) { usleep(10_000) }
         #expect(!owner.isPaused(store))
+        // The event follows the reopen on the owner's connection thread: wait for it.
+        for _ in 0..<300 where !calls.all.contains("peer-gone") { usleep(10_000) }
         #expect(calls.all == ["close", "paused", "reopen", "peer-gone"])
     }
 
