@@ -79,7 +79,8 @@ test: build moto prometheus
 	TEST_JOBS=$(TEST_JOBS) python3 scripts/run-tests.py "$(BIN)/granaryPackageTests.xctest" $(if $(TEST_FILTER),'$(TEST_FILTER)')
 
 # The thread sanitizer over the concurrent parts, in a build of its own (.build-tsan): the fast
-# path (overlapped pack, mapped reads, the CPU yield's monitor thread), parallel backup in one
+# path (overlapped pack, mapped reads, the CPU yield's monitor thread), a delta's copy without a
+# file and its check beside it on a second connection, parallel backup in one
 # process, the owner client (reopen protocol), SQLite's per-thread budgets, and end to end a run
 # of several users in worker processes, a worker's crash and SIGTERM (the instrumented granary
 # exits 97 on a race, a code of none of its own). A race fails the run (halt_on_error);
@@ -88,7 +89,7 @@ test: build moto prometheus
 # exit through the sanitizer's own report; SWIFT_BACKTRACE=enable=no: Swift's backtracer, attached
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
-TSAN_FILTER := OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
+TSAN_FILTER := DeltaNoCopyTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
 # The instrumented build alone. (Not started beside the tests in CI: SwiftPM runs the compiler at
 # normal priority whatever its own nice value, and a build beside them made the debug build 3x slower.)
 tsan-build: deps

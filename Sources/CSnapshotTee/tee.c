@@ -59,11 +59,17 @@ typedef struct TeeFile {
     sqlite3_int64 dpage;
     sqlite3_int64 lsize;
     sqlite3_int64 dreads;
+    // Region 0 of the wal-index as SQLite mapped it (NULL until it has, and after xShmUnmap):
+    // SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER reads the header there and never maps anything itself.
+    void volatile *shm0;
 } TeeFile;
 
 // Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
 // length with 0x1ffff), so gathered writes stay below that.
 #define TEE_WBLOCK (64 << 10)
+// The wal-index header: two copies of SQLite's 48-byte WalIndexHdr at the start of region 0
+// (https://www.sqlite.org/walformat.html, "The WAL-Index Header").
+#define TEE_WAL_INDEX_HEADER 96
 
 static sqlite3_vfs tee_vfs;
 static sqlite3_vfs *real_vfs;
@@ -312,6 +318,17 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         p->rsize = size;
         return SQLITE_OK;
     }
+    if (op == SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER) {
+        // Both copies of the header, the first, then a barrier, then the second (a writer writes
+        // them in the other order): a header being written reads as two that differ.
+        if (p->shm0 == NULL) return SQLITE_NOTFOUND;
+        volatile const unsigned char *from = (volatile const unsigned char *)p->shm0;
+        unsigned char *to = (unsigned char *)arg;
+        for (int i = 0; i < TEE_WAL_INDEX_HEADER / 2; i++) to[i] = from[i];
+        REAL(f)->pMethods->xShmBarrier(REAL(f));
+        for (int i = TEE_WAL_INDEX_HEADER / 2; i < TEE_WAL_INDEX_HEADER; i++) to[i] = from[i];
+        return SQLITE_OK;
+    }
     if (op == SNAPSHOT_TEE_FCNTL_DISCARDED_READS) {
         *(sqlite3_int64 *)arg = p->dreads;
         return SQLITE_OK;
@@ -339,10 +356,17 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
 }
 static int teeSectorSize(sqlite3_file *f) { return REAL(f)->pMethods->xSectorSize(REAL(f)); }
 static int teeDeviceCharacteristics(sqlite3_file *f) { return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f)); }
-static int teeShmMap(sqlite3_file *f, int i, int s, int e, void volatile **p) { return REAL(f)->pMethods->xShmMap(REAL(f), i, s, e, p); }
+static int teeShmMap(sqlite3_file *f, int i, int s, int e, void volatile **p) {
+    int rc = REAL(f)->pMethods->xShmMap(REAL(f), i, s, e, p);
+    if (rc == SQLITE_OK && i == 0 && s >= TEE_WAL_INDEX_HEADER) ((TeeFile *)f)->shm0 = *p;
+    return rc;
+}
 static int teeShmLock(sqlite3_file *f, int o, int n, int fl) { return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl); }
 static void teeShmBarrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
-static int teeShmUnmap(sqlite3_file *f, int d) { return REAL(f)->pMethods->xShmUnmap(REAL(f), d); }
+static int teeShmUnmap(sqlite3_file *f, int d) {
+    ((TeeFile *)f)->shm0 = NULL;
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), d);
+}
 // A page in place from a mapped window (a read-ahead file only; no page for any other file, whose
 // reads and writes all go through xRead and xWrite).
 static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) {

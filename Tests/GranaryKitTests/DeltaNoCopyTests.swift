@@ -67,8 +67,8 @@ struct DeltaNoCopyTests {
     /// The new way: no snapshot file; `inTransaction` runs in the copy's read transaction.
     static func newWay(
         _ folder: TemporaryFolder, base: String, tag: String, maxChanged: Int = .max,
-        inTransaction: @escaping (Database) throws -> Void = { _ in }
-    ) throws -> (pages: Data, delta: Data, recorder: PageRecorder) {
+        snapshotter: Snapshotter = Snapshotter(), inTransaction: @escaping (Database) throws -> Void = { _ in }
+    ) throws -> (pages: Data, delta: Data, recorder: PageRecorder, result: Snapshotter.Result) {
         let copy = folder.child("\(tag)-new.sqlite")
         let recorder = try PageRecorder(path: folder.child("\(tag)-new.hashes"))
         let basePageSize = try PagesReader(path: base).pageSize
@@ -76,14 +76,14 @@ struct DeltaNoCopyTests {
             pageSize: basePageSize, journalMode: "wal", basePages: base, log: folder.child("\(tag)-new.changes"),
             maxChanged: maxChanged, account: ContentAccount(limits: .defaults, storesOfSize: 1 << 20),
             inTransaction: inTransaction)
-        let result = try Snapshotter().snapshot(
+        let result = try snapshotter.snapshot(
             try store(folder), to: copy, track: nil, pages: recorder, noCopy: noCopy)
         #expect(result.discarded)
         #expect(!FileManager.default.fileExists(atPath: copy), "no snapshot file is left")
         let pages = folder.child("\(tag)-new.pages"), delta = folder.child("\(tag)-new.delta")
         _ = try recorder.finishDiscarded(writingTo: pages)
         _ = try recorder.writeChanges(current: pages, base: base, to: delta)
-        return (bytes(pages), bytes(delta), recorder)
+        return (bytes(pages), bytes(delta), recorder, result)
     }
 
     @Test(
@@ -137,8 +137,39 @@ struct DeltaNoCopyTests {
         }
         #expect(seen == 3000)
         #expect(new.pages == old.pages && new.delta == old.delta)
+        #expect(new.result.checkedBeside, "the check ran beside the copy, on a connection of its own")
         let now = try Database(path: live, mode: .readOnly).scalar("SELECT count(*) FROM t")?.integer
         #expect(now == 3001)
+    }
+
+    @Test(
+        "a write committed between the copy's read transaction and the check's keeps the check off it: it runs after the copy, in the copy's transaction"
+    )
+    func commitBeforeTheCheckBegins() throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 3000)
+        let base = try Self.basePages(folder, "base")
+        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600) WHERE id < 50")
+        let old = try Self.oldWay(folder, base: base, tag: "before")
+        let copied = try Database(path: live, mode: .readOnly).pageCount()
+        var snapshotter = Snapshotter()
+        snapshotter.beforeChecker = {
+            // Changes a row in place: the store keeps its page count, only its content differs.
+            try? Database(path: live, mode: .readWrite).execute("UPDATE t SET body = zeroblob(600) WHERE id = 7")
+        }
+        var seen = -1
+        var pages = -1
+        let new = try Self.newWay(folder, base: base, tag: "after", snapshotter: snapshotter) { db in
+            seen = Int(try db.scalar("SELECT count(*) FROM t WHERE body = zeroblob(600)")?.integer ?? -1)
+            pages = try db.pageCount()
+        }
+        #expect(!new.result.checkedBeside)
+        #expect(seen == 0, "the check read the copied state, not the row changed since")
+        #expect(pages == copied)
+        #expect(new.pages == old.pages && new.delta == old.delta)
+        let now = try Database(path: live, mode: .readOnly).scalar(
+            "SELECT count(*) FROM t WHERE body = zeroblob(600)")?.integer
+        #expect(now == 1)
     }
 
     @Test("a store whose page size is not the base's is not copied without a file")

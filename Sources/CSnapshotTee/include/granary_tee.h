@@ -4,7 +4,7 @@
 // files (a snapshot being written, then checked) and, read-only, for a user's WAL store during a
 // `backup --delta` (job 7). Except a discarding file (job 6), it never changes what is written or
 // read; it changes how many system calls that takes and lets another thread follow the copy.
-// It has seven jobs, each switched on per file by a file control:
+// It has eight jobs, each switched on per file by a file control:
 //
 // 1. Tracking (SNAPSHOT_TEE_FCNTL_TRACK): publishes how far a snapshot that SQLite's backup API
 //    is writing is final, for OverlappedPack's follower (Sources/GranaryKit/FastPath).
@@ -39,6 +39,9 @@
 //    reader's snapshot, and none while a reader ignores the WAL); SQLite reads the pages it
 //    takes from the WAL from the -wal file, never from these blocks. Never a mapping of a
 //    user's file.
+// 8. The wal-index header (SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER): a copy of the header of the
+//    -shm mapping SQLite made, for telling whether anything committed between two moments.
+//    Invariant: reads SQLite's own mapping only while SQLite has it mapped; maps nothing.
 //
 // The follower itself maps the tracked file; `granary_tee_enter`/`leave` below make a truncate
 // wait for it, so that it never touches a page a truncate cut off (SIGBUS).
@@ -100,6 +103,14 @@ void granary_tee_hook_stop(granary_tee_hook *hook);
 
 // Job 7 on (the argument points to an int, 1) or off (0: the blocks are dropped).
 #define SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD 0x47524e09
+
+// Job 8: copies the live wal-index header of a WAL database into the argument (96 bytes: both
+// copies of the 48-byte header, which are equal unless a writer is writing them), from the mapping
+// SQLite made of the -shm file; SQLITE_NOTFOUND while SQLite has none. The header changes with
+// every commit (its change counter goes up): the same bytes before and after two connections
+// began their read transactions mean both read one state (`backup --delta`'s check beside its
+// copy). Read only, never a mapping of its own.
+#define SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER 0x47524e0a
 
 // Registers the "granary-tee" VFS over the default one (once; not as the default).
 // Returns SQLITE_OK or an SQLite error code.

@@ -418,7 +418,8 @@ public struct BackupOperation: Sendable {
                 }
                 defer { watcher?.stop() }
                 // A delta may follow: a WAL store's copy is not written, and its check runs on the
-                // live store in the copy's read transaction.
+                // live store, on the copied state (beside the copy, on another thread: `described`
+                // and `checkSeconds` are read once the snapshot has returned).
                 var noCopy: Snapshotter.NoCopy?
                 if case .base(let base)? = started, let old = base.store(store.name) {
                     noCopy = Snapshotter.NoCopy(

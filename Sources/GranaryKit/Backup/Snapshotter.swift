@@ -28,6 +28,9 @@ public struct Snapshotter: Sendable {
     public var maxRestarts = 8
     /// How long a step waits for a writer's lock.
     public var busyTimeout: Duration = .seconds(10)
+    /// Tests: runs after a discarded copy's read transaction began and before the check's
+    /// connection begins its own (``discarded``).
+    var beforeChecker: (@Sendable () -> Void)?
 
     /// A snapshotter with the default policy.
     public init() {}
@@ -40,13 +43,16 @@ public struct Snapshotter: Sendable {
         public var restarts: Int
         /// Whether the copy was discarded (``NoCopy``): no snapshot file was written.
         var discarded = false
+        /// Whether the check of a discarded copy ran beside it, on a connection of its own.
+        var checkedBeside = false
     }
 
     /// `backup --delta` of a WAL store (issue 35): the copy is made without its file. The
     /// `granary-tee` VFS hands every page to the recorder and writes only page 1 (SNAPSHOT_TEE_FCNTL_DISCARD);
-    /// the recorder keeps the pages that differ from the base. The check then runs on the live
-    /// store's connection inside the same read transaction as the copy (`inTransaction`): the
-    /// backup API reuses a read transaction that is open on its source, so both see one state.
+    /// the recorder keeps the pages that differ from the base. The check (`inTransaction`) runs on
+    /// the live store in a read transaction on the state the copy reads: beside the copy on a
+    /// second connection, or after it in the copy's own (the backup API reuses a read transaction
+    /// that is open on its source); see ``discarded(_:to:recorder:_:readAhead:checker:)``.
     /// A store in another journal mode is copied as before (a real file).
     struct NoCopy {
         /// The base's page size and journal mode of this store: another one needs a full
@@ -61,7 +67,8 @@ public struct Snapshotter: Sendable {
         var maxChanged: Int
         /// The user's time across stores, charged with the check (as a snapshot's check is).
         var account: ContentAccount
-        /// Runs on the live store's connection once the copy is done, inside its read transaction.
+        /// Runs on a connection to the live store inside a read transaction on the copied state,
+        /// on another thread than the copy's when it runs beside it.
         var inTransaction: (Database) throws -> Void
     }
 
@@ -90,7 +97,18 @@ public struct Snapshotter: Sendable {
         try? source.keepWALOnClose()
         let journalMode = try source.journalMode()
         if let noCopy, let pages, journalMode == "wal", granary_tee_register() == SQLITE_OK {
-            return try discarded(source, to: destination, recorder: pages, noCopy, readAhead: throughTee)
+            // The check's own connection, opened as the copy's is (``discarded``: beside the copy).
+            let checker: (() throws -> Database)? =
+                throughTee
+                ? { [busyTimeout] in
+                    let db = try Database(
+                        try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits,
+                        account: noCopy.account, vfs: "granary-tee")
+                    try? db.keepWALOnClose()
+                    return db
+                } : nil
+            return try discarded(
+                source, to: destination, recorder: pages, noCopy, readAhead: throughTee, checker: checker)
         }
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (docs/performance.md, "Fewer system calls").
@@ -154,16 +172,23 @@ public struct Snapshotter: Sendable {
         return Result(journalMode: journalMode, restarts: restarts)
     }
 
-    /// The copy of a WAL store without its file (``NoCopy``), then the check in the same read
-    /// transaction.
+    /// The copy of a WAL store without its file (``NoCopy``), and the check of the state it
+    /// copied: beside the copy, on a second connection (`checker` opens it) whose read transaction
+    /// reads the same state, or else after the copy in the copy's own read transaction.
     private func discarded(
-        _ source: Database, to destination: String, recorder: PageRecorder, _ noCopy: NoCopy, readAhead: Bool
+        _ source: Database, to destination: String, recorder: PageRecorder, _ noCopy: NoCopy, readAhead: Bool,
+        checker openChecker: (() throws -> Database)?
     ) throws -> Result {
         let pageSize = try source.pageSize()
         guard pageSize == noCopy.pageSize, noCopy.journalMode == "wal" else {
             throw NoCopyFallback(reason: "the page size or journal mode is not the base's")
         }
-        // The read transaction the copy and the check share (the backup API keeps an open one).
+        // The wal-index header before the copy's read transaction begins (the statements above
+        // have had SQLite map it): the same bytes once the checker's has begun mean that nothing
+        // committed in between, so that both read one state.
+        let before = openChecker == nil ? nil : Self.walIndexHeader(source)
+        // The read transaction of the copy (the backup API keeps an open one), and of the check
+        // when it runs after the copy.
         try source.execute("BEGIN")
         // Whatever fails from here ends the read transaction before the error goes on: the
         // connection is the live store's, and its shared lock would hold up the owner's writes.
@@ -188,10 +213,50 @@ public struct Snapshotter: Sendable {
             var off: Int32 = 0
             if reading { _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) }
         }
+        // The check's connection, in a read transaction on the copy's state, or nil (the check
+        // then runs after the copy). Closed, its transaction ended, whatever happens below.
+        beforeChecker?()
+        let checker = before.flatMap { Self.checker(on: source, before: $0, open: openChecker) }
+        defer { checker?.end() }
         recorder.pageSize = pageSize
         try recorder.startDiscarding(
             base: noCopy.basePages, log: noCopy.log,
             maxChanged: noCopy.maxChanged)
+        if let checker {
+            // The copy on a thread of its own and the check on this one, at once. Both run to the
+            // end; the copy's error goes first (a copy that gave up makes the check moot).
+            let copied = UncheckedSendable { [self] in
+                try copy(source, to: destination, recorder: recorder, pageSize: pageSize)
+            }
+            let copying = Pending { try copied.value() }
+            let checked = Swift.Result { try checker.check(noCopy.inTransaction) }
+            try copying.wait()
+            try checked.get()
+        } else {
+            try copy(source, to: destination, recorder: recorder, pageSize: pageSize)
+            try noCopy.inTransaction(source)
+            // A check that failed inside SQLite (its memory ceiling, an I/O error) may have ended the
+            // transaction and still reported nothing: then the check did not read what the copy read.
+            guard sqlite3_get_autocommit(source.handle) == 0 else {
+                throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+            }
+        }
+        if reading {
+            var off: Int32 = 0
+            _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+        }
+        open = false
+        try source.execute("COMMIT")
+        var result = Result(journalMode: "wal", restarts: 0)
+        result.discarded = true
+        result.checkedBeside = checker != nil
+        return result
+    }
+
+    /// The copy itself: SQLite's backup into a file that keeps only page 1, every page handed to
+    /// the recorder. Only page 1 is in the file afterwards: it is removed.
+    private func copy(_ source: Database, to destination: String, recorder: PageRecorder, pageSize: Int) throws {
+        defer { unlink(destination) }
         do {
             let copy = try Database(path: destination, mode: .create, vfs: "granary-tee", limits: source.budget.limits)
             var size = Int64(pageSize)
@@ -214,23 +279,68 @@ public struct Snapshotter: Sendable {
                 throw error
             }
         }
-        // Only page 1 is in the file: nothing may take it for a snapshot.
-        unlink(destination)
-        try noCopy.inTransaction(source)
-        // A check that failed inside SQLite (its memory ceiling, an I/O error) may have ended the
-        // transaction and still reported nothing: then the check did not read what the copy read.
-        guard sqlite3_get_autocommit(source.handle) == 0 else {
-            throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+    }
+
+    /// The wal-index header of `db`'s store now (both copies, equal), or nil.
+    private static func walIndexHeader(_ db: Database) -> [UInt8]? {
+        var header = [UInt8](repeating: 0, count: 96)
+        let rc = header.withUnsafeMutableBytes {
+            sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER, $0.baseAddress)
         }
-        if reading {
-            var off: Int32 = 0
-            _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+        guard rc == SQLITE_OK, header[0..<48] == header[48..<96] else { return nil }
+        return header
+    }
+
+    /// A second connection to the store of `source`, in a read transaction on the state the
+    /// source's (begun after `before` was read) reads, its read-ahead on; nil when it could not
+    /// be opened or something committed since `before` (the check then runs after the copy).
+    private static func checker(on source: Database, before: [UInt8], open: (() throws -> Database)?) -> Checker? {
+        guard let open, let db = try? open() else { return nil }
+        guard (try? db.execute("BEGIN")) != nil else { return nil }
+        let checker = Checker(db)
+        guard let pages = try? db.pageCount(), walIndexHeader(source) == before,
+            (try? db.journalMode()) == "wal", pages == (try? source.pageCount())
+        else {
+            checker.end()
+            return nil
         }
-        open = false
-        try source.execute("COMMIT")
-        var result = Result(journalMode: "wal", restarts: 0)
-        result.discarded = true
-        return result
+        checker.readAhead()
+        return checker
+    }
+
+    /// The check's connection and its read transaction (``discarded``).
+    private final class Checker: @unchecked Sendable {
+        let db: Database
+        private var open = true
+        private var reading = false
+
+        init(_ db: Database) { self.db = db }
+
+        func readAhead() {
+            var on: Int32 = 1
+            reading =
+                sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK
+        }
+
+        /// Runs `body` in the read transaction; throws ``NoCopyFallback`` when it ended before
+        /// `body` did (a failure inside SQLite that reported nothing).
+        func check(_ body: (Database) throws -> Void) throws {
+            try body(db)
+            guard sqlite3_get_autocommit(db.handle) == 0 else {
+                throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+            }
+        }
+
+        /// Ends the read transaction (its read-ahead first). Once only.
+        func end() {
+            guard open else { return }
+            open = false
+            if reading {
+                var off: Int32 = 0
+                _ = sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+            }
+            try? db.execute("ROLLBACK")
+        }
     }
 
     private func stepToEnd(_ backup: SQLiteBackup) throws {

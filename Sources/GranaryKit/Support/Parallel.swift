@@ -50,3 +50,10 @@ final class Pending<T: Sendable>: @unchecked Sendable {
         return try box.result!.get()
     }
 }
+
+/// A value handed to another thread as it is, for work whose accesses a join orders: a
+/// connection that `Parallel.both` gives to its second thread and takes back when both are done.
+struct UncheckedSendable<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
+}
