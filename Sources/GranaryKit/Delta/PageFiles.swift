@@ -146,7 +146,9 @@ public enum PageFiles {
     static func writeFully(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int64, path: String) throws {
         var done = 0
         while done < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+            let n = pwrite(
+                fd, bytes.baseAddress! + done, min(bytes.count - done, SparseWriter.largestWrite),
+                off_t(offset) + off_t(done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("write", path: path)

@@ -23,6 +23,12 @@ struct SparseWriter {
     /// The unit of holes: a block of the usual filesystems.
     static let block = 4096
 
+    /// The most one `pwrite` of a new file writes. Linux (6.x, ext4 with large folios) keeps what
+    /// one write brings into the page cache as folios of about its size, and allocating those of
+    /// 512 KiB and more costs far more than the copy: a new 1 GiB file written 1 MiB at a time
+    /// took several times as long as in pieces of 256 KiB (docs/performance.md, "Large folios").
+    static let largestWrite = 256 << 10
+
     init(fd: Int32, path: String) {
         self.fd = fd
         self.path = path
@@ -56,7 +62,8 @@ struct SparseWriter {
     private func put(_ bytes: UnsafeRawBufferPointer, from start: Int, to end: Int) throws(FileSystemError) {
         var done = start
         while done < end {
-            let n = pwrite(fd, bytes.baseAddress! + done, end - done, off_t(length + Int64(done)))
+            let n = pwrite(
+                fd, bytes.baseAddress! + done, min(end - done, Self.largestWrite), off_t(length + Int64(done)))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("write", path: path)
