@@ -122,13 +122,20 @@ struct DeltaNoCopyTests {
         #expect(new.recorder.hashed > 0)
     }
 
+    /// A store of 3,000 rows, its base, 49 rows changed since, and the old way's files of that state.
+    static func changedSinceBase(_ folder: TemporaryFolder) throws -> (
+        live: String, base: String, old: (pages: Data, delta: Data)
+    ) {
+        let live = try makeStore(in: folder, rows: 3000)
+        let base = try basePages(folder, "base")
+        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600) WHERE id < 50")
+        return (live, base, try oldWay(folder, base: base, tag: "before"))
+    }
+
     @Test("the check in the copy's read transaction sees the copied state, not a write committed after the copy")
     func checkSeesTheCopiedState() throws {
         let folder = TemporaryFolder()
-        let live = try Self.makeStore(in: folder, rows: 3000)
-        let base = try Self.basePages(folder, "base")
-        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600) WHERE id < 50")
-        let old = try Self.oldWay(folder, base: base, tag: "before")
+        let (live, base, old) = try Self.changedSinceBase(folder)
         var seen = -1
         let new = try Self.newWay(folder, base: base, tag: "after") { db in
             // Another connection commits while the copy's read transaction is open.
@@ -147,10 +154,7 @@ struct DeltaNoCopyTests {
     )
     func commitBeforeTheCheckBegins() throws {
         let folder = TemporaryFolder()
-        let live = try Self.makeStore(in: folder, rows: 3000)
-        let base = try Self.basePages(folder, "base")
-        try Database(path: live, mode: .readWrite).execute("UPDATE t SET body = randomblob(600) WHERE id < 50")
-        let old = try Self.oldWay(folder, base: base, tag: "before")
+        let (live, base, old) = try Self.changedSinceBase(folder)
         let copied = try Database(path: live, mode: .readOnly).pageCount()
         var snapshotter = Snapshotter()
         snapshotter.beforeChecker = {
