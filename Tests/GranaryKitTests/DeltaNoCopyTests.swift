@@ -167,13 +167,37 @@ struct DeltaNoCopyTests {
             seen = Int(try db.scalar("SELECT count(*) FROM t WHERE body = zeroblob(600)")?.integer ?? -1)
             pages = try db.pageCount()
         }
-        #expect(!new.result.checkedBeside)
+        #expect(new.result.checkedAfter == "a commit between the two read transactions")
         #expect(seen == 0, "the check read the copied state, not the row changed since")
         #expect(pages == copied)
         #expect(new.pages == old.pages && new.delta == old.delta)
         let now = try Database(path: live, mode: .readOnly).scalar(
             "SELECT count(*) FROM t WHERE body = zeroblob(600)")?.integer
         #expect(now == 1)
+    }
+
+    @Test(
+        "a store replaced by a rename as the check opens it (a program migrating it): the check runs after the copy, on the copied file"
+    )
+    func replacedBeforeTheCheckOpens() throws {
+        let folder = TemporaryFolder()
+        let (live, base, old) = try Self.changedSinceBase(folder)
+        // Another database, of 10 rows, that a program puts in the store's place by a rename.
+        let other = folder.child("root/\(Self.user)/Other.sqlite")
+        let db = try Database(path: other, mode: .create)
+        try db.execute(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, body BLOB); INSERT INTO t(body) SELECT randomblob(600) FROM (SELECT 1 UNION ALL SELECT 2) a, (SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5) b"
+        )
+        var snapshotter = Snapshotter()
+        snapshotter.beforeChecker = { _ = rename(other, live) }
+        var seen = -1
+        let new = try Self.newWay(folder, base: base, tag: "after", snapshotter: snapshotter) { db in
+            seen = Int(try db.scalar("SELECT count(*) FROM t")?.integer ?? -1)
+        }
+        #expect(new.result.checkedAfter == "the store was replaced")
+        #expect(seen == 3000, "the check read the copied file, not the one now at its name")
+        #expect(new.pages == old.pages && new.delta == old.delta)
+        #expect(try Database(path: live, mode: .readOnly).scalar("SELECT count(*) FROM t")?.integer == 10)
     }
 
     @Test("a store whose page size is not the base's is not copied without a file")
@@ -219,6 +243,20 @@ struct DeltaNoCopyTests {
         #expect(throws: NoCopyFallback.self) {
             _ = try Self.newWay(folder, base: base, tag: "all", maxChanged: 100)
         }
+        // With a check beside the copy that would run long: the copy's give-up is the error, and
+        // it interrupts the check (which would otherwise count the rows again and again).
+        var interrupted = false
+        #expect(throws: NoCopyFallback.self) {
+            _ = try Self.newWay(folder, base: base, tag: "checked", maxChanged: 100) { db in
+                do {
+                    for _ in 0..<100_000 { _ = try db.scalar("SELECT count(*) FROM t WHERE body > x'00'") }
+                } catch let error as SQLiteError where error.code == SQLITE_INTERRUPT {
+                    interrupted = true
+                    throw error
+                }
+            }
+        }
+        #expect(interrupted, "the copy's give-up interrupted the check")
     }
 
     @Test("a read of a discarded page fails loudly and is counted; page 1 reads back")

@@ -1,6 +1,7 @@
 import CSQLite
 import CSnapshotTee
 import Foundation
+import Synchronization
 
 /// Copies one live store into a self-contained database file with SQLite's online backup API.
 ///
@@ -43,8 +44,9 @@ public struct Snapshotter: Sendable {
         public var restarts: Int
         /// Whether the copy was discarded (``NoCopy``): no snapshot file was written.
         var discarded = false
-        /// Whether the check of a discarded copy ran beside it, on a connection of its own.
-        var checkedBeside = false
+        /// Why the check of a discarded copy ran after it (nil: beside it, on a connection of its own).
+        var checkedAfter: String?
+        var checkedBeside: Bool { discarded && checkedAfter == nil }
     }
 
     /// `backup --delta` of a WAL store (issue 35): the copy is made without its file. The
@@ -216,20 +218,35 @@ public struct Snapshotter: Sendable {
         // The check's connection, in a read transaction on the copy's state, or nil (the check
         // then runs after the copy). Closed, its transaction ended, whatever happens below.
         beforeChecker?()
-        let checker = before.flatMap { Self.checker(on: source, before: $0, open: openChecker) }
+        let opened =
+            before.map { Self.checker(on: source, before: $0, open: openChecker) }
+            ?? .failure(.init("no wal-index header"))
+        let checker = try? opened.get()
         defer { checker?.end() }
         recorder.pageSize = pageSize
         try recorder.startDiscarding(
             base: noCopy.basePages, log: noCopy.log,
             maxChanged: noCopy.maxChanged)
         if let checker {
-            // The copy on a thread of its own and the check on this one, at once. Both run to the
-            // end; the copy's error goes first (a copy that gave up makes the check moot).
+            // The copy on a thread of its own and the check on this one, at once. The copy's error
+            // goes first, and a copy that fails interrupts the check (a copy that gave up makes
+            // it moot, and the read transactions would hold up the owner's checkpoints meanwhile).
             let copied = UncheckedSendable { [self] in
-                try copy(source, to: destination, recorder: recorder, pageSize: pageSize)
+                do {
+                    try copy(source, to: destination, recorder: recorder, pageSize: pageSize)
+                } catch {
+                    // Again and again until the check has ended: an interrupt that comes between
+                    // two of its statements is lost.
+                    while !checker.finished.load(ordering: .acquiring) {
+                        sqlite3_interrupt(checker.db.handle)
+                        usleep(10_000)
+                    }
+                    throw error
+                }
             }
             let copying = Pending { try copied.value() }
             let checked = Swift.Result { try checker.check(noCopy.inTransaction) }
+            checker.finished.store(true, ordering: .releasing)
             try copying.wait()
             try checked.get()
         } else {
@@ -249,7 +266,7 @@ public struct Snapshotter: Sendable {
         try source.execute("COMMIT")
         var result = Result(journalMode: "wal", restarts: 0)
         result.discarded = true
-        result.checkedBeside = checker != nil
+        if case .failure(let why) = opened { result.checkedAfter = why.reason }
         return result
     }
 
@@ -292,25 +309,57 @@ public struct Snapshotter: Sendable {
     }
 
     /// A second connection to the store of `source`, in a read transaction on the state the
-    /// source's (begun after `before` was read) reads, its read-ahead on; nil when it could not
-    /// be opened or something committed since `before` (the check then runs after the copy).
-    private static func checker(on source: Database, before: [UInt8], open: (() throws -> Database)?) -> Checker? {
-        guard let open, let db = try? open() else { return nil }
-        guard (try? db.execute("BEGIN")) != nil else { return nil }
+    /// source's (begun after `before` was read) reads, its read-ahead on; or why there is none
+    /// (the check then runs after the copy, in the copy's transaction).
+    private static func checker(
+        on source: Database, before: [UInt8], open: (() throws -> Database)?
+    ) -> Swift.Result<Checker, CheckAfter> {
+        guard let open, let db = try? open() else { return .failure(.init("no second connection")) }
+        // It opened the store by name again, before reading anything (nothing of the -shm is
+        // mapped for it yet): the name must lead to the copy's file, then to the checker's. A
+        // store replaced by a rename in between (a program migrating it) fails one of the two;
+        // only an owner renaming back and forth within that moment gets past both (its own
+        // backup then records the check of another file: docs/security.md, "What is left").
+        guard !hasMoved(source), !hasMoved(db) else { return .failure(.init("the store was replaced")) }
+        guard (try? db.execute("BEGIN")) != nil else { return .failure(.init("no read transaction")) }
         let checker = Checker(db)
-        guard let pages = try? db.pageCount(), walIndexHeader(source) == before,
-            (try? db.journalMode()) == "wal", pages == (try? source.pageCount())
-        else {
-            checker.end()
+        // Reading the page count begins the read transaction; only then is the header read again.
+        let pages = try? db.pageCount()
+        let after = walIndexHeader(source)
+        let why: String? = {
+            guard pages != nil else { return "no read transaction" }
+            guard after == before else { return "a commit between the two read transactions" }
+            guard (try? db.journalMode()) == "wal" else { return "not in WAL mode" }
+            guard pages == (try? source.pageCount()) else { return "another page count" }
             return nil
+        }()
+        if let why {
+            checker.end()
+            return .failure(.init(why))
         }
         checker.readAhead()
-        return checker
+        return .success(checker)
+    }
+
+    /// Why a check runs after its copy rather than beside it.
+    struct CheckAfter: Error, Equatable {
+        let reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+
+    /// Whether the name `db` opened its store by leads to another file now
+    /// (`SQLITE_FCNTL_HAS_MOVED`: SQLite stats the name, beneath the user's folder like its every
+    /// file access); true when SQLite cannot tell.
+    private static func hasMoved(_ db: Database) -> Bool {
+        var moved: Int32 = 1
+        return sqlite3_file_control(db.handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK || moved != 0
     }
 
     /// The check's connection and its read transaction (``discarded``).
-    private final class Checker: @unchecked Sendable {
+    private final class Checker {
         let db: Database
+        /// Set once the check has returned (the copy's thread interrupts it until then when the copy fails).
+        let finished = Atomic<Bool>(false)
         private var open = true
         private var reading = false
 

@@ -34,8 +34,10 @@ final class Pending<T: Sendable>: @unchecked Sendable {
 
     init(_ body: @escaping @Sendable () throws -> T) {
         let box = self.box, done = self.done
+        let work = Work(body)
         let thread = Thread {
-            box.result = Result { try body() }
+            box.result = Result { try work.run() }
+            // (What the work held, such as a connection, is let go before the waiter goes on.)
             done.signal()
         }
         thread.stackSize = 1 << 20
@@ -51,8 +53,20 @@ final class Pending<T: Sendable>: @unchecked Sendable {
     }
 }
 
+/// The work of a ``Pending``, let go once it has run.
+private final class Work<T>: @unchecked Sendable {
+    private var body: (@Sendable () throws -> T)?
+    init(_ body: @escaping @Sendable () throws -> T) { self.body = body }
+    /// Runs the work once (its thread alone calls this), then drops it.
+    func run() throws -> T {
+        let body = self.body!
+        self.body = nil
+        return try body()
+    }
+}
+
 /// A value handed to another thread as it is, for work whose accesses a join orders: a
-/// connection that `Parallel.both` gives to its second thread and takes back when both are done.
+/// connection that a ``Pending`` uses on its thread while the caller waits for it.
 struct UncheckedSendable<T>: @unchecked Sendable {
     let value: T
     init(_ value: T) { self.value = value }
