@@ -137,11 +137,19 @@ public enum CrashPoint {
 
         /// The plan of this process.
         nonisolated(unsafe) public static var plan = Plan()
+        /// How many times each point was reached; several backups of one process (tests, parallel
+        /// workers' threads) reach points at once.
+        /// (An NSLock, a pthread mutex, which the thread sanitizer follows; it does not follow
+        /// Synchronization's Mutex, a futex on Linux.)
         nonisolated(unsafe) private static var reached: [Name: Int] = [:]
+        private static let reachedLock = NSLock()
 
         static func reach(_ name: Name) {
-            let count = (reached[name] ?? 0) + 1
-            reached[name] = count
+            let count = reachedLock.withLock {
+                let count = (reached[name] ?? 0) + 1
+                reached[name] = count
+                return count
+            }
             if let target = plan.crashAt, target.0 == name, target.1 == count { kill(getpid(), SIGKILL) }
             if let stall = plan.stall, stall.0 == name, stall.1 == count { usleep(stall.milliseconds * 1000) }
             if let pause = plan.pauseAt, pause.0 == name, pause.1 == count { kill(getpid(), SIGSTOP) }
