@@ -200,6 +200,30 @@ struct DeltaNoCopyTests {
         #expect(try Database(path: live, mode: .readOnly).scalar("SELECT count(*) FROM t")?.integer == 10)
     }
 
+    @Test(
+        "a store swapped for a link as the check opens it: the check's connection does not follow it, and the check runs on the copied file"
+    )
+    func linkBeforeTheCheckOpens() throws {
+        let folder = TemporaryFolder()
+        let (live, base, old) = try Self.changedSinceBase(folder)
+        // A database outside the user's folder, of one row, that the link points at.
+        let outside = folder.child("outside.sqlite")
+        try Database(path: outside, mode: .create).execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body BLOB)")
+        try Database(path: outside, mode: .readWrite).execute("INSERT INTO t(body) VALUES (x'00')")
+        var snapshotter = Snapshotter()
+        snapshotter.beforeChecker = {
+            _ = rename(live, live + ".moved")
+            _ = symlink(outside, live)
+        }
+        var seen = -1
+        let new = try Self.newWay(folder, base: base, tag: "after", snapshotter: snapshotter) { db in
+            seen = Int(try db.scalar("SELECT count(*) FROM t")?.integer ?? -1)
+        }
+        #expect(new.result.checkedAfter != nil, "no check beside the copy through a link")
+        #expect(seen == 3000, "the check read the copied file, not the link's target")
+        #expect(new.pages == old.pages && new.delta == old.delta)
+    }
+
     @Test("a store whose page size is not the base's is not copied without a file")
     func pageSizeChange() throws {
         let folder = TemporaryFolder()
