@@ -56,8 +56,8 @@ struct PageRecorderTests {
 
     @Test(
         "the hashes recorded during a snapshot with a concurrent writer equal a second read of the file",
-        arguments: [true, false])
-    func concurrentWriter(wal: Bool) throws {
+        arguments: [true, false], [false, true])
+    func concurrentWriter(wal: Bool, writerHashes: Bool) throws {
         let folder = TemporaryFolder()
         let root = folder.child("root")
         try FileSystem.makeDirectory(root, mode: 0o755)
@@ -77,6 +77,8 @@ struct PageRecorderTests {
         snapshotter.pause = .milliseconds(3)
         snapshotter.maxRestarts = 3
         let recorder = try PageRecorder(path: folder.child("hashes"))
+        // Hashed on the hashing thread alone, or on the copy's thread for every batch of whole pages.
+        recorder.writerHashes = writerHashes
         let copy = folder.child("copy.sqlite")
         let result = try snapshotter.snapshot(store, to: copy, track: nil, pages: recorder)
         kill(writer.processIdentifier, SIGKILL)
@@ -93,6 +95,7 @@ struct PageRecorderTests {
         // commits between the copy's steps made SQLite start the copy again.
         #expect(recorder.reread == 0)
         #expect(recorder.hashed >= read.pageCount)
+        #expect(writerHashes ? recorder.hashedByWriter > 0 : recorder.hashedByWriter == 0)
         if !wal { #expect(result.restarts > 0, "the writer committed while the copy went on") }
     }
 

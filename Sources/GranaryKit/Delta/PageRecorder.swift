@@ -21,7 +21,9 @@ import Synchronization
 ///
 /// The snapshot's thread only copies the bytes written (gathered into runs of up to 256 KiB);
 /// a thread of the recorder's own hashes them, in the order they were written, so the hashing
-/// runs beside SQLite's copy on a second core. Memory stays flat: one bit per page, at most
+/// runs beside SQLite's copy on a second core. When that thread falls behind (half its queue
+/// waits), the snapshot's thread hashes its runs itself before handing them on, rather than wait:
+/// both cores then hash whenever the copy (or a check beside it) leaves one free. Memory stays flat: one bit per page, at most
 /// 2 MiB of writes waiting for the hashing thread and 1 MiB of hashes waiting to be written.
 final class PageRecorder: @unchecked Sendable {
     /// The hook the VFS calls; valid as long as this recorder.
@@ -36,6 +38,12 @@ final class PageRecorder: @unchecked Sendable {
     /// Pages hashed as they were written, and pages read back by `finish` (tests).
     var hashed: Int { core.hashed }
     private(set) var reread = 0
+    /// Which thread hashes a batch of whole pages: nil, the snapshot's when the hashing thread is
+    /// behind (``send()``); true, always the snapshot's; false, always the hashing thread's
+    /// (tests: each way gives the same hashes). Set before the copy starts.
+    var writerHashes: Bool?
+    /// Pages the snapshot's thread hashed (read once the copy is over; tests).
+    private(set) var hashedByWriter = 0
 
     /// The bytes SQLite has written to the copy so far (any thread: a progress bar's).
     var written: Int64 { writtenBytes.load(ordering: .relaxed) }
@@ -57,8 +65,11 @@ final class PageRecorder: @unchecked Sendable {
                 context: nil,
                 write: { context, bytes, count, offset in
                     guard let context, let bytes, count > 0 else { return }
-                    Unmanaged<PageRecorder>.fromOpaque(context).takeUnretainedValue()
-                        .wrote(UnsafeRawBufferPointer(start: bytes, count: Int(count)), at: offset)
+                    // (Called for every page: no retain and release of the recorder, which
+                    // outlives the hook.)
+                    Unmanaged<PageRecorder>.fromOpaque(context)._withUnsafeGuaranteedRef {
+                        $0.wrote(UnsafeRawBufferPointer(start: bytes, count: Int(count)), at: offset)
+                    }
                 },
                 truncate: { context, size in
                     guard let context else { return }
@@ -85,7 +96,7 @@ final class PageRecorder: @unchecked Sendable {
         if offset % size != 0 || bytes.count % Int(size) != 0 {
             // Not whole pages: handed on alone, so that it marks only its own pages unknown.
             send()
-            handoff.push(.write(offset, Array(bytes)), core: core, worker: &worker)
+            handoff.push(.write(offset, Array(bytes), nil), core: core, worker: &worker)
             return
         }
         if !batch.isEmpty && (offset != batchOffset + Int64(batch.count) || batch.count >= Self.batchLimit) {
@@ -105,17 +116,35 @@ final class PageRecorder: @unchecked Sendable {
 
     private func send() {
         guard !batch.isEmpty else { return }
-        handoff.push(.write(batchOffset, batch), core: core, worker: &worker)
+        // The hashing thread is behind (half its queue waits): this thread, which would soon
+        // wait for it, hashes the batch itself, and the hashing thread only records the hashes.
+        // Two cores then share the hashing whenever the other work (the copy, a check beside it)
+        // leaves one free; the order of everything else stays the writes' order.
+        let digests = (writerHashes ?? handoff.behind) ? Self.digests(of: batch, pageSize: pageSize) : nil
+        hashedByWriter += digests?.count ?? 0
+        handoff.push(.write(batchOffset, batch, digests), core: core, worker: &worker)
         batch = []
+    }
+
+    /// The SHA-256 of each page of `bytes` (whole pages of `pageSize`), or nil.
+    static func digests(of bytes: [UInt8], pageSize: Int) -> [SHA256.Digest]? {
+        guard pageSize > 0, bytes.count % pageSize == 0 else { return nil }
+        return bytes.withUnsafeBytes { all in
+            stride(from: 0, to: all.count, by: pageSize).map {
+                SHA256.hash(data: UnsafeRawBufferPointer(rebasing: all[$0..<$0 + pageSize]))
+            }
+        }
     }
 
     /// Writes and truncates, in order, from the snapshot's thread to the hashing thread.
     private final class Handoff: @unchecked Sendable {
         enum Event {
-            case write(Int64, [UInt8])
+            /// Bytes written at an offset, with their pages' hashes when the snapshot's thread
+            /// took them (``PageRecorder/send()``).
+            case write(Int64, [UInt8], [SHA256.Digest]?)
             case truncate(Int64)
             var size: Int {
-                if case .write(_, let bytes) = self { return bytes.count }
+                if case .write(_, let bytes, _) = self { return bytes.count }
                 return 0
             }
         }
@@ -145,6 +174,13 @@ final class PageRecorder: @unchecked Sendable {
             condition.unlock()
         }
 
+        /// Whether half the queue's bytes wait for the hashing thread.
+        var behind: Bool {
+            condition.lock()
+            defer { condition.unlock() }
+            return queued >= Self.limit / 2
+        }
+
         func close() {
             condition.lock()
             closed = true
@@ -163,7 +199,8 @@ final class PageRecorder: @unchecked Sendable {
                 let event = queue.removeFirst()
                 condition.unlock()
                 switch event {
-                case .write(let offset, let bytes): bytes.withUnsafeBytes { core.wrote($0, at: offset) }
+                case .write(let offset, let bytes, let digests):
+                    bytes.withUnsafeBytes { core.wrote($0, at: offset, digests: digests) }
                 case .truncate(let size): core.truncated(to: size)
                 }
                 condition.lock()
@@ -202,7 +239,8 @@ final class PageRecorder: @unchecked Sendable {
 
         deinit { close(fd) }
 
-        func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+        /// `digests`: the pages' hashes, when the snapshot's thread took them (one per page).
+        func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64, digests: [SHA256.Digest]? = nil) {
             let count = bytes.count
             guard failure == nil, pageSize > 0, count > 0, offset >= 0 else { return }
             let size = Int64(pageSize)
@@ -217,12 +255,13 @@ final class PageRecorder: @unchecked Sendable {
             }
             var page = Int(offset / size)
             var at = 0
+            let given = digests?.count == count / pageSize ? digests : nil
             while at < count {
                 let bytes = UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize])
-                let digest = SHA256.hash(data: bytes)
+                let digest = given?[at / pageSize] ?? SHA256.hash(data: bytes)
                 if !run.isEmpty && page != runStart + run.count / 32 { flush() }
                 if run.isEmpty { runStart = page }
-                run.append(contentsOf: digest)
+                digest.withUnsafeBytes { run.append(contentsOf: $0) }
                 known.insert(page)
                 hashed += 1
                 if run.count >= 1 << 20 { flush() }
@@ -421,7 +460,10 @@ final class PageRecorder: @unchecked Sendable {
                     windowStart = start
                 }
                 let at = (page - windowStart) * 32
-                if digest.elementsEqual(window[at..<at + 32]) {
+                let same = digest.withUnsafeBytes { new in
+                    window.withUnsafeBytes { memcmp(new.baseAddress!, $0.baseAddress! + at, 32) == 0 }
+                }
+                if same {
                     changed.remove(page)
                     return
                 }
