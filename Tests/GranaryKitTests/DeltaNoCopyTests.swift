@@ -67,7 +67,7 @@ struct DeltaNoCopyTests {
     /// The new way: no snapshot file; `inTransaction` runs in the copy's read transaction.
     static func newWay(
         _ folder: TemporaryFolder, base: String, tag: String, maxChanged: Int = .max,
-        snapshotter: Snapshotter = Snapshotter(), writerHashes: Bool? = nil,
+        snapshotter: Snapshotter = Snapshotter(), writerHashes: PageRecorder.WriterHashing = .whenBehind,
         inTransaction: @escaping (Database) throws -> Void = { _ in }
     ) throws -> (pages: Data, delta: Data, recorder: PageRecorder, result: Snapshotter.Result) {
         let copy = folder.child("\(tag)-new.sqlite")
@@ -90,8 +90,8 @@ struct DeltaNoCopyTests {
 
     @Test(
         "the .pages and .delta of a copy without a file equal those of a snapshot file: changes, growth, shrink",
-        arguments: ["update", "growth", "shrink", "vacuum-into-fewer"], [false, true])
-    func sameAsSnapshot(change: String, writerHashes: Bool) throws {
+        arguments: ["update", "growth", "shrink", "vacuum-into-fewer"], [PageRecorder.WriterHashing.never, .everyOther])
+    func sameAsSnapshot(change: String, writerHashes: PageRecorder.WriterHashing) throws {
         let folder = TemporaryFolder()
         let live = try Self.makeStore(in: folder, rows: 6000)
         let base = try Self.basePages(folder, "base")
@@ -112,7 +112,7 @@ struct DeltaNoCopyTests {
         }
         let old = try Self.oldWay(folder, base: base, tag: change)
         var integrity = ""
-        // Hashed by the hashing thread alone, or by the copy's thread for every batch: the same files.
+        // Hashed by the hashing thread alone, or by the copy's thread every other batch: the same files.
         let new = try Self.newWay(folder, base: base, tag: change, writerHashes: writerHashes) { db in
             integrity = try ArchiveBuilder.check(db, mode: .quick, user: Self.user, store: "Live.sqlite")
         }
@@ -123,7 +123,8 @@ struct DeltaNoCopyTests {
         let changed = header[20..<28].reduce(0) { $0 << 8 | Int($1) }
         #expect(changed > 0)
         #expect(new.recorder.hashed > 0)
-        #expect(writerHashes ? new.recorder.hashedByWriter > 0 : new.recorder.hashedByWriter == 0)
+        #expect(writerHashes == .never ? new.recorder.hashedByWriter == 0 : new.recorder.hashedByWriter > 0)
+        #expect(new.recorder.usedGivenHashes == new.recorder.hashedByWriter, "the hashing thread took them")
     }
 
     /// A store of 3,000 rows, its base, 49 rows changed since, and the old way's files of that state.

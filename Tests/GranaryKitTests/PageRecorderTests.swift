@@ -56,8 +56,8 @@ struct PageRecorderTests {
 
     @Test(
         "the hashes recorded during a snapshot with a concurrent writer equal a second read of the file",
-        arguments: [true, false], [false, true])
-    func concurrentWriter(wal: Bool, writerHashes: Bool) throws {
+        arguments: [true, false], [PageRecorder.WriterHashing.never, .always, .everyOther])
+    func concurrentWriter(wal: Bool, writerHashes: PageRecorder.WriterHashing) throws {
         let folder = TemporaryFolder()
         let root = folder.child("root")
         try FileSystem.makeDirectory(root, mode: 0o755)
@@ -77,7 +77,8 @@ struct PageRecorderTests {
         snapshotter.pause = .milliseconds(3)
         snapshotter.maxRestarts = 3
         let recorder = try PageRecorder(path: folder.child("hashes"))
-        // Hashed on the hashing thread alone, or on the copy's thread for every batch of whole pages.
+        // Hashed on the hashing thread alone, on the copy's thread for every batch of whole pages,
+        // or for every other one.
         recorder.writerHashes = writerHashes
         let copy = folder.child("copy.sqlite")
         let result = try snapshotter.snapshot(store, to: copy, track: nil, pages: recorder)
@@ -95,17 +96,21 @@ struct PageRecorderTests {
         // commits between the copy's steps made SQLite start the copy again.
         #expect(recorder.reread == 0)
         #expect(recorder.hashed >= read.pageCount)
-        #expect(writerHashes ? recorder.hashedByWriter > 0 : recorder.hashedByWriter == 0)
+        #expect(writerHashes == .never ? recorder.hashedByWriter == 0 : recorder.hashedByWriter > 0)
+        #expect(recorder.usedGivenHashes == recorder.hashedByWriter, "the hashing thread took them")
         if !wal { #expect(result.restarts > 0, "the writer committed while the copy went on") }
     }
 
-    @Test("a snapshot file that shrinks, grows again and changes its page size keeps hashes equal to a second read")
-    func truncateAndPageSize() throws {
+    @Test(
+        "a snapshot file that shrinks, grows again and changes its page size keeps hashes equal to a second read",
+        arguments: [PageRecorder.WriterHashing.never, .always, .everyOther])
+    func truncateAndPageSize(writerHashes: PageRecorder.WriterHashing) throws {
         let folder = TemporaryFolder()
         #expect(granary_tee_register() == SQLITE_OK)
         for (index, newPageSize) in [4096, 8192].enumerated() {
             let path = folder.child("\(index).sqlite")
             let recorder = try PageRecorder(path: folder.child("\(index).hashes"))
+            recorder.writerHashes = writerHashes
             do {
                 let db = try Database(path: path, mode: .create, vfs: "granary-tee")
                 try db.execute("PRAGMA page_size=4096; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")

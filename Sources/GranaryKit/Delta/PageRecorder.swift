@@ -23,10 +23,14 @@ import Synchronization
 /// a thread of the recorder's own hashes them, in the order they were written, so the hashing
 /// runs beside SQLite's copy on a second core. When that thread falls behind (half its queue
 /// waits), the snapshot's thread hashes its runs itself before handing them on, rather than wait:
-/// both cores then hash whenever the copy (or a check beside it) leaves one free. Memory stays flat: one bit per page, at most
-/// 2 MiB of writes waiting for the hashing thread and 1 MiB of hashes waiting to be written.
+/// both cores then hash whenever the copy (or a check beside it) leaves one free. Memory stays
+/// flat: one bit per page, at most 2 MiB of writes waiting for the hashing thread and 1 MiB of
+/// hashes waiting to be written.
 final class PageRecorder: @unchecked Sendable {
-    /// The hook the VFS calls; valid as long as this recorder.
+    /// The hook the VFS calls; valid as long as this recorder. It holds no reference to the
+    /// recorder (nor does the tee, which is never told to drop it): whoever attaches it keeps the
+    /// recorder alive until the connection it is attached to has closed (``Snapshotter`` does,
+    /// through its `pages` argument and by waiting for the copy's thread).
     let hook: UnsafeMutablePointer<granary_tee_hook>
     /// The page size the writes are cut into (the source's; set before the copy starts).
     var pageSize: Int {
@@ -38,12 +42,20 @@ final class PageRecorder: @unchecked Sendable {
     /// Pages hashed as they were written, and pages read back by `finish` (tests).
     var hashed: Int { core.hashed }
     private(set) var reread = 0
-    /// Which thread hashes a batch of whole pages: nil, the snapshot's when the hashing thread is
-    /// behind (``send()``); true, always the snapshot's; false, always the hashing thread's
-    /// (tests: each way gives the same hashes). Set before the copy starts.
-    var writerHashes: Bool?
-    /// Pages the snapshot's thread hashed (read once the copy is over; tests).
+    /// Which thread hashes a batch of whole pages (``send()``). Set before the copy starts.
+    enum WriterHashing {
+        /// The snapshot's thread when the hashing thread is behind (what a backup does).
+        case whenBehind
+        /// Tests (each way gives the same hashes): always the snapshot's thread, never, or every
+        /// other batch (hashes given and not given mixed in one queue).
+        case always, never, everyOther
+    }
+    var writerHashes = WriterHashing.whenBehind
+    /// Batches handed on so far, and pages the snapshot's thread hashed (tests, once the copy is
+    /// over; ``usedGivenHashes`` counts those the hashing thread took).
+    private var batches = 0
     private(set) var hashedByWriter = 0
+    var usedGivenHashes: Int { core.usedGiven }
 
     /// The bytes SQLite has written to the copy so far (any thread: a progress bar's).
     var written: Int64 { writtenBytes.load(ordering: .relaxed) }
@@ -73,7 +85,7 @@ final class PageRecorder: @unchecked Sendable {
                 },
                 truncate: { context, size in
                     guard let context else { return }
-                    Unmanaged<PageRecorder>.fromOpaque(context).takeUnretainedValue().truncated(to: size)
+                    Unmanaged<PageRecorder>.fromOpaque(context)._withUnsafeGuaranteedRef { $0.truncated(to: size) }
                 }, stop: 0, reserved: 0))
         hook.pointee.context = Unmanaged.passUnretained(self).toOpaque()
     }
@@ -110,6 +122,8 @@ final class PageRecorder: @unchecked Sendable {
     }
 
     private func truncated(to size: Int64) {
+        // (Discarding, once the hashing thread gave up: nothing more counts.)
+        if core.stopped { return }
         send()
         handoff.push(.truncate(size), core: core, worker: &worker)
     }
@@ -120,7 +134,15 @@ final class PageRecorder: @unchecked Sendable {
         // wait for it, hashes the batch itself, and the hashing thread only records the hashes.
         // Two cores then share the hashing whenever the other work (the copy, a check beside it)
         // leaves one free; the order of everything else stays the writes' order.
-        let digests = (writerHashes ?? handoff.behind) ? Self.digests(of: batch, pageSize: pageSize) : nil
+        let mine: Bool
+        switch writerHashes {
+        case .whenBehind: mine = handoff.behind
+        case .always: mine = true
+        case .never: mine = false
+        case .everyOther: mine = batches % 2 == 0
+        }
+        batches += 1
+        let digests = mine ? Self.digests(of: batch, pageSize: pageSize) : nil
         hashedByWriter += digests?.count ?? 0
         handoff.push(.write(batchOffset, batch, digests), core: core, worker: &worker)
         batch = []
@@ -216,6 +238,8 @@ final class PageRecorder: @unchecked Sendable {
     private final class Core: @unchecked Sendable {
         var pageSize = 0
         private(set) var hashed = 0
+        /// Pages whose hash the snapshot's thread took (tests).
+        private(set) var usedGiven = 0
         let path: String
         let fd: Int32
         private var known = PageBits()
@@ -256,6 +280,7 @@ final class PageRecorder: @unchecked Sendable {
             var page = Int(offset / size)
             var at = 0
             let given = digests?.count == count / pageSize ? digests : nil
+            if let given { usedGiven += given.count }
             while at < count {
                 let bytes = UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize])
                 let digest = given?[at / pageSize] ?? SHA256.hash(data: bytes)
