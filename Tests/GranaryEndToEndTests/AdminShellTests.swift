@@ -96,8 +96,13 @@ struct AdminShellTests {
             inspected.status == 0 && inspected.stdout.contains("archive ") && inspected.stdout.contains("App.sqlite"),
             "\(inspected.stderr)")
         #expect(try f.granary(["inspect", "dave@example.com/" + stamp]).status == 0)
-        // All four users were backed up in the same run: the stamp's minute matches four archives.
-        let prefix = String(name.prefix(13))
+        // All four users were backed up in the same run: the longest prefix their archives share
+        // (the minute's, unless the run crossed into the next minute) matches four archives.
+        let names = ["alice", "bob", "carol", "dave"].map { f.archives("\($0)@example.com")[0] }
+        let shared = names.dropFirst().reduce(13) { length, other in
+            min(length, zip(names[0], other).prefix { $0 == $1 }.count)
+        }
+        let prefix = String(names[0].prefix(shared))
         for command in [["inspect", prefix], ["verify", prefix], ["delete", "--dry-run", prefix]] {
             let result = try f.granary(command)
             let users = ["alice", "bob", "carol", "dave"].filter { result.stderr.contains("\($0)@example.com/") }
