@@ -40,6 +40,9 @@ typedef struct TeeFile {
     unsigned char *rbuf;          // TEE_SLOTS blocks of TEE_BLOCK bytes
     sqlite3_int64 rstart[TEE_SLOTS];  // -1: slot empty
     unsigned rused[TEE_SLOTS];           // last use, for eviction
+    int rrefs[TEE_SLOTS];         // pages SQLite holds in place from the block (live read-ahead)
+    int rfetch;                   // 1: xFetch hands out pages in place from the blocks (job 7)
+    int rdrop;                    // 1: job 7 is off; the blocks go once SQLite holds none
     unsigned rclock;
     sqlite3_int64 rsize;          // the file's size when read-ahead was turned on
     // Mapped pages (also SNAPSHOT_TEE_FCNTL_READAHEAD; used when the connection's mmap_size is
@@ -52,6 +55,7 @@ typedef struct TeeFile {
     TeeMap maps[TEE_MAPS];
     unsigned mclock;
     sqlite3_int64 fetched;        // pages SQLite took in place (SNAPSHOT_TEE_FCNTL_FETCHED, tests)
+    sqlite3_int64 mmap_limit;     // SQLITE_FCNTL_MMAP_SIZE as SQLite set it (kept here, see there)
     granary_tee_hook *hook;       // NULL: no hook (SNAPSHOT_TEE_FCNTL_HOOK)
     // Discarding (SNAPSHOT_TEE_FCNTL_DISCARD): writes at or beyond `dpage` reach only the hook;
     // `lsize` is the size the file would have, `dreads` the reads that touched a discarded byte.
@@ -139,8 +143,41 @@ static int teeClose(sqlite3_file *f) {
     f->pMethods = NULL;
     return flushed != SQLITE_OK ? flushed : rc;
 }
+static int teeHeld(const TeeFile *p) {
+    for (int i = 0; i < TEE_SLOTS; i++) {
+        if (p->rrefs[i] > 0) return 1;
+    }
+    return 0;
+}
 static void teeForget(TeeFile *p) {
     for (int i = 0; i < TEE_SLOTS; i++) p->rstart[i] = -1;
+}
+// The slot of the block that holds bytes [o, o + n), read into an empty slot or else into the
+// least recently used one that SQLite holds no page of; -1 when the bytes span two blocks, when
+// every slot is held, or when the read fails (the caller then reads without the blocks).
+static int teeBlock(sqlite3_file *f, sqlite3_int64 o, int n) {
+    TeeFile *p = (TeeFile *)f;
+    sqlite3_int64 block = o / TEE_BLOCK * TEE_BLOCK;
+    if (o + n > block + TEE_BLOCK) return -1;
+    int slot = -1;
+    for (int i = 0; i < TEE_SLOTS && slot < 0; i++) {
+        if (p->rstart[i] == block) slot = i;
+    }
+    if (slot < 0) {
+        for (int i = 0; i < TEE_SLOTS; i++) {
+            if (p->rrefs[i] > 0) continue;
+            if (p->rstart[i] < 0) { slot = i; break; }
+            if (slot < 0 || p->rused[i] < p->rused[slot]) slot = i;
+        }
+        if (slot < 0) return -1;
+        sqlite3_int64 length = p->rsize - block < TEE_BLOCK ? p->rsize - block : TEE_BLOCK;
+        p->rstart[slot] = -1;
+        int rc = REAL(f)->pMethods->xRead(REAL(f), p->rbuf + (size_t)slot * TEE_BLOCK, (int)length, block);
+        if (rc != SQLITE_OK) return -1;
+        p->rstart[slot] = block;
+    }
+    p->rused[slot] = ++p->rclock;
+    return slot;
 }
 static int teeRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
     TeeFile *p = (TeeFile *)f;
@@ -157,26 +194,9 @@ static int teeRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
         return SQLITE_IOERR_READ;
     }
     if (p->rbuf != NULL && o >= 0 && o + n <= p->rsize) {
-        sqlite3_int64 block = o / TEE_BLOCK * TEE_BLOCK;
-        if (o + n <= block + TEE_BLOCK) {
-            int slot = -1;
-            for (int i = 0; i < TEE_SLOTS && slot < 0; i++) {
-                if (p->rstart[i] == block) slot = i;
-            }
-            if (slot < 0) {
-                // An empty slot, or else the least recently used.
-                slot = 0;
-                for (int i = 0; i < TEE_SLOTS; i++) {
-                    if (p->rstart[i] < 0) { slot = i; break; }
-                    if (p->rused[i] < p->rused[slot]) slot = i;
-                }
-                sqlite3_int64 length = p->rsize - block < TEE_BLOCK ? p->rsize - block : TEE_BLOCK;
-                p->rstart[slot] = -1;
-                rc = REAL(f)->pMethods->xRead(REAL(f), p->rbuf + (size_t)slot * TEE_BLOCK, (int)length, block);
-                if (rc != SQLITE_OK) return REAL(f)->pMethods->xRead(REAL(f), b, n, o);
-                p->rstart[slot] = block;
-            }
-            p->rused[slot] = ++p->rclock;
+        int slot = teeBlock(f, o, n);
+        if (slot >= 0) {
+            sqlite3_int64 block = o / TEE_BLOCK * TEE_BLOCK;
             memcpy(b, p->rbuf + (size_t)slot * TEE_BLOCK + (o - block), (size_t)n);
             return SQLITE_OK;
         }
@@ -304,18 +324,30 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     }
     if (op == SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD) {
         if (p->track != NULL || p->discard || p->mapfd >= 0) return SQLITE_MISUSE;
-        teeForget(p);
         if (*(const int *)arg == 0) {
+            // Nothing is served from the blocks from here on. SQLite releases every page it took
+            // in place before its statements end; a block it still holds is not freed under it:
+            // the blocks go once the last page is released (xUnfetch) or with the file.
+            teeForget(p);
+            p->rfetch = 0;
+            p->rsize = 0;
+            if (teeHeld(p)) {
+                p->rdrop = 1;
+                return SQLITE_BUSY;
+            }
             sqlite3_free(p->rbuf);
             p->rbuf = NULL;
             return SQLITE_OK;
         }
+        if (p->rdrop) return SQLITE_BUSY;
+        teeForget(p);
         sqlite3_int64 size = 0;
         int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
         if (rc != SQLITE_OK) return rc;
         if (p->rbuf == NULL) p->rbuf = sqlite3_malloc(TEE_BLOCK * TEE_SLOTS);
         if (p->rbuf == NULL) return SQLITE_NOMEM;
         p->rsize = size;
+        p->rfetch = 1;
         return SQLITE_OK;
     }
     if (op == SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER) {
@@ -331,6 +363,14 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     }
     if (op == SNAPSHOT_TEE_FCNTL_DISCARDED_READS) {
         *(sqlite3_int64 *)arg = p->dreads;
+        return SQLITE_OK;
+    }
+    // The mapping size stays with the tee: the real file never maps anything (its xFetch is
+    // never called either), so pages in place come only from the tee's own blocks and windows.
+    if (op == SQLITE_FCNTL_MMAP_SIZE) {
+        sqlite3_int64 want = *(sqlite3_int64 *)arg;
+        *(sqlite3_int64 *)arg = p->mmap_limit;
+        if (want >= 0) p->mmap_limit = want;
         return SQLITE_OK;
     }
     // A size hint would make the real file grow (with a chunk size set): nothing to do here.
@@ -372,6 +412,14 @@ static int teeShmUnmap(sqlite3_file *f, int d) {
 static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) {
     TeeFile *p = (TeeFile *)f;
     *pp = NULL;
+    if (p->rfetch && p->rbuf != NULL && o >= 0 && n > 0 && o + n <= p->rsize) {
+        int slot = teeBlock(f, o, n);
+        if (slot < 0) return SQLITE_OK;
+        p->rrefs[slot]++;
+        p->fetched++;
+        *pp = p->rbuf + (size_t)slot * TEE_BLOCK + (o - o / TEE_BLOCK * TEE_BLOCK);
+        return SQLITE_OK;
+    }
     if (p->mapfd < 0 || o < 0 || n <= 0 || o + n > p->rsize) return SQLITE_OK;
     sqlite3_int64 start = o / TEE_MAP_WINDOW * TEE_MAP_WINDOW;
     if (o + n > start + TEE_MAP_WINDOW) return SQLITE_OK;
@@ -413,6 +461,17 @@ static int teeUnfetch(sqlite3_file *f, sqlite3_int64 o, void *page) {
     TeeFile *p = (TeeFile *)f;
     if (page == NULL) {
         teeUnmapIdle(p);
+        return SQLITE_OK;
+    }
+    unsigned char *at = (unsigned char *)page;
+    if (p->rbuf != NULL && at >= p->rbuf && at < p->rbuf + (size_t)TEE_BLOCK * TEE_SLOTS) {
+        int slot = (int)((size_t)(at - p->rbuf) / TEE_BLOCK);
+        if (p->rrefs[slot] > 0) p->rrefs[slot]--;
+        if (p->rdrop && !teeHeld(p)) {
+            sqlite3_free(p->rbuf);
+            p->rbuf = NULL;
+            p->rdrop = 0;
+        }
         return SQLITE_OK;
     }
     for (int i = 0; i < TEE_MAPS; i++) {

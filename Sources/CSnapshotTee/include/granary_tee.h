@@ -32,13 +32,20 @@
 //    touches a discarded byte fails with SQLITE_IOERR_READ and is counted: SQLite then fails
 //    loudly, never reads wrong bytes. Invariant: nothing reads back a discarded byte unnoticed.
 // 7. Live read-ahead (SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, a user's WAL store opened read-only
-//    through the tee for a `backup --delta` without a snapshot file): job 3's blocks, without
-//    mapped pages, turned on after a read transaction began and off before it ends.
+//    through the tee for a `backup --delta` without a snapshot file): job 3's blocks, turned on
+//    after a read transaction began and off before it ends. With the connection's mmap_size
+//    above 0, SQLite's pager takes pages in place from the blocks (xFetch hands out a pointer
+//    into one) instead of copying each out of them: a block SQLite holds a page of is not read
+//    over until SQLite releases it (xUnfetch), and when every block is held a fetch returns no
+//    page and SQLite reads it through xRead. Turned off while SQLite still holds a page, it
+//    serves nothing more and says SQLITE_BUSY; the blocks are freed once the last page is
+//    released (or with the file).
 //    Invariant: only within one read transaction of a WAL database, whose database-file bytes
 //    that SQLite reads do not change while it lasts (a checkpoint copies no frame past the oldest
 //    reader's snapshot, and none while a reader ignores the WAL); SQLite reads the pages it
 //    takes from the WAL from the -wal file, never from these blocks. Never a mapping of a
-//    user's file.
+//    user's file: the blocks are memory granary allocated, filled by read(2), and the real
+//    file never hears the mapping size (SQLITE_FCNTL_MMAP_SIZE stays with the tee).
 // 8. The wal-index header (SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER): a copy of the header of the
 //    -shm mapping SQLite made, for telling whether anything committed between two moments.
 //    Invariant: reads SQLite's own mapping only while SQLite has it mapped; maps nothing.
@@ -101,7 +108,9 @@ void granary_tee_hook_stop(granary_tee_hook *hook);
 // page the file does not hold, and the copy must be made again without discarding.
 #define SNAPSHOT_TEE_FCNTL_DISCARDED_READS 0x47524e08
 
-// Job 7 on (the argument points to an int, 1) or off (0: the blocks are dropped).
+// Job 7 on (the argument points to an int, 1) or off (0: nothing is served from the blocks any
+// more, and they are freed; SQLITE_BUSY while SQLite holds a page of them, which are freed once
+// it releases the last one).
 #define SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD 0x47524e09
 
 // Job 8: copies the live wal-index header of a WAL database into the argument (96 bytes: both

@@ -97,6 +97,9 @@ public struct Snapshotter: Sendable {
             try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits,
             account: noCopy?.account, vfs: throughTee ? "granary-tee" : nil)
         try? source.keepWALOnClose()
+        // Pages in place from the tee's read-ahead blocks, not copied out of them (job 7: the tee
+        // never maps the user's file; outside the read-ahead every page is read as before).
+        if throughTee { try? source.execute(Self.pagesInPlace) }
         let journalMode = try source.journalMode()
         if let noCopy, let pages, journalMode == "wal", granary_tee_register() == SQLITE_OK {
             // The check's own connection, opened as the copy's is (``discarded``: beside the copy).
@@ -107,6 +110,7 @@ public struct Snapshotter: Sendable {
                         try store.sqliteName(), mode: .readOnly, busyTimeout: busyTimeout, limits: limits,
                         account: noCopy.account, vfs: "granary-tee")
                     try? db.keepWALOnClose()
+                    try? db.execute(Self.pagesInPlace)
                     return db
                 } : nil
             return try discarded(
@@ -297,6 +301,11 @@ public struct Snapshotter: Sendable {
             }
         }
     }
+
+    /// Lets SQLite take pages in place (xFetch) from a connection through the tee, whose
+    /// live read-ahead then hands out pages of its blocks. SQLite clamps the size to its limit; a
+    /// SQLite built without memory mapping ignores it, and every page is read as before.
+    static let pagesInPlace = "PRAGMA mmap_size=\(Int64(1) << 40)"
 
     /// The wal-index header of `db`'s store now (both copies, equal), or nil.
     private static func walIndexHeader(_ db: Database) -> [UInt8]? {
