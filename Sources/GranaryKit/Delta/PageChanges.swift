@@ -25,7 +25,7 @@ public enum PageChanges {
     /// that was not written (``PageRecorder/writeChanges(current:base:to:)``).
     static func write(
         current: String, base: String, to output: String,
-        page read: (Int, ArraySlice<UInt8>, UnsafeMutableRawBufferPointer) throws -> Void
+        page read: (Int, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void
     ) throws -> Int {
         let now = try PagesReader(path: current)
         defer { now.close() }
@@ -42,15 +42,28 @@ public enum PageChanges {
                 + BigEndian.u64(0))
         let page = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
         defer { page.deallocate() }
+        // Both lists are read 32,768 hashes (1 MiB) at a time and compared hash by hash in place.
+        let perChunk = 32_768
+        let current = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * 32, alignment: 16)
+        defer { current.deallocate() }
+        let previous = UnsafeMutableRawBufferPointer.allocate(byteCount: perChunk * 32, alignment: 16)
+        defer { previous.deallocate() }
         var changed = 0
-        while let hash = try now.next() {
-            let number = now.index  // 1-based: next() has moved past it
-            let old = try before.next()
-            if let old, old.elementsEqual(hash) { continue }
-            try read(number, hash, page)
-            try writer.append(BigEndian.u64(UInt64(number)))
-            try writer.append(UnsafeRawBufferPointer(page))
-            changed += 1
+        var first = 0  // the page index (from 0) of the chunk's first hash
+        while case let count = try now.next(into: current), count > 0 {
+            try Interruption.check()
+            // The base's hashes of the same pages: fewer, or none, past its end.
+            let known = try before.next(into: UnsafeMutableRawBufferPointer(rebasing: previous[0..<count * 32]))
+            for index in 0..<count {
+                let at = index * 32
+                if index < known, memcmp(current.baseAddress! + at, previous.baseAddress! + at, 32) == 0 { continue }
+                let number = first + index + 1
+                try read(number, UnsafeRawBufferPointer(rebasing: current[at..<at + 32]), page)
+                try writer.append(BigEndian.u64(UInt64(number)))
+                try writer.append(UnsafeRawBufferPointer(page))
+                changed += 1
+            }
+            first += count
         }
         try writer.patch(BigEndian.u64(UInt64(changed)), at: 20)
         try writer.finish()

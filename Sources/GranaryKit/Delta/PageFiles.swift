@@ -269,6 +269,19 @@ final class PagesReader {
         return buffer[position..<position + 32]
     }
 
+    /// The next hashes, as many as fit in `into` (32 bytes each) and are left: their count, 0
+    /// after the last. Not mixed with ``next()`` (it reads past what that one has buffered).
+    func next(into hashes: UnsafeMutableRawBufferPointer) throws -> Int {
+        precondition(position >= buffer.count, "next(into:) after next()")
+        let count = min(hashes.count / 32, pageCount - index)
+        guard count > 0 else { return 0 }
+        try PageFiles.readFully(
+            fd, into: UnsafeMutableRawBufferPointer(rebasing: hashes[0..<count * 32]), at: offset, path: path)
+        offset += Int64(count) * 32
+        index += count
+        return count
+    }
+
     func close() { Glibc.close(fd) }
 }
 
