@@ -61,6 +61,8 @@ let package = Package(
         .target(name: "CBeneath", dependencies: ["CSQLite"], cSettings: hardenedC),
         // Time budgets and per-connection memory ceilings for SQLite's work on stores.
         .target(name: "CSQLiteLimits", dependencies: ["CSQLite"], cSettings: hardenedC),
+        // SHA-256 of sixteen pages at once with AVX-512 (`backup --delta`'s page hashes).
+        .target(name: "CPageHash", cSettings: hardenedC),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",
@@ -75,7 +77,8 @@ let package = Package(
         .target(
             name: "GranaryKit",
             dependencies: [
-                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "CSQLiteLimits", "GranaryOwner",
+                "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "CSQLiteLimits", "CPageHash",
+                "GranaryOwner",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             // Test seams (crash injection) exist in debug builds only: see Support/TestHooks.swift.

@@ -557,12 +557,7 @@ final class HashedStore: MemberSink {
     private func take(_ run: UnsafeRawBufferPointer) throws {
         let size = state.pageSize
         let count = run.count / size
-        for index in 0..<count {
-            SHA256.hash(data: UnsafeRawBufferPointer(rebasing: run[index * size..<(index + 1) * size])).withUnsafeBytes
-            {
-                UnsafeMutableRawBufferPointer(rebasing: hashes[index * 32..<(index + 1) * 32]).copyMemory(from: $0)
-            }
-        }
+        PageHash.digests(of: run, pageSize: size, into: UnsafeMutableRawBufferPointer(rebasing: hashes[0..<count * 32]))
         digest.update(bufferPointer: UnsafeRawBufferPointer(rebasing: hashes[0..<count * 32]))
         let first = pages + 1
         pages += count

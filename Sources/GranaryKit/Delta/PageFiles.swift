@@ -95,21 +95,18 @@ public enum PageFiles {
         let chunk = max(pageSize, (1 << 20) / pageSize * pageSize)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer { buffer.deallocate() }
-        var hashes = [UInt8]()
-        hashes.reserveCapacity(chunk / pageSize * 32)
+        let hashes = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk / pageSize * 32, alignment: 16)
+        defer { hashes.deallocate() }
         var offset: Int64 = 0
         while offset < size {
             let want = Int(min(Int64(chunk), size - offset))
             try readFully(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset, path: path)
-            hashes.removeAll(keepingCapacity: true)
-            var page = 0
-            while page < want {
-                let digest = SHA256.hash(data: UnsafeRawBufferPointer(rebasing: buffer[page..<page + pageSize]))
-                hashes.append(contentsOf: digest)
-                page += pageSize
-            }
-            state.update(data: hashes)
-            try writer?.append(hashes)
+            let done = UnsafeRawBufferPointer(rebasing: hashes[0..<want / pageSize * 32])
+            PageHash.digests(
+                of: UnsafeRawBufferPointer(rebasing: buffer[0..<want]), pageSize: pageSize,
+                into: UnsafeMutableRawBufferPointer(mutating: done))
+            state.update(bufferPointer: done)
+            try writer?.append(done)
             offset += Int64(want)
         }
         try writer?.finish()

@@ -143,27 +143,29 @@ final class PageRecorder: @unchecked Sendable {
         }
         batches += 1
         let digests = mine ? Self.digests(of: batch, pageSize: pageSize) : nil
-        hashedByWriter += digests?.count ?? 0
+        hashedByWriter += (digests?.count ?? 0) / 32
         handoff.push(.write(batchOffset, batch, digests), core: core, worker: &worker)
         batch = []
     }
 
-    /// The SHA-256 of each page of `bytes` (whole pages of `pageSize`), or nil.
-    static func digests(of bytes: [UInt8], pageSize: Int) -> [SHA256.Digest]? {
+    /// The SHA-256 of each page of `bytes` (whole pages of `pageSize`), 32 bytes each in page
+    /// order (``PageHash``), or nil.
+    static func digests(of bytes: [UInt8], pageSize: Int) -> [UInt8]? {
         guard pageSize > 0, bytes.count % pageSize == 0 else { return nil }
-        return bytes.withUnsafeBytes { all in
-            stride(from: 0, to: all.count, by: pageSize).map {
-                SHA256.hash(data: UnsafeRawBufferPointer(rebasing: all[$0..<$0 + pageSize]))
+        return [UInt8](unsafeUninitializedCapacity: bytes.count / pageSize * 32) { digests, count in
+            bytes.withUnsafeBytes {
+                PageHash.digests(of: $0, pageSize: pageSize, into: UnsafeMutableRawBufferPointer(digests))
             }
+            count = bytes.count / pageSize * 32
         }
     }
 
     /// Writes and truncates, in order, from the snapshot's thread to the hashing thread.
     private final class Handoff: @unchecked Sendable {
         enum Event {
-            /// Bytes written at an offset, with their pages' hashes when the snapshot's thread
-            /// took them (``PageRecorder/send()``).
-            case write(Int64, [UInt8], [SHA256.Digest]?)
+            /// Bytes written at an offset, with their pages' hashes (32 bytes each, in order) when
+            /// the snapshot's thread took them (``PageRecorder/send()``).
+            case write(Int64, [UInt8], [UInt8]?)
             case truncate(Int64)
             var size: Int {
                 if case .write(_, let bytes, _) = self { return bytes.count }
@@ -244,6 +246,8 @@ final class PageRecorder: @unchecked Sendable {
         let fd: Int32
         private var known = PageBits()
         private var run: [UInt8] = []
+        /// The hashes of the write being recorded (32 bytes per page), reused from write to write.
+        private var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 32, alignment: 16)
         private var runStart = 0
         private(set) var failure: (any Error)?
         /// Discarding (``PageRecorder/startDiscarding(base:log:maxChanged:)``): the changed pages.
@@ -261,10 +265,13 @@ final class PageRecorder: @unchecked Sendable {
             run.reserveCapacity(1 << 20)
         }
 
-        deinit { close(fd) }
+        deinit {
+            close(fd)
+            scratch.deallocate()
+        }
 
-        /// `digests`: the pages' hashes, when the snapshot's thread took them (one per page).
-        func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64, digests: [SHA256.Digest]? = nil) {
+        /// `digests`: the pages' hashes, when the snapshot's thread took them (32 bytes per page).
+        func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64, digests: [UInt8]? = nil) {
             let count = bytes.count
             guard failure == nil, pageSize > 0, count > 0, offset >= 0 else { return }
             let size = Int64(pageSize)
@@ -279,14 +286,23 @@ final class PageRecorder: @unchecked Sendable {
             }
             var page = Int(offset / size)
             var at = 0
-            let given = digests?.count == count / pageSize ? digests : nil
-            if let given { usedGiven += given.count }
+            let pages = count / pageSize
+            if scratch.count < pages * 32 {
+                scratch.deallocate()
+                scratch = .allocate(byteCount: pages * 32, alignment: 16)
+            }
+            if let digests, digests.count == pages * 32 {
+                usedGiven += pages
+                digests.withUnsafeBytes { scratch.copyMemory(from: $0) }
+            } else {
+                PageHash.digests(of: bytes, pageSize: pageSize, into: scratch)
+            }
             while at < count {
                 let bytes = UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize])
-                let digest = given?[at / pageSize] ?? SHA256.hash(data: bytes)
+                let digest = UnsafeRawBufferPointer(rebasing: scratch[at / pageSize * 32..<at / pageSize * 32 + 32])
                 if !run.isEmpty && page != runStart + run.count / 32 { flush() }
                 if run.isEmpty { runStart = page }
-                digest.withUnsafeBytes { run.append(contentsOf: $0) }
+                run.append(contentsOf: digest)
                 known.insert(page)
                 hashed += 1
                 if run.count >= 1 << 20 { flush() }
@@ -471,8 +487,8 @@ final class PageRecorder: @unchecked Sendable {
             close(index)
         }
 
-        /// Page `page` (0-based) was written with `bytes` (its SHA-256 `digest`).
-        func record(page: Int, digest: SHA256.Digest, bytes: UnsafeRawBufferPointer) throws {
+        /// Page `page` (0-based) was written with `bytes` (its SHA-256 `digest`, 32 bytes).
+        func record(page: Int, digest: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer) throws {
             if page < baseCount {
                 if page < windowStart || page >= windowStart + Self.windowPages || windowStart < 0 {
                     let start = page / Self.windowPages * Self.windowPages
@@ -485,9 +501,7 @@ final class PageRecorder: @unchecked Sendable {
                     windowStart = start
                 }
                 let at = (page - windowStart) * 32
-                let same = digest.withUnsafeBytes { new in
-                    window.withUnsafeBytes { memcmp(new.baseAddress!, $0.baseAddress! + at, 32) == 0 }
-                }
+                let same = window.withUnsafeBytes { memcmp(digest.baseAddress!, $0.baseAddress! + at, 32) == 0 }
                 if same {
                     changed.remove(page)
                     return
