@@ -19,7 +19,9 @@ struct PageHashTests {
             z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
             z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
             z ^= z >> 31
-            for byte in 0..<min(8, bytes.count - index) { bytes[index + byte] = UInt8(truncatingIfNeeded: z >> (8 * byte)) }
+            for byte in 0..<min(8, bytes.count - index) {
+                bytes[index + byte] = UInt8(truncatingIfNeeded: z >> (8 * byte))
+            }
         }
         if count > 2 {
             for at in skew..<skew + size { bytes[at] = 0 }
@@ -77,7 +79,9 @@ struct PageHashTests {
         let listing = try OverlappedPackTests.run("/usr/bin/sha256sum", paths)
         let expected = listing.split(separator: "\n").map { String($0.prefix(64)) }
         let ours = Self.digests(bytes, skew: 0, size: size, wide: PageHash.wide)
-        let hex = stride(from: 0, to: ours.count, by: 32).map { ours[$0..<$0 + 32].map { String(format: "%02x", $0) }.joined() }
+        let hex = stride(from: 0, to: ours.count, by: 32).map {
+            ours[$0..<$0 + 32].map { String(format: "%02x", $0) }.joined()
+        }
         #expect(hex == expected)
     }
 }
