@@ -1,6 +1,9 @@
 #include "granary_page_hash.h"
-#include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
 
 // FIPS 180-4, 4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64
 // primes.
@@ -98,3 +101,13 @@ WIDE void granary_sha256_x16(const uint8_t *pages, size_t length, uint8_t *diges
         for (int i = 0; i < 8; i++) memcpy(digests + lane * 32 + i * 4, &words[i][lane], 4);
     }
 }
+#else
+// Not x86-64: no sixteen-lane way; PageHash hashes every page with swift-crypto.
+int granary_sha256_x16_supported(void) { return 0; }
+void granary_sha256_x16(const uint8_t *pages, size_t length, uint8_t *digests) {
+    (void)pages;
+    (void)length;
+    (void)digests;
+    abort();
+}
+#endif

@@ -339,7 +339,7 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
             p->rbuf = NULL;
             return SQLITE_OK;
         }
-        if (p->rdrop) return SQLITE_BUSY;
+        if (p->rdrop || teeHeld(p)) return SQLITE_BUSY;
         teeForget(p);
         sqlite3_int64 size = 0;
         int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
@@ -380,7 +380,7 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
         return SQLITE_OK;
     }
     if (op == SNAPSHOT_TEE_FCNTL_READAHEAD) {
-        if (p->track != NULL) return SQLITE_MISUSE;
+        if (p->track != NULL || p->rfetch || p->rdrop || teeHeld(p)) return SQLITE_MISUSE;
         sqlite3_int64 size = 0;
         int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
         if (rc != SQLITE_OK) return rc;
@@ -401,7 +401,25 @@ static int teeShmMap(sqlite3_file *f, int i, int s, int e, void volatile **p) {
     if (rc == SQLITE_OK && i == 0 && s >= TEE_WAL_INDEX_HEADER) ((TeeFile *)f)->shm0 = *p;
     return rc;
 }
-static int teeShmLock(sqlite3_file *f, int o, int n, int fl) { return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl); }
+// The wal-index's read-mark locks (WAL_READ_LOCK(0) to (4) in SQLite's wal.c): a reader holds one
+// shared for as long as its read transaction lasts.
+#define TEE_READ_LOCKS_FIRST 3
+#define TEE_READ_LOCKS_END 8
+static int teeShmLock(sqlite3_file *f, int o, int n, int fl) {
+    TeeFile *p = (TeeFile *)f;
+    int rc = REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
+    // The read transaction ended (its read mark released), whether or not the caller turned job 7
+    // off first (SQLite ends one itself after an out-of-memory or I/O error): the blocks hold
+    // that transaction's bytes, so nothing more is served from them.
+    if (p->rfetch && fl == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED) && o < TEE_READ_LOCKS_END &&
+        o + n > TEE_READ_LOCKS_FIRST) {
+        teeForget(p);
+        p->rfetch = 0;
+        p->rsize = 0;
+        if (teeHeld(p)) p->rdrop = 1;
+    }
+    return rc;
+}
 static void teeShmBarrier(sqlite3_file *f) { REAL(f)->pMethods->xShmBarrier(REAL(f)); }
 static int teeShmUnmap(sqlite3_file *f, int d) {
     ((TeeFile *)f)->shm0 = NULL;

@@ -95,6 +95,43 @@ struct LiveReadAheadTests {
     }
 
     @Test(
+        "the blocks never serve a later read transaction: turned off and on again, or left on as the transaction ends",
+        arguments: [true, false])
+    func nextTransaction(turnedOff: Bool) throws {
+        let folder = TemporaryFolder()
+        let path = try Self.store(in: folder)
+        let reader = try Self.reader(path)
+        let before = try reader.scalar(Self.answer)?.text
+        var off: Int32 = 0
+        if turnedOff {
+            #expect(sqlite3_file_control(reader.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) == SQLITE_OK)
+        }
+        try reader.execute("COMMIT")
+        // Every row rewritten and checkpointed into the database file: the blocks' bytes are stale.
+        let writer = try Database(path: path, mode: .readWrite)
+        try writer.execute("UPDATE t SET body = printf('%0200d', id * 3)")
+        try writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        let after = try Database(path: path, mode: .readOnly).scalar(Self.answer)?.text
+        #expect(after != before)
+        if turnedOff {
+            try reader.execute("BEGIN")
+            _ = try reader.pageCount()
+            var on: Int32 = 1
+            #expect(sqlite3_file_control(reader.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK)
+            #expect(try reader.scalar(Self.answer)?.text == after)
+            #expect(reader.integrityCheck(full: false) == ["ok"])
+            #expect(sqlite3_file_control(reader.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) == SQLITE_OK)
+            try reader.execute("COMMIT")
+        } else {
+            // Left on: the transaction's end (its read mark released) ended the serving.
+            let fetched = Self.fetched(reader)
+            #expect(try reader.scalar(Self.answer)?.text == after)
+            #expect(reader.integrityCheck(full: false) == ["ok"])
+            #expect(Self.fetched(reader) == fetched, "no page in place once the transaction ended")
+        }
+    }
+
+    @Test(
         "a block SQLite holds a page of is not read over: cursors all over the file keep their pages while others come and go"
     )
     func heldBlocks() throws {
@@ -129,6 +166,10 @@ struct LiveReadAheadTests {
         if try Self.sqliteMaps(path) {
             #expect(Self.fetched(reader) > 0)
             #expect(sqlite3_file_control(reader.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) == SQLITE_BUSY)
+            // Nothing is served any more: a scan reads every page through xRead.
+            let fetched = Self.fetched(reader)
+            #expect(try reader.scalar("SELECT count(*) FROM t")?.integer == Int64(Self.rows))
+            #expect(Self.fetched(reader) == fetched)
             var on: Int32 = 1
             #expect(
                 sqlite3_file_control(reader.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_BUSY,

@@ -39,7 +39,8 @@
 //    over until SQLite releases it (xUnfetch), and when every block is held a fetch returns no
 //    page and SQLite reads it through xRead. Turned off while SQLite still holds a page, it
 //    serves nothing more and says SQLITE_BUSY; the blocks are freed once the last page is
-//    released (or with the file).
+//    released (or with the file). A read transaction that ends while it is on (SQLite releases
+//    its read mark, e.g. after an error rolled it back) also ends the serving.
 //    Invariant: only within one read transaction of a WAL database, whose database-file bytes
 //    that SQLite reads do not change while it lasts (a checkpoint copies no frame past the oldest
 //    reader's snapshot, and none while a reader ignores the WAL); SQLite reads the pages it

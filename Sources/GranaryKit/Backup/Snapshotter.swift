@@ -303,8 +303,9 @@ public struct Snapshotter: Sendable {
     }
 
     /// Lets SQLite take pages in place (xFetch) from a connection through the tee, whose
-    /// live read-ahead then hands out pages of its blocks. SQLite clamps the size to its limit; a
-    /// SQLite built without memory mapping ignores it, and every page is read as before.
+    /// live read-ahead then hands out pages of its blocks. The size only switches fetching on
+    /// (the tee keeps it and maps nothing); a SQLite built without memory mapping ignores it, and
+    /// every page is read as before.
     static let pagesInPlace = "PRAGMA mmap_size=\(Int64(1) << 40)"
 
     /// The wal-index header of `db`'s store now (both copies, equal), or nil.
