@@ -152,6 +152,20 @@ static int teeHeld(const TeeFile *p) {
 static void teeForget(TeeFile *p) {
     for (int i = 0; i < TEE_SLOTS; i++) p->rstart[i] = -1;
 }
+// Job 7 serves nothing more: the blocks are forgotten, and freed at once unless SQLite still
+// holds a page of them (then by the last xUnfetch, or with the file). Returns 1 when one is held.
+static int teeStopServing(TeeFile *p) {
+    teeForget(p);
+    p->rfetch = 0;
+    p->rsize = 0;
+    if (teeHeld(p)) {
+        p->rdrop = 1;
+        return 1;
+    }
+    sqlite3_free(p->rbuf);
+    p->rbuf = NULL;
+    return 0;
+}
 // The slot of the block that holds bytes [o, o + n), read into an empty slot or else into the
 // least recently used one that SQLite holds no page of; -1 when the bytes span two blocks, when
 // every slot is held, or when the read fails (the caller then reads without the blocks).
@@ -325,19 +339,9 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     if (op == SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD) {
         if (p->track != NULL || p->discard || p->mapfd >= 0) return SQLITE_MISUSE;
         if (*(const int *)arg == 0) {
-            // Nothing is served from the blocks from here on. SQLite releases every page it took
-            // in place before its statements end; a block it still holds is not freed under it:
-            // the blocks go once the last page is released (xUnfetch) or with the file.
-            teeForget(p);
-            p->rfetch = 0;
-            p->rsize = 0;
-            if (teeHeld(p)) {
-                p->rdrop = 1;
-                return SQLITE_BUSY;
-            }
-            sqlite3_free(p->rbuf);
-            p->rbuf = NULL;
-            return SQLITE_OK;
+            // SQLite releases every page it took in place before its statements end; a block it
+            // still holds is not freed under it.
+            return teeStopServing(p) ? SQLITE_BUSY : SQLITE_OK;
         }
         if (p->rdrop || teeHeld(p)) return SQLITE_BUSY;
         teeForget(p);
@@ -413,10 +417,7 @@ static int teeShmLock(sqlite3_file *f, int o, int n, int fl) {
     // that transaction's bytes, so nothing more is served from them.
     if (p->rfetch && fl == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED) && o < TEE_READ_LOCKS_END &&
         o + n > TEE_READ_LOCKS_FIRST) {
-        teeForget(p);
-        p->rfetch = 0;
-        p->rsize = 0;
-        if (teeHeld(p)) p->rdrop = 1;
+        teeStopServing(p);
     }
     return rc;
 }
