@@ -297,7 +297,8 @@ extension RepositoryError: CommandLineError {
         case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom, .squatted: return .cannotCreate
         // No rclone: the configuration asks for what this machine cannot do (EX_UNAVAILABLE, 69,
         // is not one of granary's codes; usage is the closest: fix the setup, then run again).
-        case .overlapsRoot, .badLocation, .rcloneMissing, .untrustedFile: return .usage
+        case .overlapsRoot, .badLocation, .rcloneMissing, .untrustedFile, .sameLocation: return .usage
+        case .nameTaken: return .cannotCreate
         case .transport(_, _, let temporary): return temporary ? .temporaryFailure : .ioError
         case .local(let error): return error.status
         }
@@ -326,6 +327,9 @@ extension RepositoryError: CommandLineError {
         case .noRoom(let path, _, _): return "free space in \(Hint.name(path))"
         case .untrustedFile: return nil
         case .squatted: return nil
+        case .nameTaken(let object):
+            return "look at \(Hint.name(object)) (granary verify names whose archive it is)"
+        case .sameLocation: return "remove it from [mirrors] (or --mirror), or name another location"
         }
     }
 }

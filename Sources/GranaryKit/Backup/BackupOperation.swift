@@ -186,6 +186,9 @@ public struct BackupOperation: Sendable {
         let workFolder = try repository.prepareWorkFolder()
         let userFolder = try repository.stagingFolder(for: user)
         _ = repository.removeDeadTemporaries(users: [user])
+        // This host's archives under legacy names (a host marker beside them) take today's names
+        // (Hosts): the first backup of each user converts them, once.
+        _ = try repository.convertLegacyArchives(of: user)
 
         let work = try FileSystem.createTemporaryDirectory(in: workFolder, for: "snapshot")
         defer { FileSystem.removeTree(work) }
@@ -208,7 +211,7 @@ public struct BackupOperation: Sendable {
                         folder, into: scratch, stages: &stages, archiveFolder: userFolder,
                         overlapped: &overlapped, builder: self.builder(for: user, kind: kind),
                         delta: noCopy ? policy.map { (policy: $0, label: options.label, cache: cache) } : nil)
-                    let created = Date()
+                    let created = try repository.nextStamp(for: user)
                     let delta = try policy.map { policy in
                         try DeltaBackup.plan(
                             policy: policy, user: user, repository: repository, stores: taken.stores,
@@ -391,7 +394,10 @@ public struct BackupOperation: Sendable {
             if index == 0 && options.compression == .zstd && options.overlap.applies(toStoreOf: store.size)
                 && options.delta == nil
             {
-                let name = ArchiveName(created: Date(), label: options.label, compression: options.compression).fileName
+                let name = ArchiveName(
+                    created: Date(), label: options.label, host: repository.context.host,
+                    compression: options.compression
+                ).fileName
                 let pack = try OverlappedPack(
                     folder: archiveFolder, name: name, prefix: options.overlap.prefix, level: options.level,
                     threads: zstdThreads)
@@ -725,9 +731,7 @@ public struct BackupOperation: Sendable {
             _ = try lookup?.wait()
             try mirror.prepare()
             let sentFirst = try MirrorSync.sendChain(of: entry, file: file, from: primary, to: mirror)
-            guard try mirror.writeArchive(object, from: file, host: entry.host) else {
-                throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
-            }
+            try mirror.publishObject(object, from: file)
             var upload = MirrorUpload(
                 location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started)
             )

@@ -167,6 +167,12 @@ public enum ArchiveVerifier {
                 Manifest.memberName,
                 "belongs to user \(manifest.user.debugDescription), not \(expectedUser.debugDescription)")
         }
+        // An archive named as ours must be what its name says (ArchiveName.disagreement).
+        if let named = ArchiveName(fileName: PathText.lastComponent(archive)),
+            let problem = named.disagreement(with: manifest)
+        {
+            throw fail(Manifest.memberName, DeltaRestore.impostor(problem))
+        }
         var expected: [String: Manifest.File] = [:]
         for file in manifest.files {
             guard isSafe(file.path) else { throw fail(file.path, "is listed in the manifest with an unsafe name") }

@@ -88,7 +88,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         decoder.dateDecodingStrategy = .iso8601
         guard let record = try? decoder.decode(VerificationRecord.self, from: Data(bytes)),
             record.archiveSize == entry.size, record.archiveModified == entry.modified,
-            record.archive == nil || record.archive == entry.name.fileName
+            record.archive.map(entry.name.isNamed) ?? true
         else { return nil }
         return record
     }

@@ -329,7 +329,7 @@ struct BaseHead {
                     return .failure(BaseFailure("has a chain too long"))
                 }
                 if archives == nil { archives = try repository.archives(of: entry.user) }
-                guard let found = archives?.first(where: { $0.name.fileName == base.name }) else {
+                guard let found = archives?.first(where: { $0.name.isNamed(base.name) }) else {
                     return .failure(BaseFailure("is built on \(base.name), which is not in the repository"))
                 }
                 let (older, olderDigest) = try DeltaRestore.head(found, repository: repository)

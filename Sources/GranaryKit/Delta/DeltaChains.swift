@@ -22,7 +22,7 @@ public enum DeltaChains {
             guard done.insert(delta.path).inserted else { continue }
             var bases: [RepositoryEntry] = []
             if let (manifest, _) = try? DeltaRestore.head(delta, repository: reading(delta) ?? repository) {
-                if let name = manifest.delta?.base?.name, let base = archives.first(where: { $0.name.fileName == name })
+                if let name = manifest.delta?.base?.name, let base = archives.first(where: { $0.name.isNamed(name) })
                 {
                     bases = [base]
                 }
@@ -61,7 +61,7 @@ extension DeltaChains {
         var links: [RepositoryEntry] = []
         var current = (name: name, manifest: manifest)
         while let base = current.manifest.delta?.base {
-            let found = archives.first { $0.name.fileName == base.name }
+            let found = archives.first { $0.name.isNamed(base.name) }
             if onMirror.contains(base.name) {
                 // The mirror has it by name: when the repository has it too, it must be the archive
                 // the delta was built on (the mirror's copy came from the repository's).

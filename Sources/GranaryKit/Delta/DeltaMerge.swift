@@ -70,7 +70,7 @@ public enum DeltaMerge {
             while run.count < DeltaRestore.chainLimit {
                 guard let (manifest, _) = try? DeltaRestore.head(current, repository: repository),
                     let baseName = manifest.delta?.base?.name,
-                    let base = archives.first(where: { $0.name.fileName == baseName })
+                    let base = archives.first(where: { $0.name.isNamed(baseName) })
                 else { break }
                 let baseReasons = kept[base.path] ?? []
                 guard let (baseManifest, _) = try? DeltaRestore.head(base, repository: repository) else { break }
@@ -117,7 +117,7 @@ public enum DeltaMerge {
                 unproven.insert(merged.path)
                 continue
             }
-            for twin in twins where replaces.contains(twin.name.fileName) { superseded.insert(twin.path) }
+            for twin in twins where replaces.contains(where: twin.name.isNamed) { superseded.insert(twin.path) }
         }
         return (superseded, unproven)
     }
@@ -258,7 +258,11 @@ public enum DeltaMerge {
             if !moved { unlink(written.temporary) }
         }
         CrashPoint.reach(.mergeWritten)
-        let entry = try builder.publish(written, created: merge.tip.name.created) { moved = true }
+        // The tip's time, the next sequence of that moment: it sorts right after the tip it replaces.
+        let sequence =
+            (try repository.archives(of: user, host: nil).filter { $0.name.micros == merge.tip.name.micros }
+                .map(\.name.sequence).max() ?? merge.tip.name.sequence) + 1
+        let entry = try builder.publish(written, created: merge.tip.name.created, sequence: sequence) { moved = true }
         CrashPoint.reach(.mergePublished)
         do {
             try prove(entry, states: tipInfo.stores, repository: repository, user: user, work: scratch)

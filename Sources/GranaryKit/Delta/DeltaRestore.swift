@@ -82,7 +82,7 @@ public enum DeltaRestore {
             if archives == nil {
                 archives = try repository.archives(of: user)
             }
-            guard let found = archives?.first(where: { $0.name.fileName == base.name }) else {
+            guard let found = archives?.first(where: { $0.name.isNamed(base.name) }) else {
                 throw fail("its base \(base.name) is not in the repository (a delta needs every archive of its chain)")
             }
             current = found
@@ -265,6 +265,11 @@ public enum DeltaRestore {
     }
 
     /// An archive's manifest and the SHA-256 of its bytes, read from its first member alone.
+    /// The reason given for an archive whose name and manifest disagree.
+    public static func impostor(_ problem: String) -> String {
+        "is not the archive its name says (\(problem)): it was renamed or put there by hand; do not restore it, look at it with granary inspect"
+    }
+
     static func head(_ entry: RepositoryEntry, repository: any Repository) throws -> (Manifest, String) {
         let source = try repository.open(entry)
         defer { _ = source.transferFailure() }
@@ -273,11 +278,16 @@ public enum DeltaRestore {
             throw VerificationFailure(archive: entry.path, reason: "does not start with \(Manifest.memberName)")
         }
         let bytes = try reader.readAll(limit: Manifest.sizeLimit)
+        let manifest: Manifest
         do {
-            return (try Manifest.decode(bytes, source: entry.path), SHA256.hash(data: bytes).hex)
+            manifest = try Manifest.decode(bytes, source: entry.path)
         } catch {
             throw VerificationFailure(archive: entry.path, member: Manifest.memberName, reason: error.reason)
         }
+        if entry.object != nil, let problem = entry.name.disagreement(with: manifest) {
+            throw VerificationFailure(archive: entry.path, member: Manifest.memberName, reason: Self.impostor(problem))
+        }
+        return (manifest, SHA256.hash(data: bytes).hex)
     }
 
     /// One delta applied to the staged stores, newest first: its `.delta` members streamed into

@@ -133,7 +133,7 @@ public struct ArchiveBuilder: Sendable {
             members += input.external
         }
         members += extra
-        let created = Date()
+        let created = try repository.nextStamp(for: user)
         let manifest = manifest(created: created, stores: stores, members: members, folder: folder, folders: folders)
         let written = try write(
             manifest, members: members, into: try repository.stagingFolder(for: user), created: created)
@@ -229,8 +229,7 @@ public struct ArchiveBuilder: Sendable {
         _ manifest: Manifest, members: [Member], into folder: String, created: Date,
         progress: ((Int64) -> Void)? = nil
     ) throws -> Written {
-        let first = ArchiveName(created: created, label: settings.label, compression: settings.compression)
-        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: first.fileName)
+        let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: name(created: created).fileName)
         do {
             let writer = try ArchiveWriter(
                 fileDescriptor: fd, path: temporary, compression: settings.compression, level: settings.level,
@@ -259,16 +258,25 @@ public struct ArchiveBuilder: Sendable {
         return Written(fd: fd, temporary: temporary)
     }
 
-    /// Publishes a written archive under the first free name of its kind (``Repository/publish(_:user:name:moved:)``:
-    /// written, synced, named atomically, its folder synced, on every backend). `moved` is called
-    /// when the temporary file itself became the archive; otherwise it stays the caller's to remove.
-    public func publish(_ written: Written, created: Date, moved: () -> Void = {}) throws -> RepositoryEntry {
+    /// The name of the archive taken at `created` (``Repository/nextStamp(for:at:)``), by this
+    /// host; `sequence` 2 and up only for an archive that takes another's place (a merge).
+    public func name(created: Date, sequence: Int = 1) -> ArchiveName {
+        ArchiveName(
+            created: created, sequence: sequence, label: settings.label, host: repository.context.host,
+            compression: settings.compression)
+    }
+
+    /// Publishes a written archive under its name (``name(created:sequence:)``;
+    /// ``Repository/publish(_:user:name:moved:)``: written, synced, named atomically, its folder
+    /// synced, on every backend, never over another object). `moved` is called when the temporary
+    /// file itself became the archive; otherwise it stays the caller's to remove.
+    public func publish(_ written: Written, created: Date, sequence: Int = 1, moved: () -> Void = {}) throws
+        -> RepositoryEntry
+    {
         fchmod(written.fd, 0o600)
         try Interruption.check()
-        let label = settings.label, compression = settings.compression
-        return try repository.publish(written.temporary, user: user, moved: moved) { sequence in
-            ArchiveName(created: created, sequence: sequence, label: label, compression: compression)
-        }
+        return try repository.publish(
+            written.temporary, user: user, name: name(created: created, sequence: sequence), moved: moved)
     }
 
     // MARK: Pieces

@@ -77,20 +77,69 @@ public struct InvalidHost: GranaryError, Sendable {
 }
 
 extension Repository {
-    /// Publishes `file` as the archive `object` of `host` (no marker for nil: an unmarked archive
-    /// copied as it is): the marker first, then the archive; false, and the marker taken back,
-    /// when the name is taken.
-    public func writeArchive(_ object: String, from file: String, host: String?) throws(RepositoryError) -> Bool {
-        guard let host else { return try write(object, from: file) }
-        let marker = Hosts.marker(of: object, host: host)
-        try writeSmall([], to: marker)
-        let written: Bool
-        do { written = try write(object, from: file) } catch {
-            try? deleteSmall(marker)
-            throw error
+    /// Gives `user`'s legacy archives of this host (``RunContext/host``: a legacy name with this
+    /// host's marker) the names of today's layout, and with `adopting`, also those of no host (no
+    /// marker: written before hosts), each under the host its manifest names. Returns the names
+    /// given.
+    ///
+    /// Each archive keeps its stamp, sequence and label and gains `.HOST` (``ArchiveName/withHost(_:)``),
+    /// so that a delta's base, recorded by its legacy name, is still found. Per archive:
+    /// the verification record is written for the new name first, then the archive is renamed
+    /// (``rename(_:to:)``, never over another object), then the old record and the marker go.
+    /// Stopped at any point, the archive is listed once (a legacy archive whose new name exists
+    /// is hidden) and the next run finishes it: idempotent, each archive exactly once.
+    public func convertLegacyArchives(of user: UserID, adopting: Bool = false) throws -> [String] {
+        let listed = try objects(in: user.rawValue)
+        let names = Set(listed.filter { !$0.name.hasPrefix(".") }.map(\.name))
+        var markers: [String: [String]] = [:]
+        for object in listed {
+            if let (archive, host) = Hosts.parseMarker(object.name) { markers[archive, default: []].append(host) }
         }
-        if !written { try? deleteSmall(marker) }
-        return written
+        var converted: [String] = []
+        for object in listed {
+            guard !object.name.hasPrefix("."), let legacy = ArchiveName(fileName: object.name), legacy.host == nil
+            else { continue }
+            try Interruption.check()
+            let key = user.rawValue + "/" + object.name
+            let host: String
+            if let marked = markers[object.name] {
+                guard marked.contains(context.host) else { continue }
+                host = context.host
+            } else {
+                guard adopting else { continue }
+                var entry = RepositoryEntry(
+                    user: user, name: legacy, path: display(key), size: object.size, modified: object.modified,
+                    object: key)
+                entry.localFile = localPath.map { $0 + "/" + key }
+                guard let manifest = try? readManifest(entry), Hosts.isValid(manifest.host) else { continue }
+                host = manifest.host
+            }
+            let target = legacy.withHost(host)
+            let targetKey = user.rawValue + "/" + target.fileName
+            if names.contains(target.fileName) {
+                // Converted already, its old name left by a run that stopped: the same bytes go.
+                let copy = listed.first { $0.name == target.fileName }
+                if copy?.size == object.size { try delete(key) }
+            } else {
+                if let bytes = readSidecar(of: key) {
+                    var old = RepositoryEntry(
+                        user: user, name: legacy, path: display(key), size: object.size, modified: object.modified,
+                        object: key)
+                    old.host = host
+                    if var record = VerificationRecord.decode(bytes, matching: old) {
+                        record.archive = target.fileName
+                        try? writeSidecar(record.encoded(), of: targetKey)
+                    }
+                }
+                guard try rename(key, to: targetKey) else { continue }
+                try? deleteSmall(user.rawValue + "/." + object.name + ".verify.json")
+                converted.append(target.fileName)
+            }
+            for marker in markers[object.name] ?? [] where marker == host {
+                try? deleteSmall(Hosts.marker(of: key, host: marker))
+            }
+        }
+        return converted
     }
 
     /// The archive names `host`'s deletion record for `user` holds.

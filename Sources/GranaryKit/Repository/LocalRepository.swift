@@ -246,6 +246,17 @@ public struct LocalRepository: Repository {
         } catch { throw .local(error) }
     }
 
+    public func rename(_ object: String, to target: String) throws(RepositoryError) -> Bool {
+        do {
+            try FileSystem.renameNoReplace(path + "/" + object, to: path + "/" + target)
+        } catch {
+            if error.code == EEXIST { return false }
+            throw .local(error)
+        }
+        do { try FileSystem.syncParent(of: path + "/" + target) } catch { throw .local(error) }
+        return true
+    }
+
     public func readSidecar(of object: String) -> [UInt8]? {
         let file = VerificationRecord.path(for: path + "/" + object)
         guard FileSystem.isRegularFile(file), let data = FileManager.default.contents(atPath: file),

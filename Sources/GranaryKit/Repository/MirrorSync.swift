@@ -115,9 +115,15 @@ public enum MirrorSync {
     {
         var result = UserResult(user: user)
         do {
+            // This host's legacy archives take their names in both places first (a run that
+            // stopped before is finished), so that each is compared under one name.
+            if !dryRun {
+                _ = try primary.convertLegacyArchives(of: user)
+                _ = try mirror.convertLegacyArchives(of: user)
+            }
             let source = try primary.archives(of: user)
             var target = try mirror.archives(of: user)
-            var present = Set(target.map(\.name.fileName))
+            var present = target.answeringNames
             var gaps: [ChainGap] = []
             for entry in source where !present.contains(entry.name.fileName) {
                 try Interruption.check()
@@ -204,7 +210,7 @@ public enum MirrorSync {
             onMirror: onMirror, mirror: mirror.location
         ) { name in
             // Sent by this sync from the repository (whose copy is checked): that copy.
-            if sentNow.contains(name), let sent = archives.first(where: { $0.name.fileName == name }) {
+            if sentNow.contains(name), let sent = archives.first(where: { $0.name.isNamed(name) }) {
                 return try DeltaRestore.head(sent, repository: primary).1
             }
             return try mirrorDigest(in: mirror, archives: mirrorArchives)(name)
@@ -215,7 +221,7 @@ public enum MirrorSync {
     /// when it is not there or cannot be read as an archive; a failure to reach the mirror is thrown.
     static func mirrorDigest(in mirror: any Repository, archives: [RepositoryEntry]) -> (String) throws -> String? {
         { name in
-            guard let entry = archives.first(where: { $0.name.fileName == name }) else { return nil }
+            guard let entry = archives.first(where: { $0.name.isNamed(name) }) else { return nil }
             do {
                 return try DeltaRestore.head(entry, repository: mirror).1
             } catch let error as RepositoryError {
@@ -236,7 +242,7 @@ public enum MirrorSync {
         let manifest = try Catalogue.readManifest(file)
         guard manifest.isDelta, let base = manifest.delta?.base else { return [] }
         let onMirror = try mirror.archives(of: entry.user)
-        let names = Set(onMirror.map(\.name.fileName))
+        let names = onMirror.answeringNames
         let digest = mirrorDigest(in: mirror, archives: onMirror)
         if names.contains(base.name) {
             // The base is there by name: it must be the archive this delta was built on.
@@ -264,9 +270,7 @@ public enum MirrorSync {
     static func upload(_ entry: RepositoryEntry, from primary: any Repository, to mirror: any Repository) throws {
         let object = entry.user.rawValue + "/" + entry.name.fileName
         if let local = entry.localFile {
-            guard try mirror.writeArchive(object, from: local, host: entry.host) else {
-                throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
-            }
+            try mirror.publishObject(object, from: local)
             return
         }
         // Where the mirror takes a new archive from (for a local mirror, its folder: publishing is a rename).
@@ -277,9 +281,7 @@ public enum MirrorSync {
             unlink(file)
         }
         try primary.download(entry, into: fd, path: file)
-        guard try mirror.writeArchive(object, from: file, host: entry.host) else {
-            throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
-        }
+        try mirror.publishObject(object, from: file)
     }
 }
 

@@ -507,6 +507,15 @@ public struct RcloneRepository: Repository {
         _ = try? rclone.run(common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra)
     }
 
+    /// A server-side move (a copy, then the old object deleted: a run stopped between leaves both,
+    /// which a listing shows once and the next conversion finishes).
+    public func rename(_ object: String, to target: String) throws(RepositoryError) -> Bool {
+        let (folder, name) = Self.split(target)
+        if try objects(in: folder).contains(where: { $0.name == name }) { return false }
+        try run(["moveto", remote(object), remote(target)], what: display(object))
+        return true
+    }
+
     /// `USER/.NAME.verify.json`.
     static func sidecar(of object: String) -> String {
         let (folder, name) = split(object)

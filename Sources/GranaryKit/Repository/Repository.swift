@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 #if canImport(Glibc)
@@ -56,6 +57,9 @@ public protocol Repository: Sendable {
     func write(_ object: String, from file: String) throws(RepositoryError) -> Bool
     /// Deletes `object` and its sidecar; a missing one is not an error.
     func delete(_ object: String) throws(RepositoryError)
+    /// Gives `object` the name `target` in the same folder (a legacy archive converted to its
+    /// host's name), never over an existing object: false, nothing changed, when `target` is taken.
+    func rename(_ object: String, to target: String) throws(RepositoryError) -> Bool
     /// The sidecar of `object`, if there is one.
     func readSidecar(of object: String) -> [UInt8]?
     /// Every sidecar in `folder`, by the name of the object it belongs to.
@@ -134,6 +138,21 @@ public struct RepositoryEntry: Sendable, Equatable {
     public var display: String { path }
 }
 
+extension Array where Element == RepositoryEntry {
+    /// The names these archives answer to (``ArchiveName/isNamed(_:)``): each one's name, and a
+    /// converted legacy archive's old name too (a delta's base recorded before the conversion).
+    public var answeringNames: Set<String> {
+        var names: Set<String> = []
+        for entry in self {
+            names.insert(entry.name.fileName)
+            if !entry.name.precise && entry.name.host != nil { names.insert(entry.name.legacyFileName) }
+            // A legacy archive its marker gives a host: the name its conversion gives it.
+            if entry.name.host == nil, let host = entry.host { names.insert(entry.name.withHost(host).fileName) }
+        }
+        return names
+    }
+}
+
 /// Where an archive's bytes come from.
 public enum ArchiveSource {
     /// A local file, read in place.
@@ -168,31 +187,66 @@ extension Repository {
         try folders().compactMap { try? UserID($0) }
     }
 
-    /// A user's archives, oldest first: those of the host ``RunContext/hostScope`` names and the
-    /// unmarked ones (every host's when the scope is nil). Temporary files, sidecars and other
-    /// names are skipped.
+    /// A user's archives of the host ``RunContext/hostScope`` names (every host's when the scope is
+    /// nil), oldest first. Temporary files, sidecars and other names are skipped.
     public func archives(of user: UserID) throws(RepositoryError) -> [RepositoryEntry] {
         try archives(of: user, host: context.hostScope)
     }
 
-    /// A user's archives of `host` and the unmarked ones (every host's for nil), oldest first.
+    /// A user's archives of `host` (every host's for nil), in the order they were taken.
+    ///
+    /// An archive's host is in its name (``ArchiveName``). A legacy name (written before hosts
+    /// were part of names) takes the host its marker `.NAME.host=HOST` names; a legacy archive
+    /// with no marker belongs to no host: it is listed only when every host's archives are
+    /// (`list --all-hosts`), until `granary adopt` gives it a host. A legacy archive whose
+    /// converted name is also there (a conversion stopped half-way) is listed once, by its new name.
     public func archives(of user: UserID, host scope: String?) throws(RepositoryError) -> [RepositoryEntry] {
         let listed = try objects(in: user.rawValue)
-        var hosts: [String: [String]] = [:]
-        for object in listed where object.name.hasPrefix(".") {
-            if let (archive, host) = Hosts.parseMarker(object.name) { hosts[archive, default: []].append(host) }
+        var markers: [String: [String]] = [:]
+        var names: Set<String> = []
+        for object in listed {
+            if object.name.hasPrefix(".") {
+                if let (archive, host) = Hosts.parseMarker(object.name) { markers[archive, default: []].append(host) }
+            } else {
+                names.insert(object.name)
+            }
         }
-        return listed.compactMap { object -> RepositoryEntry? in
-            guard !object.name.hasPrefix("."), let name = ArchiveName(fileName: object.name) else { return nil }
-            let marked = hosts[object.name]?.sorted()
-            if let scope, let marked, !marked.contains(scope) { return nil }
+        var entries: [RepositoryEntry] = []
+        for object in listed {
+            guard !object.name.hasPrefix("."), let parsed = ArchiveName(fileName: object.name) else { continue }
+            var host = parsed.host
+            if host == nil, let marked = markers[object.name]?.sorted() {
+                // A legacy archive, marked: its marker's host (the scope's, when several claim it).
+                host = scope.flatMap { marked.contains($0) ? $0 : nil } ?? marked.first
+                if let host, names.contains(parsed.withHost(host).fileName) { continue }
+            }
+            if let scope, host != scope { continue }
             let key = user.rawValue + "/" + object.name
             var entry = RepositoryEntry(
-                user: user, name: name, path: display(key), size: object.size, modified: object.modified, object: key)
-            entry.host = scope.flatMap { marked?.contains($0) == true ? $0 : nil } ?? marked?.first
+                user: user, name: parsed, path: display(key), size: object.size, modified: object.modified, object: key)
+            entry.host = host
             entry.localFile = localPath.map { $0 + "/" + key }
-            return entry
-        }.sorted { $0.name < $1.name }
+            entries.append(entry)
+        }
+        return entries.sorted { $0.name < $1.name }
+    }
+
+    /// Legacy archives of `user` that belong to no host (no host in the name, no marker): what
+    /// `granary adopt` converts.
+    public func unownedArchives(of user: UserID) throws(RepositoryError) -> [RepositoryEntry] {
+        try archives(of: user, host: nil).filter { $0.host == nil && $0.object != nil }
+    }
+
+    /// The stamp for a new archive of `user` by this host taken at `now`: `now` to the
+    /// microsecond, or just after the newest archive this host has of the user when the clock
+    /// says otherwise (a clock stepped back; two archives in one microsecond). The caller holds
+    /// the user's lock, so that the names of one user and host follow the order archives were
+    /// taken in.
+    public func nextStamp(for user: UserID, at now: Date = Date()) throws(RepositoryError) -> Date {
+        let wanted = ArchiveName.micros(now)
+        let newest = (try? archives(of: user, host: context.host).last?.name.micros) ?? nil
+        guard let newest, newest >= wanted else { return ArchiveName(micros: wanted, compression: .none).created }
+        return Date(timeIntervalSince1970: Double(newest + 1) / 1_000_000)
     }
 
     /// Opens `entry` for reading (the whole archive, or its first `head` bytes).
@@ -249,47 +303,107 @@ extension Repository {
         }
     }
 
-    /// Publishes the finished archive `file` as a new archive of `user`: under the first name
-    /// `name(sequence)` that is free (sequence 1, 2, …: a second archive in the same second gets
-    /// `_2`). Every backend does the whole of it (``write(_:from:)``): the bytes written and
-    /// synced, the name made atomically and never over another archive, the folder synced; the
-    /// caller never syncs or renames anything itself. `moved` is called when `file` itself became
-    /// the archive (a local repository renames it); otherwise (an upload) `file` stays the caller's
-    /// to remove.
-    public func publish(_ file: String, user: UserID, moved: () -> Void = {}, name: (Int) -> ArchiveName) throws
+    /// Publishes the finished archive `file` as the archive `name` of `user` (a name this host
+    /// alone makes: ``nextStamp(for:at:)`` and the host in it). Every backend does the whole of
+    /// it (``write(_:from:)``): the bytes written and synced, the name made atomically and never
+    /// over another object, the folder synced; the caller never syncs or renames anything itself.
+    /// An outcome left in doubt (an answer lost, a retry that finds the object there) is settled
+    /// by comparing what is there with `file` (``settle(_:from:)``), never by taking another name.
+    /// `moved` is called when `file` itself became the archive (a local repository renames it);
+    /// otherwise (an upload) `file` stays the caller's to remove.
+    public func publish(_ file: String, user: UserID, name archive: ArchiveName, moved: () -> Void = {}) throws
         -> RepositoryEntry
     {
-        var sequence = 1
-        while true {
-            try Interruption.check()
-            let archive = name(sequence)
-            let key = user.rawValue + "/" + archive.fileName
-            if try writeArchive(key, from: file, host: context.host) {
-                if let localPath, let info = FileSystem.status(localPath + "/" + key) {
-                    if PathText.parent(file) == PathText.parent(localPath + "/" + key) { moved() }
-                    var entry = RepositoryEntry(
-                        user: user, name: archive, path: display(key), size: Int64(info.st_size),
-                        modified: VerificationRecord.modified(info),
-                        object: key)
-                    entry.host = context.host
-                    entry.localFile = localPath + "/" + key
-                    return entry
-                }
-                let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
-                var entry = RepositoryEntry(
-                    user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
-                    modified: listed?.modified ?? 0,
-                    object: key)
-                entry.host = context.host
-                return entry
-            }
-            sequence += 1
+        try Interruption.check()
+        let key = user.rawValue + "/" + archive.fileName
+        try publishObject(key, from: file)
+        if let localPath, let info = FileSystem.status(localPath + "/" + key) {
+            if PathText.parent(file) == PathText.parent(localPath + "/" + key) { moved() }
+            var entry = RepositoryEntry(
+                user: user, name: archive, path: display(key), size: Int64(info.st_size),
+                modified: VerificationRecord.modified(info), object: key)
+            entry.host = archive.host
+            entry.localFile = localPath + "/" + key
+            return entry
         }
+        let listed = try objects(in: user.rawValue).first { $0.name == archive.fileName }
+        var entry = RepositoryEntry(
+            user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
+            modified: listed?.modified ?? 0, object: key)
+        entry.host = archive.host
+        return entry
+    }
+
+    /// Makes `file` the object `object`, once: a write that finds the name taken, or whose
+    /// outcome is in doubt (a transfer that failed after the server may have stored it), is
+    /// settled by comparing the object there with `file` — the same bytes: published;
+    /// other bytes: ``RepositoryError/nameTaken(_:)``, nothing overwritten. A temporary failure is
+    /// tried again ``publishAttempts`` times in all, then thrown (exit 75).
+    public func publishObject(_ object: String, from file: String) throws {
+        var attempt = 0
+        while true {
+            attempt += 1
+            try Interruption.check()
+            do {
+                if try write(object, from: file) { return }
+                // Taken: by an earlier attempt of this very publish (whose answer was lost), or by
+                // another writer.
+                if try settle(object, from: file) { return }
+                throw RepositoryError.nameTaken(display(object))
+            } catch let error as RepositoryError {
+                guard case .transport(_, _, true) = error else { throw error }
+                // The failed transfer may have stored the object all the same.
+                if (try? settle(object, from: file)) == true { return }
+                if attempt >= Self.publishAttempts { throw error }
+                usleep(UInt32(min(RemoteLimits.backoff(try: attempt).timeInterval, 10) * 1_000_000))
+            }
+        }
+    }
+
+    /// Attempts of one publish (the first and its retries) before a temporary failure is thrown.
+    public static var publishAttempts: Int { 3 }
+
+    /// Whether the object `object` holds exactly the bytes of `file` (size, then SHA-256 of both
+    /// read through): how a publish whose outcome is in doubt is settled. False when there is no
+    /// such object.
+    public func settle(_ object: String, from file: String) throws -> Bool {
+        let (folder, name) = (PathText.parent(object), PathText.lastComponent(object))
+        guard let listed = try objects(in: folder).first(where: { $0.name == name }) else { return false }
+        let size = FileSystem.size(file)
+        guard listed.size == size else { return false }
+        let mine = try FileDigest.of(file, mapped: false).sha256
+        let source = try read(object, size: listed.size, head: nil)
+        let theirs: String
+        switch source {
+        case .file(let path): theirs = try FileDigest.of(path, mapped: false).sha256
+        case .stream(let stream):
+            var hasher = SHA256()
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+            defer { buffer.deallocate() }
+            while true {
+                try Interruption.check()
+                let n = stream.read(into: buffer)
+                if n <= 0 { break }
+                hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            }
+            if let failure = stream.finish() { throw failure }
+            theirs = hasher.finalize().hex
+        }
+        return theirs == mine
     }
 
     /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a
     /// ranged read of its first bytes; the whole object only for a manifest that does not fit).
     public func readManifest(_ entry: RepositoryEntry) throws -> Manifest {
+        let manifest = try readManifestAsWritten(entry)
+        if entry.object != nil, let problem = entry.name.disagreement(with: manifest) {
+            throw VerificationFailure(
+                archive: entry.path, member: Manifest.memberName, reason: DeltaRestore.impostor(problem))
+        }
+        return manifest
+    }
+
+    private func readManifestAsWritten(_ entry: RepositoryEntry) throws -> Manifest {
         if let file = entry.localFile { return try Catalogue.readManifest(file) }
         let head: Int64 = 1 << 20
         do {
@@ -382,6 +496,12 @@ public enum RepositoryError: GranaryError, Sendable {
     case untrustedFile(String, String, String)
     /// A folder granary needs was made first by another user (or is not a folder): (path, what is wrong).
     case squatted(String, String)
+    /// An archive's name holds another archive's bytes: another writer published under a name
+    /// only this host makes (two machines given one host name).
+    case nameTaken(String)
+    /// A mirror that is the repository itself, or another mirror, under another spelling:
+    /// (the location as given, the one it is).
+    case sameLocation(String, String)
 
     public var description: String {
         switch self {
@@ -404,6 +524,11 @@ public enum RepositoryError: GranaryError, Sendable {
         case .untrustedFile(let path, let what, let why): return "refusing \(what) \(path) as root: \(why)"
         case .squatted(let path, let why):
             return "refusing the work folder \(path): it \(why); someone else made it first"
+        case .nameTaken(let object):
+            return
+                "\(object) already exists and holds other bytes than this archive; nothing was overwritten. Another machine writes as this host: give each machine its own host name (--host, host =)"
+        case .sameLocation(let location, let other):
+            return "\(location) is \(other) under another name: a mirror must be another location"
         }
     }
 
