@@ -61,11 +61,9 @@ struct ArchiveBuilderUnitTests {
         let file = staging + "/.pending"
         try Data("not really an archive".utf8).write(to: URL(fileURLWithPath: file))
         var moved = false
-        let entry = try repository.publish(file, user: user, moved: { moved = true }) { sequence in
-            ArchiveName(
-                created: Date(timeIntervalSince1970: 1_700_000_000), sequence: sequence, label: nil,
-                compression: .zstd)
-        }
+        let name = ArchiveName(
+            created: Date(timeIntervalSince1970: 1_700_000_000), label: nil, host: "web-1", compression: .zstd)
+        let entry = try repository.publish(file, user: user, name: name, moved: { moved = true })
         #expect(moved, "a rename in the user's folder consumes the file")
         #expect(entry.localFile == entry.path && FileSystem.isRegularFile(entry.localFile ?? ""))
         let listed = try #require(try repository.archives(of: user, host: nil).first)

@@ -68,7 +68,7 @@ struct CheckCommand: GranaryCommand {
         if ids.isEmpty {
             var live: [UserID] = []
             if let root { (live, ignored) = try root.scan() }
-            ids = Array(Set(live + (try repository.users()))).sorted { $0.rawValue < $1.rawValue }
+            ids = Array(Set(live + (try repository.usersOfHost()))).sorted { $0.rawValue < $1.rawValue }
         }
         let interrupted = root.map(Freshness.interrupted) ?? []
         if users.isEmpty { ids = Array(Set(ids).union(interrupted)).sorted { $0.rawValue < $1.rawValue } }

@@ -8,7 +8,7 @@ struct SyncCommand: GranaryCommand {
         abstract: "Bring the mirror repositories up to date with the repository.",
         discussion: """
             For each mirror ([[mirror]] in the configuration, or --mirror) and each user (those named, else every \
-            user of the repository): this host's archives the mirror lacks are uploaded with their host markers, \
+            user of the repository): this host's archives the mirror lacks are uploaded under the same names (each name holds its host), \
             verification records are copied, and archives the repository no longer has are removed from the mirror \
             only when this host's deletion record names them (delete or prune on this host removed them). So sync \
             never removes from a mirror what the repository never had: a new or emptied repository (the host lost, \

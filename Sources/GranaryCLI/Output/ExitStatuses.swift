@@ -329,7 +329,7 @@ extension RepositoryError: CommandLineError {
         case .squatted: return nil
         case .nameTaken(let object):
             return "look at \(Hint.name(object)) (granary verify names whose archive it is)"
-        case .sameLocation: return "remove it from [mirrors] (or --mirror), or name another location"
+        case .sameLocation: return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
         }
     }
 }
@@ -503,7 +503,8 @@ extension RemovalRefused: CommandLineError {
 extension ArchiveNotFound: CommandLineError {
     var status: ExitStatus { .notFound }
     var hint: String? {
-        suggestions.isEmpty
+        if let otherHost { return "act on host \(otherHost)'s archives with --host \(ShellQuoting.word(otherHost))" }
+        return suggestions.isEmpty
             ? "granary list shows the archives" : "did you mean " + suggestions.joined(separator: " or ") + "?"
     }
 }

@@ -181,15 +181,29 @@ public struct Settings: Sendable {
     }
 
     /// The mirrors (``mirrors``, or `flags` when any is given), each checked against the root as
-    /// the repository is. A mirror given as the repository (`--repo` naming the mirror, to work
-    /// from it alone) is not its own mirror.
+    /// the repository is, and compared with the repository and with each other by what they are
+    /// (``LocationIdentity``), not by how they are spelled. A configured mirror that is the
+    /// repository given by `--repo` or `GRANARY_REPO` (working from a mirror after a disaster) is
+    /// left out; any other mirror that is the repository, or another mirror, is refused (64).
     public func mirrorRepositories(flags: [String] = [], context: RunContext? = nil) throws(RepositoryError)
         -> [any Repository]
     {
         let locations = flags.isEmpty ? mirrors.value : flags
+        let primary = try repo.map { setting throws(RepositoryError) in
+            LocationIdentity(try Repositories.open(setting.value, context: context ?? self.context))
+        }
+        var seen: [LocationIdentity: String] = [:]
         var result: [any Repository] = []
-        for location in locations where location != repo?.value {
+        for location in locations {
             let mirror = try Repositories.open(location, context: context ?? self.context)
+            let identity = LocationIdentity(mirror)
+            if let primary, identity == primary, let repo {
+                // Working from the mirror (--repo naming it): it is not its own mirror.
+                if flags.isEmpty && repo.source != .file { continue }
+                throw .sameLocation(location, "the repository \(repo.value)")
+            }
+            if let other = seen[identity] { throw .sameLocation(location, "the mirror \(other)") }
+            seen[identity] = location
             if let root { try mirror.checkSeparate(from: Root(path: root.value)) }
             result.append(mirror)
         }

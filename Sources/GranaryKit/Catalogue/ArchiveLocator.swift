@@ -5,8 +5,19 @@ public struct ArchiveNotFound: GranaryError, Sendable {
     public let name: String
     /// Close matches, best first.
     public let suggestions: [String]
+    /// The host the name says, when it is not the one this run acts on (its archive is that host's).
+    public var otherHost: String?
 
-    public var description: String { "no archive \(name) in the repository" }
+    public init(name: String, suggestions: [String], otherHost: String? = nil) {
+        self.name = name
+        self.suggestions = suggestions
+        self.otherHost = otherHost
+    }
+
+    public var description: String {
+        if let otherHost { return "no archive \(name) of this host in the repository: its name says host \(otherHost)" }
+        return "no archive \(name) in the repository"
+    }
 }
 
 /// An archive named by a prefix that more than one archive starts with.
@@ -88,7 +99,9 @@ public struct ArchiveLocator: Sendable {
                 do { manifest = try Catalogue.readManifest(text) } catch let error as any GranaryError {
                     throw NotAnArchive(path: text, reason: error.description)
                 }
-                name = ArchiveName(created: manifest.created, label: manifest.label, compression: manifest.compression)
+                name = ArchiveName(
+                    created: manifest.created, label: manifest.label, host: manifest.host,
+                    compression: manifest.compression, precise: false)
             }
             if let entry = try repositoryArchive(at: text) { return entry }
             let owner: UserID
@@ -143,6 +156,12 @@ public struct ArchiveLocator: Sendable {
         let ranked = candidates.map { (label($0), Self.distance(file, $0.name.fileName)) }
             .filter { $0.1 <= max(4, file.count / 3) || $0.0.hasPrefix(String(file.prefix(8))) }
             .sorted { $0.1 < $1.1 }
+        // Another host's archive, named in full: say whose it is.
+        if let named = ArchiveName(fileName: file), let host = named.host, let scope = repository.context.hostScope,
+            host != scope
+        {
+            throw ArchiveNotFound(name: text, suggestions: [], otherHost: host)
+        }
         throw ArchiveNotFound(name: text, suggestions: Array(ranked.prefix(3).map(\.0)))
     }
 

@@ -67,6 +67,44 @@ public enum Hosts {
     public static let deletionRecordLimit = 10_000
 }
 
+/// `granary adopt`: legacy archives given today's names, under each user's lock.
+public enum Adoption {
+    /// What adopting did for one user.
+    public struct Report: Sendable {
+        public let user: UserID
+        /// The names the archives now have (or would have, in a dry run).
+        public var adopted: [String] = []
+        /// Legacy archives left without a host: their manifest names none that is valid.
+        public var left: [String] = []
+        public var error: (any GranaryError & Sendable)?
+    }
+
+    /// Converts `users`' legacy archives in `repository` (every user of it when empty): this host's
+    /// marked ones, and the unmarked ones under the host their manifest names.
+    public static func run(
+        repository: any Repository, users: [UserID], root: Root?, lockTimeout: Duration, dryRun: Bool
+    ) throws -> [Report] {
+        try repository.requireExisting()
+        let ids = users.isEmpty ? try repository.users() : users
+        return ids.map { user in
+            var report = Report(user: user)
+            do {
+                let lock = try root.map { try UserLock.acquire(root: $0, user: user, timeout: lockTimeout) }
+                defer { lock?.release() }
+                report.adopted = try repository.convertLegacyArchives(of: user, adopting: true, dryRun: dryRun)
+                if !dryRun {
+                    report.left = try repository.unownedArchives(of: user).map(\.name.fileName)
+                }
+            } catch let error as any GranaryError & Sendable {
+                report.error = error
+            } catch {
+                report.error = UnexpectedError(description: "\(user): \(error)")
+            }
+            return report
+        }
+    }
+}
+
 /// A host name that cannot be used.
 public struct InvalidHost: GranaryError, Sendable {
     public let name: String
@@ -88,7 +126,9 @@ extension Repository {
     /// (``rename(_:to:)``, never over another object), then the old record and the marker go.
     /// Stopped at any point, the archive is listed once (a legacy archive whose new name exists
     /// is hidden) and the next run finishes it: idempotent, each archive exactly once.
-    public func convertLegacyArchives(of user: UserID, adopting: Bool = false) throws -> [String] {
+    public func convertLegacyArchives(of user: UserID, adopting: Bool = false, dryRun: Bool = false) throws
+        -> [String]
+    {
         let listed = try objects(in: user.rawValue)
         let names = Set(listed.filter { !$0.name.hasPrefix(".") }.map(\.name))
         var markers: [String: [String]] = [:]
@@ -116,6 +156,10 @@ extension Repository {
             }
             let target = legacy.withHost(host)
             let targetKey = user.rawValue + "/" + target.fileName
+            if dryRun {
+                if !names.contains(target.fileName) { converted.append(target.fileName) }
+                continue
+            }
             if names.contains(target.fileName) {
                 // Converted already, its old name left by a run that stopped: the same bytes go.
                 let copy = listed.first { $0.name == target.fileName }
@@ -140,6 +184,15 @@ extension Repository {
             }
         }
         return converted
+    }
+
+    /// The users of the repository with an archive of the host ``RunContext/hostScope`` names
+    /// (every user for nil): on a repository several hosts share, `check` judges this host's.
+    public func usersOfHost() throws(RepositoryError) -> [UserID] {
+        guard context.hostScope != nil else { return try users() }
+        var result: [UserID] = []
+        for user in try users() where !(try archives(of: user)).isEmpty { result.append(user) }
+        return result
     }
 
     /// The archive names `host`'s deletion record for `user` holds.

@@ -528,7 +528,8 @@ public enum RepositoryError: GranaryError, Sendable {
             return
                 "\(object) already exists and holds other bytes than this archive; nothing was overwritten. Another machine writes as this host: give each machine its own host name (--host, host =)"
         case .sameLocation(let location, let other):
-            return "\(location) is \(other) under another name: a mirror must be another location"
+            let spelled = other.hasSuffix(" " + location) ? "" : " under another name"
+            return "\(location) is \(other)\(spelled): a mirror must be another location"
         }
     }
 

@@ -70,3 +70,44 @@ public enum RepositoryLocation: Codable, Sendable, Equatable, CustomStringConver
         }
     }
 }
+
+/// What a location is, whatever its spelling: two locations with one identity are one place.
+///
+/// A local folder is its device and inode (`REPO/`, `REPO/.`, `ROOT/../REPO` and a link to it are
+/// one folder); a folder not made yet, its real path. A remote one is its scheme, remote and
+/// path with repeated and trailing slashes and `.` components taken out (`s3:bucket//p/` is
+/// `s3:bucket/p`).
+public struct LocationIdentity: Hashable, Sendable, CustomStringConvertible {
+    let key: String
+
+    public init(_ repository: any Repository) {
+        if let path = repository.localPath {
+            let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+            if let info = FileSystem.status(LocalRepository.resolvedPath(absolute)) {
+                key = "local:\(info.st_dev):\(info.st_ino)"
+            } else {
+                key = "path:" + LocalRepository.resolvedPath(absolute)
+            }
+        } else {
+            key = Self.normalizedRemote(repository.location)
+        }
+    }
+
+    /// `s3:BUCKET/PREFIX` or `rclone:REMOTE:PATH` with its path's empty and `.` components removed.
+    static func normalizedRemote(_ location: String) -> String {
+        var scheme = "", rest = Substring(location)
+        if location.hasPrefix("s3:") {
+            scheme = "s3:"
+            rest = rest.dropFirst(3)
+        } else if location.hasPrefix("rclone:") {
+            rest = rest.dropFirst(7)
+            let remote = rest.prefix { $0 != ":" }
+            scheme = "rclone:" + remote + ":"
+            rest = rest.dropFirst(remote.count + 1)
+        }
+        let parts = rest.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
+        return scheme + parts.joined(separator: "/")
+    }
+
+    public var description: String { key }
+}
