@@ -10,6 +10,8 @@ import GranaryKit
 /// - `GRANARY_TEST_SIGNAL_AT=NAME[:N]` sends granary SIGTERM there (a signal's request, polled);
 /// - `GRANARY_TEST_LEASE_MS=MS` asks owners for leases of MS milliseconds;
 /// - `GRANARY_TEST_FAIL_SAFETY_ARCHIVE=1` makes writing a safety archive fail;
+/// - `GRANARY_TEST_NOW=YYYYMMDDTHHMMSS[.ffffff]Z` stamps new archives at that time (after the
+///   newest of the user and host, as ever): archives of given times without a clock to wait for;
 /// - `GRANARY_TEST_RCLONE_FOLDER=DIR` looks for rclone in DIR only (a machine without rclone);
 /// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
 ///   prove what the crash handler may and may not run.
@@ -29,6 +31,7 @@ enum TestHooks {
             plan.signalAt = environment["GRANARY_TEST_SIGNAL_AT"].flatMap(CrashPoint.Plan.point)
             plan.lease = environment["GRANARY_TEST_LEASE_MS"].flatMap(Int64.init).map { .milliseconds($0) }
             plan.failSafetyArchive = environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1"
+            plan.now = environment["GRANARY_TEST_NOW"].flatMap(ArchiveName.parseMicros)
             CrashPoint.plan = plan
             Rclone.searchOnlyIn = environment["GRANARY_TEST_RCLONE_FOLDER"]
         #endif

@@ -29,8 +29,8 @@ struct ArchiveBuilderTests {
             names.first { name in
                 switch kind {
                 case .backup: return !name.contains("-")
-                case .safety: return name.hasSuffix("-pre-restore.tar.zst")
-                case .final: return name.hasSuffix("-final.tar.zst")
+                case .safety: return name.contains("-pre-restore.")
+                case .final: return name.contains("-final.")
                 }
             }, "\(names)")
         return repo + "/" + bob + "/" + name

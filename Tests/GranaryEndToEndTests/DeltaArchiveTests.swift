@@ -121,7 +121,7 @@ struct DeltaArchiveTests {
                 let newA = site.archives(Self.alice).filter { !before.0.contains($0) }
                 let newB = site.archives(Self.bob).filter { !before.1.contains($0) }
                 #expect(newA.count == 1 && newB.count == 1)
-                deltas += newA.filter { $0.hasSuffix("-delta.tar.zst") }.count
+                deltas += newA.filter { $0.contains("-delta.") }.count
                 expected.append((newA[0], [dumps[0]], [:]))
                 expected.append((newB[0], [dumps[1]], external))
             }
@@ -165,7 +165,7 @@ struct DeltaArchiveTests {
         #expect(made?.stdout.contains("\"kind\" : \"delta\"") == true, "\(made?.stdout ?? "")")
         #expect(made?.stdout.contains("\"base\" : \"\(full[0])\"") == true, "\(made?.stdout ?? "")")
         #expect(try ShellTools.schemaProblems(made?.stdout ?? "", schema: "backup").isEmpty)
-        #expect(delta.hasSuffix("-delta.tar.zst"))
+        #expect(delta.contains("-delta."))
         let members = try GranaryProcess.runExecutable(
             "/usr/bin/tar", ["--zstd", "-tf", site.repo + "/\(Self.alice)/" + delta])
         #expect(members.status == 0)
@@ -199,7 +199,7 @@ struct DeltaArchiveTests {
         var made: GranaryProcess.Result?
         let delta = try Self.added(site, Self.bob) { made = try site.granary(["backup", Self.bob, "--delta"]) }
         #expect(made?.status == 0)
-        #expect(delta.hasSuffix("-delta.tar.zst"))
+        #expect(delta.contains("-delta."))
         let expected = try Self.dump(store)
         try notes.execute("UPDATE ZNOTE SET ZTITLE = 'lost' WHERE Z_PK = 1")
         try notes.execute("DELETE FROM ZNOTE WHERE Z_PK = 2")
@@ -251,7 +251,7 @@ struct DeltaArchiveTests {
             Thread.sleep(forTimeInterval: 1.1)
         }
         let names = site.archives(Self.alice)
-        #expect(names.count == 3 && names[1].hasSuffix("-delta.tar.zst") && !names[2].contains("delta"), "\(names)")
+        #expect(names.count == 3 && names[1].contains("-delta.") && !names[2].contains("delta"), "\(names)")
         let folder = site.repo + "/\(Self.alice)/"
         try FileSystem.removeFile(folder + names[0])
         try FileManager.default.copyItem(atPath: folder + names[2], toPath: folder + names[0])
@@ -259,7 +259,11 @@ struct DeltaArchiveTests {
         try FileSystem.makeDirectory(target)
         let restored = try site.granary(["restore", Self.alice, names[1], "--to", target])
         #expect(restored.status == 65, "\(restored.stderr)")
-        #expect(restored.stderr.contains("its chain is broken"), "\(restored.stderr)")
+        // Refused as what it is: the base's name and manifest disagree (another archive's time),
+        // or, where they agree, its manifest is not the one the delta recorded.
+        #expect(
+            restored.stderr.contains("its chain is broken") || restored.stderr.contains("is not the archive its name says"),
+            "\(restored.stderr)")
         #expect(FileSystem.contents(of: target).isEmpty)
     }
 
@@ -330,7 +334,7 @@ struct DeltaArchiveTests {
             Thread.sleep(forTimeInterval: 1.1)
         }
         let names = site.archives(Self.alice)
-        #expect(names.count == 4 && names.dropFirst().allSatisfy { $0.hasSuffix("-delta.tar.zst") }, "\(names)")
+        #expect(names.count == 4 && names.dropFirst().allSatisfy { $0.contains("-delta.") }, "\(names)")
         let pruned = try site.granary(["prune", Self.alice, "--keep-last", "1", "--no-merge"])
         #expect(pruned.status == 0, "\(pruned.stderr)")
         #expect(site.archives(Self.alice) == names, "the whole chain stays: \(pruned.stdout)")

@@ -69,7 +69,7 @@ struct DeltaOperatorTests {
         #expect(try !site.manifest(Self.alice, first.name).isDelta)
         try site.change(1)
         let second = try site.backup(Self.alice, ["--json"])
-        #expect(second.name.hasSuffix("-delta.tar.zst"), "\(second.name)")
+        #expect(second.name.contains("-delta."), "\(second.name)")
         #expect(try site.manifest(Self.alice, second.name).delta?.base?.name == first.name)
         #expect(second.run.stdout.contains("\"kind\" : \"delta\""), "\(second.run.stdout)")
         // --full with deltas on by configuration: a full with page hashes, a new chain.
@@ -116,7 +116,7 @@ struct DeltaOperatorTests {
         _ = try site.backup(Self.alice)
         try site.change(1)
         let delta = try site.backup(Self.alice)
-        #expect(delta.name.hasSuffix("-delta.tar.zst"))
+        #expect(delta.name.contains("-delta."))
         try site.change(2)
         let full = try site.backup(Self.alice, ["--json"])
         #expect(!full.name.contains("delta"), "the chain has 1 delta already: \(full.name)")
@@ -131,7 +131,7 @@ struct DeltaOperatorTests {
         let first = try site.backup(Self.alice)
         try site.change(1)
         let young = try site.backup(Self.alice)
-        #expect(young.name.hasSuffix("-delta.tar.zst"), "\(young.name)")
+        #expect(young.name.contains("-delta."), "\(young.name)")
         let firstCreated = try site.manifest(Self.alice, first.name).created
         // Past the age, counted from the full's time (the delta's own time does not count).
         let wait = 8.5 - Date().timeIntervalSince(firstCreated)
@@ -144,7 +144,7 @@ struct DeltaOperatorTests {
         // The new chain's first delta.
         try site.change(3)
         let next = try site.backup(Self.alice, ["--json"])
-        #expect(next.name.hasSuffix("-delta.tar.zst"), "\(next.name)")
+        #expect(next.name.contains("-delta."), "\(next.name)")
         #expect(try site.manifest(Self.alice, next.name).delta?.base?.name == old.name)
     }
 
@@ -173,7 +173,7 @@ struct DeltaOperatorTests {
         let first = try site.backup(Self.alice)
         try site.change(2)
         let second = try site.backup(Self.alice)
-        #expect(second.name.hasSuffix("-delta.tar.zst") && first.name.hasSuffix("-delta.tar.zst"))
+        #expect(second.name.contains("-delta.") && first.name.contains("-delta."))
         let listed = try site.granary(["list", Self.alice, "--json"])
         #expect(listed.status == 0, "\(listed.stderr)")
         #expect(try ShellTools.schemaProblems(listed.stdout, schema: "list").isEmpty)
@@ -212,7 +212,7 @@ struct DeltaOperatorTests {
         try Database(path: site.root + "/\(Self.bob)/Notes.sqlite", mode: .readWrite).execute(
             "UPDATE ZNOTE SET ZTITLE = 'inspected' WHERE Z_PK = 1")
         let delta = try site.backup(Self.bob)
-        #expect(delta.name.hasSuffix("-delta.tar.zst"))
+        #expect(delta.name.contains("-delta."))
         let manifest = try site.manifest(Self.bob, delta.name)
         let recorded = try #require(manifest.delta?.stores.first)
 
@@ -288,7 +288,7 @@ struct DeltaOperatorTests {
         let allUsers = try #require(try Self.json(all.stdout)["users"] as? [[String: Any]])
         let aliceEntry = try #require(allUsers.first { $0["id"] as? String == Self.alice })
         let fourth = try #require((aliceEntry["archive"] as? String).map { ($0 as NSString).lastPathComponent })
-        #expect(fourth.hasSuffix("-delta.tar.zst"))
+        #expect(fourth.contains("-delta."))
         let allSent = try #require((aliceEntry["mirrors"] as? [[String: Any]])?.first)
         #expect(allSent["sentFirst"] as? [String] == [full.name, first.name, second.name, third.name], "\(allSent)")
         #expect(site.archives(Self.alice, in: other) == [full.name, first.name, second.name, third.name, fourth])
@@ -534,7 +534,7 @@ struct DeltaOperatorTests {
         _ = try site.backup(Self.alice)
         try site.change(1)
         let delta = try site.backup(Self.alice)
-        #expect(delta.name.hasSuffix("-delta.tar.zst"))
+        #expect(delta.name.contains("-delta."))
         try site.change(2)
         let restored = try site.granary(["restore", Self.alice])
         #expect(restored.status == 0, "\(restored.stderr)")
@@ -646,7 +646,7 @@ struct DeltaMirrorS3Tests {
         let list = try granary(["list", alice, "--json"])
         let archives = try #require(try DeltaOperatorTests.json(list.stdout)["archives"] as? [[String: Any]])
         let newest = try #require(archives.compactMap { $0["name"] as? String }.sorted().last)
-        #expect(newest.hasSuffix("-delta.tar.zst"))
+        #expect(newest.contains("-delta."))
         let verify = try granary(["verify", "\(alice)/\(newest)", "--chain"])
         #expect(verify.status == 0, "\(verify.stdout) \(verify.stderr)")
         let out = site.site.folder.child("out")

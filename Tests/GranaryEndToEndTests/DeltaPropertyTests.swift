@@ -177,7 +177,7 @@ struct DeltaPropertyTests {
             #expect(
                 made["change after restore"]?.kind == "delta",
                 "seed \(seed): \(String(describing: made["change after restore"]))")
-            #expect(expected.filter { $0.archive.hasSuffix("-delta.tar.zst") }.count >= 8, "seed \(seed)")
+            #expect(expected.filter { $0.archive.contains("-delta.") }.count >= 8, "seed \(seed)")
 
             for (index, item) in expected.enumerated() {
                 let target = site.folder.child("restored-\(index)")

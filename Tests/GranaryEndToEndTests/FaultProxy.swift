@@ -23,6 +23,9 @@ final class FaultProxy: @unchecked Sendable {
         case status(Int)
         /// Once a connection has carried this many bytes towards the server, `action` runs (once).
         case callback(after: Int, action: @Sendable () -> Void)
+        /// The server's answer to a PUT (the object stored) is dropped and the connection cut, for
+        /// the first `count` PUTs (`Int.max`: every one): an upload whose answer is lost.
+        case dropPutAnswers(count: Int)
     }
 
     let port: Int
@@ -32,6 +35,10 @@ final class FaultProxy: @unchecked Sendable {
     private var _mode: Mode = .pass
     private var stopped = false
     private var fired = false
+    private var putAnswersDropped = 0
+
+    /// PUT answers dropped so far (``Mode/dropPutAnswers(count:)``).
+    var droppedPutAnswers: Int { lock.withLock { putAnswersDropped } }
 
     var mode: Mode {
         get { lock.withLock { _mode } }
@@ -110,11 +117,12 @@ final class FaultProxy: @unchecked Sendable {
         }
         let done = DispatchGroup()
         done.enter()
+        let method = RequestMethod()
         Thread.detachNewThread { [self] in
-            pump(from: client, to: server, upward: true)
+            pump(from: client, to: server, upward: true, method: method)
             done.leave()
         }
-        pump(from: server, to: client, upward: false)
+        pump(from: server, to: client, upward: false, method: method)
         done.wait()
         close(server)
         close(client)
@@ -140,13 +148,41 @@ final class FaultProxy: @unchecked Sendable {
         close(client)
     }
 
-    private func pump(from source: Int32, to target: Int32, upward: Bool) {
+    /// The method of the request a connection carries now (a connection is reused for several).
+    final class RequestMethod: @unchecked Sendable {
+        private let lock = NSLock()
+        private var _isPut = false
+        var isPut: Bool {
+            get { lock.withLock { _isPut } }
+            set { lock.withLock { _isPut = newValue } }
+        }
+    }
+
+    private func pump(from source: Int32, to target: Int32, upward: Bool, method: RequestMethod) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var carried = 0
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
             if n <= 0 { break }
             carried += n
+            if upward {
+                // A request head starts with its method (the bodies of PUTs rarely do).
+                for verb in ["PUT ", "GET ", "HEAD ", "POST ", "DELETE "] where buffer.starts(with: Array(verb.utf8)) {
+                    method.isPut = verb == "PUT "
+                }
+            }
+            if case .dropPutAnswers(let count) = mode, !upward, method.isPut {
+                let drop = lock.withLock { () -> Bool in
+                    guard putAnswersDropped < count else { return false }
+                    putAnswersDropped += 1
+                    return true
+                }
+                if drop {
+                    shutdown(source, Int32(SHUT_RDWR))
+                    shutdown(target, Int32(SHUT_RDWR))
+                    return
+                }
+            }
             switch mode {
             case .cutUpload(let after) where upward && carried > after,
                 .cutDownload(let after) where !upward && carried > after:

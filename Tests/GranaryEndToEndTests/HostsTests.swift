@@ -224,21 +224,79 @@ struct HostsTests {
         #expect(try rows(drill3 + "/Local.sqlite") == ["web-2 data"])
     }
 
-    @Test("an archive written before hosts existed (no host marker) is every host's, and list marks it")
+    @Test(
+        "an archive written before hosts were in names, with no host marker, is no host's: listed only with --all-hosts (marked *), until adopt names it by its manifest's host"
+    )
     func unmarkedArchives() throws {
         try writeConfig(repo: shared)
         try makeUser("alice@example.com", marker: "old")
         #expect(try granary(["backup", "alice@example.com"], host: "web-1").status == 0)
-        // What a granary before hosts wrote: the archive alone.
-        for name in try server.objects(bucket + "/shared").keys where name.contains(".host=") {
-            #expect(try server.rclone(["deletefile", "moto:\(bucket)/shared/\(name)"]).status == 0)
-        }
+        // What a granary before hosts wrote: the archive alone, under a whole-second name.
+        let key = try #require(try server.objects(bucket + "/shared").keys.first { $0.hasSuffix(".web-1.tar.zst") })
+        let name = try #require(ArchiveName(fileName: String(key.split(separator: "/").last ?? "")))
+        let legacy = ArchiveName(micros: name.micros, compression: name.compression, precise: false).fileName
+        let moved = try server.rclone(["moveto", "moto:\(bucket)/shared/\(key)", "moto:\(bucket)/shared/alice@example.com/\(legacy)"])
+        #expect(moved.status == 0, "\(moved.stderr)")
         for host in ["web-1", "web-2"] {
-            let listed = try list(shared, host: host)
-            #expect(listed.count == 1 && listed.first?.hostMarked == false, "\(listed)")
+            #expect(try list(shared, host: host).isEmpty, "no host counts an archive of no host as its own")
+            let restore = try granary(["restore", "alice@example.com", "--dry-run"], host: host)
+            #expect(restore.status == 66 && restore.stderr.contains("adopt"), "\(restore.stderr)")
         }
-        let text = try granary(["list"], host: "web-2", repo: shared)
+        let every = try list(shared, host: "web-2", allHosts: true)
+        #expect(every.count == 1 && every.first?.hostMarked == false, "\(every)")
+        let text = try granary(["list", "--all-hosts"], host: "web-2", repo: shared)
         #expect(text.stdout.contains("*"), "\(text.stdout)")
+        // adopt gives it the host its manifest names (web-1), whoever runs it.
+        let adopt = try granary(["adopt"], host: "web-2")
+        #expect(adopt.status == 0, "\(adopt.stderr)")
+        #expect(try list(shared, host: "web-1").map(\.name) == [legacy.replacingOccurrences(of: ".tar.zst", with: ".web-1.tar.zst")])
+        #expect(try list(shared, host: "web-2").isEmpty)
+        #expect(try granary(["verify", "--all"], host: "web-1").status == 0)
+    }
+
+    @Test(
+        "an upload the server stores but whose answer is lost (once, then every time): one archive, published once, exit 0, never a duplicate"
+    )
+    func lostAnswers() throws {
+        let store = try makeUser("alice@example.com", marker: "first")
+        let repo = "s3:\(bucket)/lost"
+        try writeConfig(repo: repo, extra: Self.limits)
+        let proxy = try FaultProxy(upstream: server.port)
+        #expect(try granary(["backup", "alice@example.com"], environment: ownLimits(port: proxy.port)).status == 0)
+        for (round, count) in [(1, 1), (2, Int.max)] {
+            let db = try Database(path: store, mode: .readWrite)
+            try db.execute("INSERT INTO notes(text) VALUES ('round \(round)')")
+            proxy.mode = .dropPutAnswers(count: count)
+            let backup = try granary(["backup", "alice@example.com"], environment: ownLimits(port: proxy.port))
+            proxy.mode = .pass
+            #expect(proxy.droppedPutAnswers >= 1, "round \(round): an answer was dropped")
+            #expect(backup.status == 0, "round \(round): \(backup.stderr)")
+            #expect(try counts("lost") == ["alice@example.com": 1 + round], "round \(round): one archive more, no duplicate")
+        }
+        #expect(try granary(["verify", "--all"], environment: ownLimits(port: proxy.port)).status == 0)
+        let drill = folder.child("drill")
+        #expect(try granary(["restore", "alice@example.com", "--to", drill]).status == 0)
+        #expect(try rows(drill + "/Local.sqlite") == ["first", "round 1", "round 2"])
+    }
+
+    @Test("two hosts backing up one user id in one second into one bucket: two archives, neither overwritten, each restores its own")
+    func twoHostsOneSecondOnABucket() throws {
+        try writeConfig(repo: shared, mirror: mirror)
+        let clock = server.environment().merging(["GRANARY_TEST_NOW": "20261129T100000Z"]) { $1 }
+        for host in ["web-1", "web-2"] {
+            try makeUser("alice@example.com", marker: host)
+            let backup = try granary(["backup", "alice@example.com"], host: host, environment: clock)
+            #expect(backup.status == 0, "\(host): \(backup.stderr)")
+        }
+        #expect(try counts("shared") == ["alice@example.com": 2])
+        #expect(try counts("mirror") == ["alice@example.com": 2], "both reached the shared mirror")
+        for host in ["web-1", "web-2"] {
+            let drill = folder.child("drill-" + host)
+            #expect(try granary(["restore", "alice@example.com", "--to", drill], host: host).status == 0)
+            #expect(try rows(drill + "/Local.sqlite") == [host])
+            let sync = try granary(["sync", "--json"], host: host)
+            #expect(sync.status == 0 && syncMoved(sync.stdout) == 0, "\(host): \(sync.stdout)\(sync.stderr)")
+        }
     }
 
     // MARK: Fail fast

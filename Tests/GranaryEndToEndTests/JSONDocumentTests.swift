@@ -45,7 +45,7 @@ struct JSONDocumentTests {
         try f.document(["recover"], schema: "recover")
         // A user's end and a new start: retire, then restore --create (a dry run first).
         let retired = try f.document(["retire", "carol@example.com", "--yes"], schema: "retire")
-        #expect((retired["archive"] as? String)?.hasSuffix("-final.tar.zst") == true, "\(retired)")
+        #expect((retired["archive"] as? String)?.contains("-final.") == true, "\(retired)")
         let users = try f.document(["users"], schema: "users")
         #expect(
             (users["users"] as? [[String: Any]])?.contains {

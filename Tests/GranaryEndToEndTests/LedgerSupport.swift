@@ -152,7 +152,7 @@ enum LedgerAudit {
         -> Set<Int64>
     {
         var ids: Set<Int64> = []
-        for name in FileSystem.contents(of: repo + "/" + user) where name.hasSuffix("-pre-restore.tar.zst") {
+        for name in FileSystem.contents(of: repo + "/" + user) where name.contains("-pre-restore.") {
             let folder = scratch + "/" + name + "-" + String(UInt32.random(in: 0...UInt32.max))
             try RestoreFixtures.extract(repo + "/" + user + "/" + name, into: folder)
             let path = folder + "/stores/" + store

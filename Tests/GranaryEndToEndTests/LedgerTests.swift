@@ -413,7 +413,7 @@ struct LedgerTests {
                     #expect(recovered.status == 0, "\(label): recover: \(recovered.stderr)")
                     // Committed when the recovery finished the restore (it wrote the safety archive).
                     let committed = FileSystem.contents(of: repo + "/" + user).contains {
-                        $0.hasSuffix("-pre-restore.tar.zst")
+                        $0.contains("-pre-restore.")
                     }
                     outcome = RestoreOutcome(
                         GranaryProcess.Result(
@@ -438,7 +438,7 @@ struct LedgerTests {
                 start = max(owner.ledgered.max() ?? 0, writer.acknowledged.max() ?? 0) + 1000
                 // The next point starts from the live content again, not the archive's.
                 try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 20")
-                for name in FileSystem.contents(of: repo + "/" + user) where name.hasSuffix("-pre-restore.tar.zst") {
+                for name in FileSystem.contents(of: repo + "/" + user) where name.contains("-pre-restore.") {
                     try FileManager.default.removeItem(atPath: repo + "/" + user + "/" + name)
                 }
             }

@@ -175,18 +175,20 @@ struct MirrorTests {
             location: mirror, environment: server.environment(endpointPort: proxy.port))
         let planted = folder.child("planted")
         try Data("not this archive".utf8).write(to: URL(fileURLWithPath: planted))
-        let started = Date()
-        // Once packing starts the archive's name is fixed (its time is between `started` and
-        // now): when the lookup has ended, every name it can have is taken on the mirror.
-        let hook = PackHook { [server, bucket] in
+        // Once packing starts the archive's name is fixed: its temporary file in the repository
+        // is named after it (`.NAME.tmp-…`). When the lookup has ended, that name is taken on the mirror.
+        let hook = PackHook { [server, bucket, repo] in
             for _ in 0..<600 where proxy.finished == 0 { usleep(50_000) }
             #expect(proxy.finished >= 1, "the lookup ended before packing")
-            for second in Int(started.timeIntervalSince1970)...Int(Date().timeIntervalSince1970) {
-                let name = ArchiveName(created: Date(timeIntervalSince1970: TimeInterval(second)), compression: .zstd)
-                    .fileName
-                let put = try? server.rclone(["copyto", planted, "moto:\(bucket)/mirror/alice@example.com/\(name)"])
-                #expect(put?.status == 0, "\(put?.stderr ?? "")")
+            let temporary = FileSystem.contents(of: repo + "/alice@example.com").first { $0.contains(".tmp-") }
+            guard let temporary, let end = temporary.range(of: ".tmp-") else {
+                Issue.record("no temporary archive while packing")
+                return
             }
+            let name = String(temporary[temporary.index(after: temporary.startIndex)..<end.lowerBound])
+            #expect(ArchiveName(fileName: name) != nil, "\(name)")
+            let put = try? server.rclone(["copyto", planted, "moto:\(bucket)/mirror/alice@example.com/\(name)"])
+            #expect(put?.status == 0, "\(put?.stderr ?? "")")
         }
         let operation = BackupOperation(
             root: Root(path: root), repository: LocalRepository(path: repo), mirrors: [mirrorRepository],

@@ -11,21 +11,30 @@ struct PruneDeleteCommandTests {
         var repo: String { folder.child("repo") }
         var dave: String { repo + "/dave@example.com" }
 
-        /// dave's real archive copied under 48 hourly names, 2025-03-01T00:00Z to 2025-03-02T23:00Z.
+        /// 48 hourly backups of dave, 2025-03-01T00:00Z to 2025-03-02T23:00Z (the test clock,
+        /// GRANARY_TEST_NOW, stamps them), as host `h1`.
         init(hourly: Bool = true) throws {
             try GranaryProcess.run([root], tool: "granary-sample")
-            #expect(try granary(["backup", "dave@example.com"]).status == 0)
-            guard hourly else { return }
-            let original = dave + "/" + names()[0]
-            for hour in 0..<48 {
-                let name = String(format: "202503%02dT%02d0000Z.tar.zst", 1 + hour / 24, hour % 24)
-                try FileManager.default.copyItem(atPath: original, toPath: dave + "/" + name)
+            guard hourly else {
+                #expect(try granary(["backup", "dave@example.com"]).status == 0)
+                return
             }
-            try FileManager.default.removeItem(atPath: original)
+            for hour in 0..<48 {
+                let stamp = String(format: "202503%02dT%02d0000Z", 1 + hour / 24, hour % 24)
+                let backup = try granary(
+                    ["backup", "dave@example.com", "--check", "none"], environment: ["GRANARY_TEST_NOW": stamp])
+                #expect(backup.status == 0, "\(backup.stderr)")
+            }
+        }
+
+        /// The archive name of an hour of the fixture (`20250301T050000Z` → its file name).
+        static func name(_ stamp: String) -> String {
+            String(stamp.dropLast()) + ".000000Z.h1.tar.zst"
         }
 
         func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
-            try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)
+            try GranaryProcess.run(
+                arguments + ["--root", root, "--repo", repo, "--host", "h1"], environment: environment)
         }
 
         func names() -> [String] { FileSystem.contents(of: dave).filter { !$0.hasPrefix(".") }.sorted() }
@@ -51,22 +60,22 @@ struct PruneDeleteCommandTests {
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("keep 2, remove 46"), "\(dry.stdout)")
         #expect(
-            dry.stdout.contains("keep    20250302T230000Z.tar.zst") && dry.stdout.contains("last, daily"),
+            dry.stdout.contains("keep    20250302T230000.000000Z.h1.tar.zst") && dry.stdout.contains("last, daily"),
             "\(dry.stdout)")
-        #expect(dry.stdout.contains("remove  20250301T230000Z.tar.zst"))
+        #expect(dry.stdout.contains("remove  20250301T230000.000000Z.h1.tar.zst"))
         #expect(fixture.names().count == 48, "a dry run removes nothing")
         // Two older archives are verified: the newer of them must survive the policy.
-        #expect(try fixture.granary(["verify", "dave@example.com/20250301T050000Z.tar.zst"]).status == 0)
-        #expect(try fixture.granary(["verify", fixture.dave + "/20250301T060000Z.tar.zst"]).status == 0)
+        #expect(try fixture.granary(["verify", "dave@example.com/20250301T050000.000000Z.h1.tar.zst"]).status == 0)
+        #expect(try fixture.granary(["verify", fixture.dave + "/20250301T060000.000000Z.h1.tar.zst"]).status == 0)
         let json = try fixture.granary(["prune", "dave@example.com", "--keep-daily", "1", "--json"])
         #expect(json.status == 0, "\(json.stderr)")
-        #expect(fixture.names() == ["20250301T060000Z.tar.zst", "20250302T230000Z.tar.zst"])
+        #expect(fixture.names() == ["20250301T060000.000000Z.h1.tar.zst", "20250302T230000.000000Z.h1.tar.zst"])
         let document = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as! [String: Any]
         let archives = ((document["users"] as! [[String: Any]])[0]["archives"] as! [[String: Any]])
         let kept = archives.filter { $0["keep"] as! Bool }.map { $0["keptBy"] as! [String] }
         #expect(kept == [["daily"], ["newest verified"]])
         // Removed archives take their verification records with them.
-        #expect(!FileSystem.contents(of: fixture.dave).contains(".20250301T050000Z.tar.zst.verify.json"))
+        #expect(!FileSystem.contents(of: fixture.dave).contains(".20250301T050000.000000Z.h1.tar.zst.verify.json"))
     }
 
     @Test(
@@ -74,26 +83,26 @@ struct PruneDeleteCommandTests {
     )
     func delete() throws {
         let fixture = try Fixture()
-        let newest = "dave@example.com/20250302T230000Z.tar.zst"
+        let newest = "dave@example.com/20250302T230000.000000Z.h1.tar.zst"
         #expect(try fixture.granary(["verify", newest]).status == 0)
-        let refused = try fixture.granary(["delete", newest, "dave@example.com/20250301T000000Z.tar.zst"])
+        let refused = try fixture.granary(["delete", newest, "dave@example.com/20250301T000000.000000Z.h1.tar.zst"])
         #expect(refused.status == 64)
         #expect(refused.stderr.contains("newest verified"), "\(refused.stderr)")
         #expect(fixture.names().count == 48)
         let unknown = try fixture.granary([
-            "delete", "dave@example.com/20250301T000000Z.tar.zst", "dave@example.com/20250399T000000Z.tar.zst",
+            "delete", "dave@example.com/20250301T000000.000000Z.h1.tar.zst", "dave@example.com/20250399T000000.000000Z.h1.tar.zst",
         ])
         #expect(unknown.status == 66)
         #expect(fixture.names().count == 48)
         #expect(
-            try fixture.granary(["delete", "--dry-run", "dave@example.com/20250301T000000Z.tar.zst"]).stdout.contains(
+            try fixture.granary(["delete", "--dry-run", "dave@example.com/20250301T000000.000000Z.h1.tar.zst"]).stdout.contains(
                 "would remove"))
         #expect(fixture.names().count == 48)
-        #expect(try fixture.granary(["delete", "--user", "dave@example.com", "20250301T000000Z.tar.zst"]).status == 0)
-        #expect(fixture.names().count == 47 && !fixture.names().contains("20250301T000000Z.tar.zst"))
+        #expect(try fixture.granary(["delete", "--user", "dave@example.com", "20250301T000000.000000Z.h1.tar.zst"]).status == 0)
+        #expect(fixture.names().count == 47 && !fixture.names().contains("20250301T000000.000000Z.h1.tar.zst"))
         #expect(try fixture.granary(["delete", "--force", newest]).status == 0)
-        #expect(!fixture.names().contains("20250302T230000Z.tar.zst"))
-        #expect(!FileSystem.contents(of: fixture.dave).contains(".20250302T230000Z.tar.zst.verify.json"))
+        #expect(!fixture.names().contains("20250302T230000.000000Z.h1.tar.zst"))
+        #expect(!FileSystem.contents(of: fixture.dave).contains(".20250302T230000.000000Z.h1.tar.zst.verify.json"))
     }
 
     @Test("backup --prune applies the configured [retention] policy after a successful backup")

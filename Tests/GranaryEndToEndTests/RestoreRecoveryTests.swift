@@ -309,7 +309,7 @@ struct RestoreRecoveryTests {
                 == metadata)
         #expect(FileSystem.contents(of: RestoreFixtures.externalFolder(of: store)).isEmpty)
         #expect(db.integrityCheck(full: true) == ["ok"])
-        #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.hasSuffix("-pre-reset.tar.zst") })
+        #expect(FileSystem.contents(of: repo + "/alice@example.com").contains { $0.contains("-pre-reset.") })
     }
     @Test("--at picks the newest archive at or before the time, and an earlier time than any archive is not found")
     func restoreAt() throws {
@@ -318,7 +318,7 @@ struct RestoreRecoveryTests {
         let first = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
         try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
-        let stamp = String((first as NSString).lastPathComponent.prefix(16))
+        let stamp = String((first as NSString).lastPathComponent.prefix(23))
         let result = try granary(["restore", "alice@example.com", "--at", stamp])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains((first as NSString).lastPathComponent))
@@ -384,14 +384,15 @@ struct RestoreRecoveryTests {
         let bytes = [UInt8](FileManager.default.contents(atPath: snapshot)!)
         let digest = RestoreFixtures.sha256(snapshot)
         let manifest = Manifest(
-            user: "alice@example.com", host: "test", created: Date(), label: nil, compression: .zstd,
+            user: "alice@example.com", host: Hosts.machine,
+            created: try #require(ArchiveName.parseStamp("20260101T000000Z")), label: nil, compression: .zstd,
             stores: [
                 Manifest.Store(
                     name: "../../evil.sqlite", path: "stores/Local.sqlite", pageSize: 4096, pageCount: 1,
                     journalMode: "wal", sqliteVersion: "3", check: "quick", integrity: "ok")
             ],
             files: [Manifest.File(path: "stores/Local.sqlite", size: Int64(bytes.count), sha256: digest, kind: .store)])
-        let path = folderPath + "/20260101T000000Z.tar.zst"
+        let path = folderPath + "/20260101T000000Z.\(Hosts.machine).tar.zst"
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let writer = try ArchiveWriter(fileDescriptor: fd, path: path, compression: .zstd)
         try writer.addData(member: Manifest.memberName, bytes: manifest.encoded())

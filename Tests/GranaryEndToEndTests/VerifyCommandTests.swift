@@ -312,7 +312,8 @@ struct VerifyCommandTests {
             try GranaryProcess.run([
                 "backup", "--root", fixture.root, "--repo", fixture.repo, "--label", "second", "dave@example.com",
             ]).status == 0)
-        let broken = fixture.repo + "/dave@example.com/20250101T000000Z.tar.zst"
+        // Named as this host's archive (the name holds the host), bytes that are no archive.
+        let broken = fixture.repo + "/dave@example.com/20250101T000000Z.\(Hosts.machine).tar.zst"
         try "garbage".write(toFile: broken, atomically: true, encoding: .utf8)
         let result = try fixture.granary(["list", "--json", "dave@example.com"])
         #expect(result.status == 65, "an unreadable archive is listed, and the exit code says so")

@@ -85,21 +85,55 @@ struct UserDiscoveryTests {
         #expect(#expect(throws: UserError.self) { try root.user(UserID("zoe@example.com")) }?.status == .notFound)
     }
 
-    @Test("archive names round-trip and sort by time, sequence and label")
+    @Test("archive names hold a microsecond stamp and the host, round-trip, and sort in the order taken whatever the labels")
     func archiveNames() throws {
         let date = try #require(ArchiveName.parseStamp("20261122T101500Z"))
-        let plain = ArchiveName(created: date, compression: .zstd)
-        #expect(plain.fileName == "20261122T101500Z.tar.zst")
-        let second = ArchiveName(created: date, sequence: 2, label: "pre-restore", compression: .gzip)
-        #expect(second.fileName == "20261122T101500Z_2-pre-restore.tar.gz")
-        #expect(ArchiveName(fileName: second.fileName) == second)
-        #expect(ArchiveName(fileName: "20261122T101500Z.tar") == ArchiveName(created: date, compression: .none))
-        #expect(plain < second)
+        let plain = ArchiveName(created: date, host: "web-1", compression: .zstd)
+        #expect(plain.fileName == "20261122T101500.000000Z.web-1.tar.zst")
+        let later = ArchiveName(
+            micros: plain.micros + 1, label: "delta", host: "web-1", compression: .zstd)
+        #expect(later.fileName == "20261122T101500.000001Z-delta.web-1.tar.zst")
+        #expect(ArchiveName(fileName: later.fileName) == later)
+        // A full after a delta in the same second sorts after it: the order is the stamp's, not the label's.
+        let full = ArchiveName(micros: plain.micros + 2, host: "web-1", compression: .zstd)
+        #expect(later < full && plain < later)
+        let merged = later.withSequence(2)
+        #expect(merged.fileName == "20261122T101500.000001Z_2-delta.web-1.tar.zst")
+        #expect(ArchiveName(fileName: merged.fileName) == merged && later < merged && merged < full)
+        // Hosts with dots and underscores, and labels with dashes, parse back.
+        let dotted = ArchiveName(
+            micros: plain.micros, label: "pre-restore", host: "db.example_1", compression: .gzip)
+        #expect(dotted.fileName == "20261122T101500.000000Z-pre-restore.db.example_1.tar.gz")
+        #expect(ArchiveName(fileName: dotted.fileName) == dotted)
+        #expect(dotted.kind == .safety && dotted.host == "db.example_1")
+        // Two hosts' names of one moment differ.
+        #expect(plain.fileName != plain.withHost("web-2").fileName)
+
+        // Legacy names (whole seconds, no host) are read, and keep their order among themselves.
+        let legacy = try #require(ArchiveName(fileName: "20261122T101500Z_2-pre-restore.tar.gz"))
+        #expect(legacy.host == nil && !legacy.precise && legacy.sequence == 2 && legacy.label == "pre-restore")
+        #expect(legacy.fileName == "20261122T101500Z_2-pre-restore.tar.gz")
+        #expect(ArchiveName(fileName: "20261122T101500Z.tar") == ArchiveName(created: date, compression: .none, precise: false))
+        // A converted legacy name keeps its stamp and answers to its old name (a delta's base).
+        let converted = legacy.withHost("web-1")
+        #expect(converted.fileName == "20261122T101500Z_2-pre-restore.web-1.tar.gz")
+        #expect(ArchiveName(fileName: converted.fileName) == converted)
+        #expect(converted.isNamed("20261122T101500Z_2-pre-restore.tar.gz") && converted.isNamed(converted.fileName))
+        #expect(!plain.isNamed("20261122T101500Z.tar.zst"), "a name written now answers to itself only")
         for bad in [
             "x.tar.zst", "20261322T101500Z.tar.zst", "20261122T101500Z-Bad.tar.zst", "20261122T101500Z_1.tar",
             "20261122T101500Z.zip", ".20261122T101500Z.tar.zst.tmp-1-2",
+            // A precise stamp always comes with its host; a host must be a valid one.
+            "20261122T101500.000000Z.tar.zst", "20261122T101500.000000Z.-web.tar.zst",
+            "20261122T101500.00000Z.web-1.tar.zst", "20261122T101500.000000Z.web 1.tar.zst",
         ] {
             #expect(ArchiveName(fileName: bad) == nil, "\(bad)")
+        }
+        // A stamp read back gives itself, to the microsecond.
+        for micros: Int64 in [1_764_396_000_123_456, 1_764_396_000_999_999, 1_764_396_001_000_000] {
+            let name = ArchiveName(micros: micros, host: "h", compression: .none)
+            #expect(ArchiveName(fileName: name.fileName)?.micros == micros)
+            #expect(ArchiveName(created: name.created, host: "h", compression: .none).micros == micros)
         }
     }
 }

@@ -11,9 +11,10 @@ struct ListCommand: GranaryCommand {
             granary verify: verified, bad (with the reason), or unverified (never verified, or the file changed \
             since). An archive whose head cannot be read is listed as unreadable. A retired user (no folder under \
             the root, a final archive their newest) is marked retired. \
-            Only this host's archives are listed (--host, host = in the configuration, else the machine's host \
-            name), with the archives written before hosts existed, which every host counts as its own; \
-            --all-hosts lists every host's. \
+            An archive's host is in its name (USER/STAMP[-LABEL].HOST.tar.zst). Only this host's archives are \
+            listed (--host, host = in the configuration, else the machine's host name); --all-hosts lists every \
+            host's, and the archives written before hosts were part of names that belong to no host (shown \
+            with a * after the host column; granary adopt gives them theirs). \
             A delta archive (backup --delta, or delta = true) is shown with its base and its place in the chain \
             (delta of NAME (chain N)), a full a delta can be built on as full with page hashes; --json gives each \
             archive's type (full or delta), base, chainLength and pageHashes. \

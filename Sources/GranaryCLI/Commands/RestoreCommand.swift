@@ -46,7 +46,7 @@ struct RestoreCommand: GranaryCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The newest archive at or before this time (RFC 3339 or YYYYMMDDTHHMMSSZ).", valueName: "time"))
+            "The newest archive at or before this time (RFC 3339, or an archive name's stamp YYYYMMDDTHHMMSS[.ffffff]Z; a time to the second covers that second).", valueName: "time"))
     var at: String?
 
     @Option(
@@ -89,7 +89,7 @@ struct RestoreCommand: GranaryCommand {
 
     func checkArguments() throws {
         if let at, RestoreCommand.parseTime(at) == nil {
-            throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSSZ")
+            throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSS[.ffffff]Z")
         }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
         if undo && (at != nil || archive != nil) {
@@ -148,7 +148,11 @@ struct RestoreCommand: GranaryCommand {
     }
 
     static func parseTime(_ text: String) -> Date? {
-        ArchiveName.parseStamp(text) ?? ISO8601DateFormatter().date(from: text)
+        if let micros = ArchiveName.parseMicros(text) { return Date(timeIntervalSince1970: Double(micros) / 1_000_000) }
+        if let date = ISO8601DateFormatter().date(from: text) { return date }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions.insert(.withFractionalSeconds)
+        return fractional.date(from: text)
     }
 
     func execute(_ console: Console) throws -> RestoreResult {

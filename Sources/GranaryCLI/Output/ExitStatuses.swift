@@ -69,7 +69,9 @@ extension RestoreError: CommandLineError {
     }
     var hint: String? {
         switch self {
-        case .noArchives(let user): return Hint.command("granary", "backup", user)
+        case .noArchives(let user):
+            return
+                "\(Hint.command("granary", "backup", user)); granary list --all-hosts shows other hosts' archives and those of no host (granary adopt gives these theirs)"
         case .archiveNotFound(let user, _), .nothingBefore(let user, _):
             return Hint.command("granary", "list", user)
         case .verificationFailed(_, _, let good, let user):

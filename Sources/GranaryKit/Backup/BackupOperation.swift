@@ -731,7 +731,10 @@ public struct BackupOperation: Sendable {
             _ = try lookup?.wait()
             try mirror.prepare()
             let sentFirst = try MirrorSync.sendChain(of: entry, file: file, from: primary, to: mirror)
-            try mirror.publishObject(object, from: file)
+            do { try mirror.publishObject(object, from: file) } catch RepositoryError.nameTaken {
+                // Another archive under this one's name: this archive's failure, not the mirror's.
+                throw MirrorError.nameTaken(mirror: mirror.location, archive: mirror.display(object))
+            }
             var upload = MirrorUpload(
                 location: mirror.location, archive: mirror.display(object), error: nil, seconds: seconds(since: started)
             )
@@ -755,7 +758,9 @@ public enum MirrorError: GranaryError, Sendable {
 
     public var description: String {
         switch self {
-        case .nameTaken(_, let archive): return "\(archive) already exists and is not this archive"
+        case .nameTaken(_, let archive):
+            return
+                "\(archive) already exists and holds other bytes than this archive; nothing was overwritten. Another machine writes as this host: give each machine its own host name (--host, host =)"
         }
     }
 }

@@ -36,8 +36,8 @@ public struct Catalogue: Sendable {
         /// The host to show: its marker's, else (an unmarked archive) the one its manifest recorded.
         public var shownHost: String? { host ?? manifest?.host }
 
-        /// The archive's time: the manifest's, else the name's.
-        public var created: Date { manifest?.created ?? name.created }
+        /// The archive's time: its name's to the microsecond; for a legacy name (whole seconds), the manifest's.
+        public var created: Date { name.precise ? name.created : manifest?.created ?? name.created }
         public var verified: Verified {
             guard let record else { return .unverified }
             return record.isVerified ? .verified : record.isGood ? .unverified : .bad

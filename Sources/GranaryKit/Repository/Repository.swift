@@ -242,7 +242,7 @@ extension Repository {
     /// says otherwise (a clock stepped back; two archives in one microsecond). The caller holds
     /// the user's lock, so that the names of one user and host follow the order archives were
     /// taken in.
-    public func nextStamp(for user: UserID, at now: Date = Date()) throws(RepositoryError) -> Date {
+    public func nextStamp(for user: UserID, at now: Date = TestClock.now()) throws(RepositoryError) -> Date {
         let wanted = ArchiveName.micros(now)
         let newest = (try? archives(of: user, host: context.host).last?.name.micros) ?? nil
         guard let newest, newest >= wanted else { return ArchiveName(micros: wanted, compression: .none).created }

@@ -554,7 +554,10 @@ public struct Restorer: Sendable {
         let backups = archives.filter { $0.name.kind == .backup || (forNewUser && $0.name.kind == .final) }
         guard !backups.isEmpty else { throw RestoreError.noArchives(user: request.user.rawValue) }
         if let at = request.at {
-            guard let entry = backups.last(where: { $0.name.created <= at }) else {
+            // A time to the second covers that second (archive names hold microseconds).
+            let limit = ArchiveName.micros(at)
+            let end = limit % 1_000_000 == 0 ? limit + 999_999 : limit
+            guard let entry = backups.last(where: { $0.name.micros <= end }) else {
                 throw RestoreError.nothingBefore(user: request.user.rawValue, time: ArchiveName.stamp(at))
             }
             return (entry.path, entry)

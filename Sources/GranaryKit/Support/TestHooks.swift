@@ -121,6 +121,9 @@ public enum CrashPoint {
             /// Make writing a safety archive fail (a repository that turned read-only after the
             /// restore committed).
             public var failSafetyArchive = false
+            /// The clock new archives are stamped by (``TestClock``), in microseconds since 1970:
+            /// tests make archives of given times, and many in one second, without sleeping.
+            public var now: Int64?
 
             public init() {}
 
@@ -164,4 +167,15 @@ public enum CrashPoint {
         static var lease: Duration? { nil }
         static var failSafetyArchive: Bool { false }
     #endif
+}
+
+/// The time new archives are stamped with: the machine's clock, or in a debug build the one a
+/// test set (`GRANARY_TEST_NOW`, ``CrashPoint/Plan/now``).
+public enum TestClock {
+    public static func now() -> Date {
+        #if TEST_HOOKS
+            if let micros = CrashPoint.plan.now { return Date(timeIntervalSince1970: Double(micros) / 1_000_000) }
+        #endif
+        return Date()
+    }
 }
