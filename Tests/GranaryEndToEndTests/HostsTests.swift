@@ -515,7 +515,7 @@ struct HostsTests {
     }
 
     @Test(
-        "a wrong crypt password: backup --mirror and backup to the repository stop rather than start a second repository"
+        "a wrong crypt password: backup --mirror and backup to the repository stop rather than start a second repository, and list, verify, restore and check name the password"
     )
     func wrongCryptPassword() throws {
         try makeUser("alice@example.com", marker: "x")
@@ -532,6 +532,14 @@ struct HostsTests {
         #expect(mirrored.status == 1, "\(mirrored.stderr)")
         #expect(mirrored.stdout.contains("password"), "\(mirrored.stdout)")
         #expect(try server.objects(bucket + "/vault") == stored, "nothing was written beside the repository")
+        // Every command that reads says it is the password, not "no repository" or a missing archive.
+        for command in [["list"], ["verify", "--all"], ["restore", "alice@example.com", "--dry-run"]] {
+            let read = try granary(command, repo: repo, environment: wrong)
+            #expect(read.status == 64 && read.stderr.contains("password"), "\(command[0]): \(read.stderr)")
+        }
+        #expect(try granary(["backup", "alice@example.com"], environment: right).status == 0)
+        let check = try granary(["check", "alice@example.com", "--mirror", repo], environment: wrong)
+        #expect(check.status == 1 && check.stdout.contains("password"), "\(check.stdout)\(check.stderr)")
     }
 
     // MARK: Tidy and private

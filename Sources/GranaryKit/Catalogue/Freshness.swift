@@ -96,6 +96,11 @@ public enum Freshness {
         guard !mirrors.isEmpty else { return report }
         var standings: [Mirror] = []
         for mirror in mirrors {
+            // A mirror that is no repository (a typo, a crypt remote read with a wrong password)
+            // is said to be that, once, not "lacks the newest archive" for every user.
+            if unreachable[mirror.location] == nil {
+                do { try mirror.requireExisting() } catch { unreachable[mirror.location] = error.description }
+            }
             if let problem = unreachable[mirror.location] {
                 standings.append(Mirror(location: mirror.location, newest: nil, problem: problem))
                 continue

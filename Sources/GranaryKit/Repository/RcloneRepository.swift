@@ -240,7 +240,11 @@ public struct RcloneRepository: Repository {
     }
 
     public func requireExisting() throws(RepositoryError) {
-        guard try exists() else { throw .notARepository(location) }
+        guard try exists() else {
+            // A crypt remote read with a wrong password shows nothing: say that, not "no repository".
+            try checkDecryptable()
+            throw .notARepository(location)
+        }
     }
 
     public func prepare() throws(RepositoryError) {
@@ -267,6 +271,13 @@ public struct RcloneRepository: Repository {
                 "it is an object (\(item.Size) bytes), not a folder: a repository is a prefix that holds objects; choose another prefix"
             )
         }
+        try checkDecryptable()
+    }
+
+    /// Where no repository is found on a crypt remote: refused when the remote holds names its
+    /// password cannot decrypt (a wrong password or salt hides the real repository), so that every
+    /// command names the password rather than "no repository" or a missing archive.
+    func checkDecryptable() throws(RepositoryError) {
         guard location.hasPrefix("rclone:"), try remoteFeatures().crypt else { return }
         // The crypt remote's top, listed with rclone's debug log, which alone names what it skips.
         let top = String(root[...root.firstIndex(of: ":")!])
@@ -276,7 +287,7 @@ public struct RcloneRepository: Repository {
         if listing.diagnostics.contains("Skipping undecryptable") {
             throw .badLocation(
                 location,
-                "no repository is there, and the crypt remote holds names its password cannot decrypt: a wrong password (or salt) would start a second repository beside the real one; check the remote's password"
+                "no repository is there, and the crypt remote holds names its password cannot decrypt: a wrong password (or salt) hides the real repository (and would start a second one beside it); check the remote's password"
             )
         }
     }
