@@ -239,6 +239,47 @@ struct ArchiveIdentityTests {
         #expect(try site.granary(["verify", "--all", "--host", "web-2"]).status == 0)
     }
 
+    @Test(
+        "a conversion killed at each of its steps, again and again: every list shows each archive once, and the run after converts them all, nothing lost"
+    )
+    func conversionKilled() throws {
+        let site = try SampleSite()
+        let store = site.root + "/\(Self.alice)/Local.sqlite"
+        let folder = site.repo + "/\(Self.alice)"
+        var bodies: [String: String] = [:]
+        for day in 1...3 {
+            let second = "2026110\(day)T000000Z"
+            try Self.write(store, second)
+            let backup = try site.granary(
+                ["backup", Self.alice, "--json", "--host", "web-1"], environment: ["GRANARY_TEST_NOW": second])
+            let legacy = try Self.makeLegacy(try #require(Self.archive(backup)), in: folder, marked: "web-1")
+            bodies[legacy] = second
+        }
+        func listed() throws -> [String] {
+            let list = try site.granary(["list", Self.alice, "--json", "--host", "web-1"])
+            #expect(list.status == 0, "\(list.stderr)")
+            return try Self.listed(list).map(\.name)
+        }
+        for point in ["convertRecorded", "convertRenamed", "convertRecorded", "convertRenamed"] {
+            let killed = try site.granary(
+                ["adopt", "--host", "web-1"], environment: ["GRANARY_TEST_CRASH_AT": point])
+            #expect(killed.status == 137, "killed at \(point): \(killed.stderr)")
+            let names = try listed()
+            #expect(names.count == 3 && Set(names).count == 3, "after a kill at \(point): \(names)")
+        }
+        #expect(try site.granary(["adopt", "--host", "web-1"]).status == 0)
+        let names = site.archives(Self.alice)
+        #expect(names.count == 3 && names.allSatisfy { $0.hasSuffix("Z.web-1.tar.zst") }, "\(names)")
+        #expect(!FileSystem.contents(of: folder).contains { $0.contains(".host=") }, "no marker left")
+        #expect(try site.granary(["verify", "--all", "--host", "web-1"]).status == 0)
+        for (legacy, body) in bodies {
+            let converted = legacy.replacingOccurrences(of: ".tar.zst", with: ".web-1.tar.zst")
+            let drill = site.folder.child("drill-" + body)
+            #expect(try site.granary(["restore", Self.alice, converted, "--to", drill, "--host", "web-1"]).status == 0)
+            #expect(try Self.body(drill + "/Local.sqlite") == body)
+        }
+    }
+
     @Test("a mirror that is the repository, spelled four ways, on the command line or in the configuration, is refused with 64")
     func mirrorIsTheRepository() throws {
         let site = try SampleSite(backup: [Self.alice])

@@ -360,10 +360,12 @@ struct DeltaOperatorTests {
         let mirror = site.site.folder.child("mirror")
         let sync = try site.granary(["sync", "--mirror", mirror])
         #expect(sync.status == 1, "\(sync.stderr)")
+        // The replaced base's name and manifest disagree (another archive's time): it is refused
+        // as what it is, naming it; where they agree, the chain check names the delta.
         #expect(
             sync.stderr.contains(
                 "\(Self.alice)/\(delta.name) not sent to \(mirror): it is a delta of \(full.name), and the repository's \(full.name) is not the archive it was built on"
-            ), "\(sync.stderr)")
+            ) || sync.stderr.contains("\(full.name): MANIFEST.json is not the archive its name says"), "\(sync.stderr)")
         #expect(!site.archives(Self.alice, in: mirror).contains(delta.name))
         #expect(site.archives(Self.alice, in: mirror).contains(other.name), "the rest is sent")
     }

@@ -349,9 +349,10 @@ struct HostsTests {
                 let (result, seconds) = try timed(command, repo: repo, environment: ownLimits(port: port))
                 #expect(
                     [74, 75].contains(result.status), "\(what), \(command[0]): exit \(result.status): \(result.stderr)")
-                // A bound on a hang, not a speed measurement: three times the documented bound.
+                // The documented bound holds (granary stops rclone there), with a few seconds for
+                // granary's own start and rclone's exit: a bound on a hang, not a speed measurement.
                 #expect(
-                    seconds < Self.bound * 3, "\(what), \(command[0]) ran \(seconds) s; the bound is \(Self.bound) s")
+                    seconds < Self.bound + 5, "\(what), \(command[0]) ran \(seconds) s; the bound is \(Self.bound) s")
             }
             proxy.mode = .pass
         }
@@ -580,7 +581,7 @@ struct HostsTests {
     }
 
     @Test(
-        "granary killed with SIGKILL during a multipart upload: its rclone dies with it, and the next run removes the unfinished upload and its host marker"
+        "granary killed with SIGKILL during a multipart upload: its rclone dies with it, and the next run removes the unfinished upload; no half archive is listed"
     )
     func killedMultipartUpload() throws {
         let store = try makeUser("alice@example.com", marker: "big")
@@ -597,7 +598,6 @@ struct HostsTests {
         environment["RCLONE_S3_CHUNK_SIZE"] = "5M"
         environment["RCLONE_S3_UPLOAD_CONCURRENCY"] = "1"
         #expect(try granary(["backup", "alice@example.com"], environment: environment).status == 0)
-        usleep(1_100_000)
         // The upload crawls: granary is killed once its first part went up.
         proxy.mode = .delay(milliseconds: 400)
         let process = Process()
@@ -614,12 +614,7 @@ struct HostsTests {
         var uploading = false
         for _ in 0..<600 {
             usleep(100_000)
-            if Self.processes(mentioning: bucket).count > 0,
-                (try? server.objects(bucket + "/killed"))?.keys.contains(where: {
-                    $0.contains(".host=") && $0.hasPrefix("alice@example.com/.2") && !$0.contains(".verify")
-                }) == true,
-                Self.multipartUploads(server, bucket: bucket) > 0
-            {
+            if Self.processes(mentioning: bucket).count > 0, Self.multipartUploads(server, bucket: bucket) > 0 {
                 uploading = true
                 break
             }
@@ -646,8 +641,9 @@ struct HostsTests {
         let next = try granary(["backup", "alice@example.com"], environment: environment)
         #expect(next.status == 0, "\(next.stderr)")
         #expect(Self.multipartUploads(server, bucket: bucket) == 0, "the next run removed the unfinished upload")
-        let markers = try server.objects(bucket + "/killed").keys.filter { $0.contains(".host=") }
-        #expect(markers.count == 2, "one marker per archive, the orphan gone: \(markers)")
+        let archives = try server.objects(bucket + "/killed").keys.filter { ArchiveName(fileName: String($0.split(separator: "/").last ?? "")) != nil }
+        #expect(archives.count == 2, "two archives, nothing of the killed one: \(archives)")
+        #expect(!(try server.objects(bucket + "/killed")).keys.contains { $0.contains(".host=") }, "no marker objects")
     }
 
     /// Processes whose command line mentions `text` (rclone children, by the bucket they name).

@@ -178,7 +178,14 @@ struct NameCorpusTests {
 
         // A damaged member names its store exactly in JSON (member, memberBase64) and escaped on screen.
         let path = repo + "/names@example.com/" + archive
-        let damaged = repo + "/names@example.com/" + archive.replacingOccurrences(of: "Z.tar", with: "Z-flip.tar")
+        // Named as this archive a microsecond earlier: its name agrees with its manifest.
+        let original = try #require(ArchiveName(fileName: archive))
+        let damaged =
+            repo + "/names@example.com/"
+            + ArchiveName(
+                micros: original.micros - 1, label: original.label, host: original.host,
+                compression: original.compression
+            ).fileName
         try FileManager.default.copyItem(atPath: path, toPath: damaged)
         let tamper = try GranaryProcess.runExecutable(
             "/usr/bin/env",

@@ -32,10 +32,24 @@ struct VerifyCommandTests {
             }
         }
 
-        /// Derives `fault` from the user's first archive, under a valid archive name.
+        /// A path in `user`'s folder of the repository for a copy of `archive` (default: the user's
+        /// first), under a name of this host that agrees with its manifest: its label and host, its
+        /// time less `older` microseconds (within the manifest's second), `compression` when given.
+        func slot(_ user: String, older: Int, of archive: String? = nil, compression: Compression? = nil) throws -> String {
+            let first = archives(user).first
+            let source = try #require(archive ?? first)
+            let original = try #require(ArchiveName(fileName: PathText.lastComponent(source)))
+            let name = ArchiveName(
+                micros: original.micros - Int64(older), label: original.label, host: original.host,
+                compression: compression ?? original.compression)
+            return repo + "/" + user + "/" + name.fileName
+        }
+
+        /// Derives `fault` from the user's first archive, under a valid archive name that agrees with
+        /// its manifest (the original's label and host, its time less `second` microseconds: older
+        /// than it, within the manifest's second), so that the fault itself is what verification finds.
         func tampered(_ fault: String, user: String = "dave@example.com", second: Int = 1) throws -> String {
-            let output =
-                repo + "/" + user + "/20250101T0000" + String(format: "%02d", second) + "Z-" + fault + ".tar.zst"
+            let output = try slot(user, older: second)
             let result = try GranaryProcess.runExecutable(
                 "/usr/bin/env",
                 [
@@ -138,17 +152,16 @@ struct VerifyCommandTests {
         let good = try Data(contentsOf: URL(fileURLWithPath: fixture.archives("bob@example.com")[0]))
         var second = 1
         for cut in [0, 1, 100, 512, 1000, good.count / 2, good.count - 64, good.count - 1] {
-            let path =
-                fixture.repo + "/bob@example.com/20250101T0000" + String(format: "%02d", second) + "Z-cut.tar.zst"
+            let path = try fixture.slot("bob@example.com", older: second)
             second += 1
             try good.prefix(cut).write(to: URL(fileURLWithPath: path))
             let result = try fixture.granary(["verify", path])
             #expect(result.status == 65, "cut at \(cut): \(result.stderr)")
             #expect(result.stderr.contains(path), "cut at \(cut): \(result.stderr)")
         }
-        let text = fixture.repo + "/bob@example.com/20250102T000000Z-text.tar.zst"
+        let text = try fixture.slot("bob@example.com", older: 100)
         try "not an archive\n".write(toFile: text, atomically: true, encoding: .utf8)
-        let gzip = fixture.repo + "/bob@example.com/20250102T000001Z-gz.tar.gz"
+        let gzip = try fixture.slot("bob@example.com", older: 101, compression: .gzip)
         _ = try GranaryProcess.runExecutable("/bin/sh", ["-c", "echo hello | gzip > '\(gzip)'"])
         for path in [text, gzip] {
             let result = try fixture.granary(["verify", path])
@@ -181,9 +194,7 @@ struct VerifyCommandTests {
             var bad = good
             let offset = index * good.count / 60
             bad[offset] ^= 0x10
-            let path =
-                fixture.repo + "/bob@example.com/20250101T00" + String(format: "%02d%02d", index / 60, index % 60)
-                + "Z-flip.tar.zst"
+            let path = try fixture.slot("bob@example.com", older: index + 1, of: original)
             try bad.write(to: URL(fileURLWithPath: path))
             let result = try fixture.granary(["verify", path])
             if let digest = try Self.decompressedDigest(path) {
@@ -225,7 +236,7 @@ struct VerifyCommandTests {
         for (index, member) in members.enumerated() {
             var bad = good
             bad[Int(member[0])! + Int(member[1])! / 2] ^= 0x01
-            let path = fixture.repo + "/bob@example.com/20250102T0000" + String(format: "%02d", index) + "Z.tar"
+            let path = try fixture.slot("bob@example.com", older: index + 1, of: archive)
             try bad.write(to: URL(fileURLWithPath: path))
             let result = try fixture.granary(["verify", path])
             #expect(result.status == 65, "\(member[2]): \(result.stderr)")

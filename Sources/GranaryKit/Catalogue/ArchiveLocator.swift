@@ -158,7 +158,8 @@ public struct ArchiveLocator: Sendable {
             .sorted { $0.1 < $1.1 }
         // Another host's archive, named in full: say whose it is.
         if let named = ArchiveName(fileName: file), let host = named.host, let scope = repository.context.hostScope,
-            host != scope
+            host != scope, let owner,
+            try repository.archives(of: owner, host: host).contains(where: { $0.name.fileName == file })
         {
             throw ArchiveNotFound(name: text, suggestions: [], otherHost: host)
         }

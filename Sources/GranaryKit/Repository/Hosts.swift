@@ -175,7 +175,9 @@ extension Repository {
                         try? writeSidecar(record.encoded(), of: targetKey)
                     }
                 }
+                CrashPoint.reach(.convertRecorded)
                 guard try rename(key, to: targetKey) else { continue }
+                CrashPoint.reach(.convertRenamed)
                 try? deleteSmall(user.rawValue + "/." + object.name + ".verify.json")
                 converted.append(target.fileName)
             }

@@ -124,24 +124,27 @@ public enum MirrorSync {
             let source = try primary.archives(of: user)
             var target = try mirror.archives(of: user)
             var present = target.answeringNames
-            var gaps: [ChainGap] = []
+            var gaps: [any GranaryError & Sendable] = []
             for entry in source where !present.contains(entry.name.fileName) {
                 try Interruption.check()
-                // Issue 35: a delta goes only with its chain (the links the mirror lacks first).
-                let links: [RepositoryEntry]
+                // Issue 35: a delta goes only with its chain (the links the mirror lacks first). An
+                // archive whose name its manifest contradicts, or a delta built on one, is not sent;
+                // the rest is.
                 do {
-                    links = try chainLinks(
+                    let links = try chainLinks(
                         of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror,
                         mirrorArchives: target, sentNow: Set(result.uploaded))
+                    for link in links + [entry] where !present.contains(link.name.fileName) {
+                        if dryRun { _ = try primary.readManifest(link) } else { try upload(link, from: primary, to: mirror) }
+                        present.insert(link.name.fileName)
+                        result.uploaded.append(link.name.fileName)
+                    }
                 } catch let gap as ChainGap {
                     gaps.append(gap)
                     result.notSent.append(entry.name.fileName)
-                    continue
-                }
-                for link in links + [entry] where !present.contains(link.name.fileName) {
-                    if !dryRun { try upload(link, from: primary, to: mirror) }
-                    present.insert(link.name.fileName)
-                    result.uploaded.append(link.name.fileName)
+                } catch let failure as VerificationFailure {
+                    gaps.append(failure)
+                    result.notSent.append(entry.name.fileName)
                 }
             }
             if !result.uploaded.isEmpty && !dryRun { target = try mirror.archives(of: user) }
@@ -269,6 +272,8 @@ public enum MirrorSync {
     /// in memory).
     static func upload(_ entry: RepositoryEntry, from primary: any Repository, to mirror: any Repository) throws {
         let object = entry.user.rawValue + "/" + entry.name.fileName
+        // An archive whose name its manifest contradicts is not carried to a mirror under that name.
+        _ = try primary.readManifest(entry)
         if let local = entry.localFile {
             try mirror.publishObject(object, from: local)
             return

@@ -55,24 +55,46 @@ public struct Rclone: Sendable {
         public var standardOutput: [UInt8]
         /// What rclone said on standard error, with credentials replaced.
         public var diagnostics: String
+        /// Whether it was stopped at its deadline (``run(_:extra:input:deadline:)``).
+        public var timedOut = false
     }
 
     /// Runs rclone with `arguments` and `extra` variables to completion; collects its output.
-    public func run(_ arguments: [String], extra: [String: String] = [:], input: String? = nil) throws(RepositoryError)
-        -> Output
-    {
+    /// With `deadline` (seconds), a run still going then is stopped (SIGTERM, then SIGKILL) and
+    /// reported as ``Output/timedOut``: rclone's own retries multiply its timeouts in ways its
+    /// flags do not show (each low-level try of an S3 request is tried again by the S3 client),
+    /// so the bound granary documents is kept by granary itself.
+    public func run(
+        _ arguments: [String], extra: [String: String] = [:], input: String? = nil, deadline: Double? = nil
+    ) throws(RepositoryError) -> Output {
         let process = try start(arguments, extra: extra, stdinPath: input)
         var output: [UInt8] = []
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
         defer { buffer.deallocate() }
+        let started = ContinuousClock.now
+        var timedOut = false
         while true {
+            if let deadline {
+                let left = deadline - (ContinuousClock.now - started).timeInterval
+                if left <= 0 {
+                    timedOut = true
+                    break
+                }
+                var ready = pollfd(fd: process.output, events: Int16(POLLIN), revents: 0)
+                let polled = poll(&ready, 1, Int32(min(left, 1) * 1000) + 1)
+                if polled < 0 && errno == EINTR { continue }
+                if polled == 0 { continue }
+            }
             let n = Glibc.read(process.output, buffer.baseAddress, buffer.count)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             output.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
         }
+        if timedOut { process.stop() }
         let status = process.wait()
-        return Output(status: status, standardOutput: output, diagnostics: process.diagnostics())
+        var result = Output(status: status, standardOutput: output, diagnostics: process.diagnostics())
+        result.timedOut = timedOut
+        return result
     }
 
     /// Starts rclone with its standard output on a pipe the caller reads (a streamed download).
@@ -225,6 +247,23 @@ public final class RcloneProcess: @unchecked Sendable {
         status = code
         errors.waitUntilDrained()
         return code
+    }
+
+    /// Stops rclone at once: SIGTERM, and SIGKILL when it has not ended a second later.
+    func stop() {
+        guard status == nil else { return }
+        kill(pid, SIGTERM)
+        for _ in 0..<20 {
+            var raw: Int32 = 0
+            let done = waitpid(pid, &raw, WNOHANG)
+            if done == pid {
+                status = (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
+                errors.waitUntilDrained()
+                return
+            }
+            usleep(50_000)
+        }
+        kill(pid, SIGKILL)
     }
 
     /// Stops rclone (the caller read what it needed).

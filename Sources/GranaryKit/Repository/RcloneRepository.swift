@@ -65,6 +65,7 @@ public struct RcloneRepository: Repository {
         // Never rclone's remote-control server, whatever its environment or configuration says.
         let common = ["--quiet", "--use-server-modtime", "--rc=false"] + limits.flags(environment: environment)
         tries = limits.operationTries(environment: environment)
+        deadline = limits.effective(environment: environment).bound
         let features = FeatureCache()
         if location.hasPrefix("s3:") {
             var rest = String(location.dropFirst(3))
@@ -164,14 +165,29 @@ public struct RcloneRepository: Repository {
         location.hasSuffix(":") || location.hasSuffix("/") ? location + object : location + "/" + object
     }
 
-    /// Runs rclone to completion; throws what a failure means.
+    /// Runs rclone to completion; throws what a failure means. With `bounded` (a listing, a
+    /// small object, a delete: never a transfer of an archive, whose time grows with its size),
+    /// the run ends within ``deadline``.
     @discardableResult
-    func run(_ arguments: [String], what: String) throws(RepositoryError) -> [UInt8] {
-        let output = try rclone.run(common + arguments, extra: extra)
+    func run(_ arguments: [String], what: String, bounded: Bool = false) throws(RepositoryError) -> [UInt8] {
+        let output = try rclone.run(common + arguments, extra: extra, deadline: bounded ? deadline : nil)
+        if output.timedOut { throw timedOut(what) }
         guard output.status == 0 else {
             throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: what)
         }
         return output.standardOutput
+    }
+
+    /// The longest one bounded operation may take (``RemoteLimits/bound`` of the effective limits).
+    let deadline: Double
+
+    /// The failure of an operation stopped at ``deadline``.
+    func timedOut(_ what: String) -> RepositoryError {
+        .transport(
+            location: what,
+            detail:
+                "no answer within \(Int(deadline.rounded(.up))) s, the bound of the [remote] settings (retries × low_level_retries × (connect_timeout + timeout), and the pauses between tries)",
+            temporary: true)
     }
 
     /// rclone's exit statuses that granary tells apart (rclone's documentation, "Exit code").
@@ -262,7 +278,9 @@ public struct RcloneRepository: Repository {
     /// back), and a crypt remote must hold no names its password cannot decrypt (a wrong
     /// password hides the real repository and would start a second one beside it).
     func checkNewLocation() throws(RepositoryError) {
-        let stat = try rclone.run(common + ["lsjson", "--stat", "--no-mimetype", remote("")], extra: extra)
+        let stat = try rclone.run(
+            common + ["lsjson", "--stat", "--no-mimetype", remote("")], extra: extra, deadline: deadline)
+        if stat.timedOut { throw timedOut(location) }
         if stat.status == 0, let item = try? JSONDecoder().decode(Listed.self, from: Data(stat.standardOutput)),
             !item.IsDir
         {
@@ -304,7 +322,7 @@ public struct RcloneRepository: Repository {
     /// What rclone says of the remote: whether it is a crypt remote, and the folder of a local one.
     func remoteFeatures() throws(RepositoryError) -> (crypt: Bool, localRoot: String?) {
         if let known = features.remote { return known }
-        let bytes = try run(["backend", "features", remote("")], what: location)
+        let bytes = try run(["backend", "features", remote("")], what: location, bounded: true)
         struct Document: Decodable {
             struct Flags: Decodable {
                 let BucketBased: Bool?
@@ -398,7 +416,7 @@ public struct RcloneRepository: Repository {
     private func list(_ folder: String, directories: Bool) throws(RepositoryError) -> [Listed] {
         let bytes = try run(
             ["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype", remote(folder)],
-            what: display(folder))
+            what: display(folder), bounded: true)
         do {
             return try JSONDecoder().decode([Listed].self, from: Data(bytes))
         } catch {
@@ -514,8 +532,9 @@ public struct RcloneRepository: Repository {
     }
 
     public func delete(_ object: String) throws(RepositoryError) {
-        try run(["deletefile", remote(object)], what: display(object))
-        _ = try? rclone.run(common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra)
+        try run(["deletefile", remote(object)], what: display(object), bounded: true)
+        _ = try? rclone.run(
+            common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra, deadline: deadline)
     }
 
     /// A server-side move (a copy, then the old object deleted: a run stopped between leaves both,
@@ -534,7 +553,9 @@ public struct RcloneRepository: Repository {
     }
 
     public func readSidecar(of object: String) -> [UInt8]? {
-        guard let output = try? rclone.run(common + ["cat", remote(Self.sidecar(of: object))], extra: extra),
+        guard
+            let output = try? rclone.run(
+                common + ["cat", remote(Self.sidecar(of: object))], extra: extra, deadline: deadline),
             output.status == 0,
             !output.standardOutput.isEmpty
         else { return nil }
@@ -599,7 +620,9 @@ public struct RcloneRepository: Repository {
     }
 
     public func readSmall(_ object: String) throws(RepositoryError) -> [UInt8]? {
-        do { return try run(["cat", remote(object)], what: display(object)) } catch .missing { return nil }
+        do { return try run(["cat", remote(object)], what: display(object), bounded: true) } catch .missing {
+            return nil
+        }
     }
 
     public func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError) {
@@ -611,7 +634,7 @@ public struct RcloneRepository: Repository {
     }
 
     public func deleteSmall(_ object: String) throws(RepositoryError) {
-        do { try run(["deletefile", remote(object)], what: display(object)) } catch .missing {}
+        do { try run(["deletefile", remote(object)], what: display(object), bounded: true) } catch .missing {}
     }
 
     public func stagingFolder(for user: UserID) throws -> String {
@@ -655,8 +678,16 @@ public struct RcloneRepository: Repository {
                 let key = user.rawValue + "/" + object.name
                 if (try? run(["deletefile", remote(key)], what: display(key))) != nil { removed.append(display(key)) }
             }
-            // An upload of this host killed after its host marker was written: the marker without
-            // its archive, and (S3) the unfinished multipart upload of exactly that name.
+            // (S3) An upload of this host killed half-way: the unfinished multipart upload of an
+            // archive of this host and user (the caller holds the user's lock: no live run of this
+            // host is uploading one; another host's names hold its own host).
+            for key in unfinishedUploads(of: user) {
+                _ = try? rclone.run(
+                    common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra, deadline: deadline)
+                removed.append(display(key) + " (unfinished upload)")
+            }
+            // A legacy upload killed after its host marker was written: the marker without its
+            // archive, and (S3) the unfinished multipart upload of exactly that name.
             for archive in orphanedArchives(of: user) {
                 let key = user.rawValue + "/" + archive
                 if location.hasPrefix("s3:") {
@@ -668,6 +699,29 @@ public struct RcloneRepository: Repository {
             }
         }
         return removed
+    }
+
+    /// The names (`USER/NAME`) of `user`'s archives of this host with an unfinished multipart
+    /// upload (S3; none elsewhere).
+    func unfinishedUploads(of user: UserID) -> [String] {
+        guard location.hasPrefix("s3:"),
+            let output = try? rclone.run(
+                common + ["backend", "list-multipart-uploads", remote("")], extra: extra, deadline: deadline),
+            output.status == 0, !output.timedOut
+        else { return [] }
+        struct Upload: Decodable { let Key: String? }
+        guard let buckets = try? JSONDecoder().decode([String: [Upload]?].self, from: Data(output.standardOutput))
+        else { return [] }
+        var keys: Set<String> = []
+        for upload in buckets.values.compactMap({ $0 }).joined() {
+            guard let key = upload.Key else { continue }
+            let parts = key.split(separator: "/").map(String.init)
+            guard parts.count >= 2, parts[parts.count - 2] == user.rawValue,
+                ArchiveName(fileName: parts[parts.count - 1])?.host == context.host
+            else { continue }
+            keys.insert(user.rawValue + "/" + parts[parts.count - 1])
+        }
+        return keys.sorted()
     }
 
     /// Asks an object store to drop its unfinished multipart uploads older than a day (S3:

@@ -35,6 +35,42 @@ public struct RemoteLimits: Sendable, Equatable {
         return attempt * Double(retries) + sleeps
     }
 
+    /// These limits as rclone will run with them: rclone's own `RCLONE_CONTIMEOUT`,
+    /// `RCLONE_TIMEOUT`, `RCLONE_RETRIES` and `RCLONE_LOW_LEVEL_RETRIES` in `environment` take the
+    /// place of the matching setting (a value granary cannot read leaves the setting).
+    func effective(environment: [String: String]) -> RemoteLimits {
+        var limits = self
+        if let text = environment["RCLONE_CONTIMEOUT"], let value = Self.goDuration(text) { limits.connectTimeout = value }
+        if let text = environment["RCLONE_TIMEOUT"], let value = Self.goDuration(text) { limits.timeout = value }
+        if let text = environment["RCLONE_RETRIES"], let value = Int(text) { limits.retries = max(1, value) }
+        if let text = environment["RCLONE_LOW_LEVEL_RETRIES"], let value = Int(text) {
+            limits.lowLevelRetries = max(1, value)
+        }
+        return limits
+    }
+
+    /// A Go duration as rclone takes it (`90s`, `1m30s`, `500ms`, `1.5h`); nil for anything else.
+    static func goDuration(_ text: String) -> Duration? {
+        var total = 0.0
+        var rest = Substring(text)
+        guard !rest.isEmpty else { return nil }
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isNumber || $0 == "." }
+            guard let value = Double(number) else { return nil }
+            rest = rest.dropFirst(number.count)
+            let unit = rest.prefix { $0.isLetter }
+            rest = rest.dropFirst(unit.count)
+            switch unit {
+            case "h": total += value * 3600
+            case "m": total += value * 60
+            case "s": total += value
+            case "ms": total += value / 1000
+            default: return nil
+            }
+        }
+        return .milliseconds(Int64(total * 1000))
+    }
+
     /// rclone's flags for these limits, leaving out those the environment sets itself.
     func flags(environment: [String: String]) -> [String] {
         var flags: [String] = []

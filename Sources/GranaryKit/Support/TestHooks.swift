@@ -80,6 +80,13 @@ public enum CrashPoint {
         /// Before each archive a merge replaces is removed (per archive, newest first).
         case mergeRemoving
 
+        // A legacy archive given its host's name (``Repository/convertLegacyArchives(of:adopting:dryRun:)``),
+        // in order (per archive).
+        /// Its verification record is written for the new name; the archive is not renamed yet.
+        case convertRecorded
+        /// The archive has its new name; the old record and the marker are still there.
+        case convertRenamed
+
         /// The restore and reset commit's points, in order.
         public static let restoreCommit: [Name] = [
             .staged, .paused, .checked, .committed, .checkpointed, .keptAside, .externalAdded, .staleRemoved,
@@ -92,6 +99,8 @@ public enum CrashPoint {
         ]
         /// A delta backup's points, in order.
         public static let deltaBackup: [Name] = [.deltaPlanned, .deltaWritten, .deltaPublished]
+        /// A legacy archive's conversion, in order.
+        public static let conversion: [Name] = [.convertRecorded, .convertRenamed]
         /// Prune's merge points, in order.
         public static let merge: [Name] = [
             .mergeStaged, .mergeHashed, .mergeWritten, .mergePublished, .mergeProven, .mergeRemoving,
