@@ -425,7 +425,7 @@ _granary_inspect() {
 _granary_check() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --nagios --version -h --help)
-    repeating_options=(--mirror)
+    repeating_options=(--mirror --exclude)
     non_repeating_options=(--root --repo --host --config --max-age --textfile)
     __granary_offer_flags_options -1
 
@@ -450,6 +450,10 @@ _granary_check() {
         return
         ;;
     '--max-age')
+        return
+        ;;
+    '--exclude')
+        __granary_add_custom_completions ---completion check -- --exclude "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
         return
         ;;
     '--textfile')
