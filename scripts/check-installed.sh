@@ -57,6 +57,32 @@ check "man granary-backup finds the installed page" bash -c 'MANPAGER=cat man gr
 check "man 5 granary.toml" bash -c 'MANPAGER=cat man 5 granary.toml | grep -q keep_within'
 check "man 7 granary-reopen" bash -c 'MANPAGER=cat man 7 granary-reopen | grep -qi reopen'
 
+# Every path of a granary binary that the installed pages name (man pages, README, docs, the
+# units) is one the package installed: a cron line copied from them must not exit 127. A
+# /usr/local/bin path is allowed only within three lines of `make install`, which puts it there.
+stray=/tmp/stray-paths
+: > "$stray"
+for page in $(dpkg -L granary | grep -E '^/usr/share/(man|doc/granary)/|/systemd/system/granary-' | sort); do
+    [ -f "$page" ] || continue
+    zcat -f "$page" | awk -v page="$page" '
+        { line[NR] = $0 }
+        END {
+            for (i = 1; i <= NR; i++) {
+                rest = line[i]
+                while (match(rest, /\/usr\/(local\/)?s?bin\/granary[a-z-]*/)) {
+                    path = substr(rest, RSTART, RLENGTH); rest = substr(rest, RSTART + RLENGTH)
+                    if (system("test -e " path) == 0) continue
+                    near = ""
+                    for (j = i - 3; j <= i + 3; j++) if (j in line) near = near " " line[j]
+                    if (path ~ /^\/usr\/local\/bin\// && near ~ /make install/) continue
+                    printf "%s:%d: %s\n", page, i, path
+                }
+            }
+        }' >> "$stray"
+done
+if [ ! -s "$stray" ]; then pass "every granary path in the installed pages and units is installed (/usr/local/bin only beside make install)"
+else fail "the installed pages name paths the package does not install: $(tr '\n' ' ' < "$stray")"; fi
+
 # Completions, from the installed files, where each shell looks by itself.
 check "bash completes 'granary ba' to backup (installed bash-completion file)" bash -c '
     source /usr/share/bash-completion/completions/granary
@@ -88,8 +114,8 @@ check "every commented setting of config.toml is valid when uncommented" \
 
 # systemd units: installed, disabled, valid.
 units=$(dpkg -L granary | grep -E '/systemd/system/granary-[a-z]+\.(service|timer)$' | sort)
-[ "$(echo "$units" | wc -l)" = 6 ] && pass "six units installed: $(echo $units | xargs -n1 basename | tr '\n' ' ')" \
-    || fail "expected granary-{backup,verify,check}.{service,timer}, found: $units"
+[ "$(echo "$units" | wc -l)" = 10 ] && pass "ten units installed: $(echo $units | xargs -n1 basename | tr '\n' ' ')" \
+    || fail "expected granary-{backup,prune,sync,verify,check}.{service,timer}, found: $units"
 if ls /etc/systemd/system/*.wants/granary-* > /dev/null 2>&1; then
     fail "a granary unit is enabled after installing: $(ls /etc/systemd/system/*.wants/granary-*)"
 else
@@ -98,6 +124,12 @@ fi
 if command -v systemd-analyze > /dev/null; then
     # shellcheck disable=SC2086
     check "systemd-analyze verify the installed units" systemd-analyze verify $units
+    # Every service sandboxed: exposure 3.0 or less by systemd's own measure (docs/security.md).
+    for service in $(echo "$units" | grep '\.service$'); do
+        score=$(systemd-analyze security --offline=yes "$service" 2>&1 | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+        if [ -n "$score" ] && awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }'; then pass "systemd-analyze security $(basename "$service"): $score"
+        else fail "systemd-analyze security $(basename "$service"): exposure ${score:-unknown}, above 3.0"; fi
+    done
 fi
 
 check "dpkg --purge granary removes it, the conffile too" bash -c \

@@ -29,10 +29,10 @@ struct AdminInstallTests {
                     word.hasPrefix("/") || word.hasPrefix("\"") || word == "-t" || word == "granary",
                     "not absolute: \(word) in \(line)")
             }
-            #expect(command.hasPrefix("/usr/local/bin/granary "), "\(line)")
+            #expect(command.hasPrefix("/usr/bin/granary "), "the package's path: \(line)")
             // Run it as cron would: env -i, PATH=/usr/bin:/bin, the built granary in place of the installed one.
             let run = command.replacingOccurrences(
-                of: "/usr/local/bin/granary", with: GranaryProcess.binDirectory + "/granary")
+                of: "/usr/bin/granary", with: GranaryProcess.binDirectory + "/granary")
             let result = try GranaryProcess.runExecutable(
                 "/usr/bin/env",
                 [
@@ -103,5 +103,48 @@ struct AdminInstallTests {
                 ])
             #expect(result.stdout.contains("count=0"), "\(words): \(result.stdout)\(result.stderr)")
         }
+    }
+
+    @Test(
+        "every path of a granary binary in the shipped pages is one the package installs, /usr/local/bin only beside make install"
+    )
+    func shippedPaths() throws {
+        // What debian/rules installs: "$(PKG)/usr/bin/granary" and the like.
+        let rules = try String(contentsOfFile: Self.package + "/debian/rules", encoding: .utf8)
+        let installed = Set(Self.binaryPaths(in: rules).map { $0.path })
+        #expect(installed.contains("/usr/bin/granary"), "\(installed)")
+        // What the package ships to be read: README, docs/, the man pages, examples/ (units, config).
+        var pages = ["README.md"]
+        for folder in ["docs", "man", "examples"] {
+            let found = FileManager.default.enumerator(atPath: Self.package + "/" + folder)?.allObjects as? [String]
+            pages += (found ?? []).filter { !$0.hasPrefix("src/") || folder == "man" }.map { folder + "/" + $0 }
+                .filter { FileSystem.isRegularFile(Self.package + "/" + $0) }
+        }
+        var stray: [String] = []
+        for page in pages {
+            guard let text = try? String(contentsOfFile: Self.package + "/" + page, encoding: .utf8) else { continue }
+            let lines = text.components(separatedBy: "\n")
+            for (path, index) in Self.binaryPaths(in: text) where !installed.contains(path) {
+                let line = Self.lineNumber(of: index, in: text)
+                let near = lines[max(0, line - 4)..<min(lines.count, line + 3)].joined(separator: " ")
+                if path.hasPrefix("/usr/local/bin/") && near.contains("make install") { continue }
+                stray.append("\(page):\(line): \(path)")
+            }
+        }
+        #expect(stray.isEmpty, "paths the package does not install: \(stray)")
+    }
+
+    /// Every `/usr/bin/granary…`, `/usr/local/bin/granary…`, `/usr/sbin/granary…` in a text, with where it starts.
+    static func binaryPaths(in text: String) -> [(path: String, index: String.Index)] {
+        let pattern = try! NSRegularExpression(pattern: "/usr/(local/)?s?bin/granary[a-z-]*")
+        let range = NSRange(text.startIndex..., in: text)
+        return pattern.matches(in: text, range: range).compactMap { match in
+            guard let found = Range(match.range, in: text) else { return nil }
+            return (String(text[found]), found.lowerBound)
+        }
+    }
+
+    static func lineNumber(of index: String.Index, in text: String) -> Int {
+        text[..<index].reduce(1) { $1 == "\n" ? $0 + 1 : $0 }
     }
 }

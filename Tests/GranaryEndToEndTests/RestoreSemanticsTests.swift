@@ -125,8 +125,16 @@ struct RestoreSemanticsTests {
     }
 
     @Test(
-        "a backup of a user with no store fails with 65, and backup --all over an empty root with 66, writing nothing")
+        "a user with no store yet is nothing to back up (0); one whose only store is passed over fails with 65; backup --all over an empty root with 66; nothing is written"
+    )
     func emptyIsNotSuccess() throws {
+        let nothing = try granary(["backup", "alice@example.com"])
+        #expect(nothing.status == 0, "\(nothing.stderr)")
+        #expect(archives().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: repo + "/alice@example.com"))
+        try SampleData.makeRollbackStore(folder.child("elsewhere.sqlite"), rows: 1)
+        try FileManager.default.createSymbolicLink(
+            atPath: user + "/Linked.sqlite", withDestinationPath: folder.child("elsewhere.sqlite"))
         let result = try granary(["backup", "alice@example.com"])
         #expect(result.status == 65, "\(result.stderr)")
         #expect(result.stderr.contains("no SQLite store found"))

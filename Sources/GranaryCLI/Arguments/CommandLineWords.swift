@@ -56,7 +56,16 @@ struct CommandLineWords {
     /// Throws a `Problem` for a line without a command, with an unknown command, or asking
     /// for help on an unknown topic.
     func check() throws(Problem) {
-        guard !isBuiltInRequest else { return }
+        if isBuiltInRequest {
+            // `granary bakup --help` is a mistyped command (64), not a request for granary's own help.
+            let asksHelp = arguments.prefix { $0 != "--" }.contains { $0 == "-h" || $0 == "--help" }
+            if asksHelp, arguments.first != "---completion", let word = firstWord, !word.hasPrefix("-"), word != "help",
+                !Granary.commandNames.contains(word)
+            {
+                throw unknown(word)
+            }
+            return
+        }
         guard let word = firstWord else {
             throw Problem(
                 failure: Failure(code: .usage, message: "no command given", hint: "granary help COMMAND"),

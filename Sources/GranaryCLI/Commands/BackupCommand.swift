@@ -85,7 +85,8 @@ struct BackupCommand: GranaryCommand {
     @Option(name: .customLong(BackupWorkers.failedFlag), help: .private)
     var workerFailedMirror: [String] = []
     @Option(
-        help: ArgumentHelp("With --all, leave this user out (repeatable).", valueName: "user"),
+        help: ArgumentHelp(
+            "With --all, leave this user out (repeatable; adds to exclude in the configuration).", valueName: "user"),
         completion: .custom(Completions.users))
     var exclude: [String] = []
 
@@ -157,7 +158,11 @@ struct BackupCommand: GranaryCommand {
             throw UserError.notFound(id.rawValue, root: root.path)
         }
         ids.removeAll { excluded.contains($0) }
-        if all && ids.isEmpty { throw BackupError.noUsers(root: root.path) }
+        // The configuration's `exclude`: a name with no folder is no error (the user may be gone).
+        if all { ids.removeAll { settings.exclude.value.contains($0.rawValue) } }
+        if all && ids.isEmpty && excluded.isEmpty && settings.exclude.value.isEmpty {
+            throw BackupError.noUsers(root: root.path)
+        }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let operation = BackupOperation(
             root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
@@ -178,7 +183,9 @@ struct BackupCommand: GranaryCommand {
         for outcome in outcomes {
             if let error = outcome.error as? InterruptedError { throw error }
             // One user named: its failure is the run's (the error document under --json).
-            if ids.count == 1, let error = outcome.error ?? outcome.pruneError { throw error }
+            if ids.count == 1, let error = outcome.error ?? outcome.pruneError, !BackupResult.isNothing(error) {
+                throw error
+            }
             users.append(BackupResult.User(outcome))
         }
         return BackupResult(users: users, ignored: ignored, root: root.path)
@@ -217,6 +224,8 @@ struct BackupResult: CommandResult {
         @Null var error: Failure?
         /// With `--delta` (absent without): what was written, and why a full.
         var delta: Delta?
+        /// The user's folder holds no store yet: nothing was backed up, and that is no failure.
+        var nothingToBackUp = false
 
         /// A user that failed before it had an outcome (its worker ended without one).
         init(id: String, failure: Failure) {
@@ -252,6 +261,7 @@ struct BackupResult: CommandResult {
             mirrors = try values.decodeIfPresent([Mirror].self, forKey: .mirrors)
             error = try values.decodeIfPresent(Failure.self, forKey: .error)
             delta = try values.decodeIfPresent(Delta.self, forKey: .delta)
+            nothingToBackUp = try values.decodeIfPresent(Bool.self, forKey: .nothingToBackUp) ?? false
         }
 
         init(_ outcome: BackupRun.Outcome) {
@@ -271,6 +281,14 @@ struct BackupResult: CommandResult {
             warnings = result?.warnings
             prune = outcome.pruned.map { PruneResult.Plan($0) }
             mirrors = result.flatMap { $0.mirrors.isEmpty ? nil : $0.mirrors.map(Mirror.init) }
+            if let failure = outcome.error, BackupResult.isNothing(failure) {
+                // A user whose app has not written yet: no archive, and no failure.
+                nothingToBackUp = true
+                ok = true
+                self.error = nil
+                delta = nil
+                return
+            }
             let failure: (any GranaryError)? =
                 outcome.error ?? outcome.pruneError
                 ?? (result == nil ? UnexpectedError(description: "\(outcome.user): no result") : nil)
@@ -325,6 +343,8 @@ struct BackupResult: CommandResult {
     /// With `--all`: the entries of the root that are not users, with why (said, not failed).
     let ignored: [Skipped]
     private let root: String
+    /// Entries of `ignored` any root may hold (lost+found, hidden ones): listed, not warned about.
+    private let routine: Set<String>
 
     enum CodingKeys: String, CodingKey { case users, ignored }
 
@@ -332,6 +352,13 @@ struct BackupResult: CommandResult {
         self.users = users
         self.ignored = ignored.map { Skipped(name: $0.name, reason: $0.reason) }
         self.root = root
+        routine = Set(ignored.filter(\.routine).map(\.name))
+    }
+
+    /// Whether `error` says a user has nothing to back up yet (no failure).
+    static func isNothing(_ error: any Error) -> Bool {
+        if case .nothingToBackUp = error as? BackupError { return true }
+        return false
     }
 
     /// 1 when some users failed; when every user failed, and for one reason, that reason's
@@ -363,7 +390,7 @@ struct BackupResult: CommandResult {
     /// Every entry a scan passed over is said: a store must not be left out in silence. So is a
     /// sparse file.
     var notes: [String] {
-        ignored.map { "warning: passed over \(root)/\($0.name): \($0.reason)" }
+        ignored.filter { !routine.contains($0.name) }.map { "warning: passed over \(root)/\($0.name): \($0.reason)" }
             + users.flatMap { user in
                 (user.skipped ?? []).map { "warning: \(user.id): passed over \($0.name): \($0.reason)" }
                     + (user.warnings ?? []).map { "warning: \(user.id): \($0)" }
@@ -373,6 +400,7 @@ struct BackupResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
         for user in users {
+            if user.nothingToBackUp { text.line("\(bold: user.id): nothing to back up (no store yet)") }
             guard let archive = user.archive, let size = user.size, let stores = user.stores else { continue }
             text.line(
                 "\(bold: user.id): \(PathText.lastComponent(archive)) (\(Format.bytes(size)), \(stores.count) store\(stores.count == 1 ? "" : "s"), \(String(format: "%.1f", user.seconds ?? 0)) s)"

@@ -14,7 +14,7 @@ struct CheckCommand: GranaryCommand {
             A restore, reset or retire that stopped half way (granary recover finishes it) fails its user. \
             A user whose folder cannot be read fails, saying why, and so does every entry of the root that may \
             hold a user's data but is no user granary can take (a link, a folder whose name is not UTF-8 or no \
-            valid user id, a hidden folder). \
+            valid user id). \
             Results go to standard output: each failing user gets a FAIL line saying why, also with --quiet; \
             a user that passes gets an OK line on a terminal, with -v or --nagios, so check is silent under cron \
             when all pass. --nagios prints a first line for Nagios, Icinga or Sensu and exits 0 OK, 1 WARNING \
@@ -24,7 +24,10 @@ struct CheckCommand: GranaryCommand {
             With mirrors ([[mirror]] in the configuration, or --mirror), a user also fails when the repository's \
             newest regular archive is missing from a mirror, or the mirror's newest is older than --max-age. \
             A retired user (granary retire: no folder under the root, a final archive their newest) passes: \
-            nothing of theirs is to be backed up any more. \
+            nothing of theirs is to be backed up any more. So does a user with no archive whose folder holds no \
+            store yet, or who has no folder at all: nothing to back up (an OK line says so). lost+found and hidden \
+            entries of the root are no users and fail nothing. --exclude and the configuration's exclude leave \
+            users out, as for backup --all. \
             Exit codes: 0 every user passes, 1 some user fails (with --nagios: 0, 1, 2, 3 as above).
             """
     )
@@ -49,6 +52,13 @@ struct CheckCommand: GranaryCommand {
         transform: ArgumentValues.span(minimum: 1))
     var maxAge: Int64?
 
+    @Option(
+        help: ArgumentHelp(
+            "Leave this user out when no user is named (repeatable; adds to exclude in the configuration).",
+            valueName: "user"),
+        completion: .custom(Completions.users))
+    var exclude: [String] = []
+
     @Flag(help: "Nagios plugin output: a status line first; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.")
     var nagios = false
 
@@ -72,6 +82,14 @@ struct CheckCommand: GranaryCommand {
         }
         let interrupted = root.map(Freshness.interrupted) ?? []
         if users.isEmpty { ids = Array(Set(ids).union(interrupted)).sorted { $0.rawValue < $1.rawValue } }
+        let excluded = Set(try UserID.named(exclude))
+        for id in excluded where !ids.contains(id) {
+            throw UserError.notFound(id.rawValue, root: root?.path ?? "")
+        }
+        if users.isEmpty {
+            // As backup --all leaves them out (the configuration's may name users long gone).
+            ids.removeAll { excluded.contains($0) || settings.exclude.value.contains($0.rawValue) }
+        }
         var unreadable: [UserID: String] = [:]
         for id in ids { if let reason = root?.unreadable(id) { unreadable[id] = reason } }
         let limit = maxAge ?? 86_400
@@ -99,6 +117,7 @@ struct CheckCommand: GranaryCommand {
     }
 
     func checkArguments() throws {
+        if !exclude.isEmpty && !users.isEmpty { throw ValidationError("--exclude goes with no users named") }
         if let textfile {
             if textfile.isEmpty || textfile.hasSuffix("/") { throw ValidationError("--textfile needs a file name") }
             try GlobalOptions.checkPlace(textfile, "--textfile")
@@ -146,6 +165,15 @@ struct CheckResult: CommandResult {
         @Null var newestAgeSeconds: Int64?
         /// The number of problems (0 when ok): the user's own, and each mirror's.
         let problems: Int
+        /// The user passes with no archive: no store yet, or no folder (and no archive) at all.
+        let nothingToBackUp: Bool
+        /// Why, in words (not in the JSON document: `reason` is for failures).
+        var state: String? = nil
+
+        enum CodingKeys: String, CodingKey {
+            case id, ok, newestVerified, ageSeconds, newest, reason, mirrors, retired, verified, interrupted
+            case newestSize, newestAgeSeconds, problems, nothingToBackUp
+        }
     }
 
     struct Mirror: Encodable, Sendable {
@@ -213,7 +241,8 @@ struct CheckResult: CommandResult {
                 retired: report.retired != nil, verified: report.verified, interrupted: report.interrupted,
                 newestSize: report.newest?.size,
                 newestAgeSeconds: report.newest.map { Int64(max(0, now.timeIntervalSince($0.name.created))) },
-                problems: reason.isEmpty ? (report.ok ? 0 : 1) : reason.components(separatedBy: "; ").count)
+                problems: reason.isEmpty ? (report.ok ? 0 : 1) : reason.components(separatedBy: "; ").count,
+                nothingToBackUp: report.nothingToBackUp != nil, state: report.nothingToBackUp)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
         self.root = root
@@ -231,7 +260,10 @@ struct CheckResult: CommandResult {
             text.line(
                 "OK    \(user.id): retired, final archive \(user.newest.map { PathText.lastComponent($0) } ?? "")")
         }
-        for user in users where user.ok && !user.retired {
+        for user in users where user.ok && user.nothingToBackUp {
+            text.line("OK    \(user.id): \(user.state ?? "nothing to back up")")
+        }
+        for user in users where user.ok && !user.retired && !user.nothingToBackUp {
             let name = user.newestVerified.map { PathText.lastComponent($0) } ?? ""
             text.line(
                 "OK    \(user.id): \(name) \(user.verified ? "verified" : "checked by its backup"), \(Freshness.describe(TimeInterval(user.ageSeconds ?? 0))) old"

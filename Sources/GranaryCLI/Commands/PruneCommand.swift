@@ -51,11 +51,13 @@ struct PruneCommand: GranaryCommand {
     var keepWeekly: Int?
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("Keep the newest archive of each of the last N months that have one.", valueName: "n"))
+        help: ArgumentHelp(
+            "Keep the newest archive of each of the last N months that have one (-1: every month).", valueName: "n"))
     var keepMonthly: Int?
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("Keep the newest archive of each of the last N years that have one.", valueName: "n"))
+        help: ArgumentHelp(
+            "Keep the newest archive of each of the last N years that have one (-1: every year).", valueName: "n"))
     var keepYearly: Int?
     @Option(
         parsing: .unconditional,
@@ -88,7 +90,11 @@ struct PruneCommand: GranaryCommand {
             (keepLast, "--keep-last"), (keepHourly, "--keep-hourly"), (keepDaily, "--keep-daily"),
             (keepWeekly, "--keep-weekly"), (keepMonthly, "--keep-monthly"), (keepYearly, "--keep-yearly"),
         ] {
-            try ArgumentValues.check(value, option, within: SettingLimits.retentionCount)
+            if let value, !SettingLimits.retentionCount.contains(value) {
+                throw ValidationError(
+                    "\(option) \(value) is out of range: give 0 to \(SettingLimits.retentionCount.upperBound), or -1 for no limit (restic's unlimited)"
+                )
+            }
         }
     }
 

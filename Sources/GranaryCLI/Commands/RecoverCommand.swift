@@ -65,6 +65,13 @@ struct RecoverResult: CommandResult {
         let intruders: [JSONName.Named]
         /// An interrupted retire of the user, finished or undone (null when there was none).
         @Null var retire: Retire?
+        /// The staging folder of a restore that died before its plan was written, removed.
+        @Null var removedStaging: Staging?
+
+        struct Staging: Encodable, Sendable {
+            let path: String
+            let bytes: Int64
+        }
 
         /// What was done to an interrupted retire.
         struct Retire: Encodable, Sendable {
@@ -79,7 +86,9 @@ struct RecoverResult: CommandResult {
         }
 
         /// Whether recovery had anything to do for the user.
-        static func applies(_ report: Recovery.Report) -> Bool { report.hadJournal || report.retire != nil }
+        static func applies(_ report: Recovery.Report) -> Bool {
+            report.hadJournal || report.retire != nil || report.removedStaging != nil
+        }
 
         init(_ report: Recovery.Report) {
             id = report.user
@@ -95,9 +104,15 @@ struct RecoverResult: CommandResult {
                 retire = Retire(outcome: "undone", archive: nil, reason: reason, leftoversFolder: nil)
             case nil: retire = nil
             }
+            removedStaging = report.removedStaging.map { Staging(path: $0.path, bytes: $0.bytes) }
         }
 
         func render(_ text: inout TextOutput, _ detail: TextDetail) {
+            if let staging = removedStaging {
+                text.line(
+                    "removed \(staging.path) (\(Format.bytes(staging.bytes))): the staged files of a restore of \(id) that stopped before it changed anything"
+                )
+            }
             if let retire {
                 if retire.outcome == "finished" {
                     text.line(

@@ -46,7 +46,8 @@ struct RestoreCommand: GranaryCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The newest archive at or before this time (RFC 3339, or an archive name's stamp YYYYMMDDTHHMMSS[.ffffff]Z; a time to the second covers that second).", valueName: "time"))
+            "The newest archive at or before this time: 2026-11-28 13:00 (local time), RFC 3339, an archive's stamp (YYYYMMDDTHHMMSS[.ffffff]Z), yesterday, or a duration ago (1d, 2h30min); a time to the second covers that second.",
+            valueName: "time"))
     var at: String?
 
     @Option(
@@ -89,7 +90,9 @@ struct RestoreCommand: GranaryCommand {
 
     func checkArguments() throws {
         if let at, RestoreCommand.parseTime(at) == nil {
-            throw ValidationError("--at \(at) is neither RFC 3339 nor YYYYMMDDTHHMMSS[.ffffff]Z")
+            throw ValidationError(
+                "--at \(at) is not a time: give a local time such as \"2026-11-28 13:00\", RFC 3339, an archive's stamp YYYYMMDDTHHMMSS[.ffffff]Z, now, yesterday, or a duration ago such as 1d or 2h30min"
+            )
         }
         if at != nil && archive != nil { throw ValidationError("give an archive or --at, not both") }
         if undo && (at != nil || archive != nil) {
@@ -147,12 +150,33 @@ struct RestoreCommand: GranaryCommand {
         }
     }
 
-    static func parseTime(_ text: String) -> Date? {
+    /// `--at`'s time: an archive stamp (to the second or the microsecond), RFC 3339 (fractions too), a local date and time (`2026-11-28 13:00`,
+    /// seconds optional, `T` or a space between), `now`, `yesterday` (24 hours ago, as GNU date
+    /// reads it), or a duration with its units, ago (`1d`, `2h30min`; a bare number is refused:
+    /// it reads as neither a time nor a duration to a person).
+    static func parseTime(_ text: String, now: Date = Date(), timeZone: TimeZone = .current) -> Date? {
         if let micros = ArchiveName.parseMicros(text) { return Date(timeIntervalSince1970: Double(micros) / 1_000_000) }
-        if let date = ISO8601DateFormatter().date(from: text) { return date }
+        if let time = ISO8601DateFormatter().date(from: text) { return time }
         let fractional = ISO8601DateFormatter()
         fractional.formatOptions.insert(.withFractionalSeconds)
-        return fractional.date(from: text)
+        if let time = fractional.date(from: text) { return time }
+        switch text.lowercased() {
+        case "now": return now
+        case "yesterday": return now.addingTimeInterval(-86_400)
+        default: break
+        }
+        if text.contains(where: \.isLetter), let span = DurationText.span(text) {
+            return now.addingTimeInterval(-span.seconds(before: now))
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = timeZone
+        formatter.isLenient = false
+        for format in ["yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd HH:mm", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm"] {
+            formatter.dateFormat = format
+            if let time = formatter.date(from: text) { return time }
+        }
+        return nil
     }
 
     func execute(_ console: Console) throws -> RestoreResult {
@@ -160,7 +184,7 @@ struct RestoreCommand: GranaryCommand {
         var request = RestoreRequest(user: try UserID(user), context: settings.context)
         request.archive = archive
         request.undo = undo
-        request.at = at.flatMap(RestoreCommand.parseTime)
+        request.at = at.flatMap { RestoreCommand.parseTime($0) }
         if let to, !FolderName.isUTF8(to) {
             throw CommandError(
                 description: "--to \(to) is not UTF-8 text", status: .usage,
@@ -179,7 +203,15 @@ struct RestoreCommand: GranaryCommand {
         {
             throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
         }
-        if let to, geteuid() == 0, let problem = TrustedPath.folderProblem(to) {
+        // A new folder in a sticky shared folder (/tmp/drill): made private here, then judged.
+        if let to, geteuid() == 0, TrustedPath.folderProblem(to) != nil, TrustedPath.canMakePrivateFolder(to),
+            !dryRun
+        {
+            _ = TrustedPath.makePrivateFolder(to)
+        }
+        if let to, geteuid() == 0, !(dryRun && TrustedPath.canMakePrivateFolder(to)),
+            let problem = TrustedPath.folderProblem(to)
+        {
             // Root writes the restored stores there: a folder another user owns or can write
             // would let them swap what is written, or read it.
             throw CommandError(

@@ -119,6 +119,14 @@ struct UsersResult: CommandResult {
                 text.line(line)
                 continue
             }
+            if user.stores.isEmpty && user.unreadable.isEmpty && user.skipped.isEmpty && user.problem == nil {
+                var line: TextLine = "\(bold: user.id)  no store yet: nothing to back up"
+                if let last = user.lastBackup {
+                    line += "; last backup \(Format.time(last)) (\(Format.age(now.timeIntervalSince(last))) ago)"
+                }
+                text.line(line)
+                continue
+            }
             var line: TextLine =
                 "\(bold: user.id)  \(user.stores.count) store\(user.stores.count == 1 ? "" : "s"), \(Format.bytes(user.size))"
             if let last = user.lastBackup {

@@ -221,6 +221,12 @@ extension ConfigError: CommandLineError {
                 return
                     "the \(brackets.0)\(table.name)\(brackets.1) keys are \(ConfigKey.names(in: table.name).joined(separator: ", ")); see granary.toml(5)"
             }
+            // A table's key at the top level: a `#keep_daily` uncommented without `#[retention]`.
+            if let row = ConfigKey.all.first(where: { $0.table != nil && $0.name == key }), let table = row.table {
+                let brackets = ConfigTable.named(table)?.isArray == true ? ("[[", "]]") : ("[", "]")
+                return
+                    "\(key) is a key of \(brackets.0)\(table)\(brackets.1): put it below a \(brackets.0)\(table)\(brackets.1) line (uncomment that line too); see granary.toml(5)"
+            }
             return "the keys are \(ConfigKey.names(in: nil).joined(separator: ", ")); see granary.toml(5)"
         default: return "see granary.toml(5)"
         }
@@ -267,7 +273,9 @@ extension SettingsError: CommandLineError {
     var status: ExitStatus { .usage }
     var hint: String? {
         switch self {
-        case .missing(_, let flag, let variable): return "pass \(flag) DIR or set \(variable)"
+        case .missing(_, let flag, let variable, let key, let config):
+            return
+                "pass \(flag) \(flag == "--root" ? "DIR" : "LOCATION"), set \(variable), or write \(key) = \"…\" in \(config)"
         case .invalid: return nil
         }
     }
@@ -331,7 +339,8 @@ extension RepositoryError: CommandLineError {
         case .squatted: return nil
         case .nameTaken(let object):
             return "look at \(Hint.name(object)) (granary verify names whose archive it is)"
-        case .sameLocation: return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
+        case .sameLocation:
+            return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
         }
     }
 }
@@ -420,6 +429,7 @@ extension BackupError: CommandLineError {
         switch self {
         case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
         case .noUsers: return .notFound
+        case .nothingToBackUp: return .success
         case .noRoom: return .ioError
         case .reservedLabel: return .usage
         case .storeBusy: return .temporaryFailure
@@ -435,6 +445,7 @@ extension BackupError: CommandLineError {
         case .diskFull(let repo, _):
             return "free space in \(Hint.name(repo)) (granary prune) or point --repo elsewhere, then run again"
         case .noStores: return "granary users shows what granary sees in each user's folder"
+        case .nothingToBackUp: return nil
         case .unsupportedName: return "rename the file"
         case .reservedLabel: return "choose another label"
         case .overUserCap(_, _, _, _, let sparse):

@@ -68,11 +68,25 @@ struct TextLine: ExpressibleByStringInterpolation, Sendable {
 
     /// The line as printed: every piece escaped, padded, and styled when `color` is on.
     func rendered(color: Bool) -> String {
-        var out = ""
-        for span in spans {
+        var pieces: [(text: String, style: TextStyle)] = spans.map { span in
             var text = TerminalText.escape(span.text)
             if let width = span.width, text.count < width { text += String(repeating: " ", count: width - text.count) }
-            switch (color, span.style) {
+            return (text, span.style)
+        }
+        // No line ends in a space: not the padding of its last column, nor a literal's last space.
+        while let last = pieces.last {
+            var text = Substring(last.text)
+            while text.last == " " { text = text.dropLast() }
+            if text.isEmpty {
+                pieces.removeLast()
+                continue
+            }
+            pieces[pieces.count - 1].text = String(text)
+            break
+        }
+        var out = ""
+        for (text, style) in pieces {
+            switch (color, style) {
             case (true, .bold): out += "\u{1B}[1m" + text + "\u{1B}[0m"
             case (true, .dim): out += "\u{1B}[2m" + text + "\u{1B}[0m"
             default: out += text

@@ -30,6 +30,8 @@ public struct ConfigFile: Sendable {
     public var retentionKeysSet: Set<String> = []
     /// `[limits]`: the defaults with the keys the file sets.
     public var limits: ContentLimits?
+    /// `exclude`: users `backup --all` and `check` leave out.
+    public var exclude: [String]?
     /// `[reset] keep_tables`.
     public var resetKeepTables: [String]?
     /// `[limits] bytes_per_user`.
@@ -218,8 +220,9 @@ public enum SettingLimits {
     public static let jobs = 1...64
     /// Any compression level; each compression accepts part of it (`Compression.levels`).
     public static let levels = 0...19
-    /// Each `keep_*` count of a retention policy.
-    public static let retentionCount = 0...1_000_000
+    /// Each `keep_*` count of a retention policy; -1 keeps every one of its kind (restic's
+    /// "unlimited").
+    public static let retentionCount = -1...1_000_000
     /// How long to wait for a user's lock (`lock_timeout`, `--lock-timeout`): up to a week.
     public static let lockTimeout = Duration.zero...Duration.seconds(7 * 86_400)
     /// How long an owner has to acknowledge a pause (`owner_timeout`, `--owner-timeout`).

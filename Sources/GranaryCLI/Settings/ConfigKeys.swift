@@ -136,6 +136,13 @@ extension ConfigKey {
             config.jobs = try reader.integer(value, key, SettingLimits.jobs)
         },
         setting(
+            "exclude", .strings, "(unset)",
+            "Users backup --all and check leave out, as --exclude (a name with no folder is no error).",
+            "[\"test@example.com\"]", \.exclude, { $0.isEmpty ? .unset : .list($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.exclude = try reader.userIDs(value, key)
+        },
+        setting(
             "remote_environment", .string, "(unset)",
             "An absolute path to a root-owned file of KEY=VALUE lines that root's rclone gets.",
             "\"/etc/granary/remote.env\"", \.remoteEnvironment, { .string($0) }
@@ -186,7 +193,7 @@ extension ConfigKey {
                     key: "mirror", value: settings.mirrors.value.isEmpty ? .unset : .list(settings.mirrors.value),
                     source: settings.mirrors.value.isEmpty ? "default" : settings.mirrors.source.rawValue)
             }),
-        retention("keep_last", "Keep the newest that many archives: 0 to 1000000.", \.keepLast),
+        retention("keep_last", "Keep the newest that many archives: 0 to 1000000, -1 for all.", \.keepLast),
         retention(
             "keep_hourly", "Keep the newest archive of each of that many most recent hours with one.", \.keepHourly),
         retention("keep_daily", "Keep the newest archive of each of that many most recent days with one.", \.keepDaily),
@@ -302,7 +309,7 @@ extension ConfigKey {
             })
     }
 
-    /// A `[retention]` count: 0 to 1000000, 0 by default.
+    /// A `[retention]` count: -1 (all) to 1000000, 0 by default.
     private static func retention(
         _ name: String, _ summary: String, _ field: WritableKeyPath<RetentionPolicy, Int> & Sendable
     ) -> ConfigKey {
@@ -505,6 +512,20 @@ struct ConfigReader {
     }
 
     /// An array of table names, each a non-empty string.
+    /// An array of user ids, each valid (``UserID``).
+    func userIDs(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> [String] {
+        guard let array = value.array else { throw fail(key, expected: "an array of user ids", found: value) }
+        var names: [String] = []
+        for element in array {
+            guard let name = element.string else { throw invalid(key, "every entry must be a user id in quotes") }
+            if let problem = UserID.problem(with: name) {
+                throw invalid(key, "\"\(name)\" is not a valid user id: it \(problem)")
+            }
+            names.append(name)
+        }
+        return names
+    }
+
     func tableNames(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> [String] {
         guard let array = value.array else { throw fail(key, expected: "an array of table names", found: value) }
         var names: [String] = []

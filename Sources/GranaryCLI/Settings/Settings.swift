@@ -50,6 +50,8 @@ public struct Settings: Sendable {
     public var bytesPerUser = Setting(SettingLimits.defaultBytesPerUser, from: .defaultValue)
     /// Tables a reset keeps with their rows, besides the built-in ones (`[reset] keep_tables`).
     public var resetKeepTables = Setting([String](), from: .defaultValue)
+    /// Users `backup --all` and `check` leave out (`exclude`; `--exclude` adds to them).
+    public var exclude = Setting([String](), from: .defaultValue)
     /// The file of `KEY=VALUE` lines root's rclone gets (`remote_environment`), when one is set.
     public var remoteEnvironment: Setting<String>?
     /// Whether `backup` writes delta archives when a base fits (`delta`, issue 35).
@@ -71,6 +73,13 @@ public struct Settings: Sendable {
 
     /// The configuration file the settings were read from, when one was.
     public var configPath: String?
+
+    /// The file a setting missing from every place should go in: the one read, else the first
+    /// place granary looks (`~/.config/granary/config.toml`, root's `/etc/granary/config.toml`).
+    var configFileToName: String {
+        configPath ?? ConfigFile.defaultPaths(environment: ProcessInfo.processInfo.environment).first
+            ?? "/etc/granary/config.toml"
+    }
     /// Things a person should know about where the settings came from: a default configuration
     /// file root did not read (someone else could write it), and, for root acting through sudo,
     /// the root and repository the environment chose.
@@ -107,6 +116,7 @@ public struct Settings: Sendable {
         if let value = config.limits { settings.limits = Setting(value, from: .file) }
         if let value = config.bytesPerUser { settings.bytesPerUser = Setting(value, from: .file) }
         if let value = config.resetKeepTables { settings.resetKeepTables = Setting(value, from: .file) }
+        if let value = config.exclude { settings.exclude = Setting(value, from: .file) }
         if let value = config.remote { settings.remote = Setting(value, from: .file) }
         if let value = config.remoteEnvironment { settings.remoteEnvironment = Setting(value, from: .file) }
         if let value = config.delta { settings.delta = Setting(value, from: .file) }
@@ -158,7 +168,9 @@ public struct Settings: Sendable {
 
     /// The root, or a usage error saying how to set it.
     public func requireRoot() throws(SettingsError) -> Root {
-        guard let root else { throw .missing("root", flag: "--root", variable: "GRANARY_ROOT") }
+        guard let root else {
+            throw .missing("root", flag: "--root", variable: "GRANARY_ROOT", key: "root", config: configFileToName)
+        }
         return Root(path: root.value)
     }
 
@@ -166,7 +178,8 @@ public struct Settings: Sendable {
     /// or hold it; unless `forWriting` (backup, which creates it), it must exist already.
     public func requireRepository(forWriting: Bool = false, context: RunContext? = nil) throws -> any Repository {
         guard let repository = try repository(context: context) else {
-            throw SettingsError.missing("repository", flag: "--repo", variable: "GRANARY_REPO")
+            throw SettingsError.missing(
+                "repository", flag: "--repo", variable: "GRANARY_REPO", key: "repo", config: configFileToName)
         }
         if !forWriting { try repository.requireExisting() }
         return repository
@@ -213,12 +226,13 @@ public struct Settings: Sendable {
 
 /// A setting that is missing or wrong.
 public enum SettingsError: GranaryError, Sendable {
-    case missing(String, flag: String, variable: String)
+    case missing(String, flag: String, variable: String, key: String, config: String)
     case invalid(String)
 
     public var description: String {
         switch self {
-        case .missing(let what, _, _): return "no \(what) is set"
+        case .missing(let what, let flag, let variable, let key, let config):
+            return "no \(what) is set (\(flag), \(variable), or \(key) in \(config))"
         case .invalid(let message): return message
         }
     }

@@ -11,6 +11,10 @@ public enum BackupError: GranaryError, Sendable {
     case unreadable(user: String, paths: [String])
     /// The user's folder holds no SQLite store: an archive of nothing is not a backup.
     case noStores(user: String, folder: String)
+    /// The user's folder holds nothing that could be a store (no store, nothing unreadable,
+    /// nothing passed over): a user whose app has not written yet. Not a failure of a backup
+    /// (`BackupRun` reports it as nothing to back up); nothing was written to the repository.
+    case nothingToBackUp(user: String, folder: String)
     /// A backup of all users over a root with no user folder (an unmounted volume, a wrong root).
     case noUsers(root: String)
     /// The snapshots would not fit in the repository (checked before a byte is written).
@@ -36,6 +40,8 @@ public enum BackupError: GranaryError, Sendable {
             return "\(user): the repository \(repo) is full; no archive was written"
         case .noStores(let user, let folder):
             return "\(user): no SQLite store found in \(folder); no archive was written"
+        case .nothingToBackUp(let user, let folder):
+            return "\(user): nothing to back up: \(folder) holds no SQLite store yet"
         case .noRoom(let user, let repo, let needed, let free, let store, let sparse):
             let why =
                 sparse.map {

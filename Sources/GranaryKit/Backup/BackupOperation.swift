@@ -181,9 +181,22 @@ public struct BackupOperation: Sendable {
             options.mirrorsLater
             ? [] : mirrors.map { mirror in Pending { try options.context.cpu.normal { try mirror.exists() } } }
         let folder = try root.user(user)
+        // A user whose app has not written yet has nothing to back up: said before anything is
+        // made in the repository (no empty folder of theirs is left there).
+        let scanned = folder.scan()
+        if kind == .backup && scanned.stores.isEmpty && scanned.unreadable.isEmpty && scanned.skipped.isEmpty {
+            throw BackupError.nothingToBackUp(user: user.rawValue, folder: folder.path)
+        }
         try repository.checkSeparate(from: root)
         try repository.prepare()
         let workFolder = try repository.prepareWorkFolder()
+        // A backup that fails leaves no empty folder of the user in a local repository when it
+        // made that folder (an empty folder would stand for a user with archives).
+        let madeFolder = repository.localPath.map { $0 + "/" + user.rawValue }.flatMap {
+            FileSystem.status($0) == nil ? $0 : nil
+        }
+        var published = false
+        defer { if !published, let madeFolder { rmdir(madeFolder) } }
         let userFolder = try repository.stagingFolder(for: user)
         _ = repository.removeDeadTemporaries(users: [user])
         // This host's archives under legacy names (a host marker beside them) take today's names
@@ -208,7 +221,8 @@ public struct BackupOperation: Sendable {
                     Taken, DeltaBackup.Plan?, Date
                 ) {
                     let taken = try snapshotAll(
-                        folder, into: scratch, stages: &stages, archiveFolder: userFolder,
+                        folder, scanned: secondCopy == nil ? scanned : nil, into: scratch, stages: &stages,
+                        archiveFolder: userFolder,
                         overlapped: &overlapped, builder: self.builder(for: user, kind: kind),
                         delta: noCopy ? policy.map { (policy: $0, label: options.label, cache: cache) } : nil)
                     let created = try repository.nextStamp(for: user)
@@ -293,6 +307,7 @@ public struct BackupOperation: Sendable {
                 result.delta = delta?.outcome
                 result.discardedCopies = taken.pageHashes.lazy.filter { $0?.discarding == true }.count
                 result.copiedAgain = copiedAgain
+                published = true
                 return result
             }
         } catch let error as FileSystemError where error.isDiskFull {
@@ -329,7 +344,7 @@ public struct BackupOperation: Sendable {
         (ContinuousClock.now - start).timeInterval
     }
 
-    /// What ``snapshotAll(_:into:stages:archiveFolder:overlapped:builder:delta:)`` took.
+    /// What ``snapshotAll(_:scanned:into:stages:archiveFolder:overlapped:builder:delta:)`` took.
     typealias Taken = (
         stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
         folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?],
@@ -340,14 +355,16 @@ public struct BackupOperation: Sendable {
     /// `backup --delta`): the base is read first (``DeltaBackup/start(policy:user:repository:storeNames:work:label:created:cache:)``),
     /// and when a delta may follow, each WAL store is copied without its file (``Snapshotter/NoCopy``).
     private func snapshotAll(
-        _ folder: UserFolder, into work: String, stages: inout Stages, archiveFolder: String,
+        _ folder: UserFolder, scanned: UserFolder.Scan? = nil, into work: String, stages: inout Stages,
+        archiveFolder: String,
         overlapped: inout OverlappedPack?, builder: ArchiveBuilder,
         delta: (policy: DeltaPolicy, label: String?, cache: String)? = nil
     ) throws -> Taken {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
         var pageHashes: [PageRecorder?] = []
-        let scan = folder.scan()
+        // The scan `runLocked` made (a second attempt scans again: the folder may have changed).
+        let scan = scanned ?? folder.scan()
         if !scan.unreadable.isEmpty {
             throw BackupError.unreadable(
                 user: folder.id.rawValue,

@@ -31,6 +31,22 @@ public enum Freshness {
         public var verified = false
         /// A restore, reset or retire of the user that stopped half way (recover finishes it).
         public var interrupted = false
+        /// Why the user passes with no archive: nothing of theirs is to be backed up (a folder
+        /// with no store yet, or no folder at all), and the repository has no archive of theirs.
+        public var nothingToBackUp: String? = nil
+    }
+
+    /// Why a user with no archive has nothing to back up, or nil when they have something (or
+    /// something granary cannot read, or passed over): no folder under the root, or a folder
+    /// that holds no store yet.
+    public static func nothingToBackUp(_ user: UserID, root: Root) -> String? {
+        guard let rootFolder = try? root.open() else { return nil }
+        guard rootFolder.entry(user.rawValue) != nil else { return "nothing to back up: no folder under the root" }
+        // A folder that cannot be opened is not "nothing": only a missing one is.
+        guard let folder = try? root.user(user) else { return nil }
+        let scan = folder.scan()
+        guard scan.stores.isEmpty && scan.unreadable.isEmpty && scan.skipped.isEmpty else { return nil }
+        return "nothing to back up: no store yet"
     }
 
     /// The users with a restore, reset or retire that stopped half way: their work under the
@@ -92,6 +108,11 @@ public enum Freshness {
             return report
         }
         var report = try evaluate(user, repository: repository, maxAge: maxAge, now: now)
+        if report.newest == nil, let root, let why = nothingToBackUp(user, root: root) {
+            var nothing = Report(user: user, ok: true, newestVerified: nil, age: nil, newest: nil, reason: nil)
+            nothing.nothingToBackUp = why
+            return nothing
+        }
         let verified = report.verified
         guard !mirrors.isEmpty else { return report }
         var standings: [Mirror] = []

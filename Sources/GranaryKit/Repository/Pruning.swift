@@ -46,12 +46,13 @@ public enum Pruning {
             if !policy.keepWithin.isZero, time > withinStart {
                 decisions[index].keptBy.append(.within)
             }
-            for (ruleIndex, (rule, _)) in rules.enumerated() where remaining[ruleIndex] > 0 {
+            // A negative count keeps every archive its rule picks (restic's -1, "unlimited").
+            for (ruleIndex, (rule, _)) in rules.enumerated() where remaining[ruleIndex] != 0 {
                 let bucket = self.bucket(rule, time, position: position, calendar: calendar)
                 if bucket != lastBucket[ruleIndex] {
                     decisions[index].keptBy.append(rule)
                     lastBucket[ruleIndex] = bucket
-                    remaining[ruleIndex] -= 1
+                    if remaining[ruleIndex] > 0 { remaining[ruleIndex] -= 1 }
                 }
             }
         }

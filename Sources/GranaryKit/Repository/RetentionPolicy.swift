@@ -1,5 +1,6 @@
 /// Which archives `prune` keeps: restic's `forget` rules (see Pruning.swift for the algorithm).
-/// A zero or `nil` rule does not keep anything by itself; the rules are OR'd.
+/// A zero or `nil` rule does not keep anything by itself; -1 keeps every archive its rule picks
+/// (restic's "unlimited": `keepMonthly = -1` keeps the newest of every month); the rules are OR'd.
 public struct RetentionPolicy: Sendable, Equatable, Codable {
     public var keepLast: Int = 0
     public var keepHourly: Int = 0

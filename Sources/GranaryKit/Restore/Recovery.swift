@@ -33,6 +33,9 @@ public enum Recovery {
         public var hadJournal: Bool
         /// What was done to a retire that had stopped, if one had.
         public var retire: Retirement.RecoveryOutcome?
+        /// The work folder of a restore that died before its plan was written (staged stores,
+        /// nothing live touched yet), removed: its path and the bytes it held.
+        public var removedStaging: (path: String, bytes: Int64)?
     }
 
     /// The folder where a user's restores work: `<root>/.granary/restore/<user>`.
@@ -56,6 +59,10 @@ public enum Recovery {
         var report = Report(user: user.rawValue, hadJournal: false)
         report.retire = try Retirement.recover(root: root, user: user, context: context)
         guard let (plan, steps) = work.journal.read() else {
+            if FileSystem.status(work.path) != nil {
+                // Said, with its size: it may be gigabytes the operator wondered about.
+                report.removedStaging = (work.path, treeBytes(work.path))
+            }
             FileSystem.removeTree(work.path)
             report.safetyArchivePending = flushPending(root: root, user: user, context: context)
             return report
@@ -233,6 +240,14 @@ public enum Recovery {
         return nil
     }
 
+    /// The bytes of the regular files under `path` (granary's own work folder: no links followed).
+    static func treeBytes(_ path: String) -> Int64 {
+        guard let info = FileSystem.status(path) else { return 0 }
+        if info.st_mode & S_IFMT == S_IFREG { return Int64(info.st_size) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { return 0 }
+        return FileSystem.contents(of: path).reduce(0) { $0 + treeBytes(path + "/" + $1) }
+    }
+
     /// What `granary recover` did.
     public struct Run: Sendable {
         public var reports: [Report] = []
@@ -240,7 +255,9 @@ public enum Recovery {
         public var removedTemporaries: [String] = []
         /// Whether there was anything at all to do.
         public var nothing: Bool {
-            !reports.contains { $0.hadJournal || $0.safetyArchivePending != nil || $0.retire != nil }
+            !reports.contains {
+                $0.hadJournal || $0.safetyArchivePending != nil || $0.retire != nil || $0.removedStaging != nil
+            }
                 && removedTemporaries.isEmpty
         }
     }

@@ -78,6 +78,9 @@ public enum DurationText {
             if unit.isEmpty { break }
             rest = rest.dropFirst(unit.count)
         }
+        if wellFormed(text) {
+            return "too large: a duration is at most 100y (\(longest) seconds)"
+        }
         return
             "not a duration: use a number with ms, s, min, h, d, w, mo or y (e.g. 30s, 2min, 1h30min, 7d, 6mo, 1y), or plain seconds"
     }
@@ -121,6 +124,26 @@ public enum DurationText {
             milliseconds = sum
         }
         return TimeSpan(months: months, milliseconds: milliseconds)
+    }
+
+    /// Whether `text` is written in the grammar, whatever its size (so that a duration past the
+    /// limits is called too large, not "not a duration").
+    private static func wellFormed(_ text: String) -> Bool {
+        func isNumber(_ part: Substring) -> Bool {
+            !part.isEmpty && part != "." && part.filter { $0 == "." }.count <= 1
+        }
+        var rest = Substring(text)
+        if rest.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) { return isNumber(rest) }
+        while !rest.isEmpty {
+            let number = rest.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+            guard isNumber(number) else { return false }
+            rest = rest.dropFirst(number.count)
+            let unit = rest.prefix { $0.isASCII && $0.isLetter }
+            rest = rest.dropFirst(unit.count)
+            guard ["ms", "s", "min", "h", "d", "w", "mo", "y"].contains(String(unit)) else { return false }
+            if (unit == "mo" || unit == "y") && number.contains(".") { return false }
+        }
+        return true
     }
 
     /// `number` (digits, at most one dot) times `factor`, rounded down to a whole; nil when it

@@ -37,13 +37,22 @@ public struct Root: Sendable {
         /// Whether it may hold a user's data: a folder or a link (a user folder granary cannot
         /// take), not a file or another kind of entry. `check` fails on these.
         public let mayHoldData: Bool
+        /// An entry any root may hold that is no user: the file system's `lost+found` and hidden
+        /// entries (a leading `.`). `users` lists it; `backup --all` passes it over without a
+        /// warning (cron stays silent) and `check` does not fail on it.
+        public let routine: Bool
 
-        public init(name: String, reason: String, mayHoldData: Bool = false) {
+        public init(name: String, reason: String, mayHoldData: Bool = false, routine: Bool = false) {
             self.name = name
             self.reason = reason
-            self.mayHoldData = mayHoldData
+            self.mayHoldData = mayHoldData && !routine
+            self.routine = routine
         }
     }
+
+    /// The folder `mkfs` makes at the top of an ext2/3/4 file system for `fsck`'s finds: a root
+    /// that is a file system of its own has one, and it is no user.
+    public static let lostAndFound = "lost+found"
 
     /// Opens the root folder. It must belong to root (or to granary's uid) and be writable by
     /// nobody else (a sticky, world-writable folder such as /tmp is allowed: nobody can rename
@@ -86,7 +95,12 @@ public struct Root: Sendable {
                 ignored.append(
                     Ignored(
                         name: entry.name, reason: "is hidden; granary takes no hidden entry of the root for a user",
-                        mayHoldData: folderLike))
+                        mayHoldData: folderLike, routine: true))
+                continue
+            }
+            if entry.name == Root.lostAndFound && entry.kind == .folder {
+                ignored.append(
+                    Ignored(name: entry.name, reason: "is the file system's lost+found, not a user", routine: true))
                 continue
             }
             switch entry.kind {
@@ -104,7 +118,8 @@ public struct Root: Sendable {
             if !FolderName.isUTF8(entry.name) {
                 ignored.append(
                     Ignored(
-                        name: entry.name, reason: "is not UTF-8 text in normal form C; a user id must be",
+                        name: entry.name,
+                        reason: "is not UTF-8 text in normal form C, which a user id must be; rename the folder",
                         mayHoldData: true))
                 continue
             }
