@@ -42,9 +42,14 @@ struct PageHashCacheTests {
         return head.pages.mapValues { FileManager.default.contents(atPath: $0) ?? Data() }
     }
 
+    /// The identity of `entry`'s whole chain, as a backup proves it (issue 46).
+    func chain(_ entry: RepositoryEntry) throws -> [String] {
+        try ChainLinks.walk(entry, repository: repository).get().identity
+    }
+
     func newest() throws -> RepositoryEntry { try #require(try repository.archives(of: user).last) }
 
-    @Test("each backup --delta keeps its lists, keyed by archive name and manifest SHA-256, equal to the archive's")
+    @Test("each backup --delta keeps its lists, keyed by the names and manifest SHA-256s of its whole chain, equal to the archive's")
     func keptAndEqual() throws {
         for (index, change) in [false, true, true].enumerated() {
             let result = try backup(change: change)
@@ -56,8 +61,11 @@ struct PageHashCacheTests {
             #expect(index == 0 ? storeMembers.count == 2 : storeMembers.isEmpty)
             #expect(storeMembers.allSatisfy { $0.sha256.count == 64 })
             let key = try String(contentsOfFile: cache + "/" + user.rawValue + "/key", encoding: .utf8)
-            #expect(key == entry.name.fileName + " " + digest + "\n")
-            let cached = try #require(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache))
+            #expect(key.hasPrefix(entry.name.fileName + " " + digest + " "))
+            #expect(key.split(separator: "\n").count == index + 1)
+            #expect(key == PageHashCache.key(try chain(entry)))
+            let cached = try #require(
+                PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache))
             // For a delta, the archive's lists are rebuilt along its chain: the cache equals that.
             let read = try listsFromArchive(entry)
             #expect(!read.isEmpty)
@@ -70,25 +78,27 @@ struct PageHashCacheTests {
         _ = try backup(change: false)
         let entry = try newest()
         let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
-        #expect(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) != nil)
+        #expect(PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache) != nil)
         // Another manifest digest: a miss.
         #expect(
-            PageHashCache.pages(of: entry, manifest: manifest, digest: String(repeating: "0", count: 64), in: cache)
-                == nil)
+            PageHashCache.pages(
+                of: entry, manifest: manifest, chain: [entry.name.fileName + " " + String(repeating: "0", count: 64)],
+                in: cache) == nil)
+        #expect(digest.count == 64)
         // One bit of one hash flipped: the state digest tells, a miss.
         let list = cache + "/" + user.rawValue + "/0.pages"
         var bytes = try #require(FileManager.default.contents(atPath: list))
         bytes[bytes.count - 1] ^= 1
         try bytes.write(to: URL(fileURLWithPath: list))
-        #expect(PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) == nil)
+        #expect(PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache) == nil)
         // The next backup is a delta all the same (its base read from the archive), and keeps its own lists.
         let result = try backup(change: true)
         #expect(result.delta?.isDelta == true)
         #expect(result.delta?.base == entry.name.fileName)
         let delta = try newest()
-        let (deltaManifest, deltaDigest) = try DeltaRestore.head(delta, repository: repository)
+        let (deltaManifest, _) = try DeltaRestore.head(delta, repository: repository)
         let cached = try #require(
-            PageHashCache.pages(of: delta, manifest: deltaManifest, digest: deltaDigest, in: cache))
+            PageHashCache.pages(of: delta, manifest: deltaManifest, chain: try chain(delta), in: cache))
         #expect(try listsFromArchive(delta) == cached.mapValues { FileManager.default.contents(atPath: $0) ?? Data() })
     }
 }

@@ -11,6 +11,10 @@ struct CheckCommand: GranaryCommand {
             A regular backup counts (never a safety archive) when its own backup checked every snapshot it packed \
             (check = quick or full, the default: backup records it beside the archive) or granary verify passed \
             on it, and it has not changed since; a bad verify or check = none makes it not count. \
+            A delta counts only with its whole chain (each link there, the archive it was built on, none \
+            found bad). When the newest archives do not restore (verify found them bad, they changed, a \
+            chain is broken), the user fails, naming the archive, until a restorable archive newer than them \
+            exists. \
             A restore, reset or retire that stopped half way (granary recover finishes it) fails its user. \
             A user whose folder cannot be read fails, saying why, and so does every entry of the root that may \
             hold a user's data but is no user granary can take (a link, a folder whose name is not UTF-8 or no \
@@ -155,8 +159,14 @@ struct CheckResult: CommandResult {
         @Null var mirrors: [Mirror]?
         /// Retired (granary retire): passes without a recent backup; `newest` is its final archive.
         let retired: Bool
-        /// Whether granary verify (not only the backup's own check) passed on `newestVerified`.
+        /// Whether granary verify proved `newestVerified` restores (a delta with its whole chain),
+        /// not only the backup's own check.
         let verified: Bool
+        /// `newestVerified`'s standing: `restorable-verified`, `checked-by-backup` or `unverified` (none).
+        let state: String
+        /// The newest archive that does not restore (verify found it bad, it changed, its chain is
+        /// broken), when newer than `newestVerified`: the user fails until a newer one restores.
+        @Null var unrestorable: String?
         /// A restore, reset or retire of the user stopped half way (granary recover finishes it).
         let interrupted: Bool
         /// The size of `newest`, in bytes.
@@ -238,7 +248,8 @@ struct CheckResult: CommandResult {
                         Mirror(
                             repository: $0.location, newest: $0.newest?.path, ok: $0.problem == nil, reason: $0.problem)
                     },
-                retired: report.retired != nil, verified: report.verified, interrupted: report.interrupted,
+                retired: report.retired != nil, verified: report.verified, state: report.standing.rawValue,
+                unrestorable: report.problem?.path, interrupted: report.interrupted,
                 newestSize: report.newest?.size,
                 newestAgeSeconds: report.newest.map { Int64(max(0, now.timeIntervalSince($0.name.created))) },
                 problems: reason.isEmpty ? (report.ok ? 0 : 1) : reason.components(separatedBy: "; ").count,
@@ -311,8 +322,12 @@ struct CheckResult: CommandResult {
             byUser.compactMap { labels, user in user.ageSeconds.map { (labels, String($0)) } })
         family(
             "granary_newest_archive_verified",
-            "1 when granary verify passed on the user's newest checked archive, else 0.",
+            "1 when granary verify proved the user's newest checked archive restores (a delta with its chain), else 0.",
             byUser.map { labels, user in (labels, user.verified ? "1" : "0") })
+        family(
+            "granary_unrestorable_archive",
+            "1 when the user's newest archives do not restore (found bad, changed, or a broken delta chain), else 0.",
+            byUser.map { labels, user in (labels, user.unrestorable == nil ? "0" : "1") })
         family(
             "granary_newest_archive_size_bytes", "Size of the user's newest regular archive, in bytes.",
             byUser.compactMap { labels, user in user.newestSize.map { (labels, String($0)) } })

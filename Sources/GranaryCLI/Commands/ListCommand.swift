@@ -77,6 +77,9 @@ struct ListResult: CommandResult {
         @Null var restoredFrom: String?
         let stores: [JSONName.Named]
         let verified: State
+        /// `restorable-verified` (verify proved it restores; a delta with its whole chain),
+        /// `checked-by-backup`, `unverified`, `bad` or `unreadable` (issue 46).
+        let state: String
         @Null var verifiedAt: Date?
         /// Why it is unreadable or bad.
         @Null var problem: String?
@@ -123,7 +126,9 @@ struct ListResult: CommandResult {
                 size: item.size,
                 compression: item.name.compression.rawValue, label: item.name.label, kind: item.kind,
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
-                verified: item.problem != nil ? .unreadable : State(item.verified), verifiedAt: item.record?.verified,
+                verified: item.problem != nil ? .unreadable : State(item.verified),
+                state: item.problem != nil ? State.unreadable.rawValue : item.standing.rawValue,
+                verifiedAt: item.record?.verified,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil),
                 type: item.manifest.map { $0.isDelta ? "delta" : "full" }, base: item.manifest?.delta?.base?.name,
                 chainLength: item.manifest?.delta?.chainLength, pageHashes: item.manifest?.delta != nil)

@@ -10,6 +10,9 @@ struct VerifyCommand: GranaryCommand {
             Each archive is streamed once: MANIFEST.json must come first, every member must be listed with the \
             size and SHA-256 it has, nothing may be missing, extra or unsafe (absolute names, .., links, devices). \
             The stores are extracted into a private temporary folder under the repository, checked, and removed. \
+            A delta is verified with its whole chain: every link back to its full must be there and be the \
+            archive it was built on, and the delta is rebuilt from them and checked, so that verified means \
+            the archive restores. \
             The result is recorded beside the archive for list and check. Each bad archive gets one line \
             naming the member and what is wrong. A file outside the repository is refused (exit 64) unless \
             --force, and its result is never recorded: granary writes nothing beside it. \
@@ -48,7 +51,7 @@ struct VerifyCommand: GranaryCommand {
     @Flag(help: "Also verify archive files outside the repository (their result is not recorded).")
     var force = false
 
-    @Flag(help: "For a delta archive: also rebuild it from its chain and check the state it records.")
+    @Flag(help: "Kept for scripts: a delta archive is always rebuilt from its whole chain and checked.")
     var chain = false
 
     func checkArguments() throws {
@@ -119,6 +122,10 @@ struct VerifyResult: CommandResult {
         let archive: String
         let path: String
         let ok: Bool
+        /// `restorable-verified` or `bad` (issue 46): a delta passes only with its whole chain.
+        let state: String
+        /// For a delta: the archives of its chain rebuilt with it, base first back to the full.
+        let chain: [String]
         let stores: Int
         let bytes: Int64
         @Null var error: Fault?
@@ -141,6 +148,9 @@ struct VerifyResult: CommandResult {
             Archive(
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path,
                 ok: $0.failure == nil,
+                state: $0.failure == nil
+                    ? VerificationRecord.Standing.restorableVerified.rawValue : VerificationRecord.Standing.bad.rawValue,
+                chain: $0.chain,
                 stores: $0.stores, bytes: $0.bytes,
                 error: $0.failure.map {
                     Fault(
@@ -159,8 +169,11 @@ struct VerifyResult: CommandResult {
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
         for archive in archives where archive.ok {
+            let chain =
+                archive.chain.isEmpty
+                ? "" : ", restorable with its chain of \(archive.chain.count) (back to \(archive.chain.last!))"
             text.line(
-                "ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))"
+                "ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))\(chain)"
             )
         }
     }

@@ -42,6 +42,8 @@ public struct Catalogue: Sendable {
             guard let record else { return .unverified }
             return record.isVerified ? .verified : record.isGood ? .unverified : .bad
         }
+        /// What its record says, in the words `list`, `verify` and `check` share (issue 46).
+        public var standing: VerificationRecord.Standing { record?.standing ?? .unverified }
         /// What the archive is: its manifest's `kind`, else what its name's label says.
         public var kind: ArchiveKind { manifest?.kind ?? name.kind }
         /// The store names the manifest lists.

@@ -5,7 +5,10 @@ import Foundation
 /// Only archives whose record still matches them count (see `VerificationRecord`): one that
 /// `granary verify` passed, or one whose backup checked every snapshot it packed (`check =
 /// quick` or `full`, the default). An archive never checked, that failed, or changed since does
-/// not vouch for the user, however new it is. A restore, reset or retire that stopped half way
+/// not vouch for the user, however new it is; a delta counts only when its whole chain is there,
+/// each link the archive its successor was built on and none found bad (issue 46). When the
+/// newest archives do not restore (found bad, changed, chain broken), the user fails until a
+/// restorable archive newer than them exists: an older good one does not hide them. A restore, reset or retire that stopped half way
 /// (a journal or work folder under the root's `.granary`, its lock free) fails the user until
 /// `granary recover` finishes it.
 public enum Freshness {
@@ -34,6 +37,15 @@ public enum Freshness {
         /// Why the user passes with no archive: nothing of theirs is to be backed up (a folder
         /// with no store yet, or no folder at all), and the repository has no archive of theirs.
         public var nothingToBackUp: String? = nil
+        /// The newest archive that does not restore, when it is newer than ``newestVerified``
+        /// (verify found it bad, it changed since it was checked, or its chain is not whole):
+        /// the user fails until a restorable archive newer than it exists (issue 46).
+        public var problem: RepositoryEntry? = nil
+
+        /// The standing of ``newestVerified`` in the shared words (``VerificationRecord/Standing``).
+        public var standing: VerificationRecord.Standing {
+            newestVerified == nil ? .unverified : verified ? .restorableVerified : .checkedByBackup
+        }
     }
 
     /// Why a user with no archive has nothing to back up, or nil when they have something (or
@@ -92,6 +104,7 @@ public enum Freshness {
                 reason: ([report.reason].compactMap { $0 } + [reason]).joined(separator: "; "), mirrors: report.mirrors,
                 retired: report.retired)
             failed.verified = report.verified
+            failed.problem = report.problem
             failed.interrupted = true
             report = failed
             return report
@@ -113,7 +126,7 @@ public enum Freshness {
             nothing.nothingToBackUp = why
             return nothing
         }
-        let verified = report.verified
+        let verified = report.verified, problem = report.problem
         guard !mirrors.isEmpty else { return report }
         var standings: [Mirror] = []
         for mirror in mirrors {
@@ -138,6 +151,7 @@ public enum Freshness {
             user: user, ok: report.ok && problems.isEmpty, newestVerified: report.newestVerified, age: report.age,
             newest: report.newest, reason: reason.isEmpty ? nil : reason, mirrors: standings)
         report.verified = verified
+        report.problem = problem
         return report
     }
 
@@ -147,10 +161,42 @@ public enum Freshness {
         // Regular backups only: a safety archive is what a restore replaced, not a backup.
         let archives = try repository.archives(of: user).filter { $0.name.kind == .backup }
         let records = repository.records(for: archives)
-        let newest = archives.last
-        let verified = archives.last { records[$0.path]?.isGood == true }
-        guard let newest else {
+        guard let newest = archives.last else {
             return Report(user: user, ok: false, newestVerified: nil, age: nil, newest: nil, reason: "has no archives")
+        }
+        // Issue 46: the newest archive that restores, newest first. One verify found bad, or that
+        // changed since it was checked, never counts; a delta counts only with its whole chain
+        // (heads and records: ``ChainLinks``). A problem newer than the archive found keeps the
+        // user red until a restorable archive newer than it exists.
+        let sidecars = repository.readSidecars(in: user.rawValue)
+        var problem: (entry: RepositoryEntry, reason: String)?
+        var verified: RepositoryEntry?
+        for entry in archives.reversed() {
+            if let found = ChainLinks.problem(with: entry, sidecars: sidecars) {
+                problem = problem ?? (entry, found)
+                continue
+            }
+            guard let record = records[entry.path], record.isGood else { continue }
+            if case .failure(let broken) = ChainLinks.walk(entry, repository: repository, archives: archives) {
+                problem = problem ?? (entry, "does not restore: its chain \(broken.description)")
+                continue
+            }
+            verified = entry
+            break
+        }
+        let fix =
+            "Try: granary backup \(user.rawValue) (a chain that is not whole or holds a bad archive gets a new full), then granary verify --user \(user.rawValue) --latest"
+        if let problem {
+            var report = Report(
+                user: user, ok: false, newestVerified: verified, age: verified.map { now.timeIntervalSince($0.name.created) },
+                newest: newest,
+                reason:
+                    "archive \(problem.entry.name) \(problem.reason); "
+                    + (verified.map { "the newest restorable archive, \($0.name), is older" }
+                        ?? "no archive of the user is known to restore") + ". " + fix)
+            report.problem = problem.entry
+            report.verified = verified.map { records[$0.path]?.isVerified == true } ?? false
+            return report
         }
         guard let verified else {
             let state =

@@ -35,11 +35,41 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     /// the archive back. Counts for `check`'s freshness, not as a verification for `list` or
     /// the archive prune and delete keep.
     public var by: String?
+    /// Written by `granary verify` (issue 46): `true` when what it proved is that the archive
+    /// restores — a full's members and stores, or a delta rebuilt from its whole chain and
+    /// checked. `nil` in records written before: a delta's such record vouches only for the
+    /// delta's own members, not for its chain.
+    public var restorable: Bool?
+
+    /// What a record says of its archive, in the words `list`, `verify` and `check` share.
+    public enum Standing: String, Codable, Sendable {
+        /// `granary verify` proved it restores (for a delta: with its whole chain).
+        case restorableVerified = "restorable-verified"
+        /// Its backup checked every snapshot it packed; `granary verify` has not read it back.
+        case checkedByBackup = "checked-by-backup"
+        /// Nothing vouches for it (never checked, checked before it changed, or a delta whose
+        /// chain verify did not rebuild).
+        case unverified
+        /// `granary verify` found it bad.
+        case bad
+    }
 
     /// Whether the archive passed (a verify, or the backup's own check).
     public var isGood: Bool { result == .ok }
-    /// Whether `granary verify` read the archive back and it passed.
-    public var isVerified: Bool { result == .ok && by == nil }
+    /// Whether `granary verify` read the archive back and it restores (a delta only with its
+    /// whole chain: a record of a delta without ``restorable`` does not count).
+    public var isVerified: Bool {
+        guard result == .ok && by == nil else { return false }
+        if let restorable { return restorable }
+        return !(archive.flatMap(ArchiveName.init(fileName:))?.saysDelta ?? false)
+    }
+
+    /// The record's word for its archive (``Standing``).
+    public var standing: Standing {
+        if result == .bad { return .bad }
+        if isVerified { return .restorableVerified }
+        return by != nil ? .checkedByBackup : .unverified
+    }
 
     /// The record a backup writes for the archive it just published, when it checked every
     /// snapshot with `check` (nil for `.none`: nothing was checked).
@@ -91,6 +121,15 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
             record.archive.map(entry.name.isNamed) ?? true
         else { return nil }
         return record
+    }
+
+    /// The record in `bytes`, whichever archive it was written for (to tell that an archive
+    /// changed since its record was written: ``ChainLinks``).
+    static func decodeAny(_ bytes: [UInt8]) -> VerificationRecord? {
+        guard bytes.count < 1 << 16 else { return nil }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try? decoder.decode(VerificationRecord.self, from: Data(bytes))
     }
 
     /// The record as it is stored.

@@ -47,6 +47,9 @@ enum DeltaBackup {
         var outcome: DeltaOutcome
         /// The complete `.pages` file of each store, in order (kept by ``PageHashCache``).
         var pageLists: [String] = []
+        /// A delta's base chain (``ChainLinks/identity``), proved whole before it was written;
+        /// empty for a full. The page-hash cache keys the new archive's lists by it.
+        var baseChain: [String] = []
     }
 
     /// What is decided before any store is copied: a full (and why), or the base a delta would be
@@ -279,7 +282,7 @@ enum DeltaBackup {
             info: info, files: changes + carried, label: deltaLabel,
             outcome: DeltaOutcome(
                 isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total),
-            pageLists: pages.map(\.source))
+            pageLists: pages.map(\.source), baseChain: base.chain)
     }
 }
 
@@ -304,6 +307,9 @@ struct BaseHead {
     var manifestSHA256: String
     /// Store name → its complete `.pages` file, in the scratch folder.
     var pages: [String: String]
+    /// The identity of the base's whole chain (``ChainLinks/identity``), newest first: what the
+    /// page-hash cache is keyed by.
+    var chain: [String] = []
 
     /// Reads what `entry` gives a backup into `scratch`; a failure is a reason (a full is written
     /// instead). With `cache` (the folder of ``PageHashCache``), the lists cached for `entry` are
@@ -313,33 +319,32 @@ struct BaseHead {
             BaseHead, BaseFailure
         >
     {
+        // Issue 46: the chain must be whole now, whether or not the cache answers: every link
+        // present, the archive its successor was built on, not found bad, not changed since it
+        // was written (heads and records only).
+        let walked: ChainLinks
+        switch ChainLinks.walk(entry, repository: repository) {
+        case .failure(let broken): return .failure(BaseFailure(broken.description, archive: broken.archive))
+        case .success(let links): walked = links
+        }
         do {
-            let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
-            var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:])
+            let manifest = walked.links[0].manifest, digest = walked.links[0].digest
+            var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:], chain: walked.identity)
             guard manifest.delta != nil else { return .success(head) }
-            if let cache, let pages = PageHashCache.pages(of: entry, manifest: manifest, digest: digest, in: cache) {
+            if let cache, let pages = PageHashCache.pages(of: entry, manifest: manifest, chain: walked.identity, in: cache)
+            {
                 head.pages = pages
                 return .success(head)
             }
             // The chain, newest first, back to its full.
-            var chain: [(entry: RepositoryEntry, manifest: Manifest)] = [(entry, manifest)]
-            var archives: [RepositoryEntry]?
-            while let base = chain.last!.manifest.delta?.base {
-                guard chain.count < DeltaRestore.chainLimit else {
-                    return .failure(BaseFailure("has a chain too long"))
-                }
-                if archives == nil { archives = try repository.archives(of: entry.user) }
-                guard let found = archives?.first(where: { $0.name.isNamed(base.name) }) else {
-                    return .failure(BaseFailure("is built on \(base.name), which is not in the repository"))
-                }
-                let (older, olderDigest) = try DeltaRestore.head(found, repository: repository)
-                guard olderDigest == base.manifestSHA256 else {
-                    return .failure(BaseFailure("is built on \(base.name), whose manifest is not the one it names"))
-                }
-                chain.append((found, older))
-            }
+            var chain: [(entry: RepositoryEntry, manifest: Manifest)] = walked.links.map { ($0.entry, $0.manifest) }
             let full = chain.removeLast()
             switch try fullPages(full.entry, full.manifest, repository: repository, into: scratch) {
+            case .failure(let failure) where full.entry != entry:
+                return .failure(
+                    BaseFailure(
+                        "is built on \(full.entry.name.fileName), which \(failure.description)",
+                        archive: full.entry.name.fileName))
             case .failure(let failure): return .failure(failure)
             case .success(let pages): head.pages = pages
             }
@@ -440,7 +445,12 @@ struct BaseHead {
 /// Why an archive's head cannot serve as a base.
 struct BaseFailure: Error, CustomStringConvertible {
     let description: String
-    init(_ description: String) { self.description = description }
+    /// The archive of the chain at fault, when a link is (missing, replaced, bad, changed).
+    var archive: String?
+    init(_ description: String, archive: String? = nil) {
+        self.description = description
+        self.archive = archive
+    }
 }
 
 extension BaseFailure {

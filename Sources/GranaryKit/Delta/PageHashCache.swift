@@ -10,27 +10,29 @@ import Foundation
 /// instead of its `.pages` members (or, after a delta, the members of its whole chain).
 ///
 /// ```
-/// WORK/page-hashes/USER/key        "ARCHIVE-FILE-NAME MANIFEST-SHA256\n"
+/// WORK/page-hashes/USER/key        "ARCHIVE-FILE-NAME MANIFEST-SHA256 SIZE MODIFIED\n" for each
+///                                  archive of its chain, newest first, back to its full
 /// WORK/page-hashes/USER/N.pages    the list of the manifest's N-th store (PageFiles format)
 /// ```
 ///
-/// A cached list is used only when the key names the newest backup and the SHA-256 of the
-/// manifest just read from it, and each list gives the page size, page count and state digest
+/// A cached list is used only when the key is the identity of the newest backup's whole chain as
+/// just proved whole (``ChainLinks``: each link's name, manifest SHA-256, size and stamp, issue 46) — a link
+/// removed, replaced or rewritten since is a miss, and the chain is never trusted on a name — and
+/// each list gives the page size, page count and state digest
 /// that manifest records (the state digest is a SHA-256 over the list: a list that gives it is
 /// the list). Anything else — no entry, another archive, a list damaged or cut short — is a miss,
 /// and the base is read from the archive as before. The cache is only ever a shortcut.
 enum PageHashCache {
     static let folderName = "page-hashes"
 
-    /// The cached lists of `entry` (whose manifest, with SHA-256 `digest`, is `manifest`): store
-    /// name → `.pages` file; nil on a miss.
-    static func pages(of entry: RepositoryEntry, manifest: Manifest, digest: String, in cache: String)
+    /// The cached lists of `entry` (whose manifest is `manifest`, and whose whole chain has the
+    /// identity `chain`, ``ChainLinks/identity``): store name → `.pages` file; nil on a miss.
+    static func pages(of entry: RepositoryEntry, manifest: Manifest, chain: [String], in cache: String)
         -> [String: String]?
     {
-        guard let info = manifest.delta else { return nil }
+        guard let info = manifest.delta, !chain.isEmpty else { return nil }
         let folder = cache + "/" + entry.user.rawValue
-        guard let key = try? String(contentsOfFile: folder + "/key", encoding: .utf8),
-            key == Self.key(entry.name.fileName, digest)
+        guard let key = try? String(contentsOfFile: folder + "/key", encoding: .utf8), key == Self.key(chain)
         else { return nil }
         var pages: [String: String] = [:]
         for (index, store) in info.stores.enumerated() {
@@ -63,12 +65,13 @@ enum PageHashCache {
     }
 
     /// Makes the staged lists at `pending` the cached lists of `entry`, whose manifest is
-    /// `manifest`. Failures leave no entry (a miss next time).
-    static func keep(_ pending: String, entry: RepositoryEntry, manifest: Manifest) {
+    /// `manifest`, built on the chain `base` (its base's ``ChainLinks/identity``; empty for a
+    /// full). Failures leave no entry (a miss next time).
+    static func keep(_ pending: String, entry: RepositoryEntry, manifest: Manifest, base: [String]) {
         let folder = String(pending.dropLast(".pending".count))
         FileSystem.removeTree(folder)
         guard let bytes = try? manifest.layout().manifest,
-            (try? Data(Self.key(entry.name.fileName, SHA256.hash(data: bytes).hex).utf8).write(
+            (try? Data(Self.key([ChainLinks.line(entry, digest: SHA256.hash(data: bytes).hex)] + base).utf8).write(
                 to: URL(fileURLWithPath: pending + "/key"))) != nil,
             rename(pending, folder) == 0
         else {
@@ -77,5 +80,6 @@ enum PageHashCache {
         }
     }
 
-    static func key(_ archive: String, _ digest: String) -> String { archive + " " + digest + "\n" }
+    /// The key of a chain's identity: one line per link.
+    static func key(_ chain: [String]) -> String { chain.map { $0 + "\n" }.joined() }
 }
