@@ -204,6 +204,14 @@ extension FileSystemError: CommandLineError {
     }
 }
 
+// Sources/GranaryKit/Support/SHA256Hex.swift
+extension GrownFileError: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        "look at \(Hint.name(path)): an app does not grow a file while it is backed up; run the backup again once it has settled"
+    }
+}
+
 // Sources/GranaryKit/Support/ConfigFile.swift
 extension ConfigError: CommandLineError {
     var status: ExitStatus { .usage }
@@ -329,7 +337,8 @@ extension RepositoryError: CommandLineError {
         case .squatted: return nil
         case .nameTaken(let object):
             return "look at \(Hint.name(object)) (granary verify names whose archive it is)"
-        case .sameLocation: return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
+        case .sameLocation:
+            return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
         }
     }
 }
@@ -418,7 +427,7 @@ extension BackupError: CommandLineError {
         switch self {
         case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
         case .noUsers: return .notFound
-        case .noRoom: return .ioError
+        case .noRoom, .claimedPastRoom: return .ioError
         case .reservedLabel: return .usage
         case .storeBusy: return .temporaryFailure
         case .diskFull, .unreadable: return .ioError
@@ -444,6 +453,9 @@ extension BackupError: CommandLineError {
                 ? "look at that store: a sparse SQLite file is no store an app wrote"
                 : "free space in \(Hint.name(repo)) (granary prune), then run again"
         case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
+        case .claimedPastRoom(_, let repo, let store, _, _):
+            return
+                "look at \(Hint.name(store)) and its -wal (granary users shows both; a -wal that claims pages it does not hold is no store an app wrote), or free space in \(Hint.name(repo))"
         }
     }
 }
