@@ -425,7 +425,7 @@ extension MirrorError: CommandLineError {
 extension BackupError: CommandLineError {
     var status: ExitStatus {
         switch self {
-        case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
+        case .checkFailed, .noStores, .unsupportedName, .overUserCap, .memberClash: return .dataError
         case .noUsers: return .notFound
         case .noRoom, .claimedPastRoom: return .ioError
         case .reservedLabel: return .usage
@@ -443,6 +443,9 @@ extension BackupError: CommandLineError {
             return "free space in \(Hint.name(repo)) (granary prune) or point --repo elsewhere, then run again"
         case .noStores: return "granary users shows what granary sees in each user's folder"
         case .unsupportedName: return "rename the file"
+        case .memberClash(_, _, _, let second):
+            return
+                "rename or move \(Hint.name(second)) (a copy an app left beside its store shares the store's attachments folder), then run again"
         case .reservedLabel: return "choose another label"
         case .overUserCap(_, _, _, _, let sparse):
             return sparse != nil

@@ -21,6 +21,9 @@ public enum BackupError: GranaryError, Sendable {
     /// The user's data passed `[limits] bytes_per_user` at `item` (`sparse`: the item's length
     /// and what it takes on disk, when it is a sparse file); nothing was written.
     case overUserCap(user: String, bytes: Int64, cap: Int64, item: String, sparse: UserBytes.Sparse?)
+    /// Two of the user's stores would be packed under one member name (``MemberNames``): the
+    /// archive would be refused by `verify` and `restore`, so none is written.
+    case memberClash(user: String, member: String, first: String, second: String)
     /// A label granary keeps for its own archives (safety and final).
     case reservedLabel(String)
     /// A file whose name granary cannot yet carry into an archive.
@@ -53,6 +56,9 @@ public enum BackupError: GranaryError, Sendable {
             let why = sparse.map { "; \(item) is sparse: \($0)" } ?? ""
             return
                 "\(user): with \(item) the user's data comes to \(ByteCountText.approximate(bytes)), over the \(ByteCountText.render(cap)) a user may have ([limits] bytes_per_user)\(why); nothing was written"
+        case .memberClash(let user, let member, let first, let second):
+            return
+                "\(user): stores \(first) and \(second) would both be packed as \(member), and an archive with a member twice cannot be restored; no archive was written"
         case .reservedLabel(let label):
             return "the label \(label) is granary's own (safety and final archives); no archive was written"
         case .noUsers(let root):

@@ -354,6 +354,11 @@ public struct BackupOperation: Sendable {
                 paths: scan.unreadable.map { $0 == "./" ? folder.path + "/" : folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
+        // Every member name its stores' own, before anything is copied (``MemberNames``).
+        if let clash = MemberNames.clash(among: scan.stores.map { ($0.name, $0.hasExternalData) }) {
+            throw BackupError.memberClash(
+                user: folder.id.rawValue, member: clash.member, first: clash.first, second: clash.second)
+        }
         // The stores count before any is copied; external-data files as each is (they are listed
         // after their store's snapshot, so that every file it references is there).
         var bytes = UserBytes(user: folder.id.rawValue, cap: options.bytesPerUser)
