@@ -75,12 +75,39 @@ struct SparseExtractionTests {
         try Self.sparseFile(
             source, length: length, marker: "M", at: stride(from: 0, to: length, by: 512 << 10).map { $0 })
         let input = open(source, O_RDONLY | O_CLOEXEC)
-        let (size, digest) = try FileDigest.copy(from: Descriptor(input, display: source), to: folder.child("copy"))
+        let (size, digest) = try FileDigest.copy(
+            from: Descriptor(input, display: source), to: folder.child("copy"), limit: length)
         #expect(size == length)
         #expect(digest == (try FileDigest.of(source).sha256))
         #expect(
             Self.allocated(folder.child("copy")) <= 128 * 4096 * 2,
             "the copy takes \(Self.allocated(folder.child("copy"))) bytes")
+    }
+
+    @Test(
+        "a copy stops at the length that was counted: a file longer than that is refused naming it, one that shrank is copied as it is"
+    )
+    func boundedCopy() throws {
+        let folder = TemporaryFolder()
+        let source = folder.child("grown")
+        try Self.sparseFile(source, length: 8 << 20, marker: "M", at: [0])
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        let file = Descriptor(input, display: source)
+        // Counted at 4 MiB, 8 MiB long when copied.
+        #expect {
+            _ = try FileDigest.copy(from: file, to: folder.child("copy-1"), limit: 4 << 20)
+        } throws: { error in
+            (error as? GrownFileError)?.path == source && "\(error)".contains("grew past the 4")
+        }
+        // One byte more than counted is enough to refuse it.
+        #expect(throws: GrownFileError.self) {
+            _ = try FileDigest.copy(from: file, to: folder.child("copy-2"), limit: (8 << 20) - 1)
+        }
+        // Counted longer than it is now: copied as it is.
+        let (size, _) = try FileDigest.copy(from: file, to: folder.child("copy-3"), limit: 16 << 20)
+        #expect(size == 8 << 20)
+        let (exact, _) = try FileDigest.copy(from: file, to: folder.child("copy-4"), limit: 8 << 20)
+        #expect(exact == 8 << 20)
     }
 
     @Test(

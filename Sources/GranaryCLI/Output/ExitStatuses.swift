@@ -206,6 +206,14 @@ extension FileSystemError: CommandLineError {
     }
 }
 
+// Sources/GranaryKit/Support/SHA256Hex.swift
+extension GrownFileError: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        "look at \(Hint.name(path)): an app does not grow a file while it is backed up; run the backup again once it has settled"
+    }
+}
+
 // Sources/GranaryKit/Support/ConfigFile.swift
 extension ConfigError: CommandLineError {
     var status: ExitStatus { .usage }
@@ -427,10 +435,10 @@ extension MirrorError: CommandLineError {
 extension BackupError: CommandLineError {
     var status: ExitStatus {
         switch self {
-        case .checkFailed, .noStores, .unsupportedName, .overUserCap: return .dataError
+        case .checkFailed, .noStores, .unsupportedName, .overUserCap, .memberClash: return .dataError
         case .noUsers: return .notFound
         case .nothingToBackUp: return .success
-        case .noRoom: return .ioError
+        case .noRoom, .claimedPastRoom: return .ioError
         case .reservedLabel: return .usage
         case .storeBusy: return .temporaryFailure
         case .diskFull, .unreadable: return .ioError
@@ -447,6 +455,9 @@ extension BackupError: CommandLineError {
         case .noStores: return "granary users shows what granary sees in each user's folder"
         case .nothingToBackUp: return nil
         case .unsupportedName: return "rename the file"
+        case .memberClash(_, _, _, let second):
+            return
+                "rename or move \(Hint.name(second)) (a copy an app left beside its store shares the store's attachments folder), then run again"
         case .reservedLabel: return "choose another label"
         case .overUserCap(_, _, _, _, let sparse):
             return sparse != nil
@@ -457,6 +468,9 @@ extension BackupError: CommandLineError {
                 ? "look at that store: a sparse SQLite file is no store an app wrote"
                 : "free space in \(Hint.name(repo)) (granary prune), then run again"
         case .noUsers: return "check --root (is the volume mounted?); granary users lists what granary sees"
+        case .claimedPastRoom(_, let repo, let store, _, _):
+            return
+                "look at \(Hint.name(store)) and its -wal (granary users shows both; a -wal that claims pages it does not hold is no store an app wrote), or free space in \(Hint.name(repo))"
         }
     }
 }

@@ -19,9 +19,15 @@ public enum BackupError: GranaryError, Sendable {
     case noUsers(root: String)
     /// The snapshots would not fit in the repository (checked before a byte is written).
     case noRoom(user: String, repo: String, needed: Int64, free: Int64, store: String, sparse: Int64?)
+    /// A store's copy, at the size SQLite reads it (its `-wal` applied: `claimed` bytes), would
+    /// not fit in the `free` bytes left in the repository's scratch folder; nothing was copied.
+    case claimedPastRoom(user: String, repo: String, store: String, claimed: Int64, free: Int64)
     /// The user's data passed `[limits] bytes_per_user` at `item` (`sparse`: the item's length
     /// and what it takes on disk, when it is a sparse file); nothing was written.
     case overUserCap(user: String, bytes: Int64, cap: Int64, item: String, sparse: UserBytes.Sparse?)
+    /// Two of the user's stores would be packed under one member name (``MemberNames``): the
+    /// archive would be refused by `verify` and `restore`, so none is written.
+    case memberClash(user: String, member: String, first: String, second: String)
     /// A label granary keeps for its own archives (safety and final).
     case reservedLabel(String)
     /// A file whose name granary cannot yet carry into an archive.
@@ -49,10 +55,16 @@ public enum BackupError: GranaryError, Sendable {
                 } ?? ""
             return
                 "\(user): the snapshots need up to \(ByteCountText.approximate(needed)) and the repository \(repo) has \(ByteCountText.approximate(free)) free\(why); nothing was written"
+        case .claimedPastRoom(let user, let repo, let store, let claimed, let free):
+            return
+                "\(user): store \(store) reads as \(ByteCountText.approximate(claimed)) once its -wal is applied, more than the \(ByteCountText.approximate(free)) the repository \(repo) has free; nothing was copied, no archive was written"
         case .overUserCap(let user, let bytes, let cap, let item, let sparse):
             let why = sparse.map { "; \(item) is sparse: \($0)" } ?? ""
             return
                 "\(user): with \(item) the user's data comes to \(ByteCountText.approximate(bytes)), over the \(ByteCountText.render(cap)) a user may have ([limits] bytes_per_user)\(why); nothing was written"
+        case .memberClash(let user, let member, let first, let second):
+            return
+                "\(user): stores \(first) and \(second) would both be packed as \(member), and an archive with a member twice cannot be restored; no archive was written"
         case .reservedLabel(let label):
             return "the label \(label) is granary's own (safety and final archives); no archive was written"
         case .noUsers(let root):

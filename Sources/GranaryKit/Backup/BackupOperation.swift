@@ -371,6 +371,11 @@ public struct BackupOperation: Sendable {
                 paths: scan.unreadable.map { $0 == "./" ? folder.path + "/" : folder.path + "/" + $0 })
         }
         guard !scan.stores.isEmpty else { throw BackupError.noStores(user: folder.id.rawValue, folder: folder.path) }
+        // Every member name its stores' own, before anything is copied (``MemberNames``).
+        if let clash = MemberNames.clash(among: scan.stores.map { ($0.name, $0.hasExternalData) }) {
+            throw BackupError.memberClash(
+                user: folder.id.rawValue, member: clash.member, first: clash.first, second: clash.second)
+        }
         // The stores count before any is copied; external-data files as each is (they are listed
         // after their store's snapshot, so that every file it references is there).
         var bytes = UserBytes(user: folder.id.rawValue, cap: options.bytesPerUser)
@@ -459,10 +464,19 @@ public struct BackupOperation: Sendable {
                         checkSeconds = Self.seconds(since: checkStarted)
                     }
                 }
+                // What the copy will hold, as SQLite reads the store (its -wal applied): charged
+                // against the cap and the room left beyond what the files' lengths were charged.
+                var charged = store.claimedLength + (store.walSize ?? 0)
                 let taken = try options.snapshotter.snapshot(
                     store, to: snapshotPath, track: index == 0 ? overlapped?.track : nil,
                     limits: options.context.limits,
-                    pages: recorder, noCopy: noCopy)
+                    pages: recorder, noCopy: noCopy
+                ) { size in
+                    guard size > charged else { return }
+                    try self.chargeGrowth(
+                        of: store, from: charged, to: size, user: folder.id, scratch: work, counting: &bytes)
+                    charged = size
+                }
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
@@ -532,7 +546,7 @@ public struct BackupOperation: Sendable {
             let source = try parent.openFile(name)
             let info = try source.status()
             let copy = copyFolder + "/\(index)"
-            let (size, digest) = try FileDigest.copy(from: source, to: copy)
+            let (size, digest) = try FileDigest.copy(from: source, to: copy, limit: item.size)
             files.append(
                 Packed(
                     source: copy,
@@ -568,6 +582,25 @@ public struct BackupOperation: Sendable {
         }
     }
 
+    /// Charges what a store's copy will hold past what its files' lengths were charged (`charged`),
+    /// once SQLite has said how many pages it will copy (``Snapshotter``): a `-wal` whose commit
+    /// frame claims a size its owner never wrote, or a rollback-journal store lengthened after it
+    /// was counted. Past the user's cap, or past the room left in the scratch folder, the copy
+    /// never starts (or stops within a step) and the user's backup fails.
+    private func chargeGrowth(
+        of store: StoreFile, from charged: Int64, to size: Int64, user: UserID, scratch: String,
+        counting bytes: inout UserBytes
+    ) throws {
+        let extra = size - charged
+        try bytes.add(
+            "\(store.name) (\(ByteCountText.approximate(size)) as SQLite reads it, its -wal applied)", length: extra,
+            allocated: extra)
+        if let free = FreeSpace.of(scratch)?.bytes, extra > free {
+            throw BackupError.claimedPastRoom(
+                user: user.rawValue, repo: repository.location, store: store.path, claimed: size, free: free)
+        }
+    }
+
     /// Copies the files of `store`'s external-data folder into `copyFolder` (each opened beneath
     /// the user's folder, hashed as it is copied): its member name in the archive (nil without
     /// such a folder) and the files to pack. Anything in the folder that is not a regular file of
@@ -587,7 +620,7 @@ public struct BackupOperation: Sendable {
             try bytes.add(store.externalDataName + "/" + entry.name, length: entry.size, allocated: entry.allocated)
             let source = try external.openFile(entry.name)
             let copy = copyFolder + "/\(index)"
-            let (size, digest) = try FileDigest.copy(from: source, to: copy)
+            let (size, digest) = try FileDigest.copy(from: source, to: copy, limit: entry.size)
             let mode = UInt32(try source.status().st_mode & 0o7777)
             files.append(
                 Packed(

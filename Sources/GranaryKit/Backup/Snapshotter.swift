@@ -88,7 +88,7 @@ public struct Snapshotter: Sendable {
     /// gives up.
     func snapshot(
         _ store: StoreFile, to destination: String, track: SnapshotTrack?, limits: ContentLimits = .defaults,
-        pages: PageRecorder? = nil, noCopy: NoCopy? = nil
+        pages: PageRecorder? = nil, noCopy: NoCopy? = nil, charge: ((Int64) throws -> Void)? = nil
     ) throws -> Result {
         // A WAL store whose copy may be discarded is read through the tee (read-ahead in the
         // copy's read transaction, ``discarded(_:to:recorder:_:)``); its writes and locks pass through.
@@ -147,16 +147,20 @@ public struct Snapshotter: Sendable {
         let backup = try SQLiteBackup(from: source, to: copy)
         var restarts = 0
         if journalMode == "wal" {
-            try stepToEnd(backup)
+            try stepCharged(backup, source: source, charge: charge)
         } else {
             var lastRemaining = Int.max
             var politeDone = false
+            let pageSize = Int64(try source.pageSize())
             while !politeDone && restarts <= maxRestarts {
                 try Interruption.check()
                 switch try backup.step(pages: pagesPerStep) {
                 case .done: politeDone = true
                 case .busy: Thread.sleep(forTimeInterval: 0.01)
                 case .more:
+                    // The store's owner may lengthen it between two steps: what the copy will
+                    // hold is charged again after each, so it stops within a step of the cap.
+                    try charge?(Int64(backup.pageCount) * pageSize)
                     // SQLite restarts silently; a growing remaining count is how a restart shows.
                     let remaining = backup.remaining
                     if remaining > lastRemaining { restarts += 1 }
@@ -164,7 +168,7 @@ public struct Snapshotter: Sendable {
                     Thread.sleep(forTimeInterval: pause.timeInterval)
                 }
             }
-            if !politeDone { try stepToEnd(backup) }
+            if !politeDone { try stepCharged(backup, source: source, charge: charge) }
         }
         try backup.finish()
         if registered {
@@ -399,6 +403,50 @@ public struct Snapshotter: Sendable {
                 _ = sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
             }
             try? db.execute("ROLLBACK")
+        }
+    }
+
+    /// Copies the rest in the source's own read transaction, charging first the size SQLite will
+    /// write (`charge`, which throws to refuse it).
+    ///
+    /// What SQLite copies is the page count its read transaction sees, and a user decides that
+    /// count without the blocks to back it: a commit frame of a hand-written `-wal` says "the
+    /// database is now 262,144 pages long" (<https://www.sqlite.org/fileformat2.html#walformat>,
+    /// the frame header's "size of database after commit"), and every page it does not hold reads
+    /// as zeros, 1 GiB of them written into the repository's scratch folder from a 4 KiB file.
+    /// Neither the database file's length nor its header tells; only `PRAGMA page_count` inside
+    /// the transaction the copy reads does (the backup API uses a read transaction the source
+    /// already has, <https://www.sqlite.org/c3ref/backup_finish.html>). The copy then goes in
+    /// pieces of `pagesPerStep`, checking ``Interruption`` between them.
+    private func stepCharged(_ backup: SQLiteBackup, source: Database, charge: ((Int64) throws -> Void)?) throws {
+        guard let charge else { return try stepToEnd(backup) }
+        try source.execute("BEGIN")
+        // Whatever fails ends the read transaction: its lock on the live store would hold up
+        // the owner's writes (and, in WAL mode, its checkpoints).
+        defer { try? source.execute("ROLLBACK") }
+        // (Reading the page count starts the read transaction.)
+        let pages = try source.pageCount()
+        try charge(Int64(pages) * Int64(try source.pageSize()))
+        let deadline = ContinuousClock.now + busyTimeout
+        while true {
+            try Interruption.check()
+            switch try backup.step(pages: max(pagesPerStep, 4096)) {
+            case .done: return
+            case .more:
+                // Inside one read transaction the count cannot change; checked all the same, as
+                // the copy must never pass what was charged.
+                guard backup.pageCount <= pages else {
+                    throw SQLiteError(
+                        code: SQLITE_CORRUPT, message: "the page count changed inside a read transaction",
+                        path: nil, operation: "backup_step")
+                }
+            case .busy:
+                if ContinuousClock.now > deadline {
+                    throw SQLiteError(
+                        code: SQLITE_BUSY, message: "database is locked", path: nil, operation: "backup_step")
+                }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
         }
     }
 

@@ -134,6 +134,16 @@ public enum ArchiveVerifier {
         return outcome
     }
 
+    /// Why `member` is in `archive` twice: when two of its stores share the name (``MemberNames``:
+    /// an archive made before granary refused such stores), which they are and how to get each back.
+    static func twice(_ member: String, in manifest: Manifest, archive: String) -> String {
+        guard let clash = MemberNames.explain(member, in: manifest) else { return "is in the archive twice" }
+        let first = Manifest.storesFolder + clash.first
+        let second = Manifest.storesFolder + clash.second
+        return
+            "is in the archive twice: \(clash) (an archive granary no longer writes), so it cannot be restored whole; to restore the stores one by one, extract each with tar (tar -xf \(ShellQuoting.word(archive)) --occurrence=1 \(ShellQuoting.word(first)), then \(ShellQuoting.word(second))) and put it in place with its app closed, or restore from an archive made before the second store appeared"
+    }
+
     private static func extractVerified(
         source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?,
         durable: Bool,
@@ -242,7 +252,7 @@ public enum ArchiveVerifier {
                     throw fail(entry.name, "is an unexpected member (only stores/… and files/… belong in an archive)")
                 }
                 guard !seen.contains(name), !directories.contains(name) else {
-                    throw fail(name, "is in the archive twice")
+                    throw fail(name, twice(name, in: manifest, archive: archive))
                 }
                 if let problem = lengthProblem(name, under: folder) { throw fail(entry.name, "has \(problem)") }
                 let target = folder + "/" + name
@@ -292,7 +302,9 @@ public enum ArchiveVerifier {
                         }
                         listed += 1
                         // Listed names are not remembered (flat memory): a second copy finds the first.
-                        guard FileSystem.status(target) == nil else { throw fail(name, "is in the archive twice") }
+                        guard FileSystem.status(target) == nil else {
+                            throw fail(name, twice(name, in: manifest, archive: archive))
+                        }
                         file = next
                         if allFiles { listedFiles.append(next) }
                     } else {

@@ -229,6 +229,12 @@ public struct ArchiveBuilder: Sendable {
         _ manifest: Manifest, members: [Member], into folder: String, created: Date,
         progress: ((Int64) -> Void)? = nil
     ) throws -> Written {
+        // An archive with a member twice is one `verify` and `restore` refuse: never written.
+        if let twice = MemberNames.duplicate(in: members.map(\.file.path)) {
+            throw ArchiveError.unsafeMember(
+                path: folder, member: twice,
+                reason: MemberNames.explain(twice, in: manifest).map { "\($0)" } ?? "it would be in the archive twice")
+        }
         let (fd, temporary) = try FileSystem.createTemporaryFile(in: folder, for: name(created: created).fileName)
         do {
             let writer = try ArchiveWriter(

@@ -83,7 +83,14 @@ extension FileDigest {
     /// hashed, whatever the owner does to their file meanwhile. Reads in 1 MiB pieces; a block of
     /// zeros is not written but left a hole (`SparseWriter`), so a sparse file (a few KiB on disk,
     /// gigabytes long) costs the repository no more than it costs its owner.
-    public static func copy(from source: Descriptor, to destination: String) throws(FileSystemError) -> (
+    ///
+    /// Bounded by `limit`, the length that was counted against the user's cap (``UserBytes``):
+    /// the owner may `ftruncate` the file to 16 TiB once granary has opened it, and a copy that
+    /// read until `read(2)` returned 0 would read zeros for a day, the users after them waiting.
+    /// The copy stops at `limit`; a byte past it throws ``GrownFileError`` naming the file (a file
+    /// that shrank is copied as it is now, and its hash says so). Every piece checks
+    /// ``Interruption``, so SIGINT or SIGTERM stops it within a piece.
+    public static func copy(from source: Descriptor, to destination: String, limit: Int64) throws -> (
         size: Int64, sha256: String
     ) {
         let fd = RawPath.open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -95,12 +102,19 @@ extension FileDigest {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         while true {
-            let n = pread(source.raw, buffer.baseAddress, buffer.count, off_t(total))
+            try Interruption.check()
+            // One byte past the limit is read too: it is how a file that grew is told from one
+            // that ended where it was counted.
+            let wanted = Int(min(Int64(buffer.count), max(0, limit - total) + 1))
+            let n = pread(source.raw, buffer.baseAddress, wanted, off_t(total))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("read", path: source.display)
             }
             if n == 0 { break }
+            if total + Int64(n) > limit {
+                throw GrownFileError(path: source.display, counted: limit)
+            }
             let piece = UnsafeRawBufferPointer(rebasing: buffer[0..<n])
             hasher.update(bufferPointer: piece)
             try writer.write(piece)
@@ -110,5 +124,18 @@ extension FileDigest {
         let code = output.close()
         if code != 0 { throw FileSystemError("close", path: destination, code: code) }
         return (total, hasher.finalize().hex)
+    }
+}
+
+/// A user's file that grew past the length counted against their cap while granary copied it
+/// (``FileDigest/copy(from:to:limit:)``): the copy stopped there and that user's backup fails.
+public struct GrownFileError: GranaryError, Sendable {
+    /// The file, as shown to the administrator.
+    public let path: String
+    /// The length that was counted when the folder was listed.
+    public let counted: Int64
+
+    public var description: String {
+        "\(path) grew past the \(ByteCountText.approximate(counted)) counted when its folder was listed, while it was copied; it was not archived, and no archive was written"
     }
 }
