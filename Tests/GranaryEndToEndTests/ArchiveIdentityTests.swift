@@ -263,7 +263,7 @@ struct ArchiveIdentityTests {
         for point in ["convertRecorded", "convertRenamed", "convertRecorded", "convertRenamed"] {
             let killed = try site.granary(
                 ["adopt", "--host", "web-1"], environment: ["GRANARY_TEST_CRASH_AT": point])
-            #expect(killed.status == 137, "killed at \(point): \(killed.stderr)")
+            #expect(killed.status == 137 || killed.status == 9, "killed at \(point): \(killed.status) \(killed.stdout) \(killed.stderr)")
             let names = try listed()
             #expect(names.count == 3 && Set(names).count == 3, "after a kill at \(point): \(names)")
         }

@@ -178,11 +178,11 @@ struct CheckResult: CommandResult {
         /// The user passes with no archive: no store yet, or no folder (and no archive) at all.
         let nothingToBackUp: Bool
         /// Why, in words (not in the JSON document: `reason` is for failures).
-        var state: String? = nil
+        var nothingReason: String? = nil
 
         enum CodingKeys: String, CodingKey {
-            case id, ok, newestVerified, ageSeconds, newest, reason, mirrors, retired, verified, interrupted
-            case newestSize, newestAgeSeconds, problems, nothingToBackUp
+            case id, ok, newestVerified, ageSeconds, newest, reason, mirrors, retired, verified, state, unrestorable
+            case interrupted, newestSize, newestAgeSeconds, problems, nothingToBackUp
         }
     }
 
@@ -253,7 +253,7 @@ struct CheckResult: CommandResult {
                 newestSize: report.newest?.size,
                 newestAgeSeconds: report.newest.map { Int64(max(0, now.timeIntervalSince($0.name.created))) },
                 problems: reason.isEmpty ? (report.ok ? 0 : 1) : reason.components(separatedBy: "; ").count,
-                nothingToBackUp: report.nothingToBackUp != nil, state: report.nothingToBackUp)
+                nothingToBackUp: report.nothingToBackUp != nil, nothingReason: report.nothingToBackUp)
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
         self.root = root
@@ -272,7 +272,7 @@ struct CheckResult: CommandResult {
                 "OK    \(user.id): retired, final archive \(user.newest.map { PathText.lastComponent($0) } ?? "")")
         }
         for user in users where user.ok && user.nothingToBackUp {
-            text.line("OK    \(user.id): \(user.state ?? "nothing to back up")")
+            text.line("OK    \(user.id): \(user.nothingReason ?? "nothing to back up")")
         }
         for user in users where user.ok && !user.retired && !user.nothingToBackUp {
             let name = user.newestVerified.map { PathText.lastComponent($0) } ?? ""
