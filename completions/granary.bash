@@ -842,7 +842,7 @@ _granary_adopt() {
 
 _granary_config() {
     repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    non_repeating_flags=(--json -q --quiet -v --verbose --systemd --version -h --help)
     repeating_options=()
     non_repeating_options=(--root --repo --host --config)
     __granary_offer_flags_options 0

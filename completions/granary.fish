@@ -51,7 +51,7 @@ function __granary_parse_tokens -S
         case 'adopt'
             __granary_parse_subcommand -r 1 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'dry-run' 'lock-timeout=' 'version' 'h/help'
         case 'config'
-            __granary_parse_subcommand 0 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'version' 'h/help'
+            __granary_parse_subcommand 0 'root=' 'repo=' 'host=' 'config=' 'json' 'q/quiet' 'v/verbose' 'systemd' 'version' 'h/help'
         case 'help'
             __granary_parse_subcommand -r 1 'version'
         end
@@ -349,6 +349,7 @@ complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_option
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" json' -l 'json' -d 'Print one JSON document on standard output, errors included.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" q quiet' -s 'q' -l 'quiet' -d 'Print errors only.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" v verbose' -s 'v' -l 'verbose' -d 'Print more detail.'
+complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" systemd' -l 'systemd' -d 'Print the systemd drop-in (ReadWritePaths=) for the shipped units from these settings.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" version' -l 'version' -d 'Show the version.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary config" h help' -s 'h' -l 'help' -d 'Show help information.'
 complete -c 'granary' -n '__granary_should_offer_completions_for_flags_or_options "granary help" version' -l 'version' -d 'Show the version.'

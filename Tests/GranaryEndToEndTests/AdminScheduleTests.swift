@@ -93,6 +93,35 @@ struct AdminScheduleTests {
     }
 
     @Test(
+        "granary config --systemd prints the units' drop-in naming the configuration's root, repository and local mirrors"
+    )
+    func dropIn() throws {
+        let folder = TemporaryFolder("granary-drop-in")
+        let config = folder.child("config.toml")
+        try """
+        root = "\(folder.child("users"))"
+        repo = "\(folder.child("backup dir"))"
+
+        [[mirror]]
+        repo = "\(folder.child("usb"))"
+
+        [[mirror]]
+        repo = "s3:acme-backups/granary"
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try GranaryProcess.run(["config", "--systemd", "--config", config])
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.contains("[Service]"), "\(result.stdout)")
+        let place = { (name: String) in LocalRepository.resolvedPath(folder.child(name)) }
+        #expect(
+            lines.contains("ReadWritePaths=\(place("users")) \"\(place("backup dir"))\" \(place("usb"))"),
+            "\(result.stdout)")
+        #expect(!result.stdout.contains("s3:"))
+        let json = try GranaryProcess.run(["config", "--systemd", "--json", "--config", config])
+        #expect(json.status == 64, "\(json.stderr)")
+    }
+
+    @Test(
         "backup, prune, sync, verify and check run as their units run them, silent, over users of another uid, lost+found and a user with no store yet"
     )
     func policy() throws {

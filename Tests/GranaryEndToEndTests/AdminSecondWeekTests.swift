@@ -158,6 +158,11 @@ struct AdminSecondWeekTests {
         let info = try #require(FileSystem.status(drill))
         #expect(info.st_uid == 0 && info.st_mode & 0o777 == 0o700, "mode \(String(info.st_mode & 0o777, radix: 8))")
         #expect(FileSystem.isRegularFile(drill + "/Local.sqlite"))
+        // A drill that fails (no such archive) leaves no empty folder behind.
+        let failed = "/tmp/granary-drill-\(UUID().uuidString)"
+        let missing = try granary(["restore", Self.user, "20010101T000000Z", "--to", failed])
+        #expect(missing.status == 66, "\(missing.stderr)")
+        #expect(FileSystem.status(failed) == nil, "the failed drill left \(failed)")
         // A name another user made first stays theirs: refused.
         let squatted = "/tmp/granary-drill-\(UUID().uuidString)"
         defer { FileSystem.removeTree(squatted) }

@@ -86,6 +86,10 @@ struct RootOfUsersTests {
         // A user with no folder and no archive, named: nothing to back up either.
         let gone = try granary(["check", "gone@example.com"])
         #expect(gone.status == 0, "\(gone.stdout)\(gone.stderr)")
+        // An empty folder an older granary left in the repository for a user long gone fails nothing.
+        try FileSystem.makeDirectory(repo + "/old@example.com")
+        let old = try granary(["check"])
+        #expect(old.status == 0, "\(old.stdout)\(old.stderr)")
         // Once the user has a store, no archive is a failure again.
         try SampleData.makeRollbackStore(root + "/new@example.com/Local.sqlite", rows: 1)
         let failing = try granary(["check"])

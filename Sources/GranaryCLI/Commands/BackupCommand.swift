@@ -11,6 +11,9 @@ struct BackupCommand: GranaryCommand {
             with a SHA-256 manifest into <repo>/<user>/<UTC stamp>[-label].tar.zst, published only once \
             complete and synced. Silent on success without a terminal; -v prints each archive with where the \
             time went (snapshot, check and hash, pack, sync). \
+            A user whose folder holds no store yet (nothing unreadable or passed over either) has nothing to back \
+            up: no archive, no failure (exit 0). --all passes over lost+found and hidden entries of the root, and \
+            the users --exclude and the configuration's exclude name. \
             Exit codes: 0 all backed up, 1 some users failed (--all or several users; when every one failed for one reason, that reason's code), 65 a store failed its \
             check, 66 unknown user, 74 I/O error (disk full), 75 lock held, 129 or 130 interrupted. \
             With mirrors ([[mirror]] in the configuration, or --mirror), each new archive is published in the \

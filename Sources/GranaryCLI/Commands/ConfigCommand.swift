@@ -5,13 +5,50 @@ import GranaryKit
 struct ConfigCommand: GranaryCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Print the effective settings and where each came from (flag, environment, file, default)."
+        abstract: "Print the effective settings and where each came from (flag, environment, file, default).",
+        discussion: """
+            --systemd prints the drop-in that lets the shipped systemd units write where these settings put \
+            the root, the repository and each local mirror (their sandbox leaves the rest of the file system \
+            read-only): save it as /etc/systemd/system/granary-.service.d/paths.conf, then systemctl daemon-reload.
+            """
     )
 
     @OptionGroup(title: "Global Options") var global: GlobalOptions
 
+    @Flag(help: "Print the systemd drop-in (ReadWritePaths=) for the shipped units from these settings.")
+    var systemd = false
+
+    func checkArguments() throws {
+        if systemd && global.json { throw ValidationError("--systemd prints a systemd file, not JSON: drop --json") }
+    }
+
     func execute(_ console: Console) throws -> ConfigResult {
-        ConfigResult(try global.settings())
+        let settings = try global.settings()
+        var result = ConfigResult(settings)
+        if systemd { result.dropIn = try Self.dropIn(settings) }
+        return result
+    }
+
+    /// The `[Service]` drop-in naming the settings' local places (remote ones need nothing).
+    static func dropIn(_ settings: Settings) throws -> [String] {
+        var places: [String] = []
+        if let root = settings.root?.value { places.append(root) }
+        for location in [settings.repo?.value].compactMap({ $0 }) + settings.mirrors.value
+        where !Repositories.isRemote(location) {
+            places.append(location)
+        }
+        guard !places.isEmpty else {
+            throw ValidationError("no root, repository or local mirror is set: nothing for the units to write")
+        }
+        let absolute = places.map { LocalRepository.resolvedPath($0) }
+        // systemd splits the list on spaces and takes a double-quoted word whole.
+        let words = absolute.map { $0.contains(where: \.isWhitespace) ? "\"" + $0 + "\"" : $0 }
+        return [
+            "# /etc/systemd/system/granary-.service.d/paths.conf: where the granary units may write,",
+            "# from \(settings.configPath ?? "the command line and environment") (granary config --systemd).",
+            "[Service]",
+            "ReadWritePaths=" + words.joined(separator: " "),
+        ]
     }
 }
 
@@ -55,6 +92,8 @@ struct ConfigResult: CommandResult {
 
     @Null var file: String?
     let settings: [Entry]
+    /// With `--systemd`: the drop-in's lines, printed instead of the settings.
+    var dropIn: [String]?
     /// Where a configuration file was looked for, in order (text only).
     private var looked: [String] = []
 
@@ -74,6 +113,10 @@ struct ConfigResult: CommandResult {
     }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
+        if let dropIn {
+            for line in dropIn { text.line(TextLine(stringLiteral: line)) }
+            return
+        }
         text.line("config file: \(file ?? "none (looked for \(looked.joined(separator: ", ")))")")
         if file == nil, FileSystem.isRegularFile("/etc/granary.toml") {
             text.line("  /etc/granary.toml is not read: granary reads /etc/granary/config.toml (see granary.toml(5))")

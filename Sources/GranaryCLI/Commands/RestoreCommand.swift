@@ -203,12 +203,16 @@ struct RestoreCommand: GranaryCommand {
         {
             throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
         }
-        // A new folder in a sticky shared folder (/tmp/drill): made private here, then judged.
+        // A new folder in a sticky shared folder (/tmp/drill): made private here, then judged. A
+        // restore that fails leaves no empty folder behind it (rmdir removes only an empty one).
+        var madeTarget: String?
         if let to, geteuid() == 0, TrustedPath.folderProblem(to) != nil, TrustedPath.canMakePrivateFolder(to),
-            !dryRun
+            !dryRun, TrustedPath.makePrivateFolder(to)
         {
-            _ = TrustedPath.makePrivateFolder(to)
+            madeTarget = to
         }
+        var restored = false
+        defer { if !restored, let madeTarget { rmdir(madeTarget) } }
         if let to, geteuid() == 0, !(dryRun && TrustedPath.canMakePrivateFolder(to)),
             let problem = TrustedPath.folderProblem(to)
         {
@@ -231,7 +235,9 @@ struct RestoreCommand: GranaryCommand {
         request.create = try createFolder()
         let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
         do {
-            return RestoreResult(try restorer.run(request), operation: .restore)
+            let result = RestoreResult(try restorer.run(request), operation: .restore)
+            restored = true
+            return result
         } catch RestoreError.noUser(let user, let root, let create?) {
             // The hint is this very command line with --create: the same root, repository and archive.
             // It creates the folder and restores into it.
