@@ -106,3 +106,11 @@ enum PageHash {
         }
     }
 }
+
+/// What `GRANARY_PAGE_HASH` picked, for the command line to say when it was not followed (the
+/// core never prints).
+public enum PageHashSetting {
+    /// Why `GRANARY_PAGE_HASH`'s value is not followed (`wide` on a CPU without AVX-512, or a
+    /// value that is not a way), or nil.
+    public static var note: String? { PageHash.selected.note }
+}
