@@ -1,9 +1,6 @@
 #include "granary_page_hash.h"
-#include <stdlib.h>
+#include <assert.h>
 #include <string.h>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
 
 // FIPS 180-4, 4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64
 // primes.
@@ -20,94 +17,178 @@ static const uint32_t round_constants[64] = {
 static const uint32_t initial_state[8] = {
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
-int granary_sha256_x16_supported(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+// What every way of the header promises its caller: whole 64-byte blocks, at most a page size
+// of SQLite's, and somewhere to read from and write to. Checked once per call (debug builds).
+static inline void check_arguments(const uint8_t *pages, size_t length, const uint8_t *digests) {
+    (void)pages;
+    (void)length;
+    (void)digests;
+    assert(pages != NULL && digests != NULL);
+    assert(length > 0 && length % 64 == 0 && length <= 65536);
+    // The sixteen pages and the sixteen digests must not overlap (the digests are written last,
+    // but a caller hashing in place would hash its own output on the next call).
+    assert(digests + 16 * 32 <= pages || pages + 16 * length <= digests);
 }
 
-// Only these functions are compiled for AVX-512; the rest of granary runs on any x86-64.
-#define WIDE __attribute__((target("avx512f,avx512bw")))
-#define ROTR(x, n) _mm512_ror_epi32(x, n)
-#define ADD(a, b) _mm512_add_epi32(a, b)
-// Three-input logic (vpternlogd), by truth table: x ^ y ^ z, x ? y : z (Ch), majority (Maj).
-#define XOR3(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0x96)
-#define CHOOSE(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0xCA)
-#define MAJORITY(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0xE8)
+// ---------------------------------------------------------------------------------------------
+// The portable way: Clang/GCC vector extensions. A vector of sixteen uint32_t is 64 bytes; the
+// compiler lowers each operation to what the target has (two AVX2 or four SSE2 instructions on
+// x86-64, four NEON ones on arm64, a loop elsewhere).
+typedef uint32_t granary_v16u __attribute__((vector_size(64)));
 
-// One 64-byte block of each lane's message: `w` holds its 16 words (big-endian decoded) and
-// is used as the message schedule's ring of the last 16 words (FIPS 180-4, 6.2.2).
-WIDE static inline void compress(__m512i state[8], __m512i w[16]) {
-    __m512i a = state[0], b = state[1], c = state[2], d = state[3];
-    __m512i e = state[4], f = state[5], g = state[6], h = state[7];
-    for (int t = 0; t < 64; t++) {
-        __m512i word;
-        if (t < 16) {
-            word = w[t];
-        } else {
-            __m512i w15 = w[(t - 15) & 15], w2 = w[(t - 2) & 15];
-            __m512i sigma0 = XOR3(ROTR(w15, 7), ROTR(w15, 18), _mm512_srli_epi32(w15, 3));
-            __m512i sigma1 = XOR3(ROTR(w2, 17), ROTR(w2, 19), _mm512_srli_epi32(w2, 10));
-            word = ADD(ADD(w[t & 15], sigma0), ADD(w[(t - 7) & 15], sigma1));
-            w[t & 15] = word;
-        }
-        __m512i t1 = ADD(ADD(h, XOR3(ROTR(e, 6), ROTR(e, 11), ROTR(e, 25))),
-                         ADD(CHOOSE(e, f, g), ADD(word, _mm512_set1_epi32((int)round_constants[t]))));
-        __m512i t2 = ADD(XOR3(ROTR(a, 2), ROTR(a, 13), ROTR(a, 22)), MAJORITY(a, b, c));
-        h = g;
-        g = f;
-        f = e;
-        e = ADD(d, t1);
-        d = c;
-        c = b;
-        b = a;
-        a = ADD(t1, t2);
+static inline uint32_t load_be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+static inline void store_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+// Word t of block `block` of each of the sixteen pages into w[t], lane by lane: transposed
+// through memory (sixteen scalar stores, then one vector load per word), which compilers turn
+// into far better code than inserting each word into a vector.
+ static inline void portable_load_block(granary_v16u w[16], const uint8_t *pages, size_t length, size_t block) {
+    uint32_t words[16][16];
+    for (int lane = 0; lane < 16; lane++) {
+        const uint8_t *from = pages + (size_t)lane * length + block;
+        for (int t = 0; t < 16; t++) words[t][lane] = load_be32(from + 4 * t);
     }
-    state[0] = ADD(state[0], a);
-    state[1] = ADD(state[1], b);
-    state[2] = ADD(state[2], c);
-    state[3] = ADD(state[3], d);
-    state[4] = ADD(state[4], e);
-    state[5] = ADD(state[5], f);
-    state[6] = ADD(state[6], g);
-    state[7] = ADD(state[7], h);
+    for (int t = 0; t < 16; t++) memcpy(&w[t], words[t], sizeof w[t]);
 }
+#define VEC granary_v16u
+#define V_SET1(c)                                                                                     \
+    ((granary_v16u){(c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c)})
+#define V_ADD(a, b) ((a) + (b))
+#define V_ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+#define V_SHR(x, n) ((x) >> (n))
+#define V_XOR3(x, y, z) ((x) ^ (y) ^ (z))
+#define V_CHOOSE(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
+#define V_MAJORITY(x, y, z) (((x) & (y)) | ((z) & ((x) | (y))))
+#define V_LOAD_BLOCK(w, pages, length, block) portable_load_block(w, pages, length, block)
+#define V_STORE(state, digests)                                                                       \
+    do {                                                                                              \
+        for (int lane = 0; lane < 16; lane++)                                                         \
+            for (int i = 0; i < 8; i++) store_be32((digests) + lane * 32 + i * 4, (state)[i][lane]);  \
+    } while (0)
+#define LANES(name) portable_##name
+#define LANES_TARGET
+#include "sha256_lanes.h"
 
-WIDE void granary_sha256_x16(const uint8_t *pages, size_t length, uint8_t *digests) {
-    __m512i state[8], w[16];
-    for (int i = 0; i < 8; i++) state[i] = _mm512_set1_epi32((int)initial_state[i]);
-    // Lane i reads page i: word t of a block is gathered from each page's block at once.
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// The same portable source compiled for AVX2 (two 256-bit instructions per operation instead
+// of four 128-bit SSE2 ones), chosen at run time on CPUs that have it.
+// Word t of block `block` of each of the sixteen pages into w[t], lane by lane: transposed
+// through memory (sixteen scalar stores, then one vector load per word), which compilers turn
+// into far better code than inserting each word into a vector.
+__attribute__((target("avx2"))) static inline void avx2_load_block(granary_v16u w[16], const uint8_t *pages, size_t length, size_t block) {
+    uint32_t words[16][16];
+    for (int lane = 0; lane < 16; lane++) {
+        const uint8_t *from = pages + (size_t)lane * length + block;
+        for (int t = 0; t < 16; t++) words[t][lane] = load_be32(from + 4 * t);
+    }
+    for (int t = 0; t < 16; t++) memcpy(&w[t], words[t], sizeof w[t]);
+}
+#define VEC granary_v16u
+#define V_SET1(c)                                                                                     \
+    ((granary_v16u){(c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c)})
+#define V_ADD(a, b) ((a) + (b))
+#define V_ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+#define V_SHR(x, n) ((x) >> (n))
+#define V_XOR3(x, y, z) ((x) ^ (y) ^ (z))
+#define V_CHOOSE(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
+#define V_MAJORITY(x, y, z) (((x) & (y)) | ((z) & ((x) | (y))))
+#define V_LOAD_BLOCK(w, pages, length, block) avx2_load_block(w, pages, length, block)
+#define V_STORE(state, digests)                                                                       \
+    do {                                                                                              \
+        for (int lane = 0; lane < 16; lane++)                                                         \
+            for (int i = 0; i < 8; i++) store_be32((digests) + lane * 32 + i * 4, (state)[i][lane]);  \
+    } while (0)
+#define LANES(name) avx2_##name
+#define LANES_TARGET __attribute__((target("avx2")))
+#include "sha256_lanes.h"
+
+// The wide way: AVX-512 intrinsics. Only these functions are compiled for AVX-512; the rest of
+// granary runs on any x86-64.
+#define WIDE __attribute__((target("avx512f,avx512bw")))
+
+// Word `offset / 4` of each of the sixteen pages, gathered at once (lane i reads page i) and
+// byte-swapped (the message is big-endian).
+WIDE static inline __m512i wide_load(const uint8_t *pages, size_t length, size_t offset) {
     const __m512i lanes = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int)length));
-    // Reverses the bytes of each 32-bit word (the message and the digest are big-endian).
     const __m512i swap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
-    for (size_t block = 0; block < length; block += 64) {
-        for (int t = 0; t < 16; t++) {
-            __m512i words = _mm512_i32gather_epi32(lanes, (const void *)(pages + block + 4 * (size_t)t), 1);
-            w[t] = _mm512_shuffle_epi8(words, swap);
-        }
-        compress(state, w);
-    }
-    // Every page has the same length, so the padding block is the same in every lane: 0x80,
-    // zeros, then the length in bits as a 64-bit big-endian number (FIPS 180-4, 5.1.1).
-    uint64_t bits = (uint64_t)length * 8;
-    for (int t = 0; t < 16; t++) w[t] = _mm512_setzero_si512();
-    w[0] = _mm512_set1_epi32((int)0x80000000u);
-    w[14] = _mm512_set1_epi32((int)(uint32_t)(bits >> 32));
-    w[15] = _mm512_set1_epi32((int)(uint32_t)bits);
-    compress(state, w);
+    return _mm512_shuffle_epi8(_mm512_i32gather_epi32(lanes, (const void *)(pages + offset), 1), swap);
+}
+WIDE static inline void wide_store(const __m512i state[8], uint8_t *digests) {
+    const __m512i swap = _mm512_set4_epi32(0x0c0d0e0f, 0x08090a0b, 0x04050607, 0x00010203);
     uint32_t words[8][16];
     for (int i = 0; i < 8; i++) _mm512_storeu_si512((void *)words[i], _mm512_shuffle_epi8(state[i], swap));
     for (int lane = 0; lane < 16; lane++) {
         for (int i = 0; i < 8; i++) memcpy(digests + lane * 32 + i * 4, &words[i][lane], 4);
     }
 }
+
+#define VEC __m512i
+#define V_SET1(c) _mm512_set1_epi32((int)(uint32_t)(c))
+#define V_ADD(a, b) _mm512_add_epi32(a, b)
+#define V_ROTR(x, n) _mm512_ror_epi32(x, n)
+#define V_SHR(x, n) _mm512_srli_epi32(x, n)
+// Three-input logic (vpternlogd), by truth table: x ^ y ^ z, x ? y : z (Ch), majority (Maj).
+#define V_XOR3(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0x96)
+#define V_CHOOSE(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0xCA)
+#define V_MAJORITY(x, y, z) _mm512_ternarylogic_epi32(x, y, z, 0xE8)
+#define V_LOAD_BLOCK(w, pages, length, block)                                                         \
+    for (int t = 0; t < 16; t++) (w)[t] = wide_load(pages, length, (block) + 4 * (size_t)t)
+#define V_STORE(state, digests) wide_store(state, digests)
+#define LANES(name) wide_##name
+#define LANES_TARGET WIDE
+#include "sha256_lanes.h"
+
+int granary_sha256_x16_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+}
+
+static int has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+}
+
+void granary_sha256_x16(const uint8_t *pages, size_t length, uint8_t *digests) {
+    check_arguments(pages, length, digests);
+    assert(granary_sha256_x16_supported());
+    wide_sha256_x16(pages, length, digests);
+}
 #else
-// Not x86-64: no sixteen-lane way; PageHash hashes every page with swift-crypto.
+// Not x86-64: the portable way only.
 int granary_sha256_x16_supported(void) { return 0; }
+static int has_avx2(void) { return 0; }
 void granary_sha256_x16(const uint8_t *pages, size_t length, uint8_t *digests) {
     (void)pages;
     (void)length;
     (void)digests;
-    abort();
+    // granary_sha256_x16_supported() said 0: calling this is the caller's bug.
+    assert(0 && "granary_sha256_x16 without AVX-512");
+    __builtin_trap();
+}
+static void avx2_sha256_x16(const uint8_t *pages, size_t length, uint8_t *digests) {
+    portable_sha256_x16(pages, length, digests);
 }
 #endif
+
+int granary_sha256_x16_portable_builds(void) { return has_avx2() ? 2 : 1; }
+
+void granary_sha256_x16_portable(const uint8_t *pages, size_t length, uint8_t *digests, int build) {
+    check_arguments(pages, length, digests);
+    assert(build >= 0 && build <= granary_sha256_x16_portable_builds());
+    if (build == 0) build = granary_sha256_x16_portable_builds();
+    if (build == 2) {
+        avx2_sha256_x16(pages, length, digests);
+    } else {
+        portable_sha256_x16(pages, length, digests);
+    }
+}

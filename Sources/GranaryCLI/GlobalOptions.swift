@@ -93,6 +93,11 @@ struct GlobalOptions: ParsableArguments {
                 StandardStreams.error(TextLine(stringLiteral: "granary: " + note).rendered(color: false) + "\n")
             }
         }
+        // GRANARY_PAGE_HASH asked for a way of hashing pages this CPU does not run, or for none:
+        // the default way is used, and said.
+        if !quiet, let note = PageHashSetting.note {
+            StandardStreams.error(TextLine(stringLiteral: "granary: warning: " + note).rendered(color: false) + "\n")
+        }
         // A `.granary` another user made first in the root (a sticky root lets them) is moved
         // aside before anything uses it, and named.
         if geteuid() == 0, let root = settings.root, let note = try? Root(path: root.value).reclaimStateFolder() {

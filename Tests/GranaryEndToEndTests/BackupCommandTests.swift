@@ -56,22 +56,51 @@ struct BackupCommandTests {
     }
 
     /// Starts `granary-sample write` on `store` (committing as fast as it can), backs `user` up
-    /// `times` times while it commits, stops it, and returns the archives' paths.
+    /// `times` times while it commits, stops it, and returns the archives' paths. Each backup is
+    /// proven to have run under the writer: a whole commit (from the end of the one before it to
+    /// its own end, by the writer's log) lies between the backup's start and its end.
     static func backUpUnderWriter(_ fixture: Fixture, store: String, user: String, times: Int) throws -> [String] {
+        let log = fixture.folder.child("writer-\(UUID().uuidString).log")
+        #expect(FileManager.default.createFile(atPath: log, contents: nil))
         let writer = Process()
         writer.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary-sample")
         writer.arguments = ["write", store, "--interval-ms", "0"]
-        writer.standardOutput = FileHandle.nullDevice
+        // One line per acknowledged commit: id, latency (µs), when it ended (seconds since the epoch).
+        writer.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
         try writer.run()
         defer { writer.terminate(); writer.waitUntilExit() }
-        usleep(300_000)  // let the writer get going
+        // The writer has got going when its first commit is in the log.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while Self.commitTimes(log).isEmpty && ContinuousClock.now < deadline && writer.isRunning { sched_yield() }
+        #expect(!Self.commitTimes(log).isEmpty, "the writer never committed")
+        var spans: [(start: Double, end: Double)] = []
         for _ in 0..<times {
+            let start = Date().timeIntervalSince1970
             let result = try fixture.backup([user])
+            spans.append((start, Date().timeIntervalSince1970))
             #expect(result.status == 0, "\(result.stderr)")
+        }
+        writer.terminate()
+        writer.waitUntilExit()
+        let ends = Self.commitTimes(log)
+        for (index, span) in spans.enumerated() {
+            // Commit k + 1 began after commit k ended (the writer commits one row at a time), so
+            // ends[k] >= start and ends[k + 1] <= end put a whole commit inside the backup.
+            let inside = zip(ends, ends.dropFirst()).contains { $0 >= span.start && $1 <= span.end }
+            #expect(inside, "backup \(index + 1) of \(times): no commit of the writer while it ran")
         }
         let archives = fixture.archives(user)
         #expect(archives.count == times)
         return archives.map { fixture.repo + "/" + user + "/" + $0 }
+    }
+
+    /// When each commit in a `granary-sample write` log ended (seconds since the epoch), in order.
+    static func commitTimes(_ log: String) -> [Double] {
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        // A line still being written has no newline yet: only whole lines count.
+        return text.split(separator: "\n", omittingEmptySubsequences: false).dropLast().compactMap {
+            $0.split(separator: "\t").last.flatMap { Double($0) }
+        }
     }
 
     /// A snapshot of a `granary-sample write` store passes integrity_check and holds ids 1..k, no gap.

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import GranaryKit
 @_spi(RuleBreaking) import GranaryOwner
@@ -84,6 +85,31 @@ struct ReopenProtocolTests {
         client.close()
     }
 
+    /// What the transaction of ``transactionsWait()`` saw when it ran.
+    final class Seen: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: (paused: Bool, calls: [String])?
+        func set(paused: Bool, calls: [String]) { lock.lock(); value = (paused, calls); lock.unlock() }
+        var get: (paused: Bool, calls: [String])? { lock.lock(); defer { lock.unlock() }; return value }
+    }
+
+    /// Waits until thread `tid` of this process sleeps in the kernel in a futex call (a lock's or
+    /// a condition's wait): `/proc/self/task/TID/syscall` starts with that call's number.
+    static func waitUntilAsleepInFutex(_ tid: Int32, within limit: Duration) -> Bool {
+        #if arch(x86_64)
+            let futex = "202 "
+        #elseif arch(arm64)
+            let futex = "98 "
+        #endif
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8)
+            if text?.hasPrefix(futex) == true { return true }
+            sched_yield()
+        }
+        return false
+    }
+
     @Test("transactions wait while the store is paused and run after the resume")
     func transactionsWait() throws {
         let store = try makeStore(in: folder.child("wait"))
@@ -93,13 +119,31 @@ struct ReopenProtocolTests {
         defer { owner.stop() }
         let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
         try client.pause(lease: .seconds(10), timeout: .seconds(5))
-        let thread = Thread { _ = try? owner.withStore(store) { calls.add("transaction") } }
-        thread.start()
-        usleep(200_000)
         #expect(calls.all == ["close"])
+        let seen = Seen()
+        let atTheDoor = DispatchSemaphore(value: 0)
+        let ran = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var tid: Int32 = 0
+        let thread = Thread {
+            tid = granary_gettid()
+            atTheDoor.signal()
+            _ = try? owner.withStore(store) {
+                seen.set(paused: owner.isPaused(store), calls: calls.all)
+                calls.add("transaction")
+            }
+            ran.signal()
+        }
+        thread.start()
+        // The events, not a guess of how long they take: the transaction's thread has reached
+        // withStore and sleeps there (nothing else it does blocks), the store still paused.
+        #expect(atTheDoor.wait(timeout: .now() + 5) == .success)
+        #expect(Self.waitUntilAsleepInFutex(tid, within: .seconds(5)), "the transaction never waited")
+        #expect(calls.all == ["close"], "the transaction ran while the store was paused")
         try client.resume(timeout: .seconds(5))
-        for _ in 0..<100 where calls.all.count < 3 { usleep(10_000) }
+        #expect(ran.wait(timeout: .now() + 5) == .success, "the transaction did not run after the resume")
         #expect(calls.all == ["close", "reopen", "transaction"])
+        let when = try #require(seen.get)
+        #expect(!when.paused && when.calls == ["close", "reopen"], "the transaction ran before the reopen: \(when)")
     }
 
     @Test("a pause whose lease runs out ends with the owner reopening by itself")

@@ -1,9 +1,13 @@
 #ifndef GRANARY_PAGE_HASH_H
 #define GRANARY_PAGE_HASH_H
-// SHA-256 (FIPS 180-4) of sixteen database pages at once, one page per 32-bit lane of AVX-512
-// registers: `backup --delta` hashes every page of a store, and the pages are independent
-// messages of one length. One SHA-NI stream does about 1.2 GB/s on the machines granary is
-// measured on; sixteen lanes do about 2.3 GB/s (docs/performance.md).
+// SHA-256 (FIPS 180-4) of sixteen database pages at once, one page per 32-bit lane of a vector:
+// `backup --delta` hashes every page of a store, and the pages are independent messages of one
+// length. The lane logic is written once (sha256_lanes.h) and compiled as two ways:
+//   - wide: AVX-512 intrinsics, on CPUs that have AVX-512F and AVX-512BW;
+//   - portable: Clang/GCC vector extensions, on every CPU (built twice on x86-64: for the
+//     baseline, SSE2, and for AVX2, chosen at run time).
+// Both give the bytes swift-crypto gives (PageHashTests runs every way this CPU has); the
+// measurements are in docs/performance.md.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,4 +19,13 @@ int granary_sha256_x16_supported(void);
 // `pages` (16 x length bytes), into `digests` (16 x 32 bytes, page order). `length` must be a
 // multiple of 64 and at most 65536 (a page size); call only when granary_sha256_x16_supported().
 void granary_sha256_x16(const uint8_t *pages, size_t length, uint8_t *digests);
+
+// How many builds of the portable way this CPU runs: 2 on x86-64 with AVX2 (builds 1 and 2),
+// else 1 (build 1, the baseline).
+int granary_sha256_x16_portable_builds(void);
+
+// granary_sha256_x16's result by the portable way, on any CPU. `build`: 0 for the fastest this
+// CPU runs, 1 for the baseline build, 2 for the AVX2 build (at most
+// granary_sha256_x16_portable_builds(); tests run each).
+void granary_sha256_x16_portable(const uint8_t *pages, size_t length, uint8_t *digests, int build);
 #endif
