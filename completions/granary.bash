@@ -201,13 +201,13 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|backup|list|verify|inspect|check|delete|prune|restore|reset|retire|recover|sync|adopt|config|help)
+    users|backup|list|verify|inspect|check|delete|prune|restore|reset|retire|recover|sync|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync adopt config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync config help' -- "${cur}"))
         ;;
     esac
 }
@@ -798,44 +798,6 @@ _granary_sync() {
     esac
 }
 
-_granary_adopt() {
-    repeating_flags=()
-    non_repeating_flags=(--json -q --quiet -v --verbose --dry-run --version -h --help)
-    repeating_options=()
-    non_repeating_options=(--root --repo --host --config --lock-timeout)
-    __granary_offer_flags_options -1
-
-    # Offer option value completions
-    case "${prev}" in
-    '--root')
-        __granary_add_completions -d
-        return
-        ;;
-    '--repo')
-        __granary_add_completions -d
-        return
-        ;;
-    '--host')
-        return
-        ;;
-    '--config')
-        __granary_add_completions -f
-        return
-        ;;
-    '--lock-timeout')
-        return
-        ;;
-    esac
-
-    # Offer positional completions
-    case "${positional_number}" in
-    *)
-        __granary_add_custom_completions ---completion adopt -- positional@0 "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
-        return
-        ;;
-    esac
-}
-
 _granary_config() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
@@ -869,7 +831,7 @@ _granary_help() {
     repeating_options=()
     non_repeating_options=()
     __granary_offer_flags_options -1
-    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync adopt config' -- "${cur}"))
+    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync config' -- "${cur}"))
 }
 
 complete -o filenames -F _granary granary

@@ -46,8 +46,7 @@ struct RestoreCommand: GranaryCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The newest archive at or before this time (RFC 3339, or an archive name's stamp YYYYMMDDTHHMMSS[.ffffff]Z; a time to the second covers that second).",
-            valueName: "time"))
+            "The newest archive at or before this time (RFC 3339, or an archive name's stamp YYYYMMDDTHHMMSS[.ffffff]Z; a time to the second covers that second).", valueName: "time"))
     var at: String?
 
     @Option(
