@@ -165,7 +165,7 @@ struct DeltaChainDamageTests {
         #expect(archive["archive"] as? String == tip)
         #expect(archive["state"] as? String == "restorable-verified")
         #expect(archive["chain"] as? [String] == [middle, full])
-        let text = try site.granary(["verify", "--user", Self.alice, "--latest"])
+        let text = try site.granary(["verify", "--user", Self.alice, "--latest", "-v"])
         #expect(text.stdout.contains("restorable with its chain of 2"), "\(text.stdout)")
         let list = try site.granary(["list", Self.alice, "--json"])
         #expect(try ShellTools.schemaProblems(list.stdout, schema: "list").isEmpty)

@@ -49,7 +49,9 @@ struct PageHashCacheTests {
 
     func newest() throws -> RepositoryEntry { try #require(try repository.archives(of: user).last) }
 
-    @Test("each backup --delta keeps its lists, keyed by the names and manifest SHA-256s of its whole chain, equal to the archive's")
+    @Test(
+        "each backup --delta keeps its lists, keyed by the names and manifest SHA-256s of its whole chain, equal to the archive's"
+    )
     func keptAndEqual() throws {
         for (index, change) in [false, true, true].enumerated() {
             let result = try backup(change: change)

@@ -148,8 +148,7 @@ struct VerifyResult: CommandResult {
             Archive(
                 user: $0.entry.user.rawValue, archive: $0.entry.name.fileName, path: $0.entry.path,
                 ok: $0.failure == nil,
-                state: $0.failure == nil
-                    ? VerificationRecord.Standing.restorableVerified.rawValue : VerificationRecord.Standing.bad.rawValue,
+                state: ($0.failure == nil ? VerificationRecord.Standing.restorableVerified : .bad).rawValue,
                 chain: $0.chain,
                 stores: $0.stores, bytes: $0.bytes,
                 error: $0.failure.map {

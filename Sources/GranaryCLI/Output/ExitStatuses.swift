@@ -61,6 +61,7 @@ extension RestoreError: CommandLineError {
         case .unfinished: return .ioError
         case .interruptedAfterCommit: return Interruption.signal == SIGHUP ? .hangup : .interrupted
         case .noOwner, .storeOpen, .leaseTooShort, .storeBusy, .replacedByOthers: return .temporaryFailure
+        case .externalDataChanged: return .dataError
         case .differentFilesystem, .targetExists: return .cannotCreate
         case .noRoomToStage: return .ioError
         case .noRepository: return .usage
@@ -107,6 +108,9 @@ extension RestoreError: CommandLineError {
         case .differentFilesystem:
             return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
         case .leaseTooShort, .storeBusy, .replacedByOthers: return "run again"
+        case .externalDataChanged:
+            return
+                "running again will not help: restore into another folder with --to DIR and copy what you need, or have the owner app remove or rename that file (it is its attachment), then restore again"
         case .targetExists: return "choose an empty folder for --to"
         case .noRoomToStage(let folder, _, _, _):
             return
@@ -250,6 +254,9 @@ extension SQLiteError: CommandLineError {
         case .cannotOpen: return .notFound
         case .notADatabase, .corrupt, .refused, .overLimit: return .dataError
         case .busy: return .temporaryFailure
+        // A hot journal a killed writer left (SQLITE_READONLY_ROLLBACK): the store needs a writer
+        // to roll it back; it does not pass with time (issue 46).
+        case .readOnly where isHotJournal: return .dataError
         case .readOnly: return .cannotCreate
         case .full, .ioError, .other: return .ioError
         }
@@ -258,6 +265,11 @@ extension SQLiteError: CommandLineError {
         if isNotAuthorized && kind == .other {
             return
                 "the store's schema asks SQLite for something granary does not allow (such as load_extension); look at its schema with sqlite3 -readonly"
+        }
+        if isHotJournal {
+            let store = path.map(ShellQuoting.word) ?? "STORE"
+            return
+                "let SQLite roll the journal back: start the app that owns the store (it does so when it opens it), or, with the app stopped, run as the store's owner: sqlite3 \(store) 'PRAGMA quick_check'; then back up again"
         }
         switch kind {
         case .busy: return "run again when the store is less busy, or raise the busy timeout"

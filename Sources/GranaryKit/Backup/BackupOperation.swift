@@ -283,7 +283,9 @@ public struct BackupOperation: Sendable {
                         FileSystem.removeTree(work)
                     })
                 if delta != nil { CrashPoint.reach(.deltaPublished) }
-                if let cached { PageHashCache.keep(cached, entry: entry, manifest: manifest, base: delta?.baseChain ?? []) }
+                if let cached {
+                    PageHashCache.keep(cached, entry: entry, manifest: manifest, base: delta?.baseChain ?? [])
+                }
                 // The backup checked every snapshot it packed: recorded, so that check counts the
                 // archive as fresh without a verify (list still shows it unverified).
                 if let record = VerificationRecord.backup(entry: entry, check: options.check) {

@@ -86,9 +86,10 @@ public enum ArchiveVerification {
                                 }
                             } catch let linkFailure as VerificationFailure {
                                 failure = linkFailure
+                                let reason = linkFailure.member.map { $0 + " " + linkFailure.reason }
                                 try? record(
-                                    link.entry, good: false, reason: linkFailure.member.map { $0 + " " + linkFailure.reason }
-                                        ?? linkFailure.reason, check: check, in: repository)
+                                    link.entry, good: false, reason: reason ?? linkFailure.reason, check: check,
+                                    in: repository)
                             }
                             done[link.entry.path] = .some(failure)
                         }

@@ -188,7 +188,8 @@ public enum Freshness {
             "Try: granary backup \(user.rawValue) (a chain that is not whole or holds a bad archive gets a new full), then granary verify --user \(user.rawValue) --latest"
         if let problem {
             var report = Report(
-                user: user, ok: false, newestVerified: verified, age: verified.map { now.timeIntervalSince($0.name.created) },
+                user: user, ok: false, newestVerified: verified,
+                age: verified.map { now.timeIntervalSince($0.name.created) },
                 newest: newest,
                 reason:
                     "archive \(problem.entry.name) \(problem.reason); "

@@ -331,7 +331,8 @@ struct BaseHead {
             let manifest = walked.links[0].manifest, digest = walked.links[0].digest
             var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:], chain: walked.identity)
             guard manifest.delta != nil else { return .success(head) }
-            if let cache, let pages = PageHashCache.pages(of: entry, manifest: manifest, chain: walked.identity, in: cache)
+            if let cache,
+                let pages = PageHashCache.pages(of: entry, manifest: manifest, chain: walked.identity, in: cache)
             {
                 head.pages = pages
                 return .success(head)

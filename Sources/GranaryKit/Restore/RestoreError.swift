@@ -32,6 +32,10 @@ public enum RestoreError: GranaryError, Sendable {
     case differentFilesystem(staging: String, live: String)
     case leaseTooShort(store: String)
     case storeBusy(store: String, detail: String)
+    /// An in-place restore would keep a live external-data file (`file`, of store `store`) whose
+    /// bytes differ from the archive's file of that name: the store's owner rewrote an attachment
+    /// in place. Permanent (issue 46): running again never helps.
+    case externalDataChanged(store: String, file: String)
     /// Refused before the commit (granary changed nothing), but the live database is no longer the
     /// file that was checked: another process replaced it meanwhile.
     case replacedByOthers(store: String, reason: String)
@@ -85,6 +89,9 @@ public enum RestoreError: GranaryError, Sendable {
         case .leaseTooShort(let store):
             return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
         case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
+        case .externalDataChanged(let store, let file):
+            return
+                "\(store): its live external-data file \(file) holds other bytes than the archive's file of that name (the owner rewrote it in place), so an in-place restore cannot keep both; nothing was changed"
         case .replacedByOthers(let store, let reason):
             return
                 "\(reason); granary changed nothing, but \(store) is no longer the file it was when the restore began (another process replaced it)"

@@ -779,9 +779,7 @@ public struct Restorer: Sendable {
             let old = try FileDigest.of(try liveExternal!.openFile(name)).sha256
             let new = try SafetyArchive.hash(store.external! + "/" + name).1
             if old != new {
-                throw RestoreError.storeBusy(
-                    store: folder.path(file), detail: "external-data file \(name) differs in content with the same name"
-                )
+                throw RestoreError.externalDataChanged(store: folder.path(file), file: liveExternal!.path(name))
             }
         }
         return SwapJournal.Entry(

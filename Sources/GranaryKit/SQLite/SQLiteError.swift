@@ -64,6 +64,12 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
     static let primaryMask: Int32 = 0xFF
     /// `SQLITE_IOERR_WRITE` (`SQLITE_IOERR | (3 << 8)` in sqlite3.h, a macro Swift does not import).
     static let ioErrorWrite: Int32 = SQLITE_IOERR | (3 << 8)
+    /// `SQLITE_READONLY_ROLLBACK` (`SQLITE_READONLY | (3 << 8)`, 776): the store has a hot journal
+    /// (a writer was killed mid-transaction) that must be rolled back, and granary opened the
+    /// store read-only, as it opens every live store.
+    static let readOnlyRollback: Int32 = SQLITE_READONLY | (3 << 8)
+    /// Whether the store has a hot journal that a read-only connection cannot roll back.
+    public var isHotJournal: Bool { code == Self.readOnlyRollback }
     /// Whether SQLite failed writing a file (`SQLITE_IOERR_WRITE`).
     public var isWriteError: Bool { code == Self.ioErrorWrite }
 
@@ -92,6 +98,10 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
         if let refusal { return refusal + "; granary does not open it" }
         var text = ""
         if let path { text += "\(path): " }
+        if isHotJournal {
+            return text
+                + "has a hot journal left by a writer that was killed mid-transaction; granary opens live stores read-only and cannot roll it back (SQLite code \(code))"
+        }
         if limit != nil {
             // "…/Local.sqlite: PRAGMA integrity_check stopped at its time budget of 30s (…)"
             return text + (operation.map { $0 + " " } ?? "") + message
