@@ -50,7 +50,9 @@ enum BackupWorkers {
                 }
                 if let handOver = reply.handedOver, case .success = reply.get() {
                     sender.send(handOver, of: reply.user)
-                } else if let handOver = reply.handedOver, handOver.removeAfter {
+                } else if let handOver = reply.handedOver, handOver.removeAfter,
+                    handOver.isAccepted(staging: try? operation.repository.stagingFolder(for: reply.user))
+                {
                     unlink(handOver.path)
                 }
             })

@@ -107,11 +107,11 @@ struct CheckCommand: GranaryCommand {
         result.nagios = nagios
         if let textfile {
             do {
-                try FileSystem.writeAtomically(
+                try OutsideFile.write(
                     Array(result.prometheusText(now: Date()).utf8), to: CheckResult.absolute(textfile), mode: 0o644)
             } catch {
                 throw CommandError(
-                    description: "cannot write --textfile \(textfile): \(error.description)", status: .cannotCreate,
+                    description: "cannot write --textfile \(textfile): \(error)", status: .cannotCreate,
                     hint:
                         "name a file in a folder granary can write, such as /var/lib/prometheus/node-exporter/granary.prom"
                 )

@@ -210,6 +210,14 @@ extension FileSystemError: CommandLineError {
     }
 }
 
+// Sources/GranaryKit/Support/OutsideFile.swift
+extension OutsideFile.Refused: CommandLineError {
+    var status: ExitStatus { .cannotCreate }
+    var hint: String? {
+        "name a file in a folder reached through folders only root writes (links only in those), such as /var/lib/prometheus/node-exporter/granary.prom"
+    }
+}
+
 // Sources/GranaryKit/Support/SHA256Hex.swift
 extension GrownFileError: CommandLineError {
     var status: ExitStatus { .dataError }

@@ -165,6 +165,22 @@ public enum BackupRun {
         /// Queues the archive `handOver` names, of `user`, for every mirror.
         public func send(_ handOver: MirrorHandOver, of user: UserID) {
             let operation = operation, health = health
+            // A worker's word is not trusted with a path: the file to send (and remove) must be
+            // the run's own (``MirrorHandOver/isAccepted(staging:published:)``).
+            let staging = try? operation.repository.stagingFolder(for: user)
+            guard handOver.isAccepted(staging: staging, published: nil) || !handOver.removeAfter else {
+                lock.withLock {
+                    uploads[user.rawValue] = operation.mirrors.map {
+                        BackupOperation.MirrorUpload(
+                            location: $0.location, archive: nil,
+                            error: UnexpectedError(
+                                description:
+                                    "\(user): the worker handed over \(handOver.path.debugDescription), outside the run's scratch folder; not sent"
+                            ), seconds: 0)
+                    }
+                }
+                return
+            }
             queue.addOperation { [self] in
                 defer { if handOver.removeAfter { unlink(handOver.path) } }
                 let result: [BackupOperation.MirrorUpload]
@@ -180,6 +196,12 @@ public enum BackupRun {
                         throw RepositoryError.missing(
                             location: operation.repository.location,
                             detail: user.rawValue + "/" + handOver.archive + " is no longer there to send")
+                    }
+                    guard handOver.removeAfter || handOver.isAccepted(staging: nil, published: entry.localFile) else {
+                        throw UnexpectedError(
+                            description:
+                                "\(user): the worker handed over \(handOver.path.debugDescription), which is not \(handOver.archive)'s file; not sent"
+                        )
                     }
                     result = operation.mirrors.map {
                         health.send(handOver.path, as: entry, to: $0, from: operation.repository)

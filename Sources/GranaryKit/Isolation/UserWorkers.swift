@@ -149,7 +149,7 @@ public enum UserWorkers {
 
     /// Reads the worker's lines until it closes its end: progress is passed on, the result kept.
     /// Once the parent is interrupted, the worker is sent the same signal, once.
-    private static func read(_ fd: Int32, from pid: pid_t, user: UserID, progress: (any BackupProgress)?) -> (
+    static func read(_ fd: Int32, from pid: pid_t, user: UserID, progress: (any BackupProgress)?) -> (
         String?, [FailedMirror], MirrorHandOver?
     ) {
         var pending: [UInt8] = []
@@ -172,8 +172,13 @@ public enum UserWorkers {
             if n <= 0 { break }
             pending.append(contentsOf: buffer[0..<n])
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                // Checked as bytes, before anything is made of it: a field holds no control
+                // character at all (a tab only between fields). A Swift `Character` would not do:
+                // "\r\n" is one grapheme, neither "\r" nor "\n".
+                let hostile = pending[..<newline].contains(where: Self.isControl)
                 let line = String(decoding: pending[..<newline], as: UTF8.self)
                 pending.removeSubrange(...newline)
+                if hostile { continue }
                 if line.hasPrefix("R\t") {
                     result = String(line.dropFirst(2))
                 } else if line.hasPrefix("F\t"), let mirror = FailedMirror(line: line) {
@@ -192,6 +197,15 @@ public enum UserWorkers {
             if pending.count > 64 << 20 { break }
         }
         return (result, failed, handedOver)
+    }
+
+    /// A control byte other than the tab that separates fields (C0, DEL). Bytes of UTF-8
+    /// sequences (C1 controls are two bytes, 0xC2 0x80…) are checked by ``isControl(scalar:)``.
+    static func isControl(_ byte: UInt8) -> Bool { (byte < 0x20 && byte != 0x09) || byte == 0x7F }
+
+    /// A control character (C0, DEL, C1): none may be in a field of a worker's line.
+    public static func isControl(scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 
     /// The worker's side: progress and the result, written on standard output.
@@ -291,8 +305,13 @@ public struct FailedMirror: Sendable, Equatable {
     /// The line a worker sends, and the value of the worker option that passes it on: fields
     /// separated by tabs (tabs and newlines in them become spaces).
     public var line: String {
+        // Scalar by scalar, not by `Character`: "\r\n" is one Character, equal to neither.
         func clean(_ text: String) -> String {
-            String(text.map { $0 == "\t" || $0 == "\n" || $0 == "\r" ? " " : $0 })
+            var scalars = String.UnicodeScalarView()
+            for scalar in text.unicodeScalars {
+                scalars.append(UserWorkers.isControl(scalar: scalar) ? " " : scalar)
+            }
+            return String(scalars)
         }
         return "F\t" + clean(location) + "\t" + String(code) + "\t" + clean(reason)
     }
@@ -300,7 +319,9 @@ public struct FailedMirror: Sendable, Equatable {
     /// Reads ``line``; nil for anything else.
     public init?(line: String) {
         let fields = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
-        guard fields.count == 4, fields[0] == "F", !fields[1].isEmpty, let code = Int32(fields[2]) else { return nil }
+        guard fields.count == 4, fields[0] == "F", !fields[1].isEmpty, let code = Int32(fields[2]),
+            !line.unicodeScalars.contains(where: { $0 != "\t" && UserWorkers.isControl(scalar: $0) })
+        else { return nil }
         self.init(location: String(fields[1]), code: code, reason: String(fields[3]))
     }
 }
@@ -359,8 +380,24 @@ public struct MirrorHandOver: Sendable, Equatable {
     public init?(line: String) {
         let fields = line.split(separator: "\t", maxSplits: 3, omittingEmptySubsequences: false)
         guard fields.count == 4, fields[0] == "M", fields[1] == "0" || fields[1] == "1", !fields[2].isEmpty,
-            !fields[3].isEmpty
+            !fields[3].isEmpty, !fields[2].contains("/"), fields[2] != ".", fields[2] != "..",
+            !line.unicodeScalars.contains(where: { $0 != "\t" && UserWorkers.isControl(scalar: $0) })
         else { return nil }
         self.init(archive: String(fields[2]), path: String(fields[3]), removeAfter: fields[1] == "1")
+    }
+
+    /// Whether the parent may act on ``path``: a worker's word is not trusted with a path (the
+    /// parent removes a file given with `removeAfter`, and reads and sends the others). A file to
+    /// remove must lie directly in `staging`, the run's own scratch folder for the user
+    /// (``Repository/stagingFolder(for:)``), under a plain name; any other must be `published`,
+    /// the archive's own file in the repository.
+    public func isAccepted(staging: String?, published: String? = nil) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard path.hasPrefix("/"), !parts.contains(where: { $0 == "." || $0 == ".." }) else { return false }
+        if removeAfter {
+            guard let staging else { return false }
+            return PathText.parent(path) == staging && !(parts.last ?? "").isEmpty
+        }
+        return published.map { $0 == path } ?? (staging.map { PathText.parent(path) == $0 } ?? false)
     }
 }

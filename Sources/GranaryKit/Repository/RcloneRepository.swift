@@ -264,10 +264,12 @@ public struct RcloneRepository: Repository {
     }
 
     public func prepare() throws(RepositoryError) {
-        if try exists() {
-            try checkLocalFolder()
-            return
-        }
+        // A remote that ends in this machine's filesystem (rclone `local`, an `alias` of one, a
+        // plain path) gets a local repository's checks before anything is written: rclone writes
+        // through a link it finds (a `.granary-repository` planted as a link to a root-only file
+        // would get the marker's bytes), and its listing skips links, so the marker looks absent.
+        try checkLocalFolder()
+        if try exists() { return }
         try checkNewLocation()
         try createMarker()
         try checkLocalFolder()

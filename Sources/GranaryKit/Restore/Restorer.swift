@@ -776,8 +776,10 @@ public struct Restorer: Sendable {
         }
         for name in oldFiles.intersection(newFiles) {
             // A name in both must be the same file, or the old store would see new bytes before the commit.
-            let old = try FileDigest.of(try liveExternal!.openFile(name)).sha256
-            let new = try SafetyArchive.hash(store.external! + "/" + name).1
+            // The new file first: the old one (its owner's, which may grow while it is read) is
+            // read no further than one byte past the new one's length.
+            let (newSize, new) = try SafetyArchive.hash(store.external! + "/" + name)
+            let old = try FileDigest.of(try liveExternal!.openFile(name), limit: newSize).sha256
             if old != new {
                 throw RestoreError.externalDataChanged(store: folder.path(file), file: liveExternal!.path(name))
             }

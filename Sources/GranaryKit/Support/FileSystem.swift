@@ -167,7 +167,7 @@ public enum FileSystem {
     /// The marker that every temporary name carries, so that cleanup can find leftovers.
     public static let temporaryMarker = ".tmp-"
 
-    static func temporaryName(for name: String) -> String {
+    public static func temporaryName(for name: String) -> String {
         ".\(name)\(temporaryMarker)\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
     }
 

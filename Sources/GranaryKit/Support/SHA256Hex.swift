@@ -60,13 +60,20 @@ public enum FileDigest {
 
 extension FileDigest {
     /// The size and SHA-256 of an open file (a user's, opened beneath their folder).
-    public static func of(_ file: Descriptor) throws(FileSystemError) -> (size: Int64, sha256: String) {
+    ///
+    /// With `limit`, at most `limit + 1` bytes are read: the owner may grow the file to terabytes
+    /// while it is read, and a size past `limit` is all a caller comparing it with a file of
+    /// `limit` bytes needs to know. Every 1 MiB piece checks ``Interruption``.
+    public static func of(_ file: Descriptor, limit: Int64? = nil) throws -> (size: Int64, sha256: String) {
         var hasher = SHA256()
         var total: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         while true {
-            let n = pread(file.raw, buffer.baseAddress, buffer.count, off_t(total))
+            try Interruption.check()
+            if let limit, total > limit { break }
+            let wanted = limit.map { Int(min(Int64(buffer.count), $0 - total + 1)) } ?? buffer.count
+            let n = pread(file.raw, buffer.baseAddress, wanted, off_t(total))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("read", path: file.display)
