@@ -274,10 +274,10 @@ final class UserCommit {
                 // writes belong to the new store and stay in it; nothing is moved.
                 let why =
                     opened
-                    ? "a process had it open before RESUME (SQLite's lock could not be taken)"
-                    : "its database file changed after it was put in place, before RESUME"
+                    ? "a process had it open right after the switch, before RESUME (SQLite's lock could not be taken)"
+                    : "its database file changed after the switch, before RESUME"
                 seen.warnings.append(
-                    "\(folder.path(file)) was written while its owner was paused: \(why); those writes are in the restored store, at its path, with its -wal and -journal (nothing was moved)"
+                    "\(folder.path(file)) was opened or written while its owner was paused: \(why); anything written is in the restored store, at its path (nothing was moved)"
                 )
                 if store.owner != nil { seen.writtenWhilePaused.append(folder.path(file)) }
             } else {
@@ -285,7 +285,9 @@ final class UserCommit {
                 // now holds no write to it (a writer's last close checkpoints and removes its
                 // -wal); it is one put back by hand (a saved -wal would be applied to the new
                 // store), and it is moved away.
-                for path in try StoreSwap.removeIntruders(entry, user: user, work: work) {
+                for path in try StoreSwap.removeIntruders(
+                    entry, user: user, work: work, sparing: newGuards[entry.name]?.createdWAL)
+                {
                     seen.warnings.append(Self.movedAway(path))
                     if store.owner != nil && !seen.writtenWhilePaused.contains(folder.path(file)) {
                         seen.writtenWhilePaused.append(folder.path(file))
