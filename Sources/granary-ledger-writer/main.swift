@@ -53,23 +53,23 @@ func help() -> Never {
     let text =
         synopsis + """
 
-        A process outside the reopen protocol that writes into STORE with plain SQLite (for tests and
-        the soak): each transaction inserts one row into table ledger_writes (seq, writer, at), and the
-        row's number is appended to the ledger FILE only after COMMIT returned, one line each.
+            A process outside the reopen protocol that writes into STORE with plain SQLite (for tests and
+            the soak): each transaction inserts one row into table ledger_writes (seq, writer, at), and the
+            row's number is appended to the ledger FILE only after COMMIT returned, one line each.
 
-          --ledger FILE         where acknowledged row numbers go (appended)
-          --name NAME           the writer column (default ledger)
-          --start N             the first row number (default 1)
-          --interval-ms MS      pause between transactions (default 5)
-          --connection keep     one connection for the whole run (default)
-          --connection per-write
-                                open and close the store around every transaction
-          --count N             exit 0 after N acknowledged rows
-          --hold                with --count: stay instead, the kept connection open and idle
-          --fsync               fsync the ledger after each line
-          --help                this text
+              --ledger FILE         where acknowledged row numbers go (appended)
+              --name NAME           the writer column (default ledger)
+              --start N             the first row number (default 1)
+              --interval-ms MS      pause between transactions (default 5)
+              --connection keep     one connection for the whole run (default)
+              --connection per-write
+                                    open and close the store around every transaction
+              --count N             exit 0 after N acknowledged rows
+              --hold                with --count: stay instead, the kept connection open and idle
+              --fsync               fsync the ledger after each line
+              --help                this text
 
-        """
+            """
     _ = Array(text.utf8).withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
     exit(0)
 }

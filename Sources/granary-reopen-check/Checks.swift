@@ -548,8 +548,10 @@ struct Conformance: Sendable {
         var info = stat()
         guard stat(store, &info) == 0 else { throw CheckFailure("cannot stat \(store)") }
         var companion = stat()
-        if (stat(store + "-wal", &companion) == 0 && companion.st_size > 0) || stat(store + "-journal", &companion) == 0 {
-            throw CheckSkipped("a -wal with frames or a -journal is there while paused: the store cannot be copied whole")
+        if (stat(store + "-wal", &companion) == 0 && companion.st_size > 0) || stat(store + "-journal", &companion) == 0
+        {
+            throw CheckSkipped(
+                "a -wal with frames or a -journal is there while paused: the store cannot be copied whole")
         }
         let copy = store + ".granary-reopen-check"
         guard FileManager.default.createFile(atPath: copy, contents: FileManager.default.contents(atPath: store)),

@@ -50,7 +50,10 @@ final class MisbehavingOwner {
 
     /// The ids written into the new store between granary's rename and RESUME.
     var ackedAfterSwap: Set<Int64> {
-        Set(lines.compactMap { $0.hasPrefix("ACK ") && $0.hasSuffix(" post-swap") ? Int64($0.split(separator: " ")[1]) : nil })
+        Set(
+            lines.compactMap {
+                $0.hasPrefix("ACK ") && $0.hasSuffix(" post-swap") ? Int64($0.split(separator: " ")[1]) : nil
+            })
     }
 
     func waitFor(_ condition: ([String]) -> Bool) throws {

@@ -46,7 +46,8 @@ struct RestoreCommand: GranaryCommand {
 
     @Option(
         help: ArgumentHelp(
-            "The newest archive at or before this time (RFC 3339, or an archive name's stamp YYYYMMDDTHHMMSS[.ffffff]Z; a time to the second covers that second).", valueName: "time"))
+            "The newest archive at or before this time (RFC 3339, or an archive name's stamp YYYYMMDDTHHMMSS[.ffffff]Z; a time to the second covers that second).",
+            valueName: "time"))
     var at: String?
 
     @Option(
@@ -391,7 +392,8 @@ struct RestoreResult: CommandResult {
                     message:
                         "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it); what it wrote after the switch is in the restored store, and every warning above says where anything moved went",
                     hint:
-                        "fix the app that owns it: it must not open the store between PAUSED and RESUME (man 7 granary-reopen)")
+                        "fix the app that owns it: it must not open the store between PAUSED and RESUME (man 7 granary-reopen)"
+                )
             )
         }
         if let pending = safetyArchivePending {

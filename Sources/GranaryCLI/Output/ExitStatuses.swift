@@ -338,7 +338,8 @@ extension RepositoryError: CommandLineError {
         case .squatted: return nil
         case .nameTaken(let object):
             return "look at \(Hint.name(object)) (granary verify names whose archive it is)"
-        case .sameLocation: return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
+        case .sameLocation:
+            return "remove it from the configuration's [[mirror]] tables (or --mirror), or name another location"
         }
     }
 }
