@@ -144,4 +144,26 @@ struct ResumeTogetherTests {
         #expect(try RestoreFixtures.ids(local, table: "items") == Set(1...50))
         #expect(try Database(path: local, mode: .readOnly).integrityCheck(full: true) == ["ok"])
     }
+
+    @Test(
+        "granary-reopen-check fails the owner that writes after the swap (swap-untouched) and the one silent after RESUME (pause-resume), and passes the conforming one"
+    )
+    func checkerFailsEachVariant() throws {
+        for (mode, check, verdict) in [
+            ("conforming", "swap-untouched", "pass"), ("write-after-swap", "swap-untouched", "FAIL"),
+            ("conforming", "pause-resume", "pass"), ("ignore-resume", "pause-resume", "FAIL"),
+        ] {
+            let owner = try MisbehavingOwner(store: local, mode: mode, log: folder.child("check-\(mode).log"))
+            defer { owner.stop() }
+            try owner.waitForMoreWrites(5)
+            let result = try GranaryProcess.run(
+                ["--check", check, "--timeout", "2", local], tool: "granary-reopen-check")
+            #expect(
+                result.stdout.split(separator: "\n").contains { $0.hasPrefix("\(verdict) \(check)") },
+                "\(mode): \(check) should be \(verdict): \(result.stdout)\(result.stderr)")
+            #expect(result.status == (verdict == "pass" ? 0 : 1), "\(mode): exit \(result.status)")
+            owner.stop()
+            usleep(200_000)
+        }
+    }
 }
