@@ -149,17 +149,20 @@ struct ResumeTogetherTests {
         "granary-reopen-check fails the owner that writes after the swap (swap-untouched) and the one silent after RESUME (pause-resume), and passes the conforming one"
     )
     func checkerFailsEachVariant() throws {
-        for (mode, check, verdict) in [
+        for (index, (mode, check, verdict)) in [
             ("conforming", "swap-untouched", "pass"), ("write-after-swap", "swap-untouched", "FAIL"),
             ("conforming", "pause-resume", "pass"), ("ignore-resume", "pause-resume", "FAIL"),
-        ] {
-            let owner = try MisbehavingOwner(store: local, mode: mode, log: folder.child("check-\(mode).log"))
+        ].enumerated() {
+            let owner = try MisbehavingOwner(
+                store: local, mode: mode, log: folder.child("check-\(index).log"), startID: Int64(index + 1) * 100_000)
             defer { owner.stop() }
             try owner.waitForMoreWrites(5)
             let result = try GranaryProcess.run(
                 ["--check", check, "--timeout", "2", local], tool: "granary-reopen-check")
             #expect(
-                result.stdout.split(separator: "\n").contains { $0.hasPrefix("\(verdict) \(check)") },
+                result.stdout.split(separator: "\n").contains {
+                    $0.split(separator: " ").prefix(2) == [Substring(verdict), Substring(check)]
+                },
                 "\(mode): \(check) should be \(verdict): \(result.stdout)\(result.stderr)")
             #expect(result.status == (verdict == "pass" ? 0 : 1), "\(mode): exit \(result.status)")
             owner.stop()
