@@ -176,6 +176,12 @@ public final class ReopenClient {
         }
     }
 
+    /// How long the owner took to answer PAUSE with PAUSED, while it is paused (nil otherwise).
+    public var acknowledgement: Duration? {
+        guard let pauseSent, let pausedReceived else { return nil }
+        return pausedReceived - pauseSent
+    }
+
     /// Time left before the owner may reopen on its own (zero when not paused or past it).
     public var leaseRemaining: Duration {
         guard let leaseDeadline else { return .zero }

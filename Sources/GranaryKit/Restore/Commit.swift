@@ -142,7 +142,16 @@ final class UserCommit {
             if let owner = store.owner {
                 // An owner that said RESUMED or EXPIRED (or anything) unasked, or hung up, is not paused.
                 try owner.confirmPaused()
-                if owner.leaseRemaining < StoreSwap.commitMargin { throw RestoreError.leaseTooShort(store: name) }
+                if owner.leaseRemaining < StoreSwap.commitMargin {
+                    // Named: the store whose owner was slowest to pause, when it is another one
+                    // (stores are paused one after another, so its wait used up this lease).
+                    let slowest = stores.compactMap { other in
+                        other.owner?.acknowledgement.map {
+                            (store: other.entry.name, milliseconds: Int64($0 / .milliseconds(1)))
+                        }
+                    }.max { $0.milliseconds < $1.milliseconds }
+                    throw RestoreError.leaseTooShort(store: name, slowest: slowest?.store == name ? nil : slowest)
+                }
             }
             // An aside link an earlier attempt left (recovery runs this again) would give the live
             // file a second link, which opening it beneath its folder refuses.
