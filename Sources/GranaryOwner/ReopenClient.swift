@@ -176,6 +176,12 @@ public final class ReopenClient {
         }
     }
 
+    /// How long the owner took to answer PAUSE with PAUSED, while it is paused (nil otherwise).
+    public var acknowledgement: Duration? {
+        guard let pauseSent, let pausedReceived else { return nil }
+        return pausedReceived - pauseSent
+    }
+
     /// Time left before the owner may reopen on its own (zero when not paused or past it).
     public var leaseRemaining: Duration {
         guard let leaseDeadline else { return .zero }
@@ -193,12 +199,41 @@ public final class ReopenClient {
     }
 
     /// Tells the owner to reopen the store and waits for RESUMED: for `timeout` on time, then
-    /// until the lease would have ended (at least `timeout` more) as late. The store is open
-    /// again (or reopening) whatever this returns. Throws when the owner refuses or breaks the
-    /// protocol: it sent RESUMED before RESUME, EXPIRED before the lease ran out, closed the
-    /// connection, or answered something else.
+    /// as late until ``lateLimit(resumeSent:leaseDeadline:timeout:)``, past the end of the lease
+    /// by `timeout`, so that a conforming owner's EXPIRED arrives. The store is open again (or
+    /// reopening) whatever this returns. Throws when the owner refuses or breaks the protocol: it
+    /// sent RESUMED before RESUME, EXPIRED before the lease ran out, closed the connection, or
+    /// answered something else.
     public func endPause(timeout: Duration) throws(ReopenError) -> PauseReport {
-        try finishPause(timeout: timeout, latePatience: true)
+        try Self.endPauses([self], timeout: timeout)[0].get()
+    }
+
+    /// Ends the pause of every client at once: RESUME is sent to each first, then their answers
+    /// are awaited together, so that one owner that is slow or silent after RESUME keeps no other
+    /// store paused. Each report measures its own store's pause (its answer's arrival). The
+    /// results are in the order of `clients`; see ``endPause(timeout:)``.
+    public static func endPauses(_ clients: [ReopenClient], timeout: Duration) -> [Result<PauseReport, ReopenError>] {
+        finishPauses(clients, timeout: timeout, latePatience: true)
+    }
+
+    /// Tells every client's owner to reopen (``resume(timeout:)``), the paused ones together:
+    /// RESUME to each first, then the answers awaited for `timeout` at most. For a commit that
+    /// did not happen: nothing changed, so no answer is awaited past the owner timeout.
+    public static func resume(_ clients: [ReopenClient], timeout: Duration) {
+        let paused = clients.filter { $0.pausedReceived != nil }
+        _ = finishPauses(paused, timeout: timeout, latePatience: false)
+        for client in clients where !paused.contains(where: { $0 === client }) { try? client.resume(timeout: timeout) }
+    }
+
+    /// How long granary waits for the answer to RESUME before it reports the owner as silent:
+    /// two owner timeouts after RESUME, and at least one owner timeout past the end of the lease
+    /// (`leaseDeadline`, counted from before PAUSE was sent), within which an owner whose lease
+    /// ran out takes the commit lock, reopens and sends EXPIRED (`man 7 granary-reopen`, THE
+    /// LEASE).
+    public static func lateLimit(
+        resumeSent: ContinuousClock.Instant, leaseDeadline: ContinuousClock.Instant?, timeout: Duration
+    ) -> ContinuousClock.Instant {
+        max(resumeSent + timeout * 2, (leaseDeadline ?? resumeSent) + timeout)
     }
 
     /// Tells the owner to reopen the store; returns when it has (RESUMED, or EXPIRED when the
@@ -206,7 +241,7 @@ public final class ReopenClient {
     /// On a connection that was not paused, the owner answers RESUMED at once.
     public func resume(timeout: Duration) throws(ReopenError) {
         if pausedReceived != nil {
-            if try finishPause(timeout: timeout, latePatience: false).ending == .unanswered {
+            if try Self.finishPauses([self], timeout: timeout, latePatience: false)[0].get().ending == .unanswered {
                 throw .timedOut(store: store, waitingFor: "RESUME", after: timeout)
             }
             return
@@ -223,7 +258,65 @@ public final class ReopenClient {
         }
     }
 
-    private func finishPause(timeout: Duration, latePatience: Bool) throws(ReopenError) -> PauseReport {
+    /// A RESUME sent, its answer awaited.
+    private struct AwaitedResume {
+        let pauseSent: ContinuousClock.Instant
+        let pausedReceived: ContinuousClock.Instant
+        let resumeSent: ContinuousClock.Instant
+        /// An answer by then is on time.
+        let onTime: ContinuousClock.Instant
+        /// No answer by then is `unanswered`.
+        let giveUp: ContinuousClock.Instant
+    }
+
+    private enum ResumeStart {
+        case ended(PauseReport)
+        case awaiting(AwaitedResume)
+    }
+
+    /// RESUME sent to every client first, then every answer awaited together (one poll(2) over
+    /// their connections), each report stamped when its own answer arrived.
+    private static func finishPauses(_ clients: [ReopenClient], timeout: Duration, latePatience: Bool)
+        -> [Result<PauseReport, ReopenError>]
+    {
+        var results = [Result<PauseReport, ReopenError>?](repeating: nil, count: clients.count)
+        var awaiting: [Int: AwaitedResume] = [:]
+        for (index, client) in clients.enumerated() {
+            do throws(ReopenError) {
+                switch try client.sendResume(timeout: timeout, latePatience: latePatience) {
+                case .ended(let report): results[index] = .success(report)
+                case .awaiting(let awaited): awaiting[index] = awaited
+                }
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        while !awaiting.isEmpty {
+            let now = ContinuousClock.now
+            for (index, awaited) in awaiting where clients[index].channel.hasInput || now >= awaited.giveUp {
+                do throws(ReopenError) {
+                    if let report = try clients[index].receiveResumed(awaited) {
+                        results[index] = .success(report)
+                        awaiting[index] = nil
+                    }
+                } catch {
+                    results[index] = .failure(error)
+                    awaiting[index] = nil
+                }
+            }
+            guard let next = awaiting.values.map(\.giveUp).min() else { break }
+            var fds = awaiting.keys.map { pollfd(fd: clients[$0].channel.fd, events: Int16(POLLIN), revents: 0) }
+            let left = next - .now
+            // At most 50 ms at a time: a line may arrive in pieces (the part read stays buffered).
+            let wait = max(0, min(50, left.milliseconds + 1))
+            _ = poll(&fds, nfds_t(fds.count), Int32(wait))
+        }
+        return results.map { $0! }
+    }
+
+    /// Sends RESUME, after reading anything the owner sent while paused (so that an unasked
+    /// RESUMED cannot pass for the answer; an EXPIRED then ends the pause at once).
+    private func sendResume(timeout: Duration, latePatience: Bool) throws(ReopenError) -> ResumeStart {
         guard let pauseSent, let pausedReceived else {
             throw .protocolViolation(store: store, detail: "it was never paused on this connection")
         }
@@ -231,15 +324,6 @@ public final class ReopenClient {
         self.pauseSent = nil
         self.pausedReceived = nil
         leaseDeadline = nil
-        func report(_ ending: PauseReport.Ending, _ resumeSent: ContinuousClock.Instant) -> PauseReport {
-            let report = PauseReport(
-                ending: ending, pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: resumeSent,
-                ended: .now)
-            lastPause = report
-            return report
-        }
-        // Anything the owner sent while paused is read before RESUME goes out, so that an
-        // unasked RESUMED cannot pass for the answer.
         if channel.hasInput {
             switch channel.readLine(until: .now) {
             case .line(let line) where ReopenAnswer.parse(line) == .expired:
@@ -251,7 +335,11 @@ public final class ReopenClient {
                             "it sent EXPIRED \((deadline - .now).milliseconds) ms before the lease it was given ran out"
                     )
                 }
-                return report(.expired, .now)
+                let now = ContinuousClock.now
+                let report = PauseReport(
+                    ending: .expired, pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: now, ended: now)
+                lastPause = report
+                return .ended(report)
             case .line(let line):
                 channel.close()
                 throw .protocolViolation(
@@ -268,28 +356,57 @@ public final class ReopenClient {
         let resumeSent = ContinuousClock.now
         send(.resume)
         let onTime = resumeSent + timeout
-        let giveUp = latePatience ? max(resumeSent + timeout * 2, deadline ?? onTime) : onTime
-        do throws(ReopenError) {
-            switch try Self.read(
-                channel, store: store, waitingFor: "RESUME", until: giveUp, timeout: giveUp - resumeSent)
-            {
-            case .resumed:
-                return report(ContinuousClock.now <= onTime ? .resumed : .late, resumeSent)
-            case .expired:
-                // The lease ran out as RESUME travelled: the owner reopened by itself.
+        return .awaiting(
+            AwaitedResume(
+                pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: resumeSent, onTime: onTime,
+                giveUp: latePatience
+                    ? Self.lateLimit(resumeSent: resumeSent, leaseDeadline: deadline, timeout: timeout) : onTime))
+    }
+
+    /// The answer to RESUME if it has arrived (nil: not yet, and there is time left), or
+    /// `unanswered` once `giveUp` has passed (the connection is closed then, which makes the
+    /// owner reopen).
+    private func receiveResumed(_ awaited: AwaitedResume) throws(ReopenError) -> PauseReport? {
+        func report(_ ending: PauseReport.Ending) -> PauseReport {
+            let report = PauseReport(
+                ending: ending, pauseSent: awaited.pauseSent, pausedReceived: awaited.pausedReceived,
+                resumeSent: awaited.resumeSent, ended: .now)
+            lastPause = report
+            return report
+        }
+        switch channel.readLine(until: .now) {
+        case .timedOut:
+            guard ContinuousClock.now >= awaited.giveUp else { return nil }
+            channel.close()
+            return report(.unanswered)
+        case .line(let line):
+            guard let answer = ReopenAnswer.parse(line) else {
                 channel.close()
-                return report(.expired, resumeSent)
+                throw .protocolViolation(
+                    store: store,
+                    detail: "it answered RESUME with \(ReopenLine.describe(line)), which is no answer of the protocol")
+            }
+            switch answer {
+            case .resumed:
+                return report(ContinuousClock.now <= awaited.onTime ? .resumed : .late)
+            case .expired:
+                // The lease ran out as RESUME travelled, or before it: the owner reopened by itself.
+                channel.close()
+                return report(.expired)
             case .error(let refusal):
-                throw ReopenError.refused(store: store, reason: refusal.word)
+                throw .refused(store: store, reason: refusal.word)
             case let other:
                 channel.close()
-                throw ReopenError.protocolViolation(
+                throw .protocolViolation(
                     store: store, detail: "it answered RESUME with \(ReopenLine.describe(other.line))")
             }
-        } catch {
-            guard case .timedOut = error else { throw error }
+        case .overlong:
             channel.close()
-            return report(.unanswered, resumeSent)
+            throw .protocolViolation(
+                store: store, detail: "it answered RESUME with a line over \(ReopenProtocol.maxLine) bytes")
+        case .closed:
+            channel.close()
+            throw .protocolViolation(store: store, detail: "it closed the connection instead of answering RESUME")
         }
     }
 

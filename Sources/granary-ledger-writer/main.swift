@@ -12,12 +12,12 @@ import CSQLite
 // the ledger line leaves a row that is not in the ledger, never the other way round).
 //
 //   granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS]
-//       [--connection keep|per-write] [--count N] [--fsync] STORE
+//       [--connection keep|per-write] [--count N [--hold]] [--fsync] STORE
 //
 // --connection keep (the default) opens the store once and keeps that connection for the whole
 // run; per-write opens and closes it around every transaction, as a command-line tool does.
-// --count N stops writing after N acknowledged rows; with keep the connection then stays open
-// (idle) until the process is killed. The journal mode is the store's own: the writer never
+// --count N exits 0 after N acknowledged rows; with --hold it stays instead, its kept connection
+// open (idle), until the process is killed. The journal mode is the store's own: the writer never
 // changes it. Messages go to standard error; the writer runs until killed (SIGTERM or SIGKILL).
 
 /// Writes `text` to standard error (one write(2)).
@@ -33,16 +33,45 @@ struct Options {
     var intervalMs = 5
     var keep = true
     var count: Int64?
+    var hold = false
     var fsync = false
     var store = ""
 }
 
+let synopsis =
+    "usage: granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS] "
+    + "[--connection keep|per-write] [--count N [--hold]] [--fsync] STORE\n"
+
 func usage(_ message: String) -> Never {
     say("granary-ledger-writer: \(message)\n")
-    say(
-        "usage: granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS] "
-            + "[--connection keep|per-write] [--count N] [--fsync] STORE\n")
+    say(synopsis)
     exit(64)
+}
+
+/// `--help`: what it does and its options, on standard output.
+func help() -> Never {
+    let text =
+        synopsis + """
+
+            A process outside the reopen protocol that writes into STORE with plain SQLite (for tests and
+            the soak): each transaction inserts one row into table ledger_writes (seq, writer, at), and the
+            row's number is appended to the ledger FILE only after COMMIT returned, one line each.
+
+              --ledger FILE         where acknowledged row numbers go (appended)
+              --name NAME           the writer column (default ledger)
+              --start N             the first row number (default 1)
+              --interval-ms MS      pause between transactions (default 5)
+              --connection keep     one connection for the whole run (default)
+              --connection per-write
+                                    open and close the store around every transaction
+              --count N             exit 0 after N acknowledged rows
+              --hold                with --count: stay instead, the kept connection open and idle
+              --fsync               fsync the ledger after each line
+              --help                this text
+
+            """
+    _ = Array(text.utf8).withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+    exit(0)
 }
 
 func parse(_ arguments: [String]) -> Options {
@@ -77,6 +106,8 @@ func parse(_ arguments: [String]) -> Options {
             guard let n = Int64(value(argument)), n >= 0 else { usage("--count must be a number from 0") }
             options.count = n
         case "--fsync": options.fsync = true
+        case "--hold": options.hold = true
+        case "--help", "-h": help()
         default:
             if argument.hasPrefix("-") { usage("unknown option \(argument)") }
             stores.append(argument)
@@ -197,5 +228,7 @@ while options.count.map({ acknowledged < $0 }) ?? true {
     seq += 1
     if options.intervalMs > 0 { usleep(useconds_t(options.intervalMs * 1000)) }
 }
-// Done writing: a kept connection stays open (a process that holds the store but is idle).
+// Done writing: exit, or with --hold keep the connection open (a process that holds the store but
+// is idle) until killed.
+guard options.hold else { exit(0) }
 while true { pause() }

@@ -14,7 +14,8 @@ final class LedgerWriter {
     let name: String
 
     /// `connection`: "keep" (one connection for the whole run) or "per-write" (a CLI's open, write,
-    /// close); `count`: stop writing after that many rows (a kept connection then stays open, idle).
+    /// close); `count`: stop writing after that many rows (`--hold`: a kept connection then stays
+    /// open, idle).
     init(
         store: String, ledger: String, name: String = "third", start: Int64 = 1, intervalMs: Int = 2,
         connection: String = "keep", count: Int? = nil
@@ -26,7 +27,7 @@ final class LedgerWriter {
             [
                 "--ledger", ledger, "--name", name, "--start", String(start), "--interval-ms", String(intervalMs),
                 "--connection", connection,
-            ] + (count.map { ["--count", String($0)] } ?? []) + [store]
+            ] + (count.map { ["--count", String($0), "--hold"] } ?? []) + [store]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()

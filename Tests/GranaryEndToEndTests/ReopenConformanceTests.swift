@@ -62,8 +62,8 @@ struct ReopenConformanceTests {
         let result = try check([store, cloud])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
         let verdicts = verdicts(result.stdout)
-        #expect(verdicts.count == 22 && verdicts.values.allSatisfy { $0 == "pass" }, "\(result.stdout)")
-        #expect(result.stdout.contains("22 checks: 22 passed, 0 failed, 0 skipped"))
+        #expect(verdicts.count == 23 && verdicts.values.allSatisfy { $0 == "pass" }, "\(result.stdout)")
+        #expect(result.stdout.contains("23 checks: 23 passed, 0 failed, 0 skipped"))
         #expect(owner.process.isRunning)
     }
 
@@ -75,7 +75,7 @@ struct ReopenConformanceTests {
         defer { owner.stop() }
         let result = try check([store, cloud])
         #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
-        #expect(result.stdout.contains("22 checks: 22 passed, 0 failed, 0 skipped"), "\(result.stdout)")
+        #expect(result.stdout.contains("23 checks: 23 passed, 0 failed, 0 skipped"), "\(result.stdout)")
         #expect(stopsOnSIGTERM(owner))
     }
 
@@ -154,7 +154,7 @@ struct ReopenConformanceTests {
         #expect(unowned.stdout.contains("nobody serves the reopen protocol"), "\(unowned.stdout)")
         #expect(try check(["--check", "nonsense", store]).status == 64)
         let list = try check(["--list"])
-        #expect(list.status == 0 && list.stdout.split(separator: "\n").count == 22)
+        #expect(list.status == 0 && list.stdout.split(separator: "\n").count == 23)
     }
 
     @Test("a same-uid process idling after HELLO does not keep a restore from swapping under the owner")

@@ -539,6 +539,33 @@ struct ReopenProtocolTests {
         #expect(try client.endPause(timeout: .milliseconds(100)).ending == .unanswered)
     }
 
+    @Test(
+        "endPauses sends RESUME to every owner at once: a silent owner keeps no other paused, each pause is its own, and the silent one is waited for past its lease"
+    )
+    func endPausesTogether() throws {
+        let quick = try makeStore(in: folder.child("together-quick"))
+        let mute = try makeStore(in: folder.child("together-mute"))
+        let owner = GranaryOwner()
+        try owner.register(store: quick, close: {}, reopen: {})
+        defer { owner.stop() }
+        let silent = try scripted(mute, ["HELLO granary-reopen 1 4242", "PAUSED", "-"])
+        defer { silent.terminate() }
+        let first = try #require(try ReopenClient.connect(store: mute, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        let second = try #require(
+            try ReopenClient.connect(store: quick, storeOwnerUID: getuid(), timeout: .seconds(5)))
+        try first.pause(lease: .milliseconds(1500), timeout: .seconds(5))
+        try second.pause(lease: .seconds(10), timeout: .seconds(5))
+        let results = ReopenClient.endPauses([first, second], timeout: .milliseconds(200))
+        let silentPause = try results[0].get()
+        let quickPause = try results[1].get()
+        #expect(quickPause.ending == .resumed)
+        #expect(quickPause.reopening < .milliseconds(200), "\(quickPause.reopening)")
+        #expect(silentPause.ending == .unanswered)
+        // Waited until the lease's end plus one owner timeout, for an EXPIRED that never came.
+        #expect(silentPause.ended >= silentPause.pauseSent + .milliseconds(1700))
+        #expect(quickPause.ended < silentPause.ended)
+    }
+
     @Test("a client quiet for half the idle timeout says HELLO again before PAUSE")
     func reconnectBeforePause() throws {
         let store = try makeStore(in: folder.child("reconnect"))

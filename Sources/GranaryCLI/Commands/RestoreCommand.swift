@@ -427,8 +427,10 @@ struct RestoreResult: CommandResult {
                 Failure(
                     code: .dataError,
                     message:
-                        "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it)",
-                    hint: "check the app that owns it; granary verify and a new restore put the archive's content back")
+                        "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it); what it wrote after the switch is in the restored store, and every warning above says where anything moved went",
+                    hint:
+                        "fix the app that owns it: it must not open the store between PAUSED and RESUME (man 7 granary-reopen)"
+                )
             )
         }
         if let pending = safetyArchivePending {

@@ -107,6 +107,10 @@ extension RestoreError: CommandLineError {
         case .storeOpen: return "use --method online (or auto), or stop the processes first"
         case .differentFilesystem:
             return "keep the root's .granary folder on the users' filesystem, or restore with --to DIR"
+        case .storeBusy(_, let detail) where detail.hasPrefix("still open by process"):
+            // Running again cannot help while that process keeps the store open.
+            return
+                "stop the process named above (or make it close the store), then run again; --method online works while others have the store open"
         case .leaseTooShort, .storeBusy, .replacedByOthers: return "run again"
         case .externalDataChanged:
             return
@@ -137,7 +141,10 @@ extension ReopenError: CommandLineError {
         case .untrustedPeer: return "stop the process that poses as the owner"
         case .refused(_, let reason) where reason.hasPrefix("unsupported-version"):
             return "update granary or the app so that both speak one version of the reopen protocol (granary-reopen(7))"
-        case .refused, .protocolViolation: return "run again; see the owner's log"
+        case .refused: return "run again; see the owner's log"
+        case .protocolViolation:
+            // Running again meets the same owner: it is the owner that must change.
+            return "see the owner's log, and check the owner with granary-reopen-check (granary-reopen(7))"
         default: return nil
         }
     }

@@ -21,10 +21,13 @@ import GranaryOwner
 ///    forward (``Recovery``), never back.
 /// 4. ``switchAll()`` — per store: checkpoint the old WAL into the old database through the
 ///    guard's connection, keep the old files aside (links), link new external-data files in,
-///    remove the stale companions, rename the new database in; then a last look for processes that
-///    opened the old file meanwhile and for files a paused owner wrote. A retire's switch is the
+///    remove the stale companions, rename the new database in and take SQLite's lock on it (held
+///    until RESUME is sent, so that a paused owner cannot write it unseen); then a look at what got
+///    in between the rename and the lock: a write stays in the new store and is reported, a
+///    companion put back by hand beside an untouched store is moved away. A retire's switch is the
 ///    one rename of the user's folder (``Switch/folder(move:)``).
-/// 5. ``resumeAll()`` — locks released, owners told to resume.
+/// 5. ``resumeAll()`` — locks released, RESUME sent to every owner at once, their answers awaited
+///    together.
 ///
 /// ``refuse(_:)`` undoes phases 1 and 2 (owners resumed, locks released) when a check fails;
 /// ``withdraw()`` lets go after checks that passed, for a caller that only asked (retire's
@@ -75,6 +78,8 @@ final class UserCommit {
 
     private var locks: CommitLocks?
     private var guards: [String: StoreGuard] = [:]
+    /// SQLite's lock on each swapped store's new database, held from its rename until RESUME is sent.
+    private var newGuards: [String: StoreGuard] = [:]
     /// The live database of each store as it was checked (its old inode).
     private var checked: [String: StoreSwap.Fingerprint] = [:]
     /// How each owner's pause went, by store (set by ``resumeAll()``).
@@ -137,7 +142,16 @@ final class UserCommit {
             if let owner = store.owner {
                 // An owner that said RESUMED or EXPIRED (or anything) unasked, or hung up, is not paused.
                 try owner.confirmPaused()
-                if owner.leaseRemaining < StoreSwap.commitMargin { throw RestoreError.leaseTooShort(store: name) }
+                if owner.leaseRemaining < StoreSwap.commitMargin {
+                    // Named: the store whose owner was slowest to pause, when it is another one
+                    // (stores are paused one after another, so its wait used up this lease).
+                    let slowest = stores.compactMap { other in
+                        other.owner?.acknowledgement.map {
+                            (store: other.entry.name, milliseconds: Int64($0 / .milliseconds(1)))
+                        }
+                    }.max { $0.milliseconds < $1.milliseconds }
+                    throw RestoreError.leaseTooShort(store: name, slowest: slowest?.store == name ? nil : slowest)
+                }
             }
             // An aside link an earlier attempt left (recovery runs this again) would give the live
             // file a second link, which opening it beneath its folder refuses.
@@ -198,7 +212,8 @@ final class UserCommit {
         releaseGuards(removingCreatedWAL: true)
         locks?.release()
         locks = nil
-        for store in stores { try? store.owner?.resume(timeout: ownerTimeout) }
+        // Together, as after a commit: one silent owner keeps no other paused.
+        ReopenClient.resume(stores.compactMap(\.owner), timeout: ownerTimeout)
     }
 
     static func reason(_ error: any Error) -> String {
@@ -240,34 +255,75 @@ final class UserCommit {
             let entry = store.entry
             try StoreSwap.prepare(entry, user: user, work: work, guard: guards[entry.name])
             try journal.record(.prepared(entry.name))
+            // The new database as it is placed (a rename keeps inode, size and modification time).
+            let placed = (try? RestoreWork.parent(of: work.stagedStore(entry.name))).flatMap {
+                StoreSwap.Fingerprint($0.0.entry($0.1))
+            }
             try StoreSwap.switchIn(entry, user: user, work: work, folderMode: mode)
-            for path in try StoreSwap.removeIntruders(entry, user: user, work: work) {
-                seen.warnings.append(Self.movedAway(path))
-                if store.owner != nil { seen.writtenWhilePaused.append(path) }
+            let (folder, file) = try StoreSwap.live(entry.name, in: user)
+            // From the rename until RESUME is sent, SQLite's own lock keeps every other connection
+            // from writing (or reading) the new store: a paused owner that opens it cannot write a
+            // byte unseen. What got in before the lock is found below.
+            var opened = false
+            if store.owner != nil {
+                do {
+                    newGuards[entry.name] = try StoreGuard(folder, file)
+                } catch {
+                    opened = true
+                }
+            }
+            let now = StoreSwap.Fingerprint(folder.entry(file))
+            let written =
+                opened
+                || (placed != nil
+                    && (now?.inode != placed?.inode || now?.size != placed?.size
+                        || now?.modified != placed?.modified))
+            if written {
+                // Someone opened or wrote the new store between its rename and the lock: those
+                // writes belong to the new store and stay in it; nothing is moved.
+                let why =
+                    opened
+                    ? "a process had it open right after the switch, before RESUME (SQLite's lock could not be taken)"
+                    : "its database file changed after the switch, before RESUME"
+                seen.warnings.append(
+                    "\(folder.path(file)) was opened or written while its owner was paused: \(why); anything written is in the restored store, at its path (nothing was moved)"
+                )
+                if store.owner != nil { seen.writtenWhilePaused.append(folder.path(file)) }
+            } else {
+                // Nobody has the new store open and its database is as placed: a companion there
+                // now holds no write to it (a writer's last close checkpoints and removes its
+                // -wal); it is one put back by hand (a saved -wal would be applied to the new
+                // store), and it is moved away.
+                for path in try StoreSwap.removeIntruders(
+                    entry, user: user, work: work, sparing: newGuards[entry.name]?.createdWAL)
+                {
+                    seen.warnings.append(Self.movedAway(path))
+                    if store.owner != nil && !seen.writtenWhilePaused.contains(folder.path(file)) {
+                        seen.writtenWhilePaused.append(folder.path(file))
+                    }
+                }
             }
             try journal.record(.switched(entry.name))
-        }
-        // Last look before RESUME: an owner that writes while paused (a -wal put back by hand) is
-        // told off, and its companions moved away again.
-        for store in renamed where store.owner != nil {
-            guard let (folder, file) = try? StoreSwap.live(store.entry.name, in: user) else { continue }
-            let intruders = (try? StoreSwap.removeIntruders(store.entry, user: user, work: work)) ?? []
-            for path in intruders { seen.warnings.append(Self.movedAway(path)) }
-            // (A change of the database file alone is not held against the owner: a process outside
-            // the protocol may write to the new store as soon as it is in place.)
-            if !intruders.isEmpty { seen.writtenWhilePaused.append(folder.path(file)) }
         }
         return seen
     }
 
     /// The warning for a companion moved away after the switch.
     private static func movedAway(_ path: String) -> String {
-        "\(path) appeared while its owner was paused; it was moved away (it belonged to the replaced store)"
+        "\(path) appeared while its owner was paused, beside the new store while nobody had it open and its database was unchanged, so it held no write to the new store: it was moved away (a -wal put back would be applied to the new store)"
     }
 
     private func releaseGuards(removingCreatedWAL: Bool = false) {
+        releaseNewGuards()
         for guardian in guards.values { guardian.release(removingCreatedWAL: removingCreatedWAL) }
         guards = [:]
+    }
+
+    /// Lets go of the new stores' locks, removing the empty `-wal` taking them created (nobody
+    /// else could open the store meanwhile).
+    private func releaseNewGuards() {
+        for guardian in newGuards.values { guardian.release(removingCreatedWAL: true) }
+        newGuards = [:]
     }
 
     // MARK: Phase 5
@@ -286,11 +342,14 @@ final class UserCommit {
             return []
         }
         var warnings: [String] = []
-        for store in stores {
-            guard let owner = store.owner else { continue }
-            let name = store.entry.name
-            do {
-                let ended = try owner.endPause(timeout: ownerTimeout)
+        releaseNewGuards()
+        // RESUME goes to every owner first, then their answers are awaited together: an owner
+        // that answers late, or not at all, keeps no other store paused, and each pause is its own.
+        let owned = stores.compactMap { store in store.owner.map { (name: store.entry.name, owner: $0) } }
+        let ended = ReopenClient.endPauses(owned.map(\.owner), timeout: ownerTimeout)
+        for ((name, _), result) in zip(owned, ended) {
+            switch result {
+            case .success(let ended):
                 pauses[name] = ended
                 switch ended.ending {
                 case .resumed: break
@@ -300,14 +359,14 @@ final class UserCommit {
                     )
                 case .expired:
                     warnings.append(
-                        "restored; the owner of \(name) reopened by itself (it sent EXPIRED): its lease had run out before RESUME"
+                        "restored; the owner of \(name) reopened by itself (it sent EXPIRED): its lease had run out before it answered RESUME"
                     )
                 case .unanswered:
                     warnings.append(
-                        "restored; the owner of \(name) did not confirm it resumed (it reopens on its own when granary's connection closes)"
+                        "restored; the owner of \(name) did not answer RESUME within \(Int(ended.reopening.timeInterval)) s (past the end of its lease): granary closed the connection, which makes it reopen the store"
                     )
                 }
-            } catch {
+            case .failure(let error):
                 warnings.append("restored; the owner of \(name): \(error.description)")
             }
         }

@@ -115,7 +115,11 @@ enum OnlineRestore {
                 // (the backup ends uncommitted when it goes away).
                 try FileSystem.removeFile(aside)
                 if ContinuousClock.now >= deadline {
-                    throw RestoreError.storeBusy(store: liveDB.path, detail: "it kept changing for \(busyTimeout)")
+                    throw RestoreError.storeBusy(
+                        store: liveDB.path,
+                        detail:
+                            "it kept changing for \(busyTimeout): another process committed between every snapshot and the copy's lock (an online copy cannot finish under a writer that never pauses; stop the writer, or restore with an owner that speaks the reopen protocol, --method swap)"
+                    )
                 }
                 continue
             }
@@ -136,10 +140,12 @@ enum OnlineRestore {
             let result = try backup.step(pages: pages)
             if result != .busy { return result }
             if ContinuousClock.now >= deadline {
-                throw RestoreError.storeBusy(store: store, detail: "it stayed locked for \(busyTimeout)")
+                throw RestoreError.storeBusy(store: store, detail: Self.lockedTooLong(busyTimeout))
             }
             try Interruption.check()
-            Thread.sleep(forTimeInterval: 0.02)
+            // A short, uneven wait: a writer that commits every few milliseconds leaves gaps of a
+            // few milliseconds between its transactions, which a 20 ms rhythm kept missing.
+            Thread.sleep(forTimeInterval: Double.random(in: 0.001...0.005))
         }
     }
 
@@ -160,11 +166,16 @@ enum OnlineRestore {
         let backup = try SQLiteBackup(from: source, to: destination)
         while try backup.step(pages: -1) != .done {
             if ContinuousClock.now >= deadline {
-                throw RestoreError.storeBusy(store: destination.path, detail: "it stayed locked for \(busyTimeout)")
+                throw RestoreError.storeBusy(store: destination.path, detail: Self.lockedTooLong(busyTimeout))
             }
             try Interruption.check()
-            Thread.sleep(forTimeInterval: 0.02)
+            Thread.sleep(forTimeInterval: Double.random(in: 0.001...0.005))
         }
         try backup.finish()
+    }
+
+    /// Why an online copy gave up on a store whose lock it never got.
+    static func lockedTooLong(_ busyTimeout: Duration) -> String {
+        "it stayed locked for \(busyTimeout): another connection held its write lock whenever the copy tried (an online copy cannot finish under a writer that never pauses; stop the writer, or restore with an owner that speaks the reopen protocol, --method swap)"
     }
 }

@@ -54,7 +54,8 @@ public enum OpenFiles {
                 }
             }
         }
-        return found.sorted()
+        // A pid listed twice among the candidates (the owner's, found by name too) is named once.
+        return Set(found).sorted()
     }
 
     /// Whether some process has the WAL-mode store open, asked the way SQLite itself asks: every

@@ -30,7 +30,9 @@ public enum RestoreError: GranaryError, Sendable {
     case noOwner(store: String)
     case storeOpen(store: String, pids: [Int32])
     case differentFilesystem(staging: String, live: String)
-    case leaseTooShort(store: String)
+    /// `slowest`: the store whose owner took longest to answer PAUSE, and how long (ms), when
+    /// that was another store: its wait is what used up this store's lease.
+    case leaseTooShort(store: String, slowest: (store: String, milliseconds: Int64)? = nil)
     case storeBusy(store: String, detail: String)
     /// An in-place restore would keep a live external-data file (`file`, of store `store`) whose
     /// bytes differ from the archive's file of that name: the store's owner rewrote an attachment
@@ -86,8 +88,12 @@ public enum RestoreError: GranaryError, Sendable {
                 "\(store) is open by process\(pids.count == 1 ? "" : "es") \(pids.map(String.init).joined(separator: ", "))"
         case .differentFilesystem(let staging, let live):
             return "the staging folder \(staging) is not on the filesystem of \(live); a rename cannot be atomic"
-        case .leaseTooShort(let store):
-            return "the pause lease of \(store)'s owner ran too short to commit safely; nothing was changed"
+        case .leaseTooShort(let store, let slowest):
+            let why =
+                slowest.map {
+                    " (it was used up waiting for the owner of \($0.store), which took \($0.milliseconds) ms to answer PAUSE)"
+                } ?? ""
+            return "the pause lease of \(store)'s owner ran too short to commit safely\(why); nothing was changed"
         case .storeBusy(let store, let detail): return "\(store) is busy: \(detail); nothing was changed"
         case .externalDataChanged(let store, let file):
             return

@@ -338,7 +338,7 @@ public struct Restorer: Sendable {
                 report.writtenWhilePaused += seen.writtenWhilePaused
             } catch {
                 commit.abandon()
-                for store in commit.stores { try? store.owner?.resume(timeout: request.ownerTimeout) }
+                ReopenClient.resume(commit.stores.compactMap(\.owner), timeout: request.ownerTimeout)
                 throw RestoreError.unfinished(
                     user: request.user.rawValue, reason: (error as? GranaryError)?.description ?? "\(error)")
             }

@@ -35,7 +35,7 @@ final class StoreGuard {
     private let folder: Folder<UserOwned>
     private let file: String
     /// The `-wal` SQLite created when the lock was taken (none was there before), by identity.
-    private var createdWAL: (device: UInt64, inode: UInt64)?
+    private(set) var createdWAL: (device: UInt64, inode: UInt64)?
 
     /// Takes the lock on store `file` of `folder`, or throws ``RestoreError/storeBusy`` naming why
     /// (another connection has it open). Never waits: whoever holds the store now would hold it

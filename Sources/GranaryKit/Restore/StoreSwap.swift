@@ -212,17 +212,23 @@ enum StoreSwap {
     /// was paused: a `-wal`, `-shm` or `-journal` that appeared after the stale ones were removed
     /// would be applied to the new database. Each is moved into the work folder; their names are
     /// returned.
-    static func removeIntruders(_ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork) throws
-        -> [String]
-    {
+    static func removeIntruders(
+        _ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork,
+        sparing own: (device: UInt64, inode: UInt64)? = nil
+    ) throws -> [String] {
         let (folder, file) = try live(entry.name, in: user)
         var moved: [String] = []
+        // The empty -wal granary's own lock on the new store created is no intruder.
+        func isOwn(_ name: String) -> Bool {
+            guard let own, let found = folder.entry(name) else { return false }
+            return found.device == own.device && found.inode == own.inode
+        }
         // Companions a process has open belong to a live connection to the new store (a process
         // outside the protocol may open it as soon as it is in place): moving them would lose its
         // writes. Only files nobody has open (put there by hand) are moved away.
-        let present = StoreFile.companions(of: file).contains { folder.entry($0) != nil }
+        let present = StoreFile.companions(of: file).contains { folder.entry($0) != nil && !isOwn($0) }
         if !present || !OpenFiles.holders(of: file, in: folder).isEmpty { return [] }
-        for suffix in StoreFile.companionSuffixes where folder.entry(file + suffix) != nil {
+        for suffix in StoreFile.companionSuffixes where folder.entry(file + suffix) != nil && !isOwn(file + suffix) {
             let quarantine = try FileSystem.makeDirectoryHandle(work.path + "/intruders")
             let name = "\(moved.count)-" + (entry.name as NSString).lastPathComponent + suffix
             try folder.renameAsGranary(file + suffix, to: quarantine, as: name)
