@@ -246,15 +246,17 @@ struct ArchiveIdentityTests {
         let site = try SampleSite()
         let store = site.root + "/\(Self.alice)/Local.sqlite"
         let folder = site.repo + "/\(Self.alice)"
-        var bodies: [String: String] = [:]
+        var made: [(String, String)] = []
         for day in 1...3 {
             let second = "2026110\(day)T000000Z"
             try Self.write(store, second)
             let backup = try site.granary(
                 ["backup", Self.alice, "--json", "--host", "web-1"], environment: ["GRANARY_TEST_NOW": second])
-            let legacy = try Self.makeLegacy(try #require(Self.archive(backup)), in: folder, marked: "web-1")
-            bodies[legacy] = second
+            made.append((try #require(Self.archive(backup)), second))
         }
+        // (After the backups: a backup converts its host's legacy archives first.)
+        var bodies: [String: String] = [:]
+        for (name, second) in made { bodies[try Self.makeLegacy(name, in: folder, marked: "web-1")] = second }
         func listed() throws -> [String] {
             let list = try site.granary(["list", Self.alice, "--json", "--host", "web-1"])
             #expect(list.status == 0, "\(list.stderr)")

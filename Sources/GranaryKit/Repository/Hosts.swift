@@ -185,6 +185,17 @@ extension Repository {
                 try? deleteSmall(Hosts.marker(of: key, host: marker))
             }
         }
+        // A marker of this host whose archive has its new name already (a conversion stopped
+        // after the rename): the marker goes too.
+        if !dryRun {
+            for (archive, hosts) in markers where !names.contains(archive) && hosts.contains(context.host) {
+                guard let legacy = ArchiveName(fileName: archive),
+                    names.contains(legacy.withHost(context.host).fileName)
+                else { continue }
+                try? deleteSmall(Hosts.marker(of: user.rawValue + "/" + archive, host: context.host))
+                try? deleteSmall(user.rawValue + "/." + archive + ".verify.json")
+            }
+        }
         return converted
     }
 
