@@ -63,7 +63,8 @@ struct ArchiveIdentityTests {
         let store = site.root + "/\(Self.alice)/Local.sqlite"
         func backup(_ extra: [String], _ body: String) throws -> String {
             try Self.write(store, body)
-            let made = try site.granary(["backup", Self.alice, "--json", "--host", "web-1"] + extra, environment: Self.clock)
+            let made = try site.granary(
+                ["backup", Self.alice, "--json", "--host", "web-1"] + extra, environment: Self.clock)
             #expect(made.status == 0, "\(made.stderr)")
             return try #require(Self.archive(made), "\(made.stdout)")
         }
@@ -91,7 +92,9 @@ struct ArchiveIdentityTests {
         #expect(try Self.body(drill + "/Local.sqlite") == "d")
 
         // prune keeps the last (d) and its base (c), and plans to remove the older ones.
-        let prune = try site.granary(["prune", Self.alice, "--keep-last", "1", "--dry-run", "--no-merge", "--host", "web-1"])
+        let prune = try site.granary([
+            "prune", Self.alice, "--keep-last", "1", "--dry-run", "--no-merge", "--host", "web-1",
+        ])
         #expect(prune.status == 0, "\(prune.stderr)")
         #expect(prune.stdout.contains("keep    \(d)") && prune.stdout.contains("keep    \(c)"), "\(prune.stdout)")
         #expect(prune.stdout.contains("remove  \(a)") && prune.stdout.contains("remove  \(b)"), "\(prune.stdout)")
@@ -188,7 +191,9 @@ struct ArchiveIdentityTests {
         let store = site.root + "/\(Self.alice)/Local.sqlite"
         let folder = site.repo + "/\(Self.alice)"
         var made: [String] = []
-        for (second, host) in [("20261101T000000Z", "web-1"), ("20261102T000000Z", "web-1"), ("20261103T000000Z", "web-2")] {
+        for (second, host) in [
+            ("20261101T000000Z", "web-1"), ("20261102T000000Z", "web-1"), ("20261103T000000Z", "web-2"),
+        ] {
             try Self.write(store, second)
             let backup = try site.granary(
                 ["backup", Self.alice, "--json", "--host", host], environment: ["GRANARY_TEST_NOW": second])
@@ -200,7 +205,8 @@ struct ArchiveIdentityTests {
         let unowned = try Self.makeLegacy(made[2], in: folder, marked: nil)
         #expect(first == "20261101T000000Z.tar.zst" && unowned == "20261103T000000Z.tar.zst")
         // A conversion stopped after the rename of `second`'s copy: both names there.
-        #expect(link(folder + "/" + second, folder + "/" + made[1].replacingOccurrences(of: ".000000Z", with: "Z")) == 0)
+        #expect(
+            link(folder + "/" + second, folder + "/" + made[1].replacingOccurrences(of: ".000000Z", with: "Z")) == 0)
 
         let web1 = try Self.listed(try site.granary(["list", Self.alice, "--json", "--host", "web-1"]))
         #expect(web1.count == 2 && web1.allSatisfy { $0.host == "web-1" }, "each archive once: \(web1.map(\.name))")
@@ -231,7 +237,8 @@ struct ArchiveIdentityTests {
         names = site.archives(Self.alice)
         #expect(names.contains("20261103T000000Z.web-2.tar.zst") && !names.contains(unowned), "\(names)")
         let again = try site.granary(["adopt", "--json"])
-        #expect(again.status == 0 && !again.stdout.contains(".tar.zst"), "adopting again changes nothing: \(again.stdout)")
+        #expect(
+            again.status == 0 && !again.stdout.contains(".tar.zst"), "adopting again changes nothing: \(again.stdout)")
         #expect(site.archives(Self.alice) == names)
         let drill = site.folder.child("drill")
         #expect(try site.granary(["restore", Self.alice, "--to", drill, "--host", "web-2"]).status == 0)
@@ -265,7 +272,9 @@ struct ArchiveIdentityTests {
         for point in ["convertRecorded", "convertRenamed", "convertRecorded", "convertRenamed"] {
             let killed = try site.granary(
                 ["adopt", "--host", "web-1"], environment: ["GRANARY_TEST_CRASH_AT": point])
-            #expect(killed.status == 137 || killed.status == 9, "killed at \(point): \(killed.status) \(killed.stdout) \(killed.stderr)")
+            #expect(
+                killed.status == 137 || killed.status == 9,
+                "killed at \(point): \(killed.status) \(killed.stdout) \(killed.stderr)")
             let names = try listed()
             #expect(names.count == 3 && Set(names).count == 3, "after a kill at \(point): \(names)")
         }
@@ -282,7 +291,9 @@ struct ArchiveIdentityTests {
         }
     }
 
-    @Test("a mirror that is the repository, spelled four ways, on the command line or in the configuration, is refused with 64")
+    @Test(
+        "a mirror that is the repository, spelled four ways, on the command line or in the configuration, is refused with 64"
+    )
     func mirrorIsTheRepository() throws {
         let site = try SampleSite(backup: [Self.alice])
         let spellings = [site.repo, site.repo + "/", site.repo + "/.", site.root + "/../repo"]
@@ -314,9 +325,11 @@ struct ArchiveIdentityTests {
         let site = try SampleSite()
         let store = site.root + "/\(Self.alice)/Local.sqlite"
         try Self.write(store, "old")
-        #expect(try site.granary(["backup", Self.alice], environment: ["GRANARY_TEST_NOW": "20261101T000000Z"]).status == 0)
+        #expect(
+            try site.granary(["backup", Self.alice], environment: ["GRANARY_TEST_NOW": "20261101T000000Z"]).status == 0)
         try Self.write(store, "new")
-        #expect(try site.granary(["backup", Self.alice], environment: ["GRANARY_TEST_NOW": "20261102T000000Z"]).status == 0)
+        #expect(
+            try site.granary(["backup", Self.alice], environment: ["GRANARY_TEST_NOW": "20261102T000000Z"]).status == 0)
         let names = site.archives(Self.alice)
         let newest = try #require(names.last)
         // The old archive's bytes under a name of a later time, this host's.

@@ -235,7 +235,9 @@ struct HostsTests {
         let key = try #require(try server.objects(bucket + "/shared").keys.first { $0.hasSuffix(".web-1.tar.zst") })
         let name = try #require(ArchiveName(fileName: String(key.split(separator: "/").last ?? "")))
         let legacy = ArchiveName(micros: name.micros, compression: name.compression, precise: false).fileName
-        let moved = try server.rclone(["moveto", "moto:\(bucket)/shared/\(key)", "moto:\(bucket)/shared/alice@example.com/\(legacy)"])
+        let moved = try server.rclone([
+            "moveto", "moto:\(bucket)/shared/\(key)", "moto:\(bucket)/shared/alice@example.com/\(legacy)",
+        ])
         #expect(moved.status == 0, "\(moved.stderr)")
         for host in ["web-1", "web-2"] {
             #expect(try list(shared, host: host).isEmpty, "no host counts an archive of no host as its own")
@@ -249,7 +251,10 @@ struct HostsTests {
         // adopt gives it the host its manifest names (web-1), whoever runs it.
         let adopt = try granary(["adopt"], host: "web-2")
         #expect(adopt.status == 0, "\(adopt.stderr)")
-        #expect(try list(shared, host: "web-1").map(\.name) == [legacy.replacingOccurrences(of: ".tar.zst", with: ".web-1.tar.zst")])
+        #expect(
+            try list(shared, host: "web-1").map(\.name) == [
+                legacy.replacingOccurrences(of: ".tar.zst", with: ".web-1.tar.zst")
+            ])
         #expect(try list(shared, host: "web-2").isEmpty)
         #expect(try granary(["verify", "--all"], host: "web-1").status == 0)
     }
@@ -271,7 +276,9 @@ struct HostsTests {
             proxy.mode = .pass
             #expect(proxy.droppedPutAnswers >= 1, "round \(round): an answer was dropped")
             #expect(backup.status == 0, "round \(round): \(backup.stderr)")
-            #expect(try counts("lost") == ["alice@example.com": 1 + round], "round \(round): one archive more, no duplicate")
+            #expect(
+                try counts("lost") == ["alice@example.com": 1 + round], "round \(round): one archive more, no duplicate"
+            )
         }
         #expect(try granary(["verify", "--all"], environment: ownLimits(port: proxy.port)).status == 0)
         let drill = folder.child("drill")
@@ -279,7 +286,9 @@ struct HostsTests {
         #expect(try rows(drill + "/Local.sqlite") == ["first", "round 1", "round 2"])
     }
 
-    @Test("two hosts backing up one user id in one second into one bucket: two archives, neither overwritten, each restores its own")
+    @Test(
+        "two hosts backing up one user id in one second into one bucket: two archives, neither overwritten, each restores its own"
+    )
     func twoHostsOneSecondOnABucket() throws {
         try writeConfig(repo: shared, mirror: mirror)
         let clock = server.environment().merging(["GRANARY_TEST_NOW": "20261129T100000Z"]) { $1 }
@@ -641,7 +650,9 @@ struct HostsTests {
         let next = try granary(["backup", "alice@example.com"], environment: environment)
         #expect(next.status == 0, "\(next.stderr)")
         #expect(Self.multipartUploads(server, bucket: bucket) == 0, "the next run removed the unfinished upload")
-        let archives = try server.objects(bucket + "/killed").keys.filter { ArchiveName(fileName: String($0.split(separator: "/").last ?? "")) != nil }
+        let archives = try server.objects(bucket + "/killed").keys.filter {
+            ArchiveName(fileName: String($0.split(separator: "/").last ?? "")) != nil
+        }
         #expect(archives.count == 2, "two archives, nothing of the killed one: \(archives)")
         #expect(!(try server.objects(bucket + "/killed")).keys.contains { $0.contains(".host=") }, "no marker objects")
     }

@@ -90,15 +90,19 @@ struct PruneDeleteCommandTests {
         #expect(refused.stderr.contains("newest verified"), "\(refused.stderr)")
         #expect(fixture.names().count == 48)
         let unknown = try fixture.granary([
-            "delete", "dave@example.com/20250301T000000.000000Z.h1.tar.zst", "dave@example.com/20250399T000000.000000Z.h1.tar.zst",
+            "delete", "dave@example.com/20250301T000000.000000Z.h1.tar.zst",
+            "dave@example.com/20250399T000000.000000Z.h1.tar.zst",
         ])
         #expect(unknown.status == 66)
         #expect(fixture.names().count == 48)
         #expect(
-            try fixture.granary(["delete", "--dry-run", "dave@example.com/20250301T000000.000000Z.h1.tar.zst"]).stdout.contains(
-                "would remove"))
+            try fixture.granary(["delete", "--dry-run", "dave@example.com/20250301T000000.000000Z.h1.tar.zst"]).stdout
+                .contains(
+                    "would remove"))
         #expect(fixture.names().count == 48)
-        #expect(try fixture.granary(["delete", "--user", "dave@example.com", "20250301T000000.000000Z.h1.tar.zst"]).status == 0)
+        #expect(
+            try fixture.granary(["delete", "--user", "dave@example.com", "20250301T000000.000000Z.h1.tar.zst"]).status
+                == 0)
         #expect(fixture.names().count == 47 && !fixture.names().contains("20250301T000000.000000Z.h1.tar.zst"))
         #expect(try fixture.granary(["delete", "--force", newest]).status == 0)
         #expect(!fixture.names().contains("20250302T230000.000000Z.h1.tar.zst"))

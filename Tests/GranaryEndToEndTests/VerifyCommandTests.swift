@@ -35,7 +35,9 @@ struct VerifyCommandTests {
         /// A path in `user`'s folder of the repository for a copy of `archive` (default: the user's
         /// first), under a name of this host that agrees with its manifest: its label and host, its
         /// time less `older` microseconds (within the manifest's second), `compression` when given.
-        func slot(_ user: String, older: Int, of archive: String? = nil, compression: Compression? = nil) throws -> String {
+        func slot(_ user: String, older: Int, of archive: String? = nil, compression: Compression? = nil) throws
+            -> String
+        {
             let first = archives(user).first
             let source = try #require(archive ?? first)
             let original = try #require(ArchiveName(fileName: PathText.lastComponent(source)))

@@ -85,7 +85,9 @@ struct UserDiscoveryTests {
         #expect(#expect(throws: UserError.self) { try root.user(UserID("zoe@example.com")) }?.status == .notFound)
     }
 
-    @Test("archive names hold a microsecond stamp and the host, round-trip, and sort in the order taken whatever the labels")
+    @Test(
+        "archive names hold a microsecond stamp and the host, round-trip, and sort in the order taken whatever the labels"
+    )
     func archiveNames() throws {
         let date = try #require(ArchiveName.parseStamp("20261122T101500Z"))
         let plain = ArchiveName(created: date, host: "web-1", compression: .zstd)
@@ -113,7 +115,9 @@ struct UserDiscoveryTests {
         let legacy = try #require(ArchiveName(fileName: "20261122T101500Z_2-pre-restore.tar.gz"))
         #expect(legacy.host == nil && !legacy.precise && legacy.sequence == 2 && legacy.label == "pre-restore")
         #expect(legacy.fileName == "20261122T101500Z_2-pre-restore.tar.gz")
-        #expect(ArchiveName(fileName: "20261122T101500Z.tar") == ArchiveName(created: date, compression: .none, precise: false))
+        #expect(
+            ArchiveName(fileName: "20261122T101500Z.tar")
+                == ArchiveName(created: date, compression: .none, precise: false))
         // A converted legacy name keeps its stamp and answers to its old name (a delta's base).
         let converted = legacy.withHost("web-1")
         #expect(converted.fileName == "20261122T101500Z_2-pre-restore.web-1.tar.gz")

@@ -22,8 +22,7 @@ public enum DeltaChains {
             guard done.insert(delta.path).inserted else { continue }
             var bases: [RepositoryEntry] = []
             if let (manifest, _) = try? DeltaRestore.head(delta, repository: reading(delta) ?? repository) {
-                if let name = manifest.delta?.base?.name, let base = archives.first(where: { $0.name.isNamed(name) })
-                {
+                if let name = manifest.delta?.base?.name, let base = archives.first(where: { $0.name.isNamed(name) }) {
                     bases = [base]
                 }
             } else if let index = archives.firstIndex(of: delta) {

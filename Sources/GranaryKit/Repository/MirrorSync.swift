@@ -135,7 +135,11 @@ public enum MirrorSync {
                         of: entry, user: user, from: primary, archives: source, onMirror: present, mirror: mirror,
                         mirrorArchives: target, sentNow: Set(result.uploaded))
                     for link in links + [entry] where !present.contains(link.name.fileName) {
-                        if dryRun { _ = try primary.readManifest(link) } else { try upload(link, from: primary, to: mirror) }
+                        if dryRun {
+                            _ = try primary.readManifest(link)
+                        } else {
+                            try upload(link, from: primary, to: mirror)
+                        }
                         present.insert(link.name.fileName)
                         result.uploaded.append(link.name.fileName)
                     }

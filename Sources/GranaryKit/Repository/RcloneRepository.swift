@@ -536,7 +536,8 @@ public struct RcloneRepository: Repository {
     public func delete(_ object: String) throws(RepositoryError) {
         try run(["deletefile", remote(object)], what: display(object), bounded: true)
         _ = try? rclone.run(
-            common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra, deadline: deadline)
+            common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra,
+            deadline: deadline)
     }
 
     /// A server-side move (a copy, then the old object deleted: a run stopped between leaves both,

@@ -40,7 +40,9 @@ public struct RemoteLimits: Sendable, Equatable {
     /// place of the matching setting (a value granary cannot read leaves the setting).
     func effective(environment: [String: String]) -> RemoteLimits {
         var limits = self
-        if let text = environment["RCLONE_CONTIMEOUT"], let value = Self.goDuration(text) { limits.connectTimeout = value }
+        if let text = environment["RCLONE_CONTIMEOUT"], let value = Self.goDuration(text) {
+            limits.connectTimeout = value
+        }
         if let text = environment["RCLONE_TIMEOUT"], let value = Self.goDuration(text) { limits.timeout = value }
         if let text = environment["RCLONE_RETRIES"], let value = Int(text) { limits.retries = max(1, value) }
         if let text = environment["RCLONE_LOW_LEVEL_RETRIES"], let value = Int(text) {
