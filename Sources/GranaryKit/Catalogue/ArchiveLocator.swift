@@ -141,7 +141,7 @@ public struct ArchiveLocator: Sendable {
             return newest
         }
         // Exact name, then a name without its extension, then a unique prefix (a bare stamp).
-        if let hit = candidates.first(where: { $0.name.fileName == file }) { return hit }
+        if let hit = candidates.first(where: { $0.name.isNamed(file) }) { return hit }
         let prefixed = candidates.filter { $0.name.fileName.hasPrefix(file) }
         if prefixed.count == 1, !file.isEmpty { return prefixed[0] }
         if prefixed.count > 1, !file.isEmpty {
@@ -192,7 +192,7 @@ public struct ArchiveLocator: Sendable {
             separator: "/", omittingEmptySubsequences: false
         ).map(String.init)
         if parts.count == 2, let owner = try? UserID(parts[0]), !parts[0].hasPrefix("."),
-            let entry = try repository.archives(of: owner).first(where: { $0.name.fileName == parts[1] })
+            let entry = try repository.archives(of: owner).first(where: { $0.name.isNamed(parts[1]) })
         {
             return entry
         }

@@ -63,7 +63,7 @@ public struct DeltaContents: Sendable, Codable, Equatable {
     public func resolvingBase(in repository: any Repository, user: UserID) -> DeltaContents {
         var resolved = self
         do {
-            guard let entry = try repository.archives(of: user).first(where: { $0.name.fileName == base }) else {
+            guard let entry = try repository.archives(of: user).first(where: { $0.name.isNamed(base) }) else {
                 resolved.baseProblem = "\(base) is not in \(repository.location)"
                 return resolved
             }

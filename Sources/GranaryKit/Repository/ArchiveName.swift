@@ -231,7 +231,7 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
         }
         guard let y = number(0..<4), let mo = number(4..<6), let d = number(6..<8), let h = number(9..<11),
             let mi = number(11..<13), let s = number(13..<15), (1...12).contains(mo), (1...31).contains(d),
-            h < 24, mi < 60, s < 61
+            h < 24, mi < 60, s < 60
         else { return nil }
         let components = DateComponents(year: y, month: mo, day: d, hour: h, minute: mi, second: s)
         guard let date = utcCalendar.date(from: components) else { return nil }
@@ -248,7 +248,10 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
     /// replaces; within a legacy second (whose names did not record the order) by label, as
     /// before; then by host (a listing of every host's archives).
     public static func < (lhs: ArchiveName, rhs: ArchiveName) -> Bool {
-        (lhs.micros, lhs.sequence, lhs.label ?? "", lhs.host ?? "", lhs.compression.fileExtension)
-            < (rhs.micros, rhs.sequence, rhs.label ?? "", rhs.host ?? "", rhs.compression.fileExtension)
+        (lhs.micros, lhs.sequence, lhs.label ?? "", lhs.host ?? "", lhs.compression.fileExtension, lhs.precise ? 1 : 0)
+            < (
+                rhs.micros, rhs.sequence, rhs.label ?? "", rhs.host ?? "", rhs.compression.fileExtension,
+                rhs.precise ? 1 : 0
+            )
     }
 }

@@ -141,19 +141,18 @@ extension Repository {
             else { continue }
             try Interruption.check()
             let key = user.rawValue + "/" + object.name
-            let host: String
-            if let marked = markers[object.name] {
-                guard marked.contains(context.host) else { continue }
-                host = context.host
-            } else {
-                guard adopting else { continue }
-                var entry = RepositoryEntry(
-                    user: user, name: legacy, path: display(key), size: object.size, modified: object.modified,
-                    object: key)
-                entry.localFile = localPath.map { $0 + "/" + key }
-                guard let manifest = try? readManifest(entry), Hosts.isValid(manifest.host) else { continue }
-                host = manifest.host
-            }
+            let marked = markers[object.name]
+            // This host's marked archives; with `adopting`, unmarked ones too.
+            guard marked?.contains(context.host) ?? adopting else { continue }
+            // The manifest decides whose it is: a marker can lie (two hosts' markers beside one
+            // archive, left by the marker scheme's races); an archive is named only as the host
+            // its manifest records, and a marked one only when that is this host.
+            var entry = RepositoryEntry(
+                user: user, name: legacy, path: display(key), size: object.size, modified: object.modified, object: key)
+            entry.localFile = localPath.map { $0 + "/" + key }
+            guard let manifest = try? readManifest(entry), Hosts.isValid(manifest.host) else { continue }
+            if marked != nil && manifest.host != context.host { continue }
+            let host = manifest.host
             let target = legacy.withHost(host)
             let targetKey = user.rawValue + "/" + target.fileName
             if dryRun {
@@ -162,8 +161,12 @@ extension Repository {
             }
             if names.contains(target.fileName) {
                 // Converted already, its old name left by a run that stopped: the same bytes go.
-                let copy = listed.first { $0.name == target.fileName }
-                if copy?.size == object.size { try delete(key) }
+                // Other bytes under the new name: both stay, and so does the marker (the legacy
+                // archive stays listed as this host's until someone looks).
+                guard let copy = listed.first(where: { $0.name == target.fileName }), copy.size == object.size,
+                    try settle(targetKey, sameAs: key)
+                else { continue }
+                try delete(key)
             } else {
                 if let bytes = readSidecar(of: key) {
                     var old = RepositoryEntry(
@@ -176,7 +179,14 @@ extension Repository {
                     }
                 }
                 CrashPoint.reach(.convertRecorded)
-                guard try rename(key, to: targetKey) else { continue }
+                let renamed: Bool
+                do { renamed = try rename(key, to: targetKey) } catch {
+                    // Renamed by another run meanwhile: nothing left to do here.
+                    if case .missing = error { continue }
+                    if case .local(let failure) = error, failure.code == ENOENT { continue }
+                    throw error
+                }
+                guard renamed else { continue }
                 CrashPoint.reach(.convertRenamed)
                 try? deleteSmall(user.rawValue + "/." + object.name + ".verify.json")
                 converted.append(target.fileName)

@@ -177,7 +177,10 @@ public enum MirrorSync {
             }
             let kept = Set(source.map(\.name.fileName))
             let deleted = try primary.deletedNames(of: user, host: primary.context.host)
-            var gone = target.filter { !kept.contains($0.name.fileName) && deleted.contains($0.name.fileName) }
+            // (A record written before names held hosts names an archive by its legacy name.)
+            var gone = target.filter { entry in
+                !kept.contains(entry.name.fileName) && deleted.contains(where: entry.name.isNamed)
+            }
             // Never a base a delta staying on the mirror is built on (issue 35).
             // (A dry run sent nothing: the deltas it would send count as there, read from the primary.)
             let bases = DeltaChains.basesStaying(

@@ -497,7 +497,8 @@ public struct RcloneRepository: Repository {
             try run(["copyto", "--no-check-dest", file, remote(temporary)], what: display(object))
             try run(["moveto", remote(temporary), remote(object)], what: display(object))
         } catch {
-            _ = try? rclone.run(common + ["deletefile", "--retries", "1", remote(temporary)], extra: extra)
+            _ = try? rclone.run(
+                common + ["deletefile", "--retries", "1", remote(temporary)], extra: extra, deadline: deadline)
             throw error
         }
         return true
@@ -694,7 +695,9 @@ public struct RcloneRepository: Repository {
             for archive in orphanedArchives(of: user) {
                 let key = user.rawValue + "/" + archive
                 if location.hasPrefix("s3:") {
-                    _ = try? rclone.run(common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra)
+                    _ = try? rclone.run(
+                        common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra,
+                        deadline: deadline)
                 }
                 if (try? deleteSmall(Hosts.marker(of: key, host: context.host))) != nil {
                     removed.append(display(key) + " (unfinished upload)")
@@ -707,17 +710,24 @@ public struct RcloneRepository: Repository {
     /// The names (`USER/NAME`) of `user`'s archives of this host with an unfinished multipart
     /// upload (S3; none elsewhere).
     func unfinishedUploads(of user: UserID) -> [String] {
-        guard location.hasPrefix("s3:"),
-            let output = try? rclone.run(
-                common + ["backend", "list-multipart-uploads", remote("")], extra: extra, deadline: deadline),
-            output.status == 0, !output.timedOut
-        else { return [] }
-        struct Upload: Decodable { let Key: String? }
-        guard let buckets = try? JSONDecoder().decode([String: [Upload]?].self, from: Data(output.standardOutput))
-        else { return [] }
+        guard location.hasPrefix("s3:") else { return [] }
+        // Listed once per repository value (a run of many users asks once).
+        let all: [String]
+        if let cached = features.multipartKeys {
+            all = cached
+        } else {
+            struct Upload: Decodable { let Key: String? }
+            guard
+                let output = try? rclone.run(
+                    common + ["backend", "list-multipart-uploads", remote("")], extra: extra, deadline: deadline),
+                output.status == 0, !output.timedOut,
+                let buckets = try? JSONDecoder().decode([String: [Upload]?].self, from: Data(output.standardOutput))
+            else { return [] }
+            all = buckets.values.compactMap { $0 }.joined().compactMap(\.Key)
+            features.set(multipartKeys: all)
+        }
         var keys: Set<String> = []
-        for upload in buckets.values.compactMap({ $0 }).joined() {
-            guard let key = upload.Key else { continue }
+        for key in all {
             let parts = key.split(separator: "/").map(String.init)
             guard parts.count >= 2, parts[parts.count - 2] == user.rawValue,
                 ArchiveName(fileName: parts[parts.count - 1])?.host == context.host
@@ -731,7 +741,8 @@ public struct RcloneRepository: Repository {
     /// `rclone backend cleanup`); other backends have none.
     public func cleanUpUnfinishedUploads() {
         guard location.hasPrefix("s3:") else { return }
-        _ = try? rclone.run(common + ["backend", "cleanup", remote(""), "-o", "max-age=24h"], extra: extra)
+        _ = try? rclone.run(
+            common + ["backend", "cleanup", remote(""), "-o", "max-age=24h"], extra: extra, deadline: deadline)
     }
 }
 
@@ -749,4 +760,8 @@ final class FeatureCache: @unchecked Sendable {
     private var described: (crypt: Bool, localRoot: String?)?
     var remote: (crypt: Bool, localRoot: String?)? { lock.withLock { described } }
     func set(remote: (crypt: Bool, localRoot: String?)) { lock.withLock { described = remote } }
+    private var multipart: [String]?
+    /// The keys of the unfinished multipart uploads, listed once (``RcloneRepository/unfinishedUploads(of:)``).
+    var multipartKeys: [String]? { lock.withLock { multipart } }
+    func set(multipartKeys: [String]) { lock.withLock { multipart = multipartKeys } }
 }

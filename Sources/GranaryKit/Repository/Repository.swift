@@ -363,19 +363,17 @@ extension Repository {
     /// Attempts of one publish (the first and its retries) before a temporary failure is thrown.
     public static var publishAttempts: Int { 3 }
 
-    /// Whether the object `object` holds exactly the bytes of `file` (size, then SHA-256 of both
-    /// read through): how a publish whose outcome is in doubt is settled. False when there is no
-    /// such object.
-    public func settle(_ object: String, from file: String) throws -> Bool {
+    /// Whether the objects `object` and `other` hold the same bytes (SHA-256 of both, read through).
+    public func settle(_ object: String, sameAs other: String) throws -> Bool {
+        try digest(of: object) == digest(of: other)
+    }
+
+    /// The SHA-256 of an object, read through (nil when there is no such object).
+    func digest(of object: String) throws -> String? {
         let (folder, name) = (PathText.parent(object), PathText.lastComponent(object))
-        guard let listed = try objects(in: folder).first(where: { $0.name == name }) else { return false }
-        let size = FileSystem.size(file)
-        guard listed.size == size else { return false }
-        let mine = try FileDigest.of(file, mapped: false).sha256
-        let source = try read(object, size: listed.size, head: nil)
-        let theirs: String
-        switch source {
-        case .file(let path): theirs = try FileDigest.of(path, mapped: false).sha256
+        guard let listed = try objects(in: folder).first(where: { $0.name == name }) else { return nil }
+        switch try read(object, size: listed.size, head: nil) {
+        case .file(let path): return try FileDigest.of(path, mapped: false).sha256
         case .stream(let stream):
             var hasher = SHA256()
             let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -387,9 +385,19 @@ extension Repository {
                 hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             }
             if let failure = stream.finish() { throw failure }
-            theirs = hasher.finalize().hex
+            return hasher.finalize().hex
         }
-        return theirs == mine
+    }
+
+    /// Whether the object `object` holds exactly the bytes of `file` (size, then SHA-256 of both
+    /// read through): how a publish whose outcome is in doubt is settled. False when there is no
+    /// such object.
+    public func settle(_ object: String, from file: String) throws -> Bool {
+        let (folder, name) = (PathText.parent(object), PathText.lastComponent(object))
+        guard let listed = try objects(in: folder).first(where: { $0.name == name }),
+            listed.size == FileSystem.size(file)
+        else { return false }
+        return try digest(of: object) == FileDigest.of(file, mapped: false).sha256
     }
 
     /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a

@@ -105,8 +105,9 @@ public struct LocationIdentity: Hashable, Sendable, CustomStringConvertible {
             scheme = "rclone:" + remote + ":"
             rest = rest.dropFirst(remote.count + 1)
         }
+        // A leading `/` is kept: `remote:/path` (absolute on sftp) is not `remote:path` (under home).
         let parts = rest.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }
-        return scheme + parts.joined(separator: "/")
+        return scheme + (rest.hasPrefix("/") ? "/" : "") + parts.joined(separator: "/")
     }
 
     public var description: String { key }
