@@ -46,70 +46,18 @@ static inline void store_be32(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)v;
 }
 
-// Word t of block `block` of each of the sixteen pages into w[t], lane by lane: transposed
-// through memory (sixteen scalar stores, then one vector load per word), which compilers turn
-// into far better code than inserting each word into a vector.
- static inline void portable_load_block(granary_v16u w[16], const uint8_t *pages, size_t length, size_t block) {
-    uint32_t words[16][16];
-    for (int lane = 0; lane < 16; lane++) {
-        const uint8_t *from = pages + (size_t)lane * length + block;
-        for (int t = 0; t < 16; t++) words[t][lane] = load_be32(from + 4 * t);
-    }
-    for (int t = 0; t < 16; t++) memcpy(&w[t], words[t], sizeof w[t]);
-}
-#define VEC granary_v16u
-#define V_SET1(c)                                                                                     \
-    ((granary_v16u){(c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c)})
-#define V_ADD(a, b) ((a) + (b))
-#define V_ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-#define V_SHR(x, n) ((x) >> (n))
-#define V_XOR3(x, y, z) ((x) ^ (y) ^ (z))
-#define V_CHOOSE(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
-#define V_MAJORITY(x, y, z) (((x) & (y)) | ((z) & ((x) | (y))))
-#define V_LOAD_BLOCK(w, pages, length, block) portable_load_block(w, pages, length, block)
-#define V_STORE(state, digests)                                                                       \
-    do {                                                                                              \
-        for (int lane = 0; lane < 16; lane++)                                                         \
-            for (int i = 0; i < 8; i++) store_be32((digests) + lane * 32 + i * 4, (state)[i][lane]);  \
-    } while (0)
 #define LANES(name) portable_##name
 #define LANES_TARGET
-#include "sha256_lanes.h"
+#include "sha256_vector_ext.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 // The same portable source compiled for AVX2 (two 256-bit instructions per operation instead
 // of four 128-bit SSE2 ones), chosen at run time on CPUs that have it.
-// Word t of block `block` of each of the sixteen pages into w[t], lane by lane: transposed
-// through memory (sixteen scalar stores, then one vector load per word), which compilers turn
-// into far better code than inserting each word into a vector.
-__attribute__((target("avx2"))) static inline void avx2_load_block(granary_v16u w[16], const uint8_t *pages, size_t length, size_t block) {
-    uint32_t words[16][16];
-    for (int lane = 0; lane < 16; lane++) {
-        const uint8_t *from = pages + (size_t)lane * length + block;
-        for (int t = 0; t < 16; t++) words[t][lane] = load_be32(from + 4 * t);
-    }
-    for (int t = 0; t < 16; t++) memcpy(&w[t], words[t], sizeof w[t]);
-}
-#define VEC granary_v16u
-#define V_SET1(c)                                                                                     \
-    ((granary_v16u){(c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c)})
-#define V_ADD(a, b) ((a) + (b))
-#define V_ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-#define V_SHR(x, n) ((x) >> (n))
-#define V_XOR3(x, y, z) ((x) ^ (y) ^ (z))
-#define V_CHOOSE(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
-#define V_MAJORITY(x, y, z) (((x) & (y)) | ((z) & ((x) | (y))))
-#define V_LOAD_BLOCK(w, pages, length, block) avx2_load_block(w, pages, length, block)
-#define V_STORE(state, digests)                                                                       \
-    do {                                                                                              \
-        for (int lane = 0; lane < 16; lane++)                                                         \
-            for (int i = 0; i < 8; i++) store_be32((digests) + lane * 32 + i * 4, (state)[i][lane]);  \
-    } while (0)
 #define LANES(name) avx2_##name
 #define LANES_TARGET __attribute__((target("avx2")))
-#include "sha256_lanes.h"
+#include "sha256_vector_ext.h"
 
 // The wide way: AVX-512 intrinsics. Only these functions are compiled for AVX-512; the rest of
 // granary runs on any x86-64.
