@@ -45,9 +45,9 @@ for i in $(seq 1 "$DELTAS"); do
     [ "$kind" = delta ] || { echo "backup $i was a $kind, not a delta"; exit 1; }
     carried=$(( carried + changed ))
 done
-newest=$(basename "$(ls "$W"/repo/u/*-delta.tar.zst | tail -1)")
+newest=$(basename "$(ls "$W"/repo/u/*-delta.*tar.zst | tail -1)")
 bytes() { stat -c %s "$W/repo/u/$1"; }
-deltabytes=$(cat "$W"/repo/u/*-delta.tar.zst | wc -c)
+deltabytes=$(cat "$W"/repo/u/*-delta.*tar.zst | wc -c)
 cat "$LIVE" > /dev/null
 
 for round in $(seq 1 "$ROUNDS"); do

@@ -48,7 +48,7 @@ rows=$(sqlite3 "$W/root/u/live.db" "select max(id) from bulk")
 n=$(( pages / 100 ))
 sqlite3 "$W/root/u/live.db" "update bulk set body = hex(randomblob(256)) || printf('%.*c', 500, 'b') where id in (select 1 + abs(random()) % $rows from bulk limit $n)"
 timed delta "${G[@]}" backup u --delta --json
-delta=$(ls "$W"/repo/u/*-delta.tar.zst | tail -1); deltasize=$(stat -c %s "$delta")
+delta=$(ls "$W"/repo/u/*-delta.*tar.zst | tail -1); deltasize=$(stat -c %s "$delta")
 [ -z "$RESTIC" ] || restic_backup restic2
 changed=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['users'][0]['delta']; print(d['kind'], d['changedPages'], d['pages'])" "$W/delta.out")
 

@@ -83,6 +83,11 @@ read_only_spell() { # the repository turns read-only for a while: nothing may ha
   G restore "$1" --owner-timeout 5; expect "restore $1 (read-only repository)" $? 73 66 75
   umount "$W/repo"; readonly_spells=$((readonly_spells + 1))
 }
+# A restore or reset of a store that both an owner and a third process write: the third process may
+# write the new store between the switch and RESUME, which granary cannot tell from the paused owner
+# writing it (granary-reopen(7)): it exits 65 naming the store, the restore committed and nothing is
+# moved (the ledger audit below proves no write is lost). Any other 65 is unexpected.
+written_while_paused() { tail -6 "$W/granary.log" | grep -q 'was opened or written while its owner was paused'; }
 end=$(( $(date +%s) + DURATION ))
 while [ "$(date +%s)" -lt "$end" ]; do
   user=${users[RANDOM % ${#users[@]}]}
@@ -90,10 +95,14 @@ while [ "$(date +%s)" -lt "$end" ]; do
     0|1|2) if [ $((RANDOM % 2)) = 0 ]; then G backup "$user" --delta; expect "backup --delta $user" $? 0; bump delta
        else G backup "$user"; expect "backup $user" $? 0; fi; bump backup ;;
     3) G verify --user "$user" --latest; expect "verify $user" $? 0; bump verify ;;
-    4) G restore "$user" --owner-timeout 5; expect "restore $user" $? 0 75; bump restore ;;
+    4) G restore "$user" --owner-timeout 5; status=$?
+       if [ $status = 65 ] && [ -n "${third[$user]:-}" ] && written_while_paused; then status=0; fi
+       expect "restore $user" $status 0 75; bump restore ;;
     5) if [ $((RANDOM % 2)) = 0 ]; then G restore "$user" --undo --owner-timeout 5; expect "restore --undo $user" $? 0 66 75; bump undo
        else read_only_spell "$user"; fi ;;
-    6) G reset "$user" --yes --owner-timeout 5; expect "reset $user" $? 0 75; bump reset ;;
+    6) G reset "$user" --yes --owner-timeout 5; status=$?
+       if [ $status = 65 ] && [ -n "${third[$user]:-}" ] && written_while_paused; then status=0; fi
+       expect "reset $user" $status 0 75; bump reset ;;
     7) # Half the prunes keep the last backup alone: chains of deltas are merged under load (what an
        # owner acknowledged and a restore or reset replaced is in the safety archives, kept a week).
        if [ $((RANDOM % 2)) = 0 ]; then G prune "$user" --keep-within 1d >/dev/null; else G prune "$user" --keep-last 1 --json; fi
@@ -133,7 +142,7 @@ for user in alice@example.com dave@example.com; do
     for archive in "$W/repo/$user"/*.tar.zst; do
       x=$(mktemp -d "$W/x.XXXX")
       case $archive in
-        *-delta.tar.zst) # a delta holds pages, not stores: restore it (its chain rebuilt, its state digest checked)
+        *-delta.*tar.zst) # a delta holds pages, not stores: restore it (its chain rebuilt, its state digest checked)
           if "$BIN/granary" restore "$user" "$(basename "$archive")" --to "$x" --root "$W/root" --repo "$W/repo" \
             >>"$W/granary.log" 2>&1; then
             sqlite3 "$x/${first[$user]}" 'select id from demo_writes' 2>/dev/null; deltas_read=$((deltas_read + 1))
@@ -156,7 +165,7 @@ for user in "${!third_store[@]}"; do
   sort -u "$W/$user.ledger" > "$W/acked"
   third_total=$((third_total + $(wc -l < "$W/acked")))
   { sqlite3 "$W/root/$user/$name" 'select seq from ledger_writes' 2>/dev/null
-    for archive in "$W/repo/$user"/*-pre-restore.tar.zst "$W/repo/$user"/*-pre-reset.tar.zst; do
+    for archive in "$W/repo/$user"/*-pre-restore.*tar.zst "$W/repo/$user"/*-pre-reset.*tar.zst; do
       [ -e "$archive" ] || continue
       x=$(mktemp -d "$W/x.XXXX"); tar --zstd -xf "$archive" -C "$x" "stores/$name" 2>/dev/null \
         && sqlite3 "$x/stores/$name" 'select seq from ledger_writes' 2>/dev/null; rm -rf "$x"

@@ -266,10 +266,21 @@ final class UserCommit {
             // byte unseen. What got in before the lock is found below.
             var opened = false
             if store.owner != nil {
-                do {
-                    newGuards[entry.name] = try StoreGuard(folder, file)
-                } catch {
-                    opened = true
+                // A process outside the protocol that writes a transaction at a time (granary is
+                // rarely alone) holds SQLite's lock for milliseconds: the lock is tried for a
+                // moment before the store counts as opened. Its writes land in the new store.
+                let deadline = ContinuousClock.now + .milliseconds(500)
+                while true {
+                    do {
+                        newGuards[entry.name] = try StoreGuard(folder, file)
+                        break
+                    } catch {
+                        if ContinuousClock.now >= deadline {
+                            opened = true
+                            break
+                        }
+                        usleep(5_000)
+                    }
                 }
             }
             let now = StoreSwap.Fingerprint(folder.entry(file))
