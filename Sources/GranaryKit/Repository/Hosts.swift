@@ -169,11 +169,7 @@ extension Repository {
                 try delete(key)
             } else {
                 if let bytes = readSidecar(of: key) {
-                    var old = RepositoryEntry(
-                        user: user, name: legacy, path: display(key), size: object.size, modified: object.modified,
-                        object: key)
-                    old.host = host
-                    if var record = VerificationRecord.decode(bytes, matching: old) {
+                    if var record = VerificationRecord.decode(bytes, matching: entry) {
                         record.archive = target.fileName
                         try? writeSidecar(record.encoded(), of: targetKey)
                     }

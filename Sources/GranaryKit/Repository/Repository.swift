@@ -369,10 +369,10 @@ extension Repository {
     }
 
     /// The SHA-256 of an object, read through (nil when there is no such object).
-    func digest(of object: String) throws -> String? {
+    func digest(of object: String, size known: Int64? = nil) throws -> String? {
         let (folder, name) = (PathText.parent(object), PathText.lastComponent(object))
-        guard let listed = try objects(in: folder).first(where: { $0.name == name }) else { return nil }
-        switch try read(object, size: listed.size, head: nil) {
+        guard let size = try known ?? objects(in: folder).first(where: { $0.name == name })?.size else { return nil }
+        switch try read(object, size: size, head: nil) {
         case .file(let path): return try FileDigest.of(path, mapped: false).sha256
         case .stream(let stream):
             var hasher = SHA256()
@@ -397,7 +397,7 @@ extension Repository {
         guard let listed = try objects(in: folder).first(where: { $0.name == name }),
             listed.size == FileSystem.size(file)
         else { return false }
-        return try digest(of: object) == FileDigest.of(file, mapped: false).sha256
+        return try digest(of: object, size: listed.size) == FileDigest.of(file, mapped: false).sha256
     }
 
     /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a
