@@ -21,6 +21,8 @@ extension AttackTests.BoundedCopies {
     func attachmentPastTheTimeBudget() throws {
         let lab = try Lab()
         let config = try Self.tinyBudget(lab)
+        // A first backup of the victim (its WAL store's -wal and -shm appear), then the watch.
+        try #require(try lab.granary(["backup", "victim"], timeout: 120).status == 0)
         let before = lab.watch()
         // 64 GiB of hole, under the default bytes_per_user: counted, and slow to read.
         try AttackTests.Resources.sparse(
