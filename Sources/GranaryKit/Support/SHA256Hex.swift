@@ -191,7 +191,7 @@ public struct CopyTimeError: GranaryError, Sendable {
 }
 
 /// A user's file that grew past the length counted against their cap while granary copied it
-/// (``FileDigest/copy(from:to:limit:)``): the copy stopped there and that user's backup fails.
+/// (``FileDigest/copy(from:to:limit:account:)``): the copy stopped there and that user's backup fails.
 public struct GrownFileError: GranaryError, Sendable {
     /// The file, as shown to the administrator.
     public let path: String
