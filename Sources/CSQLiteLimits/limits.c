@@ -8,8 +8,8 @@
 #include <time.h>
 
 struct granary_account {
-    int64_t time_limit;          // ns; 0: none
-    _Atomic int64_t spent;       // ns inside SQLite calls of every budget charged to it, calls finished
+    _Atomic int64_t time_limit;  // ns; 0: none (grows with the bytes a copy charges to it)
+    _Atomic int64_t spent;       // ns inside SQLite calls of every budget charged to it, calls finished, and copies
     _Atomic int64_t references;
 };
 
@@ -169,6 +169,21 @@ void granary_account_release(granary_account *account) { release_account(account
 
 int64_t granary_account_spent(const granary_account *account) {
     return account != NULL ? atomic_load(&((granary_account *)account)->spent) : 0;
+}
+
+int64_t granary_account_limit(const granary_account *account) {
+    return account != NULL ? atomic_load(&((granary_account *)account)->time_limit) : 0;
+}
+
+void granary_account_charge(granary_account *account, int64_t ns) {
+    if (account != NULL && ns > 0) atomic_fetch_add(&account->spent, ns);
+}
+
+void granary_account_extend(granary_account *account, int64_t ns) {
+    if (account == NULL || ns <= 0) return;
+    int64_t limit = atomic_load(&account->time_limit);
+    // An account without a limit keeps none.
+    while (limit > 0 && !atomic_compare_exchange_weak(&account->time_limit, &limit, limit + ns)) {}
 }
 
 void granary_budget_set_account(granary_budget *budget, granary_account *account) {

@@ -13,6 +13,9 @@ import GranaryKit
 /// - `GRANARY_TEST_NOW=YYYYMMDDTHHMMSS[.ffffff]Z` stamps new archives at that time (after the
 ///   newest of the user and host, as ever): archives of given times without a clock to wait for;
 /// - `GRANARY_TEST_RCLONE_FOLDER=DIR` looks for rclone in DIR only (a machine without rclone);
+/// - `GRANARY_TEST_WORKER_TRAP=ID` makes the backup worker of user ID trap as it starts;
+///   `GRANARY_TEST_WORKER_SAYS=ID:FILE` makes it first write FILE's bytes to its parent as they
+///   are, and `GRANARY_TEST_WORKER_EXIT=ID` exit 0 right after (read in `BackupWorkers.serve`);
 /// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
 ///   prove what the crash handler may and may not run.
 enum TestHooks {

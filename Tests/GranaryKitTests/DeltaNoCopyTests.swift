@@ -500,4 +500,60 @@ struct DeltaNoCopyTests {
             "\(String(describing: resized.delta))")
         #expect(resized.copiedAgain != nil, "the copy without a file gave up before copying")
     }
+
+    /// What a test's closures saw (they are not `Sendable`, and run on the caller's thread).
+    final class Seen {
+        var sizes: [Int64] = []
+        var checked = false
+    }
+
+    struct Refused: Error {}
+
+    @Test(
+        "a copy without a file is charged the size SQLite will read (PRAGMA page_count in its read transaction, the -wal applied) before a page is copied; a refusal stops it there"
+    )
+    func chargedFromPageCount() throws {
+        let folder = TemporaryFolder()
+        let live = try Self.makeStore(in: folder, rows: 2000)
+        let base = try Self.basePages(folder, "base")
+        // Growth that is still in the -wal (the writer stays open): the files' lengths do not
+        // say what SQLite reads, its page count does.
+        let db = try Database(path: live, mode: .readWrite)
+        try db.execute("PRAGMA wal_autocheckpoint=0")
+        try db.execute(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000) INSERT INTO t(body) SELECT randomblob(900) FROM c"
+        )
+        let expected = Int64(try db.pageCount()) * Int64(try db.pageSize())
+        let basePageSize = try PagesReader(path: base).pageSize
+        func attempt(_ tag: String, refuse: Bool) throws -> (Seen, PageRecorder, Snapshotter.Result?) {
+            let seen = Seen()
+            let recorder = try PageRecorder(path: folder.child("\(tag).hashes"))
+            let noCopy = Snapshotter.NoCopy(
+                pageSize: basePageSize, journalMode: "wal", basePages: base, log: folder.child("\(tag).changes"),
+                maxChanged: .max, account: ContentAccount(limits: .defaults, storesOfSize: 1 << 20)
+            ) { _ in seen.checked = true }
+            do {
+                let result = try Snapshotter().snapshot(
+                    try Self.store(folder), to: folder.child("\(tag).sqlite"), track: nil, pages: recorder,
+                    noCopy: noCopy
+                ) { size in
+                    seen.sizes.append(size)
+                    if refuse { throw Refused() }
+                }
+                return (seen, recorder, result)
+            } catch is Refused {
+                return (seen, recorder, nil)
+            }
+        }
+        let (refused, refusedRecorder, none) = try attempt("refused", refuse: true)
+        #expect(none == nil, "the refusal stops the copy")
+        #expect(refused.sizes == [expected], "charged once, from the page count, before the copy")
+        #expect(!refused.checked)
+        #expect(refusedRecorder.changedPages == 0, "no page was copied")
+        let (accepted, _, result) = try attempt("accepted", refuse: false)
+        #expect(result?.discarded == true)
+        #expect(accepted.sizes == [expected])
+        #expect(accepted.checked)
+        #expect(expected > FileSystem.size(live), "the growth is in the -wal, not in the database file")
+    }
 }

@@ -46,11 +46,16 @@ struct WorkerProtocolTests {
         let (_, _, handedOver) = try Self.feed(Array("M\t1\tx.tar.zst\t/etc/shadow\nR\t{}\n".utf8))
         let handOver = try #require(handedOver, "a well-formed line")
         #expect(!handOver.isAccepted(staging: "/repo/.granary-tmp/work"))
-        let inside = MirrorHandOver(archive: "x.tar.zst", path: "/repo/.granary-tmp/work/.mirror.1", removeAfter: true)
+        let made = "/repo/.granary-tmp/work/" + FileSystem.temporaryName(for: "mirror")
+        let inside = MirrorHandOver(archive: "x.tar.zst", path: made, removeAfter: true)
         #expect(inside.isAccepted(staging: "/repo/.granary-tmp/work"))
         for path in [
             "/repo/.granary-tmp/work/../../../etc/shadow", "/repo/.granary-tmp/work/sub/file",
             "/repo/.granary-tmp/work/", "repo/.granary-tmp/work/x",
+            // A local repository's scratch folder for the user is their archive folder: an
+            // archive there is not the worker's to have removed.
+            "/repo/.granary-tmp/work/20260101T000000.000000Z.tar.zst", "/repo/.granary-tmp/work/.mirror.tmp-",
+            "/repo/.granary-tmp/work/.mirror.1",
         ] {
             #expect(
                 !MirrorHandOver(archive: "x", path: path, removeAfter: true).isAccepted(

@@ -41,6 +41,12 @@ granary_account *granary_account_create(int64_t time_ns);
 void granary_account_release(granary_account *account);
 // Nanoseconds spent inside SQLite calls on every budget charged to the account (calls finished).
 int64_t granary_account_spent(const granary_account *account);
+// The account's time now, in ns (0: none): what it was made with, plus every extension.
+int64_t granary_account_limit(const granary_account *account);
+// Charges `ns` spent outside SQLite to the account (a copy of the user's bytes).
+void granary_account_charge(granary_account *account, int64_t ns);
+// Adds `ns` to the account's time, unless it has none (the time a copy of a given size is allowed).
+void granary_account_extend(granary_account *account, int64_t ns);
 // Charges the budget's time to `account` as well (before granary_budget_watch; once): a
 // statement stops when either the budget's own time or the account's is spent.
 void granary_budget_set_account(granary_budget *budget, granary_account *account);

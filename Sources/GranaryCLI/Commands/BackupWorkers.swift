@@ -65,6 +65,16 @@ enum BackupWorkers {
                     decoder.nonConformingFloatDecodingStrategy = .convertFromString(
                         positiveInfinity: "inf", negativeInfinity: "-inf", nan: "nan")
                     var entry = try decoder.decode(BackupResult.User.self, from: Data(json.utf8))
+                    // A worker speaks for its own user only (the prune below acts on the entry's).
+                    guard entry.id == reply.user.rawValue else {
+                        return BackupResult.User(
+                            id: reply.user.rawValue,
+                            failure: Failure(
+                                UnexpectedError(
+                                    description:
+                                        "\(reply.user): the worker's result names another user (\(entry.id.debugDescription)); not taken"
+                                )))
+                    }
                     if let sent = uploads[reply.user.rawValue], !sent.isEmpty {
                         entry.mirrors = sent.map(BackupResult.Mirror.init)
                     }
@@ -123,9 +133,26 @@ enum BackupWorkers {
         _ operation: BackupOperation, user: String, failedEarlier: [String], reporter: UserWorkers.Reporter
     ) throws -> Never {
         #if TEST_HOOKS
+            // GRANARY_TEST_WORKER_SAYS=ID:FILE: the worker for ID first writes FILE's bytes on its
+            // standard output as they are, to show that the parent trusts no line of a worker;
+            // with GRANARY_TEST_WORKER_EXIT=ID it then exits 0, those lines its only words.
+            let environment = ProcessInfo.processInfo.environment
+            if let says = environment["GRANARY_TEST_WORKER_SAYS"],
+                let colon = says.firstIndex(of: ":"), says[..<colon] == user,
+                let bytes = FileManager.default.contents(atPath: String(says[says.index(after: colon)...]))
+            {
+                var rest = [UInt8](bytes)[...]
+                while !rest.isEmpty {
+                    let n = rest.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    rest = rest.dropFirst(n)
+                }
+                if environment["GRANARY_TEST_WORKER_EXIT"] == user { exit(0) }
+            }
             // GRANARY_TEST_WORKER_TRAP=ID: the worker for ID traps (a Swift runtime check), to show
             // that a run over several users outlives it.
-            if ProcessInfo.processInfo.environment["GRANARY_TEST_WORKER_TRAP"] == user {
+            if environment["GRANARY_TEST_WORKER_TRAP"] == user {
                 fatalError("trap asked for by GRANARY_TEST_WORKER_TRAP")
             }
         #endif

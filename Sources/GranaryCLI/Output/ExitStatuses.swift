@@ -233,6 +233,13 @@ extension GrownFileError: CommandLineError {
     }
 }
 
+extension CopyTimeError: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        "look at \(Hint.name(path)) (a file with a hole of terabytes reads for a long time); if it is genuine, raise [limits] time or time_per_gib in the configuration (granary.toml(5))"
+    }
+}
+
 // Sources/GranaryKit/Support/ConfigFile.swift
 extension ConfigError: CommandLineError {
     var status: ExitStatus { .usage }

@@ -482,7 +482,11 @@ public struct BackupOperation: Sendable {
                 if index == 0 { overlapped?.snapshotFinished() }
                 // External data is copied right after the snapshot, so that every file it references
                 // is still there (Core Data deletes external files of deleted rows).
-                return (taken, try copyExternalData(of: store, to: work + "/\(index).external", counting: &bytes))
+                return (
+                    taken,
+                    try copyExternalData(
+                        of: store, to: work + "/\(index).external", counting: &bytes, account: account)
+                )
             }
             let (externalMember, externalFiles) = external
             stages.snapshot += Self.seconds(since: snapshotStarted) - checkSeconds
@@ -511,7 +515,7 @@ public struct BackupOperation: Sendable {
         var allFolders = folders
         if options.otherFiles {
             let plain = try copyOtherFiles(
-                of: folder, stores: scan.stores.map(\.name), to: work + "/files", counting: &bytes)
+                of: folder, stores: scan.stores.map(\.name), to: work + "/files", counting: &bytes, account: account)
             files += plain
             for (path, owner) in ArchiveBuilder.folderOwnerships(
                 of: plain.map { String($0.file.path.dropFirst(Manifest.plainFilesFolder.count)) }, in: folder)
@@ -531,9 +535,11 @@ public struct BackupOperation: Sendable {
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)
     /// into `copyFolder`, each opened beneath the user's folder with the owner's credentials and
     /// never through a link (a file swapped for a link fails the backup), hashed as it is copied:
-    /// the files to pack as `files/NAME`, with their owner, group and mode.
+    /// the files to pack as `files/NAME`, with their owner, group and mode. Each copy is charged to
+    /// the user's time (`account`, which each file extends by `time_per_gib` for its blocks).
     private func copyOtherFiles(
-        of user: UserFolder, stores: [String], to copyFolder: String, counting bytes: inout UserBytes
+        of user: UserFolder, stores: [String], to copyFolder: String, counting bytes: inout UserBytes,
+        account: ContentAccount
     ) throws -> [Packed] {
         let others = FolderContents.archivable(
             FolderContents.read(user.folder).outside(stores: stores), owner: user.folder.ownerUID)
@@ -548,7 +554,8 @@ public struct BackupOperation: Sendable {
             let source = try parent.openFile(name)
             let info = try source.status()
             let copy = copyFolder + "/\(index)"
-            let (size, digest) = try FileDigest.copy(from: source, to: copy, limit: item.size)
+            account.allow(copyOf: min(item.size, Int64(info.st_blocks) * 512))
+            let (size, digest) = try FileDigest.copy(from: source, to: copy, limit: item.size, account: account)
             files.append(
                 Packed(
                     source: copy,
@@ -607,7 +614,11 @@ public struct BackupOperation: Sendable {
     /// the user's folder, hashed as it is copied): its member name in the archive (nil without
     /// such a folder) and the files to pack. Anything in the folder that is not a regular file of
     /// the folder's owner fails the backup: an attachment must not be passed over in silence.
-    private func copyExternalData(of store: StoreFile, to copyFolder: String, counting bytes: inout UserBytes) throws
+    /// Each copy is charged to the user's time (`account`, extended by `time_per_gib` for each
+    /// GiB of the file's blocks): past it the user fails (``CopyTimeError``).
+    private func copyExternalData(
+        of store: StoreFile, to copyFolder: String, counting bytes: inout UserBytes, account: ContentAccount
+    ) throws
         -> (String?, [Packed])
     {
         guard let external = try store.externalDataFolder() else { return (nil, []) }
@@ -622,7 +633,8 @@ public struct BackupOperation: Sendable {
             try bytes.add(store.externalDataName + "/" + entry.name, length: entry.size, allocated: entry.allocated)
             let source = try external.openFile(entry.name)
             let copy = copyFolder + "/\(index)"
-            let (size, digest) = try FileDigest.copy(from: source, to: copy, limit: entry.size)
+            account.allow(copyOf: min(entry.size, entry.allocated))
+            let (size, digest) = try FileDigest.copy(from: source, to: copy, limit: entry.size, account: account)
             let mode = UInt32(try source.status().st_mode & 0o7777)
             files.append(
                 Packed(

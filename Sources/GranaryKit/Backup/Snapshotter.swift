@@ -114,7 +114,8 @@ public struct Snapshotter: Sendable {
                     return db
                 } : nil
             return try discarded(
-                source, to: destination, recorder: pages, noCopy, readAhead: throughTee, checker: checker)
+                source, to: destination, recorder: pages, noCopy, readAhead: throughTee, checker: checker,
+                charge: charge)
         }
         // Every snapshot is written through the tee when it can be: its writes reach the file 64 KiB
         // at a time instead of one system call per page (docs/performance.md, "Fewer system calls").
@@ -185,9 +186,14 @@ public struct Snapshotter: Sendable {
     /// The copy of a WAL store without its file (``NoCopy``), and the check of the state it
     /// copied: beside the copy, on a second connection (`checker` opens it) whose read transaction
     /// reads the same state, or else after the copy in the copy's own read transaction.
+    ///
+    /// `charge` is given the size SQLite will copy (`PRAGMA page_count` inside the copy's read
+    /// transaction, before a page is copied), as a copy with its file is (``stepCharged``): the
+    /// changes the recorder keeps, and the full copy that may follow, are what the user's cap
+    /// and the scratch folder's room must hold, and a hand-written `-wal` decides that count.
     private func discarded(
         _ source: Database, to destination: String, recorder: PageRecorder, _ noCopy: NoCopy, readAhead: Bool,
-        checker openChecker: (() throws -> Database)?
+        checker openChecker: (() throws -> Database)?, charge: ((Int64) throws -> Void)? = nil
     ) throws -> Result {
         let pageSize = try source.pageSize()
         guard pageSize == noCopy.pageSize, noCopy.journalMode == "wal" else {
@@ -205,7 +211,9 @@ public struct Snapshotter: Sendable {
         var open = true
         defer { if open { try? source.execute("ROLLBACK") } }
         // (Reading the page count starts the transaction: the journal mode below is then its own.)
-        _ = try source.pageCount()
+        let pages = try source.pageCount()
+        // The size this transaction reads, charged before a page is copied.
+        try charge?(Int64(pages) * Int64(pageSize))
         // The journal mode read above was read before this transaction: an owner that left WAL
         // mode in between would have the copy hold a shared lock its writes wait for, and the
         // copy recorded as a WAL store's. The mode this transaction reads is the one that counts.

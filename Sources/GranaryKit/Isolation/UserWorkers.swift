@@ -373,6 +373,10 @@ public struct MirrorHandOver: Sendable, Equatable {
         self.removeAfter = removeAfter
     }
 
+    /// How the name of the file a worker hands over to be removed after sending begins
+    /// (`FileSystem.temporaryName(for: "mirror")`).
+    public static let temporaryPrefix = ".mirror" + FileSystem.temporaryMarker
+
     /// `M<TAB>0|1<TAB>archive<TAB>path` (the path last: it may hold any byte but a newline).
     public var line: String { "M\t" + (removeAfter ? "1" : "0") + "\t" + archive + "\t" + path }
 
@@ -389,14 +393,18 @@ public struct MirrorHandOver: Sendable, Equatable {
     /// Whether the parent may act on ``path``: a worker's word is not trusted with a path (the
     /// parent removes a file given with `removeAfter`, and reads and sends the others). A file to
     /// remove must lie directly in `staging`, the run's own scratch folder for the user
-    /// (``Repository/stagingFolder(for:)``), under a plain name; any other must be `published`,
+    /// (``Repository/stagingFolder(for:)``), under the name of a temporary file made for a
+    /// mirror (``temporaryPrefix``: for a local repository that folder also holds the user's
+    /// published archives, which a worker's word must not remove); any other must be `published`,
     /// the archive's own file in the repository.
     public func isAccepted(staging: String?, published: String? = nil) -> Bool {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
         guard path.hasPrefix("/"), !parts.contains(where: { $0 == "." || $0 == ".." }) else { return false }
         if removeAfter {
             guard let staging else { return false }
-            return PathText.parent(path) == staging && !(parts.last ?? "").isEmpty
+            let name = parts.last ?? ""
+            return PathText.parent(path) == staging && name.hasPrefix(Self.temporaryPrefix)
+                && name.count > Self.temporaryPrefix.count
         }
         return published.map { $0 == path } ?? (staging.map { PathText.parent(path) == $0 } ?? false)
     }

@@ -52,20 +52,41 @@ public enum SafetyArchive {
         settings.mapStores = false
         settings.restoredFrom = restoredFrom
         var inputs: [ArchiveBuilder.StoreInput] = []
-        for item in items {
+        // The external-data files kept aside are the user's inodes (linked in by descriptor): a
+        // process of theirs that has one open can still grow it to terabytes. Each is opened
+        // beneath its folder's descriptor (no link followed), copied into the repository's
+        // scratch folder no further than its length when the folder was listed, and the copy is
+        // what is hashed and packed; the copies are charged to one time budget of the user's, as a
+        // backup's are (``ContentAccount``).
+        let scratch = try FileSystem.createTemporaryDirectory(in: try repository.prepareWorkFolder(), for: "safety")
+        defer { FileSystem.removeTree(scratch) }
+        let account = ContentAccount(
+            limits: repository.context.limits,
+            storesOfSize: items.reduce(Int64(0)) {
+                $0 + (FileSystem.status($1.database).map { Int64($0.st_size) } ?? 0)
+            })
+        for (itemIndex, item) in items.enumerated() {
             try Interruption.check()
             var external: [ArchiveBuilder.Member] = []
             var externalMember: String?
-            if let folder = item.external, FileSystem.isDirectory(folder) {
+            if let path = item.external, FileSystem.isDirectory(path) {
                 let prefix = Manifest.storesFolder + StoreFile.externalDataName(for: item.name)
                 externalMember = prefix
-                for name in FileSystem.contents(of: folder) where FileSystem.isRegularFile(folder + "/" + name) {
-                    let mode = FileSystem.status(folder + "/" + name).map { UInt32($0.st_mode & 0o7777) }
+                let kept = try Folder<GranaryOwned>.open(path: path)
+                for (index, entry) in try kept.entries().enumerated() where entry.kind == .file {
+                    try Interruption.check()
+                    let source = try kept.openFile(entry.name)
+                    let copy = scratch + "/\(itemIndex)-\(index)"
+                    account.allow(copyOf: min(entry.size, entry.allocated))
+                    let (size, digest) = try FileDigest.copy(
+                        from: source, to: copy, limit: entry.size, account: account)
+                    let mode = UInt32(try source.status().st_mode & 0o7777)
                     external.append(
                         ArchiveBuilder.Member(
-                            source: folder + "/" + name,
-                            file: try ArchiveBuilder.hash(
-                                folder + "/" + name, member: prefix + "/" + name, kind: .external, mode: mode)))
+                            source: copy,
+                            file: Manifest.File(
+                                path: prefix + "/" + entry.name, size: size, sha256: digest, kind: .external,
+                                mode: mode)))
                 }
             }
             inputs.append(

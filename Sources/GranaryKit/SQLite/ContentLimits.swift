@@ -80,8 +80,34 @@ public final class ContentAccount: @unchecked Sendable {
 
     deinit { granary_account_release(handle) }
 
-    /// The time spent inside SQLite calls charged to it so far.
+    /// The time spent inside SQLite calls charged to it so far, and in copies of the user's
+    /// bytes (``charge(_:)``).
     public var spent: Duration { .nanoseconds(granary_account_spent(handle)) }
+
+    /// The account's time now: ``budget``, plus what copies added (``allow(copyOf:)``); `.zero`: none.
+    public var limit: Duration { .nanoseconds(granary_account_limit(handle)) }
+
+    /// Charges time spent outside SQLite: a copy of the user's bytes (``FileDigest``).
+    public func charge(_ time: Duration) {
+        let ns = time.components.seconds * 1_000_000_000 + time.components.attoseconds / 1_000_000_000
+        granary_account_charge(handle, ns)
+    }
+
+    /// Adds to the account what a copy of a file of `bytes` allocated bytes may take: `timePerGiB`
+    /// for each GiB, as for a store. Counted from the blocks the file has, not its length: a
+    /// file with a hole of terabytes reads the hole at the speed of memory, and an honest
+    /// attachment (whose blocks are its length) gets the time a slow disk needs for it.
+    public func allow(copyOf bytes: Int64) {
+        let extra = limits.timePerGiB * (Double(max(0, bytes)) / Double(1 << 30))
+        granary_account_extend(
+            handle, extra.components.seconds * 1_000_000_000 + extra.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Whether the account's time is spent (never, for an account without one).
+    public var isSpent: Bool {
+        let limit = limit
+        return limit > .zero && spent > limit
+    }
 }
 
 /// A limit a store ran into.

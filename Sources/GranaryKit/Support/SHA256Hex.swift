@@ -64,13 +64,18 @@ extension FileDigest {
     /// With `limit`, at most `limit + 1` bytes are read: the owner may grow the file to terabytes
     /// while it is read, and a size past `limit` is all a caller comparing it with a file of
     /// `limit` bytes needs to know. Every 1 MiB piece checks ``Interruption``.
-    public static func of(_ file: Descriptor, limit: Int64? = nil) throws -> (size: Int64, sha256: String) {
+    /// With `account`, its time is charged and the read stops once it is spent (as ``copy(from:to:limit:account:)``).
+    public static func of(_ file: Descriptor, limit: Int64? = nil, account: ContentAccount? = nil) throws -> (
+        size: Int64, sha256: String
+    ) {
         var hasher = SHA256()
         var total: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
+        var clock = CopyClock(account: account, path: file.display)
         while true {
             try Interruption.check()
+            try clock.tick()
             if let limit, total > limit { break }
             let wanted = limit.map { Int(min(Int64(buffer.count), $0 - total + 1)) } ?? buffer.count
             let n = pread(file.raw, buffer.baseAddress, wanted, off_t(total))
@@ -97,7 +102,13 @@ extension FileDigest {
     /// The copy stops at `limit`; a byte past it throws ``GrownFileError`` naming the file (a file
     /// that shrank is copied as it is now, and its hash says so). Every piece checks
     /// ``Interruption``, so SIGINT or SIGTERM stops it within a piece.
-    public static func copy(from source: Descriptor, to destination: String, limit: Int64) throws -> (
+    ///
+    /// With `account` (the user's time, ``ContentAccount``) the copy's time is charged to it,
+    /// piece by piece, and the copy stops once it is spent (``CopyTimeError``, naming the file):
+    /// a file can be slow to read however long it is counted, and the users after this one wait.
+    public static func copy(
+        from source: Descriptor, to destination: String, limit: Int64, account: ContentAccount? = nil
+    ) throws -> (
         size: Int64, sha256: String
     ) {
         let fd = RawPath.open(destination, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -108,8 +119,10 @@ extension FileDigest {
         var total: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
+        var clock = CopyClock(account: account, path: source.display)
         while true {
             try Interruption.check()
+            try clock.tick()
             // One byte past the limit is read too: it is how a file that grew is told from one
             // that ended where it was counted.
             let wanted = Int(min(Int64(buffer.count), max(0, limit - total) + 1))
@@ -127,6 +140,7 @@ extension FileDigest {
             try writer.write(piece)
             total += Int64(n)
         }
+        try clock.tick()
         try writer.finish()
         let code = output.close()
         if code != 0 { throw FileSystemError("close", path: destination, code: code) }
@@ -134,8 +148,50 @@ extension FileDigest {
     }
 }
 
+/// The time of one copy or read of a user's file, charged to the user's ``ContentAccount`` as it
+/// goes (each piece, a 1 MiB read at most).
+struct CopyClock {
+    let account: ContentAccount?
+    let path: String
+    private var last = ContinuousClock.now
+
+    init(account: ContentAccount?, path: String) {
+        self.account = account
+        self.path = path
+    }
+
+    /// Charges the time since the last tick; throws ``CopyTimeError`` once the account is spent.
+    mutating func tick() throws {
+        guard let account else { return }
+        let now = ContinuousClock.now
+        account.charge(now - last)
+        last = now
+        if account.isSpent { throw CopyTimeError(path: path, budget: account.limit) }
+    }
+}
+
+/// A copy of a user's file that ran past the user's time budget (``ContentAccount``): the
+/// copy stopped there and that user's backup fails; the users after them do not wait for it.
+public struct CopyTimeError: GranaryError, Sendable {
+    /// The file, as shown to the administrator.
+    public let path: String
+    /// The user's time budget, as it was when the copy stopped.
+    public let budget: Duration
+
+    public var description: String {
+        "\(path) was still being read when the user's time budget of \(DurationText.format(Self.shown(budget))) ran out ([limits] time, time_per_gib: SQLite's checks and the copies of the user's files together); it was not archived, and no archive was written"
+    }
+
+    /// Whole seconds from 10 s on, as ``ContentLimit`` shows a budget.
+    static func shown(_ budget: Duration) -> Duration {
+        budget >= .seconds(10)
+            ? .seconds(budget.components.seconds + (budget.components.attoseconds >= 500_000_000_000_000_000 ? 1 : 0))
+            : budget
+    }
+}
+
 /// A user's file that grew past the length counted against their cap while granary copied it
-/// (``FileDigest/copy(from:to:limit:)``): the copy stopped there and that user's backup fails.
+/// (``FileDigest/copy(from:to:limit:account:)``): the copy stopped there and that user's backup fails.
 public struct GrownFileError: GranaryError, Sendable {
     /// The file, as shown to the administrator.
     public let path: String

@@ -1,12 +1,14 @@
 """Writes a WAL store whose -wal claims a database size its owner never wrote.
 
-    wal.py STORE PAGES
+    wal.py STORE PAGES [--wal-only]
 
 Makes STORE (page size 4096, WAL mode, one small table) and, by hand, STORE-wal: the 32-byte
 WAL header and one commit frame of page 1 whose "size of database after commit" field says
 PAGES (https://www.sqlite.org/fileformat2.html#walformat), checksums computed as SQLite does.
 Page 1's own page count (offset 28) is zeroed, so that SQLite takes the frame's. The files take
 a few KiB; SQLite reading the store sees PAGES pages (zeros past the file). Prints "ready".
+With --wal-only the database file STORE is kept as it is (the same inode: a delta's base still
+recognises it) and only STORE-wal is written again (STORE-shm removed).
 """
 import os
 import sqlite3
@@ -28,16 +30,18 @@ def checksum(data, s0=0, s1=0):
 
 def main():
     store, pages = sys.argv[1], int(sys.argv[2])
-    for suffix in ("", "-wal", "-shm", "-journal"):
+    wal_only = "--wal-only" in sys.argv[3:]
+    for suffix in ("-wal", "-shm", "-journal") if wal_only else ("", "-wal", "-shm", "-journal"):
         if os.path.exists(store + suffix):
             os.unlink(store + suffix)
-    db = sqlite3.connect(store, isolation_level=None)
-    db.execute("PRAGMA page_size=%d" % PAGE)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("CREATE TABLE notes(body TEXT)")
-    db.execute("INSERT INTO notes VALUES ('the owner''s own bytes')")
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.close()
+    if not wal_only:
+        db = sqlite3.connect(store, isolation_level=None)
+        db.execute("PRAGMA page_size=%d" % PAGE)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("CREATE TABLE notes(body TEXT)")
+        db.execute("INSERT INTO notes VALUES ('the owner''s own bytes')")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.close()
     for suffix in ("-wal", "-shm"):
         if os.path.exists(store + suffix):
             os.unlink(store + suffix)
