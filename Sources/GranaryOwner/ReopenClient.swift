@@ -11,7 +11,7 @@ import Foundation
 /// if let owner = try ReopenClient.connect(store: path, storeOwnerUID: uid, timeout: .seconds(10)) {
 ///     try owner.pause(lease: .seconds(30), timeout: .seconds(10))
 ///     // … swap files; under the commit lock: owner.leaseRemaining, try owner.confirmPaused(), rename …
-///     let pause = try owner.endPause(timeout: .seconds(10))   // .resumed, .late, .expired or .unanswered
+///     let pause = try owner.endPause(timeout: .seconds(10))   // .resumed, .late, .expired, .unanswered or .gone
 ///     owner.close()
 /// }
 /// ```
@@ -56,6 +56,10 @@ public final class ReopenClient {
             /// No answer before granary gave up: it closed the connection, which also makes the
             /// owner reopen (as soon as it can).
             case unanswered
+            /// The owner closed the connection without answering, after the commit (while paused,
+            /// or after RESUME): it exited or crashed, and nothing serves the store now. Its
+            /// pause ended there at the latest.
+            case gone
         }
         public let ending: Ending
         /// PAUSE sent.
@@ -348,7 +352,15 @@ public final class ReopenClient {
                 channel.close()
                 throw .protocolViolation(
                     store: store, detail: "it sent a line over \(ReopenProtocol.maxLine) bytes while paused")
-            case .closed, .timedOut:
+            case .closed:
+                // The owner went away while paused (it exited or crashed): no answer will come.
+                channel.close()
+                let now = ContinuousClock.now
+                let report = PauseReport(
+                    ending: .gone, pauseSent: pauseSent, pausedReceived: pausedReceived, resumeSent: now, ended: now)
+                lastPause = report
+                return .ended(report)
+            case .timedOut:
                 channel.close()
                 throw .protocolViolation(store: store, detail: "it closed the connection while paused, before RESUME")
             }
@@ -405,8 +417,9 @@ public final class ReopenClient {
             throw .protocolViolation(
                 store: store, detail: "it answered RESUME with a line over \(ReopenProtocol.maxLine) bytes")
         case .closed:
+            // The owner went away instead of answering (it exited or crashed while reopening).
             channel.close()
-            throw .protocolViolation(store: store, detail: "it closed the connection instead of answering RESUME")
+            return report(.gone)
         }
     }
 

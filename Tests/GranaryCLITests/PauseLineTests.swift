@@ -7,7 +7,7 @@ import Testing
 @Suite("restore: the pause line")
 struct PauseLineTests {
     @Test(
-        "the pause line says how the pause ended: RESUMED, late, expired (EXPIRED received), or no answer",
+        "the pause line says how the pause ended: RESUMED, late, expired (EXPIRED received), no answer, or the owner gone",
         arguments: [
             (
                 RestoreResult.PauseEnding.resumed,
@@ -22,6 +22,10 @@ struct PauseLineTests {
                 .unanswered,
                 "Local.sqlite: owner paused for at least 1.8 ms (from PAUSE sent until granary stopped waiting for RESUMED)"
             ),
+            (
+                .gone,
+                "Local.sqlite: owner paused for at most 1.8 ms, gone (from PAUSE sent until its connection closed without an answer: the owner exited)"
+            ),
         ])
     func line(ending: RestoreResult.PauseEnding, expected: String) {
         #expect(RestoreResult.pauseLine("Local.sqlite", seconds: 0.0018, ending: ending) == expected)
@@ -32,6 +36,7 @@ struct PauseLineTests {
         #expect(RestoreResult.pauseEnding("expired") == .expired)
         #expect(RestoreResult.pauseEnding("late") == .late)
         #expect(RestoreResult.pauseEnding("unanswered") == .unanswered)
+        #expect(RestoreResult.pauseEnding("gone") == .gone)
         #expect(RestoreResult.pauseEnding("resumed") == .resumed)
         #expect(RestoreResult.pauseEnding(nil) == .resumed)
     }

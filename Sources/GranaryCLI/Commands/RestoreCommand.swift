@@ -269,7 +269,8 @@ struct RestoreResult: CommandResult {
         let openBy: [Int32]
         /// How long its owner was paused, in seconds: from PAUSE sent to RESUMED (or EXPIRED) received.
         @Null var paused: Double?
-        /// How its owner's pause ended: `resumed`, `late`, `expired` or `unanswered`.
+        /// How its owner's pause ended: `resumed`, `late`, `expired`, `unanswered` or `gone` (the
+        /// owner closed its connection without an answer: it exited or crashed).
         @Null var pauseEnding: String?
     }
 
@@ -334,7 +335,7 @@ struct RestoreResult: CommandResult {
 
     /// How an owner's pause ended, as its pause line says it.
     enum PauseEnding: Equatable {
-        case resumed, late, expired, unanswered
+        case resumed, late, expired, unanswered, gone
     }
 
     /// How a pause ended, from the restore's report (RESUMED on time when it says nothing).
@@ -343,6 +344,7 @@ struct RestoreResult: CommandResult {
         case "late": return .late
         case "expired": return .expired
         case "unanswered": return .unanswered
+        case "gone": return .gone
         default: return .resumed
         }
     }
@@ -360,6 +362,9 @@ struct RestoreResult: CommandResult {
         case .unanswered:
             return
                 "\(store): owner paused for at least \(ms) ms (from PAUSE sent until granary stopped waiting for RESUMED)"
+        case .gone:
+            return
+                "\(store): owner paused for at most \(ms) ms, gone (from PAUSE sent until its connection closed without an answer: the owner exited)"
         }
     }
 
@@ -427,9 +432,9 @@ struct RestoreResult: CommandResult {
                 Failure(
                     code: .dataError,
                     message:
-                        "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused (the protocol forbids it); what it wrote after the switch is in the restored store, and every warning above says where anything moved went",
+                        "restored, but the owner wrote to \(writtenWhilePaused.joined(separator: ", ")) while it was paused, or another process did (the protocol forbids it). Where every byte is: what was written after the switch is in the restored store, at its path (it stays live); the replaced content is in the safety archive; a file that appeared beside the store is where the warning above names it (nothing was deleted)",
                     hint:
-                        "fix the app that owns it: it must not open the store between PAUSED and RESUME (man 7 granary-reopen)"
+                        "fix the app that owns it (it must not open the store between PAUSED and RESUME, man 7 granary-reopen), or stop the process that writes the store outside the protocol"
                 )
             )
         }

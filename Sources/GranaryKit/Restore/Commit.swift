@@ -301,14 +301,16 @@ final class UserCommit {
                 )
                 if store.owner != nil { seen.writtenWhilePaused.append(folder.path(file)) }
             } else {
-                // Nobody has the new store open and its database is as placed: a companion there
-                // now holds no write to it (a writer's last close checkpoints and removes its
-                // -wal); it is one put back by hand (a saved -wal would be applied to the new
-                // store), and it is moved away.
-                for path in try StoreSwap.removeIntruders(
+                // Nobody has the new store open and its database is as placed. A companion there
+                // now is one put back by hand (a saved -wal would be applied to the new store), or
+                // what a writer of the new store left when it exited without closing (a writer's
+                // last close checkpoints and removes its -wal; a crash leaves it, with committed
+                // transactions). Neither left in place nor deleted: moved to the kept folder, and
+                // the warning says where.
+                for (path, kept) in try StoreSwap.keepIntruders(
                     entry, user: user, work: work, sparing: newGuards[entry.name]?.createdWAL)
                 {
-                    seen.warnings.append(Self.movedAway(path))
+                    seen.warnings.append(Self.movedAway(path, to: kept))
                     if store.owner != nil && !seen.writtenWhilePaused.contains(folder.path(file)) {
                         seen.writtenWhilePaused.append(folder.path(file))
                     }
@@ -319,9 +321,10 @@ final class UserCommit {
         return seen
     }
 
-    /// The warning for a companion moved away after the switch.
-    private static func movedAway(_ path: String) -> String {
-        "\(path) appeared while its owner was paused, beside the new store while nobody had it open and its database was unchanged, so it held no write to the new store: it was moved away (a -wal put back would be applied to the new store)"
+    /// The warning for a companion moved away after the switch: where it is now, and what it may
+    /// hold.
+    private static func movedAway(_ path: String, to kept: String) -> String {
+        "\(path) appeared while its owner was paused, beside the new store while nobody had it open and its database was unchanged: it was moved to \(kept), where it stays (nothing deletes it). Left in place, SQLite would have applied it to the new store; it may hold transactions a process wrote into the new store before it exited: to get them back, stop the app that owns the store, copy the store and this file beside it (named as the store with the same suffix) into a scratch folder and open the copy with sqlite3"
     }
 
     private func releaseGuards(removingCreatedWAL: Bool = false) {
@@ -376,9 +379,14 @@ final class UserCommit {
                     warnings.append(
                         "restored; the owner of \(name) did not answer RESUME within \(Int(ended.reopening.timeInterval)) s (past the end of its lease): granary closed the connection, which makes it reopen the store"
                     )
+                case .gone:
+                    warnings.append(
+                        "restored; the owner of \(name) closed its connection without answering RESUME: it exited or crashed in the middle of the reopen. The store holds the restored content at its path (the replaced content is in the safety archive this restore names), and no process serves it now: start the app that owns it again, which opens the restored store"
+                    )
                 }
             case .failure(let error):
-                warnings.append("restored; the owner of \(name): \(error.description)")
+                // The error names the owner (by the store's path) itself.
+                warnings.append("restored; \(error.description)")
             }
         }
         try? journal.record(.resumed)

@@ -10,6 +10,13 @@ public struct RestoreWork: Sendable {
     public var staged: String { path + "/staged" }
     public var aside: String { path + "/aside" }
     public var journal: SwapJournal { SwapJournal(path: path + "/journal") }
+    /// `<root>/.granary/kept/<user>/`: files granary moved out of the user's folder that may hold
+    /// someone's writes (a `-wal` that appeared beside a new store while its owner was paused).
+    /// Outside the work folder, which is deleted once the restore is done: nothing deletes it.
+    public var kept: String {
+        let state = ((path as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        return state + "/kept/" + (path as NSString).lastPathComponent
+    }
 
     /// The staged database of a store.
     public func stagedStore(_ name: String) -> String { staged + "/" + Manifest.storesFolder + name }

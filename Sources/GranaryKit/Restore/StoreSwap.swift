@@ -210,14 +210,15 @@ enum StoreSwap {
 
     /// What an owner (or a process outside the protocol) left beside a switched store while it
     /// was paused: a `-wal`, `-shm` or `-journal` that appeared after the stale ones were removed
-    /// would be applied to the new database. Each is moved into the work folder; their names are
-    /// returned.
-    static func removeIntruders(
+    /// would be applied to the new database. Each is moved out of the user's folder into
+    /// ``RestoreWork/kept`` (which nothing deletes: it may hold transactions an owner committed),
+    /// under a name of its own; returns where each went.
+    static func keepIntruders(
         _ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork,
         sparing own: (device: UInt64, inode: UInt64)? = nil
-    ) throws -> [String] {
+    ) throws -> [(from: String, to: String)] {
         let (folder, file) = try live(entry.name, in: user)
-        var moved: [String] = []
+        var moved: [(from: String, to: String)] = []
         // The empty -wal granary's own lock on the new store created is no intruder.
         func isOwn(_ name: String) -> Bool {
             guard let own, let found = folder.entry(name) else { return false }
@@ -225,16 +226,25 @@ enum StoreSwap {
         }
         // Companions a process has open belong to a live connection to the new store (a process
         // outside the protocol may open it as soon as it is in place): moving them would lose its
-        // writes. Only files nobody has open (put there by hand) are moved away.
+        // writes. Only files nobody has open are moved away.
         let present = StoreFile.companions(of: file).contains { folder.entry($0) != nil && !isOwn($0) }
         if !present || !OpenFiles.holders(of: file, in: folder).isEmpty { return [] }
+        // One name per restore and store: the time in microseconds, then the store's name with
+        // its folders flattened.
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let stamp = String(Int64(now.tv_sec) * 1_000_000 + Int64(now.tv_nsec) / 1000)
+        let flat = entry.name.replacingOccurrences(of: "/", with: "_")
         for suffix in StoreFile.companionSuffixes where folder.entry(file + suffix) != nil && !isOwn(file + suffix) {
-            let quarantine = try FileSystem.makeDirectoryHandle(work.path + "/intruders")
-            let name = "\(moved.count)-" + (entry.name as NSString).lastPathComponent + suffix
-            try folder.renameAsGranary(file + suffix, to: quarantine, as: name)
-            moved.append(folder.path(file + suffix))
+            let kept = try FileSystem.makeDirectoryHandle(work.kept)
+            let name = "\(stamp)-\(flat)\(suffix)"
+            try folder.renameAsGranary(file + suffix, to: kept, as: name)
+            moved.append((from: folder.path(file + suffix), to: work.kept + "/" + name))
         }
-        if !moved.isEmpty { try folder.sync() }
+        if !moved.isEmpty {
+            try folder.sync()
+            try? Folder<GranaryOwned>.open(path: work.kept).sync()
+        }
         return moved
     }
 
