@@ -376,7 +376,7 @@ struct ConfigReader {
     /// different folders, so a relative path would name a different place in each), never
     /// starting with `~` (not expanded), or a remote location.
     func place(_ text: String, _ key: String) throws(ConfigError) -> String {
-        if text.hasPrefix("s3:") || text.hasPrefix("rclone:") || text.isEmpty { return text }
+        if Repositories.isRemote(text) || text.isEmpty { return text }
         if let found = PathText.tildeProblem(text) {
             throw invalid(key, "\"\(text)\" \(found.problem): \(found.hint)")
         }
