@@ -484,7 +484,8 @@ public enum ArchiveVerifier {
     /// journal commit each time (ext4 also syncs the new file's folder), which makes many files
     /// take minutes (docs/performance.md, "Many files"). `syncfs` also writes out other
     /// programs' dirty pages on that filesystem, which the kernel would write within 30 s anyway.
-    private static func syncTree(_ folder: String) throws {
+    /// Every restore path's staging folder is synced by it (a delta's rebuild too).
+    static func syncTree(_ folder: String) throws {
         var files: [String] = []
         var folders = [folder]
         var index = 0
@@ -559,8 +560,9 @@ public enum ArchiveVerifier {
     }
 
     /// Creates `relative` (and its parents) inside `base`, refusing to follow anything that is
-    /// not a real folder made by us.
-    private static func makeFolders(_ base: String, _ relative: String) throws {
+    /// not a real folder made by us. Every restore path's staging folder is made by it (a
+    /// delta's rebuild too).
+    static func makeFolders(_ base: String, _ relative: String) throws {
         var path = base
         for part in relative.split(separator: "/") {
             path += "/" + part
