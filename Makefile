@@ -82,14 +82,15 @@ test: build moto prometheus
 # path (overlapped pack, mapped reads, the CPU yield's monitor thread), a delta's copy without a
 # file and its check beside it on a second connection, parallel backup in one
 # process, the owner client (reopen protocol), SQLite's per-thread budgets, and end to end a run
-# of several users in worker processes, a worker's crash and SIGTERM (the instrumented granary
+# of several users in worker processes, a delta's page hashes taken on their own thread beside
+# SQLite's copy (PageRecorderTests, with a concurrent writer), a worker's crash and SIGTERM (the instrumented granary
 # exits 97 on a race, a code of none of its own). A race fails the run (halt_on_error);
 # suppressions, each with its reason, are in .tsan-suppressions. handle_sigbus=0: a worker killed
 # by SIGBUS (a -shm truncated under its mapping) must die of it, as without the sanitizer, not
 # exit through the sanitizer's own report; SWIFT_BACKTRACE=enable=no: Swift's backtracer, attached
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
-TSAN_FILTER := DeltaNoCopyTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
+TSAN_FILTER := DeltaNoCopyTests|PageRecorderTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
 # The instrumented build alone. (Not started beside the tests in CI: SwiftPM runs the compiler at
 # normal priority whatever its own nice value, and a build beside them made the debug build 3x slower.)
 tsan-build: deps

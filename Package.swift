@@ -12,7 +12,13 @@ let fuzzing = getenv("GRANARY_FUZZ") != nil
 let fuzzFlags: [SwiftSetting] = fuzzing ? [.unsafeFlags(["-sanitize=fuzzer,address"])] : []
 /// Our C, in release builds (the shipped binaries), with glibc's checked string and memory
 /// functions, as Debian's hardening flags build C (lintian's hardening-no-fortify-functions).
-let hardenedC: [CSetting] = [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))]
+// Every C target: fortified in release; its `assert`s (the invariants of the tee, the allocator
+// wrapper, the beneath table, the page hash) checked in debug builds, which `make test` and CI's
+// tests run, and compiled out of release builds.
+let hardenedC: [CSetting] = [
+    .define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release)),
+    .define("NDEBUG", .when(configuration: .release)),
+]
 
 // No `platforms`: that list gives Apple platforms' minimum versions, and granary builds only on
 // Linux (Glibc, openat2, per-thread credentials, /proc). A macOS entry claimed a port there is not.
@@ -126,7 +132,10 @@ let package = Package(
         // (issue 30's proof: a third process beside the owners; tests and make soak only).
         .executableTarget(name: "granary-ledger-writer", dependencies: ["CSQLite"]),
         // What the test targets share (a private temporary folder per test).
-        .target(name: "GranaryTestSupport", dependencies: ["GranaryKit"], path: "Tests/GranaryTestSupport"),
+        // The test binaries' setup: GranaryKit's process-wide installs (ProcessSetup), before any test.
+        .target(name: "CTestSetup", dependencies: ["CBeneath", "CSQLiteLimits"], path: "Tests/CTestSetup"),
+        .target(
+            name: "GranaryTestSupport", dependencies: ["GranaryKit", "CTestSetup"], path: "Tests/GranaryTestSupport"),
         .testTarget(
             name: "GranaryKitTests",
             dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),

@@ -17,6 +17,14 @@ import GranaryKit
 // path-taking option and configuration key (checkPaths). Any crash, hang or sanitizer report is a bug: hostile bytes must
 // only ever produce a thrown error.
 let target = ProcessInfo.processInfo.environment["GRANARY_FUZZ_TARGET"] ?? "manifest"
+
+/// libFuzzer calls this once before the first input: GranaryKit's process-wide installs
+/// (ProcessSetup), as the granary executable makes them at start.
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutableRawPointer?, _ argv: UnsafeMutableRawPointer?) -> CInt {
+    ProcessSetup.install()
+    return 0
+}
 let scratch: String = {
     let path = NSTemporaryDirectory() + "/granary-fuzz-\(getpid())"
     try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -28,15 +36,20 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     switch target {
     case "commandline":
-        let arguments = bytes.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+        let arguments = bytes.split(separator: 0, omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
         for argument in arguments {
             let shown = TerminalText.escape(argument)
-            precondition(!shown.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F || $0 == "\u{202E}" }, "escape let a control through")
+            precondition(
+                !shown.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F || $0 == "\u{202E}" },
+                "escape let a control through")
             _ = DurationText.duration(argument)
         }
         _ = GranaryMain.parseOnly(arguments)
     case "paths":
-        checkPaths(bytes.split(separator: 0, omittingEmptySubsequences: false).prefix(4).map { FolderName.decode(Array($0)) })
+        checkPaths(
+            bytes.split(separator: 0, omittingEmptySubsequences: false).prefix(4).map { FolderName.decode(Array($0)) })
     case "names":
         checkNames(bytes.split(separator: 0, omittingEmptySubsequences: false).map(Array.init))
     case "archive":
@@ -55,7 +68,9 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 /// checks and lookups a command makes before its work) ends in an exit status, never a trap.
 /// Runs in the scratch folder, so relative paths land there.
 func checkPaths(_ paths: [String]) {
-    if FileManager.default.currentDirectoryPath != scratch { _ = FileManager.default.changeCurrentDirectoryPath(scratch) }
+    if FileManager.default.currentDirectoryPath != scratch {
+        _ = FileManager.default.changeCurrentDirectoryPath(scratch)
+    }
     for path in paths {
         let parent = PathText.parent(path), last = PathText.lastComponent(path)
         precondition(parent.utf8.count <= path.utf8.count && last.utf8.count <= path.utf8.count)
@@ -64,17 +79,19 @@ func checkPaths(_ paths: [String]) {
         precondition(PathText.normalized(normal) == normal, "normalizing twice changed a path")
         _ = PathText.tildeProblem(path)
         // The configuration keys that take a place.
-        let quoted = "\"" + path.unicodeScalars.map { scalar -> String in
-            switch scalar {
-            case "\"": return "\\\""
-            case "\\": return "\\\\"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F: return String(format: "\\u%04X", scalar.value)
-            // Every other non-ASCII scalar escaped too: the TOML is always valid, so what is
-            // fuzzed is the keys' values, not TOML's own syntax.
-            case _ where scalar.value > 0x7E: return String(format: "\\U%08X", scalar.value)
-            default: return String(scalar)
-            }
-        }.joined() + "\""
+        let quoted =
+            "\""
+            + path.unicodeScalars.map { scalar -> String in
+                switch scalar {
+                case "\"": return "\\\""
+                case "\\": return "\\\\"
+                case _ where scalar.value < 0x20 || scalar.value == 0x7F: return String(format: "\\u%04X", scalar.value)
+                // Every other non-ASCII scalar escaped too: the TOML is always valid, so what is
+                // fuzzed is the keys' values, not TOML's own syntax.
+                case _ where scalar.value > 0x7E: return String(format: "\\U%08X", scalar.value)
+                default: return String(scalar)
+                }
+            }.joined() + "\""
         for text in ["root = \(quoted)\n", "repo = \(quoted)\n", "[[mirror]]\nrepo = \(quoted)\n"] {
             _ = try? ConfigFile.parse(text, path: "fuzz.toml")
         }
@@ -85,7 +102,8 @@ func checkPaths(_ paths: [String]) {
         ["list", "--repo", first], ["check", "--repo", first, "--root", second], ["users", "--root", first],
         ["users", "--root", second, "--repo", first], ["config", "--config", first],
         ["restore", "u@example.com", "--dry-run", "--to", first, "--repo", second],
-        ["sync", "--repo", second, "--mirror", first, "--dry-run"], ["backup", "--all", "--root", first, "--repo", second],
+        ["sync", "--repo", second, "--mirror", first, "--dry-run"],
+        ["backup", "--all", "--root", first, "--repo", second],
     ] {
         _ = GranaryMain.resolveOnly(arguments)
     }
@@ -97,17 +115,22 @@ func checkNames(_ names: [[UInt8]]) {
     let strings = names.map(FolderName.decode)
     for (bytes, string) in zip(names, strings) {
         precondition(FolderName.encode(string) == bytes, "decode then encode changed a name")
-        precondition(FolderName.canonical(string).unicodeScalars.elementsEqual(string.unicodeScalars), "a decoded name is not canonical")
         precondition(
-            string.unicodeScalars.elementsEqual(string.precomposedStringWithCanonicalMapping.unicodeScalars), "a decoded name is not in NFC")
+            FolderName.canonical(string).unicodeScalars.elementsEqual(string.unicodeScalars),
+            "a decoded name is not canonical")
+        precondition(
+            string.unicodeScalars.elementsEqual(string.precomposedStringWithCanonicalMapping.unicodeScalars),
+            "a decoded name is not in NFC")
         // On screen: nothing that moves the cursor, ends a line or turns text around; and the
         // escaping itself is reversible enough that two different names never look the same.
         let shown = TerminalText.escape(string)
         precondition(!shown.unicodeScalars.contains { TerminalText.needsEscape($0) }, "escape let a control through")
         // A user id granary accepts is one plain component, and its folder's name is its bytes.
         if let id = try? UserID(string) {
-            precondition(!id.rawValue.contains("/") && id.rawValue != "." && id.rawValue != ".." && !id.rawValue.hasPrefix("-"))
-            precondition(FolderName.encode(id.rawValue) == Array(id.rawValue.utf8), "an id's folder name is not its text")
+            precondition(
+                !id.rawValue.contains("/") && id.rawValue != "." && id.rawValue != ".." && !id.rawValue.hasPrefix("-"))
+            precondition(
+                FolderName.encode(id.rawValue) == Array(id.rawValue.utf8), "an id's folder name is not its text")
             precondition(FolderName.encode(id.rawValue).count <= 255)
         }
         // JSON: the exact bytes, as text or as base64.
@@ -119,9 +142,12 @@ func checkNames(_ names: [[UInt8]]) {
     }
     for i in names.indices {
         for j in names.indices where i < j {
-            precondition((strings[i] == strings[j]) == (names[i] == names[j]), "two names are equal strings only when their bytes are")
             precondition(
-                (TerminalText.escape(strings[i]) == TerminalText.escape(strings[j])) == (names[i] == names[j]) || names[i].contains(0x5C)
+                (strings[i] == strings[j]) == (names[i] == names[j]),
+                "two names are equal strings only when their bytes are")
+            precondition(
+                (TerminalText.escape(strings[i]) == TerminalText.escape(strings[j])) == (names[i] == names[j])
+                    || names[i].contains(0x5C)
                     || names[j].contains(0x5C), "two different names look the same on screen")
         }
     }
@@ -131,7 +157,8 @@ func checkNames(_ names: [[UInt8]]) {
 // libFuzzer's driver from there (libFuzzer's own `main` is then not needed).
 @_silgen_name("LLVMFuzzerRunDriver")
 func LLVMFuzzerRunDriver(
-    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ argc: UnsafeMutablePointer<CInt>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
     _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
 ) -> CInt
 

@@ -6,6 +6,8 @@ in the other (comments and string literals left out). Each folder may use the fo
 own layer and of the layers below; a use of a folder above is allowed only when it is listed
 in UPWARD with the reason, by file and type. A new use that breaks the layering fails
 `make lint`, naming the file and the type; so does an entry of UPWARD nothing needs any more.
+It also refuses an unsafe pointer in GranaryKit's public interface (a `public` declaration
+naming an `Unsafe…Pointer`, `OpaquePointer` or `dirent`): embedders get safe types.
 Usage: check-layers.py [Sources/GranaryKit]
 """
 import os
@@ -90,6 +92,11 @@ for file, text in sorted(texts.items()):
                 used_exceptions.add(key)
             else:
                 problems.append(f"{file} uses {type_name} ({other}): {folder} may use only {sorted(OPERATIONS[folder])}")
+for file, text in sorted(texts.items()):
+    code = re.sub(r"//.*", "", text)
+    for number, line in enumerate(code.split("\n"), 1):
+        if re.search(r"\bpublic\b", line) and re.search(r"\bUnsafe\w*Pointer\b|\bOpaquePointer\b|\bdirent\b", line):
+            problems.append(f"{file}:{number}: an unsafe pointer in GranaryKit's public interface: {line.strip()}")
 for key in sorted(set(UPWARD) | set(SIDEWAYS)):
     if key not in used_exceptions:
         problems.append(f"{key[0]} no longer uses {key[1]}: remove it from scripts/check-layers.py")

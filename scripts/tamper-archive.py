@@ -174,6 +174,12 @@ def manifest_newer(members):
     return with_manifest(members, manifest)
 
 
+def manifest_format_0(members):
+    manifest = manifest_of(members)
+    manifest["format"] = 0
+    return with_manifest(members, manifest)
+
+
 def other_user(members):
     manifest = manifest_of(members)
     manifest["user"] = "mallory@example.com"
@@ -208,7 +214,8 @@ FAULTS = {
     "flip-store": flip_store, "lie-sha": lie_sha, "drop-member": drop_member, "extra-member": extra_member,
     "dotdot": dotdot, "absolute": absolute, "symlink": symlink, "hardlink": hardlink, "fifo": fifo,
     "device": device, "duplicate": duplicate, "bigger-than-manifest": bigger_than_manifest, "bomb": bomb,
-    "manifest-not-json": manifest_not_json, "manifest-newer": manifest_newer, "other-user": other_user,
+    "manifest-not-json": manifest_not_json, "manifest-newer": manifest_newer,
+    "manifest-format-0": manifest_format_0, "other-user": other_user,
     "manifest-not-first": manifest_not_first, "corrupt-db": corrupt_db, "dotdot-unlisted": dotdot_unlisted,
 }
 

@@ -3,12 +3,14 @@
 #define _GNU_SOURCE
 #endif
 #include "granary_beneath.h"
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/openat2.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,11 +121,15 @@ static readlink_fn real_readlink;
 const char *granary_beneath_refusal(void) { return refusal; }
 void granary_beneath_clear_refusal(void) { refusal[0] = 0; }
 
+// 1 once install() replaced SQLite's system calls (granary_beneath_installed).
+static _Atomic int installed;
+
 static void refuse(const char *name, const char *why) {
     snprintf(refusal, sizeof refusal, "%s: %s", name, why);
 }
 
 int granary_beneath_register(int dirfd, uid_t uid, gid_t gid, int check_owner) {
+    assert(atomic_load(&installed));  // ProcessSetup.install() first: SQLite would not look here
     int copy = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
     if (copy < 0) return -1;
     pthread_mutex_lock(&slots_lock);
@@ -141,8 +147,10 @@ int granary_beneath_register(int dirfd, uid_t uid, gid_t gid, int check_owner) {
 }
 
 void granary_beneath_unregister(int token) {
+    assert(token >= 0 && token < SLOTS);  // only a token granary_beneath_register gave
     if (token < 0 || token >= SLOTS) return;
     pthread_mutex_lock(&slots_lock);
+    assert(slots[token].used);  // unregistered once
     int fd = slots[token].used ? slots[token].fd : -1;
     slots[token].used = 0;
     pthread_mutex_unlock(&slots_lock);
@@ -340,9 +348,12 @@ static void install(void) {
     SET("readlink", beneath_readlink)
 #undef SET
     install_rc = SQLITE_OK;
+    atomic_store(&installed, 1);
 }
 
 int granary_beneath_install(void) {
     pthread_once(&install_once, install);
     return install_rc;
 }
+
+int granary_beneath_installed(void) { return atomic_load(&installed); }

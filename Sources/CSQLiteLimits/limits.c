@@ -1,6 +1,8 @@
 // See include/granary_limits.h.
 #define _GNU_SOURCE
 #include "granary_limits.h"
+#include <assert.h>
+#include <pthread.h>
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -38,11 +40,18 @@ static int64_t now_ns(void) {
 }
 
 static void release_account(granary_account *account) {
-    if (account != NULL && atomic_fetch_sub(&account->references, 1) == 1) free(account);
+    if (account == NULL) return;
+    int64_t before = atomic_fetch_sub(&account->references, 1);
+    assert(before >= 1);  // a reference released once more than taken
+    if (before == 1) free(account);
 }
 
 static void unreference(granary_budget *budget) {
-    if (atomic_fetch_sub(&budget->references, 1) == 1) {
+    int64_t before = atomic_fetch_sub(&budget->references, 1);
+    assert(before >= 1);
+    if (before == 1) {
+        // The last reference: every block charged to it was freed, and its bytes taken off.
+        assert(atomic_load(&budget->memory_used) == 0);
         release_account(budget->account);
         free(budget);
     }
@@ -90,12 +99,15 @@ static void *wrapped_malloc(int n) {
 
 static void wrapped_free(void *pointer) {
     if (pointer == NULL) return;
+    assert(installed);  // a block of the wrapper's, so the wrapper is in place
     char *block = (char *)pointer - HEADER;
     granary_budget *budget = *(granary_budget **)block;
     int size = budget != NULL ? base.xSize(block) : 0;
     base.xFree(block);
     if (budget != NULL) {
-        atomic_fetch_sub(&budget->memory_used, size);
+        int64_t before = atomic_fetch_sub(&budget->memory_used, size);
+        assert(before >= size);
+        (void)before;
         unreference(budget);
     }
 }
@@ -118,14 +130,22 @@ static int wrapped_roundup(int n) { return base.xRoundup(n + HEADER) - HEADER; }
 static int wrapped_init(void *unused) { (void)unused; return base.xInit(base.pAppData); }
 static void wrapped_shutdown(void *unused) { (void)unused; base.xShutdown(base.pAppData); }
 
-// At load time, before anything can have initialised SQLite (sqlite3_config refuses after).
-__attribute__((constructor)) static void install(void) {
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+
+static void install(void) {
     if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &base) != SQLITE_OK || base.xMalloc == NULL) return;
     static sqlite3_mem_methods wrapped;
     wrapped = (sqlite3_mem_methods){
         wrapped_malloc, wrapped_free, wrapped_realloc, wrapped_size, wrapped_roundup, wrapped_init, wrapped_shutdown, NULL,
     };
     installed = sqlite3_config(SQLITE_CONFIG_MALLOC, &wrapped) == SQLITE_OK;
+}
+
+// Called by the executable at start, before anything initialises SQLite (sqlite3_config refuses
+// after): never from a load-time constructor, so that a program embedding GranaryKit decides.
+int granary_limits_install(void) {
+    pthread_once(&install_once, install);
+    return installed;
 }
 
 int granary_limits_memory_enforced(void) { return installed; }

@@ -1,7 +1,9 @@
 #include "granary_tee.h"
 #include <pthread.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <assert.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <stdatomic.h>
@@ -66,6 +68,9 @@ typedef struct TeeFile {
     // Region 0 of the wal-index as SQLite mapped it (NULL until it has, and after xShmUnmap):
     // SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER reads the header there and never maps anything itself.
     void volatile *shm0;
+    // 1 while this connection holds a read mark of the wal-index (a WAL read transaction is
+    // open): job 7 is turned on only then, a promise of the caller the tee checks.
+    int readmark;
 } TeeFile;
 
 // Write-combining size: SQLite's unix VFS writes at most 128 KiB in one call (it masks the
@@ -79,6 +84,12 @@ static sqlite3_vfs tee_vfs;
 static sqlite3_vfs *real_vfs;
 static int register_rc = SQLITE_ERROR;
 static pthread_once_t register_once = PTHREAD_ONCE_INIT;
+
+// The invariants between the jobs of one file, checked on entry to every method in debug builds
+// (assert: the debug build is what `make test` runs). Which jobs exclude which: tracking and
+// write gathering (1, 2) never with discarding (6); live read-ahead (7) never with tracking,
+// discarding or mapped fetch (4).
+static void teeCheck(const struct TeeFile *p);
 
 #define REAL(f) (((TeeFile *)(f))->real)
 #define TRACK(f) (((TeeFile *)(f))->track)
@@ -96,18 +107,51 @@ void granary_tee_break(granary_tee_track *t) { store32(&t->broken, 1); }
 int granary_tee_enter(granary_tee_track *t) {
     store32(&t->reading, 1);
     if (granary_tee_broken(t)) {
-        store32(&t->reading, 0);
+        granary_tee_leave(t);  // a truncate may already sleep on `reading`
         return 0;
     }
     return 1;
 }
-void granary_tee_leave(granary_tee_track *t) { store32(&t->reading, 0); }
+// Dekker's handshake again, between `leave` and a truncate waiting for it: either the follower
+// sees `waiting` set and wakes the truncate, or the truncate sees `reading` clear and does not
+// sleep (FUTEX_WAIT also returns at once when `reading` is no longer 1).
+void granary_tee_leave(granary_tee_track *t) {
+    store32(&t->reading, 0);
+    if (atomic_load((_Atomic int32_t *)&t->waiting)) {
+        syscall(SYS_futex, &t->reading, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+}
+// Sleeps until the follower has left (`reading` 0).
+static void teeWaitForFollower(granary_tee_track *t) {
+    store32(&t->waiting, 1);
+    while (atomic_load((_Atomic int32_t *)&t->reading)) {
+        syscall(SYS_futex, &t->reading, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+    }
+    store32(&t->waiting, 0);
+}
 void granary_tee_hook_stop(granary_tee_hook *hook) { store32(&hook->stop, 1); }
+
+static void teeCheck(const TeeFile *p) {
+    (void)p;
+    assert(!(p->track != NULL && p->discard));
+    assert(!(p->rfetch && (p->track != NULL || p->discard || p->mapfd >= 0)));
+    assert(p->wlen >= 0 && p->wlen <= TEE_WBLOCK);
+    assert(p->wlen == 0 || (p->track != NULL && p->wbuf != NULL));
+    assert(!p->discard || (p->dpage >= 512 && p->lsize >= 0));
+    assert(!p->rfetch || p->rbuf != NULL);
+    assert(!p->rdrop || p->rbuf != NULL);
+#ifndef NDEBUG
+    for (int i = 0; i < TEE_SLOTS; i++) assert(p->rrefs[i] >= 0 && (p->rrefs[i] == 0 || p->rbuf != NULL));
+    for (int i = 0; i < TEE_MAPS; i++) assert(p->maps[i].refs >= 0 && (p->maps[i].refs == 0 || p->maps[i].start >= 0));
+#endif
+}
 
 // Writes what write combining holds, then publishes it.
 static int teeFlush(sqlite3_file *f) {
     TeeFile *p = (TeeFile *)f;
     if (p->wlen == 0) return SQLITE_OK;
+    // Gathered bytes follow what is published: nothing gathered goes behind `high`.
+    assert(p->track != NULL && p->wstart >= p->track->page_size && p->wstart >= load64(&p->track->high));
     int rc = REAL(f)->pMethods->xWrite(REAL(f), p->wbuf, p->wlen, p->wstart);
     sqlite3_int64 end = p->wstart + p->wlen;
     p->wlen = 0;
@@ -130,6 +174,7 @@ static void teeUnmapIdle(TeeFile *p) {
 
 static int teeClose(sqlite3_file *f) {
     TeeFile *p = (TeeFile *)f;
+    teeCheck(p);
     // SQLite has released every page by now: nothing is held.
     for (int i = 0; i < TEE_MAPS; i++) p->maps[i].refs = 0;
     teeUnmapIdle(p);
@@ -195,6 +240,7 @@ static int teeBlock(sqlite3_file *f, sqlite3_int64 o, int n) {
 }
 static int teeRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
     TeeFile *p = (TeeFile *)f;
+    teeCheck(p);
     int rc = teeFlush(f);
     if (rc != SQLITE_OK) return rc;
     if (p->discard && o + n > p->dpage) {
@@ -219,6 +265,7 @@ static int teeRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o) {
 }
 static int teeWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
     TeeFile *p = (TeeFile *)f;
+    teeCheck(p);
     granary_tee_track *t = TRACK(f);
     teeForget(p);
     if (p->hook != NULL) p->hook->write(p->hook->context, b, n, o);
@@ -265,6 +312,8 @@ static int teeWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o) {
     return rc;
 }
 static int teeTruncate(sqlite3_file *f, sqlite3_int64 size) {
+    teeCheck((TeeFile *)f);
+    assert(size >= 0);
     int rc = teeFlush(f);
     if (rc != SQLITE_OK) return rc;
     teeForget((TeeFile *)f);
@@ -281,7 +330,7 @@ static int teeTruncate(sqlite3_file *f, sqlite3_int64 size) {
     granary_tee_track *t = TRACK(f);
     if (t != NULL && size < load64(&t->high)) {
         granary_tee_break(t);
-        while (atomic_load((_Atomic int32_t *)&t->reading)) sched_yield();
+        teeWaitForFollower(t);
     }
     return REAL(f)->pMethods->xTruncate(REAL(f), size);
 }
@@ -309,6 +358,7 @@ static void teeAttach(TeeFile *p, granary_tee_track *t) {
 
 static int teeFileControl(sqlite3_file *f, int op, void *arg) {
     TeeFile *p = (TeeFile *)f;
+    teeCheck(p);
     if (op == SNAPSHOT_TEE_FCNTL_TRACK || op == SNAPSHOT_TEE_FCNTL_COMBINE) {
         if (p->track != NULL || p->discard) return SQLITE_MISUSE;
         if (op == SNAPSHOT_TEE_FCNTL_TRACK) {
@@ -344,6 +394,9 @@ static int teeFileControl(sqlite3_file *f, int op, void *arg) {
             return teeStopServing(p) ? SQLITE_BUSY : SQLITE_OK;
         }
         if (p->rdrop || teeHeld(p)) return SQLITE_BUSY;
+        // The caller's promise: only within a read transaction of a WAL database (the bytes it
+        // reads of the database file do not change while it lasts).
+        if (!p->readmark) return SQLITE_MISUSE;
         teeForget(p);
         sqlite3_int64 size = 0;
         int rc = REAL(f)->pMethods->xFileSize(REAL(f), &size);
@@ -412,6 +465,9 @@ static int teeShmMap(sqlite3_file *f, int i, int s, int e, void volatile **p) {
 static int teeShmLock(sqlite3_file *f, int o, int n, int fl) {
     TeeFile *p = (TeeFile *)f;
     int rc = REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
+    int marks = o < TEE_READ_LOCKS_END && o + n > TEE_READ_LOCKS_FIRST;
+    if (marks && rc == SQLITE_OK && fl == (SQLITE_SHM_LOCK | SQLITE_SHM_SHARED)) p->readmark = 1;
+    if (marks && fl == (SQLITE_SHM_UNLOCK | SQLITE_SHM_SHARED)) p->readmark = 0;
     // The read transaction ended (its read mark released), whether or not the caller turned job 7
     // off first (SQLite ends one itself after an out-of-memory or I/O error): the blocks hold
     // that transaction's bytes, so nothing more is served from them.
@@ -430,6 +486,7 @@ static int teeShmUnmap(sqlite3_file *f, int d) {
 // reads and writes all go through xRead and xWrite).
 static int teeFetch(sqlite3_file *f, sqlite3_int64 o, int n, void **pp) {
     TeeFile *p = (TeeFile *)f;
+    teeCheck(p);
     *pp = NULL;
     if (p->rfetch && p->rbuf != NULL && o >= 0 && n > 0 && o + n <= p->rsize) {
         int slot = teeBlock(f, o, n);

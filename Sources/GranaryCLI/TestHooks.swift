@@ -36,7 +36,7 @@ enum TestHooks {
             plan.failSafetyArchive = environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1"
             plan.now = environment["GRANARY_TEST_NOW"].flatMap(ArchiveName.parseMicros)
             CrashPoint.plan = plan
-            Rclone.searchOnlyIn = environment["GRANARY_TEST_RCLONE_FOLDER"]
+            Rclone.searchOnly(in: environment["GRANARY_TEST_RCLONE_FOLDER"])
         #endif
     }
 }

@@ -534,4 +534,6 @@ extension ReopenError {
     }
 }
 
+// GranaryKit's process-wide installs in SQLite, before anything opens a database.
+ProcessSetup.install()
 DemoOwnerCommand.main()

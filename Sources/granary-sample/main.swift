@@ -82,4 +82,6 @@ struct GranarySample: ParsableCommand {
 }
 
 Interruption.unblockSignals()
+// GranaryKit's process-wide installs in SQLite, before anything opens a database.
+ProcessSetup.install()
 GranarySample.main()

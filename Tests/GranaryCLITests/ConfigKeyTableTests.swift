@@ -87,6 +87,61 @@ struct ConfigKeyTableTests {
         }
     }
 
+    /// The bounded duration keys (every duration key but the retention spans, which count months).
+    static let durationKeys = ConfigKey.all.filter { $0.grammar == .duration && $0.table != "retention" }
+
+    @Test("every duration key reads a TOML float as seconds, as lock_timeout always did (delta_max_age = 1.5)")
+    func durationKeysReadFloats() throws {
+        #expect(Set(Self.durationKeys.map(\.key)).isSuperset(of: ["lock_timeout", "delta_max_age"]))
+        for row in Self.durationKeys {
+            for (value, shown) in [("1.5", "1s500ms"), ("2", "2s"), ("\"1.5s\"", "1s500ms")] {
+                let config = try ConfigFile.parse(Self.file(setting: row, to: value), path: "/c.toml")
+                let line = try #require(Self.shown(config)[row.key])
+                #expect(line.source == "file" && line.value.text == shown, "\(row.key) = \(value): \(line.value.text)")
+            }
+        }
+        let config = try ConfigFile.parse("delta_max_age = 3600.5\n", path: "/c.toml")
+        #expect(config.deltaMaxAge == .milliseconds(3_600_500))
+    }
+
+    @Test("every duration key refuses a value out of its bounds or of the wrong type with the same words")
+    func durationKeysRefuseAlike() throws {
+        let cases: [(key: String, value: String, message: String)] = [
+            (
+                "lock_timeout", "1e9",
+                "/c.toml:1: lock_timeout: must be a duration from 0s to 7d, such as \"30s\", \"2min\" or \"7d\"; \"1000000000.0\" is not"
+            ),
+            (
+                "delta_max_age", "31622400.5",
+                "/c.toml:1: delta_max_age: must be a duration from 0s to 366d, such as \"30s\", \"2min\" or \"7d\"; \"31622400.5\" is not"
+            ),
+            (
+                "delta_max_age", "\"2m\"",
+                "/c.toml:1: delta_max_age: \"2m\": m is not a unit here: write min for minutes, or mo for months (restic's m)"
+            ),
+            (
+                "lock_timeout", "-0.5",
+                "/c.toml:1: lock_timeout: \"-0.5\": not a duration: use a number with ms, s, min, h, d, w, mo or y (e.g. 30s, 2min, 1h30min, 7d, 6mo, 1y), or plain seconds"
+            ),
+        ]
+        for (key, value, message) in cases {
+            let error = #expect(throws: ConfigError.self) {
+                try ConfigFile.parse("\(key) = \(value)\n", path: "/c.toml")
+            }
+            #expect(error?.description == message, "\(key) = \(value)")
+        }
+        for row in Self.durationKeys {
+            let error = #expect(throws: ConfigError.self) {
+                try ConfigFile.parse(Self.file(setting: row, to: "true"), path: "/c.toml")
+            }
+            guard case .wrongType(_, _, let key, let expected, _) = error else {
+                Issue.record("\(row.key) = true: \(String(describing: error))")
+                continue
+            }
+            #expect(key == row.key && expected == "a duration such as \"30s\", \"2min\" or \"7d\"", "\(row.key)")
+        }
+    }
+
     @Test("every key of the table is documented in man/granary.toml.5 with its grammar")
     func everyKeyIsInTheManual() throws {
         let manual = try String(

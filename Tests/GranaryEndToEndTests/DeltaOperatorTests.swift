@@ -42,10 +42,9 @@ struct DeltaOperatorTests {
                 "UPDATE items SET body = 'step \(step)' WHERE id = 3")
         }
 
-        /// Backs up `user` with `arguments` (one second after the last, so that names order by
-        /// time) and returns the archive it added and the run.
+        /// Backs up `user` with `arguments` and returns the archive it added and the run (names
+        /// are stamped to the microsecond, after the newest of the user and host: in order).
         func backup(_ user: String, _ arguments: [String] = []) throws -> (name: String, run: GranaryProcess.Result) {
-            Thread.sleep(forTimeInterval: 1.1)
             let before = Set(archives(user))
             let run = try granary(["backup", user] + arguments)
             #expect(run.status == 0, "\(run.stderr)")

@@ -257,7 +257,7 @@ struct HostileContentTests {
         let archive = try #require(
             FileSystem.contents(of: repo + "/photos@example.com").first { $0.hasSuffix(".tar.zst") })
         let manifest = try Catalogue.readManifest(repo + "/photos@example.com/" + archive)
-        #expect(manifest.format == 2)
+        #expect(manifest.format == .fileList)
         #expect(manifest.fileList?.count == Self.manyFiles + before)
         let listed = try GranaryProcess.runExecutable(
             "/usr/bin/tar", ["--zstd", "-xOf", repo + "/photos@example.com/" + archive, Manifest.fileListName])

@@ -30,8 +30,6 @@ enum RestoreFixtures {
             let external = store.hasExternalData ? folder.path + "/" + store.externalDataName : nil
             items.append(SafetyArchive.Item(name: store.name, database: copy, external: external))
         }
-        // Archive names have one-second resolution; keep fixtures apart and in order.
-        usleep(1_100_000)
         return try SafetyArchive.write(user: id, items: items, repository: LocalRepository(path: repo), label: label)
     }
 

@@ -82,7 +82,8 @@ struct VerifyCommandTests {
         ("bigger-than-manifest", "stores/Data/App.sqlite declares"),
         ("bomb", "stores/Data/App.sqlite declares 268468224 bytes, the manifest says 32768"),
         ("manifest-not-json", "MANIFEST.json is not a valid manifest"),
-        ("manifest-newer", "MANIFEST.json has format 99"),
+        ("manifest-newer", "MANIFEST.json has format 99, newer than this granary, which reads formats 1–3"),
+        ("manifest-format-0", "MANIFEST.json has format 0, not a format granary ever wrote"),
         ("other-user", "MANIFEST.json belongs to user \"mallory@example.com\", not \"dave@example.com\""),
         ("manifest-not-first", "comes first, where MANIFEST.json must be"),
         ("corrupt-db", "stores/Data/App.sqlite fails integrity_check"),
@@ -136,7 +137,7 @@ struct VerifyCommandTests {
         #expect(!FileManager.default.fileExists(atPath: "/tmp/granary-escape-x"))
         // list reads only manifests: it refuses (65) what it can see there at once, and the rest
         // once verify has recorded it as bad; it always lists every archive.
-        let headFaults = ["manifest-not-json", "manifest-newer", "manifest-not-first"]
+        let headFaults = ["manifest-not-json", "manifest-newer", "manifest-format-0", "manifest-not-first"]
         let list = try fixture.granary(["list", "dave@example.com"])
         #expect(list.status == (headFaults.contains(fault) ? 65 : 0), "list: \(list.stderr)")
         #expect(list.stdout.contains((archive as NSString).lastPathComponent))
@@ -146,6 +147,33 @@ struct VerifyCommandTests {
         #expect(after.stderr.contains((archive as NSString).lastPathComponent), "\(after.stderr)")
         #expect(
             after.stdout.contains(fixture.archives("dave@example.com")[0].split(separator: "/").last.map(String.init)!))
+    }
+
+    @Test("verify says the true thing, in full, of a manifest format it cannot read: newer (99) or never written (0)")
+    func unreadableFormats() throws {
+        let fixture = try Fixture()
+        let newer = try fixture.tampered("manifest-newer", second: 1)
+        let never = try fixture.tampered("manifest-format-0", second: 2)
+        for (archive, lines) in [
+            (
+                newer,
+                [
+                    "granary: \(newer): MANIFEST.json has format 99, newer than this granary, which reads formats 1–3",
+                    "Hint: use the granary version that wrote this archive, or a newer one",
+                ]
+            ),
+            (
+                never,
+                [
+                    "granary: \(never): MANIFEST.json has format 0, not a format granary ever wrote (it wrote and reads formats 1–3)",
+                    "Hint: granary did not write this manifest: the archive is damaged or another tool's; use another archive (granary list)",
+                ]
+            ),
+        ] {
+            let result = try fixture.granary(["verify", archive])
+            #expect(result.status == 65)
+            #expect(result.stderr.split(separator: "\n").map(String.init) == lines, "\(result.stderr)")
+        }
     }
 
     @Test("an archive cut short at any of several offsets exits 65, and a file that is not an archive too")

@@ -108,6 +108,16 @@ struct ContentLimitsTests {
     }
 
     @Test(
+        "the process-wide installs are the program's: the test binary made both at start, a second call changes nothing"
+    )
+    func processSetupIsExplicit() {
+        // Made by Tests/CTestSetup before any test, as granary's main makes them: the allocator
+        // could not be wrapped any more once a test had opened a database.
+        #expect(ContentLimits.memoryCeilingEnforced)
+        #expect(ProcessSetup.install() == ProcessSetup.Outcome(memoryCeilings: true, beneath: true))
+    }
+
+    @Test(
         "a value over the memory ceiling stops its statement; a connection beside it on another thread is not affected")
     func memoryCeilingPerConnection() throws {
         #expect(ContentLimits.memoryCeilingEnforced)

@@ -23,8 +23,6 @@ struct DeltaPolicyTests {
             options.delta = policy
             let operation = BackupOperation(root: Root(path: root), repository: repository, options: options)
             let result = try operation.run(try UserID(DeltaPolicyTests.user))
-            // One archive a second: names sort as they were made.
-            Thread.sleep(forTimeInterval: 1.05)
             return try #require(result.delta)
         }
 
@@ -76,7 +74,6 @@ struct DeltaPolicyTests {
         plain.delta = nil
         _ = try BackupOperation(root: Root(path: site.root), repository: site.repository, options: plain).run(
             try UserID(Self.user))
-        Thread.sleep(forTimeInterval: 1.05)
         let first = try site.backup(DeltaPolicy())
         #expect(!first.isDelta && first.reason?.contains("has no page hashes") == true, "\(first)")
         try site.change("PRAGMA journal_mode = DELETE")

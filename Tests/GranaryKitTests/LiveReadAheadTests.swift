@@ -59,6 +59,30 @@ struct LiveReadAheadTests {
     static let answer = "SELECT count(*) || ':' || sum(length(body)) || ':' || total(substr(body, 190) + 0) FROM t"
 
     @Test(
+        "live read-ahead is refused (SQLITE_MISUSE) outside a read transaction, the tee's check of its caller's promise, and taken inside one"
+    )
+    func onlyInsideAReadTransaction() throws {
+        let folder = TemporaryFolder()
+        let path = try Self.store(in: folder)
+        #expect(granary_tee_register() == SQLITE_OK)
+        let db = try Database(path: path, mode: .readOnly, vfs: "granary-tee")
+        var on: Int32 = 1
+        var off: Int32 = 0
+        // No transaction yet: no read mark, nothing the blocks may stand for.
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_MISUSE)
+        // BEGIN alone takes no read mark; the first read does.
+        try db.execute("BEGIN")
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_MISUSE)
+        _ = try db.pageCount()
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK)
+        #expect(try db.scalar("SELECT count(*) FROM t")?.integer == Int64(Self.rows))
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) == SQLITE_OK)
+        try db.execute("COMMIT")
+        // The transaction ended, its read mark with it.
+        #expect(sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_MISUSE)
+    }
+
+    @Test(
         "pages in place from the blocks give the state the transaction began on, while a writer commits and checkpoints"
     )
     func stateUnderCheckpoints() throws {

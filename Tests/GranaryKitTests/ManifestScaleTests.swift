@@ -48,7 +48,7 @@ struct ManifestScaleTests {
         let folder = TemporaryFolder()
         let archive = try Self.writeArchive(folder, count: 10)
         let manifest = try Catalogue.readManifest(archive)
-        #expect(manifest.format == 1)
+        #expect(manifest.format == .plain)
         #expect(manifest.fileList == nil)
         #expect(manifest.files.count == 11)
         #expect(try verify(archive, in: folder).manifest.files.count == 11)
@@ -62,7 +62,7 @@ struct ManifestScaleTests {
         let count = Manifest.fileListThreshold + 2_000
         let archive = try Self.writeArchive(folder, count: count)
         let manifest = try Catalogue.readManifest(archive)
-        #expect(manifest.format == 2)
+        #expect(manifest.format == .fileList)
         #expect(manifest.files.map(\.path) == ["stores/Notes.sqlite"])
         #expect(manifest.fileList?.count == count)
         let outcome = try verify(archive, in: folder)

@@ -154,7 +154,7 @@ struct OverlappedPackTests {
     static func newTrack(pageSize: Int64 = 4096) -> UnsafeMutablePointer<granary_tee_track> {
         let track = UnsafeMutablePointer<granary_tee_track>.allocate(capacity: 1)
         track.initialize(
-            to: granary_tee_track(page_size: pageSize, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
+            to: granary_tee_track(page_size: pageSize, high: 0, broken: 0, writes: 0, reading: 0, waiting: 0))
         return track
     }
 

@@ -38,9 +38,14 @@ int granary_link_descriptor(int fd, int dirfd, const char *name);
 // renameat2(2) with flags (0, 1 = RENAME_NOREPLACE, 2 = RENAME_EXCHANGE).
 int granary_renameat2(int olddirfd, const char *oldname, int newdirfd, const char *newname, unsigned flags);
 
-// Installs the system-call overrides into SQLite's unix VFS (once; thread-safe). SQLITE_OK or an
+// Installs the system-call overrides into SQLite's unix VFS: a process-wide install, made once
+// by the executable at start (GranaryKit's ProcessSetup.install()), after
+// granary_limits_install() since it initialises SQLite. Once; thread-safe. SQLITE_OK or an
 // SQLite error code.
 int granary_beneath_install(void);
+
+// 1 when granary_beneath_install() succeeded: SQLite opens names beneath registered folders.
+int granary_beneath_installed(void);
 
 // Registers a folder for SQLite: its descriptor (duplicated: the caller keeps its own), the uid
 // and gid every file opened in it must belong to (and whose credentials the opens use; uid 0

@@ -25,8 +25,14 @@ typedef struct granary_account granary_account;
 // The time of the account the budget is charged to (granary_budget_set_account).
 #define CONTENT_BUDGET_ACCOUNT 4
 
-// 1 when the allocator wrapper was installed (at load time, before SQLite initialised), so
-// that memory ceilings are enforced; 0 otherwise.
+// Wraps SQLite's allocator so that each budget's memory ceiling is enforced: a process-wide
+// install, made once by the executable at start, before anything initialises SQLite
+// (sqlite3_config refuses after; GranaryKit's ProcessSetup.install() calls it first). Once;
+// thread-safe. 1 when the wrapper is installed, 0 otherwise.
+int granary_limits_install(void);
+
+// 1 when granary_limits_install() installed the allocator wrapper, so that memory ceilings are
+// enforced; 0 otherwise.
 int granary_limits_memory_enforced(void);
 
 // A budget of `time_ns` nanoseconds of work inside SQLite calls (0: none) and `memory` bytes

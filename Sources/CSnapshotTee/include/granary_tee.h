@@ -62,7 +62,7 @@ typedef struct granary_tee_track {
     int32_t broken;           // atomic: 1 once the order above no longer holds
     int32_t writes;           // atomic: writes seen (tests)
     int32_t reading;          // atomic: 1 while the follower has a mapping of the file (see enter)
-    int32_t reserved;
+    int32_t waiting;          // atomic: 1 while a truncate sleeps until `reading` is 0 (a futex)
 } granary_tee_track;
 
 // The file-control opcode that attaches a track to the main database file:
@@ -133,8 +133,9 @@ void granary_tee_break(granary_tee_track *track);
 // The follower reads the file through memory mappings, and touching a mapped page that a
 // truncate cut off would kill the process (SIGBUS). It calls `enter` before it maps anything
 // and `leave` once it has unmapped it; `enter` returns 0 (and the follower must not map) when
-// the track is broken. A truncate that cuts below `high` breaks the track first and then waits
-// for `leave`, so it never cuts under a mapping.
+// the track is broken. A truncate that cuts below `high` breaks the track first and then sleeps
+// (a futex, not a spin: the follower may run at the idle scheduling class and would never get the
+// CPU from a spinning writer) until `leave`, so it never cuts under a mapping.
 int granary_tee_enter(granary_tee_track *track);
 void granary_tee_leave(granary_tee_track *track);
 #endif

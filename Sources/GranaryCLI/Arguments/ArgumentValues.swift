@@ -31,14 +31,10 @@ enum ArgumentValues {
     /// seconds (`30`, `0.5`) within `range`. `nan`, `inf`, `1e300` and negative values are refused.
     static func timeout(within range: ClosedRange<Duration>) -> @Sendable (String) throws -> Duration {
         { text in
-            guard let duration = DurationText.duration(text) else {
-                throw ValidationError(DurationText.problem(text) ?? "not a duration")
+            switch DurationSetting.parse(text, within: range) {
+            case .success(let duration): return duration
+            case .failure(let problem): throw ValidationError(problem.message)
             }
-            guard range.contains(duration) else {
-                throw ValidationError(
-                    "must be \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound))")
-            }
-            return duration
         }
     }
 

@@ -176,7 +176,7 @@ extension ManifestError: CommandLineError {
     var status: ExitStatus { .dataError }
     var hint: String? {
         switch self {
-        case .unsupportedFormat: return "use the granary version that wrote this archive, or a newer one"
+        case .unsupportedFormat(_, let format): return ManifestFormat.hint(format)
         case .tooLarge:
             return
                 "the user's folder holds more stores or Core Data entities than one archive can describe; see them with granary users and granary inspect STORE"
@@ -518,7 +518,8 @@ extension UnexpectedError: CommandLineError {
 extension VerificationFailure: CommandLineError {
     var status: ExitStatus { .dataError }
     var hint: String? {
-        limit?.hint ?? "the archive is damaged; restore from another one (granary list shows which verify)"
+        limit?.hint ?? unreadableFormat.map(ManifestFormat.hint)
+            ?? "the archive is damaged; restore from another one (granary list shows which verify)"
     }
 }
 

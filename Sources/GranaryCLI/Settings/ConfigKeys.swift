@@ -121,13 +121,13 @@ extension ConfigKey {
             "lock_timeout", .duration, "1min", "How long to wait for a user's lock: 0 (do not wait) to 7 days.",
             "\"2min\"", \.lockTimeout, { .string(DurationText.format($0)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.lockTimeout = try reader.timeout(value, key, SettingLimits.lockTimeout)
+            config.lockTimeout = try reader.duration(value, key, SettingLimits.lockTimeout)
         },
         setting(
             "owner_timeout", .duration, "10s", "How long an owner has to acknowledge a pause: 1ms to 1 hour.",
             "\"20s\"", \.ownerTimeout, { .string(DurationText.format($0)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.ownerTimeout = try reader.timeout(value, key, SettingLimits.ownerTimeout)
+            config.ownerTimeout = try reader.duration(value, key, SettingLimits.ownerTimeout)
         },
         setting(
             "jobs", .integer, "1", "How many users backup --all works on at once: 1 to 64.", "2", \.jobs,
@@ -170,7 +170,7 @@ extension ConfigKey {
             "With delta: a full when the chain's full is older than this, 0 to 366 days.",
             "\"2d\"", \.deltaMaxAge, { .string(DurationText.format($0)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.deltaMaxAge = try reader.span(value, key, SettingLimits.deltaAge)
+            config.deltaMaxAge = try reader.duration(value, key, SettingLimits.deltaAge)
         },
         setting(
             "delta_max_changed_percent", .integer, "50",
@@ -213,7 +213,7 @@ extension ConfigKey {
             key: "retention.final_keep_within", grammar: .duration, defaultValue: "(unset)",
             summary: "Keep each final archive this long, measured from now; unset: for ever.", example: "\"1y\"",
             read: { value, key, reader, config throws(ConfigError) in
-                config.retention?.finalKeepWithin = try reader.duration(value, key)
+                config.retention?.finalKeepWithin = try reader.span(value, key)
                 config.retentionKeysSet.insert("final_keep_within")
             },
             show: { settings in
@@ -225,13 +225,13 @@ extension ConfigKey {
             "limits.time", .duration, "30s", "The time budget of SQLite's work on any store: 0 (none) to 1 day.",
             "\"1min\"", \.limits, { .string(DurationText.format($0.time)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.limits?.time = try reader.timeout(value, key, SettingLimits.contentTime)
+            config.limits?.time = try reader.duration(value, key, SettingLimits.contentTime)
         },
         setting(
             "limits.time_per_gib", .duration, "2min", "Added to the time budget for each GiB of the store: 0 to 1 day.",
             "\"3min\"", \.limits, { .string(DurationText.format($0.timePerGiB)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.limits?.timePerGiB = try reader.timeout(value, key, SettingLimits.contentTime)
+            config.limits?.timePerGiB = try reader.duration(value, key, SettingLimits.contentTime)
         },
         setting(
             "limits.memory", .size, "512MiB", "The most SQLite heap one connection may hold: 0 (none) to 1 TiB.",
@@ -256,14 +256,14 @@ extension ConfigKey {
             "A connection to a remote not made within it fails: 1s to 1 hour.",
             "\"15s\"", \.remote, { .string(DurationText.format($0.connectTimeout)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.remote?.connectTimeout = try reader.timeout(value, key, SettingLimits.remoteTimeout)
+            config.remote?.connectTimeout = try reader.duration(value, key, SettingLimits.remoteTimeout)
         },
         setting(
             "remote.timeout", .duration, "30s",
             "A remote connection on which nothing moves this long fails: 1s to 1 hour.",
             "\"1min\"", \.remote, { .string(DurationText.format($0.timeout)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.remote?.timeout = try reader.timeout(value, key, SettingLimits.remoteTimeout)
+            config.remote?.timeout = try reader.duration(value, key, SettingLimits.remoteTimeout)
         },
         setting(
             "remote.retries", .integer, "2", "How often a whole remote operation is tried: 1 to 20.", "3", \.remote,
@@ -331,7 +331,7 @@ extension ConfigKey {
             key: "retention." + name, grammar: .duration, defaultValue: defaultValue, summary: summary,
             example: example,
             read: { value, key, reader, config throws(ConfigError) in
-                config.retention?[keyPath: field] = try reader.duration(value, key)
+                config.retention?[keyPath: field] = try reader.span(value, key)
                 config.retentionKeysSet.insert(name)
             },
             show: { retentionEntry(name, $0, .string($0.retention.value[keyPath: field].description)) })
@@ -376,7 +376,7 @@ struct ConfigReader {
     /// different folders, so a relative path would name a different place in each), never
     /// starting with `~` (not expanded), or a remote location.
     func place(_ text: String, _ key: String) throws(ConfigError) -> String {
-        if text.hasPrefix("s3:") || text.hasPrefix("rclone:") || text.isEmpty { return text }
+        if Repositories.isRemote(text) || text.isEmpty { return text }
         if let found = PathText.tildeProblem(text) {
             throw invalid(key, "\"\(text)\" \(found.problem): \(found.hint)")
         }
@@ -402,30 +402,6 @@ struct ConfigReader {
         return bool
     }
 
-    /// A span of time (a delta chain's age), within `range`.
-    func span(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
-        -> Duration
-    {
-        let text: String
-        if let seconds = value.int {
-            text = String(seconds)
-        } else if let string = value.string {
-            text = string
-        } else {
-            throw fail(key, expected: "a duration such as \"7d\" or \"36h\"", found: value)
-        }
-        guard let parsed = DurationText.duration(text) else {
-            throw invalid(key, "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
-        }
-        guard range.contains(parsed) else {
-            throw invalid(
-                key,
-                "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"7d\" or \"36h\""
-            )
-        }
-        return parsed
-    }
-
     func string(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> String {
         guard let string = value.string else { throw fail(key, expected: "a string", found: value) }
         return string
@@ -442,17 +418,10 @@ struct ConfigReader {
         return choice
     }
 
-    /// A retention span: the grammar of every duration (`DurationText`), a bare number of
-    /// seconds alike as text or as a TOML number.
-    func duration(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TimeSpan {
-        let text: String
-        if let seconds = value.int {
-            text = String(seconds)
-        } else if let seconds = value.double {
-            text = String(seconds)
-        } else if let string = value.string {
-            text = string
-        } else {
+    /// A retention span: the grammar of every duration (`DurationText`, months included), a
+    /// bare number of seconds alike as text or as a TOML integer or float.
+    func span(_ value: TOMLValueConvertible, _ key: String) throws(ConfigError) -> TimeSpan {
+        guard let text = DurationSetting.text(of: value) else {
             throw fail(key, expected: "a duration such as \"7d\" or \"6mo\"", found: value)
         }
         guard let span = DurationText.span(text), span.seconds() <= Double(SettingLimits.longestDuration) else {
@@ -461,30 +430,18 @@ struct ConfigReader {
         return span
     }
 
-    /// A timeout: whole or fractional seconds, or a duration text, within `range`.
-    func timeout(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
+    /// A duration within `range`: a duration text, or plain seconds as a TOML integer or float
+    /// (``DurationSetting``, the one grammar of every duration key and option).
+    func duration(_ value: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Duration>) throws(ConfigError)
         -> Duration
     {
-        let text: String
-        if let seconds = value.int {
-            text = String(seconds)
-        } else if let seconds = value.double {
-            text = String(seconds)
-        } else if let string = value.string {
-            text = string
-        } else {
-            throw fail(key, expected: "a duration such as \"30s\" or \"2min\"", found: value)
+        guard let text = DurationSetting.text(of: value) else {
+            throw fail(key, expected: "a duration \(DurationSetting.examples)", found: value)
         }
-        guard let parsed = DurationText.duration(text) else {
-            throw invalid(key, "\"\(text)\": " + (DurationText.problem(text) ?? "more than 100 years"))
+        switch DurationSetting.parse(text, within: range) {
+        case .success(let duration): return duration
+        case .failure(let problem): throw invalid(key, problem.message)
         }
-        guard range.contains(parsed) else {
-            throw invalid(
-                key,
-                "must be a duration from \(DurationText.format(range.lowerBound)) to \(DurationText.format(range.upperBound)), such as \"30s\" or \"2min\""
-            )
-        }
-        return parsed
     }
 
     /// A size: a number of bytes or a size text (`512MiB`), within `range`.

@@ -16,13 +16,6 @@ import Foundation
 /// read. Readers refuse a newer `format` (they cannot know what it means). Keys are sorted and
 /// dates are RFC 3339 in UTC, so the same content always serialises to the same bytes.
 public struct Manifest: Codable, Sendable, Equatable {
-    /// The format of ordinary archives (and the oldest this build reads).
-    public static let currentFormat = 1
-    /// The format of archives whose external-data files are listed in `MANIFEST.files`.
-    public static let fileListFormat = 2
-    /// The newest format this build reads: 3 is an archive written with `backup --delta`
-    /// (page hashes, and for a delta its base: ``DeltaInfo``), which older readers must refuse.
-    public static let newestFormat = DeltaInfo.format
     /// The member name.
     public static let memberName = "MANIFEST.json"
     /// The second member of a format-2 archive.
@@ -157,7 +150,9 @@ public struct Manifest: Codable, Sendable, Equatable {
         }
     }
 
-    public var format: Int
+    /// The manifest's format: what it holds decides it when it is encoded (``encoded()``), so it
+    /// is never set by hand.
+    public internal(set) var format: ManifestFormat
     public var tool: String
     public var toolVersion: String
     public var user: String
@@ -195,7 +190,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         user: String, host: String, created: Date, label: String?, compression: Compression, stores: [Store],
         files: [File]
     ) {
-        self.format = Manifest.currentFormat
+        self.format = .plain
         self.tool = "granary"
         self.toolVersion = GranaryVersion.current
         self.user = user
@@ -243,7 +238,6 @@ public struct Manifest: Codable, Sendable, Equatable {
                 hasher.update(data: line)
                 listSize += Int64(line.count)
             }
-            head.format = max(head.format, Self.fileListFormat)
             head.fileList = FileList(
                 member: Self.fileListName, count: listed.count, size: listSize, sha256: hasher.finalize().hex)
         }
@@ -334,6 +328,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         var copy = self
+        copy.format = ManifestFormat(of: self)
         copy.checksum = ""
         // Encoding our own plain value types cannot fail.
         let blank = Array(try! encoder.encode(copy)) + [0x0A]
@@ -390,7 +385,7 @@ public struct Manifest: Codable, Sendable, Equatable {
         } catch {
             throw .invalid(source: source, reason: "manifest is not valid JSON or has no format version")
         }
-        guard header.format <= newestFormat, header.format >= 1 else {
+        guard ManifestFormat(rawValue: header.format) != nil else {
             throw .unsupportedFormat(source: source, format: header.format)
         }
         try verifyChecksum(bytes, source: source)
@@ -406,7 +401,7 @@ public struct Manifest: Codable, Sendable, Equatable {
             throw .invalid(source: source, reason: "manifest cannot be read: \(error)")
         }
         if let list = manifest.fileList {
-            guard manifest.format >= 2, list.member == fileListName, list.count >= 0, list.size >= 0 else {
+            guard manifest.format >= .fileList, list.member == fileListName, list.count >= 0, list.size >= 0 else {
                 throw .invalid(source: source, reason: "manifest has a wrong value at \"fileList\"")
             }
         }
@@ -519,6 +514,50 @@ public enum AccountNames {
     }
 }
 
+/// The formats of `MANIFEST.json` granary has written, oldest first. Readers read every one of
+/// them and refuse any other number: a newer one (they cannot know what it means) and one granary
+/// never wrote (0, negative).
+public enum ManifestFormat: Int, Codable, Sendable, Comparable, CaseIterable {
+    /// Stores and files, every one listed in `MANIFEST.json`.
+    case plain = 1
+    /// More than ``Manifest/fileListThreshold`` external-data files: they are listed in the
+    /// `MANIFEST.files` member (``Manifest/FileList``).
+    case fileList = 2
+    /// Written with `backup --delta`: page hashes, and for a delta its base (``DeltaInfo``).
+    case delta = 3
+
+    public static let oldest = ManifestFormat.allCases.first!
+    public static let newest = ManifestFormat.allCases.last!
+
+    /// The format `manifest` needs: the newest of the things it holds.
+    public init(of manifest: Manifest) {
+        if manifest.delta != nil {
+            self = .delta
+        } else if manifest.fileList != nil {
+            self = .fileList
+        } else {
+            self = .plain
+        }
+    }
+
+    public static func < (left: ManifestFormat, right: ManifestFormat) -> Bool { left.rawValue < right.rawValue }
+
+    /// Why a manifest of format `number` cannot be read, after the manifest's name: `has format
+    /// 99, newer than this granary, which reads formats 1–3`.
+    public static func problem(_ number: Int) -> String {
+        let known = "formats \(oldest.rawValue)–\(newest.rawValue)"
+        if number > newest.rawValue { return "has format \(number), newer than this granary, which reads \(known)" }
+        return "has format \(number), not a format granary ever wrote (it wrote and reads \(known))"
+    }
+
+    /// What to do about a manifest of format `number`, which this granary cannot read.
+    public static func hint(_ number: Int) -> String {
+        if number > newest.rawValue { return "use the granary version that wrote this archive, or a newer one" }
+        return
+            "granary did not write this manifest: the archive is damaged or another tool's; use another archive (granary list)"
+    }
+}
+
 /// A manifest that cannot be used.
 public enum ManifestError: GranaryError, Sendable {
     case invalid(source: String, reason: String)
@@ -531,8 +570,7 @@ public enum ManifestError: GranaryError, Sendable {
         switch self {
         case .invalid(let source, let reason): return "\(source): \(reason)"
         case .unsupportedFormat(let source, let format):
-            return
-                "\(source): manifest format \(format) is not supported (this granary reads formats 1 to \(Manifest.newestFormat))"
+            return "\(source): \(Manifest.memberName) \(ManifestFormat.problem(format))"
         case .missing(let source): return "\(source): the first member is not \(Manifest.memberName)"
         case .tooLarge(let user, let size, let stores, let entities):
             return

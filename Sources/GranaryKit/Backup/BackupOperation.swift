@@ -268,7 +268,7 @@ public struct BackupOperation: Sendable {
                 var manifest = builder.manifest(
                     created: created, stores: taken.stores, members: packed, folder: taken.folderOwner,
                     folders: taken.folders)
-                if let delta { manifest.delta = delta.info; manifest.format = DeltaInfo.format }
+                if let delta { manifest.delta = delta.info }
                 let (entry, mirrored) = try pack(
                     manifest, files: packed, into: userFolder, builder: builder, created: created, stages: &stages,
                     overlapped: overlapped,

@@ -16,6 +16,8 @@ public struct VerificationFailure: GranaryError, Sendable, Equatable {
     public let reason: String
     /// The limit a store's check ran into, when that is what failed (the archive may be sound).
     public let limit: ContentLimit?
+    /// The manifest's format, when it is one this granary cannot read (the archive may be sound).
+    public var unreadableFormat: Int?
 
     public init(archive: String, member: String? = nil, reason: String, limit: ContentLimit? = nil) {
         self.archive = archive
@@ -168,7 +170,9 @@ public enum ArchiveVerifier {
         } catch let error as VerificationFailure {
             throw error
         } catch let error as ManifestError {
-            throw fail(Manifest.memberName, error.reason)
+            var failure = fail(Manifest.memberName, error.reason)
+            if case .unsupportedFormat(_, let format) = error { failure.unreadableFormat = format }
+            throw failure
         } catch let error as ArchiveError {
             throw fail(Manifest.memberName, "cannot be read: \(error.message)")
         }
@@ -480,7 +484,8 @@ public enum ArchiveVerifier {
     /// journal commit each time (ext4 also syncs the new file's folder), which makes many files
     /// take minutes (docs/performance.md, "Many files"). `syncfs` also writes out other
     /// programs' dirty pages on that filesystem, which the kernel would write within 30 s anyway.
-    private static func syncTree(_ folder: String) throws {
+    /// Every restore path's staging folder is synced by it (a delta's rebuild too).
+    static func syncTree(_ folder: String) throws {
         var files: [String] = []
         var folders = [folder]
         var index = 0
@@ -555,8 +560,9 @@ public enum ArchiveVerifier {
     }
 
     /// Creates `relative` (and its parents) inside `base`, refusing to follow anything that is
-    /// not a real folder made by us.
-    private static func makeFolders(_ base: String, _ relative: String) throws {
+    /// not a real folder made by us. Every restore path's staging folder is made by it (a
+    /// delta's rebuild too).
+    static func makeFolders(_ base: String, _ relative: String) throws {
         var path = base
         for part in relative.split(separator: "/") {
             path += "/" + part
@@ -683,9 +689,7 @@ extension ManifestError {
     var reason: String {
         switch self {
         case .invalid(_, let reason): return "is not a valid manifest: \(reason)"
-        case .unsupportedFormat(_, let format):
-            return
-                "has format \(format), newer than this granary reads (\(Manifest.currentFormat)): use a newer granary"
+        case .unsupportedFormat(_, let format): return ManifestFormat.problem(format)
         case .missing: return "is missing"
         case .tooLarge: return "is over \(Manifest.sizeLimit) bytes"
         }

@@ -13,9 +13,6 @@ import Foundation
 /// describe the resulting databases as a full's would; their `path` members are not in it.
 /// Both are manifest format 3: a granary that does not know deltas refuses them.
 public struct DeltaInfo: Codable, Sendable, Equatable {
-    /// The manifest format of archives with delta information.
-    public static let format = 3
-
     /// The archive a delta applies to.
     public struct Base: Codable, Sendable, Equatable {
         /// Its file name in the user's folder of the repository.

@@ -249,7 +249,6 @@ public enum DeltaMerge {
             created: tipManifest.created, stores: tipManifest.stores, members: members, folder: tipManifest.folder,
             folders: tipManifest.folders ?? [:])
         manifest.delta = info
-        manifest.format = DeltaInfo.format
         let written = try builder.write(
             manifest, members: members, into: try repository.stagingFolder(for: user), created: merge.tip.name.created)
         var moved = false

@@ -111,7 +111,7 @@ public enum DeltaRestore {
                     rebuilt[store.name] == nil, recorded.contains(where: { $0.name == store.name }),
                     let final = newest.first(where: { $0.name == store.name }), final.pageSize == store.pageSize
                 else { continue }
-                try makeFolders(staging, PathText.parent(store.path))
+                try ArchiveVerifier.makeFolders(staging, PathText.parent(store.path))
                 rebuilt[store.name] = try RebuiltStore(
                     name: store.name, path: staging + "/" + store.path, hashes: hashes + "/\(index).pages",
                     pageSize: final.pageSize,
@@ -233,7 +233,7 @@ public enum DeltaRestore {
                 throw fail("rebuilds without \(file.path), which its state lists")
             }
         }
-        if durable { try syncTree(staging) }
+        if durable { try ArchiveVerifier.syncTree(staging) }
         result.files =
             result.stores.map {
                 Manifest.File(path: $0.path, size: Int64($0.pageCount) * Int64($0.pageSize), sha256: "", kind: .store)
@@ -339,29 +339,6 @@ public enum DeltaRestore {
             throw fail(store.changes ?? store.name, "is not in the archive, where its manifest names it")
         }
         for store in info.stores { pageSizes[store.name] = store.pageSize }
-    }
-
-    /// Creates `relative` (and its parents) inside `base` (granary's own staging folder).
-    private static func makeFolders(_ base: String, _ relative: String) throws {
-        var path = base
-        for part in relative.split(separator: "/") {
-            path += "/" + part
-            if FileSystem.status(path) == nil { try FileSystem.makeDirectory(path) }
-        }
-    }
-
-    /// fsyncs every file and folder under `folder` (granary's own staging folder).
-    static func syncTree(_ folder: String) throws {
-        var paths = [folder]
-        if let walker = FileManager.default.enumerator(atPath: folder) {
-            while let name = walker.nextObject() as? String { paths.append(folder + "/" + name) }
-        }
-        for path in paths.reversed() {
-            let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            if fd < 0 { throw FileSystemError("open", path: path) }
-            defer { close(fd) }
-            if fsync(fd) != 0 { throw FileSystemError("sync", path: path) }
-        }
     }
 }
 

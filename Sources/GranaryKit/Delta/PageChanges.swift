@@ -81,7 +81,7 @@ public enum PageChanges {
     /// page numbers increasing and within the page count, the length exact (``DeltaParser``).
     /// `body` gets each page's number and bytes.
     @discardableResult
-    public static func read(_ path: String, _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws -> Header {
+    static func read(_ path: String, _ body: (Int, UnsafeRawBufferPointer) throws -> Void) throws -> Header {
         let fd = RawPath.open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: path) }
         defer { close(fd) }

@@ -11,7 +11,7 @@ final class SnapshotTrack: @unchecked Sendable {
 
     init() {
         raw = .allocate(capacity: 1)
-        raw.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0, reading: 0, reserved: 0))
+        raw.initialize(to: granary_tee_track(page_size: 0, high: 0, broken: 0, writes: 0, reading: 0, waiting: 0))
     }
 
     deinit { raw.deallocate() }

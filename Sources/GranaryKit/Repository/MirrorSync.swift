@@ -98,7 +98,7 @@ public enum MirrorSync {
                         break
                     }
                 }
-                if !dryRun { (mirror as? RcloneRepository)?.cleanUpUnfinishedUploads() }
+                if !dryRun { mirror.removeUnfinishedUploads() }
             } catch let error as InterruptedError {
                 throw error
             } catch let error as any GranaryError & Sendable {

@@ -27,8 +27,13 @@ public struct Rclone: Sendable {
     static let systemFolders = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 
     #if TEST_HOOKS
-        /// A debug build's test switch: look for rclone in this folder only.
-        nonisolated(unsafe) public static var searchOnlyIn: String?
+        /// A debug build's test switch (``searchOnly(in:)``): look for rclone in this folder only.
+        nonisolated(unsafe) private static var searchOnlyIn: String?
+
+        /// A debug build's test switch, set by the executable once at start, before any
+        /// repository is opened (granary's TestHooks, from `GRANARY_TEST_RCLONE_FOLDER`): look for
+        /// rclone in `folder` only, as on a machine without rclone. Nothing in GranaryKit sets it.
+        public static func searchOnly(in folder: String?) { searchOnlyIn = folder }
     #endif
 
     /// Finds rclone, or throws `RepositoryError.rcloneMissing`.

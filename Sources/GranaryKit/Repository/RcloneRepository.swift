@@ -224,7 +224,7 @@ public struct RcloneRepository: Repository {
             return .missing(location: location, detail: "no such bucket, or no such object (\(detail))")
         }
         if status == ExitCode.directoryNotFound || status == ExitCode.fileNotFound
-            || lower.contains("directory not found")
+            || lower.contains("directory not found") || lower.contains("is a directory or doesn't exist")
         {
             return .missing(location: location, detail: detail)
         }
@@ -535,7 +535,7 @@ public struct RcloneRepository: Repository {
     }
 
     public func delete(_ object: String) throws(RepositoryError) {
-        try run(["deletefile", remote(object)], what: display(object), bounded: true)
+        do { try run(["deletefile", remote(object)], what: display(object), bounded: true) } catch .missing {}
         _ = try? rclone.run(
             common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra,
             deadline: deadline)
@@ -624,9 +624,17 @@ public struct RcloneRepository: Repository {
     }
 
     public func readSmall(_ object: String) throws(RepositoryError) -> [UInt8]? {
-        do { return try run(["cat", remote(object)], what: display(object), bounded: true) } catch .missing {
+        let bytes: [UInt8]
+        do { bytes = try run(["cat", remote(object)], what: display(object), bounded: true) } catch .missing {
             return nil
         }
+        // `rclone cat` of a name that is not there prints nothing and succeeds (the name is read
+        // as a filter): an empty answer is an empty object only when the listing has it.
+        if bytes.isEmpty {
+            let (folder, name) = Self.split(object)
+            guard try objects(in: folder).contains(where: { $0.name == name }) else { return nil }
+        }
+        return bytes
     }
 
     public func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError) {
@@ -739,7 +747,7 @@ public struct RcloneRepository: Repository {
 
     /// Asks an object store to drop its unfinished multipart uploads older than a day (S3:
     /// `rclone backend cleanup`); other backends have none.
-    public func cleanUpUnfinishedUploads() {
+    public func removeUnfinishedUploads() {
         guard location.hasPrefix("s3:") else { return }
         _ = try? rclone.run(
             common + ["backend", "cleanup", remote(""), "-o", "max-age=24h"], extra: extra, deadline: deadline)

@@ -62,7 +62,9 @@ public protocol Repository: Sendable {
     func rename(_ object: String, to target: String) throws(RepositoryError) -> Bool
     /// The sidecar of `object`, if there is one.
     func readSidecar(of object: String) -> [UInt8]?
-    /// Every sidecar in `folder`, by the name of the object it belongs to.
+    /// Every sidecar in `folder`, by the name of the object it belongs to. A sidecar is a
+    /// verification record: one JSON object whose `archive` names its object (a remote backend
+    /// reads every sidecar of a folder in one request and tells them apart by it).
     func readSidecars(in folder: String) -> [String: [UInt8]]
     /// Writes (or replaces) the sidecar of `object`, atomically.
     func writeSidecar(_ bytes: [UInt8], of object: String) throws(RepositoryError)
@@ -84,6 +86,9 @@ public protocol Repository: Sendable {
     func removeDeadTemporaries(users: [UserID]) -> [String]
     /// How `object` is shown: a path, or the location followed by the object's name.
     func display(_ object: String) -> String
+    /// Asks the backend to drop what interrupted uploads left that no listing shows (an object
+    /// store's unfinished multipart uploads older than a day); nothing on backends that leave none.
+    func removeUnfinishedUploads()
 }
 
 /// An object as a listing gives it.
@@ -179,6 +184,9 @@ public enum ArchiveSource {
 }
 
 extension Repository {
+    /// Nothing: most backends leave nothing that a listing does not show.
+    public func removeUnfinishedUploads() {}
+
     /// Whether this is a local folder.
     public var isLocal: Bool { localPath != nil }
 
@@ -440,10 +448,48 @@ extension Repository {
     }
 }
 
+/// The kinds of remote repository granary opens, by the scheme a location starts with: the one
+/// place a location's scheme decides its backend. A location with none of these schemes is a
+/// local folder (``LocalRepository``).
+public enum RepositoryBackends {
+    /// One remote backend: the scheme its locations start with (`s3:`), and how it opens one.
+    public struct Backend: Sendable {
+        /// The scheme, colon included, in lower case.
+        public let scheme: String
+        /// The location's shape, for messages (`s3:BUCKET[/PREFIX]`).
+        public let form: String
+        /// Opens a location starting with ``scheme``.
+        let open:
+            @Sendable (_ location: String, _ context: RunContext, _ environment: [String: String])
+                throws(RepositoryError) -> any Repository
+    }
+
+    /// Every remote backend, by scheme.
+    public static let all: [Backend] = [
+        Backend(scheme: "s3:", form: "s3:BUCKET[/PREFIX]") { (location, context, environment) throws(RepositoryError) in
+            try RcloneRepository(location: location, context: context, environment: environment)
+        },
+        Backend(scheme: "rclone:", form: "rclone:REMOTE:PATH") {
+            (location, context, environment) throws(RepositoryError) in
+            try RcloneRepository(location: location, context: context, environment: environment)
+        },
+    ]
+
+    /// The backend of `location`, nil for a local folder.
+    public static func backend(of location: String) -> Backend? {
+        all.first { location.hasPrefix($0.scheme) }
+    }
+
+    /// The backend whose scheme `location` starts with in another case (`S3:bkt`), a likely typo.
+    static func miscased(_ location: String) -> Backend? {
+        all.first { location.lowercased().hasPrefix($0.scheme) && !location.hasPrefix($0.scheme) }
+    }
+}
+
 /// Turns a location as typed (a repository or a mirror, on the command line or in the configuration) into a repository.
 public enum Repositories {
-    /// A local path, `s3:BUCKET[/PREFIX]`, or `rclone:REMOTE:PATH`. A remote location needs
-    /// rclone, found when it is first used.
+    /// A local path, or a location of a remote backend (``RepositoryBackends``: `s3:BUCKET[/PREFIX]`,
+    /// `rclone:REMOTE:PATH`). A remote location needs rclone, found when it is first used.
     public static func open(
         _ location: String, context: RunContext = .defaults,
         environment: [String: String] = ProcessInfo.processInfo.environment
@@ -457,11 +503,12 @@ public enum Repositories {
         if let found = PathText.tildeProblem(location), !isRemote(location) {
             throw .badLocation(location, found.problem + "; " + found.hint)
         }
-        if location.hasPrefix("s3:") || location.hasPrefix("rclone:") {
-            return try RcloneRepository(location: location, context: context, environment: environment)
+        if let backend = RepositoryBackends.backend(of: location) {
+            return try backend.open(location, context, environment)
         }
         // `S3:bkt` would otherwise be a local folder named `S3:bkt` in the working directory.
-        for scheme in ["s3:", "rclone:"] where location.lowercased().hasPrefix(scheme) {
+        if let backend = RepositoryBackends.miscased(location) {
+            let scheme = backend.scheme
             throw .badLocation(
                 location,
                 "remote schemes are lower-case: did you mean \(scheme + location.dropFirst(scheme.count))? (a local folder with this name: ./\(location))"
@@ -472,7 +519,7 @@ public enum Repositories {
 
     /// Whether `location` names a remote repository.
     public static func isRemote(_ location: String) -> Bool {
-        location.hasPrefix("s3:") || location.hasPrefix("rclone:")
+        RepositoryBackends.backend(of: location) != nil
     }
 }
 

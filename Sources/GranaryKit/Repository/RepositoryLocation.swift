@@ -96,14 +96,15 @@ public struct LocationIdentity: Hashable, Sendable, CustomStringConvertible {
     /// `s3:BUCKET/PREFIX` or `rclone:REMOTE:PATH` with its path's empty and `.` components removed.
     static func normalizedRemote(_ location: String) -> String {
         var scheme = "", rest = Substring(location)
-        if location.hasPrefix("s3:") {
-            scheme = "s3:"
-            rest = rest.dropFirst(3)
-        } else if location.hasPrefix("rclone:") {
-            rest = rest.dropFirst(7)
-            let remote = rest.prefix { $0 != ":" }
-            scheme = "rclone:" + remote + ":"
-            rest = rest.dropFirst(remote.count + 1)
+        if let backend = RepositoryBackends.backend(of: location) {
+            scheme = backend.scheme
+            rest = rest.dropFirst(scheme.count)
+            if backend.scheme == "rclone:" {
+                // The remote's name is part of the place: `rclone:a:x` is not `rclone:b:x`.
+                let remote = rest.prefix { $0 != ":" }
+                scheme += remote + ":"
+                rest = rest.dropFirst(remote.count + 1)
+            }
         }
         // A leading `/` is kept: `remote:/path` (absolute on sftp) is not `remote:path` (under home).
         let parts = rest.split(separator: "/", omittingEmptySubsequences: true).filter { $0 != "." }

@@ -277,7 +277,7 @@ public enum RawPath {
     /// as long as its name (`d_reclen`): copying the whole struct (`item.pointee.d_name`) read
     /// past the last record of readdir's buffer (AddressSanitizer: heap-buffer-overflow, found
     /// by the `paths` fuzz target listing `/`).
-    public static func entryName(_ item: UnsafeMutablePointer<dirent>) -> [UInt8] {
+    static func entryName(_ item: UnsafeMutablePointer<dirent>) -> [UInt8] {
         let name = (UnsafeRawPointer(item) + MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
             .assumingMemoryBound(to: CChar.self)
         return Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))

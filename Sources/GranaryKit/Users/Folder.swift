@@ -426,8 +426,11 @@ public final class Folder<Trust: FolderTrust>: Sendable, CustomStringConvertible
     /// as long as the connection.
     public func sqliteName(_ name: String) throws(FolderError) -> SQLiteName {
         try Self.checkComponent(name, in: self)
-        guard granary_beneath_install() == 0 else {
-            throw .system(FileSystemError("set up SQLite's file access for", path: display, code: ENOSYS))
+        // Installed by the program at start (ProcessSetup.install()), never from here.
+        guard granary_beneath_installed() != 0 else {
+            throw .system(
+                FileSystemError(
+                    "open SQLite beneath (ProcessSetup.install() was not called)", path: display, code: ENOSYS))
         }
         let (uid, gid, check): (uid_t, gid_t, Int32) = {
             switch control {

@@ -1,0 +1,217 @@
+import Foundation
+import GranaryTestSupport
+import Testing
+
+@testable import GranaryKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Every backend of ``Repository`` keeps the protocol alike: the local folder, `s3:` (on moto,
+/// on loopback) and `rclone:` (a remote of type local in a configuration file the test writes).
+/// The same test runs on each, through the protocol only, so a new backend is one more case here,
+/// not a copy of a suite. Remote cases run where moto and rclone are installed (`make moto`).
+@Suite("every repository backend keeps the Repository protocol alike: local, s3 (moto), rclone (a local remote)")
+struct RepositoryConformanceTests {
+    enum Backend: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        case local, s3, rclone
+        var testDescription: String { rawValue }
+    }
+
+    /// The backends this machine can run: the local one always, the remote ones with moto and rclone.
+    static var backends: [Backend] { S3Server.available ? Backend.allCases : [.local] }
+
+    /// One server for the suite (each test has its own bucket).
+    static let server: S3Server? =
+        S3Server.available
+        ? try? S3Server(log: NSTemporaryDirectory() + "/granary-moto-conformance-\(getpid()).log") : nil
+
+    /// A repository of `backend` no one has prepared yet, in a place of its own.
+    struct Place {
+        let folder: TemporaryFolder
+        let repository: any Repository
+        /// A finished local file holding `bytes`, outside the repository (as a backup's upload is).
+        func file(_ bytes: [UInt8], _ name: String = UUID().uuidString) throws -> String {
+            let path = folder.child("files/" + name)
+            try FileSystem.makeDirectory(folder.child("files"))
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            return path
+        }
+    }
+
+    static func place(_ backend: Backend) throws -> Place {
+        let folder = TemporaryFolder("granary-conformance-\(backend.rawValue)")
+        var context = RunContext()
+        context.host = "conformance"
+        switch backend {
+        case .local:
+            return Place(folder: folder, repository: try Repositories.open(folder.child("repo"), context: context))
+        case .s3:
+            let server = try #require(server, "moto did not start")
+            let bucket = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+            try server.makeBucket(bucket)
+            var environment = server.environment()
+            environment["AWS_CA_BUNDLE"] = ""
+            return Place(
+                folder: folder,
+                repository: try Repositories.open("s3:" + bucket + "/repo", context: context, environment: environment))
+        case .rclone:
+            let config = folder.child("rclone.conf")
+            try "[disk]\ntype = local\n".write(toFile: config, atomically: true, encoding: .utf8)
+            chmod(config, 0o600)
+            try FileSystem.makeDirectory(folder.child("remote"))
+            let environment = ["RCLONE_CONFIG": config, "HOME": folder.path]
+            return Place(
+                folder: folder,
+                repository: try Repositories.open(
+                    "rclone:disk:" + folder.child("remote/repo"), context: context, environment: environment))
+        }
+    }
+
+    /// Every byte of `source`, read front to back.
+    static func bytes(_ source: ArchiveSource) throws -> [UInt8] {
+        switch source {
+        case .file(let path): return Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        case .stream(let stream):
+            var result: [UInt8] = []
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+            defer { buffer.deallocate() }
+            while true {
+                let n = stream.read(into: buffer)
+                if n <= 0 { break }
+                result += buffer[0..<n]
+            }
+            if let failure = stream.finish() { throw failure }
+            return result
+        }
+    }
+
+    static func payload(_ count: Int, seed: UInt8) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 * 7) &+ seed }
+    }
+
+    @Test("a repository exists once prepared, and not before; preparing twice is no error", arguments: backends)
+    func prepare(backend: Backend) throws {
+        let place = try Self.place(backend)
+        #expect(try !place.repository.exists())
+        #expect(throws: RepositoryError.self) { try place.repository.requireExisting() }
+        try place.repository.prepare()
+        try place.repository.prepare()
+        #expect(try place.repository.exists())
+        try place.repository.requireExisting()
+        #expect(try place.repository.folders().isEmpty)
+    }
+
+    @Test(
+        "write publishes an object whole and once: listed with its size, read back whole and by its head; a taken name is refused and keeps its bytes",
+        arguments: backends)
+    func writeListRead(backend: Backend) throws {
+        let place = try Self.place(backend)
+        let repository = place.repository
+        try repository.prepare()
+        let first = Self.payload(300_000, seed: 1)
+        #expect(try repository.write("alice@example.com/one.tar", from: place.file(first)))
+        #expect(try !repository.write("alice@example.com/one.tar", from: place.file(Self.payload(10, seed: 2))))
+        #expect(try repository.write("bob@example.com/two.tar", from: place.file(Self.payload(5, seed: 3))))
+        #expect(try repository.folders() == ["alice@example.com", "bob@example.com"])
+        let listed = try repository.objects(in: "alice@example.com").filter { !$0.name.hasPrefix(".") }
+        #expect(listed.map(\.name) == ["one.tar"] && listed.first?.size == 300_000, "\(listed)")
+        #expect(try Self.bytes(repository.read("alice@example.com/one.tar", size: 300_000, head: nil)) == first)
+        let head = try Self.bytes(repository.read("alice@example.com/one.tar", size: 300_000, head: 1000))
+        #expect(head.count >= 1000 && Array(head.prefix(1000)) == Array(first.prefix(1000)))
+    }
+
+    @Test(
+        "settle and publish: the same bytes settle a publish whose answer was lost, other bytes are nameTaken and overwrite nothing",
+        arguments: backends)
+    func settleAndPublish(backend: Backend) throws {
+        let place = try Self.place(backend)
+        let repository = place.repository
+        try repository.prepare()
+        let bytes = Self.payload(70_000, seed: 4)
+        let file = try place.file(bytes)
+        #expect(try !repository.settle("alice@example.com/a.tar", from: file))
+        try repository.publishObject("alice@example.com/a.tar", from: file)
+        #expect(try repository.settle("alice@example.com/a.tar", from: file))
+        // The same publish again (a retry after a lost answer) succeeds without a second object.
+        try repository.publishObject("alice@example.com/a.tar", from: place.file(bytes))
+        let other = try place.file(Self.payload(70_000, seed: 5))
+        #expect(try !repository.settle("alice@example.com/a.tar", from: other))
+        #expect {
+            try repository.publishObject("alice@example.com/a.tar", from: other)
+        } throws: { error in
+            guard case RepositoryError.nameTaken = error else { return false }
+            return true
+        }
+        #expect(try Self.bytes(repository.read("alice@example.com/a.tar", size: 70_000, head: nil)) == bytes)
+        #expect(try repository.objects(in: "alice@example.com").filter { !$0.name.hasPrefix(".") }.count == 1)
+    }
+
+    @Test(
+        "rename gives an object a free name in its folder, never over another: false and nothing changed when taken",
+        arguments: backends)
+    func rename(backend: Backend) throws {
+        let place = try Self.place(backend)
+        let repository = place.repository
+        try repository.prepare()
+        let a = Self.payload(1000, seed: 6), b = Self.payload(2000, seed: 7)
+        #expect(try repository.write("alice@example.com/a.tar", from: place.file(a)))
+        #expect(try repository.write("alice@example.com/b.tar", from: place.file(b)))
+        #expect(try !repository.rename("alice@example.com/a.tar", to: "alice@example.com/b.tar"))
+        #expect(try Self.bytes(repository.read("alice@example.com/b.tar", size: 2000, head: nil)) == b)
+        #expect(try Self.bytes(repository.read("alice@example.com/a.tar", size: 1000, head: nil)) == a)
+        #expect(try repository.rename("alice@example.com/a.tar", to: "alice@example.com/c.tar"))
+        let names = try repository.objects(in: "alice@example.com").map(\.name).filter { !$0.hasPrefix(".") }.sorted()
+        #expect(names == ["b.tar", "c.tar"])
+        #expect(try Self.bytes(repository.read("alice@example.com/c.tar", size: 1000, head: nil)) == a)
+    }
+
+    @Test(
+        "sidecars and small objects: written, replaced, read back and listed by folder; delete takes an object with its sidecar; a missing one is no error",
+        arguments: backends)
+    func sidecarsSmallDelete(backend: Backend) throws {
+        let place = try Self.place(backend)
+        let repository = place.repository
+        try repository.prepare()
+        #expect(try repository.write("alice@example.com/a.tar", from: place.file(Self.payload(100, seed: 8))))
+        #expect(try repository.write("alice@example.com/b.tar", from: place.file(Self.payload(100, seed: 9))))
+        // A sidecar is a verification record: a JSON object that names its archive.
+        func record(_ archive: String, _ text: String) -> [UInt8] {
+            Array(#"{"archive":"\#(archive)","text":"\#(text)"}"#.utf8)
+        }
+        #expect(repository.readSidecar(of: "alice@example.com/a.tar") == nil)
+        try repository.writeSidecar(record("a.tar", "first"), of: "alice@example.com/a.tar")
+        try repository.writeSidecar(record("a.tar", "second"), of: "alice@example.com/a.tar")
+        try repository.writeSidecar(record("b.tar", "other"), of: "alice@example.com/b.tar")
+        #expect(repository.readSidecar(of: "alice@example.com/a.tar") == record("a.tar", "second"))
+        #expect(
+            repository.readSidecars(in: "alice@example.com") == [
+                "a.tar": record("a.tar", "second"), "b.tar": record("b.tar", "other"),
+            ])
+
+        #expect(try repository.readSmall("alice@example.com/.a.tar.host=x") == nil)
+        try repository.writeSmall(Array("one".utf8), to: "alice@example.com/.a.tar.host=x")
+        try repository.writeSmall(Array("two".utf8), to: "alice@example.com/.a.tar.host=x")
+        #expect(try repository.readSmall("alice@example.com/.a.tar.host=x") == Array("two".utf8))
+        try repository.deleteSmall("alice@example.com/.a.tar.host=x")
+        try repository.deleteSmall("alice@example.com/.a.tar.host=x")
+        #expect(try repository.readSmall("alice@example.com/.a.tar.host=x") == nil)
+
+        try repository.delete("alice@example.com/a.tar")
+        try repository.delete("alice@example.com/a.tar")
+        #expect(repository.readSidecar(of: "alice@example.com/a.tar") == nil)
+        let left = try repository.objects(in: "alice@example.com").map(\.name).sorted()
+        #expect(!left.contains("a.tar") && left.contains("b.tar") && !left.contains { $0.contains("a.tar") }, "\(left)")
+        #expect(repository.readSidecars(in: "alice@example.com") == ["b.tar": record("b.tar", "other")])
+    }
+
+    @Test("the registry picks each backend by its scheme, and nothing else", arguments: backends)
+    func registry(backend: Backend) throws {
+        let place = try Self.place(backend)
+        let location = place.repository.location
+        #expect(Repositories.isRemote(location) == (backend != .local))
+        #expect(RepositoryBackends.backend(of: location)?.scheme == (backend == .local ? nil : backend.rawValue + ":"))
+        #expect(place.repository.isLocal == (backend == .local))
+    }
+}
