@@ -225,22 +225,40 @@ struct WALReaderTests {
         #expect(result.cursor?.salt1 == cursor.salt1 &+ 1)
     }
 
-    @Test("a restart that overwrote unread frames, or whose old chain ends at the end of the file, breaks")
-    func restartUnproven() throws {
+    @Test("after a restart, an old chain that ends at the end of the file (no truncation since) is read")
+    func restartTailAtEnd() throws {
         let store = try Store()
-        try store.insert(1)
+        try store.insert(6)
         let (first, _) = try read(try store.reader(), from: nil)
         let cursor = try #require(first.cursor)
         try store.insert(1)
         try store.db.checkpoint(.restart)
         try store.insert(1)
-        // The old chain (two commits) ended at the end of the file: a truncation would look the same.
-        let (ended, none) = try read(try store.reader(), from: cursor)
-        #expect(ended.broken?.isTailUnproven == true || ended.broken?.isOverwritten == true)
-        #expect(none.frames.isEmpty)
+        // The old chain (two commits) ends where the file ends, a whole number of frames past the new chain.
+        let (ended, taken) = try read(try store.reader(), from: cursor)
+        #expect(ended.broken == nil)
+        #expect(ended.commits == 2)
+        #expect(taken.frames.first?.salt1 == cursor.salt1 && taken.frames.last?.salt1 == cursor.salt1 &+ 1)
+        // The new chain grows past what was read of the old one: frames may have been overwritten.
         try store.insert(20)
         let (over, _) = try read(try store.reader(), from: cursor)
         #expect(over.broken?.isOverwritten == true)
+    }
+
+    @Test("a TRUNCATE checkpoint after the cursor, then a new chain, is never taken for a continuation")
+    func truncatedThenGrown() throws {
+        for rows in 1...4 {
+            let store = try Store()
+            try store.insert(rows)
+            let (first, _) = try read(try store.reader(), from: nil)
+            let cursor = try #require(first.cursor)
+            try store.insert(1)  // committed, then lost to the truncation before it was read
+            try store.db.checkpoint(.truncate)
+            try store.insert(rows)
+            let (after, taken) = try read(try store.reader(), from: cursor)
+            #expect(after.broken != nil, "\(rows) rows: \(String(describing: after.broken))")
+            #expect(taken.frames.isEmpty)
+        }
     }
 
     @Test("a TRUNCATE checkpoint, two restarts and a rewritten chain break; the -wal's absence is the caller's")

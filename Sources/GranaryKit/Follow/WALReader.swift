@@ -232,9 +232,17 @@ public struct WALReader {
         let oldTail = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes)
         if let tooLarge = oldTail.tooLarge ?? newChain.tooLarge { return WALRead(cursor: cursor, broken: tooLarge) }
         if oldTail.capped { return try emit(oldTail, from: cursor, sink: sink) }
-        // The old chain ends at a whole frame of neither chain (an older chain's, left in place):
-        // the end of a file, or a frame of the new chain, could be a truncation's.
-        guard let stop = oldTail.stop, stop.salt1 != cursor.salt1, stop.salt1 != header.salt1 else {
+        // The old chain's end is proven when it is a whole frame of neither chain (an older
+        // chain's, left in place), or the end of a file that no truncation made: a file cut
+        // (TRUNCATE, journal_size_limit) and grown again by the new chain alone ends within one
+        // frame past the new chain's last whole frame, or at a length that is no whole number of
+        // frames. A frame of the new chain, or an old frame that does not check, proves nothing.
+        let frameSize = Int64(Self.frameHeaderSize + cursor.pageSize)
+        let endsAtFileEnd =
+            oldTail.stop == nil && (length - Int64(Self.headerSize)) % frameSize == 0
+            && length >= Int64(Self.headerSize) + Int64(newChain.validFrames + 1) * frameSize
+        let endsAtOlderFrame = oldTail.stop.map { $0.salt1 != cursor.salt1 && $0.salt1 != header.salt1 } ?? false
+        guard endsAtOlderFrame || endsAtFileEnd else {
             return WALRead(cursor: cursor, broken: .tailUnproven(frame: oldTail.lastFrame))
         }
         var result = try emit(oldTail, from: cursor, sink: sink)
