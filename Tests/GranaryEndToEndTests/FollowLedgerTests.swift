@@ -173,6 +173,22 @@ struct FollowLedgerTests {
         ])
         #expect(fallback.stderr.contains("within the followed window") == false)
 
+        // A damaged segment: restore --at inside its window refuses (65), naming it, and places nothing.
+        let damaged = try #require(generations.last { ($0.window.map { $0.to > $0.from }) ?? false })
+        let segment = try #require(damaged.segments.last)
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: segment.path)))
+        bytes[bytes.count / 2] ^= 0x20
+        try Data(bytes).write(to: URL(fileURLWithPath: segment.path))
+        let refused = folder.child("refused")
+        #expect(mkdir(refused, 0o700) == 0)
+        let refusal = try GranaryProcess.run([
+            "restore", user, "--at", ArchiveName.stamp(micros: damaged.window!.to, precise: true), "--to", refused,
+            "--root", root, "--repo", repo,
+        ])
+        #expect(refusal.status == 65, "\(refusal.stderr)")
+        #expect(refusal.stderr.contains(segment.name), "\(refusal.stderr)")
+        #expect((try FileManager.default.contentsOfDirectory(atPath: refused)).isEmpty)
+
         // A generation goes with its base: deleting the oldest base removes its segments too.
         let oldest = try #require(generations.first)
         let deleted = try GranaryProcess.run([

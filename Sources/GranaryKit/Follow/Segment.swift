@@ -44,6 +44,11 @@ public enum Segment {
         /// When granary had read these commits (microseconds since 1970): each was committed
         /// at or before it.
         public var observed: Int64
+        public init(store: String, pageSize: Int, observed: Int64) {
+            self.store = store
+            self.pageSize = pageSize
+            self.observed = observed
+        }
     }
 
     public struct Commit: Codable, Sendable, Equatable {

@@ -40,6 +40,13 @@ public struct WALFrame: Sendable, Equatable {
     public let salt1: UInt32
 
     public var isCommit: Bool { commitPages != 0 }
+
+    public init(pageNumber: UInt32, commitPages: UInt32, index: Int, salt1: UInt32) {
+        self.pageNumber = pageNumber
+        self.commitPages = commitPages
+        self.index = index
+        self.salt1 = salt1
+    }
 }
 
 /// Why a read cannot prove it continues the previous one: the caller starts a new generation.
