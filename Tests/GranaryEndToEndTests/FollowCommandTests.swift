@@ -41,6 +41,14 @@ struct FollowCommandTests {
         // Its base is an archive of the user in the repository.
         let base = try #require(generations.first).name
         #expect(FileSystem.isRegularFile(repo + "/alice/" + base))
+        // list shows the window, in text and JSON.
+        let listed = try GranaryProcess.run(["list", "alice", "--json", "--root", root, "--repo", repo])
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any])
+        let followed = try #require(document["followed"] as? [[String: Any]])
+        #expect(followed.count == 1 && followed.first?["base"] as? String == base, "\(listed.stdout)")
+        let text = try GranaryProcess.run(["list", "alice", "--root", root, "--repo", repo])
+        #expect(text.stdout.contains("followed") && text.stdout.contains("base " + base), "\(text.stdout)")
         // A second --once resumes: no new generation while nothing changed.
         let again = try follow(["--once"])
         #expect(again.status == 0)
