@@ -83,6 +83,33 @@ struct FollowCommandTests {
         #expect(symlink(outside + "-wal", store + "-wal") == 0)
         let second = try follow(["--once"])
         #expect(second.status == 0, "\(second.stderr)")
+        // And while follow runs: the -wal swapped back and forth between itself and the link.
+        try? FileManager.default.removeItem(atPath: store + "-wal")
+        let real = root + "/bob/.real-wal"
+        let link = root + "/bob/.link-wal"
+        FileManager.default.createFile(atPath: store + "-wal", contents: Data())
+        let swapping = Swapper()
+        let swapper = Thread {
+            while !swapping.done {
+                _ = Glibc.link(store + "-wal", real)
+                unlink(link)
+                _ = symlink(outside + "-wal", link)
+                _ = rename(link, store + "-wal")
+                usleep(200)
+                _ = rename(real, store + "-wal")
+                usleep(200)
+            }
+        }
+        // The other store keeps committing: a follower that went through the link would ship it.
+        let writer = Thread {
+            guard let other = try? Database(path: outside, mode: .readWrite) else { return }
+            while !swapping.done { try? other.run("INSERT INTO items(body) VALUES (hex(randomblob(300)))") }
+        }
+        swapper.start()
+        writer.start()
+        for _ in 0..<4 { _ = try follow(["--once"]) }
+        swapping.done = true
+        while !swapper.isFinished || !writer.isFinished { usleep(1000) }
         // No segment holds a commit read through the link.
         for generation in FollowCatalogue.generations(in: repo, user: try UserID("bob"), host: nil) {
             for segment in generation.segments {
@@ -90,5 +117,15 @@ struct FollowCommandTests {
                 #expect(trailer.commits == 0, "\(segment.name) holds \(trailer.commits) commits")
             }
         }
+    }
+}
+
+/// A flag the swapping thread reads.
+final class Swapper: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stopped = false
+    var done: Bool {
+        get { lock.withLock { stopped } }
+        set { lock.withLock { stopped = newValue } }
     }
 }
