@@ -46,7 +46,7 @@ OPERATIONS = {
     "Isolation": {"Backup"},
     "Restore": set(),
     "Lifecycle": {"Backup", "FastPath", "Restore"},
-    # follow (issue 51) starts each generation with a backup and restore --at replays onto a restore.
+    # follow starts each generation with a backup and restore --at replays onto a restore.
     "Follow": {"Backup", "FastPath", "Isolation", "Restore"},
 }
 # Operations' uses against that order, each with its reason.

@@ -84,7 +84,7 @@ struct AdminScheduleTests {
             #expect(!service.capabilities.isEmpty && !service.capabilities.contains("CAP_SYS_ADMIN"), "\(name)")
             #expect(service.command.first == "/usr/bin/granary", "\(name): \(service.command)")
             let timer = Self.units + "/" + name.replacingOccurrences(of: ".service", with: ".timer")
-            // follow runs all the time (issue 51): the one service without a timer.
+            // follow runs all the time: the one service without a timer.
             #expect(FileSystem.isRegularFile(timer) == (name != "granary-follow.service"), "\(name) and its timer")
         }
         // The places the units may write are those the shipped configuration's examples name.

@@ -6,7 +6,7 @@ import Testing
     import Glibc
 #endif
 
-/// Issue 51's proof, first slice: a writer commits into a user's WAL store and logs each row it
+/// Following's proof: a writer commits into a user's WAL store and logs each row it
 /// got acknowledged with the moment, checkpointing as apps do (PASSIVE, RESTART, TRUNCATE);
 /// `granary follow` runs, is killed with -9 and started again; then at random moments T of the
 /// followed windows, `restore --at T --to DIR` holds every row acknowledged at or before T - 1 s,

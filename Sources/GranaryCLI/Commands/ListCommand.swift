@@ -52,7 +52,7 @@ struct ListCommand: GranaryCommand {
             }
         }
         var result = ListResult(repository: repository.location, items: items, retiredUsers: retired.sorted())
-        // Issue 51: the windows `restore --at` can reach, from the segments of `granary follow`.
+        // The windows `restore --at` can reach, from the segments of `granary follow`.
         if let local = repository.localPath {
             for user in Set(items.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
                 var previous: Int64?
@@ -131,7 +131,7 @@ struct ListResult: CommandResult {
     /// Users the root no longer has a folder for and whose newest archive is a final one (granary
     /// retire); empty without a root.
     let retiredUsers: [String]
-    /// `granary follow`'s windows (issue 51): each generation's, oldest first per user; the gap
+    /// `granary follow`'s windows: each generation's, oldest first per user; the gap
     /// before one is the time since the user's previous window ended (null for the first).
     struct Window: Encodable {
         let user: String

@@ -233,7 +233,7 @@ struct RestoreCommand: GranaryCommand {
         request.safetyArchive = !noSafetyArchive
         request.check = settings.check.value
         request.create = try createFolder()
-        // Issue 51: a time inside a followed window restores its base and replays its commits.
+        // A time inside a followed window restores its base and replays its commits.
         if let repository = try? settings.repository() {
             FollowRestore.prepare(&request, repository: repository, cap: settings.bytesPerUser.value)
         }
