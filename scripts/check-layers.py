@@ -21,7 +21,7 @@ LAYERS = [
     # backup, rebuilt by restore, read by verify, prune and inspect).
     {"Repository", "Catalogue", "Delta"},
     # 3. The operations that change a user's folder or the repository.
-    {"Backup", "FastPath", "Isolation", "Restore", "Lifecycle"},
+    {"Backup", "FastPath", "Isolation", "Restore", "Lifecycle", "Follow"},
 ]
 
 # Uses of a folder above, each with its reason: (file, type) -> why.
@@ -48,6 +48,8 @@ OPERATIONS = {
     "Isolation": {"Backup"},
     "Restore": set(),
     "Lifecycle": {"Backup", "FastPath", "Restore"},
+    # follow starts each generation with a backup and restore --at replays onto a restore.
+    "Follow": {"Backup", "FastPath", "Isolation", "Restore"},
 }
 # Operations' uses against that order, each with its reason.
 SIDEWAYS = {

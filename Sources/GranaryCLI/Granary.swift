@@ -19,7 +19,8 @@ struct Granary: ParsableCommand {
     static let commands: [ParsableCommand.Type] = [
         UsersCommand.self, BackupCommand.self, ListCommand.self, VerifyCommand.self, InspectCommand.self,
         CheckCommand.self, DeleteCommand.self, PruneCommand.self, RestoreCommand.self, ResetCommand.self,
-        RetireCommand.self, RecoverCommand.self, SyncCommand.self, AdoptCommand.self, ConfigCommand.self,
+        RetireCommand.self, RecoverCommand.self, SyncCommand.self, FollowCommand.self, AdoptCommand.self,
+        ConfigCommand.self,
     ]
 
     /// The names a command line may start with.

@@ -12,13 +12,17 @@ import CSQLite
 // the ledger line leaves a row that is not in the ledger, never the other way round).
 //
 //   granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS]
-//       [--connection keep|per-write] [--count N [--hold]] [--fsync] STORE
+//       [--connection keep|per-write] [--count N [--hold]] [--fsync] [--times]
+//       [--checkpoint-every N] STORE
 //
 // --connection keep (the default) opens the store once and keeps that connection for the whole
 // run; per-write opens and closes it around every transaction, as a command-line tool does.
 // --count N exits 0 after N acknowledged rows; with --hold it stays instead, its kept connection
 // open (idle), until the process is killed. The journal mode is the store's own: the writer never
 // changes it. Messages go to standard error; the writer runs until killed (SIGTERM or SIGKILL).
+// --times adds to each ledger line the moment COMMIT returned (microseconds since 1970, after a
+// space); --checkpoint-every N runs a checkpoint after every N acknowledged rows, PASSIVE, RESTART
+// and TRUNCATE in turn, on the writer's own connection (as apps checkpoint).
 
 /// Writes `text` to standard error (one write(2)).
 func say(_ text: String) {
@@ -36,11 +40,13 @@ struct Options {
     var hold = false
     var fsync = false
     var store = ""
+    var times = false
+    var checkpointEvery = 0
 }
 
 let synopsis =
     "usage: granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS] "
-    + "[--connection keep|per-write] [--count N [--hold]] [--fsync] STORE\n"
+    + "[--connection keep|per-write] [--count N [--hold]] [--fsync] [--times] [--checkpoint-every N] STORE\n"
 
 func usage(_ message: String) -> Never {
     say("granary-ledger-writer: \(message)\n")
@@ -67,6 +73,8 @@ func help() -> Never {
               --count N             exit 0 after N acknowledged rows
               --hold                with --count: stay instead, the kept connection open and idle
               --fsync               fsync the ledger after each line
+              --times               add the moment COMMIT returned (microseconds since 1970) to each line
+              --checkpoint-every N  a checkpoint after every N rows: PASSIVE, RESTART, TRUNCATE in turn
               --help                this text
 
             """
@@ -107,6 +115,10 @@ func parse(_ arguments: [String]) -> Options {
             options.count = n
         case "--fsync": options.fsync = true
         case "--hold": options.hold = true
+        case "--times": options.times = true
+        case "--checkpoint-every":
+            guard let n = Int(value(argument)), n >= 0 else { usage("--checkpoint-every must be a number from 0") }
+            options.checkpointEvery = n
         case "--help", "-h": help()
         default:
             if argument.hasPrefix("-") { usage("unknown option \(argument)") }
@@ -219,10 +231,22 @@ func writeOne(_ seq: Int64, through kept: Connection?) -> Bool {
 
 while options.count.map({ acknowledged < $0 }) ?? true {
     if writeOne(seq, through: kept) {
-        let line = Array("\(seq)\n".utf8)
+        var stamp = timespec()
+        clock_gettime(CLOCK_REALTIME, &stamp)
+        let micros = Int64(stamp.tv_sec) * 1_000_000 + Int64(stamp.tv_nsec) / 1000
+        let line = Array((options.times ? "\(seq) \(micros)\n" : "\(seq)\n").utf8)
         _ = line.withUnsafeBytes { write(ledger, $0.baseAddress, $0.count) }
         if options.fsync { fsync(ledger) }
         acknowledged += 1
+        if options.checkpointEvery > 0, acknowledged % Int64(options.checkpointEvery) == 0,
+            let connection = kept ?? connect()
+        {
+            let modes = ["PASSIVE", "RESTART", "TRUNCATE"]
+            let mode = modes[Int(acknowledged / Int64(options.checkpointEvery)) % modes.count]
+            if let failure = connection.execute("PRAGMA wal_checkpoint(\(mode))") {
+                say("granary-ledger-writer: checkpoint \(mode): \(failure)\n")
+            }
+        }
     }
     // A failed transaction's number is never used again: every row's number is unique.
     seq += 1

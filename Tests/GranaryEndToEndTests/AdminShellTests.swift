@@ -29,7 +29,7 @@ struct AdminShellTests {
         }
         for command in [
             "users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "retire",
-            "recover", "sync", "config",
+            "recover", "sync", "follow", "config",
         ] {
             #expect(result.stdout.contains("  \(command) "), "granary --help lacks \(command)")
             let help = try GranaryProcess.run(["help", command])

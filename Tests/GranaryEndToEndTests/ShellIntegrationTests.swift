@@ -314,7 +314,7 @@ struct ShellIntegrationTests {
 
     static let commands = [
         "users", "backup", "list", "verify", "inspect", "check", "delete", "prune", "restore", "reset", "retire",
-        "recover", "sync", "config",
+        "recover", "sync", "follow", "config",
     ]
 
     @Test("there is a man page per command, named granary-COMMAND.1, plus granary.toml(5) and granary-reopen(7)")

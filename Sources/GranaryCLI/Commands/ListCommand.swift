@@ -51,7 +51,25 @@ struct ListCommand: GranaryCommand {
                 retired.append(user.rawValue)
             }
         }
-        return ListResult(repository: repository.location, items: items, retiredUsers: retired.sorted())
+        var result = ListResult(repository: repository.location, items: items, retiredUsers: retired.sorted())
+        // The windows `restore --at` can reach, from the segments of `granary follow`.
+        if let local = repository.localPath {
+            for user in Set(items.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
+                var previous: Int64?
+                for generation in FollowCatalogue.generations(in: local, user: user, host: context.hostScope) {
+                    guard let window = generation.window else { continue }
+                    result.followed.append(
+                        ListResult.Window(
+                            user: user.rawValue, host: generation.host, base: generation.name,
+                            from: Date(timeIntervalSince1970: Double(window.from) / 1e6),
+                            to: Date(timeIntervalSince1970: Double(window.to) / 1e6),
+                            segments: generation.segments.count,
+                            gapBefore: previous.map { Double(max(0, window.from - $0)) / 1e6 }))
+                    previous = window.to
+                }
+            }
+        }
+        return result
     }
 }
 
@@ -113,8 +131,20 @@ struct ListResult: CommandResult {
     /// Users the root no longer has a folder for and whose newest archive is a final one (granary
     /// retire); empty without a root.
     let retiredUsers: [String]
+    /// `granary follow`'s windows: each generation's, oldest first per user; the gap
+    /// before one is the time since the user's previous window ended (null for the first).
+    struct Window: Encodable {
+        let user: String
+        let host: String
+        let base: String
+        let from: Date
+        let to: Date
+        let segments: Int
+        @Null var gapBefore: Double?
+    }
+    var followed: [Window] = []
 
-    enum CodingKeys: String, CodingKey { case repository, archives, retiredUsers }
+    enum CodingKeys: String, CodingKey { case repository, archives, retiredUsers, followed }
 
     init(repository: String, items: [Catalogue.Item], retiredUsers: [String] = []) {
         self.repository = repository
@@ -182,6 +212,17 @@ struct ListResult: CommandResult {
                 }
                 if archive.verified == .bad, let problem = archive.problem { line += "  (\(problem))" }
             }
+            text.line(line)
+        }
+        var followedUser: String?
+        for window in followed {
+            if window.user != followedUser {
+                followedUser = window.user
+                text.line("\(bold: window.user)  followed (restore --at reaches any moment of a window)")
+            }
+            var line: TextLine =
+                "  \(Format.time(window.from)) to \(Format.time(window.to))  \(window.segments) segments  base \(window.base)"
+            if let gap = window.gapBefore, gap > 0 { line += "  (gap of \(Format.age(gap)) before)" }
             text.line(line)
         }
     }

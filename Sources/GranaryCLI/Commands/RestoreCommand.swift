@@ -233,6 +233,10 @@ struct RestoreCommand: GranaryCommand {
         request.safetyArchive = !noSafetyArchive
         request.check = settings.check.value
         request.create = try createFolder()
+        // A time inside a followed window restores its base and replays its commits.
+        if let repository = try? settings.repository() {
+            FollowRestore.prepare(&request, repository: repository, cap: settings.bytesPerUser.value)
+        }
         let restorer = Restorer(root: try settings.requireRoot(), repository: try settings.repository())
         do {
             let result = RestoreResult(try restorer.run(request), operation: .restore)

@@ -619,3 +619,43 @@ extension WorkerFailed: CommandLineError {
     var status: ExitStatus { .ioError }
     var hint: String? { Hint.command("granary", "backup", user) }
 }
+
+// Sources/GranaryKit/Follow/Replay.swift
+extension FollowReplay.Failure: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        switch self {
+        case .broken(let user, _):
+            return
+                "restore a moment outside the followed window (granary list \(user) shows the archives), or the archive itself: granary restore \(user) ARCHIVE"
+        }
+    }
+}
+
+// Sources/GranaryKit/Follow/Segment.swift
+extension Segment.Failure: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .corrupt: return .dataError
+        case .io: return .ioError
+        }
+    }
+    var hint: String? {
+        switch self {
+        case .corrupt: return "the segment is damaged: restore a moment outside its generation's window"
+        case .io: return nil
+        }
+    }
+}
+
+// Sources/GranaryKit/Follow/WALReader.swift
+extension WALReader.Failure: CommandLineError {
+    var status: ExitStatus {
+        switch self {
+        case .changedWhileRead: return .temporaryFailure
+        case .notRegular, .wrongOwner: return .dataError
+        case .read: return .ioError
+        }
+    }
+    var hint: String? { nil }
+}

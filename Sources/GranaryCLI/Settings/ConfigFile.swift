@@ -22,6 +22,8 @@ public struct ConfigFile: Sendable {
     public var check: CheckMode?
     public var lockTimeout: Duration?
     public var ownerTimeout: Duration?
+    /// `follow_interval`: how often `follow` ships each user's commits.
+    public var followInterval: Duration?
     public var jobs: Int?
     public var retention: RetentionPolicy?
     /// Repositories each new archive is also sent to (`[[mirror]]` tables, each with `repo`).
@@ -227,6 +229,8 @@ public enum SettingLimits {
     public static let lockTimeout = Duration.zero...Duration.seconds(7 * 86_400)
     /// How long an owner has to acknowledge a pause (`owner_timeout`, `--owner-timeout`).
     public static let ownerTimeout = Duration.milliseconds(1)...Duration.seconds(3600)
+    /// How often `follow` ships each user's commits (`follow_interval`, `--interval`).
+    public static let followInterval = Duration.milliseconds(10)...Duration.seconds(3600)
     /// Remote timeouts (`[remote] connect_timeout`, `timeout`): 1 s to an hour.
     public static let remoteTimeout = Duration.seconds(1)...Duration.seconds(3600)
     /// Remote tries (`[remote] retries`, `low_level_retries`).

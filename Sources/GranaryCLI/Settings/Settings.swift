@@ -36,6 +36,8 @@ public struct Settings: Sendable {
     public var lockTimeout = Setting(Duration.seconds(60), from: .defaultValue)
     /// How long an owner has to acknowledge a pause (`owner_timeout`).
     public var ownerTimeout = Setting(Duration.seconds(10), from: .defaultValue)
+    /// How often `follow` ships each user's commits (`follow_interval`).
+    public var followInterval = Setting(Duration.seconds(1), from: .defaultValue)
     /// Users backed up at once by `backup --all` (`jobs`).
     public var jobs = Setting(1, from: .defaultValue)
     /// The retention policy `prune` and `backup --prune` apply (`[retention]`).
@@ -109,6 +111,7 @@ public struct Settings: Sendable {
         if let value = config.check { settings.check = Setting(value, from: .file) }
         if let value = config.lockTimeout { settings.lockTimeout = Setting(value, from: .file) }
         if let value = config.ownerTimeout { settings.ownerTimeout = Setting(value, from: .file) }
+        if let value = config.followInterval { settings.followInterval = Setting(value, from: .file) }
         if let value = config.jobs { settings.jobs = Setting(value, from: .file) }
         if let value = config.retention { settings.retention = Setting(value, from: .file) }
         if let value = config.mirrors { settings.mirrors = Setting(value, from: .file) }

@@ -308,7 +308,18 @@ extension Repository {
             }
             try delete(object)
             if let host = entry.host { try? deleteSmall(Hosts.marker(of: object, host: host)) }
+            removeFollowedGeneration(of: entry)
         }
+    }
+
+    /// `follow`'s segments built on `entry` (`USER/follow/HOST/NAME/`, docs/follow.md) go with
+    /// their base: a generation never outlives the archive it replays onto. After the archive
+    /// itself, so that an interrupted removal leaves segments without a base (which restore
+    /// refuses) rather than a base without its segments' claim.
+    func removeFollowedGeneration(of entry: RepositoryEntry) {
+        guard let localPath, let host = entry.host else { return }
+        let folder = localPath + "/" + entry.user.rawValue + "/follow/" + host + "/" + entry.name.fileName
+        if FileSystem.isDirectory(folder) { FileSystem.removeTree(folder) }
     }
 
     /// Publishes the finished archive `file` as the archive `name` of `user` (a name this host

@@ -27,6 +27,12 @@ public struct RestoreRequest: Sendable {
     /// An archive file name in the user's repository folder, or a path; nil: the newest regular
     /// backup (or per `at`, or with `undo` the newest safety archive).
     public var archive: String?
+    /// Called with each staged store (its member name and its staged file) once the archive is
+    /// staged and verified, before anything is placed or committed: `restore --at` replays the
+    /// followed commits there. A throw stops the restore with nothing changed.
+    public var afterStaging: (@Sendable ([(name: String, path: String)]) throws -> Void)?
+    /// Said with the report (`restore --at`: which window, or why the archive alone).
+    public var notes: [String] = []
     /// The newest regular backup at or before this time.
     public var at: Date?
     /// Put back what the last restore or reset of the user replaced (its safety archive).
@@ -197,6 +203,8 @@ public struct Restorer: Sendable {
         for skipped in scan?.skipped ?? [] { report.warnings.append("passed over \(skipped.name): \(skipped.reason)") }
         let (staged, manifest) = try stage(
             request, chosen: chosen, existing: existing, liveStores: liveStores, work: work)
+        try request.afterStaging?(staged.map { (name: $0.name, path: $0.path) })
+        report.warnings += request.notes
 
         CrashPoint.reach(.staged)
         if let target = request.target {

@@ -1,0 +1,96 @@
+import ArgumentParser
+import Foundation
+import GranaryKit
+
+struct FollowCommand: GranaryCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "follow",
+        abstract: "Ship every committed transaction of users' WAL stores to the repository, about every second.",
+        discussion: """
+            Follows the WAL stores of the named users (default: every user under the root, including users \
+            that appear later): each round reads each store's -wal beneath the user's folder, keeps whole \
+            committed transactions whose checksums chain, and publishes them as one segment of the user's \
+            current generation in the repository (USER/follow/HOST/BASE/SEQUENCE-FIRST-LAST.seg). A generation \
+            starts with a backup of the user (its base); a new one starts whenever granary cannot prove it \
+            read every commit (the -wal truncated or restarted past what was read, the store replaced, a store \
+            added or gone), and the journal says why. restore --at TIME replays a generation onto its base when \
+            TIME lies in its window; list --follow shows the windows. Rollback-journal stores are named and \
+            passed over. Only a local repository is followed in this release. \
+            Logs one line per event (a generation, a segment, a paused user) on standard error. Stops on \
+            SIGTERM or SIGINT after the round under way. \
+            Exit codes: 0 stopped by a signal or --once done, 64 usage, 69 no repository or root.
+            """
+    )
+
+    static var cleansUpOnSignals: Bool { true }
+
+    @OptionGroup(title: "Global Options") var global: GlobalOptions
+
+    @Argument(help: ArgumentHelp("Only these users.", valueName: "user"), completion: .custom(Completions.users))
+    var users: [String] = []
+
+    @Option(
+        help: ArgumentHelp(
+            "How often each user's commits are shipped: 10ms to 1h (default: follow_interval, 1s).",
+            valueName: "duration"),
+        transform: ArgumentValues.timeout(within: SettingLimits.followInterval))
+    var interval: Duration?
+
+    @Flag(help: "Ship what is there (starting generations as needed), then exit.")
+    var once = false
+
+    func execute(_ console: Console) throws -> FollowResult {
+        let settings = try global.settings()
+        let root = try settings.requireRoot()
+        let repository = try settings.requireRepository(forWriting: true)
+        guard repository.isLocal else {
+            throw CommandError(
+                description: "follow writes to a local repository only in this release: \(repository.location)",
+                status: .usage, hint: "follow into a local repository (GRANARY_REPO=/path)")
+        }
+        var options = BackupOperation.Options()
+        options.compression = settings.compression.value
+        options.level = settings.level.value
+        options.check = settings.check.value
+        options.bytesPerUser = settings.bytesPerUser.value
+        options.context = settings.context
+        if settings.delta.value { options.delta = settings.deltaPolicy }
+        let backup = BackupOperation(root: root, repository: repository, options: options)
+        let run = FollowRun(
+            root: root, repository: repository, backup: backup, cap: settings.bytesPerUser.value,
+            users: try UserID.named(users))
+        let every = interval ?? settings.followInterval.value
+        var result = FollowResult()
+        let log: (FollowEvent) -> Void = { event in
+            console.note("follow: " + event.description)
+            result.events.append(
+                FollowResult.Event(kind: event.kind.rawValue, user: event.user, message: event.message))
+        }
+        while true {
+            let began = ContinuousClock.now
+            do { try run.round(log: log) } catch is InterruptedError { break }
+            if once { break }
+            // Sleep the rest of the interval in small steps, so that a signal stops it soon.
+            let until = began + every
+            while ContinuousClock.now < until {
+                if (try? Interruption.check()) == nil { return result }
+                let left = until - ContinuousClock.now
+                Thread.sleep(forTimeInterval: min(0.05, max(0, left.timeInterval)))
+            }
+            if (try? Interruption.check()) == nil { break }
+        }
+        return result
+    }
+}
+
+/// `granary follow`: the events of the run (each also logged as it happened).
+struct FollowResult: CommandResult {
+    struct Event: Encodable {
+        let kind: String
+        let user: String
+        let message: String
+    }
+    var events: [Event] = []
+
+    func render(_ text: inout TextOutput, _ detail: TextDetail) {}
+}

@@ -1,0 +1,384 @@
+import CZstd
+import Crypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A segment: the committed transactions `follow` read from one user's stores in one round or
+/// more, zstd-compressed, its content's SHA-256 at its end. Its records, uncompressed:
+///
+/// - `GRANARY-SEGMENT 1\n`, then `H` and the header (JSON: user, host, generation, sequence, base)
+/// - per store read: `S` and the store (JSON: its member name, page size, the moment granary
+///   observed its commits), then per frame `F`, the page number (4 bytes, big-endian) and the
+///   page image, and after each commit frame `C` and the commit (JSON: the database's size in
+///   pages after it, its frame in the `-wal`)
+/// - `E` and the trailer (JSON: counts, the first and last observation, each store's cursor),
+///   then the SHA-256 of every byte before it (32 bytes).
+///
+/// Each JSON record is its tag, a 4-byte big-endian length and the JSON. A segment holds whole
+/// commits only.
+public enum Segment {
+    public static let magic = Array("GRANARY-SEGMENT 1\n".utf8)
+
+    public struct Header: Codable, Sendable, Equatable {
+        public var format = 1
+        public var user: String
+        public var host: String
+        /// The generation's name: its base archive's file name.
+        public var generation: String
+        public var sequence: Int
+        public init(user: String, host: String, generation: String, sequence: Int) {
+            self.user = user
+            self.host = host
+            self.generation = generation
+            self.sequence = sequence
+        }
+    }
+
+    public struct StoreRun: Codable, Sendable, Equatable {
+        /// The store's member name in the base archive.
+        public var store: String
+        public var pageSize: Int
+        /// When granary had read these commits (microseconds since 1970): each was committed
+        /// at or before it.
+        public var observed: Int64
+        public init(store: String, pageSize: Int, observed: Int64) {
+            self.store = store
+            self.pageSize = pageSize
+            self.observed = observed
+        }
+    }
+
+    public struct Commit: Codable, Sendable, Equatable {
+        public var pages: UInt32
+        public var frame: Int
+        public var salt1: UInt32
+    }
+
+    /// Where a store's following stands after a segment.
+    public struct StoreCursor: Codable, Sendable, Equatable {
+        public var device: UInt64
+        public var inode: UInt64
+        /// Nil while the store's `-wal` had no header.
+        public var wal: WALCursor?
+        public init(device: UInt64, inode: UInt64, wal: WALCursor?) {
+            self.device = device
+            self.inode = inode
+            self.wal = wal
+        }
+    }
+
+    public struct Trailer: Codable, Sendable, Equatable {
+        public var commits = 0
+        public var frames = 0
+        /// The first and last observation the segment covers (microseconds).
+        public var first: Int64
+        public var last: Int64
+        public var cursors: [String: StoreCursor] = [:]
+    }
+
+    /// A segment's object name in the repository: `USER/follow/HOST/GENERATION/SEQ-FIRST-LAST.seg`.
+    public static func fileName(sequence: Int, first: Int64, last: Int64) -> String {
+        let seq = String(sequence)
+        return String(repeating: "0", count: max(0, 10 - seq.count)) + seq + "-"
+            + ArchiveName.stamp(micros: first, precise: true) + "-" + ArchiveName.stamp(micros: last, precise: true)
+            + ".seg"
+    }
+
+    /// The sequence and the observations a segment's file name gives.
+    public static func parse(fileName: String) -> (sequence: Int, first: Int64, last: Int64)? {
+        guard fileName.hasSuffix(".seg") else { return nil }
+        let parts = fileName.dropLast(4).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].count == 10, let sequence = Int(parts[0]), sequence > 0,
+            let first = ArchiveName.parseMicros(String(parts[1])),
+            let last = ArchiveName.parseMicros(String(parts[2])), first <= last
+        else { return nil }
+        return (sequence, first, last)
+    }
+
+    public enum Failure: GranaryError, Equatable {
+        case corrupt(path: String, reason: String)
+        case io(path: String, reason: String)
+        public var description: String {
+            switch self {
+            case .corrupt(let path, let reason): return "\(path): not a valid segment (\(reason))"
+            case .io(let path, let reason): return "\(path): \(reason)"
+            }
+        }
+    }
+}
+
+/// Writes a segment file, streaming: the pages go through zstd as they come.
+public final class SegmentWriter {
+    let path: String
+    let fd: Int32
+    let cctx: OpaquePointer
+    var hash = SHA256()
+    var output = [UInt8](repeating: 0, count: 1 << 17)
+    public private(set) var trailer: Segment.Trailer
+    var finished = false
+
+    public init(path: String, header: Segment.Header, level: Int32 = 3) throws {
+        self.path = path
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Segment.Failure.io(path: path, reason: String(cString: strerror(errno))) }
+        cctx = ZSTD_createCCtx()
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level)
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)
+        trailer = Segment.Trailer(first: 0, last: 0)
+        try put(Segment.magic)
+        try record("H", header)
+    }
+
+    deinit {
+        ZSTD_freeCCtx(cctx)
+        close(fd)
+        if !finished { unlink(path) }
+    }
+
+    public func store(_ run: Segment.StoreRun) throws {
+        if trailer.first == 0 { trailer.first = run.observed }
+        trailer.first = min(trailer.first, run.observed)
+        trailer.last = max(trailer.last, run.observed)
+        try record("S", run)
+    }
+
+    public func frame(_ frame: WALFrame, page: UnsafeRawBufferPointer) throws {
+        var head: [UInt8] = [UInt8(ascii: "F")]
+        head += Self.big32(frame.pageNumber)
+        try put(head)
+        try put(page)
+        trailer.frames += 1
+        if frame.isCommit {
+            trailer.commits += 1
+            try record("C", Segment.Commit(pages: frame.commitPages, frame: frame.index, salt1: frame.salt1))
+        }
+    }
+
+    /// Ends the segment (the trailer, the digest), syncs and closes it.
+    public func finish(first: Int64, last: Int64, cursors: [String: Segment.StoreCursor]) throws {
+        trailer.first = trailer.first == 0 ? first : min(trailer.first, first)
+        trailer.last = max(trailer.last, last)
+        trailer.cursors = cursors
+        try record("E", trailer)
+        let digest = Array(hash.finalize())
+        try compress(digest.withUnsafeBytes { $0 }, hashing: false, end: false)
+        try compress(UnsafeRawBufferPointer(start: nil, count: 0), hashing: false, end: true)
+        if fsync(fd) != 0 { throw Segment.Failure.io(path: path, reason: "fsync: \(String(cString: strerror(errno)))") }
+        finished = true
+    }
+
+    func record<T: Encodable>(_ tag: Character, _ value: T) throws {
+        let json = try Self.encoder.encode(value)
+        var head: [UInt8] = [UInt8(tag.asciiValue!)]
+        head += Self.big32(UInt32(json.count))
+        try put(head)
+        try put([UInt8](json))
+    }
+
+    func put(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try put($0) } }
+
+    func put(_ bytes: UnsafeRawBufferPointer) throws { try compress(bytes, hashing: true, end: false) }
+
+    func compress(_ bytes: UnsafeRawBufferPointer, hashing: Bool, end: Bool) throws {
+        if hashing { hash.update(bufferPointer: bytes) }
+        var input = ZSTD_inBuffer(src: bytes.baseAddress, size: bytes.count, pos: 0)
+        while true {
+            let (remaining, produced) = try output.withUnsafeMutableBytes { out -> (Int, Int) in
+                var buffer = ZSTD_outBuffer(dst: out.baseAddress, size: out.count, pos: 0)
+                let rc = ZSTD_compressStream2(cctx, &buffer, &input, end ? ZSTD_e_end : ZSTD_e_continue)
+                if ZSTD_isError(rc) != 0 {
+                    throw Segment.Failure.io(path: path, reason: String(cString: ZSTD_getErrorName(rc)))
+                }
+                return (rc, buffer.pos)
+            }
+            if produced > 0 {
+                try output.withUnsafeBytes { out in
+                    do {
+                        try FileSystem.writeAll(fd, UnsafeRawBufferPointer(rebasing: out[0..<produced]), path: path)
+                    } catch {
+                        throw Segment.Failure.io(path: path, reason: "\(error)")
+                    }
+                }
+            }
+            if end ? remaining == 0 : input.pos == input.size { break }
+        }
+    }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return encoder
+    }()
+
+    static func big32(_ value: UInt32) -> [UInt8] {
+        [
+            UInt8(value >> 24), UInt8(truncatingIfNeeded: value >> 16), UInt8(truncatingIfNeeded: value >> 8),
+            UInt8(truncatingIfNeeded: value),
+        ]
+    }
+}
+
+/// Reads a segment file, streaming, checking its digest: ``read(_:)`` hands each record to a
+/// visitor and throws at the end when the digest does not match (so a caller that must apply
+/// only checked bytes reads twice: ``check(_:)`` first).
+public struct SegmentReader {
+    public enum Record {
+        case header(Segment.Header)
+        case store(Segment.StoreRun)
+        case frame(pageNumber: UInt32, page: UnsafeRawBufferPointer)
+        case commit(Segment.Commit)
+    }
+
+    /// The most a JSON record may hold (a trailer lists every store's cursor).
+    static let maxRecord = 16 << 20
+
+    /// Checks the segment's digest and returns its header and trailer.
+    public static func check(_ path: String) throws -> (Segment.Header, Segment.Trailer) {
+        var header: Segment.Header?
+        let trailer = try read(path) { record in
+            if case .header(let h) = record { header = h }
+        }
+        guard let header else { throw Segment.Failure.corrupt(path: path, reason: "no header") }
+        return (header, trailer)
+    }
+
+    /// Reads every record; returns the trailer once the digest checked out.
+    @discardableResult
+    public static func read(_ path: String, visit: (Record) throws -> Void) throws -> Segment.Trailer {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw Segment.Failure.io(path: path, reason: String(cString: strerror(errno))) }
+        defer { close(fd) }
+        var stream = Decompressed(fd: fd, path: path)
+        defer { stream.free() }
+        var hash = SHA256()
+        func take(_ count: Int) throws -> [UInt8] {
+            let bytes = try stream.take(count)
+            hash.update(data: bytes)
+            return bytes
+        }
+        guard try take(Segment.magic.count) == Segment.magic else {
+            throw Segment.Failure.corrupt(path: path, reason: "no segment magic")
+        }
+        var pageSize = 0
+        var sawHeader = false
+        let decoder = JSONDecoder()
+        while true {
+            let tag = try take(1)[0]
+            switch tag {
+            case UInt8(ascii: "F"):
+                guard pageSize > 0 else {
+                    throw Segment.Failure.corrupt(path: path, reason: "a frame before its store")
+                }
+                let number = try take(4)
+                let page = try take(pageSize)
+                let pageNumber =
+                    UInt32(number[0]) << 24 | UInt32(number[1]) << 16 | UInt32(number[2]) << 8 | UInt32(number[3])
+                try page.withUnsafeBytes { try visit(.frame(pageNumber: pageNumber, page: $0)) }
+            case UInt8(ascii: "H"), UInt8(ascii: "S"), UInt8(ascii: "C"), UInt8(ascii: "E"):
+                let length = try take(4)
+                let count = Int(length[0]) << 24 | Int(length[1]) << 16 | Int(length[2]) << 8 | Int(length[3])
+                guard count <= maxRecord else { throw Segment.Failure.corrupt(path: path, reason: "a record too long") }
+                let json = Data(try take(count))
+                do {
+                    switch tag {
+                    case UInt8(ascii: "H"):
+                        sawHeader = true
+                        try visit(.header(try decoder.decode(Segment.Header.self, from: json)))
+                    case UInt8(ascii: "S"):
+                        guard sawHeader else { throw Segment.Failure.corrupt(path: path, reason: "no header") }
+                        let run = try decoder.decode(Segment.StoreRun.self, from: json)
+                        guard run.pageSize >= 512, run.pageSize <= 65536, run.pageSize & (run.pageSize - 1) == 0 else {
+                            throw Segment.Failure.corrupt(path: path, reason: "page size \(run.pageSize)")
+                        }
+                        pageSize = run.pageSize
+                        try visit(.store(run))
+                    case UInt8(ascii: "C"):
+                        try visit(.commit(try decoder.decode(Segment.Commit.self, from: json)))
+                    default:
+                        let trailer = try decoder.decode(Segment.Trailer.self, from: json)
+                        let want = Array(hash.finalize())
+                        let got = try stream.take(32)
+                        guard got == want else {
+                            throw Segment.Failure.corrupt(path: path, reason: "its SHA-256 does not match")
+                        }
+                        guard try stream.atEnd() else {
+                            throw Segment.Failure.corrupt(path: path, reason: "bytes after its end")
+                        }
+                        return trailer
+                    }
+                } catch let error as DecodingError {
+                    throw Segment.Failure.corrupt(path: path, reason: "a record does not decode: \(error)")
+                }
+            default:
+                throw Segment.Failure.corrupt(path: path, reason: "unknown record \(tag)")
+            }
+        }
+    }
+
+    /// zstd's output, taken a few bytes at a time.
+    struct Decompressed {
+        let fd: Int32
+        let path: String
+        let dctx = ZSTD_createDCtx()
+        var input = [UInt8](repeating: 0, count: 1 << 17)
+        var inputPos = 0
+        var inputSize = 0
+        var output = [UInt8](repeating: 0, count: 1 << 17)
+        var outputPos = 0
+        var outputSize = 0
+        var inputEnded = false
+        var frameEnded = true
+
+        mutating func free() { ZSTD_freeDCtx(dctx) }
+
+        mutating func fill() throws -> Bool {
+            while outputPos == outputSize {
+                if inputPos == inputSize && !inputEnded {
+                    let n = input.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+                    if n < 0 {
+                        if errno == EINTR { continue }
+                        throw Segment.Failure.io(path: path, reason: String(cString: strerror(errno)))
+                    }
+                    if n == 0 { inputEnded = true } else { inputPos = 0; inputSize = n }
+                }
+                if inputPos == inputSize && inputEnded { return false }
+                var inBuffer = ZSTD_inBuffer(src: nil, size: inputSize, pos: inputPos)
+                var produced = 0
+                let rc = input.withUnsafeBytes { inBytes in
+                    output.withUnsafeMutableBytes { outBytes in
+                        inBuffer.src = inBytes.baseAddress
+                        var outBuffer = ZSTD_outBuffer(dst: outBytes.baseAddress, size: outBytes.count, pos: 0)
+                        let rc = ZSTD_decompressStream(dctx, &outBuffer, &inBuffer)
+                        produced = outBuffer.pos
+                        return rc
+                    }
+                }
+                if ZSTD_isError(rc) != 0 {
+                    throw Segment.Failure.corrupt(path: path, reason: String(cString: ZSTD_getErrorName(rc)))
+                }
+                frameEnded = rc == 0
+                inputPos = inBuffer.pos
+                outputPos = 0
+                outputSize = produced
+            }
+            return true
+        }
+
+        mutating func take(_ count: Int) throws -> [UInt8] {
+            var result: [UInt8] = []
+            result.reserveCapacity(count)
+            while result.count < count {
+                guard try fill() else { throw Segment.Failure.corrupt(path: path, reason: "it ends early") }
+                let n = min(count - result.count, outputSize - outputPos)
+                result += output[outputPos..<(outputPos + n)]
+                outputPos += n
+            }
+            return result
+        }
+
+        mutating func atEnd() throws -> Bool { try !fill() && frameEnded }
+    }
+}

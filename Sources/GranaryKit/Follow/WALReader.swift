@@ -1,0 +1,451 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where a follower stopped in a store's `-wal`: the chain (its salts), the last frame it took
+/// (a commit frame) and the cumulative checksum there, so that the next read continues the chain
+/// and can prove it does. Formats: <https://www.sqlite.org/fileformat2.html#walformat>.
+public struct WALCursor: Codable, Sendable, Equatable, CustomStringConvertible {
+    public var salt1: UInt32
+    public var salt2: UInt32
+    /// The header's checkpoint sequence number (SQLite adds one at each restart).
+    public var checkpointSequence: UInt32
+    public var pageSize: Int
+    /// The header's magic said big-endian checksums (0x377f0683).
+    public var bigEndian: Bool
+    /// Frames of this chain taken, counted from 1: the last commit frame read (0: none yet).
+    public var frame: Int
+    /// The cumulative checksum after ``frame`` (the header's own checksum when `frame` is 0).
+    public var checksum1: UInt32
+    public var checksum2: UInt32
+    /// The `-wal`'s length when the cursor was taken: a shorter file later was truncated.
+    public var fileLength: Int64
+
+    public var description: String {
+        "salts \(salt1)/\(salt2) frame \(frame) page size \(pageSize)"
+    }
+}
+
+/// One frame's header, as handed to a reader's sink with the frame's page image.
+public struct WALFrame: Sendable, Equatable {
+    /// The page this frame holds (from 1).
+    public let pageNumber: UInt32
+    /// For a commit frame, the database's size in pages after the commit; 0 otherwise.
+    public let commitPages: UInt32
+    /// The frame's place in its chain, from 1.
+    public let index: Int
+    /// The chain's first salt (tells an old chain's tail from the new chain after a restart).
+    public let salt1: UInt32
+
+    public var isCommit: Bool { commitPages != 0 }
+
+    public init(pageNumber: UInt32, commitPages: UInt32, index: Int, salt1: UInt32) {
+        self.pageNumber = pageNumber
+        self.commitPages = commitPages
+        self.index = index
+        self.salt1 = salt1
+    }
+}
+
+/// Why a read cannot prove it continues the previous one: the caller starts a new generation.
+public enum WALBreak: Sendable, Equatable, CustomStringConvertible {
+    /// The `-wal` is shorter than when the cursor was taken (a TRUNCATE checkpoint, a
+    /// journal_size_limit, or the file removed and made again).
+    case truncated(was: Int64, now: Int64)
+    /// The `-wal` is gone (its last connection closed, or the store left WAL mode).
+    case missing
+    /// The chain restarted more than once, or with salts SQLite would not write.
+    case saltsNotConsecutive(was: UInt32, now: UInt32)
+    case pageSizeChanged(was: Int, now: Int)
+    /// The new chain has overwritten frames past the cursor before they were read.
+    case overwritten(cursor: Int, newFrames: Int)
+    /// The old chain's tail does not end where it can be told from a truncated one.
+    case tailUnproven(frame: Int)
+    /// The cursor's frame no longer checks out in the same chain (the file was rewritten).
+    case chainRewritten(frame: Int)
+    /// The store itself was replaced (another inode).
+    case storeReplaced
+    /// A frame that checks out names a page, or a database size, past the cap: SQLite did not
+    /// write it within the limits granary keeps.
+    case tooLarge(frame: Int, pages: UInt32)
+
+    public var description: String {
+        switch self {
+        case .truncated(let was, let now): return "the -wal shrank from \(was) to \(now) bytes"
+        case .missing: return "the -wal is gone"
+        case .saltsNotConsecutive(let was, let now): return "the -wal restarted with salt \(now) after \(was)"
+        case .pageSizeChanged(let was, let now): return "the page size changed from \(was) to \(now)"
+        case .overwritten(let cursor, let newFrames):
+            return "the restarted -wal holds \(newFrames) frames over the \(cursor) already read"
+        case .tailUnproven(let frame): return "the old chain's end after frame \(frame) cannot be proven"
+        case .chainRewritten(let frame): return "frame \(frame) no longer continues the chain"
+        case .storeReplaced: return "the store was replaced"
+        case .tooLarge(let frame, let pages): return "frame \(frame) claims \(pages) pages, past the cap"
+        }
+    }
+}
+
+/// What one read did.
+public struct WALRead: Sendable, Equatable {
+    /// Where the next read starts; nil while the `-wal` has no header.
+    public var cursor: WALCursor?
+    /// Commits and frames handed to the sink.
+    public var commits = 0
+    public var frames = 0
+    /// Page bytes handed to the sink.
+    public var bytes: Int64 = 0
+    /// Set when continuity cannot be proven: nothing was handed to the sink.
+    public var broken: WALBreak?
+    /// The read stopped at the cap with more committed frames to read.
+    public var capped = false
+}
+
+/// A store's `-wal` read as SQLite's WAL format describes, through a descriptor opened beneath
+/// the user's folder: only whole committed transactions, each frame's checksum checked along
+/// the chain, from a cursor on. It reads one frame at a time and never reads past the length it
+/// counted when it started; `limit` bounds the page bytes one read hands on.
+public struct WALReader {
+    public enum Failure: GranaryError, Equatable {
+        /// A frame checked in the first pass no longer checks in the second (overwritten while read).
+        case changedWhileRead(path: String, frame: Int)
+        case notRegular(path: String)
+        case wrongOwner(path: String, uid: uid_t, store: uid_t)
+        case read(String)
+
+        public var description: String {
+            switch self {
+            case .changedWhileRead(let path, let frame): return "\(path): frame \(frame) changed while it was read"
+            case .notRegular(let path): return "\(path): not a regular file"
+            case .wrongOwner(let path, let uid, let store):
+                return "\(path): owned by uid \(uid), not by the store's owner (uid \(store))"
+            case .read(let message): return message
+            }
+        }
+    }
+
+    public static let headerSize = 32
+    public static let frameHeaderSize = 24
+    static let magicLittle: UInt32 = 0x377f_0682
+    static let magicBig: UInt32 = 0x377f_0683
+
+    let file: Descriptor
+    /// The length counted at open: no read goes past it.
+    public let length: Int64
+
+    /// Reads `file` (an open `-wal`).
+    public init(file: Descriptor) throws(WALReader.Failure) {
+        let info: stat
+        do { info = try file.status() } catch { throw .read(error.description) }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw .notRegular(path: file.display) }
+        self.file = file
+        self.length = Int64(info.st_size)
+    }
+
+    /// Opens `name`-wal beneath `folder` (no links, a regular file, the store's owner's); nil when
+    /// there is none.
+    public static func open(in folder: Folder<UserOwned>, store name: String, storeOwner: uid_t) throws -> WALReader? {
+        let walName = name + "-wal"
+        guard folder.entry(walName) != nil else { return nil }
+        let file: Descriptor
+        do { file = try folder.openFile(walName, .read) } catch {
+            if folder.entry(walName) == nil { return nil }  // gone since it was seen
+            throw error
+        }
+        let info = try file.status()
+        if info.st_uid != storeOwner {
+            throw Failure.wrongOwner(path: file.display, uid: info.st_uid, store: storeOwner)
+        }
+        return try WALReader(file: file)
+    }
+
+    struct Header {
+        let bigEndian: Bool
+        let pageSize: Int
+        let checkpointSequence: UInt32
+        let salt1: UInt32
+        let salt2: UInt32
+        let checksum1: UInt32
+        let checksum2: UInt32
+    }
+
+    /// The header, when the file holds a valid one.
+    func header() throws(WALReader.Failure) -> Header? {
+        guard length >= Int64(Self.headerSize) else { return nil }
+        let bytes = try readBytes(Self.headerSize, at: 0)
+        guard bytes.count == Self.headerSize else { return nil }
+        let magic = Self.big32(bytes, 0)
+        guard magic == Self.magicLittle || magic == Self.magicBig else { return nil }
+        let bigEndian = magic == Self.magicBig
+        let version = Self.big32(bytes, 4)
+        let pageSize = Int(Self.big32(bytes, 8))
+        guard version == 3_007_000, pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else {
+            return nil
+        }
+        var s1: UInt32 = 0
+        var s2: UInt32 = 0
+        bytes.withUnsafeBytes { Self.checksum($0[0..<24], bigEndian: bigEndian, &s1, &s2) }
+        guard s1 == Self.big32(bytes, 24), s2 == Self.big32(bytes, 28) else { return nil }
+        return Header(
+            bigEndian: bigEndian, pageSize: pageSize, checkpointSequence: Self.big32(bytes, 12),
+            salt1: Self.big32(bytes, 16), salt2: Self.big32(bytes, 20), checksum1: s1, checksum2: s2)
+    }
+
+    /// Hands to `sink`, in order, every frame of every whole committed transaction after
+    /// `cursor` (from the chain's first frame when nil), at most `limit` page bytes (whole
+    /// transactions only; a single transaction larger than `limit` is not handed on, and the read
+    /// says `capped`). A frame naming a page, or a commit a size, past `maxDatabaseBytes` breaks
+    /// the chain (`tooLarge`): nothing past the cap is ever written from it. When it cannot prove the frames follow the cursor's, it hands on nothing
+    /// and says why (`broken`).
+    public func read(
+        from cursor: WALCursor?, limit: Int64, maxDatabaseBytes: Int64 = .max,
+        sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void
+    ) throws -> WALRead {
+        guard let header = try header() else {
+            if let cursor, cursor.fileLength > length {
+                return WALRead(cursor: cursor, broken: .truncated(was: cursor.fileLength, now: length))
+            }
+            return WALRead(cursor: cursor)
+        }
+        let fresh = WALCursor(
+            salt1: header.salt1, salt2: header.salt2, checkpointSequence: header.checkpointSequence,
+            pageSize: header.pageSize, bigEndian: header.bigEndian, frame: 0, checksum1: header.checksum1,
+            checksum2: header.checksum2, fileLength: length)
+        guard let cursor else {
+            return try readChain(from: fresh, limit: limit, maxDatabaseBytes: maxDatabaseBytes, sink: sink)
+        }
+        if length < cursor.fileLength {
+            return WALRead(cursor: cursor, broken: .truncated(was: cursor.fileLength, now: length))
+        }
+        if header.salt1 == cursor.salt1 && header.salt2 == cursor.salt2 {
+            if header.pageSize != cursor.pageSize || header.bigEndian != cursor.bigEndian {
+                return WALRead(cursor: cursor, broken: .chainRewritten(frame: cursor.frame))
+            }
+            return try readChain(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes, sink: sink)
+        }
+        // A restart: the old chain's tail (frames past the new chain's end are still in the
+        // file), then the new chain from its first frame.
+        if header.salt1 != cursor.salt1 &+ 1 {
+            return WALRead(cursor: cursor, broken: .saltsNotConsecutive(was: cursor.salt1, now: header.salt1))
+        }
+        if header.pageSize != cursor.pageSize {
+            return WALRead(cursor: cursor, broken: .pageSizeChanged(was: cursor.pageSize, now: header.pageSize))
+        }
+        let newChain = try scan(from: fresh, limit: .max, maxDatabaseBytes: maxDatabaseBytes)
+        if newChain.validFrames > cursor.frame {
+            return WALRead(cursor: cursor, broken: .overwritten(cursor: cursor.frame, newFrames: newChain.validFrames))
+        }
+        let oldTail = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes)
+        if let tooLarge = oldTail.tooLarge ?? newChain.tooLarge { return WALRead(cursor: cursor, broken: tooLarge) }
+        if oldTail.capped { return try emit(oldTail, from: cursor, sink: sink) }
+        // The old chain's end is proven when it is a whole frame of neither chain (an older
+        // chain's, left in place), or the end of a file that no truncation made: a file cut
+        // (TRUNCATE, journal_size_limit) and grown again by the new chain alone ends within one
+        // frame past the new chain's last whole frame, or at a length that is no whole number of
+        // frames. A frame of the new chain, or an old frame that does not check, proves nothing.
+        let frameSize = Int64(Self.frameHeaderSize + cursor.pageSize)
+        let endsAtFileEnd =
+            oldTail.stop == nil && (length - Int64(Self.headerSize)) % frameSize == 0
+            && length >= Int64(Self.headerSize) + Int64(newChain.validFrames + 1) * frameSize
+        let endsAtOlderFrame = oldTail.stop.map { $0.salt1 != cursor.salt1 && $0.salt1 != header.salt1 } ?? false
+        guard endsAtOlderFrame || endsAtFileEnd else {
+            return WALRead(cursor: cursor, broken: .tailUnproven(frame: oldTail.lastFrame))
+        }
+        var result = try emit(oldTail, from: cursor, sink: sink)
+        let used = result.bytes
+        let next = try readChain(from: fresh, limit: limit - used, maxDatabaseBytes: maxDatabaseBytes, sink: sink)
+        result.cursor = next.cursor
+        result.commits += next.commits
+        result.frames += next.frames
+        result.bytes += next.bytes
+        result.capped = next.capped
+        return result
+    }
+
+    /// What a first pass over a chain found.
+    struct Scan {
+        /// Frames past the cursor that check out (committed or not).
+        var validFrames = 0
+        /// The last commit frame within the limit, its checksum, and page bytes to it.
+        var lastCommit: Int
+        var commitChecksum: (UInt32, UInt32)
+        var commitBytes: Int64 = 0
+        var commits = 0
+        var lastFrame: Int
+        /// The first frame past the chain, when a whole frame is there: its salt1.
+        var stop: (salt1: UInt32, index: Int)?
+        var capped = false
+        var tooLarge: WALBreak?
+    }
+
+    func scan(from cursor: WALCursor, limit: Int64, maxDatabaseBytes: Int64) throws(WALReader.Failure) -> Scan {
+        var scan = Scan(
+            lastCommit: cursor.frame, commitChecksum: (cursor.checksum1, cursor.checksum2), lastFrame: cursor.frame)
+        var s1 = cursor.checksum1
+        var s2 = cursor.checksum2
+        var index = cursor.frame + 1
+        var bytes: Int64 = 0
+        let frameSize = Self.frameHeaderSize + cursor.pageSize
+        var buffer = [UInt8](repeating: 0, count: frameSize)
+        while true {
+            let offset = Int64(Self.headerSize) + Int64(index - 1) * Int64(frameSize)
+            guard offset + Int64(frameSize) <= length else { break }
+            guard try readInto(&buffer, at: offset) else { break }
+            let salt1 = Self.big32(buffer, 8)
+            let salt2 = Self.big32(buffer, 12)
+            guard salt1 == cursor.salt1, salt2 == cursor.salt2 else {
+                scan.stop = (salt1, index)
+                break
+            }
+            var c1 = s1
+            var c2 = s2
+            buffer.withUnsafeBytes {
+                Self.checksum($0[0..<8], bigEndian: cursor.bigEndian, &c1, &c2)
+                Self.checksum($0[Self.frameHeaderSize..<frameSize], bigEndian: cursor.bigEndian, &c1, &c2)
+            }
+            guard c1 == Self.big32(buffer, 16), c2 == Self.big32(buffer, 20), Self.big32(buffer, 0) != 0 else {
+                scan.stop = (salt1, index)
+                break
+            }
+            let pages = max(Self.big32(buffer, 0), Self.big32(buffer, 4))
+            if Int64(pages) > maxDatabaseBytes / Int64(cursor.pageSize) {
+                scan.tooLarge = .tooLarge(frame: index, pages: pages)
+                break
+            }
+            s1 = c1
+            s2 = c2
+            bytes += Int64(cursor.pageSize)
+            scan.validFrames += 1
+            scan.lastFrame = index
+            if Self.big32(buffer, 4) != 0 {
+                if bytes > limit {
+                    scan.capped = true
+                    break
+                }
+                scan.lastCommit = index
+                scan.commitChecksum = (s1, s2)
+                scan.commitBytes = bytes
+                scan.commits += 1
+            }
+            index += 1
+        }
+        return scan
+    }
+
+    /// The second pass: frames from the cursor to the scan's last commit, checked again on the
+    /// way (the owner may have restarted the chain since the first pass).
+    func emit(_ scan: Scan, from cursor: WALCursor, sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void) throws
+        -> WALRead
+    {
+        var result = WALRead(cursor: cursor, capped: scan.capped)
+        guard scan.lastCommit > cursor.frame else { return result }
+        var s1 = cursor.checksum1
+        var s2 = cursor.checksum2
+        let frameSize = Self.frameHeaderSize + cursor.pageSize
+        var buffer = [UInt8](repeating: 0, count: frameSize)
+        for index in (cursor.frame + 1)...scan.lastCommit {
+            let offset = Int64(Self.headerSize) + Int64(index - 1) * Int64(frameSize)
+            guard try readInto(&buffer, at: offset) else {
+                throw Failure.changedWhileRead(path: file.display, frame: index)
+            }
+            buffer.withUnsafeBytes {
+                Self.checksum($0[0..<8], bigEndian: cursor.bigEndian, &s1, &s2)
+                Self.checksum($0[Self.frameHeaderSize..<frameSize], bigEndian: cursor.bigEndian, &s1, &s2)
+            }
+            guard Self.big32(buffer, 8) == cursor.salt1, Self.big32(buffer, 12) == cursor.salt2,
+                s1 == Self.big32(buffer, 16), s2 == Self.big32(buffer, 20)
+            else { throw Failure.changedWhileRead(path: file.display, frame: index) }
+            let frame = WALFrame(
+                pageNumber: Self.big32(buffer, 0), commitPages: Self.big32(buffer, 4), index: index,
+                salt1: cursor.salt1)
+            try buffer.withUnsafeBytes {
+                try sink(frame, UnsafeRawBufferPointer(rebasing: $0[Self.frameHeaderSize...]))
+            }
+            result.frames += 1
+            result.bytes += Int64(cursor.pageSize)
+            if frame.isCommit { result.commits += 1 }
+        }
+        var next = cursor
+        next.frame = scan.lastCommit
+        next.checksum1 = s1
+        next.checksum2 = s2
+        next.fileLength = length
+        result.cursor = next
+        return result
+    }
+
+    func readChain(
+        from cursor: WALCursor, limit: Int64, maxDatabaseBytes: Int64,
+        sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void
+    )
+        throws -> WALRead
+    {
+        // The cursor's frame must still be where it was: the chain did not restart with the same
+        // salts (which SQLite never does), nor was the file rewritten.
+        if cursor.frame > 0 {
+            let frameSize = Self.frameHeaderSize + cursor.pageSize
+            let offset = Int64(Self.headerSize) + Int64(cursor.frame - 1) * Int64(frameSize)
+            var head = [UInt8](repeating: 0, count: Self.frameHeaderSize)
+            guard offset + Int64(frameSize) <= length, try readInto(&head, at: offset),
+                Self.big32(head, 8) == cursor.salt1, Self.big32(head, 12) == cursor.salt2,
+                Self.big32(head, 16) == cursor.checksum1, Self.big32(head, 20) == cursor.checksum2
+            else { return WALRead(cursor: cursor, broken: .chainRewritten(frame: cursor.frame)) }
+        }
+        let scan = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes)
+        if let tooLarge = scan.tooLarge { return WALRead(cursor: cursor, broken: tooLarge) }
+        var result = try emit(scan, from: cursor, sink: sink)
+        result.cursor?.fileLength = length
+        return result
+    }
+
+    // MARK: Bytes
+
+    func readBytes(_ count: Int, at offset: Int64) throws(WALReader.Failure) -> [UInt8] {
+        do { return try file.read(count: count, at: offset) } catch { throw .read(error.description) }
+    }
+
+    /// Fills `buffer` from `offset`; false when the file ends first.
+    func readInto(_ buffer: inout [UInt8], at offset: Int64) throws(WALReader.Failure) -> Bool {
+        guard offset + Int64(buffer.count) <= length else { return false }
+        let count = buffer.count
+        var done = 0
+        while done < count {
+            let n = buffer.withUnsafeMutableBytes {
+                pread(file.raw, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw .read("\(file.display): read: \(String(cString: strerror(errno)))")
+            }
+            if n == 0 { return false }
+            done += n
+        }
+        return true
+    }
+
+    static func big32(_ bytes: [UInt8], _ at: Int) -> UInt32 {
+        UInt32(bytes[at]) << 24 | UInt32(bytes[at + 1]) << 16 | UInt32(bytes[at + 2]) << 8 | UInt32(bytes[at + 3])
+    }
+
+    /// SQLite's WAL checksum over `data` (a multiple of 8 bytes), continuing from (s1, s2).
+    static func checksum(_ data: Slice<UnsafeRawBufferPointer>, bigEndian: Bool, _ s1: inout UInt32, _ s2: inout UInt32)
+    {
+        var a = s1
+        var b = s2
+        var i = data.startIndex
+        let end = data.endIndex
+        let base = data.base
+        while i + 8 <= end {
+            let x0 = base.loadUnaligned(fromByteOffset: i, as: UInt32.self)
+            let x1 = base.loadUnaligned(fromByteOffset: i + 4, as: UInt32.self)
+            let w0 = bigEndian ? UInt32(bigEndian: x0) : UInt32(littleEndian: x0)
+            let w1 = bigEndian ? UInt32(bigEndian: x1) : UInt32(littleEndian: x1)
+            a = a &+ w0 &+ b
+            b = b &+ w1 &+ a
+            i += 8
+        }
+        s1 = a
+        s2 = b
+    }
+}

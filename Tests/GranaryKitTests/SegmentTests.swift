@@ -1,0 +1,105 @@
+import Foundation
+import GranaryKit
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Segments as `follow` writes them: read back record for record, and refused whole when a
+/// byte changed, when they end early, or when their name does not parse.
+@Suite("follow segments")
+struct SegmentTests {
+    let folder = TemporaryFolder("granary-segment")
+
+    /// A segment of two commits read from a real -wal.
+    func write(_ path: String) throws -> (frames: [WALFrame], pages: [[UInt8]]) {
+        let store = folder.child("Notes.sqlite")
+        let db = try Database(path: store, mode: .create)
+        try db.execute("PRAGMA journal_mode=WAL")
+        try db.execute("PRAGMA wal_autocheckpoint=0")
+        try db.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body BLOB)")
+        try db.run("INSERT INTO notes(body) VALUES (randomblob(5000))")
+        let fd = open(store + "-wal", O_RDONLY)
+        let reader = try WALReader(file: Descriptor(fd, display: store + "-wal"))
+        let writer = try SegmentWriter(
+            path: path, header: Segment.Header(user: "alice", host: "h", generation: "G", sequence: 1))
+        var taken: [WALFrame] = []
+        var pages: [[UInt8]] = []
+        try writer.store(Segment.StoreRun(store: "Notes.sqlite", pageSize: 4096, observed: 1_000_000))
+        let read = try reader.read(from: nil, limit: .max) { frame, page in
+            taken.append(frame)
+            pages.append(Array(page))
+            try writer.frame(frame, page: page)
+        }
+        try writer.finish(
+            first: 1_000_000, last: 2_000_000,
+            cursors: ["Notes.sqlite": Segment.StoreCursor(device: 1, inode: 2, wal: read.cursor)])
+        return (taken, pages)
+    }
+
+    @Test("a segment reads back frame for frame, with its trailer's cursors")
+    func roundTrip() throws {
+        let path = folder.child("1.seg")
+        let (frames, pages) = try write(path)
+        #expect(frames.count >= 2)
+        var seen: [(UInt32, [UInt8])] = []
+        var commits = 0
+        let trailer = try SegmentReader.read(path) { record in
+            switch record {
+            case .frame(let number, let page): seen.append((number, Array(page)))
+            case .commit: commits += 1
+            default: break
+            }
+        }
+        #expect(seen.map(\.0) == frames.map(\.pageNumber))
+        #expect(seen.map(\.1) == pages)
+        #expect(commits == frames.filter(\.isCommit).count)
+        #expect(trailer.commits == commits && trailer.frames == frames.count)
+        #expect(trailer.cursors["Notes.sqlite"]?.wal?.frame == frames.last?.index)
+        #expect(trailer.first == 1_000_000 && trailer.last == 2_000_000)
+    }
+
+    @Test("a changed byte, a cut file or trailing bytes are refused")
+    func damaged() throws {
+        let changed = folder.child("one.seg")
+        do {
+            let writer = try SegmentWriter(
+                path: changed, header: Segment.Header(user: "alice", host: "h", generation: "G", sequence: 1))
+            try writer.store(Segment.StoreRun(store: "Notes.sqlite", pageSize: 4096, observed: 1))
+            let page = [UInt8](repeating: 7, count: 4096)
+            try page.withUnsafeBytes {
+                try writer.frame(WALFrame(pageNumber: 1, commitPages: 1, index: 1, salt1: 1), page: $0)
+            }
+            try writer.finish(first: 1, last: 1, cursors: [:])
+        }
+        var raw = [UInt8](try Data(contentsOf: URL(fileURLWithPath: changed)))
+        #expect(try SegmentReader.check(changed).1.frames == 1)
+        // A cut segment.
+        let cut = folder.child("cut.seg")
+        try Data(raw.prefix(raw.count / 2)).write(to: URL(fileURLWithPath: cut))
+        #expect(throws: Segment.Failure.self) { try SegmentReader.check(cut) }
+        // A flipped compressed byte: zstd or the digest refuses it.
+        raw[raw.count / 2] ^= 0x40
+        let flipped = folder.child("flipped.seg")
+        try Data(raw).write(to: URL(fileURLWithPath: flipped))
+        #expect(throws: Segment.Failure.self) { try SegmentReader.check(flipped) }
+        // Not a segment at all.
+        let junk = folder.child("junk.seg")
+        try Data(repeating: 1, count: 1000).write(to: URL(fileURLWithPath: junk))
+        #expect(throws: Segment.Failure.self) { try SegmentReader.check(junk) }
+    }
+
+    @Test("segment names sort by sequence and parse back; other names are not segments")
+    func names() throws {
+        let name = Segment.fileName(sequence: 12, first: 1_764_400_000_123_456, last: 1_764_400_001_000_001)
+        #expect(name.hasPrefix("0000000012-"))
+        let parsed = try #require(Segment.parse(fileName: name))
+        #expect(parsed.sequence == 12 && parsed.first == 1_764_400_000_123_456 && parsed.last == 1_764_400_001_000_001)
+        #expect(Segment.fileName(sequence: 9, first: 1, last: 2) < Segment.fileName(sequence: 10, first: 1, last: 2))
+        #expect(Segment.parse(fileName: "12-x-y.seg") == nil)
+        #expect(Segment.parse(fileName: name + ".tmp") == nil)
+        // Last before first is no segment granary wrote.
+        #expect(Segment.parse(fileName: Segment.fileName(sequence: 1, first: 5_000_000, last: 1_000_000)) == nil)
+    }
+}
