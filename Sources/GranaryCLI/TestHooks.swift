@@ -13,6 +13,7 @@ import GranaryKit
 /// - `GRANARY_TEST_NOW=YYYYMMDDTHHMMSS[.ffffff]Z` stamps new archives at that time (after the
 ///   newest of the user and host, as ever): archives of given times without a clock to wait for;
 /// - `GRANARY_TEST_RCLONE_FOLDER=DIR` looks for rclone in DIR only (a machine without rclone);
+/// - `GRANARY_TEST_READ_TRACE=FILE` appends a line to FILE for each archive read (`ReadTrace`);
 /// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
 ///   prove what the crash handler may and may not run.
 enum TestHooks {
@@ -34,6 +35,7 @@ enum TestHooks {
             plan.now = environment["GRANARY_TEST_NOW"].flatMap(ArchiveName.parseMicros)
             CrashPoint.plan = plan
             Rclone.searchOnlyIn = environment["GRANARY_TEST_RCLONE_FOLDER"]
+            ReadTrace.file = environment["GRANARY_TEST_READ_TRACE"]
         #endif
     }
 }
