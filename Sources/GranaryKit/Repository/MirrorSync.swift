@@ -191,6 +191,21 @@ public enum MirrorSync {
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)
             if let gap = gaps.first { result.error = gap }
+            // Issue 46: the user stays red while its newest backup does not restore (a mirror that
+            // holds everything the repository has is no better off), until a new full is written.
+            if result.error == nil, let newest = source.last(where: { $0.name.kind == .backup }) {
+                let sidecars = primary.readSidecars(in: user.rawValue)
+                var reason = ChainLinks.problem(with: newest, sidecars: sidecars)
+                if reason == nil, newest.name.saysDelta,
+                    case .failure(let broken) = ChainLinks.walk(newest, repository: primary, archives: source)
+                {
+                    reason = "its chain \(broken.description)"
+                }
+                if let reason {
+                    result.error = NewestUnrestorable(
+                        user: user, archive: newest.name.fileName, reason: reason, mirror: mirror.location)
+                }
+            }
         } catch let error as any GranaryError & Sendable {
             result.error = error
         } catch {
