@@ -127,4 +127,23 @@ struct ChainReadOnceTests {
         #expect(one.members == [added.first ?? "": 1], "\(one.members)")
         #expect(try site.granary(["check", Self.alice]).status == 0)
     }
+
+    @Test(
+        "a delta whose own manifest cannot be read is refused with 65 for its own fault, not as a chain that does not restore"
+    )
+    func unreadableTip() throws {
+        let site = try DeltaOperatorTests.Site()
+        for step in 0...1 {
+            if step > 0 { try site.change(step) }
+            let backup = try site.site.granary(
+                ["backup", Self.alice, "--config", site.config], environment: Self.clock)
+            #expect(backup.status == 0, "\(backup.stderr)")
+        }
+        let tip = try #require(site.archives(Self.alice).last)
+        #expect(tip.contains("-delta"))
+        try DeltaChainDamageTests.truncate(site.repo + "/" + Self.alice + "/" + tip, to: 0.02)
+        let run = try site.granary(["verify", Self.alice + "/" + tip])
+        #expect(run.status == 65, "\(run.stdout) \(run.stderr)")
+        #expect(run.stderr.contains(tip) && !run.stderr.contains("its chain"), "\(run.stderr)")
+    }
 }

@@ -101,6 +101,15 @@ public enum ArchiveVerification {
         let walked: ChainLinks
         switch ChainLinks.walk(entry, repository: repository, archives: archives, records: false) {
         case .failure(let broken):
+            if broken.archive == entry.name.fileName {
+                // The delta's own head cannot be read: its own fault, named as verify of any
+                // archive names it (the member and what is wrong).
+                _ = try context.cpu.yielding {
+                    try ArchiveVerifier.verify(
+                        source: try repository.open(entry), name: entry.path, workFolder: work, check: check,
+                        expectedUser: entry.user.rawValue, limits: context.limits)
+                }
+            }
             throw VerificationFailure(archive: entry.path, reason: "does not restore: its chain \(broken.description)")
         case .success(let value): walked = value
         }

@@ -149,9 +149,11 @@ public enum DeltaRestore {
                 let scratch = scratches + "/\(index)"
                 try FileSystem.makeDirectory(scratch)
                 reading = link.entry
-                observer?.bytes += try apply(
+                // (Not on the right of `observer?.bytes +=`: with no observer it would not run.)
+                let read = try apply(
                     link.entry, link.manifest, repository: repository, scratch: scratch, user: user,
                     pageSizes: &pageSizes, stores: rebuilt)
+                observer?.bytes += read
                 reading = nil
                 if let info = link.manifest.delta { externals.append((info, link.manifest, scratch)) }
             }
