@@ -165,11 +165,11 @@ public struct ChainGap: GranaryError, Sendable {
     }
 }
 
-/// The newest backup of a user, in the repository a mirror is synced from, does not restore as far
-/// as its heads and records tell (``ChainLinks``: its chain misses a link, holds a replaced one or
-/// one `verify` found bad, or it changed since it was written): sync sent what it could, but the
-/// mirror holds no restorable copy of the user's newest state until a new full is written
-/// (issue 46). The user fails until then.
+/// The mirror's copy of a user's newest backup does not restore from the mirror as far as its heads
+/// and records tell (``ChainLinks``: its chain misses a link there, holds a replaced one or one
+/// `verify` found bad, or it changed since it was written): sync sent what it could, but the mirror
+/// holds no restorable copy of the user's newest state until a new full is written (issue 46). The
+/// user fails until then.
 public struct NewestUnrestorable: GranaryError, Sendable {
     public let user: UserID
     /// The newest archive, by file name.
@@ -179,6 +179,6 @@ public struct NewestUnrestorable: GranaryError, Sendable {
     public let mirror: String
 
     public var description: String {
-        "\(user)/\(archive), the newest archive, does not restore: \(reason); \(mirror) cannot get a restorable copy of it from the repository"
+        "\(user)/\(archive), the newest archive, does not restore from \(mirror): \(reason)"
     }
 }

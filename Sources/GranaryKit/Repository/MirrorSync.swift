@@ -191,13 +191,16 @@ public enum MirrorSync {
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)
             if let gap = gaps.first { result.error = gap }
-            // Issue 46: the user stays red while its newest backup does not restore (a mirror that
-            // holds everything the repository has is no better off), until a new full is written.
-            if result.error == nil, let newest = source.last(where: { $0.name.kind == .backup }) {
-                let sidecars = primary.readSidecars(in: user.rawValue)
-                var reason = ChainLinks.problem(with: newest, sidecars: sidecars)
-                if reason == nil, newest.name.saysDelta,
-                    case .failure(let broken) = ChainLinks.walk(newest, repository: primary, archives: source)
+            // Issue 46: the user stays red while the mirror's copy of its newest backup does not
+            // restore from the mirror (its chain misses a link there, holds a replaced one or one
+            // verify found bad), until a new full is written.
+            if result.error == nil, !dryRun, let newest = source.last(where: { $0.name.kind == .backup }),
+                let copy = target.first(where: { $0.name.fileName == newest.name.fileName })
+            {
+                let sidecars = mirror.readSidecars(in: user.rawValue)
+                var reason = ChainLinks.problem(with: copy, sidecars: sidecars)
+                if reason == nil, copy.name.saysDelta,
+                    case .failure(let broken) = ChainLinks.walk(copy, repository: mirror, archives: target)
                 {
                     reason = "its chain \(broken.description)"
                 }
