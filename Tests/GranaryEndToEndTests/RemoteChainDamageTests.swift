@@ -3,7 +3,7 @@ import GranaryKit
 import GranaryTestSupport
 import Testing
 
-/// A damaged delta chain on a remote primary, and on two hosts with a mirror (issue 46): the
+/// A damaged delta chain on a remote primary, and on two hosts with a mirror: the
 /// damage cases of `DeltaChainDamageTests` that a remote repository can suffer (a link removed,
 /// another archive put under its name), on a real S3 server through rclone, with and without the
 /// page-hash cache. The next `backup --delta` writes a full and says why; `check` and `verify

@@ -85,8 +85,8 @@ public enum ArchiveVerification {
         return outcomes
     }
 
-    /// A delta of the repository, verified with its whole chain, each archive of it read once
-    /// (issue 46): the chain's heads (``ChainLinks``), then one rebuild that checks every link's
+    /// A delta of the repository, verified with its whole chain, each archive of it read once:
+    /// the chain's heads (``ChainLinks``), then one rebuild that checks every link's
     /// members against its manifest as it reads them and the rebuilt stores against the state the
     /// delta records (``DeltaRestore``). A delta verified before, whose chain is listed as it was
     /// then (each link's name, size and modification stamp) and none of whose links verify has

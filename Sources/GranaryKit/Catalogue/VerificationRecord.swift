@@ -45,7 +45,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     /// SHA-256, size, modification stamp). While every link is listed as it was, the next verify
     /// does not read the chain again.
     public var chain: [String]?
-    /// The number of stores the verified archive restores (written by verify since issue 46).
+    /// The number of stores the verified archive restores (written by verify of a delta).
     public var stores: Int?
 
     /// What a record says of its archive, in the words `list`, `verify` and `check` share.

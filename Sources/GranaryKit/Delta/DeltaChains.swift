@@ -168,7 +168,7 @@ public struct ChainGap: GranaryError, Sendable {
 /// The mirror's copy of a user's newest backup does not restore from the mirror as far as its heads
 /// and records tell (``ChainLinks``: its chain misses a link there, holds a replaced one or one
 /// `verify` found bad, or it changed since it was written): sync sent what it could, but the mirror
-/// holds no restorable copy of the user's newest state until a new full is written (issue 46). The
+/// holds no restorable copy of the user's newest state until a new full is written. The
 /// user fails until then.
 public struct NewestUnrestorable: GranaryError, Sendable {
     public let user: UserID

@@ -191,7 +191,7 @@ public enum MirrorSync {
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)
             if let gap = gaps.first { result.error = gap }
-            // Issue 46: the user stays red while the mirror's copy of its newest backup does not
+            // The user stays red while the mirror's copy of its newest backup does not
             // restore from the mirror (its chain misses a link there, holds a replaced one or one
             // verify found bad), until a new full is written.
             if result.error == nil, !dryRun, let newest = source.last(where: { $0.name.kind == .backup }),
