@@ -37,4 +37,40 @@ struct RefusalMessageTests {
         #expect(run.stderr.contains("PRAGMA quick_check") && run.stderr.contains("owns the store"), "\(run.stderr)")
         #expect(!run.stderr.contains("run again"), "\(run.stderr)")
     }
+
+    @Test(
+        "an in-place restore whose attachment the app rewrote under its name is refused with 65, saying running again will not help and what to do; nothing changes, the owner keeps writing",
+        arguments: [false, true])
+    func rewrittenAttachment(owner: Bool) throws {
+        let site = try SampleSite()
+        let user = "dave@example.com"
+        let folder = site.root + "/" + user
+        try FileSystem.makeDirectory(folder)
+        let store = folder + "/Notes.sqlite"
+        try SampleData.makeCoreDataStore(store, notes: 9)
+        let external = RestoreFixtures.externalFolder(of: store)
+        let names = FileSystem.contents(of: external)
+        #expect(names.count == 3)
+        let backup = try site.granary(["backup", user])
+        #expect(backup.status == 0, "\(backup.stderr)")
+        let archives = site.archives(user)
+        // The app (its owner process running, or closed) rewrites an attachment in place.
+        let running = owner ? try DemoOwner(stores: [store], log: site.folder.child("owner.log")) : nil
+        defer { running?.stop() }
+        let rewritten = Data("rewritten by the app, same name".utf8)
+        try rewritten.write(to: URL(fileURLWithPath: external + "/" + names[0]))
+        let run = try site.granary(["restore", user])
+        #expect(run.status == 65, "\(run.status): \(run.stderr)")
+        #expect(run.stderr.contains(names[0]) && run.stderr.contains("other bytes"), "\(run.stderr)")
+        #expect(run.stderr.contains("running again will not help") && run.stderr.contains("--to"), "\(run.stderr)")
+        #expect(!run.stderr.contains("run again") && !run.stderr.contains("busy"), "\(run.stderr)")
+        // Nothing changed: the attachment as the app wrote it, no other file, no safety archive.
+        #expect(FileManager.default.contents(atPath: external + "/" + names[0]) == rewritten)
+        #expect(FileSystem.contents(of: external) == names)
+        #expect(site.archives(user) == archives)
+        if let running {
+            try running.waitForMoreWrites(3)
+            #expect(running.process.isRunning)
+        }
+    }
 }

@@ -19,6 +19,9 @@ struct SyncCommand: GranaryCommand {
             the mirror lacks (oldest first); a delta whose chain has a link in neither place is not sent (exit 1, \
             its user failing with 65: granary verify --chain names the broken link); and an archive this host \
             deleted stays on the mirror while a delta there is built on it (listed as kept). \
+            A user whose newest archive does not restore from the mirror as far as its chain's heads and records there \
+            tell (a link missing or replaced, or found bad by verify) fails with 65 once the rest is sent, until a new \
+            full is written (the next backup writes one). \
             Exit codes: 0 every mirror is up to date, 1 some user or mirror failed (each is named), 64 no mirror, \
             66 no repository, 75 lock held.
             """

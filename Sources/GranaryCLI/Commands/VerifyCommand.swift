@@ -128,6 +128,9 @@ struct VerifyResult: CommandResult {
         let chain: [String]
         let stores: Int
         let bytes: Int64
+        /// For a delta verified by an earlier run whose chain is listed unchanged since: when
+        /// (nothing was read again; `bytes` is 0).
+        @Null var unchangedSince: String?
         @Null var error: Fault?
     }
 
@@ -151,6 +154,7 @@ struct VerifyResult: CommandResult {
                 state: ($0.failure == nil ? VerificationRecord.Standing.restorableVerified : .bad).rawValue,
                 chain: $0.chain,
                 stores: $0.stores, bytes: $0.bytes,
+                unchangedSince: $0.unchangedSince.map(Format.time),
                 error: $0.failure.map {
                     Fault(
                         code: $0.status.rawValue, message: $0.description, hint: $0.hint.map(Hint.text),
@@ -171,6 +175,12 @@ struct VerifyResult: CommandResult {
             let chain =
                 archive.chain.isEmpty
                 ? "" : ", restorable with its chain of \(archive.chain.count) (back to \(archive.chain.last!))"
+            if let since = archive.unchangedSince {
+                text.line(
+                    "ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), verified \(since)\(chain), not read again: unchanged since"
+                )
+                continue
+            }
             text.line(
                 "ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))\(chain)"
             )

@@ -32,6 +32,14 @@ extension DeltaError: CommandLineError {
 }
 
 // Sources/GranaryKit/Delta/DeltaChains.swift
+extension NewestUnrestorable: CommandLineError {
+    /// The user's newest state cannot be restored from either place: a fault of the data.
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        "granary backup \(ShellWord.quote(user.rawValue)) writes a new full (a chain that is not whole gets one), then granary sync sends it"
+    }
+}
+
 extension ChainGap: CommandLineError {
     /// A broken chain is a data error: the delta could not be restored where it would go.
     var status: ExitStatus { .dataError }

@@ -15,6 +15,9 @@ public enum ArchiveVerification {
         /// For a delta: the archives of its chain rebuilt with it (its base back to its full);
         /// empty for a full.
         public var chain: [String] = []
+        /// For a delta verified before whose chain has not changed since: when it was verified
+        /// (nothing was read again).
+        public var unchangedSince: Date?
         /// Whether the archive restores as verified (a full, or a delta with its whole chain).
         public var restorable: Bool { failure == nil }
     }
@@ -59,60 +62,19 @@ public enum ArchiveVerification {
         for entry in entries {
             try Interruption.check()
             do {
+                if entry.name.saysDelta, let repository, entry.object != nil {
+                    outcomes.append(
+                        try verifyDelta(
+                            entry, repository: repository, check: check, work: work, context: context, done: &done))
+                    continue
+                }
                 let result = try verifyOwn(entry)
                 done[entry.path] = .some(nil)
-                var links: [String] = []
-                if result.manifest.isDelta, let repository, entry.object != nil {
-                    // The chain's heads first (cheap, and names the link at fault), then each link's
-                    // own members (once per run), then the rebuild.
-                    let walked: ChainLinks
-                    switch ChainLinks.walk(entry, repository: repository, records: false) {
-                    case .failure(let broken):
-                        throw VerificationFailure(
-                            archive: entry.path, reason: "does not restore: its chain \(broken.description)")
-                    case .success(let value): walked = value
-                    }
-                    for link in walked.links.dropFirst() {
-                        try Interruption.check()
-                        var failure: VerificationFailure? = nil
-                        if let known = done[link.entry.path] {
-                            failure = known
-                        } else {
-                            do {
-                                _ = try verifyOwn(link.entry)
-                                // A full verified here restores: recorded, as verify of it would.
-                                if !link.manifest.isDelta {
-                                    try record(link.entry, good: true, reason: nil, check: check, in: repository)
-                                }
-                            } catch let linkFailure as VerificationFailure {
-                                failure = linkFailure
-                                let reason = linkFailure.member.map { $0 + " " + linkFailure.reason }
-                                try? record(
-                                    link.entry, good: false, reason: reason ?? linkFailure.reason, check: check,
-                                    in: repository)
-                            }
-                            done[link.entry.path] = .some(failure)
-                        }
-                        if let failure {
-                            throw VerificationFailure(
-                                archive: entry.path,
-                                reason:
-                                    "does not restore: its chain holds \(link.entry.name.fileName), which is bad (\(DeltaRestore.reason(failure, of: link.entry)))"
-                            )
-                        }
-                    }
-                    links = walked.links.dropFirst().map(\.entry.name.fileName)
-                    try context.cpu.yielding {
-                        try DeltaRestore.verifyChain(entry, repository: repository, work: work)
-                    }
-                }
                 // A signal during the last checks: nothing is recorded.
                 try Interruption.check()
                 try record(entry, good: true, reason: nil, check: check, in: repository)
-                var outcome = Outcome(
-                    entry: entry, failure: nil, stores: result.manifest.stores.count, bytes: result.bytes)
-                outcome.chain = links
-                outcomes.append(outcome)
+                outcomes.append(
+                    Outcome(entry: entry, failure: nil, stores: result.manifest.stores.count, bytes: result.bytes))
             } catch let failure as VerificationFailure {
                 if done[entry.path] == nil { done[entry.path] = .some(failure) }
                 let reason = failure.member.map { $0 + " " + failure.reason } ?? failure.reason
@@ -121,6 +83,125 @@ public enum ArchiveVerification {
             }
         }
         return outcomes
+    }
+
+    /// A delta of the repository, verified with its whole chain, each archive of it read once:
+    /// the chain's heads (``ChainLinks``), then one rebuild that checks every link's
+    /// members against its manifest as it reads them and the rebuilt stores against the state the
+    /// delta records (``DeltaRestore``). A delta verified before, whose chain is listed as it was
+    /// then (each link's name, size and modification stamp) and none of whose links verify has
+    /// found bad since, is not read again. A link at fault is recorded bad and named.
+    private static func verifyDelta(
+        _ entry: RepositoryEntry, repository: any Repository, check: CheckMode, work: String, context: RunContext,
+        done: inout [String: VerificationFailure?]
+    ) throws -> Outcome {
+        let archives = try repository.archives(of: entry.user)
+        let sidecars = repository.readSidecars(in: entry.user.rawValue)
+        if let outcome = unchanged(entry, archives: archives, sidecars: sidecars) { return outcome }
+        let walked: ChainLinks
+        switch ChainLinks.walk(entry, repository: repository, archives: archives, records: false) {
+        case .failure(let broken):
+            if broken.archive == entry.name.fileName {
+                // The delta's own head cannot be read: its own fault, named as verify of any
+                // archive names it (the member and what is wrong).
+                _ = try context.cpu.yielding {
+                    try ArchiveVerifier.verify(
+                        source: try repository.open(entry), name: entry.path, workFolder: work, check: check,
+                        expectedUser: entry.user.rawValue, limits: context.limits)
+                }
+            }
+            throw VerificationFailure(archive: entry.path, reason: "does not restore: its chain \(broken.description)")
+        case .success(let value): walked = value
+        }
+        guard walked.links.count >= 2 else {
+            throw VerificationFailure(
+                archive: entry.path, member: Manifest.memberName, reason: "has no base, though its name says delta")
+        }
+        func bad(_ link: RepositoryEntry, _ failure: VerificationFailure) -> VerificationFailure {
+            VerificationFailure(
+                archive: entry.path,
+                reason:
+                    "does not restore: its chain holds \(link.name.fileName), which is bad (\(DeltaRestore.reason(failure, of: link)))"
+            )
+        }
+        for link in walked.links.dropFirst() {
+            if let known = done[link.entry.path], let failure = known { throw bad(link.entry, failure) }
+        }
+        let observer = DeltaRestore.Observer()
+        let manifest: Manifest?
+        do {
+            manifest = try context.cpu.yielding {
+                try DeltaRestore.verifyChain(
+                    entry, repository: repository, work: work, links: walked.links.map { ($0.entry, $0.manifest) },
+                    observer: observer, limits: context.limits)
+            }
+        } catch let failure as VerificationFailure {
+            guard let (link, own) = observer.fault else { throw failure }
+            // The tip's own member: reported as its own, as verify of a full reports one.
+            if link.path == entry.path { throw own }
+            done[link.path] = .some(own)
+            try? record(
+                link, good: false, reason: own.member.map { $0 + " " + own.reason } ?? own.reason, check: check,
+                in: repository)
+            throw bad(link, own)
+        }
+        // A signal during the last checks: nothing is recorded.
+        try Interruption.check()
+        for link in walked.links where done[link.entry.path] == nil { done[link.entry.path] = .some(nil) }
+        // A link with no record that matches it (its backup checked nothing, or it was touched
+        // since): its members were just proved against its manifest, the one the delta after it
+        // was built on, so it is not "changed" for backup and check. Its own restore was not proved
+        // (for a delta, its state): the record says verified, not restorable. A record that matches
+        // (the backup's own, a verify's) is left as it is.
+        for link in walked.links.dropFirst()
+        where sidecars[link.entry.name.fileName].flatMap({ VerificationRecord.decode($0, matching: link.entry) })
+            == nil
+        {
+            var linkRecord = VerificationRecord(entry: link.entry, good: true, reason: nil, check: .full)
+            linkRecord.restorable = false
+            try? repository.writeRecord(linkRecord, for: link.entry)
+        }
+        let stores = manifest?.stores.count ?? walked.links[0].manifest.stores.count
+        var record = VerificationRecord(entry: entry, good: true, reason: nil, check: .full)
+        record.restorable = true
+        record.chain = walked.identity
+        record.stores = stores
+        try repository.writeRecord(record, for: entry)
+        var outcome = Outcome(entry: entry, failure: nil, stores: stores, bytes: observer.bytes)
+        outcome.chain = walked.links.dropFirst().map(\.entry.name.fileName)
+        return outcome
+    }
+
+    /// The outcome of a delta verify rebuilt before, when nothing of its chain changed since: its
+    /// record still matches it and says it restores, after a full `integrity_check`; every link
+    /// its record names is listed with the size and modification stamp it had; no link has a
+    /// record that says it is bad or changed. Nil when it must be read again.
+    static func unchanged(
+        _ entry: RepositoryEntry, archives: [RepositoryEntry], sidecars: [String: [UInt8]]
+    ) -> Outcome? {
+        guard let bytes = sidecars[entry.name.fileName],
+            let record = VerificationRecord.decode(bytes, matching: entry),
+            record.result == .ok, record.by == nil, record.restorable == true, record.check == CheckMode.full.rawValue,
+            let chain = record.chain, chain.count >= 2,
+            chain[0].hasPrefix(entry.name.fileName + " ")
+        else { return nil }
+        var links: [String] = []
+        for line in chain.dropFirst() {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard parts.count >= 4 else { return nil }
+            let name = parts.dropLast(3).joined(separator: " ")
+            guard
+                let link = archives.first(where: {
+                    $0.name.fileName == name && "\($0.size)" == parts[parts.count - 2]
+                        && "\($0.modified)" == parts[parts.count - 1]
+                }), ChainLinks.problem(with: link, sidecars: sidecars) == nil
+            else { return nil }
+            links.append(name)
+        }
+        var outcome = Outcome(entry: entry, failure: nil, stores: record.stores ?? 0, bytes: 0)
+        outcome.chain = links
+        outcome.unchangedSince = record.verified
+        return outcome
     }
 
     /// Writes the verification record of `entry`, an archive of `repository` (none for a file

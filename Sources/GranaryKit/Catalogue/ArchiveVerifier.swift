@@ -155,6 +155,7 @@ public enum ArchiveVerifier {
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
         }
+        ReadTrace.note("read", archive)
         let reader: ArchiveReader
         do { reader = try source.reader(name: archive) } catch {
             if error.isDataError { throw fail(nil, "is not a readable archive: \(error.message)") }

@@ -40,6 +40,13 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     /// checked. `nil` in records written before: a delta's such record vouches only for the
     /// delta's own members, not for its chain.
     public var restorable: Bool?
+    /// For a delta `granary verify` rebuilt: the identity of the chain it was rebuilt from, one
+    /// line per link, the delta first and its full last (``ChainLinks/identity``: name, manifest
+    /// SHA-256, size, modification stamp). While every link is listed as it was, the next verify
+    /// does not read the chain again.
+    public var chain: [String]?
+    /// The number of stores the verified archive restores (written by verify of a delta).
+    public var stores: Int?
 
     /// What a record says of its archive, in the words `list`, `verify` and `check` share.
     public enum Standing: String, Codable, Sendable {

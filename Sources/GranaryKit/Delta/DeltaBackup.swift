@@ -367,6 +367,7 @@ struct BaseHead {
         _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, into scratch: String
     ) throws -> Swift.Result<[String: String], BaseFailure> {
         guard let info = manifest.delta else { return .failure(BaseFailure("has no page hashes")) }
+        ReadTrace.note("read", entry.path)
         let source = try repository.open(entry)
         defer { _ = source.transferFailure() }
         let reader = try source.reader(name: entry.path)
@@ -401,6 +402,7 @@ struct BaseHead {
         guard let info = manifest.delta else { return BaseFailure("\(entry.name.fileName) has no delta information") }
         var wanted: [String: DeltaInfo.Store] = [:]
         for store in info.stores { if let changes = store.changes { wanted[changes] = store } }
+        ReadTrace.note("read", entry.path)
         let source = try repository.open(entry)
         defer { _ = source.transferFailure() }
         let reader = try source.reader(name: entry.path)

@@ -164,3 +164,21 @@ public struct ChainGap: GranaryError, Sendable {
         }
     }
 }
+
+/// The mirror's copy of a user's newest backup does not restore from the mirror as far as its heads
+/// and records tell (``ChainLinks``: its chain misses a link there, holds a replaced one or one
+/// `verify` found bad, or it changed since it was written): sync sent what it could, but the mirror
+/// holds no restorable copy of the user's newest state until a new full is written. The
+/// user fails until then.
+public struct NewestUnrestorable: GranaryError, Sendable {
+    public let user: UserID
+    /// The newest archive, by file name.
+    public let archive: String
+    /// What is wrong, a phrase following "does not restore: ".
+    public let reason: String
+    public let mirror: String
+
+    public var description: String {
+        "\(user)/\(archive), the newest archive, does not restore from \(mirror): \(reason)"
+    }
+}

@@ -55,20 +55,42 @@ public enum DeltaRestore {
     /// the usual way). Throws a `VerificationFailure` when the chain is broken or does not
     /// rebuild the recorded state. `room` is called with what the full's files need before any is
     /// written (restore's staging check). `limits`: the budget of each rebuilt store's check.
+    ///
+    /// `links`, when given, is the chain already walked from its heads (``ChainLinks``, newest
+    /// first, each manifest's SHA-256 checked against the delta after it): the heads are not read
+    /// again. `observer`, when given, is told the bytes read and, when a link's own members are at
+    /// fault, which link.
     public static func stage(
         _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID, durable: Bool = true,
         limits: ContentLimits = .defaults, room: ((ArchiveVerifier.Needs) throws -> Void)? = nil
+    ) throws -> Manifest? {
+        try stage(
+            entry, repository: repository, into: staging, user: user, durable: durable, limits: limits, room: room,
+            links: nil, observer: nil)
+    }
+
+    /// What a rebuild read: the bytes of the chain's members, and the link whose own members
+    /// failed (its size, SHA-256, structure), when one did.
+    final class Observer {
+        var bytes: Int64 = 0
+        var fault: (entry: RepositoryEntry, failure: VerificationFailure)?
+    }
+
+    static func stage(
+        _ entry: RepositoryEntry, repository: any Repository, into staging: String, user: UserID, durable: Bool,
+        limits: ContentLimits, room: ((ArchiveVerifier.Needs) throws -> Void)?,
+        links: [(entry: RepositoryEntry, manifest: Manifest)]?, observer: Observer?
     ) throws -> Manifest? {
         guard entry.name.saysDelta else { return nil }
         func fail(_ reason: String) -> VerificationFailure {
             VerificationFailure(archive: entry.path, reason: reason)
         }
         // The chain, newest first.
-        var chain: [(entry: RepositoryEntry, manifest: Manifest)] = []
+        var chain: [(entry: RepositoryEntry, manifest: Manifest)] = links ?? []
         var current = entry
         var expected: String?
         var archives: [RepositoryEntry]?
-        while true {
+        while links == nil {
             let (manifest, digest) = try head(current, repository: repository)
             if let expected, expected != digest {
                 throw fail(
@@ -100,6 +122,8 @@ public enum DeltaRestore {
         let scratches = try FileSystem.createTemporaryDirectory(in: work, for: "deltas")
         defer { FileSystem.removeTree(scratches) }
         var rebuilt: [String: RebuiltStore] = [:]
+        // The link being read, to tell the observer which one a failure of its members is.
+        var reading: RepositoryEntry?
         do {
             // The stores as the newest delta records them, created at their length before any page
             // is written: the deltas, newest first, write each page that a newer one has not
@@ -124,9 +148,13 @@ public enum DeltaRestore {
                 try Interruption.check()
                 let scratch = scratches + "/\(index)"
                 try FileSystem.makeDirectory(scratch)
-                try apply(
+                reading = link.entry
+                // (Not on the right of `observer?.bytes +=`: with no observer it would not run.)
+                let read = try apply(
                     link.entry, link.manifest, repository: repository, scratch: scratch, user: user,
                     pageSizes: &pageSizes, stores: rebuilt)
+                observer?.bytes += read
+                reading = nil
                 if let info = link.manifest.delta { externals.append((info, link.manifest, scratch)) }
             }
             // The full, verified as any archive, without the SQLite check (it runs once, on the
@@ -138,7 +166,8 @@ public enum DeltaRestore {
             let byPath = Dictionary(full.manifest.stores.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
             let taken = rebuilt.values.reduce(Int64(0)) { $0 + $1.allocated }
             let targets = rebuilt
-            _ = try ArchiveVerifier.extract(
+            reading = full.entry
+            let read = try ArchiveVerifier.extract(
                 source: try repository.open(full.entry), name: full.entry.path, into: staging, check: .none,
                 expectedUser: user.rawValue, durable: false, allFiles: true,
                 room: room.map { room in
@@ -158,6 +187,8 @@ public enum DeltaRestore {
                         try HashedStore(
                             into: target, state: state, member: member, archive: full.entry.path, durable: durable))
                 })
+            reading = nil
+            observer?.bytes += read.bytes
             // The deltas' external-data files, oldest first, over the full's.
             for (info, manifest, scratch) in externals.reversed() {
                 for path in info.removed ?? [] where ArchiveVerifier.isSafe(path) {
@@ -175,8 +206,12 @@ public enum DeltaRestore {
                 }
             }
         } catch let failure as VerificationFailure {
+            if let reading, failure.archive == reading.path { observer?.fault = (reading, failure) }
             throw fail(failure.description)
         } catch let error as DeltaError {
+            if let reading {
+                observer?.fault = (reading, VerificationFailure(archive: reading.path, reason: error.description))
+            }
             throw fail(error.description)
         }
         let lists = rebuilt.mapValues { $0.hashes }
@@ -245,12 +280,23 @@ public enum DeltaRestore {
     /// and checks its stores' state digests and `integrity_check`, as a restore would; throws a
     /// `VerificationFailure` naming what broke. Nothing for an archive that is not a delta.
     public static func verifyChain(_ entry: RepositoryEntry, repository: any Repository, work: String) throws {
+        _ = try verifyChain(entry, repository: repository, work: work, links: nil, observer: nil)
+    }
+
+    /// ``verifyChain(_:repository:work:)`` on a chain already walked (`links`), telling `observer`
+    /// what was read; the rebuilt manifest.
+    static func verifyChain(
+        _ entry: RepositoryEntry, repository: any Repository, work: String,
+        links: [(entry: RepositoryEntry, manifest: Manifest)]?, observer: Observer?, limits: ContentLimits = .defaults
+    ) throws -> Manifest? {
         let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "chain")
         defer { FileSystem.removeTree(scratch) }
         let staging = scratch + "/staged"
         try FileSystem.makeDirectory(staging)
         do {
-            _ = try stage(entry, repository: repository, into: staging, user: entry.user, durable: false)
+            return try stage(
+                entry, repository: repository, into: staging, user: entry.user, durable: false, limits: limits,
+                room: nil, links: links, observer: observer)
         } catch let failure as VerificationFailure {
             throw VerificationFailure(
                 archive: entry.path, reason: "does not rebuild from its chain: \(reason(failure, of: entry))")
@@ -271,6 +317,7 @@ public enum DeltaRestore {
     }
 
     static func head(_ entry: RepositoryEntry, repository: any Repository) throws -> (Manifest, String) {
+        ReadTrace.note("head", entry.path)
         let source = try repository.open(entry)
         defer { _ = source.transferFailure() }
         let reader = try source.reader(name: entry.path)
@@ -298,8 +345,8 @@ public enum DeltaRestore {
     private static func apply(
         _ entry: RepositoryEntry, _ manifest: Manifest, repository: any Repository, scratch: String, user: UserID,
         pageSizes: inout [String: Int], stores: [String: RebuiltStore]
-    ) throws {
-        guard let info = manifest.delta else { return }
+    ) throws -> Int64 {
+        guard let info = manifest.delta else { return 0 }
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: entry.path, member: member, reason: reason)
         }
@@ -312,7 +359,7 @@ public enum DeltaRestore {
         let sizes = pageSizes
         final class Applied: @unchecked Sendable { var names: Set<String> = [] }
         let applied = Applied()
-        _ = try ArchiveVerifier.extract(
+        let read = try ArchiveVerifier.extract(
             source: try repository.open(entry), name: entry.path, into: scratch, check: .none,
             expectedUser: user.rawValue, durable: false,
             sink: { manifest, member in
@@ -339,6 +386,7 @@ public enum DeltaRestore {
             throw fail(store.changes ?? store.name, "is not in the archive, where its manifest names it")
         }
         for store in info.stores { pageSizes[store.name] = store.pageSize }
+        return read.bytes
     }
 }
 

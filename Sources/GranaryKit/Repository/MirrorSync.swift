@@ -191,6 +191,24 @@ public enum MirrorSync {
             if !gone.isEmpty && !dryRun { try mirror.remove(gone) }
             result.removed = gone.map(\.name.fileName)
             if let gap = gaps.first { result.error = gap }
+            // The user stays red while the mirror's copy of its newest backup does not
+            // restore from the mirror (its chain misses a link there, holds a replaced one or one
+            // verify found bad), until a new full is written.
+            if result.error == nil, !dryRun, let newest = source.last(where: { $0.name.kind == .backup }),
+                let copy = target.first(where: { $0.name.fileName == newest.name.fileName })
+            {
+                let sidecars = mirror.readSidecars(in: user.rawValue)
+                var reason = ChainLinks.problem(with: copy, sidecars: sidecars)
+                if reason == nil, copy.name.saysDelta,
+                    case .failure(let broken) = ChainLinks.walk(copy, repository: mirror, archives: target)
+                {
+                    reason = "its chain \(broken.description)"
+                }
+                if let reason {
+                    result.error = NewestUnrestorable(
+                        user: user, archive: newest.name.fileName, reason: reason, mirror: mirror.location)
+                }
+            }
         } catch let error as any GranaryError & Sendable {
             result.error = error
         } catch {

@@ -444,6 +444,7 @@ extension Repository {
     }
 
     private static func manifest(in source: ArchiveSource, name: String) throws -> Manifest {
+        ReadTrace.note("head", name)
         do {
             let reader = try source.reader(name: name, blockSize: 64 * 1024)
             guard let first = try reader.next(), first.name == Manifest.memberName, first.kind == .regular else {

@@ -188,3 +188,28 @@ public enum TestClock {
         return Date()
     }
 }
+
+/// A debug build's trace of the archives read (``CrashPoint/Plan``'s sibling): when a test names a
+/// file, each read of an archive appends a line to it, `head NAME` for its manifest alone and
+/// `read NAME` for its members, so that a test can count what a command read. A release build
+/// has no trace.
+public enum ReadTrace {
+    #if TEST_HOOKS
+        /// The file the lines go to; nil: no trace.
+        nonisolated(unsafe) public static var file: String?
+        private static let lock = NSLock()
+
+        static func note(_ kind: String, _ archive: String) {
+            guard let file else { return }
+            let line = Array("\(kind) \(PathText.lastComponent(archive))\n".utf8)
+            lock.withLock {
+                let fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return }
+                _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                close(fd)
+            }
+        }
+    #else
+        @inline(__always) static func note(_ kind: String, _ archive: String) {}
+    #endif
+}
