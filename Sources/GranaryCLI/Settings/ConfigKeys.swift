@@ -133,7 +133,7 @@ extension ConfigKey {
             "follow_interval", .duration, "1s", "How often follow ships each user's commits: 10ms to 1 hour.",
             "\"500ms\"", \.followInterval, { .string(DurationText.format($0)) }
         ) { value, key, reader, config throws(ConfigError) in
-            config.followInterval = try reader.timeout(value, key, SettingLimits.followInterval)
+            config.followInterval = try reader.duration(value, key, SettingLimits.followInterval)
         },
         setting(
             "jobs", .integer, "1", "How many users backup --all works on at once: 1 to 64.", "2", \.jobs,

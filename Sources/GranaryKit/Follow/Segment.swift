@@ -145,11 +145,11 @@ public final class SegmentWriter {
         try record("S", run)
     }
 
-    public func frame(_ frame: WALFrame, page: UnsafeRawBufferPointer) throws {
+    public func frame(_ frame: WALFrame, page: some ContiguousBytes) throws {
         var head: [UInt8] = [UInt8(ascii: "F")]
         head += Self.big32(frame.pageNumber)
         try put(head)
-        try put(page)
+        try page.withUnsafeBytes { try put($0) }
         trailer.frames += 1
         if frame.isCommit {
             trailer.commits += 1
