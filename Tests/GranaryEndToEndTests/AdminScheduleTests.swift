@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -127,7 +128,8 @@ struct AdminScheduleTests {
     func policy() throws {
         let folder = TemporaryFolder("granary-schedule")
         chmod(folder.path, 0o755)
-        let root = folder.child("root"), repo = folder.child("repo"), mirror = folder.child("mirror")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo")),
+            mirror = initializedRepository(folder.child("mirror"))
         try GranaryProcess.run([root], tool: "granary-sample")
         // The users are another uid's, their files 0600: root reads them through its capabilities.
         let nobody: uid_t = 65534

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// Where granary writes and what it writes there: closed and broken standard outputs, names
@@ -82,7 +83,7 @@ struct OutputStreamTests {
     @Test("every name is printed escaped, the same way in every command; --json carries the exact string")
     func terminalInjection() throws {
         let folder = TemporaryFolder()
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         let user = "rtl\u{202E}gpj.exe@example.com"
         let table = "evil\u{1B}[2J\u{1B}]0;owned\u{07}x\u{202E}\u{85}\u{2028}y"
         try FileSystem.makeDirectory(root + "/" + user)

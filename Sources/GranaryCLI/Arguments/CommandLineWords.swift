@@ -104,7 +104,7 @@ struct CommandLineWords {
 
     /// restic's and borg's verbs, and granary's command that does that.
     static let otherTools: [String: String] = [
-        "snapshots": "list", "forget": "prune", "create": "backup", "init": "backup (it creates the repository)",
+        "snapshots": "list", "forget": "prune", "create": "backup",
         "extract": "restore --to DIR", "mount": "restore --to DIR", "ls": "list", "info": "inspect", "stats": "list",
         "unlock": "recover", "rm": "delete", "remove": "delete", "find": "list", "compact": "prune",
         "break-lock": "recover", "rlist": "list",

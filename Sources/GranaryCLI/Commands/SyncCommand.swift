@@ -99,6 +99,18 @@ struct SyncResult: CommandResult {
         }
     }
 
+    /// Every mirror refused as a whole for one reason (none is a repository: 66): that reason's
+    /// code; otherwise 1 when anything failed.
+    var status: ExitStatus {
+        let whole = mirrors.compactMap(\.error)
+        if !mirrors.isEmpty, whole.count == mirrors.count, let first = whole.first,
+            whole.allSatisfy({ $0.code == first.code }), mirrors.allSatisfy({ $0.users.isEmpty })
+        {
+            return first.status
+        }
+        return problems.isEmpty ? .success : .partialFailure
+    }
+
     var problems: [Failure] {
         mirrors.flatMap { mirror in (mirror.error.map { [$0] } ?? []) + mirror.users.compactMap(\.error) }
     }

@@ -263,16 +263,23 @@ public struct RcloneRepository: Repository {
         }
     }
 
+    /// The repository must exist (``initialize()`` made it); a local remote's folder is checked.
     public func prepare() throws(RepositoryError) {
+        try checkLocalFolder()
+        try requireExisting()
+    }
+
+    public func initialize() throws(RepositoryError) -> Bool {
         // A remote that ends in this machine's filesystem (rclone `local`, an `alias` of one, a
         // plain path) gets a local repository's checks before anything is written: rclone writes
         // through a link it finds (a `.granary-repository` planted as a link to a root-only file
         // would get the marker's bytes), and its listing skips links, so the marker looks absent.
         try checkLocalFolder()
-        if try exists() { return }
+        if try exists() { return false }
         try checkNewLocation()
         try createMarker()
         try checkLocalFolder()
+        return true
     }
 
     /// Before a repository is started where no marker is found: the location must be a folder,
