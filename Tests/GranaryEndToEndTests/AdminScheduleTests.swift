@@ -118,6 +118,12 @@ struct AdminScheduleTests {
             lines.contains("ReadWritePaths=\(place("users")) \"\(place("backup dir"))\" \(place("usb"))"),
             "\(result.stdout)")
         #expect(!result.stdout.contains("s3:"))
+        // Neither local place is a repository yet: config names each, and the one command to run.
+        for name in ["backup dir", "usb"] {
+            #expect(
+                result.stderr.contains("\(folder.child(name)) is not a granary repository yet: granary init"),
+                "\(result.stderr)")
+        }
         let json = try GranaryProcess.run(["config", "--systemd", "--json", "--config", config])
         #expect(json.status == 64, "\(json.stderr)")
     }

@@ -111,6 +111,8 @@ struct HostOptionTests {
         let history = archives(mirror)
         #expect(history.count == 2)
         FileSystem.removeTree(repo)
+        // A new repository in its place (granary init, as after a lost disk).
+        initializedRepository(folder.child("repo"))
         #expect(try granary(["backup", user], host: "a").status == 0)
         let sync = try granary(["sync", "--json"], host: "a")
         #expect(sync.status == 0, "\(sync.stderr)")

@@ -23,7 +23,7 @@ struct OutputStreamTests {
         (["prune", "--all", "--keep-last", "5", "--dry-run"], 74), (["restore", "alice@example.com"], 74),
         (["reset", "carol@example.com", "--yes"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74),
         (["help", "backup"], 74),
-        (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74),
+        (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74), (["init", "MIRROR"], 74),
     ]
 
     static let cases: [(command: [String], status: Int32, pipe: Bool)] = writers.flatMap {
@@ -40,7 +40,7 @@ struct OutputStreamTests {
         let arguments =
             command.map {
                 $0.replacingOccurrences(of: "ROOT", with: fixture.root).replacingOccurrences(of: "LATEST", with: latest)
-                    .replacingOccurrences(of: "MIRROR", with: fixture.folder.child("mirror"))
+                    .replacingOccurrences(of: "MIRROR", with: initializedRepository(fixture.folder.child("mirror")))
             }
             + ["--root", fixture.root, "--repo", fixture.repo]
         let ended = try ShellTools.runWithBrokenOutput(arguments, pipe: pipe)

@@ -43,6 +43,8 @@ public struct LocalRepository: Repository {
     }
 
     public func requireExisting() throws(RepositoryError) {
+        // A link or a file where the folder should be is refused as unsafe (73), not as missing.
+        if FileSystem.status(path) != nil && !FileSystem.isDirectory(path) { try checkOwnership() }
         guard exists() else { throw .notARepository(path) }
         try checkOwnership()
     }
