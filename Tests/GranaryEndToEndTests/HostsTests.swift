@@ -137,6 +137,10 @@ struct HostsTests {
             #expect(restore.status == 0, "\(restore.stderr)")
             #expect(try rows(root + "/" + user + "/Local.sqlite") == ["before the disaster"])
         }
+        // The new local repository, made as the README says (the mirror is one already).
+        let made = try granary(["init"])
+        #expect(made.status == 0 && made.stdout.contains("created the repository \(repo)"), "\(made.stdout)")
+        #expect(made.stdout.contains("\(mirror) is a granary repository already"), "\(made.stdout)")
         usleep(1_100_000)
         let backup = try granary(["backup", "--all"])
         #expect(backup.status == 0, "\(backup.stderr)")

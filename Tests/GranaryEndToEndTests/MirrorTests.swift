@@ -90,6 +90,7 @@ struct MirrorTests {
         // A new repository on the machine; prune it, then sync: the mirror gets the new archives and
         // keeps every archive from before the loss (the new repository never had them).
         let history = try archives(mirror)
+        initializedRepository(folder.child("repo"))
         usleep(1_100_000)
         #expect(try granary(["backup", "--all"]).status == 0)
         #expect(try granary(["verify", "--all"]).status == 0)

@@ -99,12 +99,13 @@ struct SyncResult: CommandResult {
         }
     }
 
-    /// Every mirror refused as a whole for one reason (none is a repository: 66): that reason's
-    /// code; otherwise 1 when anything failed.
+    /// Every mirror refused as a whole because none is a repository (an unmounted disk, a typo):
+    /// 66, as for the repository itself; otherwise 1 when anything failed.
     var status: ExitStatus {
         let whole = mirrors.compactMap(\.error)
         if !mirrors.isEmpty, whole.count == mirrors.count, let first = whole.first,
-            whole.allSatisfy({ $0.code == first.code }), mirrors.allSatisfy({ $0.users.isEmpty })
+            first.status == .notFound, whole.allSatisfy({ $0.code == first.code }),
+            mirrors.allSatisfy({ $0.users.isEmpty })
         {
             return first.status
         }

@@ -256,11 +256,23 @@ public struct RcloneRepository: Repository {
     }
 
     public func requireExisting() throws(RepositoryError) {
-        guard try exists() else {
-            // A crypt remote read with a wrong password shows nothing: say that, not "no repository".
-            try checkDecryptable()
-            throw .notARepository(location)
+        if features.exists == true { return }
+        let found: Bool
+        do {
+            found = try objects(in: "").contains { $0.name == LocalRepository.markerName }
+        } catch .missing(let location, let detail) where detail.contains("no such bucket") {
+            // A bucket that does not exist is said as such (its own fix), not as "not a repository".
+            throw .missing(location: location, detail: detail)
+        } catch .missing {
+            found = false
         }
+        if found {
+            features.set(exists: true)
+            return
+        }
+        // A crypt remote read with a wrong password shows nothing: say that, not "no repository".
+        try checkDecryptable()
+        throw .notARepository(location)
     }
 
     /// The repository must exist (``initialize()`` made it); a local remote's folder is checked.
