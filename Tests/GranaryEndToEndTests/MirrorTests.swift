@@ -230,7 +230,8 @@ struct MirrorTests {
         let user = try #require(document.users.first)
         #expect(user.mirrors.map(\.repository) == [missing, mirror])
         #expect(user.mirrors.map(\.ok) == [false, true])
-        #expect(backup.stdout.contains("no such bucket"), "\(backup.stdout)")
+        // No bucket, so no marker: not a repository (granary init on it names the missing bucket).
+        #expect(backup.stdout.contains("not a granary repository: \(missing)"), "\(backup.stdout)")
         let archive = try #require(user.archive)
         #expect(FileSystem.isRegularFile(archive), "the archive stays in the repository")
         #expect(try archives(mirror)["alice@example.com"] == [(archive as NSString).lastPathComponent])
