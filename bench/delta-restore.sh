@@ -28,6 +28,7 @@ range() { sort -n "$1" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f
 
 mkdir -p "$W/root/u"; "$BIN/granary-sample" big "$LIVE" "$MB" > /dev/null
 sqlite3 "$LIVE" "pragma wal_checkpoint(truncate)" > /dev/null
+"${G[@]}" init "$W/repo" > /dev/null
 "${G[@]}" backup u --compression zstd
 plain=$(basename "$(ls "$W"/repo/u/*.tar.zst | tail -1)")
 sleep 1

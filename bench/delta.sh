@@ -37,6 +37,7 @@ mkdir -p "$W/root/u"; "$BIN/granary-sample" big "$W/root/u/live.db" "$MB"
 sqlite3 "$W/root/u/live.db" "pragma wal_checkpoint(truncate)" > /dev/null
 cat "$W/root/u/live.db" > /dev/null
 if [ -n "$RESTIC" ]; then restic init -q > /dev/null; restic_backup restic1; fi
+"${G[@]}" init "$W/repo" > /dev/null
 
 timed full "${G[@]}" backup u --compression zstd --json
 full=$(ls "$W"/repo/u/*.tar.zst | tail -1); fullsize=$(stat -c %s "$full")

@@ -35,6 +35,7 @@ budget=$("$BIN/granary" config --root "$W/all" --json | python3 -c 'import json,
 s={e["key"]: e.get("value") for e in json.load(sys.stdin)["settings"]}
 t=s["limits.time"]; print(t)')
 sync
+"$BIN/granary" init "$W/repo-honest" "$W/repo-all" > /dev/null
 t0=$(now); "$BIN/granary" backup --all --check full --root "$W/honest" --repo "$W/repo-honest"; t1=$(now)
 honest=$(echo "$t1 - $t0" | bc)
 sync

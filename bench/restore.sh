@@ -26,6 +26,7 @@ for mib in $SIZES; do
     sqlite3 "$store" "pragma journal_mode=wal; create table blobs(id integer primary key, body blob);
         with recursive n(i) as (select 1 union all select i+1 from n where i < $((mib * 256)))
         insert into blobs(body) select randomblob(2048) || zeroblob(2048) from n;" >/dev/null
+    "$G" init "$repo" > /dev/null
     "$G" backup "$user" --root "$root" --repo "$repo"
     archive=$(ls "$repo/$user"/*.tar.zst | head -1)
     sleep 1

@@ -58,11 +58,13 @@ echo "restarts on every commit to its source), after one warm-up round that is n
 echo "median round is what counts."
 # One warm-up round, not timed: the first touch of memory in a fresh VM is slow (a 1 GiB snapshot
 # took 2.2 s instead of 0.9) for whichever runs first, granary or the pipeline.
+"$BIN/granary" init "$W/warm" > /dev/null
 "$BIN/granary" backup u --root "$W/root" --repo "$W/warm" > /dev/null
 sqlite3 "$W/root/u/live.db" ".backup $W/x.db" && tar --zstd -cf "$W/x.tar.zst" -C "$W" x.db
 rm -rf "$W/warm" "$W/x.db" "$W/x.tar.zst"
 for round in $(seq "$RUNS"); do
   rm -rf "$W/repo" "$W/x.db" "$W/x.tar.zst"
+  "$BIN/granary" init "$W/repo" > /dev/null
   settle
   # The writer's rate alone is taken right before each backup, from the same writer process
   # (its rate drifts by 10% or more between minutes on this VM): the share is per round.

@@ -33,9 +33,10 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 settle() { sync; sleep "${BENCH_SETTLE:-3}"; }
 mkdir -p "$W/root/u"; "$BIN/granary-sample" big "$W/root/u/live.db" "$MB"
 echo "store: $MB MiB; S3 server: moto on 127.0.0.1:$PORT; $RUNS rounds after a warm-up, medians reported"
+"$BIN/granary" init "$W/warm" s3:bench/granary > /dev/null
 "$BIN/granary" backup u --root "$W/root" --repo "$W/warm" --mirror s3:bench/granary > /dev/null
 for round in $(seq "$RUNS"); do
-  rm -rf "$W/repo" "$W/x.db" "$W/x.tar.zst"; settle
+  rm -rf "$W/repo" "$W/x.db" "$W/x.tar.zst"; "$BIN/granary" init "$W/repo" > /dev/null; settle
   t0=$(now)
   "$BIN/granary" backup u --root "$W/root" --repo "$W/repo" --mirror s3:bench/granary --json > "$W/backup.json" \
     || { cat "$W/backup.json"; exit 1; }

@@ -9,6 +9,7 @@ W=$(mktemp -d /var/tmp/granary-bench-verify.XXXXXX); trap 'rm -rf "$W"' EXIT
 command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
 now() { date +%s.%N; }
 mkdir -p "$W/root/u"; "$BIN/granary-sample" big "$W/root/u/live.db" "$MB"
+"$BIN/granary" init "$W/repo" > /dev/null
 "$BIN/granary" backup u --root "$W/root" --repo "$W/repo"
 archive=$(ls "$W"/repo/u/*.tar.zst); size=$(stat -c %s "$archive")
 rm -rf "$W/root"; sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true

@@ -42,6 +42,7 @@ user=alice@example.com
 store=$data/root/$user/Local.sqlite
 dump() { sqlite3 "$1" .dump | sha256sum; }
 before=$(dump "$store")
+check "granary init makes the repository" granary init "$data/repo"
 check "granary backup --all of the sample users" G backup --all
 check "granary verify --all --latest" G verify --all --latest
 sqlite3 "$store" "PRAGMA journal_mode" > /dev/null

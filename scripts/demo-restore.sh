@@ -9,6 +9,7 @@ DEMO=${DEMO:-$PWD/demo}
 G() { "$BIN/granary" "$1" --root "$DEMO/root" --repo "$DEMO/repo" "${@:2}"; }
 user=alice@example.com
 rm -rf "$DEMO"; "$BIN/granary-sample" "$DEMO/root"
+G init "$DEMO/repo"
 log="$DEMO/owner.log"
 "$BIN/granary-demo-owner" --log "$log" "$DEMO/root/$user/Local.sqlite" "$DEMO/root/$user/Cloud.sqlite" & owner=$!
 trap 'kill $owner 2>/dev/null || true' EXIT

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: the main job on the built-in sample data, end to end.
-#   sample users → granary users → backup --all while an owner writes → verify → list → inspect
+#   sample users → granary init → granary users → backup --all while an owner writes → verify → list → inspect
 #   → restore into the running owner (its pid unchanged) → the owner's log around the pause
 #   → alice moves to another host: retire on this root, restore --create on a second one, the app
 #     started there.
@@ -14,6 +14,8 @@ user=alice@example.com
 rm -rf "$DEMO"
 "$BIN/granary-sample" "$DEMO/root" >/dev/null
 echo "== sample data in $DEMO/root; archives go to $DEMO/repo"
+echo "== granary init $DEMO/repo   (the one command that makes a repository)"
+G init "$DEMO/repo"
 echo "== granary users"
 G users
 

@@ -62,8 +62,10 @@ help backup
 bakup --all
 --root /r --repo /p users -q -v
 config --config /nonexistent.toml --json
+init /nonexistent/repo --json
 SEEDS
 "$BIN/granary-sample" "$W/root" >/dev/null
+"$BIN/granary" init "$W/repo" >/dev/null
 "$BIN/granary" backup --root "$W/root" --repo "$W/repo" --compression none dave@example.com bob@example.com
 for good in "$W"/repo/*/*.tar; do
   user=$(basename "$(dirname "$good")")

@@ -66,7 +66,7 @@ _granary() {
     [[ "${{cur}}" = -* ]] || COMPREPLY+=($(compgen -W '{names}' -- "${{cur}}"))
 }}''')
 elif shell == "zsh":
-    names = re.search(r"^        (users\|[a-z|]+)\|help\)$", text, re.M).group(1).replace("|", " ")
+    names = re.search(r"^        (init\|users\|[a-z|]+)\|help\)$", text, re.M).group(1).replace("|", " ")
     require("'*:subcommands:'", f"'1:command:({names})'")
 elif shell == "fish":
     names = re.search(r"^        case 'config'", text, re.M) and " ".join(

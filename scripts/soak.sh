@@ -39,6 +39,7 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/n
 trap cleanup EXIT
 "$BIN/granary-sample" "$W/root" >/dev/null
 echo "delta_max_changed_percent = 100" > "$W/granary.toml"
+"$BIN/granary" init "$W/repo" >/dev/null
 declare -A first=([alice@example.com]="Local.sqlite" [dave@example.com]="Data/App.sqlite")
 declare -A owner
 for user in alice@example.com dave@example.com; do

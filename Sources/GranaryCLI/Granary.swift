@@ -17,7 +17,8 @@ struct Granary: ParsableCommand {
     /// Every command, in the order `granary --help` lists them. A new command is added here
     /// (its type conforms to `GranaryCommand`, with a result type of its own).
     static let commands: [ParsableCommand.Type] = [
-        UsersCommand.self, BackupCommand.self, ListCommand.self, VerifyCommand.self, InspectCommand.self,
+        InitCommand.self, UsersCommand.self, BackupCommand.self, ListCommand.self, VerifyCommand.self,
+        InspectCommand.self,
         CheckCommand.self, DeleteCommand.self, PruneCommand.self, RestoreCommand.self, ResetCommand.self,
         RetireCommand.self, RecoverCommand.self, SyncCommand.self, FollowCommand.self, AdoptCommand.self,
         ConfigCommand.self,

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// What an admin installs and pastes works as installed: the README's cron lines under cron's
@@ -17,7 +18,7 @@ struct AdminInstallTests {
             .filter { $0.first.map { $0.isNumber || $0 == "*" } ?? false }
         #expect(lines.count == 3, "\(lines)")
         let folder = TemporaryFolder("granary-cron")
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         try GranaryProcess.run([root], tool: "granary-sample")
         for line in lines {
             // minute hour day month weekday user command…
@@ -78,7 +79,7 @@ struct AdminInstallTests {
     @Test("bash: granary restore zz<TAB> with no candidate offers nothing (no empty candidate, so no stray /)")
     func bashNoCandidate() throws {
         let folder = TemporaryFolder("granary-bash")
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         try GranaryProcess.run([root], tool: "granary-sample")
         try GranaryProcess.run(["backup", "--all", "--root", root, "--repo", repo])
         for words in [

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -13,7 +14,7 @@ import Testing
 struct AdminPathTests {
     let folder = TemporaryFolder("granary-paths")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
 
     init() throws {
         try GranaryProcess.run([root], tool: "granary-sample")

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -118,6 +119,12 @@ struct AdminScheduleTests {
             lines.contains("ReadWritePaths=\(place("users")) \"\(place("backup dir"))\" \(place("usb"))"),
             "\(result.stdout)")
         #expect(!result.stdout.contains("s3:"))
+        // Neither local place is a repository yet: config names each, and the one command to run.
+        for name in ["backup dir", "usb"] {
+            #expect(
+                result.stderr.contains("\(folder.child(name)) is not a granary repository yet: granary init"),
+                "\(result.stderr)")
+        }
         let json = try GranaryProcess.run(["config", "--systemd", "--json", "--config", config])
         #expect(json.status == 64, "\(json.stderr)")
     }
@@ -128,7 +135,8 @@ struct AdminScheduleTests {
     func policy() throws {
         let folder = TemporaryFolder("granary-schedule")
         chmod(folder.path, 0o755)
-        let root = folder.child("root"), repo = folder.child("repo"), mirror = folder.child("mirror")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo")),
+            mirror = initializedRepository(folder.child("mirror"))
         try GranaryProcess.run([root], tool: "granary-sample")
         // The users are another uid's, their files 0600: root reads them through its capabilities.
         let nobody: uid_t = 65534

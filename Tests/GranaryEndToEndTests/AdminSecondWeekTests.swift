@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -13,7 +14,7 @@ import Testing
 struct AdminSecondWeekTests {
     let folder = TemporaryFolder("granary-second-week")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     static let user = "alice@example.com"
 
     func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ import Testing
 struct AdminWeekTests {
     let folder = TemporaryFolder("granary-admin")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     let alice = "alice@example.com"
     let bob = "bob@example.com"
 

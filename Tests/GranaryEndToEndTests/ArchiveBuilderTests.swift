@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// One archive builder (``ArchiveBuilder``): a backup, the safety archive of a restore and a final
@@ -9,7 +10,7 @@ import Testing
 struct ArchiveBuilderTests {
     let folder = TemporaryFolder("granary-builder")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var config: String { folder.child("granary.toml") }
     let bob = "bob@example.com"
 

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -120,7 +121,7 @@ struct ArchiveIdentityTests {
     )
     func twoHostsOneSecond() throws {
         let folder = TemporaryFolder("granary-identity")
-        let repo = folder.child("repo"), mirror = folder.child("mirror")
+        let repo = initializedRepository(folder.child("repo")), mirror = initializedRepository(folder.child("mirror"))
         let roots = ["web-1": folder.child("root1"), "web-2": folder.child("root2")]
         for (host, root) in roots {
             try GranaryProcess.run([root], tool: "granary-sample")
@@ -356,7 +357,7 @@ struct PublishSettlementTests {
     @Test("a publish that finds its name holding the same bytes is done; other bytes fail with nameTaken and stay")
     func settle() throws {
         let folder = TemporaryFolder("granary-settle")
-        let repository = LocalRepository(path: folder.child("repo"))
+        let repository = LocalRepository(path: initializedRepository(folder.child("repo")))
         try repository.prepare()
         let user = try UserID("bob@example.com")
         let staging = try repository.stagingFolder(for: user)

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// End-to-end tests of `granary backup`: the built binary against real stores, real writer
@@ -10,7 +11,7 @@ struct BackupCommandTests {
     struct Fixture {
         let folder = TemporaryFolder()
         var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
+        var repo: String { initializedRepository(folder.child("repo")) }
         init() throws { try GranaryProcess.run([folder.child("root")], tool: "granary-sample") }
 
         func backup(_ arguments: [String]) throws -> GranaryProcess.Result {

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// Every numeric option at its bounds (accepted) and past them (64, before any work), on the
@@ -46,7 +47,7 @@ struct BoundsTests {
     @Test("backup: compression levels per compression, jobs and the lock timeout", arguments: backups)
     func backupBounds(_ run: Case) throws {
         let folder = TemporaryFolder()
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         try GranaryProcess.run([root], tool: "granary-sample")
         let result = try GranaryProcess.run(run.arguments + ["--root", root, "--repo", repo])
         if run.accepted {
@@ -57,7 +58,9 @@ struct BoundsTests {
             #expect(
                 result.stderr.hasPrefix("granary: ")
                     && (result.stderr.contains("Try: ") || result.stderr.contains("Hint: ")), "\(result.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: repo), "work was done before the bad value was refused")
+            #expect(
+                FileSystem.contents(of: repo) == [LocalRepository.markerName],
+                "work was done before the bad value was refused")
         }
     }
 
@@ -102,7 +105,7 @@ struct BoundsTests {
     @Test("restore, reset, recover, delete, prune and check: timeouts, counts and durations", arguments: others)
     func otherBounds(_ run: Case) throws {
         let folder = TemporaryFolder()
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         try GranaryProcess.run([root], tool: "granary-sample")
         #expect(try GranaryProcess.run(["backup", "dave@example.com", "--root", root, "--repo", repo]).status == 0)
         let latest = FileSystem.contents(of: repo + "/dave@example.com").filter { !$0.hasPrefix(".") }.sorted().last!

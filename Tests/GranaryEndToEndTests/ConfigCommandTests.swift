@@ -1,4 +1,5 @@
 import Foundation
+import GranaryKit
 import Testing
 
 @Suite("granary config and the configuration file")
@@ -119,6 +120,32 @@ struct ConfigCommandTests {
         #expect(result.stderr.contains(folder.path))
         result = try GranaryProcess.run(["config"], environment: ["XDG_CONFIG_HOME": folder.child("none")])
         #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    @Test(
+        "a configuration in a folder others can write: the hint fixes the folder (chmod go-w FOLDER), not the file; a file others can write: the file"
+    )
+    func openFolderHint() throws {
+        guard geteuid() == 0 else { return }
+        let folder = TemporaryFolder()
+        let open = folder.child("shared")
+        try FileSystem.makeDirectory(open)
+        chmod(open, 0o777)
+        let file = open + "/granary.toml"
+        try write("", to: file)
+        chmod(file, 0o600)
+        var result = try GranaryProcess.run(["config", "--config", file])
+        #expect(result.status == 64, "\(result.stderr)")
+        let shown = (open as NSString).standardizingPath
+        #expect(result.stderr.contains("Try: chown root -- \(shown) && chmod go-w -- \(shown)\n"), "\(result.stderr)")
+        // Once the folder is root's alone, a file others can write is the file's fault.
+        chmod(open, 0o755)
+        chmod(file, 0o666)
+        result = try GranaryProcess.run(["config", "--config", file])
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("Try: chown root -- \(file) && chmod go-w -- \(file)\n"), "\(result.stderr)")
+        chmod(file, 0o600)
+        #expect(try GranaryProcess.run(["config", "--config", file]).status == 0)
     }
 
     @Test("other commands read the file too: users takes its root from it")

@@ -259,7 +259,7 @@ struct DeltaOperatorTests {
     )
     func backupSendsTheChainFirst() throws {
         let site = try Site()
-        let mirror = site.site.folder.child("mirror")
+        let mirror = initializedRepository(site.site.folder.child("mirror"))
         let full = try site.backup(Self.alice)
         try site.change(1)
         let first = try site.backup(Self.alice)
@@ -278,7 +278,7 @@ struct DeltaOperatorTests {
         let thirdSent = try #require((again.first?["mirrors"] as? [[String: Any]])?.first)
         #expect(thirdSent["ok"] as? Bool == true && (thirdSent["sentFirst"] as? [String])?.isEmpty == true)
         // backup --all: the parent sends each worker's archive, a delta with its chain too.
-        let other = site.site.folder.child("other")
+        let other = initializedRepository(site.site.folder.child("other"))
         try site.change(4)
         Thread.sleep(forTimeInterval: 1.1)
         let all = try site.granary(["backup", "--all", "--mirror", other, "--json"])
@@ -304,7 +304,7 @@ struct DeltaOperatorTests {
     )
     func syncCarriesChains() throws {
         let site = try Site()
-        let mirror = site.site.folder.child("mirror")
+        let mirror = initializedRepository(site.site.folder.child("mirror"))
         let full = try site.backup(Self.alice)
         try site.change(1)
         let first = try site.backup(Self.alice)
@@ -327,7 +327,7 @@ struct DeltaOperatorTests {
         #expect(alice["notSent"] as? [String] == [first.name, second.name])
 
         // With the full back, sync sends the whole chain, oldest first.
-        let fresh = site.site.folder.child("fresh")
+        let fresh = initializedRepository(site.site.folder.child("fresh"))
         try site.change(3)
         let full2 = try site.backup(Self.alice, ["--full"])
         try site.change(4)
@@ -356,7 +356,7 @@ struct DeltaOperatorTests {
         let folder = site.repo + "/\(Self.alice)/"
         try FileSystem.removeFile(folder + full.name)
         try FileManager.default.copyItem(atPath: folder + other.name, toPath: folder + full.name)
-        let mirror = site.site.folder.child("mirror")
+        let mirror = initializedRepository(site.site.folder.child("mirror"))
         let sync = try site.granary(["sync", "--mirror", mirror])
         #expect(sync.status == 1, "\(sync.stderr)")
         // The replaced base's name and manifest disagree (another archive's time): it is refused
@@ -374,7 +374,7 @@ struct DeltaOperatorTests {
     )
     func mirrorBaseReplaced() throws {
         let site = try Site()
-        let mirror = site.site.folder.child("mirror")
+        let mirror = initializedRepository(site.site.folder.child("mirror"))
         let plain = try site.backup(Self.alice, ["--no-delta"])
         let full = try site.backup(Self.alice)
         #expect(try site.granary(["sync", "--mirror", mirror]).status == 0)
@@ -404,7 +404,7 @@ struct DeltaOperatorTests {
     )
     func syncKeepsBasesOnTheMirror() throws {
         let site = try Site()
-        let mirror = site.site.folder.child("mirror")
+        let mirror = initializedRepository(site.site.folder.child("mirror"))
         let old = try site.backup(Self.alice, ["--no-delta"])
         let full = try site.backup(Self.alice)
         try site.change(1)
@@ -442,7 +442,7 @@ struct DeltaOperatorTests {
     )
     func dryRunKeepsTheBaseOfADeltaItSends() throws {
         let site = try Site()
-        let mirror = site.site.folder.child("mirror")
+        let mirror = initializedRepository(site.site.folder.child("mirror"))
         let old = try site.backup(Self.alice, ["--no-delta"])
         let full = try site.backup(Self.alice)
         #expect(try site.granary(["sync", "--mirror", mirror]).status == 0)
@@ -584,7 +584,7 @@ struct DeltaMirrorS3Tests {
         let first = try site.backup(alice)
         try site.change(2)
         Thread.sleep(forTimeInterval: 1.1)
-        let mirror = "s3:\(bucket)/mirror"
+        let mirror = initializedRepository("s3:\(bucket)/mirror", environment: server.environment())
         let backup = try granary(["backup", alice, "--mirror", mirror, "--json"])
         #expect(backup.status == 0, "\(backup.stderr)")
         let users = try #require(try DeltaOperatorTests.json(backup.stdout)["users"] as? [[String: Any]])
@@ -600,7 +600,7 @@ struct DeltaMirrorS3Tests {
         #expect(try names(mirror) == [full.name, first.name, second])
 
         // A fresh S3 mirror: sync sends the chain, oldest first, and the mirror restores the newest delta.
-        let fresh = "s3:\(bucket)/fresh"
+        let fresh = initializedRepository("s3:\(bucket)/fresh", environment: server.environment())
         let sync = try granary(["sync", alice, "--mirror", fresh, "-v"])
         #expect(sync.status == 0, "\(sync.stderr)")
         let order = sync.stdout.split(separator: "\n").filter { $0.hasPrefix("  send") }.map {
@@ -621,7 +621,7 @@ struct DeltaMirrorS3Tests {
         try server.makeBucket(bucket)
         let site = try DeltaOperatorTests.Site()
         let alice = DeltaOperatorTests.alice
-        let repo = "s3:\(bucket)/primary"
+        let repo = initializedRepository("s3:\(bucket)/primary", environment: server.environment())
         func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
             try GranaryProcess.run(
                 arguments + ["--root", site.root, "--repo", repo, "--config", site.config],

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -22,6 +23,7 @@ struct FaultTests {
                 (try? GranaryProcess.runExecutable(
                     "/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k,mode=0700", "tmpfs", path]
                 ).status) == 0
+            if mounted { initializedRepository(path) }
         }
         func readOnly() throws {
             #expect(try GranaryProcess.runExecutable("/bin/mount", ["-o", "remount,ro", path]).status == 0)
@@ -32,7 +34,7 @@ struct FaultTests {
     final class Fixture {
         let folder = TemporaryFolder()
         var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
+        var repo: String { initializedRepository(folder.child("repo")) }
         init() throws { try GranaryProcess.run([root], tool: "granary-sample") }
 
         func granary(_ arguments: [String], root: String? = nil, repo: String? = nil) throws -> GranaryProcess.Result {
@@ -47,6 +49,31 @@ struct FaultTests {
     }
 
     static func mode(_ path: String) -> Int { Int(FileSystem.status(path).map { $0.st_mode & 0o7777 } ?? 0) }
+
+    @Test(
+        "a repository and a mirror on a disk that is not mounted: backup, sync and list exit 66 with granary init as the hint, and nothing is written to the mount point"
+    )
+    func unmountedDisk() throws {
+        let fixture = try Fixture()
+        let disk = try SmallDisk(in: fixture.folder, name: "usb", kilobytes: 4096)
+        guard disk.mounted else { Issue.record("cannot mount a tmpfs here (the fault tests need root)"); return }
+        #expect(try fixture.granary(["backup", "bob@example.com"], repo: disk.path).status == 0)
+        #expect(try fixture.granary(["backup", "bob@example.com"]).status == 0)
+        #expect(try GranaryProcess.runExecutable("/bin/umount", [disk.path]).status == 0)
+        #expect(FileSystem.contents(of: disk.path).isEmpty, "the bare mount point")
+        for arguments in [
+            ["backup", "bob@example.com", "--repo", disk.path], ["backup", "--all", "--repo", disk.path],
+            ["list", "--repo", disk.path], ["sync", "--mirror", disk.path],
+        ] {
+            let result = try GranaryProcess.run(
+                arguments + ["--root", fixture.root] + (arguments.contains("--repo") ? [] : ["--repo", fixture.repo]))
+            #expect(result.status == 66, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains("Try: granary init \(disk.path)"), "\(arguments): \(result.stderr)")
+        }
+        let mirrored = try fixture.granary(["backup", "bob@example.com", "--mirror", disk.path])
+        #expect(mirrored.status == 1 && mirrored.stderr.contains("not a granary repository"), "\(mirrored.stderr)")
+        #expect(FileSystem.contents(of: disk.path).isEmpty, "\(FileSystem.contents(of: disk.path))")
+    }
 
     @Test("a backup into a full filesystem exits 74 naming it, and leaves no archive and no temporary file")
     func backupDiskFull() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -12,8 +13,8 @@ import Testing
 struct HostOptionTests {
     let folder = TemporaryFolder("granary-host-option")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
-    var mirror: String { folder.child("mirror") }
+    var repo: String { initializedRepository(folder.child("repo")) }
+    var mirror: String { initializedRepository(folder.child("mirror")) }
     var config: String { folder.child("config.toml") }
     let user = "alice@example.com"
 
@@ -110,6 +111,8 @@ struct HostOptionTests {
         let history = archives(mirror)
         #expect(history.count == 2)
         FileSystem.removeTree(repo)
+        // A new repository in its place (granary init, as after a lost disk).
+        initializedRepository(folder.child("repo"))
         #expect(try granary(["backup", user], host: "a").status == 0)
         let sync = try granary(["sync", "--json"], host: "a")
         #expect(sync.status == 0, "\(sync.stderr)")

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -13,7 +14,7 @@ import Testing
 struct HostileContentTests {
     let folder = TemporaryFolder("granary-hostile")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var config: String { folder.child("granary.toml") }
 
     func granary(_ arguments: [String]) throws -> GranaryProcess.Result {

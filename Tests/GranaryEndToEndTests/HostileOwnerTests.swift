@@ -1,6 +1,7 @@
 import Foundation
 import GranaryKit
 import GranaryOwner
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ import Testing
 struct HostileOwnerTests {
     let folder = TemporaryFolder("granary-hostile")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var store: String { root + "/alice@example.com/Local.sqlite" }
 
     init() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -17,8 +18,8 @@ struct HostsTests {
     var config: String { folder.child("config.toml") }
     let bucket: String
     let server: S3Server
-    var shared: String { "s3:\(bucket)/shared" }
-    var mirror: String { "s3:\(bucket)/mirror" }
+    var shared: String { initializedRepository("s3:\(bucket)/shared", environment: server.environment()) }
+    var mirror: String { initializedRepository("s3:\(bucket)/mirror", environment: server.environment()) }
     static let users = ["alice@example.com", "bob@example.com"]
 
     init() throws {
@@ -115,7 +116,7 @@ struct HostsTests {
         "the disaster walk: the host lost, its users restored with restore --create from the mirror, cron resumed: the first backup --all; sync keeps every archive of the mirror"
     )
     func disasterWalk() throws {
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         try writeConfig(repo: repo, mirror: mirror)
         for user in Self.users { try makeUser(user, marker: "before the disaster") }
         #expect(try granary(["backup", "--all"]).status == 0)
@@ -136,6 +137,10 @@ struct HostsTests {
             #expect(restore.status == 0, "\(restore.stderr)")
             #expect(try rows(root + "/" + user + "/Local.sqlite") == ["before the disaster"])
         }
+        // The new local repository, made as the README says (the mirror is one already).
+        let made = try granary(["init"])
+        #expect(made.status == 0 && made.stdout.contains("created the repository \(repo)"), "\(made.stdout)")
+        #expect(made.stdout.contains("\(mirror) is a granary repository already"), "\(made.stdout)")
         usleep(1_100_000)
         let backup = try granary(["backup", "--all"])
         #expect(backup.status == 0, "\(backup.stderr)")
@@ -264,7 +269,7 @@ struct HostsTests {
     )
     func lostAnswers() throws {
         let store = try makeUser("alice@example.com", marker: "first")
-        let repo = "s3:\(bucket)/lost"
+        let repo = initializedRepository("s3:\(bucket)/lost", environment: server.environment())
         try writeConfig(repo: repo, extra: Self.limits)
         let proxy = try FaultProxy(upstream: server.port)
         #expect(try granary(["backup", "alice@example.com"], environment: ownLimits(port: proxy.port)).status == 0)
@@ -344,7 +349,7 @@ struct HostsTests {
     )
     func failuresAreBounded() throws {
         try makeUser("alice@example.com", marker: "x")
-        let repo = "s3:\(bucket)/faults"
+        let repo = initializedRepository("s3:\(bucket)/faults", environment: server.environment())
         try writeConfig(repo: repo, extra: Self.limits)
         let proxy = try FaultProxy(upstream: server.port)
         #expect(try granary(["backup", "alice@example.com"], environment: ownLimits(port: proxy.port)).status == 0)
@@ -373,7 +378,7 @@ struct HostsTests {
     func deadMirrorBesideLocalBackups() throws {
         let users = ["u1@example.com", "u2@example.com", "u3@example.com", "u4@example.com"]
         for user in users { try makeUser(user, marker: user) }
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         let proxy = try FaultProxy(upstream: server.port)
         proxy.mode = .delay(milliseconds: 3_600_000)
         try writeConfig(repo: repo, mirror: mirror, extra: Self.limits)
@@ -429,7 +434,7 @@ struct HostsTests {
     func deadMirrorSyncAndCheck() throws {
         let users = ["u1@example.com", "u2@example.com", "u3@example.com", "u4@example.com"]
         for user in users { try makeUser(user, marker: user) }
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         try writeConfig(repo: repo, mirror: mirror, extra: Self.limits)
         #expect(try granary(["backup", "--all"]).status == 0)
         #expect(try granary(["verify", "--all"]).status == 0)
@@ -452,7 +457,7 @@ struct HostsTests {
         try db.execute(
             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 512) INSERT INTO blobs(body) SELECT randomblob(4096) FROM c"
         )
-        let repo = "s3:\(bucket)/resume"
+        let repo = initializedRepository("s3:\(bucket)/resume", environment: server.environment())
         try writeConfig(repo: repo, extra: "[remote]\nretries = 8\n")
         let proxy = try FaultProxy(upstream: server.port)
         #expect(
@@ -485,16 +490,20 @@ struct HostsTests {
         }
     }
 
-    @Test("a prefix that is an object is refused: backup exits 64 and nothing is written beside the object")
+    @Test(
+        "a prefix that is an object is refused: init exits 64, backup 66 (no repository), nothing is written beside the object"
+    )
     func prefixIsAnObject() throws {
         try makeUser("alice@example.com", marker: "x")
         try writeConfig(repo: folder.child("unused"))
         let file = folder.child("object")
         try Data("an object".utf8).write(to: URL(fileURLWithPath: file))
         #expect(try server.rclone(["copyto", file, "moto:\(bucket)/taken"]).status == 0)
+        let made = try granary(["init", "s3:\(bucket)/taken"])
+        #expect(made.status == 64, "\(made.stderr)")
+        #expect(made.stderr.contains("is an object"), "\(made.stderr)")
         let backup = try granary(["backup", "alice@example.com"], repo: "s3:\(bucket)/taken")
-        #expect(backup.status == 64, "\(backup.stderr)")
-        #expect(backup.stderr.contains("is an object"), "\(backup.stderr)")
+        #expect(backup.status == 66 && backup.stderr.contains("granary init"), "\(backup.stderr)")
         #expect(try server.objects(bucket).keys.sorted() == ["taken"])
     }
 
@@ -530,8 +539,9 @@ struct HostsTests {
     func wrongCryptPassword() throws {
         try makeUser("alice@example.com", marker: "x")
         let repo = "rclone:secret:granary"
-        try writeConfig(repo: folder.child("repo"))
+        try writeConfig(repo: initializedRepository(folder.child("repo")))
         let right = try cryptConfig("correct horse battery staple")
+        initializedRepository(repo, environment: right)
         #expect(try granary(["backup", "alice@example.com"], repo: repo, environment: right).status == 0)
         let stored = try server.objects(bucket + "/vault")
         let wrong = try cryptConfig("wrong password")
@@ -565,9 +575,11 @@ struct HostsTests {
         var environment = server.environment()
         environment["RCLONE_CONFIG"] = rcloneConfig
         let target = folder.child("usb")
-        try writeConfig(repo: folder.child("repo"), mirror: "rclone:usb:\(target)")
         let old = umask(0o022)
         defer { umask(old) }
+        try writeConfig(
+            repo: initializedRepository(folder.child("repo")),
+            mirror: initializedRepository("rclone:usb:\(target)", environment: environment))
         let backup = try granary(["backup", "alice@example.com"], environment: environment)
         #expect(backup.status == 0, "\(backup.stderr)")
         var found = 0
@@ -599,7 +611,7 @@ struct HostsTests {
         try db.execute(
             "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3072) INSERT INTO blobs(body) SELECT randomblob(4096) FROM c"
         )
-        let repo = "s3:\(bucket)/killed"
+        let repo = initializedRepository("s3:\(bucket)/killed", environment: server.environment())
         try writeConfig(repo: repo)
         let proxy = try FaultProxy(upstream: server.port)
         var environment = server.environment(endpointPort: proxy.port)

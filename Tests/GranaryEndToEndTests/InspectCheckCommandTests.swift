@@ -67,8 +67,8 @@ struct InspectCheckCommandTests {
     )
     func check() throws {
         let fixture = try Fixture()
-        // No repository yet: a typo in --repo must not look like an empty repository.
-        var result = try fixture.granary(["check"])
+        // A typo in --repo must not look like an empty repository.
+        var result = try GranaryProcess.run(["check", "--root", fixture.root, "--repo", fixture.folder.child("rpeo")])
         #expect(result.status == 66, "\(result.stderr)")
         #expect(result.stderr.contains("not a granary repository"), "\(result.stderr)")
         #expect(try fixture.granary(["backup", "dave@example.com"]).status == 0)

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -15,7 +16,7 @@ import Testing
 struct LedgerTests {
     let folder = TemporaryFolder("granary-ledger")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     let user = "alice@example.com"
     var store: String { root + "/alice@example.com/Local.sqlite" }
 

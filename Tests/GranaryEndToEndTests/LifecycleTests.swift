@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -25,7 +26,7 @@ struct LifecycleTests {
         let marker = "ERIN-" + UUID().uuidString
         var rootA: String { temporary.path + "/hostA" }
         var rootB: String { temporary.path + "/hostB" }
-        var repo: String { temporary.path + "/repo" }
+        var repo: String { initializedRepository(temporary.path + "/repo") }
         var homeA: String { rootA + "/" + id }
         var homeB: String { rootB + "/" + id }
         static let stores = ["Local.sqlite", "Data/Cloud.sqlite"]
@@ -223,7 +224,7 @@ struct LifecycleTests {
         let world = try World()
         let bucket = "life" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         try server.makeBucket(bucket)
-        let mirror = "s3:\(bucket)/mirror"
+        let mirror = initializedRepository("s3:\(bucket)/mirror", environment: server.environment())
         let config = world.temporary.path + "/granary.toml"
         try "[[mirror]]\nrepo = \"\(mirror)\"\n".write(toFile: config, atomically: true, encoding: .utf8)
         let environment = server.environment()

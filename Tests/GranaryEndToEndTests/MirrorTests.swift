@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -11,11 +12,11 @@ import Testing
 struct MirrorTests {
     let folder = TemporaryFolder("granary-mirror")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var config: String { folder.child("config.toml") }
     let bucket: String
     let server: S3Server
-    var mirror: String { "s3:\(bucket)/mirror" }
+    var mirror: String { initializedRepository("s3:\(bucket)/mirror", environment: server.environment()) }
 
     init() throws {
         guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
@@ -89,6 +90,7 @@ struct MirrorTests {
         // A new repository on the machine; prune it, then sync: the mirror gets the new archives and
         // keeps every archive from before the loss (the new repository never had them).
         let history = try archives(mirror)
+        initializedRepository(folder.child("repo"))
         usleep(1_100_000)
         #expect(try granary(["backup", "--all"]).status == 0)
         #expect(try granary(["verify", "--all"]).status == 0)
@@ -135,7 +137,7 @@ struct MirrorTests {
     }
 
     @Test(
-        "a mirror's copy never replaces an object: a taken name is refused with the object left as it was, and a new mirror gets its marker with the first copy"
+        "a mirror's copy never replaces an object: a taken name is refused with the object left as it was, and a new mirror gets its marker from init"
     )
     func mirrorCopyNeverReplaces() throws {
         let location = "s3:\(bucket)/fresh"
@@ -144,11 +146,13 @@ struct MirrorTests {
         let first = folder.child("first"), second = folder.child("second")
         try Data("the first archive".utf8).write(to: URL(fileURLWithPath: first))
         try Data("another archive, longer".utf8).write(to: URL(fileURLWithPath: second))
-        try remote.prepare()
+        #expect(throws: RepositoryError.self) { try remote.prepare() }
+        #expect(try remote.initialize())
+        #expect(try remote.initialize() == false)
         #expect(try remote.write("alice@example.com/20261123T150043Z.tar.zst", from: first))
         #expect(
             try RcloneRepository(location: location, environment: server.environment()).exists(),
-            "the marker came with the first copy")
+            "the marker came from init")
         // A second run (no cached knowledge of the marker) and the same name: refused, unchanged.
         let again = try RcloneRepository(location: location, environment: server.environment())
         try again.prepare()
@@ -226,7 +230,8 @@ struct MirrorTests {
         let user = try #require(document.users.first)
         #expect(user.mirrors.map(\.repository) == [missing, mirror])
         #expect(user.mirrors.map(\.ok) == [false, true])
-        #expect(backup.stdout.contains("no such bucket"), "\(backup.stdout)")
+        // No bucket, so no marker: not a repository (granary init on it names the missing bucket).
+        #expect(backup.stdout.contains("not a granary repository: \(missing)"), "\(backup.stdout)")
         let archive = try #require(user.archive)
         #expect(FileSystem.isRegularFile(archive), "the archive stays in the repository")
         #expect(try archives(mirror)["alice@example.com"] == [(archive as NSString).lastPathComponent])

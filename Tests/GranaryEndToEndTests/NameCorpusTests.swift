@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -30,7 +31,7 @@ struct NameCorpusTests {
 
     let folder = TemporaryFolder("granary-names")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
 
     func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
         try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
@@ -235,6 +236,7 @@ struct NameCorpusTests {
         #expect(RawPath.mkdir(odd + "/" + FolderName.decode(Array("r".utf8) + [0xFF]), 0o755) == 0)
         try FileSystem.makeDirectory(root + "/alice@example.com")
         try SampleData.makeItemsStore(root + "/alice@example.com/Store.sqlite", rows: 2, walOnlyTail: 0)
+        initializedRepository(odd + "/repo")
         let before = FileSystem.contents(of: odd)
         for (arguments, flag) in [
             (["backup", "--root", "$1/r\\377", "--repo", "$1/repo", "alice@example.com"], "--root"),

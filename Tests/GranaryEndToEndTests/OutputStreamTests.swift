@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// Where granary writes and what it writes there: closed and broken standard outputs, names
@@ -22,7 +23,7 @@ struct OutputStreamTests {
         (["prune", "--all", "--keep-last", "5", "--dry-run"], 74), (["restore", "alice@example.com"], 74),
         (["reset", "carol@example.com", "--yes"], 74), (["recover", "-v"], 74), (["--help"], 74), (["--version"], 74),
         (["help", "backup"], 74),
-        (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74),
+        (["sync", "--mirror", "MIRROR", "--dry-run", "--json"], 74), (["init", "MIRROR"], 74),
     ]
 
     static let cases: [(command: [String], status: Int32, pipe: Bool)] = writers.flatMap {
@@ -39,7 +40,7 @@ struct OutputStreamTests {
         let arguments =
             command.map {
                 $0.replacingOccurrences(of: "ROOT", with: fixture.root).replacingOccurrences(of: "LATEST", with: latest)
-                    .replacingOccurrences(of: "MIRROR", with: fixture.folder.child("mirror"))
+                    .replacingOccurrences(of: "MIRROR", with: initializedRepository(fixture.folder.child("mirror")))
             }
             + ["--root", fixture.root, "--repo", fixture.repo]
         let ended = try ShellTools.runWithBrokenOutput(arguments, pipe: pipe)
@@ -82,7 +83,7 @@ struct OutputStreamTests {
     @Test("every name is printed escaped, the same way in every command; --json carries the exact string")
     func terminalInjection() throws {
         let folder = TemporaryFolder()
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         let user = "rtl\u{202E}gpj.exe@example.com"
         let table = "evil\u{1B}[2J\u{1B}]0;owned\u{07}x\u{202E}\u{85}\u{2028}y"
         try FileSystem.makeDirectory(root + "/" + user)

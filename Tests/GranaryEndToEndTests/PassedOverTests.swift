@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ import Testing
 struct PassedOverTests {
     let folder = TemporaryFolder("granary-passed-over")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
 
     static let badName = FolderName.decode(Array("bad".utf8) + [0xFF] + Array("@example.com".utf8))
 

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// `granary prune`, `granary delete` and `backup --prune` on real archives.
@@ -8,7 +9,7 @@ struct PruneDeleteCommandTests {
     final class Fixture {
         let folder = TemporaryFolder()
         var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
+        var repo: String { initializedRepository(folder.child("repo")) }
         var dave: String { repo + "/dave@example.com" }
 
         /// 48 hourly backups of dave, 2025-03-01T00:00Z to 2025-03-02T23:00Z (the test clock,

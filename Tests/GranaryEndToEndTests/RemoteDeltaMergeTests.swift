@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// Prune's merge of deltas (issue 35) on a remote repository: a real S3 server (moto) through rclone.
@@ -17,7 +18,7 @@ struct RemoteDeltaMergeTests {
         let bucket = "m" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         try server.makeBucket(bucket)
         let site = try SampleSite()
-        let repo = "s3:\(bucket)/granary"
+        let repo = initializedRepository("s3:\(bucket)/granary", environment: server.environment())
         func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
             try GranaryProcess.run(
                 arguments + ["--root", site.root, "--repo", repo], environment: server.environment())

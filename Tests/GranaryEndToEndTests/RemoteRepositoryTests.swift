@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -76,7 +77,7 @@ struct RemoteRepositoryTests {
     )
     func everyCommand() throws {
         _ = try makeUser("alice@example.com")
-        let repo = "s3:\(bucket)/granary"
+        let repo = initializedRepository("s3:\(bucket)/granary", environment: server.environment())
         var outputs: [GranaryProcess.Result] = []
         let backup = try granary(["backup", "alice@example.com", "-v", "--json"], repo: repo)
         outputs.append(backup)
@@ -150,7 +151,8 @@ struct RemoteRepositoryTests {
         #expect(remote.status == 64)
         #expect(remote.stderr.contains("remote repositories need rclone"), "\(remote.stderr)")
         #expect(remote.stderr.contains("Try: apt-get install rclone"), "\(remote.stderr)")
-        let local = try granary(["backup", "alice@example.com"], repo: folder.child("repo"), environment: missing)
+        let local = try granary(
+            ["backup", "alice@example.com"], repo: initializedRepository(folder.child("repo")), environment: missing)
         #expect(local.status == 0, "\(local.stderr)")
     }
 
@@ -173,7 +175,7 @@ struct RemoteRepositoryTests {
         _ = try makeUser("alice@example.com", megabytes: 2)
         let proxy = try FaultProxy(upstream: server.port)
         proxy.mode = .delay(milliseconds: 40)
-        let repo = "s3:\(bucket)/argv"
+        let repo = initializedRepository("s3:\(bucket)/argv", environment: server.environment())
         var env = server.environment(endpointPort: proxy.port)
         env["RCLONE_TIMEOUT"] = "60s"
         let process = Process()
@@ -228,7 +230,8 @@ struct RemoteRepositoryTests {
         """.write(toFile: config, atomically: true, encoding: .utf8)
         chmod(config, 0o600)
         let env = ["RCLONE_CONFIG": config, "AWS_CA_BUNDLE": ""]
-        let repo = "rclone:secret:granary"
+        let repo = initializedRepository(
+            "rclone:secret:granary", environment: server.environment().merging(env) { $1 })
         // Uncompressed, so that the store's bytes would be in the archive as they are.
         let backup = try granary(
             ["backup", "alice@example.com", "--compression", "none"], repo: repo, environment: env)
@@ -263,7 +266,7 @@ struct RemoteRepositoryTests {
     ) throws {
         _ = try makeUser("alice@example.com", megabytes: megabytes)
         let proxy = try FaultProxy(upstream: server.port)
-        let repo = "s3:\(bucket)/faults"
+        let repo = initializedRepository("s3:\(bucket)/faults", environment: server.environment())
         // The repository exists first (its marker), so that the fault hits the archive's upload.
         #expect(
             try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
@@ -320,7 +323,11 @@ struct RemoteRepositoryTests {
         _ = try makeUser("alice@example.com")
         let proxy = try FaultProxy(upstream: server.port)
         proxy.mode = .delay(milliseconds: 30)
-        #expect(try granary(["backup", "alice@example.com"], repo: "s3:\(bucket)/slow", proxy: proxy).status == 0)
+        #expect(
+            try granary(
+                ["backup", "alice@example.com"],
+                repo: initializedRepository("s3:\(bucket)/slow", environment: server.environment()), proxy: proxy
+            ).status == 0)
     }
 
     @Test(
@@ -329,7 +336,7 @@ struct RemoteRepositoryTests {
     func cutDownload() throws {
         let store = try makeUser("alice@example.com", megabytes: 2)
         let proxy = try FaultProxy(upstream: server.port)
-        let repo = "s3:\(bucket)/down"
+        let repo = initializedRepository("s3:\(bucket)/down", environment: server.environment())
         #expect(
             try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
         proxy.mode = .cutDownload(after: 512 * 1024)
@@ -356,7 +363,7 @@ struct RemoteRepositoryTests {
         let own = try S3Server(log: folder.child("moto.log"))
         try own.makeBucket(bucket)
         let proxy = try FaultProxy(upstream: own.port)
-        let repo = "s3:\(bucket)/killed"
+        let repo = initializedRepository("s3:\(bucket)/killed", environment: own.environment())
         var env = own.environment(endpointPort: proxy.port)
         env["RCLONE_CONTIMEOUT"] = "2s"
         #expect(
@@ -372,6 +379,8 @@ struct RemoteRepositoryTests {
         proxy.mode = .pass
         try own.start()
         try own.makeBucket(bucket)
+        // The restarted server holds nothing: the repository is made again, as an admin would.
+        #expect(try GranaryProcess.run(["init", repo], environment: own.environment()).status == 0)
         let again = try GranaryProcess.run(
             ["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env)
         #expect(again.status == 0, "\(again.stderr)")

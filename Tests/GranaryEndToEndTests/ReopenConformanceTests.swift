@@ -15,7 +15,7 @@ import Testing
 struct ReopenConformanceTests {
     let folder = TemporaryFolder("granary-conformance")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var user: String { root + "/alice@example.com" }
     var store: String { user + "/Local.sqlite" }
     var cloud: String { user + "/Cloud.sqlite" }

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// Archives named by their paths: `delete` and `verify` act on the repository's archives, refuse
@@ -11,7 +12,7 @@ struct RepositoryPathTests {
     final class Fixture {
         let folder = TemporaryFolder("granary-paths")
         var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
+        var repo: String { initializedRepository(folder.child("repo")) }
 
         init() throws {
             try GranaryProcess.run([root], tool: "granary-sample")
@@ -158,7 +159,7 @@ struct RepositoryPathTests {
     )
     func hints() throws {
         let folder = TemporaryFolder("granary-hints")
-        let root = folder.child("root"), repo = folder.child("repo")
+        let root = folder.child("root"), repo = initializedRepository(folder.child("repo"))
         let user = "bob smith@example.com"
         try FileSystem.makeDirectory(root + "/" + user)
         try SampleData.makeItemsStore(root + "/" + user + "/Local.sqlite", rows: 5, walOnlyTail: 0)

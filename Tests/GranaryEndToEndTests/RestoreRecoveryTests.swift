@@ -1,6 +1,7 @@
 import Foundation
 import GranaryKit
 import GranaryOwner
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Testing
 struct RestoreRecoveryTests {
     let folder = TemporaryFolder("granary-recover")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var user: String { root + "/alice@example.com" }
 
     init() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Testing
 struct RestoreSemanticsTests {
     let folder = TemporaryFolder("granary-semantics")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var user: String { root + "/alice@example.com" }
 
     init() throws {

@@ -1,6 +1,7 @@
 import Foundation
 import GranaryKit
 @_spi(RuleBreaking) import GranaryOwner
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -12,7 +13,7 @@ import Testing
 struct RestoreSwapTests {
     let folder = TemporaryFolder("granary-restore")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     var store: String { root + "/alice@example.com/Local.sqlite" }
 
     init() throws {

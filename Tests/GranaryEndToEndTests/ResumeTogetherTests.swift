@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -15,7 +16,7 @@ import Testing
 struct ResumeTogetherTests {
     let folder = TemporaryFolder("granary-resume")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     let user = "alice@example.com"
     var local: String { root + "/alice@example.com/Local.sqlite" }
     var cloud: String { root + "/alice@example.com/Cloud.sqlite" }

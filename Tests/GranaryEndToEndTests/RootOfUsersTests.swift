@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// A root is a folder of users, and not everything in it is one: `lost+found`, hidden folders and
@@ -9,7 +10,7 @@ import Testing
 struct RootOfUsersTests {
     let folder = TemporaryFolder("granary-root-of-users")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
 
     func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
         try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: environment)

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// The fixture most end-to-end tests start from: granary-sample's users under a root, and a
@@ -7,7 +8,7 @@ import Testing
 class SampleSite {
     let folder = TemporaryFolder()
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
 
     /// Makes the sample root; `backup` names what to back up first (`["--all"]` for every
     /// user), which must succeed.

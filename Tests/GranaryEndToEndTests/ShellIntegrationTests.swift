@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// The committed completion scripts and man pages, exercised with the real shells and formatters.
@@ -57,7 +58,7 @@ struct ShellIntegrationTests {
     func bashRestore() throws {
         let folder = TemporaryFolder()
         let root = try sampleRoot(folder)
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         for label in ["first", "second"] {
             let made = try GranaryProcess.run([
                 "backup", "--root", root, "--repo", repo, "--label", label, "alice@example.com",
@@ -142,7 +143,7 @@ struct ShellIntegrationTests {
             ])
         #expect(try complete("granary users --root \(root) b") == ["bob@example.com"])
         #expect(try complete("granary us") == ["users"])
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         #expect(try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "dave@example.com"]).status == 0)
         let archives = try FileManager.default.contentsOfDirectory(atPath: repo + "/dave@example.com").filter {
             !$0.hasPrefix(".")
@@ -184,7 +185,7 @@ struct ShellIntegrationTests {
         }
         let folder = TemporaryFolder()
         let root = try sampleRoot(folder)
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         #expect(
             try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "--label", "zsh", "carol@example.com"])
                 .status == 0)
@@ -287,7 +288,7 @@ struct ShellIntegrationTests {
     func completionPlaces() throws {
         let folder = TemporaryFolder()
         let root = try sampleRoot(folder)
-        let repo = folder.child("repo")
+        let repo = initializedRepository(folder.child("repo"))
         #expect(try GranaryProcess.run(["backup", "--root", root, "--repo", repo, "--all"]).status == 0)
         let archive = FileSystem.contents(of: repo + "/dave@example.com").first { !$0.hasPrefix(".") }!
         for command in ["verify", "delete"] {

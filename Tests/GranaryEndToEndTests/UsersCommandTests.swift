@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import Testing
 
 @Suite("granary users")
@@ -29,8 +30,10 @@ struct UsersCommandTests {
         #expect(before.status == 0, "\(before.stderr)")
         #expect(before.stdout == after.stdout)
         #expect(
-            try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "backup", "alice@example.com"])
-                .status == 0)
+            try GranaryProcess.run([
+                "--root=" + root, "--repo", initializedRepository(folder.child("repo")), "backup", "alice@example.com",
+            ])
+            .status == 0)
         #expect(
             try GranaryProcess.run(["--root=" + root, "--repo", folder.child("repo"), "check", "dave@example.com"])
                 .stdout

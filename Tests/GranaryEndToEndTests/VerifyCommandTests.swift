@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// `granary verify` and `granary list` against real archives made by `granary backup`, and
@@ -13,7 +14,7 @@ struct VerifyCommandTests {
     final class Fixture {
         let folder = TemporaryFolder()
         var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
+        var repo: String { initializedRepository(folder.child("repo")) }
         init() throws {
             try GranaryProcess.run([root], tool: "granary-sample")
             let made = try GranaryProcess.run([

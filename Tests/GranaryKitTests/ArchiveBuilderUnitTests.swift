@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 @Suite("archive builder parts: journal locations, entries' local files, free space")
@@ -54,7 +55,7 @@ struct ArchiveBuilderUnitTests {
     @Test("an archive published into a local repository has a local file, and its display is its path")
     func localFile() throws {
         let folder = TemporaryFolder("granary-entry")
-        let repository = LocalRepository(path: folder.path + "/repo")
+        let repository = LocalRepository(path: initializedRepository(folder.path + "/repo"))
         try repository.prepare()
         let user = try UserID("bob@example.com")
         let staging = try repository.stagingFolder(for: user)

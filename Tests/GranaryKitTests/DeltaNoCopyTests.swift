@@ -362,7 +362,7 @@ struct DeltaNoCopyTests {
         let repository: LocalRepository
         init() throws {
             try SampleData.generate(in: folder.child("root"))
-            repository = LocalRepository(path: folder.child("repo"))
+            repository = LocalRepository(path: initializedRepository(folder.child("repo")))
         }
 
         func backup(everyStore: Bool = false, progress: (any BackupProgress)? = nil) throws -> BackupOperation.Result {

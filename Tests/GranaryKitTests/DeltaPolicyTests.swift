@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import Testing
 
 @testable import GranaryKit
@@ -15,7 +16,7 @@ struct DeltaPolicyTests {
         let repository: LocalRepository
         init() throws {
             try SampleData.generate(in: folder.child("root"))
-            repository = LocalRepository(path: folder.child("repo"))
+            repository = LocalRepository(path: initializedRepository(folder.child("repo")))
         }
 
         func backup(_ policy: DeltaPolicy) throws -> DeltaOutcome {

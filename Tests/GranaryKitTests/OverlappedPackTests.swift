@@ -15,7 +15,7 @@ struct OverlappedPackTests {
     struct Fixture {
         let folder = TemporaryFolder()
         var root: String { folder.child("root") }
-        var repo: String { folder.child("repo") }
+        var repo: String { initializedRepository(folder.child("repo")) }
         init() throws { try SampleData.generate(in: folder.child("root")) }
 
         /// Backs `user` up with the overlap on for any store size (or off) and returns the archive.

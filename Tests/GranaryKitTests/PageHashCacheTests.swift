@@ -11,7 +11,7 @@ import Testing
 struct PageHashCacheTests {
     let folder = TemporaryFolder()
     var root: String { folder.child("root") }
-    var repository: LocalRepository { LocalRepository(path: folder.child("repo")) }
+    var repository: LocalRepository { LocalRepository(path: initializedRepository(folder.child("repo"))) }
     var cache: String { repository.workFolder + "/" + PageHashCache.folderName }
     let user = try! UserID("alice@example.com")
 

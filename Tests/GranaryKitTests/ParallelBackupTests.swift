@@ -1,4 +1,5 @@
 import Foundation
+import GranaryTestSupport
 import Testing
 
 @testable import GranaryKit
@@ -17,7 +18,7 @@ struct ParallelBackupTests {
         #expect(users.count >= 3, "the sample data has \(users)")
         var options = BackupOperation.Options()
         options.overlap.minimumSize = 0
-        let repository = LocalRepository(path: folder.child("repo"))
+        let repository = LocalRepository(path: initializedRepository(folder.child("repo")))
         let operation = BackupOperation(root: Root(path: root), repository: repository, options: options)
         let outcomes = BackupRun.run(operation, users: users, jobs: 3)
         #expect(outcomes.map(\.user) == users)

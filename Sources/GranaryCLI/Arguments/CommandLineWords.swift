@@ -104,7 +104,7 @@ struct CommandLineWords {
 
     /// restic's and borg's verbs, and granary's command that does that.
     static let otherTools: [String: String] = [
-        "snapshots": "list", "forget": "prune", "create": "backup", "init": "backup (it creates the repository)",
+        "snapshots": "list", "forget": "prune", "create": "backup",
         "extract": "restore --to DIR", "mount": "restore --to DIR", "ls": "list", "info": "inspect", "stats": "list",
         "unlock": "recover", "rm": "delete", "remove": "delete", "find": "list", "compact": "prune",
         "break-lock": "recover", "rlist": "list",
@@ -134,12 +134,19 @@ struct CommandLineWords {
         let a = Array(a.utf8), b = Array(b.utf8)
         guard !a.isEmpty else { return b.count }
         guard !b.isEmpty else { return a.count }
+        // Edits are an insertion, a deletion, a substitution, or two neighbours swapped (`lsit`
+        // is one edit from `list`, two from `init`): the optimal string alignment distance.
+        var beforePrevious = Array(0...b.count)
         var previous = Array(0...b.count)
         for i in 1...a.count {
             var current = [i] + Array(repeating: 0, count: b.count)
             for j in 1...b.count {
                 current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    current[j] = min(current[j], beforePrevious[j - 2] + 1)
+                }
             }
+            beforePrevious = previous
             previous = current
         }
         return previous[b.count]

@@ -118,7 +118,7 @@ struct BackupCommand: GranaryCommand {
     func execute(_ console: Console) throws -> BackupResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let repository = try settings.requireRepository(forWriting: true)
+        let repository = try settings.requireRepository()
         if prune && settings.retention.value.isEmpty {
             throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
         }

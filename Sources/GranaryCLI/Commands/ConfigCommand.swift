@@ -9,7 +9,9 @@ struct ConfigCommand: GranaryCommand {
         discussion: """
             --systemd prints the drop-in that lets the shipped systemd units write where these settings put \
             the root, the repository and each local mirror (their sandbox leaves the rest of the file system \
-            read-only): save it as /etc/systemd/system/granary-.service.d/paths.conf, then systemctl daemon-reload.
+            read-only): save it as /etc/systemd/system/granary-.service.d/paths.conf, then systemctl daemon-reload. \
+            A local repository or mirror that is not made yet is named, with the one command that makes them: \
+            granary init.
             """
     )
 
@@ -25,6 +27,10 @@ struct ConfigCommand: GranaryCommand {
     func execute(_ console: Console) throws -> ConfigResult {
         let settings = try global.settings()
         var result = ConfigResult(settings)
+        // Local places only: a remote one would cost a listing, and config touches nothing.
+        result.notMade = ([settings.repo?.value].compactMap { $0 } + settings.mirrors.value).filter {
+            !Repositories.isRemote($0) && !LocalRepository(path: $0).exists()
+        }
         if systemd { result.dropIn = try Self.dropIn(settings) }
         return result
     }
@@ -96,6 +102,14 @@ struct ConfigResult: CommandResult {
     var dropIn: [String]?
     /// Where a configuration file was looked for, in order (text only).
     private var looked: [String] = []
+    /// The configured local repository and mirrors that are not repositories yet (text only).
+    var notMade: [String] = []
+
+    var notes: [String] {
+        notMade.map {
+            "\($0) is not a granary repository yet: granary init makes the configured repository and mirrors"
+        }
+    }
 
     enum CodingKeys: String, CodingKey { case file, settings }
 

@@ -98,7 +98,12 @@ struct ListResult: CommandResult {
         /// `restorable-verified` (verify proved it restores; a delta with its whole chain),
         /// `checked-by-backup`, `unverified`, `bad` or `unreadable` (issue 46).
         let state: String
+        /// When `granary verify` reached the verdict `verified` says (`verified` or `bad`); null
+        /// otherwise, so that it never stands beside `unverified`.
         @Null var verifiedAt: Date?
+        /// When the backup that wrote the archive checked it (`state` checked-by-backup); null
+        /// otherwise.
+        @Null var checkedAt: Date?
         /// Why it is unreadable or bad.
         @Null var problem: String?
         /// `full` or `delta` (issue 35; null when the manifest cannot be read): a delta holds the
@@ -158,7 +163,9 @@ struct ListResult: CommandResult {
                 restoredFrom: item.manifest?.restoredFrom, stores: item.stores.map(JSONName.Named.init),
                 verified: item.problem != nil ? .unreadable : State(item.verified),
                 state: item.problem != nil ? State.unreadable.rawValue : item.standing.rawValue,
-                verifiedAt: item.record?.verified,
+                verifiedAt: item.problem == nil && item.verified != .unverified && item.record?.by == nil
+                    ? item.record?.verified : nil,
+                checkedAt: item.problem == nil && item.standing == .checkedByBackup ? item.record?.verified : nil,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil),
                 type: item.manifest.map { $0.isDelta ? "delta" : "full" }, base: item.manifest?.delta?.base?.name,
                 chainLength: item.manifest?.delta?.chainLength, pageHashes: item.manifest?.delta != nil)

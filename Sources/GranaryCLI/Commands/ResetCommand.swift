@@ -66,6 +66,9 @@ struct ResetCommand: GranaryCommand {
         request.check = settings.check.value
         let root = try settings.requireRoot()
         let repository = try settings.repository()
+        // A configured repository must be one (its safety archive goes there): an unmounted disk is
+        // refused before anything is asked or done.
+        try repository?.requireExisting()
         // Whether the user has a regular backup: without one, a reset is the end of the rows.
         let backedUp = ((try? repository?.archives(of: request.user)) ?? []).contains { $0.name.kind == .backup }
         if !dryRun && !yes {

@@ -203,6 +203,11 @@ struct RestoreCommand: GranaryCommand {
         {
             throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
         }
+        // An archive of the repository: the repository must be one (an unmounted disk, a typo)
+        // before anything is made or locked.
+        if !(archive.map { $0.contains("/") && FileSystem.isRegularFile($0) } ?? false) {
+            try settings.repository()?.requireExisting()
+        }
         // A new folder in a sticky shared folder (/tmp/drill): made private here, then judged. A
         // restore that fails leaves no empty folder behind it (rmdir removes only an empty one).
         var madeTarget: String?

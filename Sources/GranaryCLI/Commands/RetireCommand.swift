@@ -58,7 +58,7 @@ struct RetireCommand: GranaryCommand {
         let root = try settings.requireRoot()
         var context = lock.context(settings.context)
         if let ownerTimeout { context.ownerTimeout = ownerTimeout }
-        let repository = try settings.requireRepository(forWriting: true)
+        let repository = try settings.requireRepository()
         let retirement = Retirement(
             root: root, repository: repository, mirrors: try settings.mirrorRepositories(), context: context)
         if !yes {

@@ -102,6 +102,19 @@ struct SyncResult: CommandResult {
         }
     }
 
+    /// Every mirror refused as a whole because none is a repository (an unmounted disk, a typo):
+    /// 66, as for the repository itself; otherwise 1 when anything failed.
+    var status: ExitStatus {
+        let whole = mirrors.compactMap(\.error)
+        if !mirrors.isEmpty, whole.count == mirrors.count, let first = whole.first,
+            first.status == .notFound, whole.allSatisfy({ $0.code == first.code }),
+            mirrors.allSatisfy({ $0.users.isEmpty })
+        {
+            return first.status
+        }
+        return problems.isEmpty ? .success : .partialFailure
+    }
+
     var problems: [Failure] {
         mirrors.flatMap { mirror in (mirror.error.map { [$0] } ?? []) + mirror.users.compactMap(\.error) }
     }

@@ -21,7 +21,10 @@ struct UsersCommand: GranaryCommand {
         let settings = try global.settings()
         let root = try settings.requireRoot()
         let ids = try UserID.named(users)
-        let (summaries, ignored) = try Inventory.summarize(root: root, repository: try settings.repository(), only: ids)
+        // A configured repository must be one: a typo or an unmounted disk is said, not shown as no archives.
+        let repository = try settings.repository()
+        try repository?.requireExisting()
+        let (summaries, ignored) = try Inventory.summarize(root: root, repository: repository, only: ids)
         var notes: [String] = []
         if summaries.isEmpty { notes.append("no users under \(root.path)") }
         for user in summaries {

@@ -247,7 +247,12 @@ extension ConfigError: CommandLineError {
         switch self {
         case .unreadable: return "check the path given to --config or GRANARY_CONFIG"
         case .untrusted(let path, _):
-            return Hint.commands([["chown", "root", "--", path], ["chmod", "go-w", "--", path]])
+            // The folder that is open to others, when it is one (fixing the file would not do),
+            // else the file.
+            let target =
+                TrustedPath.untrustedFolder(
+                    on: path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path) ?? path
+            return Hint.commands([["chown", "root", "--", target], ["chmod", "go-w", "--", target]])
         case .unknownKey(_, _, let key):
             // Each table's own keys, from the one list of keys.
             if let dot = key.firstIndex(of: "."), let table = ConfigTable.named(String(key[..<dot])) {
@@ -346,7 +351,8 @@ extension RepositoryError: CommandLineError {
     var status: ExitStatus {
         switch self {
         case .notARepository, .missing: return .notFound
-        case .parentMissing, .unsafe, .planted, .cannotCreate, .denied, .noRoom, .squatted: return .cannotCreate
+        case .parentMissing, .notEmpty, .unsafe, .planted, .cannotCreate, .denied, .noRoom, .squatted:
+            return .cannotCreate
         // No rclone: the configuration asks for what this machine cannot do (EX_UNAVAILABLE, 69,
         // is not one of granary's codes; usage is the closest: fix the setup, then run again).
         case .overlapsRoot, .badLocation, .rcloneMissing, .untrustedFile, .sameLocation: return .usage
@@ -357,7 +363,11 @@ extension RepositoryError: CommandLineError {
     }
     var hint: String? {
         switch self {
-        case .notARepository: return "check --repo (or GRANARY_REPO); granary backup creates a repository"
+        case .notARepository(let location):
+            // A typo or an unmounted disk is fixed otherwise; the message says what is missing.
+            return Hint.command("granary", "init", location)
+        case .notEmpty:
+            return "name an empty or new folder (granary init /var/backups/granary)"
         case .parentMissing(let path):
             return "create \(Hint.name(PathText.parent(path))) first, or check --repo for a typo"
         case .unsafe(let path, _):

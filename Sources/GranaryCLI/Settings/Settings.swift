@@ -178,17 +178,17 @@ public struct Settings: Sendable {
     }
 
     /// The repository, or a usage error saying how to set it. It must not be the root, lie in it
-    /// or hold it; unless `forWriting` (backup, which creates it), it must exist already.
-    public func requireRepository(forWriting: Bool = false, context: RunContext? = nil) throws -> any Repository {
+    /// or hold it, and it must exist already: only `granary init` makes one.
+    public func requireRepository(context: RunContext? = nil) throws -> any Repository {
         guard let repository = try repository(context: context) else {
             throw SettingsError.missing(
                 "repository", flag: "--repo", variable: "GRANARY_REPO", key: "repo", config: configFileToName)
         }
-        if !forWriting { try repository.requireExisting() }
+        try repository.requireExisting()
         return repository
     }
 
-    /// The repository when one is set (checked against the root as ``requireRepository(forWriting:)`` does).
+    /// The repository when one is set (checked against the root as ``requireRepository(context:)`` does).
     public func repository(context: RunContext? = nil) throws(RepositoryError) -> (any Repository)? {
         guard let repo else { return nil }
         let repository = try Repositories.open(repo.value, context: context ?? self.context)

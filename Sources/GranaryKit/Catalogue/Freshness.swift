@@ -200,8 +200,13 @@ public enum Freshness {
             return report
         }
         guard let verified else {
+            // A record that no longer matches its archive (copied without modification times,
+            // touched) says so: the archive was checked, but not as it is now.
+            let stale = sidecars[newest.name.fileName].flatMap(VerificationRecord.decodeAny).map { _ in
+                "unverified: its record no longer applies (the archive's size or modification time changed since it was checked, as a copy without modification times does); granary verify --user \(user.rawValue) --latest checks it again"
+            }
             let state =
-                records[newest.path].map { $0.isGood ? "verified" : "bad" }
+                records[newest.path].map { $0.isGood ? "verified" : "bad" } ?? stale
                 ?? "not verified (its backup ran with check = none)"
             return Report(
                 user: user, ok: false, newestVerified: nil, age: nil, newest: newest,

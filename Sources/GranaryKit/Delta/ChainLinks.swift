@@ -114,7 +114,9 @@ struct ChainLinks {
             guard let stale = VerificationRecord.decodeAny(bytes), stale.archive.map(entry.name.isNamed) ?? true
             else { return nil }
             return
-                "changed since it was \(stale.by == nil ? "verified" : "written") (\(stale.archiveSize) bytes then, \(entry.size) now, or another modification time)"
+                stale.archiveSize == entry.size
+                ? "changed since it was \(stale.by == nil ? "verified" : "written"): another modification time, same size (as a copy without modification times leaves it); granary verify checks it again"
+                : "changed since it was \(stale.by == nil ? "verified" : "written") (\(stale.archiveSize) bytes then, \(entry.size) now)"
         }
         if record.result == .bad {
             return "was found bad by granary verify (\(record.reason ?? "no reason recorded"))"

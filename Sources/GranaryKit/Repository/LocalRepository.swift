@@ -43,21 +43,43 @@ public struct LocalRepository: Repository {
     }
 
     public func requireExisting() throws(RepositoryError) {
+        // A link or a file where the folder should be is refused as unsafe (73), not as missing.
+        if FileSystem.status(path) != nil && !FileSystem.isDirectory(path) { try checkOwnership() }
         guard exists() else { throw .notARepository(path) }
         try checkOwnership()
     }
 
-    /// Creates the repository (mode 0700, with its marker) when its parent folder exists, or
-    /// checks the existing one.
+    /// The repository must exist and be granary's alone. One an older granary made has its
+    /// marker, or (older still) archives and no marker: the marker is written then.
     public func prepare() throws(RepositoryError) {
+        try requireExisting()
+        try writeMarker()
+    }
+
+    /// Creates the repository (mode 0700, with its marker) when its parent folder exists; an
+    /// existing repository is checked and left as it is. A folder that exists and holds anything
+    /// but `lost+found` (a new file system's) is refused: it is someone's folder, not a repository.
+    public func initialize() throws(RepositoryError) -> Bool {
+        if exists() {
+            try prepare()
+            return false
+        }
         if FileSystem.status(path) == nil {
             let parent = PathText.parent(path)
             guard FileSystem.isDirectory(parent.isEmpty ? "." : parent) else { throw .parentMissing(path) }
             if mkdir(path, 0o700) != 0 && errno != EEXIST {
                 throw .cannotCreate(path, FileSystemError("create folder", path: path))
             }
+        } else if FileSystem.isDirectory(path) {
+            let others = FileSystem.contents(of: path).filter { $0 != "lost+found" }.sorted()
+            if !others.isEmpty { throw .notEmpty(path, others.count, others[0]) }
         }
         try checkOwnership()
+        try writeMarker()
+        return true
+    }
+
+    private func writeMarker() throws(RepositoryError) {
         if !FileSystem.isRegularFile(path + "/" + Self.markerName) {
             do {
                 try FileSystem.writeAtomically(

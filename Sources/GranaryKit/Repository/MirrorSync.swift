@@ -77,7 +77,8 @@ public enum MirrorSync {
             try Interruption.check()
             var result = MirrorResult(location: mirror.location)
             do {
-                if !dryRun { try mirror.prepare() }
+                // A mirror is made by `granary init` only: an unmounted disk is refused, not filled.
+                if dryRun { try mirror.requireExisting() } else { try mirror.prepare() }
                 for (position, user) in ids.enumerated() {
                     try Interruption.check()
                     let lock = try root.map { root throws(LockError) in

@@ -256,23 +256,42 @@ public struct RcloneRepository: Repository {
     }
 
     public func requireExisting() throws(RepositoryError) {
-        guard try exists() else {
-            // A crypt remote read with a wrong password shows nothing: say that, not "no repository".
-            try checkDecryptable()
-            throw .notARepository(location)
+        if features.exists == true { return }
+        let found: Bool
+        do {
+            found = try objects(in: "").contains { $0.name == LocalRepository.markerName }
+        } catch .missing(let location, let detail) where detail.contains("no such bucket") {
+            // A bucket that does not exist is said as such (its own fix), not as "not a repository".
+            throw .missing(location: location, detail: detail)
+        } catch .missing {
+            found = false
         }
+        if found {
+            features.set(exists: true)
+            return
+        }
+        // A crypt remote read with a wrong password shows nothing: say that, not "no repository".
+        try checkDecryptable()
+        throw .notARepository(location)
     }
 
+    /// The repository must exist (``initialize()`` made it); a local remote's folder is checked.
     public func prepare() throws(RepositoryError) {
+        try checkLocalFolder()
+        try requireExisting()
+    }
+
+    public func initialize() throws(RepositoryError) -> Bool {
         // A remote that ends in this machine's filesystem (rclone `local`, an `alias` of one, a
         // plain path) gets a local repository's checks before anything is written: rclone writes
         // through a link it finds (a `.granary-repository` planted as a link to a root-only file
         // would get the marker's bytes), and its listing skips links, so the marker looks absent.
         try checkLocalFolder()
-        if try exists() { return }
+        if try exists() { return false }
         try checkNewLocation()
         try createMarker()
         try checkLocalFolder()
+        return true
     }
 
     /// Before a repository is started where no marker is found: the location must be a folder,

@@ -38,8 +38,13 @@ public protocol Repository: Sendable {
     /// For commands that read: the repository must exist (a typo must not look like an empty
     /// repository), and a local one must be granary's alone.
     func requireExisting() throws(RepositoryError)
-    /// For commands that write: creates the repository (and its marker) or checks the existing one.
+    /// For commands that write: the repository must exist already (``initialize()`` made it, or
+    /// an older granary's backup did), and is checked; nothing is created, so that an unmounted
+    /// disk or a typo never fills the wrong file system.
     func prepare() throws(RepositoryError)
+    /// `granary init`: creates the repository and its marker; an existing repository is checked
+    /// and left as it is. Returns whether it was created (false: it was one already).
+    func initialize() throws(RepositoryError) -> Bool
     /// Refuses a repository that is the root, lies in it or holds it.
     func checkSeparate(from root: Root) throws(RepositoryError)
     /// Creates the work folder (private, granary's) and returns it.
@@ -539,6 +544,8 @@ public enum Repositories {
 public enum RepositoryError: GranaryError, Sendable {
     case notARepository(String)
     case parentMissing(String)
+    /// `granary init` of a folder that holds other things: (path, how many entries, the first).
+    case notEmpty(String, Int, String)
     case unsafe(String, String)
     /// An entry of the repository that is not granary's alone.
     case planted(String, String)
@@ -572,7 +579,11 @@ public enum RepositoryError: GranaryError, Sendable {
 
     public var description: String {
         switch self {
-        case .notARepository(let path): return "not a granary repository: \(path)"
+        case .notARepository(let path):
+            return "not a granary repository: \(path) (no .granary-repository there: a typo, or a disk not mounted?)"
+        case .notEmpty(let path, let count, let first):
+            return
+                "refusing to make \(path) a repository: it holds \(first)\(count > 1 ? " and \(count - 1) more" : ""), and it is not a granary repository"
         case .parentMissing(let path): return "cannot create the repository \(path): its parent folder does not exist"
         case .unsafe(let path, let why): return "refusing the repository \(path): it \(why)"
         case .planted(let path, let why):

@@ -103,6 +103,21 @@ public enum TrustedPath {
         }
     }
 
+    /// The first folder on the way to `path` (from `/`, links not followed) that ``walk`` refuses:
+    /// another uid's, or writable by others and not sticky. Nil when every folder is root's alone
+    /// (then the file itself is what is wrong). For a hint only: it names what to fix.
+    public static func untrustedFolder(on path: String) -> String? {
+        var folder = ""
+        let parts = path.split(separator: "/", omittingEmptySubsequences: true).dropLast()
+        if let info = FileSystem.status("/"), judge(info, "/", folder: true) != nil { return "/" }
+        for part in parts {
+            folder += "/" + part
+            guard let info = FileSystem.status(folder), info.st_mode & S_IFMT == S_IFDIR else { return nil }
+            if judge(info, folder, folder: true) != nil { return folder }
+        }
+        return nil
+    }
+
     /// A folder's owner and mode, judged strictly: root's or granary's uid, writable by nobody else.
     static func strictProblem(_ fd: Int32, _ what: String) -> String? {
         var info = stat()

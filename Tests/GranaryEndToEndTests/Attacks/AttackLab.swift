@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -208,7 +209,7 @@ final class Lab {
 
     var base: String { temporary.path }
     var root: String { base + "/root" }
-    var repo: String { base + "/repo" }
+    var repo: String { initializedRepository(base + "/repo") }
     /// A root-owned folder standing in for /etc: nothing in it may change.
     var etc: String { base + "/etc" }
     /// A root-only folder (0700) with a SQLite canary and a text canary.

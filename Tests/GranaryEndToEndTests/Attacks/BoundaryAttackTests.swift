@@ -189,7 +189,9 @@ extension AttackTests {
             try lab.shell(as: lab.attacker, "mkdir -m 0700 '\(shared)/granary-0'")
             var environment = server.environment()
             environment["TMPDIR"] = shared
-            let backup = try lab.granary(["backup", "victim"], repo: "s3:\(bucket)/granary", environment: environment)
+            let backup = try lab.granary(
+                ["backup", "victim"], repo: initializedRepository("s3:\(bucket)/granary", environment: environment),
+                environment: environment)
             // Before: 73 "is not a folder of uid 0 … Try: chown root …/granary-0".
             #expect(backup.status == 0, "\(backup)")
             #expect(!backup.stderr.contains("chown"), "\(backup)")

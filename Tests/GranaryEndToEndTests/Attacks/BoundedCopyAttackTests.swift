@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -116,6 +117,7 @@ extension AttackTests {
                 return
             }
             defer { _ = try? GranaryProcess.runExecutable("/bin/umount", ["-l", repo]) }
+            initializedRepository(repo)
             try Self.lyingWAL(lab, name: "Lying.sqlite", pages: 262_144)
             let outcome = try lab.granary(["backup", "--all", "--json", "--jobs", "2"], repo: repo, timeout: 120)
             Lab.expectDocumented(outcome, "backup --all --jobs 2 with a lying -wal")

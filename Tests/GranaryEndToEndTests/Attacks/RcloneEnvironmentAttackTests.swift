@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -179,6 +180,7 @@ extension AttackTests {
             let lab = try Lab()
             let bucket = "atk" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
             try server.makeBucket(bucket)
+            initializedRepository("s3:\(bucket)/granary", environment: server.environment())
             let environmentFile = try lab.rootFile(
                 "remote.env",
                 [

@@ -69,6 +69,9 @@ extension AttackTests {
             // through descriptors they kept open) must not be used.
             let lab = try Lab()
             let disk = try WorldWritable(lab.base + "/tmpfs")
+            // A repository (granary init made it) that was opened to everyone for a while.
+            try Data("granary repository 1\n".utf8).write(
+                to: URL(fileURLWithPath: disk.path + "/.granary-repository"))
             for name in [".granary-tmp", "victim"] {
                 let made = try lab.run(as: lab.attacker, ["/bin/mkdir", "-m", "0777", disk.path + "/" + name])
                 try #require(made.status == 0, "\(made)")
@@ -94,9 +97,14 @@ extension AttackTests {
             try Lab.makeFolder(lab.base + "/real", mode: 0o700)
             symlink(lab.base + "/real", link)
             for repo in [owned, group, link] {
+                let made = try lab.granary(["init", repo], repo: repo)
+                Lab.expectRefused(made, "init of \(repo)", codes: [73], naming: repo)
+                #expect(FileSystem.contents(of: repo).isEmpty)
+                // A marker there (its owner's, or from before the folder was opened up): still refused.
+                try Data("granary repository 1\n".utf8).write(to: URL(fileURLWithPath: repo + "/.granary-repository"))
                 let outcome = try lab.granary(["backup", "victim"], repo: repo)
                 Lab.expectRefused(outcome, "backup into \(repo)", codes: [73], naming: repo)
-                #expect(FileSystem.contents(of: repo).isEmpty)
+                #expect(FileSystem.contents(of: repo) == [".granary-repository"])
             }
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -25,6 +26,7 @@ extension AttackTests {
                 return
             }
             defer { _ = try? GranaryProcess.runExecutable("/bin/umount", ["-l", repo]) }
+            initializedRepository(repo)
             let store = lab.attackerHome + "/Sparse.sqlite"
             try Lab.makeStore(store, wal: false, marker: lab.attackerMarker, rows: 1)
             let file = try #require(FileHandle(forUpdatingAtPath: store))
