@@ -18,6 +18,8 @@ import Testing
 final class COwner {
     let process = Process()
     let log: String
+    /// The store the owner writes.
+    let store: String
 
     /// Compiles the owner into `folder` (once per folder) and returns the binary's path.
     static func build(into folder: String) throws -> String {
@@ -35,6 +37,7 @@ final class COwner {
         lateMs: Int = 1500
     ) throws {
         self.log = log
+        self.store = store
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = [store, log, mode, String(intervalMs), String(startID), String(lateMs)]
         process.standardOutput = FileHandle.nullDevice
@@ -78,9 +81,15 @@ final class COwner {
 
     var isRunning: Bool { process.isRunning }
 
+    /// Kills the owner and, as its next start would, lets SQLite roll back a transaction the kill
+    /// cut short (a rollback store's hot journal), so the test reads the store as committed.
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
+        if FileManager.default.fileExists(atPath: store + "-journal") {
+            _ = (try? Database(path: store, mode: .readWrite))?.integrityCheck(full: false)
+        }
     }
 }
 

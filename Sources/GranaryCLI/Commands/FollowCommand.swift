@@ -42,7 +42,7 @@ struct FollowCommand: GranaryCommand {
     func execute(_ console: Console) throws -> FollowResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let repository = try settings.requireRepository(forWriting: true)
+        let repository = try settings.requireRepository()
         guard repository.isLocal else {
             throw CommandError(
                 description: "follow writes to a local repository only in this release: \(repository.location)",
