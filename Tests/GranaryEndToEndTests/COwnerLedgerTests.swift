@@ -97,7 +97,7 @@ final class COwner {
 struct COwnerLedgerTests {
     let folder: TemporaryFolder
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     let user = "alice@example.com"
     var local: String { root + "/alice@example.com/Local.sqlite" }
     var cloud: String { root + "/alice@example.com/Cloud.sqlite" }
@@ -381,7 +381,7 @@ struct COwnerLedgerTests {
 struct OnlineUnderWriterTests {
     let folder = TemporaryFolder("granary-online-writer")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     let user = "alice@example.com"
     var store: String { root + "/alice@example.com/Local.sqlite" }
 

@@ -12,7 +12,7 @@ import Testing
 struct FollowCommandTests {
     let folder = TemporaryFolder("granary-follow-cmd")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
 
     func makeStore(_ path: String, wal: Bool) throws {
         let db = try Database(path: path, mode: .create)

@@ -15,7 +15,7 @@ import Testing
 struct FollowLedgerTests {
     let folder = TemporaryFolder("granary-follow")
     var root: String { folder.child("root") }
-    var repo: String { folder.child("repo") }
+    var repo: String { initializedRepository(folder.child("repo")) }
     let user = "alice"
     var store: String { root + "/alice/Local.sqlite" }
 

@@ -33,6 +33,9 @@ struct RemoteChainDamageTests {
     }
 
     func writeConfig(repo: String, mirror: String? = nil) throws {
+        for location in [repo] + (mirror.map { [$0] } ?? []) {
+            initializedRepository(location, environment: server.environment())
+        }
         var text = "repo = \"\(repo)\"\ndelta = true\n"
         if let mirror { text += "\n[[mirror]]\nrepo = \"\(mirror)\"\n" }
         try text.write(toFile: config, atomically: true, encoding: .utf8)

@@ -91,12 +91,17 @@ struct RepositoryConformanceTests {
         (0..<count).map { UInt8(truncatingIfNeeded: $0 * 7) &+ seed }
     }
 
-    @Test("a repository exists once prepared, and not before; preparing twice is no error", arguments: backends)
+    @Test(
+        "a repository exists once initialized, and not before (preparing does not make one); initializing twice is no error",
+        arguments: backends)
     func prepare(backend: Backend) throws {
         let place = try Self.place(backend)
         #expect(try !place.repository.exists())
         #expect(throws: RepositoryError.self) { try place.repository.requireExisting() }
-        try place.repository.prepare()
+        #expect(throws: RepositoryError.self) { try place.repository.prepare() }
+        #expect(try !place.repository.exists())
+        #expect(try place.repository.initialize())
+        #expect(try !place.repository.initialize())
         try place.repository.prepare()
         #expect(try place.repository.exists())
         try place.repository.requireExisting()
@@ -109,6 +114,7 @@ struct RepositoryConformanceTests {
     func writeListRead(backend: Backend) throws {
         let place = try Self.place(backend)
         let repository = place.repository
+        _ = try repository.initialize()
         try repository.prepare()
         let first = Self.payload(300_000, seed: 1)
         #expect(try repository.write("alice@example.com/one.tar", from: place.file(first)))
@@ -128,6 +134,7 @@ struct RepositoryConformanceTests {
     func settleAndPublish(backend: Backend) throws {
         let place = try Self.place(backend)
         let repository = place.repository
+        _ = try repository.initialize()
         try repository.prepare()
         let bytes = Self.payload(70_000, seed: 4)
         let file = try place.file(bytes)
@@ -154,6 +161,7 @@ struct RepositoryConformanceTests {
     func rename(backend: Backend) throws {
         let place = try Self.place(backend)
         let repository = place.repository
+        _ = try repository.initialize()
         try repository.prepare()
         let a = Self.payload(1000, seed: 6), b = Self.payload(2000, seed: 7)
         #expect(try repository.write("alice@example.com/a.tar", from: place.file(a)))
@@ -173,6 +181,7 @@ struct RepositoryConformanceTests {
     func sidecarsSmallDelete(backend: Backend) throws {
         let place = try Self.place(backend)
         let repository = place.repository
+        _ = try repository.initialize()
         try repository.prepare()
         #expect(try repository.write("alice@example.com/a.tar", from: place.file(Self.payload(100, seed: 8))))
         #expect(try repository.write("alice@example.com/b.tar", from: place.file(Self.payload(100, seed: 9))))
