@@ -201,13 +201,48 @@ _granary() {
     unset 'unparsed_words[0]'
     unparsed_words=("${unparsed_words[@]}")
     case "${subcommand}" in
-    users|backup|list|verify|inspect|check|delete|prune|restore|reset|retire|recover|sync|follow|adopt|config|help)
+    init|users|backup|list|verify|inspect|check|delete|prune|restore|reset|retire|recover|sync|follow|adopt|config|help)
         # Offer subcommand argument completions
         "_granary_${subcommand}"
         ;;
     *)
         # Offer subcommand completions
-        COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync follow adopt config help' -- "${cur}"))
+        COMPREPLY+=($(compgen -W 'init users backup list verify inspect check delete prune restore reset retire recover sync follow adopt config help' -- "${cur}"))
+        ;;
+    esac
+}
+
+_granary_init() {
+    repeating_flags=()
+    non_repeating_flags=(--json -q --quiet -v --verbose --version -h --help)
+    repeating_options=()
+    non_repeating_options=(--root --repo --host --config)
+    __granary_offer_flags_options -1
+
+    # Offer option value completions
+    case "${prev}" in
+    '--root')
+        __granary_add_completions -d
+        return
+        ;;
+    '--repo')
+        __granary_add_completions -d
+        return
+        ;;
+    '--host')
+        return
+        ;;
+    '--config')
+        __granary_add_completions -f
+        return
+        ;;
+    esac
+
+    # Offer positional completions
+    case "${positional_number}" in
+    *)
+        __granary_add_completions -d
+        return
         ;;
     esac
 }
@@ -911,7 +946,7 @@ _granary_help() {
     repeating_options=()
     non_repeating_options=()
     __granary_offer_flags_options -1
-    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'users backup list verify inspect check delete prune restore reset retire recover sync follow adopt config' -- "${cur}"))
+    [[ "${cur}" = -* ]] || COMPREPLY+=($(compgen -W 'init users backup list verify inspect check delete prune restore reset retire recover sync follow adopt config' -- "${cur}"))
 }
 
 complete -o filenames -F _granary granary
