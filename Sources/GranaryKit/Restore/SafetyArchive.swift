@@ -13,7 +13,8 @@ import Foundation
 ///
 /// It is complete: every replaced database and every external-data file the old stores had
 /// (those removed by the restore and those kept), as they were kept aside by the swap — complete
-/// databases nobody has open (checkpointed before they were set aside), archived as they are.
+/// databases (checkpointed before they were set aside), each copied bounded into the
+/// repository's scratch folder first, since an owner may still hold the old inode open.
 public enum SafetyArchive {
     /// One replaced store.
     public struct Item: Sendable {
@@ -89,17 +90,34 @@ public enum SafetyArchive {
                                 mode: mode)))
                 }
             }
+            // The replaced database is the user's inode too (a process that kept it open can
+            // still grow it): it is copied the same way, no further than its length when it is
+            // opened here, and the copy is what is checked and packed.
+            let (database, status) = try copyDatabase(
+                item.database, to: scratch + "/\(itemIndex)-store", account: account)
             inputs.append(
                 ArchiveBuilder.StoreInput(
-                    name: item.name, database: item.database,
-                    owner: FileSystem.status(item.database).map {
-                        .of(uid: $0.st_uid, gid: $0.st_gid, mode: UInt32($0.st_mode))
-                    },
+                    name: item.name, database: database,
+                    owner: .of(uid: status.st_uid, gid: status.st_gid, mode: UInt32(status.st_mode)),
                     externalMember: externalMember, external: external))
         }
         let entry = try ArchiveBuilder(repository: repository, user: user, settings: settings)
             .build(stores: inputs, folder: folder, folders: folders)
         return entry.path
+    }
+
+    /// Copies the replaced database at `path` (opened beneath its folder's descriptor, no link
+    /// followed) to `copy`, bounded by its length when opened and charged to `account`; returns
+    /// the copy and the replaced file's status.
+    static func copyDatabase(_ path: String, to copy: String, account: ContentAccount) throws -> (String, stat) {
+        let parent = PathText.parent(path)
+        let folder = try Folder<GranaryOwned>.open(path: parent.isEmpty ? "." : parent)
+        let source = try folder.openFile((path as NSString).lastPathComponent)
+        let status = try source.status()
+        let size = Int64(status.st_size)
+        account.allow(copyOf: min(size, Int64(status.st_blocks) * 512))
+        _ = try FileDigest.copy(from: source, to: copy, limit: size, account: account)
+        return (copy, status)
     }
 
     static func hash(_ path: String) throws -> (Int64, String) {

@@ -96,6 +96,42 @@ extension AttackTests.BoundedCopies {
     }
 
     @Test(
+        "a store a restore replaces, grown to 4 TiB by its owner (who keeps it open) the moment root reads it: no read runs past the user's time budget; the restore ends with a documented status and nothing is lost"
+    )
+    func storeGrownDuringRestore() throws {
+        let lab = try Lab()
+        let config = try Self.tinyBudget(lab)
+        let backup = try lab.granary(["backup", "attacker"], timeout: 120)
+        try #require(backup.status == 0, "\(backup)")
+        let before = lab.watch()
+        let store = lab.attackerHome + "/Local.sqlite"
+        let original = try #require(FileSystem.status(store).map { Int64($0.st_size) })
+        // The owner holds its store open and grows the inode, wherever it is linked, at root's
+        // first read of it.
+        let grow = try lab.helper("grow.py", ["--file", store, "--size", String(4 << 40)])
+        let restore = try lab.granary(["restore", "attacker", "--force", "--config", config], timeout: 120)
+        let grown = grow.stop()
+        try #require(grown.stdout.contains("grown"), "the helper never saw granary read the store: \(grown)")
+        Lab.expectDocumented(restore, "restore of a store its owner grows to 4 TiB as root reads it")
+        // The restore stands; the safety archive's copy of the replaced store stopped at the
+        // user's time budget, naming it, and the replaced files wait, whole, for `recover`.
+        #expect(restore.status == 1, "\(restore)")
+        #expect(restore.stdout.contains("restored attacker"), "\(restore)")
+        #expect(
+            restore.stderr.contains("Local.sqlite") && restore.stderr.contains("time budget of 1s"), "\(restore)")
+        #expect(!lab.attackerArchives().contains { $0.contains("pre-restore") }, "\(lab.attackerArchives())")
+        #expect(FileSystem.status(store).map { Int64($0.st_size) } == original, "the store is the archive's again")
+        let pending = lab.root + "/.granary/safety-pending/attacker"
+        let kept = try #require(
+            FileManager.default.enumerator(atPath: pending)?.compactMap { $0 as? String }.first {
+                $0.hasSuffix("/Local.sqlite")
+            }, "the replaced store is not kept: \(FileSystem.contents(of: pending))")
+        #expect(FileSystem.status(pending + "/" + kept).map { Int64($0.st_size) } == 4 << 40)
+        #expect(FileSystem.contents(of: lab.repo + "/.granary-tmp").isEmpty)
+        try lab.expectContained(since: before, "store grown during a restore")
+    }
+
+    @Test(
         "backup --delta on a chain: a -wal rewritten to claim 1 GiB is charged from the page count inside the copy's read transaction (65, bytes_per_user); the other user's delta is written"
     )
     func lyingWALDelta() throws {
