@@ -15,7 +15,7 @@ import Testing
 /// It commits a row into demo_writes every `intervalMs` while the store is open and logs
 /// `ACK <id>` once the COMMIT returned (`ACK <id> post-swap` for a row written into the new store
 /// before RESUME).
-final class COwner {
+final class COwner: OwnerLog {
     let process = Process()
     let log: String
     /// The store the owner writes.
@@ -49,34 +49,9 @@ final class COwner {
 
     deinit { stop() }
 
-    var lines: [String] {
-        (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
-    }
-
     /// Every id acknowledged (its COMMIT returned), post-swap writes included.
     var acked: Set<Int64> {
         Set(lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.split(separator: " ")[1]) : nil })
-    }
-
-    /// The ids written into the new store between granary's rename and RESUME.
-    var ackedAfterSwap: Set<Int64> {
-        Set(
-            lines.compactMap {
-                $0.hasPrefix("ACK ") && $0.hasSuffix(" post-swap") ? Int64($0.split(separator: " ")[1]) : nil
-            })
-    }
-
-    func waitFor(_ condition: ([String]) -> Bool) throws {
-        for _ in 0..<3000 {
-            if condition(lines) { return }
-            usleep(10_000)
-        }
-        throw DemoOwnerError.timedOut(lines.suffix(5).joined(separator: "\n"))
-    }
-
-    func waitForMoreWrites(_ count: Int) throws {
-        let now = acked.count
-        try waitFor { lines in lines.filter { $0.hasPrefix("ACK ") }.count >= now + count }
     }
 
     var isRunning: Bool { process.isRunning }

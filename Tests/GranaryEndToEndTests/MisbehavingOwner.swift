@@ -17,7 +17,7 @@ import GranaryOwner
 /// It commits a row (table demo_writes, ids from `startID`) every `intervalMs` while open and logs
 /// `ACK <id>` after each COMMIT returned; a write after the swap is `ACK <id> post-swap`. Its log
 /// also has `PAUSED`, `REOPENED <why>` and `IGNORED RESUME`.
-final class MisbehavingOwner {
+final class MisbehavingOwner: OwnerLog {
     let process = Process()
     let log: String
 
@@ -39,34 +39,9 @@ final class MisbehavingOwner {
 
     var pid: Int32 { process.processIdentifier }
 
-    var lines: [String] {
-        (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
-    }
-
     /// Every id the owner acknowledged (after its COMMIT returned), post-swap writes included.
     var acked: Set<Int64> {
         Set(lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.split(separator: " ")[1]) : nil })
-    }
-
-    /// The ids written into the new store between granary's rename and RESUME.
-    var ackedAfterSwap: Set<Int64> {
-        Set(
-            lines.compactMap {
-                $0.hasPrefix("ACK ") && $0.hasSuffix(" post-swap") ? Int64($0.split(separator: " ")[1]) : nil
-            })
-    }
-
-    func waitFor(_ condition: ([String]) -> Bool) throws {
-        for _ in 0..<3000 {
-            if condition(lines) { return }
-            usleep(10_000)
-        }
-        throw DemoOwnerError.timedOut(lines.suffix(5).joined(separator: "\n"))
-    }
-
-    func waitForMoreWrites(_ count: Int) throws {
-        let now = acked.count
-        try waitFor { lines in lines.filter { $0.hasPrefix("ACK ") }.count >= now + count }
     }
 
     func stop() {

@@ -72,7 +72,7 @@ enum RestoreFixtures {
 }
 
 /// A running `granary-demo-owner` and its log.
-final class DemoOwner {
+final class DemoOwner: OwnerLog {
     let process = Process()
     let log: String
     /// `--ledger`: the file of every acknowledged row id (granary-demo-owner only).
@@ -105,10 +105,6 @@ final class DemoOwner {
 
     var pid: Int32 { process.processIdentifier }
 
-    var lines: [String] {
-        (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
-    }
-
     /// Acknowledged write ids, in log order (`ACK <id>`, or `ACK <id> <store>` from owner.py).
     var acked: [Int64] { lines.compactMap { $0.hasPrefix("ACK ") ? Int64($0.split(separator: " ")[1]) : nil } }
 
@@ -128,21 +124,6 @@ final class DemoOwner {
                 let words = line.split(separator: " ", maxSplits: 2)
                 return words.count == 3 && words[0] == "ACK" && words[2] == store ? Int64(words[1]) : nil
             })
-    }
-
-    /// Waits (up to 20 s) until `condition` holds for the log's lines.
-    func waitFor(_ condition: ([String]) -> Bool) throws {
-        for _ in 0..<2000 {
-            if condition(lines) { return }
-            usleep(10_000)
-        }
-        throw DemoOwnerError.timedOut(lines.suffix(5).joined(separator: "\n"))
-    }
-
-    /// Waits until `count` more writes are acknowledged than now.
-    func waitForMoreWrites(_ count: Int) throws {
-        let now = acked.count
-        try waitFor { lines in lines.filter { $0.hasPrefix("ACK ") }.count >= now + count }
     }
 
     func stop() {
