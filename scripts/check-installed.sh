@@ -115,8 +115,8 @@ check "every commented setting of config.toml is valid when uncommented" \
 
 # systemd units: installed, disabled, valid.
 units=$(dpkg -L granary | grep -E '/systemd/system/granary-[a-z]+\.(service|timer)$' | sort)
-[ "$(echo "$units" | wc -l)" = 10 ] && pass "ten units installed: $(echo $units | xargs -n1 basename | tr '\n' ' ')" \
-    || fail "expected granary-{backup,prune,sync,verify,check}.{service,timer}, found: $units"
+[ "$(echo "$units" | wc -l)" = 11 ] && pass "eleven units installed: $(echo $units | xargs -n1 basename | tr '\n' ' ')" \
+    || fail "expected granary-{backup,prune,sync,verify,check}.{service,timer} and granary-follow.service, found: $units"
 if ls /etc/systemd/system/*.wants/granary-* > /dev/null 2>&1; then
     fail "a granary unit is enabled after installing: $(ls /etc/systemd/system/*.wants/granary-*)"
 else
