@@ -63,6 +63,8 @@ struct RecoverResult: CommandResult {
         @Null var safetyArchivePending: String?
         /// Files that appeared beside a store while its owner was paused, moved away.
         let intruders: [JSONName.Named]
+        /// What the switch had to say: each file moved away, and where it is kept.
+        let warnings: [String]
         /// An interrupted retire of the user, finished or undone (null when there was none).
         @Null var retire: Retire?
         /// The staging folder of a restore that died before its plan was written, removed.
@@ -97,6 +99,7 @@ struct RecoverResult: CommandResult {
             safetyArchive = report.safetyArchive
             safetyArchivePending = report.safetyArchivePending
             intruders = report.intruders.map(JSONName.Named.init)
+            warnings = report.warnings
             switch report.retire {
             case .finished(let archive, let leftovers):
                 retire = Retire(outcome: "finished", archive: archive, reason: nil, leftoversFolder: leftovers)
@@ -132,7 +135,10 @@ struct RecoverResult: CommandResult {
             for store in rolledBack { text.line("  \(store.name, width: 24) old content kept") }
             for store in finished { text.line("  \(store.name, width: 24) new content kept") }
             if let safetyArchive { text.line("replaced content kept in \(safetyArchive)") }
-            for file in intruders { text.line("moved away \(file.name), which appeared while its owner was paused") }
+            if warnings.isEmpty {
+                for file in intruders { text.line("\(file.name) was written while its owner was paused") }
+            }
+            for warning in warnings { text.line("warning: \(warning)") }
         }
     }
 

@@ -324,7 +324,12 @@ final class UserCommit {
     /// The warning for a companion moved away after the switch: where it is now, and what it may
     /// hold.
     private static func movedAway(_ path: String, to kept: String) -> String {
-        "\(path) appeared while its owner was paused, beside the new store while nobody had it open and its database was unchanged: it was moved to \(kept), where it stays (nothing deletes it). Left in place, SQLite would have applied it to the new store; it may hold transactions a process wrote into the new store before it exited: to get them back, stop the app that owns the store, copy the store and this file beside it (named as the store with the same suffix) into a scratch folder and open the copy with sqlite3"
+        if path.hasSuffix("-shm") {
+            return
+                "\(path) appeared while its owner was paused, beside the new store while nobody had it open and its database was unchanged: it was moved to \(kept), where it stays (nothing deletes it). It is SQLite's shared-memory index, which holds no transactions (SQLite rebuilds it); it was kept only so that nothing is deleted"
+        }
+        return
+            "\(path) appeared while its owner was paused, beside the new store while nobody had it open and its database was unchanged: it was moved to \(kept), where it stays (nothing deletes it). Left in place, SQLite would have applied it to the new store; it may hold transactions a process wrote into the new store before it exited: to get them back, stop the app that owns the store, copy the store and this file beside it (named as the store with the same suffix) into a scratch folder and open the copy with sqlite3"
     }
 
     private func releaseGuards(removingCreatedWAL: Bool = false) {

@@ -29,6 +29,8 @@ public enum Recovery {
         public var safetyArchivePending: String?
         /// Files an owner left beside a switched store while paused, moved away (see StoreSwap).
         public var intruders: [String] = []
+        /// What the switch had to say (each file moved away, with where it is kept).
+        public var warnings: [String] = []
         /// Whether there was anything to recover.
         public var hadJournal: Bool
         /// What was done to a retire that had stopped, if one had.
@@ -88,8 +90,10 @@ public enum Recovery {
             switch entry.method {
             case .swap:
                 if !StoreSwap.isSwitched(entry, user: folder) {
-                    report.intruders += try switchAgain(
+                    let seen = try switchAgain(
                         entry, user: folder, work: work, ownerTimeout: ownerTimeout, lease: lease)
+                    report.intruders += seen.writtenWhilePaused
+                    report.warnings += seen.warnings
                 }
             case .new:
                 // Its external-data files first (linked in unless they are there), then the rename.
@@ -150,7 +154,7 @@ public enum Recovery {
     /// the store while paused, moved away.
     static func switchAgain(
         _ entry: SwapJournal.Entry, user: Folder<UserOwned>, work: RestoreWork, ownerTimeout: Duration, lease: Duration
-    ) throws -> [String] {
+    ) throws -> UserCommit.Observations {
         let (live, file) = try StoreSwap.live(entry.name, in: user)
         var owner: ReopenClient?
         if let info = live.entry(file) {
@@ -181,7 +185,7 @@ public enum Recovery {
             throw error
         }
         _ = commit.resumeAll()
-        return seen.writtenWhilePaused
+        return seen
     }
 
     /// Packs the work folder's `aside/` into the safety archive.
