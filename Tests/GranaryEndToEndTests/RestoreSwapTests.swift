@@ -197,6 +197,77 @@ struct RestoreSwapTests {
     }
 
     @Test(
+        "recover that switches a store again moves a companion that appeared meanwhile to the kept folder and says where, in text and JSON; a -shm is said to hold no transactions",
+        arguments: [true, false])
+    func recoverNamesWhereCompanionsAreKept(json: Bool) throws {
+        let archive = try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
+        let extracted = folder.child("archived")
+        try RestoreFixtures.extract(archive, into: extracted)
+        let archived = try RestoreFixtures.ids(extracted + "/stores/Local.sqlite", table: "items")
+        try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id % 2 = 0")
+        // Killed after the commit record, before the store was renamed in: recover switches it.
+        let crashed = try granary(
+            ["restore", "alice@example.com", (archive as NSString).lastPathComponent],
+            environment: ["GRANARY_TEST_CRASH_AT": "committed"])
+        #expect(crashed.status != 0, "\(crashed.stdout)\(crashed.stderr)")
+        var before = stat()
+        #expect(stat(store, &before) == 0)
+        // recover stalls right after its rename; meanwhile a -wal and a -shm appear beside the store.
+        nonisolated(unsafe) var recovered: GranaryProcess.Result?
+        let done = DispatchSemaphore(value: 0)
+        let root = self.root
+        let repo = self.repo
+        DispatchQueue.global().async {
+            recovered = try? GranaryProcess.run(
+                ["recover", "alice@example.com", "--root", root, "--repo", repo] + (json ? ["--json"] : []),
+                environment: ["GRANARY_TEST_STALL_AT": "switched:1500"])
+            done.signal()
+        }
+        let deadline = Date().addingTimeInterval(30)
+        var now = stat()
+        while Date() < deadline, stat(store, &now) != 0 || now.st_ino == before.st_ino { usleep(2_000) }
+        #expect(now.st_ino != before.st_ino, "recover never switched the store")
+        let walBytes = Data("a -wal put back by hand".utf8)
+        let shmBytes = Data(repeating: 7, count: 32_768)
+        try walBytes.write(to: URL(fileURLWithPath: store + "-wal"))
+        try shmBytes.write(to: URL(fileURLWithPath: store + "-shm"))
+        done.wait()
+        let result = try #require(recovered)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        var warnings: [String]
+        if json {
+            let document = try #require(
+                try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any], "\(result.stdout)")
+            let users = document["users"] as? [[String: Any]] ?? []
+            warnings = users.flatMap { $0["warnings"] as? [String] ?? [] }
+        } else {
+            warnings = result.stdout.split(separator: "\n").filter { $0.hasPrefix("warning: ") }.map(String.init)
+        }
+        let keptFolder = root + "/.granary/kept/alice@example.com"
+        let kept = FileSystem.contents(of: keptFolder)
+        #expect(kept.count == 2, "\(kept) \(result.stdout)")
+        for (suffix, bytes) in [("-wal", walBytes), ("-shm", shmBytes)] {
+            let name = try #require(kept.first { $0.hasSuffix("Local.sqlite" + suffix) }, "\(kept)")
+            // Every byte is where the warning says.
+            #expect(try Data(contentsOf: URL(fileURLWithPath: keptFolder + "/" + name)) == bytes)
+            let warning = try #require(
+                warnings.first { $0.contains("Local.sqlite\(suffix) appeared while its owner was paused") },
+                "\(result.stdout)")
+            #expect(warning.contains("/.granary/kept/alice@example.com/\(name)"), "\(warning)")
+            if suffix == "-shm" {
+                #expect(warning.contains("holds no transactions"), "\(warning)")
+                #expect(!warning.contains("may hold transactions"), "\(warning)")
+            } else {
+                #expect(warning.contains("may hold transactions"), "\(warning)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: store + suffix), "\(suffix) left beside the new store")
+        }
+        // The switched store is the archive's, whole.
+        #expect(try RestoreFixtures.ids(store, table: "items") == archived)
+        #expect(try Database(path: store, mode: .readOnly).integrityCheck(full: true) == ["ok"])
+    }
+
+    @Test(
         "granary killed at any step of a swap under a running owner: the owner resumes by itself and no acknowledged write is lost"
     )
     func crashAtEveryStepUnderOwner() throws {
