@@ -60,33 +60,36 @@ public final class GranaryOwner: @unchecked Sendable {
     private let lock = NSLock()
     private var gates: [String: Gate] = [:]
     private var aliases: [String: String] = [:]
-    let breaking: Set<ReopenRuleBreak>
-    let answerDelay: Duration
     let idleTimeout: Duration
-    /// Held around each conversation when ``ReopenRuleBreak/oneThread`` is broken.
-    let conversationLock = NSLock()
+    let maxLine: Int
+    let conversation: Conversation
 
     /// A new owner; `onEvent` sees pauses, resumes and refusals (called on the listening thread).
     public init(onEvent: (@Sendable (Event) -> Void)? = nil) {
         self.onEvent = onEvent
-        self.breaking = []
-        self.answerDelay = .zero
         self.idleTimeout = ReopenProtocol.idleTimeout
+        self.maxLine = ReopenProtocol.maxLine
+        self.conversation = { ReopenConversation($0).run() }
     }
 
-    /// An owner that breaks rules of the protocol on purpose, for conformance and hostile-owner
-    /// tests only (`granary-demo-owner --break`). `answerDelay` is the delay of
-    /// ``ReopenRuleBreak/slowAnswers``; `idleTimeout` shortens the idle timeout for unit tests.
-    @_spi(RuleBreaking)
+    /// One connection's conversation, run on the store's listening thread; the connection closes
+    /// when it returns. GranaryOwner's own is ``ReopenConversation``, the protocol as
+    /// `man 7 granary-reopen` says it.
+    @_spi(Conversations)
+    public typealias Conversation = @Sendable (OwnerSession) -> Void
+
+    /// An owner with another idle timeout (unit tests shorten it), lines of up to `maxLine` bytes,
+    /// and another `conversation`: what a misbehaving owner (`granary-demo-owner --break`) is
+    /// built with. The transactions, the pause state and the callbacks stay GranaryOwner's.
+    @_spi(Conversations)
     public init(
-        onEvent: (@Sendable (Event) -> Void)? = nil, breaking: Set<ReopenRuleBreak>,
-        answerDelay: Duration = .seconds(3),
-        idleTimeout: Duration = ReopenProtocol.idleTimeout
+        onEvent: (@Sendable (Event) -> Void)? = nil, idleTimeout: Duration, maxLine: Int = ReopenProtocol.maxLine,
+        conversation: Conversation? = nil
     ) {
         self.onEvent = onEvent
-        self.breaking = breaking
-        self.answerDelay = answerDelay
         self.idleTimeout = idleTimeout
+        self.maxLine = maxLine
+        self.conversation = conversation ?? { ReopenConversation($0).run() }
     }
 
     deinit { stop() }
@@ -193,15 +196,13 @@ public final class GranaryOwner: @unchecked Sendable {
         return gates[path]
     }
 
-    fileprivate func report(_ kind: Event.Kind, _ store: String, _ detail: String = "") {
+    func report(_ kind: Event.Kind, _ store: String, _ detail: String = "") {
         onEvent?(Event(kind: kind, store: store, detail: detail))
     }
-
-    fileprivate func breaks(_ rule: ReopenRuleBreak) -> Bool { breaking.contains(rule) }
 }
 
 /// One registered store: its socket, its pause state and the count of running transactions.
-private final class Gate: @unchecked Sendable {
+final class Gate: @unchecked Sendable {
     let address: ReopenAddress
     let listener: Int32
     let closeStore: GranaryOwner.Callback
@@ -237,8 +238,6 @@ private final class Gate: @unchecked Sendable {
         defer { condition.unlock() }
         return stopped
     }
-
-    private func breaks(_ rule: ReopenRuleBreak) -> Bool { owner?.breaks(rule) ?? false }
 
     // MARK: Transactions
 
@@ -295,25 +294,15 @@ private final class Gate: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// How waiting for the running transactions ended.
-    private enum Drained {
-        /// None runs; new ones wait.
-        case drained
-        /// The lease ran out first (nothing held then).
-        case leaseEnded
-        /// The client closed the connection first (nothing held then).
-        case peerGone
-    }
-
-    /// Holds new transactions and waits for running ones, until `deadline`, watching `channel`:
-    /// a client that closes the connection while the owner is pausing has given up the pause.
-    private func drain(until deadline: ContinuousClock.Instant, watching channel: ReopenChannel) -> Drained {
+    /// Holds new transactions and waits for running ones, until `deadline`; when `channel` is
+    /// given, watches it: a client that closes the connection while the owner is pausing has
+    /// given up the pause. Nothing is held unless it returns ``OwnerSession/Drained/drained``.
+    func drain(until deadline: ContinuousClock.Instant, watching channel: ReopenChannel?) -> OwnerSession.Drained {
         condition.lock()
         defer { condition.unlock() }
         pausing = true
-        let watch = !breaks(.ignoreGoneWhilePausing)
         while active > 0 {
-            if watch && channel.peerHasClosed {
+            if let channel, channel.peerHasClosed {
                 pausing = false
                 condition.broadcast()
                 return .peerGone
@@ -340,11 +329,11 @@ private final class Gate: @unchecked Sendable {
         condition.unlock()
     }
 
-    private func report(_ kind: GranaryOwner.Event.Kind, _ detail: String = "") {
+    func report(_ kind: GranaryOwner.Event.Kind, _ detail: String = "") {
         owner?.report(kind, address.canonicalPath, detail)
     }
 
-    // MARK: The conversation
+    // MARK: Connections
 
     /// The listening loop: one connection at a time per store; each store has its own thread,
     /// so a paused store never keeps another store's conversation waiting.
@@ -357,283 +346,30 @@ private final class Gate: @unchecked Sendable {
             let fd = accept(listener, nil, nil)
             if fd < 0 { continue }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let long = breaks(.longLines)
-            let channel = ReopenChannel(fd: fd, maxLine: long ? 65536 : ReopenProtocol.maxLine)
-            let oneThread = breaks(.oneThread)
-            if oneThread { owner?.conversationLock.lock() }
-            handle(channel)
-            if oneThread { owner?.conversationLock.unlock() }
+            // The owner is not held during the conversation: dropping it stops the store at once.
+            guard
+                let (maxLine, idleTimeout, conversation) = owner.map({ ($0.maxLine, $0.idleTimeout, $0.conversation) })
+            else {
+                Glibc.close(fd)
+                return
+            }
+            conversations += 1
+            let channel = ReopenChannel(fd: fd, maxLine: maxLine)
+            conversation(OwnerSession(gate: self, channel: channel, number: conversations, idleTimeout: idleTimeout))
             channel.close()
         }
     }
 
-    /// Sends an answer (after the delay of ``ReopenRuleBreak/slowAnswers``, or replaced by a
-    /// huge line when ``ReopenRuleBreak/hugeAnswer`` is broken).
-    @discardableResult
-    private func answer(_ channel: ReopenChannel, _ answer: ReopenAnswer) -> Bool {
-        if breaks(.slowAnswers), let delay = owner?.answerDelay {
-            Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000)
-        }
-        if breaks(.hugeAnswer) { return channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20)) }
-        return channel.send(answer.line)
-    }
-
-    /// Sends a refusal that ends the conversation, and closes gracefully.
-    private func refuse(_ channel: ReopenChannel, _ refusal: ReopenRefusal, _ why: String) {
-        if breaks(.slowAnswers), let delay = owner?.answerDelay {
-            Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000)
-        }
-        channel.finish(with: refusal.line)
-        report(.refused, why)
-    }
-
-    /// The idle timeout (4 s later when ``ReopenRuleBreak/lateIdleClose`` is broken).
-    private var idleTimeout: Duration {
-        (owner?.idleTimeout ?? ReopenProtocol.idleTimeout) + (breaks(.lateIdleClose) ? .seconds(4) : .zero)
-    }
-
-    private func handle(_ channel: ReopenChannel) {
-        // Only our own uid or root may pause us.
-        let peer = PeerCredentials.of(channel.fd)
-        guard let peer, peer.uid == getuid() || peer.uid == 0 || breaks(.anyUID) else {
-            refuse(
-                channel, .permissionDenied,
-                "peer uid \(peer.map { String($0.uid) } ?? "unknown") is neither \(getuid()) nor root")
-            return
-        }
-        conversations += 1
-        let stop: () -> Bool = { [weak self] in self?.isStopped ?? true }
-        // The first line, within the idle timeout.
-        let first: [UInt8]
-        switch channel.readLine(until: .now + idleTimeout, stop: stop) {
-        case .line(let line): first = line
-        case .timedOut:
-            report(.idle, "no HELLO within \(idleTimeout.milliseconds) ms")
-            return
-        case .closed, .overlong: return
-        }
-        let versions: [Int]
-        if breaks(.lenientHello) {
-            // Whitespace-split, leading zeros and signs taken: what the protocol refuses.
-            let words = String(decoding: first, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\t" })
-            guard words.count >= 3, words[0] == "HELLO", words[1] == Substring(ReopenProtocol.name) else {
-                refuse(channel, .badHello, "bad greeting \(ReopenLine.describe(first))")
-                return
-            }
-            versions = words[2...].compactMap { Int($0) }
-        } else {
-            guard case .success(.hello(let offered)) = ReopenRequest.parse(first) else {
-                refuse(channel, .badHello, "bad greeting \(ReopenLine.describe(first))")
-                return
-            }
-            versions = offered
-        }
-        var version = ReopenProtocol.version
-        if breaks(.anyVersion), let asked = versions.first {
-            version = asked
-        } else if !versions.contains(ReopenProtocol.version) {
-            refuse(
-                channel, .unsupportedVersion(spoken: ReopenProtocol.versions),
-                "client versions \(ReopenLine.describe(versions.map(String.init).joined(separator: ",")))")
-            return
-        }
-        var greeting = ReopenAnswer.hello(version: version, pid: getpid()).line
-        if breaks(.helloWithoutPID) || (breaks(.dryRunDiffers) && conversations > 1) {
-            greeting = "HELLO \(ReopenProtocol.name) \(version)"
-        }
-        if breaks(.slowAnswers), let delay = owner?.answerDelay {
-            Thread.sleep(forTimeInterval: Double(delay.milliseconds) / 1000)
-        }
-        if breaks(.hugeAnswer) {
-            channel.sendBytes(Array(repeating: UInt8(ascii: "x"), count: 1 << 20))
-        } else {
-            channel.send(greeting)
-        }
-
-        // The idle clock runs only while waiting for a line with the store open: it starts once the
-        // connection is accepted and again once each line is answered (an ERROR busy that took the
-        // whole lease, a pause that ended, included), so a slow answer never eats the client's turn.
-        while true {
-            let idle: ContinuousClock.Instant? = breaks(.noIdleTimeout) ? nil : .now + idleTimeout
-            let line: [UInt8]
-            switch channel.readLine(until: idle, stop: stop) {
-            case .line(let received): line = received
-            case .timedOut:
-                report(.idle, "no line for \(idleTimeout.milliseconds) ms")
-                return
-            case .closed, .overlong: return
-            }
-            switch ReopenRequest.parse(line) {
-            case .success(.pause(let ms)):
-                if breaks(.capLease) && ms > 60_000 {
-                    answer(channel, .error(.badLease))
-                    continue
-                }
-                if !pause(channel, lease: .milliseconds(ms), stop: stop) { return }
-            case .failure(.lease):
-                if breaks(.lenientLease), let ms = Int(ReopenLine.words(line)?.last ?? "x"), ms >= 0 {
-                    if !pause(channel, lease: .milliseconds(ms), stop: stop) { return }
-                    continue
-                }
-                answer(channel, .error(.badLease))
-            case .success(.resume):
-                // Not paused: nothing to do; the answer is the same so that a retry is harmless.
-                answer(channel, breaks(.refuseResumeWhenOpen) ? .error(.unknownCommand) : .resumed)
-            case .success(.bye):
-                if breaks(.byeLingers) {
-                    // Waits for the client to close instead of closing at once.
-                    while case .line = channel.readLine(until: nil, stop: stop) {}
-                }
-                return
-            case .success(.error):
-                if breaks(.ignoreClientError) {
-                    answer(channel, .error(.unknownCommand))
-                    continue
-                }
-                return
-            case .failure(.other) where breaks(.looseFirstWord) && looseFirstWord(line) == "PAUSE":
-                answer(channel, .error(.badLease))
-            case .failure(.other) where breaks(.anyErrorEnds) && line.starts(with: Array("ERROR".utf8)):
-                return
-            case .success(.hello), .failure(.hello), .failure(.other):
-                if !breaks(.ignoreUnknown) { answer(channel, .error(.unknownCommand)) }
-            }
-        }
-    }
-
-    /// The first word as ``ReopenRuleBreak/looseFirstWord`` takes it: up to any space, tab or control byte.
-    private func looseFirstWord(_ line: [UInt8]) -> String {
-        String(decoding: line.prefix { $0 > 0x20 && $0 != 0x7F }, as: UTF8.self)
-    }
-
-    /// One pause. Returns false when the conversation is over.
-    private func pause(_ channel: ReopenChannel, lease: Duration, stop: @escaping () -> Bool) -> Bool {
-        // The lease counts from the moment PAUSE was read: finishing the running transactions
-        // and being paused share it, so no transaction of the app waits longer than the lease.
-        let leaseEnd = ContinuousClock.now + (breaks(.earlyExpiry) ? lease / 2 : lease)
-        switch drain(until: leaseEnd, watching: channel) {
-        case .drained: break
-        case .leaseEnded:
-            answer(channel, .error(.busy))
-            return true
-        case .peerGone:
-            // Nobody waits for PAUSED any more: the waiting transactions go at once, not at the lease's end.
-            report(.peerGone, "the connection closed while pausing; the pause was given up")
-            return false
-        }
-        do {
-            try closeStore()
-        } catch {
-            report(.callbackFailed, "close: \(error)")
-            reopen(.callbackFailed)
-            answer(channel, .error(.closeFailed))
-            return true
-        }
-        // Some SQLite bindings keep the file open after a close; a descriptor kept across the
-        // swap would read and write the replaced file, so it is a failed close.
-        if !breaks(.skipDescriptorCheck), let left = StoreDescriptors.open(store: address.canonicalPath), !left.isEmpty
-        {
-            report(
-                .callbackFailed,
-                "close left descriptor\(left.count == 1 ? "" : "s") \(left.map(String.init).joined(separator: ", ")) of the store open"
-            )
-            reopen(.callbackFailed)
-            answer(channel, .error(.closeFailed))
-            return true
-        }
-        if ContinuousClock.now >= leaseEnd {
-            // Closing took the whole lease: the pause came too late to be of use.
-            report(.refused, "closing the store took the whole lease of \(lease.milliseconds) ms")
-            reopen(.callbackFailed)
-            answer(channel, .error(.busy))
-            return true
-        }
-        if !breaks(.ignoreGoneWhilePausing) && channel.peerHasClosed {
-            // Closed while the store was closing: nobody would end this pause but the lease.
-            reopen(.peerGone)
-            return false
-        }
-        setPausedLocked()
-        guard answer(channel, .paused) else {
-            if breaks(.ignoreGoneWhilePausing) {
-                let left = leaseEnd - ContinuousClock.now
-                if left > .zero { Thread.sleep(forTimeInterval: Double(left.milliseconds) / 1000) }
-            }
-            reopen(.peerGone)
-            return false
-        }
-        report(.paused, "lease \(lease.milliseconds) ms")
-        if breaks(.earlyResumed) {
-            Thread.sleep(forTimeInterval: 0.05)
-            reopen(.resumed)
-            channel.send(ReopenAnswer.resumed.line)
-            return true
-        }
-        if breaks(.earlyExpired) {
-            Thread.sleep(forTimeInterval: 0.05)
-            reopen(.leaseExpired)
-            channel.send(ReopenAnswer.expired.line)
-            return false
-        }
-        if breaks(.hangUpAfterPaused) {
-            // The connection is closed first, then the store reopened: granary learns of it as late
-            // as it can.
-            shutdown(channel.fd, Int32(SHUT_RDWR))
-            reopen(.peerGone)
-            return false
-        }
-        while true {
-            // Broken on purpose (idle-while-paused): the idle clock goes on running during the pause.
-            let idleEnd = breaks(.idleWhilePaused) ? min(leaseEnd, .now + idleTimeout) : leaseEnd
-            switch channel.readLine(until: idleEnd, stop: stop) {
-            case .timedOut where ContinuousClock.now < leaseEnd:
-                report(.idle, "no line for \(idleTimeout.milliseconds) ms while paused")
-                reopen(.peerGone)
-                return false
-            case .line(let line):
-                switch ReopenRequest.parse(line) {
-                case .success(.resume):
-                    reopen(.resumed)
-                    answer(channel, .resumed)
-                    return true
-                case .success(.bye) where !breaks(.stayPausedOnBye), .success(.error) where !breaks(.ignoreClientError):
-                    // The end of the conversation, as when the connection closes.
-                    reopen(.peerGone)
-                    return false
-                default:
-                    answer(channel, .error(.unexpectedWhilePaused))
-                    if breaks(.anyLineEndsPause) {
-                        reopen(.resumed)
-                        return true
-                    }
-                }
-            case .timedOut:
-                // granary may be committing right now: wait for its commit lock, so that we open
-                // either the old file before the rename or the new one after it.
-                let lock = breaks(.noCommitLock) ? nil : CommitLock(store: address.canonicalPath)
-                reopen(.leaseExpired)
-                lock?.release()
-                answer(channel, .expired)
-                return false
-            case .closed, .overlong:
-                if breaks(.stayPausedWhenGone) {
-                    let left = leaseEnd - ContinuousClock.now
-                    if left > .zero { Thread.sleep(forTimeInterval: Double(left.milliseconds) / 1000) }
-                }
-                reopen(.peerGone)
-                return false
-            }
-        }
-    }
-
-    private func setPausedLocked() {
+    /// The store is paused: its connections closed, new transactions held.
+    func setPausedLocked() {
         condition.lock()
         paused = true
         pausing = false
         condition.unlock()
     }
 
-    private func reopen(_ why: GranaryOwner.Event.Kind) {
+    /// Reopens the store and lets the held transactions go, whether `reopen` succeeds or not.
+    func reopen(_ why: GranaryOwner.Event.Kind) {
         do {
             try reopenStore()
             if why != .callbackFailed { report(why) }
@@ -642,77 +378,4 @@ private final class Gate: @unchecked Sendable {
         }
         setPaused(false)
     }
-}
-
-/// A rule of `man 7 granary-reopen` that an owner can be told to break, for conformance and
-/// hostile-owner tests only (`granary-demo-owner --break`). Each names the check of
-/// `granary-reopen-check` that must then fail, where there is one.
-@_spi(RuleBreaking)
-public enum ReopenRuleBreak: String, CaseIterable, Sendable {
-    /// Answers HELLO without its pid (check `handshake`).
-    case helloWithoutPID = "hello-without-pid"
-    /// Answers HELLO with the client's first version, spoken or not (check `versions`).
-    case anyVersion = "any-version"
-    /// Takes a HELLO with doubled spaces, tabs, leading zeros or signs (check `bad-hello`).
-    case lenientHello = "lenient-hello"
-    /// Answers nothing to an unknown or malformed line (check `unknown-command`).
-    case ignoreUnknown = "ignore-unknown"
-    /// Takes a lease of 0, `+5`, `05` or over an hour (check `bad-lease`).
-    case lenientLease = "lenient-lease"
-    /// Refuses leases over a minute (check `lease-bounds`).
-    case capLease = "cap-lease"
-    /// Answers RESUME with an error when the store is open (check `resume-when-open`).
-    case refuseResumeWhenOpen = "refuse-resume-when-open"
-    /// Reopens on any line while paused (check `while-paused`).
-    case anyLineEndsPause = "any-line-ends-pause"
-    /// Stays paused after BYE (check `bye`).
-    case stayPausedOnBye = "stay-paused-on-bye"
-    /// Stays paused until the lease ends when the connection closes (check `peer-gone`).
-    case stayPausedWhenGone = "stay-paused-when-gone"
-    /// Answers a client's ERROR instead of ending the conversation (check `client-error`).
-    case ignoreClientError = "ignore-client-error"
-    /// Expires at half the lease (check `expire`).
-    case earlyExpiry = "early-expiry"
-    /// Reopens at the lease's end without the commit lock (check `commit-lock`).
-    case noCommitLock = "no-commit-lock"
-    /// Never closes an idle connection (check `idle-timeout`).
-    case noIdleTimeout = "no-idle-timeout"
-    /// Takes lines of up to 64 KiB (check `overlong-line`).
-    case longLines = "long-lines"
-    /// Talks to a peer of any uid (check `credentials`, as root).
-    case anyUID = "any-uid"
-    /// Serves one conversation at a time over all its stores (check `several-stores`).
-    case oneThread = "one-thread"
-    /// Sends RESUMED 50 ms after PAUSED, unasked, and reopens (check `pause-resume`).
-    case earlyResumed = "early-resumed"
-    /// Sends EXPIRED 50 ms after PAUSED, unasked (the lease still running), and reopens.
-    case earlyExpired = "early-expired"
-    /// Closes the connection right after PAUSED and reopens (granary's hostile-owner and ledger
-    /// tests).
-    case hangUpAfterPaused = "hang-up-after-paused"
-    /// Answers PAUSED without checking that its close left no descriptor of the store open.
-    case skipDescriptorCheck = "skip-descriptor-check"
-    /// Answers the first conversation's HELLO correctly and every later one without its pid,
-    /// so that a dry run sees a good owner and the restore after it a malformed answer.
-    case dryRunDiffers = "dry-run-differs"
-    /// Waits `answerDelay` before every answer.
-    case slowAnswers = "slow-answers"
-    /// Takes a line's first word up to any space, tab or control byte, so that `PAUSE\t100` gets
-    /// ERROR bad-lease (check `unknown-command`).
-    case looseFirstWord = "loose-first-word"
-    /// Ends the conversation on any line that starts with ERROR, reason known or not (check `unknown-command`).
-    case anyErrorEnds = "any-error-ends"
-    /// Does not watch the connection while pausing, answers PAUSED into a closed one and stays
-    /// paused until the lease ends (check `gone-while-pausing`).
-    case ignoreGoneWhilePausing = "ignore-gone-while-pausing"
-    /// Lets the idle clock run while paused: closes the connection (and reopens) 10 s into a
-    /// pause (check `idle-timeout`).
-    case idleWhilePaused = "idle-while-paused"
-    /// Closes an idle connection after 14 s instead of 10 to 12 (check `idle-timeout`).
-    case lateIdleClose = "late-idle-close"
-    /// After BYE with the store open, waits for the client to close the connection instead of
-    /// closing it (check `restore-conversations`).
-    case byeLingers = "bye-lingers"
-    /// Answers everything with 1 MiB of `x` and no line feed.
-    case hugeAnswer = "huge-answer"
 }

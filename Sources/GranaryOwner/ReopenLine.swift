@@ -11,7 +11,7 @@
 public enum ReopenLine {
     /// The words of a received line (its bytes without the line feed); nil when it is not a
     /// line of the protocol (a byte outside printable ASCII, an empty word).
-    static func words(_ line: [UInt8]) -> [String]? {
+    public static func words(_ line: [UInt8]) -> [String]? {
         var bytes = line[...]
         if bytes.last == 0x0D { bytes = bytes.dropLast() }
         guard !bytes.isEmpty, bytes.allSatisfy({ $0 >= 0x20 && $0 <= 0x7E }) else { return nil }

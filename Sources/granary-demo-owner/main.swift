@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import GranaryKit
-@_spi(RuleBreaking) import GranaryOwner
+import GranaryOwner
 
 #if canImport(Glibc)
     import Glibc
@@ -81,7 +81,7 @@ struct DemoOwnerCommand: ParsableCommand {
     }
 }
 
-/// A rule broken on purpose: one of GranaryOwner's, or something the app itself does.
+/// A rule broken on purpose: one of the conversation's (``BrokenRule``), or something the app itself does.
 struct Breakage: ExpressibleByArgument, Hashable, Sendable {
     let name: String
 
@@ -153,10 +153,10 @@ struct Breakage: ExpressibleByArgument, Hashable, Sendable {
     }
     var defaultValueDescription: String { name }
 
-    /// GranaryOwner's part of it.
-    var rules: Set<ReopenRuleBreak> {
+    /// The conversation's part of it (``HostileConversation``).
+    var rules: Set<BrokenRule> {
         if name == "keep-descriptor" || name == "keep-writing" { return [.skipDescriptorCheck] }
-        return ReopenRuleBreak(rawValue: name).map { [$0] } ?? []
+        return BrokenRule(rawValue: name).map { [$0] } ?? []
     }
 }
 
@@ -434,7 +434,7 @@ struct DemoOwner {
     func run() -> Never {
         let log = Log(path: options.log)
         let ledger = Ledger(path: options.ledger)
-        let rules = options.breaks.reduce(into: Set<ReopenRuleBreak>()) { $0.formUnion($1.rules) }
+        let rules = options.breaks.reduce(into: Set<BrokenRule>()) { $0.formUnion($1.rules) }
         let names = Set(options.breaks.map(\.name))
         let misdeeds = Dictionary(
             uniqueKeysWithValues: options.stores.map { path in
@@ -457,7 +457,7 @@ struct DemoOwner {
         let owner =
             rules.isEmpty
             ? GranaryOwner(onEvent: event)
-            : GranaryOwner(onEvent: event, breaking: rules, answerDelay: .milliseconds(options.delayMs))
+            : HostileConversation.owner(rules: rules, answerDelay: .milliseconds(options.delayMs), onEvent: event)
         let connections = options.stores.map { misdeeds[$0]!.store }
         for store in connections {
             let misdeeds = misdeeds[store.path]!

@@ -56,7 +56,7 @@ struct ArchiveBuilderTests {
         var folders: [[String]] = []
         for kind in [ArchiveKind.backup, .safety, .final] {
             let path = try archive(kind)
-            let manifest = try Catalogue.readManifest(path)
+            let manifest = try ArchiveHead(file: path).manifest
             #expect((manifest.kind ?? .backup) == kind, "\(path)")
             #expect(manifest.folder != nil, "\(kind): no folder owner")
             #expect(

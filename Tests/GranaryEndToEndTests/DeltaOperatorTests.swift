@@ -33,7 +33,7 @@ struct DeltaOperatorTests {
         }
 
         func manifest(_ user: String, _ name: String, in repository: String? = nil) throws -> Manifest {
-            try Catalogue.readManifest((repository ?? repo) + "/" + user + "/" + name)
+            try ArchiveHead(file: (repository ?? repo) + "/" + user + "/" + name).manifest
         }
 
         /// Changes a row of alice's store (a few pages), so that the next backup has something to carry.

@@ -257,7 +257,7 @@ struct HostileContentTests {
         #expect(list.status == 0, "\(list.stderr)")
         let archive = try #require(
             FileSystem.contents(of: repo + "/photos@example.com").first { $0.hasSuffix(".tar.zst") })
-        let manifest = try Catalogue.readManifest(repo + "/photos@example.com/" + archive)
+        let manifest = try ArchiveHead(file: repo + "/photos@example.com/" + archive).manifest
         #expect(manifest.format == .fileList)
         #expect(manifest.fileList?.count == Self.manyFiles + before)
         let listed = try GranaryProcess.runExecutable(

@@ -179,7 +179,7 @@ struct RemoteChainDamageTests {
         let mirrored = try archives("mirror")
         #expect(mirrored.filter { !damaged.contains($0) } == [next.name, after.name], "\(mirrored)")
         #expect(
-            try Catalogue.readManifest(shared + "/" + Self.alice + "/" + after.name).delta?.base?.name == next.name)
+            try ArchiveHead(file: shared + "/" + Self.alice + "/" + after.name).manifest.delta?.base?.name == next.name)
 
         #expect(try granary(["check", Self.alice], host: "web-1").status == 0)
         let synced = try granary(["sync"], host: "web-1")

@@ -1,6 +1,6 @@
 import Foundation
 import GranaryKit
-@_spi(RuleBreaking) import GranaryOwner
+import GranaryOwner
 import GranaryTestSupport
 import Testing
 
@@ -130,19 +130,21 @@ struct RestoreSwapTests {
     @Test("an owner that acknowledges without closing its connections is caught: exit 75, nothing changed")
     func ownerThatKeepsTheStoreOpen() throws {
         try RestoreFixtures.archive(root: root, repo: repo, user: "alice@example.com")
-        let before = try RestoreFixtures.dump(store)
-        let connection = try Database(path: store, mode: .readWrite)
-        _ = try connection.scalar("SELECT count(*) FROM items")
         // GranaryOwner would see the descriptor itself and refuse the pause (close-failed): this
-        // owner skips that check, so that granary's own check is what catches it.
-        let owner = GranaryOwner(breaking: [.skipDescriptorCheck])
-        try owner.register(store: store, close: {}, reopen: {})
-        defer { owner.stop() }
+        // owner keeps one and skips that check, so that granary's own check is what catches it.
+        // One write, then none for an hour: the store stays as it is from here on.
+        let owner = try DemoOwner(
+            stores: [store], log: folder.child("owner-keeps.log"), intervalMs: 3_600_000,
+            breaking: ["keep-descriptor"])
+        try owner.waitFor { $0.contains("ACK 1") }
+        let before = try RestoreFixtures.dump(store)
         let result = try granary(["restore", "alice@example.com"])
         #expect(result.status == 75, "\(result.stderr)")
-        #expect(result.stderr.contains("still open by process \(getpid())"))
+        #expect(result.stderr.contains("still open by process \(owner.pid)"), "\(result.stderr)")
         #expect(try RestoreFixtures.dump(store) == before)
-        #expect(!owner.isPaused(store))
+        // Paused, then reopened when granary gave the pause up.
+        #expect(owner.lines.contains { $0.hasPrefix("HOSTILE kept descriptor") })
+        try owner.waitFor { $0.contains { $0.hasPrefix("REOPENED") } }
         #expect(!FileManager.default.fileExists(atPath: root + "/.granary/restore/alice@example.com"))
     }
 

@@ -114,6 +114,33 @@ struct VerifyCommandTests {
     }
 
     @Test(
+        "the one manifest reader gives the SHA-256 of MANIFEST.json's bytes, and reports a broken manifest as verify does",
+        arguments: [
+            ("manifest-not-json", "MANIFEST.json is not a valid manifest", nil),
+            ("manifest-newer", "MANIFEST.json has format 99, newer than this granary, which reads formats 1–3", 99),
+            ("manifest-not-first", "does not start with MANIFEST.json", nil),
+        ] as [(String, String, Int?)])
+    func head(fault: String, message: String, format: Int?) throws {
+        let fixture = try Fixture()
+        let sound = try #require(fixture.archives("dave@example.com").first)
+        // What tar and sha256sum make of the first member, against what granary read.
+        let member = try GranaryProcess.runExecutable(
+            "/bin/sh", ["-c", "tar --zstd -xOf \"$1\" MANIFEST.json | sha256sum", "sh", sound])
+        #expect(member.status == 0, "\(member.stderr)")
+        let head = try ArchiveHead(file: sound)
+        #expect(member.stdout.hasPrefix(head.sha256 + " "), "\(member.stdout) \(head.sha256)")
+        #expect(head.manifest.user == "dave@example.com")
+        let archive = try fixture.tampered(fault)
+        do {
+            _ = try ArchiveHead(file: archive)
+            Issue.record("\(fault): read")
+        } catch let failure as VerificationFailure {
+            #expect(failure.description.hasPrefix(archive + ": " + message), "\(failure)")
+            #expect(failure.unreadableFormat == format)
+        }
+    }
+
+    @Test(
         "inspect and restore refuse each broken or hostile archive with exit 65, leave no temporary folder and leave the live store as it was",
         arguments: faults)
     func hostileInspectRestore(fault: String, message: String) throws {

@@ -381,7 +381,7 @@ struct DeltaNoCopyTests {
         }
 
         func manifest(_ result: BackupOperation.Result) throws -> Manifest {
-            try Catalogue.readManifest(try #require(result.entry.localFile))
+            try ArchiveHead(file: try #require(result.entry.localFile)).manifest
         }
     }
 

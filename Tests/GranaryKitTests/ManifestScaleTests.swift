@@ -47,7 +47,7 @@ struct ManifestScaleTests {
     func fewFilesFormatOne() throws {
         let folder = TemporaryFolder()
         let archive = try Self.writeArchive(folder, count: 10)
-        let manifest = try Catalogue.readManifest(archive)
+        let manifest = try ArchiveHead(file: archive).manifest
         #expect(manifest.format == .plain)
         #expect(manifest.fileList == nil)
         #expect(manifest.files.count == 11)
@@ -61,7 +61,7 @@ struct ManifestScaleTests {
         let folder = TemporaryFolder()
         let count = Manifest.fileListThreshold + 2_000
         let archive = try Self.writeArchive(folder, count: count)
-        let manifest = try Catalogue.readManifest(archive)
+        let manifest = try ArchiveHead(file: archive).manifest
         #expect(manifest.format == .fileList)
         #expect(manifest.files.map(\.path) == ["stores/Notes.sqlite"])
         #expect(manifest.fileList?.count == count)

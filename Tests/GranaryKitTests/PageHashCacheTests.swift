@@ -57,7 +57,8 @@ struct PageHashCacheTests {
             let result = try backup(change: change)
             #expect(result.delta?.isDelta == (index > 0), "\(String(describing: result.delta))")
             let entry = try newest()
-            let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+            let head = try repository.head(of: entry)
+            let (manifest, digest) = (head.manifest, head.sha256)
             // A full packs its stores with their SHA-256 (taken after the plan); a delta packs none.
             let storeMembers = manifest.files.filter { $0.kind == .store }
             #expect(index == 0 ? storeMembers.count == 2 : storeMembers.isEmpty)
@@ -79,7 +80,8 @@ struct PageHashCacheTests {
     func damagedIsMiss() throws {
         _ = try backup(change: false)
         let entry = try newest()
-        let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+        let head = try repository.head(of: entry)
+        let (manifest, digest) = (head.manifest, head.sha256)
         #expect(PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache) != nil)
         // Another manifest digest: a miss.
         #expect(
@@ -98,7 +100,7 @@ struct PageHashCacheTests {
         #expect(result.delta?.isDelta == true)
         #expect(result.delta?.base == entry.name.fileName)
         let delta = try newest()
-        let (deltaManifest, _) = try DeltaRestore.head(delta, repository: repository)
+        let deltaManifest = try repository.head(of: delta).manifest
         let cached = try #require(
             PageHashCache.pages(of: delta, manifest: deltaManifest, chain: try chain(delta), in: cache))
         #expect(try listsFromArchive(delta) == cached.mapValues { FileManager.default.contents(atPath: $0) ?? Data() })

@@ -1,7 +1,7 @@
 import CLinux
 import Foundation
 import GranaryKit
-@_spi(RuleBreaking) import GranaryOwner
+@_spi(Conversations) import GranaryOwner
 import GranaryTestSupport
 import Testing
 
@@ -388,7 +388,7 @@ struct ReopenProtocolTests {
         let store = try makeStore(in: folder.child("idle"))
         let calls = Calls()
         let owner = GranaryOwner(
-            onEvent: { calls.add($0.kind.rawValue) }, breaking: [], idleTimeout: .milliseconds(300))
+            onEvent: { calls.add($0.kind.rawValue) }, idleTimeout: .milliseconds(300))
         try owner.register(store: store, close: {}, reopen: {})
         defer { owner.stop() }
         let idler = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
@@ -480,10 +480,52 @@ struct ReopenProtocolTests {
         }
     }
 
+    /// An owner that breaks the protocol on purpose, built on GranaryOwner's lower-level
+    /// conversation API: it answers HELLO, pauses on PAUSE and resumes on RESUME, each answer
+    /// `answerDelay` late; with `resumedUnasked` it reopens and sends RESUMED 50 ms after PAUSED.
+    static func misbehaving(answerDelay: Duration = .zero, resumedUnasked: Bool = false) -> GranaryOwner {
+        GranaryOwner(idleTimeout: ReopenProtocol.idleTimeout) { session in
+            let channel = session.channel
+            func answer(_ answer: ReopenAnswer) {
+                Thread.sleep(
+                    forTimeInterval: Double(answerDelay.components.seconds) + Double(answerDelay.components.attoseconds)
+                        / 1e18)
+                channel.send(answer.line)
+            }
+            var paused = false
+            while case .line(let line) = channel.readLine(until: .now + session.idleTimeout, stop: session.stop) {
+                switch ReopenRequest.parse(line) {
+                case .success(.hello):
+                    answer(.hello(version: ReopenProtocol.version, pid: getpid()))
+                case .success(.pause(let ms)) where !paused:
+                    guard session.drain(until: .now + .milliseconds(ms)) == .drained else { return }
+                    try? session.closeStore()
+                    session.enterPaused()
+                    paused = true
+                    answer(.paused)
+                    if resumedUnasked {
+                        usleep(50_000)
+                        session.reopen(.resumed)
+                        paused = false
+                        channel.send(ReopenAnswer.resumed.line)
+                    }
+                case .success(.resume):
+                    if paused { session.reopen(.resumed) }
+                    paused = false
+                    answer(.resumed)
+                default:
+                    if paused { session.reopen(.peerGone) }
+                    return
+                }
+            }
+            if paused { session.reopen(.peerGone) }
+        }
+    }
+
     @Test("an owner that sends RESUMED before RESUME is caught before the commit and when resuming")
     func earlyResumed() throws {
         let store = try makeStore(in: folder.child("early"))
-        let owner = GranaryOwner(breaking: [.earlyResumed])
+        let owner = Self.misbehaving(resumedUnasked: true)
         try owner.register(store: store, close: {}, reopen: {})
         defer { owner.stop() }
         let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))
@@ -520,7 +562,7 @@ struct ReopenProtocolTests {
         usleep(300_000)  // the stopped owner's listening thread closes its socket within 100 ms
         do {
             // Every answer 300 ms late; on time means within 100 ms.
-            let owner = GranaryOwner(breaking: [.slowAnswers], answerDelay: .milliseconds(300))
+            let owner = Self.misbehaving(answerDelay: .milliseconds(300))
             try owner.register(store: store, close: {}, reopen: {})
             defer { owner.stop() }
             let client = try #require(
@@ -570,7 +612,7 @@ struct ReopenProtocolTests {
     func reconnectBeforePause() throws {
         let store = try makeStore(in: folder.child("reconnect"))
         // An owner that drops quiet connections after 1 s (a conforming one waits 10 s).
-        let owner = GranaryOwner(breaking: [], idleTimeout: .seconds(1))
+        let owner = GranaryOwner(idleTimeout: .seconds(1))
         try owner.register(store: store, close: {}, reopen: {})
         defer { owner.stop() }
         let client = try #require(try ReopenClient.connect(store: store, storeOwnerUID: getuid(), timeout: .seconds(5)))

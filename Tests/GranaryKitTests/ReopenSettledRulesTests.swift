@@ -1,5 +1,5 @@
 import Foundation
-@_spi(RuleBreaking) import GranaryOwner
+@_spi(Conversations) import GranaryOwner
 import Testing
 
 @testable import GranaryKit
@@ -66,7 +66,7 @@ extension ReopenProtocolTests {
     @Test("a PAUSE refused with ERROR busy after more than the idle timeout restarts the idle clock when answered")
     func refusedPauseRestartsIdleClock() throws {
         let store = try makeStore(in: folder.child("busy-idle"))
-        let owner = GranaryOwner(onEvent: nil, breaking: [], idleTimeout: .seconds(1))
+        let owner = GranaryOwner(onEvent: nil, idleTimeout: .seconds(1))
         try owner.register(store: store, close: {}, reopen: {})
         defer { owner.stop() }
         let running = DispatchSemaphore(value: 0)

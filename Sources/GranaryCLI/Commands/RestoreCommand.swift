@@ -199,7 +199,8 @@ struct RestoreCommand: GranaryCommand {
         // names someone else stays a data error (65): its bytes may be forged.
         if let archive, archive.contains("/"), FileSystem.isRegularFile(archive),
             let owner = ArchiveLocator(repository: try settings.repository()).folderUser(ofFile: archive),
-            owner != request.user.rawValue, let manifest = try? Catalogue.readManifest(archive), manifest.user == owner
+            owner != request.user.rawValue, let manifest = try? ArchiveHead(file: archive).manifest,
+            manifest.user == owner
         {
             throw ArchiveOfAnotherUser(name: archive, owner: manifest.user, user: request.user.rawValue)
         }

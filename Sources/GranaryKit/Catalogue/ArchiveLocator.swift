@@ -96,7 +96,7 @@ public struct ArchiveLocator: Sendable {
                 name = named
             } else {
                 let manifest: Manifest
-                do { manifest = try Catalogue.readManifest(text) } catch let error as any GranaryError {
+                do { manifest = try ArchiveHead(file: text).manifest } catch let error as any GranaryError {
                     throw NotAnArchive(path: text, reason: error.description)
                 }
                 name = ArchiveName(
@@ -109,7 +109,7 @@ public struct ArchiveLocator: Sendable {
                 owner = user
             } else {
                 let manifest: Manifest
-                do { manifest = try Catalogue.readManifest(text) } catch let error as any GranaryError {
+                do { manifest = try ArchiveHead(file: text).manifest } catch let error as any GranaryError {
                     throw NotAnArchive(path: text, reason: error.description)
                 }
                 do { owner = try UserID(manifest.user) } catch {

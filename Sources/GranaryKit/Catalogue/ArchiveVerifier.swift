@@ -126,8 +126,9 @@ public enum ArchiveVerifier {
         let outcome: Outcome
         do {
             outcome = try extractVerified(
-                source: source, archive: name, into: folder, check: check, expectedUser: expectedUser, durable: durable,
-                allFiles: allFiles, limits: limits, room: room, sink: sink)
+                Extraction(
+                    source: source, archive: name, folder: folder, check: check, expectedUser: expectedUser,
+                    durable: durable, allFiles: allFiles, limits: limits, room: room, sink: sink))
         } catch {
             if let failure = source.transferFailure() { throw failure }
             throw error
@@ -146,263 +147,353 @@ public enum ArchiveVerifier {
             "is in the archive twice: \(clash) (an archive granary no longer writes), so it cannot be restored whole; to restore the stores one by one, extract each with tar (tar -xf \(ShellQuoting.word(archive)) --occurrence=1 \(ShellQuoting.word(first)), then \(ShellQuoting.word(second))) and put it in place with its app closed, or restore from an archive made before the second store appeared"
     }
 
-    private static func extractVerified(
-        source: ArchiveSource, archive: String, into folder: String, check: CheckMode, expectedUser: String?,
-        durable: Bool,
-        allFiles: Bool, limits: ContentLimits, room: ((Needs) throws -> Void)?,
-        sink: ((Manifest, String) throws -> (any MemberSink)?)?
-    ) throws -> Outcome {
+    /// One extraction's parameters (those of
+    /// ``extract(source:name:into:check:expectedUser:durable:allFiles:limits:room:sink:)``), kept
+    /// together for its steps.
+    private struct Extraction {
+        let source: ArchiveSource
+        /// The archive's name in messages.
+        let archive: String
+        let folder: String
+        let check: CheckMode
+        let expectedUser: String?
+        let durable: Bool
+        let allFiles: Bool
+        let limits: ContentLimits
+        let room: ((Needs) throws -> Void)?
+        let sink: ((Manifest, String) throws -> (any MemberSink)?)?
+
         func fail(_ member: String?, _ reason: String) -> VerificationFailure {
             VerificationFailure(archive: archive, member: member, reason: reason)
         }
-        ReadTrace.note("read", archive)
-        let reader: ArchiveReader
-        do { reader = try source.reader(name: archive) } catch {
-            if error.isDataError { throw fail(nil, "is not a readable archive: \(error.message)") }
-            throw error
-        }
-        var manifest: Manifest
-        do {
-            guard let first = try reader.next() else { throw fail(nil, "is empty") }
-            guard first.name == Manifest.memberName, first.kind == .regular else {
-                throw fail(first.name, "comes first, where \(Manifest.memberName) must be")
-            }
-            manifest = try Manifest.decode(try reader.readAll(limit: Manifest.sizeLimit), source: archive)
-        } catch let error as VerificationFailure {
-            throw error
-        } catch let error as ManifestError {
-            var failure = fail(Manifest.memberName, error.reason)
-            if case .unsupportedFormat(_, let format) = error { failure.unreadableFormat = format }
-            throw failure
-        } catch let error as ArchiveError {
-            throw fail(Manifest.memberName, "cannot be read: \(error.message)")
-        }
-        if let expectedUser, manifest.user != expectedUser {
-            throw fail(
-                Manifest.memberName,
-                "belongs to user \(manifest.user.debugDescription), not \(expectedUser.debugDescription)")
-        }
-        // An archive named as ours must be what its name says (ArchiveName.disagreement).
-        if let named = ArchiveName(fileName: PathText.lastComponent(archive)),
-            let problem = named.disagreement(with: manifest)
+
+        /// The one check of what a member holds against what the manifest says of it: its size,
+        /// then its SHA-256 (`sha256` nil: its sink proved the bytes itself). For stores and
+        /// external-data files written out, members taken by a sink, and `MANIFEST.files`.
+        func checkContent(_ member: String, size: Int64, sha256: String?, expected: (size: Int64, sha256: String))
+            throws
         {
-            throw fail(Manifest.memberName, DeltaRestore.impostor(problem))
-        }
-        var expected: [String: Manifest.File] = [:]
-        for file in manifest.files {
-            guard isSafe(file.path) else { throw fail(file.path, "is listed in the manifest with an unsafe name") }
-            if let problem = lengthProblem(file.path, under: folder) {
-                throw fail(file.path, "is listed in the manifest with \(problem)")
+            guard size == expected.size else {
+                throw fail(member, "has \(size) bytes, the manifest says \(expected.size)")
             }
-            expected[file.path] = file
+            if let sha256, sha256 != expected.sha256 {
+                throw fail(member, "has SHA-256 \(sha256), the manifest says \(expected.sha256)")
+            }
         }
+
+        /// A member's header may not declare more bytes than the manifest gives it.
+        func checkDeclared(_ member: String, _ declared: Int64, expected: Int64) throws {
+            guard declared <= expected else {
+                throw fail(member, "declares \(declared) bytes, the manifest says \(expected)")
+            }
+        }
+    }
+
+    /// What the members read so far came to.
+    private struct Members {
+        /// The regular members the manifest lists that were found.
+        var seen: Set<String> = []
+        /// Those of them a sink took.
+        var streamed: Set<String> = []
+        var directories: Set<String> = []
+        /// Members found in `MANIFEST.files`, and (with `allFiles`) their entries.
+        var listed = 0
+        var listedFiles: [Manifest.File] = []
+        /// The member data read.
+        var bytes: Int64 = 0
+        /// The folder the last file went into (made already).
+        var lastFolder = ""
+    }
+
+    private static func extractVerified(_ run: Extraction) throws -> Outcome {
+        ReadTrace.note("read", run.archive)
+        let reader: ArchiveReader
+        do { reader = try run.source.reader(name: run.archive) } catch {
+            if error.isDataError { throw run.fail(nil, "is not a readable archive: \(error.message)") }
+            throw error
+        }
+        var manifest = try readManifest(reader, run)
+        let expected = try expectedFiles(of: manifest, run)
         // The only folders an archive may hold as members: those the manifest implies. Anything
         // else is refused before it is made (an archive of 200,000 folder members must not make
         // them, nor one of folders nested past what the filesystem takes).
-        let folders = try impliedFolders(of: manifest, under: folder, fail: fail)
-        // Format 2: the external-data files are listed in the second member, in archive order. It
-        // is extracted beside the stores (outside stores/), checked against the manifest, and then
-        // read one line per member, so that memory stays flat whatever the number of files.
-        var list: FileListCursor?
-        let listPath = folder + "/" + Manifest.fileListName
+        let folders = try impliedFolders(of: manifest, under: run.folder, fail: run.fail)
+        let listPath = run.folder + "/" + Manifest.fileListName
+        let list = try extractFileList(reader, of: manifest, to: listPath, run)
         defer { if list != nil { try? FileSystem.removeFile(listPath) } }
-        if let fileList = manifest.fileList {
-            do {
-                guard let entry = try reader.next(), entry.name == Manifest.fileListName, entry.kind == .regular else {
-                    throw fail(Manifest.fileListName, "is not the second member, where the manifest says it is")
-                }
-                guard entry.size <= fileList.size else {
-                    throw fail(
-                        Manifest.fileListName, "declares \(entry.size) bytes, the manifest says \(fileList.size)")
-                }
-                let (size, digest) = try write(reader, to: listPath, limit: fileList.size, durable: false)
-                list = try FileListCursor(path: listPath)
-                guard size == fileList.size else {
-                    throw fail(Manifest.fileListName, "has \(size) bytes, the manifest says \(fileList.size)")
-                }
-                guard digest == fileList.sha256 else {
-                    throw fail(Manifest.fileListName, "has SHA-256 \(digest), the manifest says \(fileList.sha256)")
-                }
-            } catch let error as ArchiveError {
-                throw fail(Manifest.fileListName, "cannot be read: \(error.message)")
-            }
+        if let room = run.room {
+            try room(try needs(of: manifest, folders: folders, list: list == nil ? nil : listPath))
         }
-        if let room {
-            var needs = Needs(bytes: 0, files: folders.count)
-            func count(_ file: Manifest.File) {
-                let (sum, overflow) = needs.bytes.addingReportingOverflow(max(0, file.size))
-                needs.bytes = overflow ? .max : sum
-                needs.files += 1
-            }
-            manifest.files.forEach(count)
-            if list != nil {
-                // A pass over MANIFEST.files of its own, line by line (memory stays flat).
-                let lines = try FileListCursor(path: listPath)
-                while let line = try lines.next() { if let line { count(line) } }
-            }
-            try room(needs)
-        }
-        var listed = 0
-        var listedFiles: [Manifest.File] = []
-        var seen: Set<String> = []
-        var streamed: Set<String> = []
-        var directories: Set<String> = []
-        var lastFolder = ""
-        var bytes: Int64 = 0
+        var members = Members()
         do {
             while let entry = try reader.next() {
                 try Interruption.check()
-                let name = entry.name.hasSuffix("/") ? String(entry.name.dropLast()) : entry.name
-                guard Self.isMemberName(name), isSafe(name) else {
-                    throw fail(entry.name, "is an unexpected member (only stores/… and files/… belong in an archive)")
-                }
-                guard !seen.contains(name), !directories.contains(name) else {
-                    throw fail(name, twice(name, in: manifest, archive: archive))
-                }
-                if let problem = lengthProblem(name, under: folder) { throw fail(entry.name, "has \(problem)") }
-                let target = folder + "/" + name
-                switch entry.kind {
-                case .directory:
-                    guard folders.contains(name) else {
-                        throw fail(entry.name, "is a folder the manifest does not list")
-                    }
-                    try makeFolders(folder, name)
-                    directories.insert(name)
-                case .regular:
-                    let file: Manifest.File
-                    if let known = expected[name] {
-                        file = known
-                        seen.insert(name)
-                        if let taker = try sink?(manifest, name) {
-                            guard entry.size <= file.size else {
-                                throw fail(name, "declares \(entry.size) bytes, the manifest says \(file.size)")
-                            }
-                            let parent = PathText.parent(name)
-                            if parent != lastFolder {
-                                try makeFolders(folder, parent)
-                                lastFolder = parent
-                            }
-                            let (size, digest, problem) = try stream(
-                                reader, to: taker, limit: file.size, hashing: !taker.provesContent)
-                            bytes += size
-                            guard size == file.size else {
-                                throw fail(name, "has \(size) bytes, the manifest says \(file.size)")
-                            }
-                            guard taker.provesContent || digest == file.sha256 else {
-                                throw fail(name, "has SHA-256 \(digest), the manifest says \(file.sha256)")
-                            }
-                            if let problem { throw problem }
-                            try taker.finish()
-                            streamed.insert(name)
-                            continue
-                        }
-                    } else if let list {
-                        guard let next = try list.next() else { throw fail(name, "is not in the manifest") }
-                        guard let next else {
-                            throw fail(Manifest.fileListName, "line \(listed + 1) is not SHA256 SIZE MODE PATH")
-                        }
-                        guard next.path == name else {
-                            throw fail(
-                                name, "comes where \(Manifest.fileListName) lists \(next.path) (line \(listed + 1))")
-                        }
-                        listed += 1
-                        // Listed names are not remembered (flat memory): a second copy finds the first.
-                        guard FileSystem.status(target) == nil else {
-                            throw fail(name, twice(name, in: manifest, archive: archive))
-                        }
-                        file = next
-                        if allFiles { listedFiles.append(next) }
-                    } else {
-                        throw fail(name, "is not in the manifest")
-                    }
-                    guard entry.size <= file.size else {
-                        throw fail(name, "declares \(entry.size) bytes, the manifest says \(file.size)")
-                    }
-                    let parent = PathText.parent(name)
-                    if parent != lastFolder {
-                        try makeFolders(folder, parent)
-                        lastFolder = parent
-                    }
-                    let (size, digest) = try write(reader, to: target, limit: file.size, durable: durable)
-                    bytes += size
-                    guard size == file.size else {
-                        throw fail(name, "has \(size) bytes, the manifest says \(file.size)")
-                    }
-                    guard digest == file.sha256 else {
-                        throw fail(name, "has SHA-256 \(digest), the manifest says \(file.sha256)")
-                    }
-                case .symlink, .hardlink:
-                    throw fail(
-                        entry.name,
-                        "is a \(entry.kind.rawValue) to \(entry.linkTarget ?? "?"), never found in granary's archives")
-                case .other:
-                    throw fail(
-                        entry.name, "is a special file (device, FIFO or socket), never found in granary's archives")
-                }
+                try extractMember(
+                    entry, reader, manifest: manifest, expected: expected, folders: folders, list: list,
+                    into: &members, run)
             }
         } catch let error as ArchiveError {
             switch error {
             case .tooLarge(_, let member, let limit):
-                throw fail(member, "is larger than the \(limit) bytes the manifest says")
+                throw run.fail(member, "is larger than the \(limit) bytes the manifest says")
             default:
-                throw fail(nil, "is damaged or truncated: \(error.message)")
+                throw run.fail(nil, "is damaged or truncated: \(error.message)")
             }
         }
-        if let missing = manifest.files.first(where: { !seen.contains($0.path) }) {
-            throw fail(missing.path, "is listed in the manifest but missing")
+        try checkNothingMissing(manifest, members, list: list, run)
+        // Issue 35: page hashes and changed pages checked (DeltaCheck); a delta's stores are not
+        // in it (a restore rebuilds them from its chain, DeltaRestore).
+        if manifest.delta != nil {
+            try DeltaCheck.check(manifest, in: run.folder, archive: run.archive, streamed: members.streamed)
+        }
+        let checks = try checkStores(of: manifest, seen: members.seen, run)
+        if run.durable { try syncTree(run.folder) }
+        manifest.files += members.listedFiles
+        return Outcome(manifest: manifest, bytes: members.bytes, checks: checks)
+    }
+
+    /// The first member, `MANIFEST.json`: the user's (when one is expected), and the archive its
+    /// name says.
+    private static func readManifest(_ reader: ArchiveReader, _ run: Extraction) throws -> Manifest {
+        let manifest: Manifest
+        do {
+            guard let first = try reader.next() else { throw run.fail(nil, "is empty") }
+            guard first.name == Manifest.memberName, first.kind == .regular else {
+                throw run.fail(first.name, "comes first, where \(Manifest.memberName) must be")
+            }
+            manifest = try Manifest.decode(try reader.readAll(limit: Manifest.sizeLimit), source: run.archive)
+        } catch let error as VerificationFailure {
+            throw error
+        } catch let error as ManifestError {
+            var failure = run.fail(Manifest.memberName, error.reason)
+            if case .unsupportedFormat(_, let format) = error { failure.unreadableFormat = format }
+            throw failure
+        } catch let error as ArchiveError {
+            throw run.fail(Manifest.memberName, "cannot be read: \(error.message)")
+        }
+        if let expectedUser = run.expectedUser, manifest.user != expectedUser {
+            throw run.fail(
+                Manifest.memberName,
+                "belongs to user \(manifest.user.debugDescription), not \(expectedUser.debugDescription)")
+        }
+        // An archive named as ours must be what its name says (ArchiveName.disagreement).
+        if let named = ArchiveName(fileName: PathText.lastComponent(run.archive)),
+            let problem = named.disagreement(with: manifest)
+        {
+            throw run.fail(Manifest.memberName, DeltaRestore.impostor(problem))
+        }
+        return manifest
+    }
+
+    /// The files `MANIFEST.json` lists, by path, each with a name that stays inside the folder.
+    private static func expectedFiles(of manifest: Manifest, _ run: Extraction) throws -> [String: Manifest.File] {
+        var expected: [String: Manifest.File] = [:]
+        for file in manifest.files {
+            guard isSafe(file.path) else { throw run.fail(file.path, "is listed in the manifest with an unsafe name") }
+            if let problem = lengthProblem(file.path, under: run.folder) {
+                throw run.fail(file.path, "is listed in the manifest with \(problem)")
+            }
+            expected[file.path] = file
+        }
+        return expected
+    }
+
+    /// Format 2: the external-data files are listed in the second member, in archive order. It is
+    /// extracted beside the stores (outside stores/), checked against the manifest, and then read
+    /// one line per member, so that memory stays flat whatever the number of files. Nil for an
+    /// archive without it.
+    private static func extractFileList(
+        _ reader: ArchiveReader, of manifest: Manifest, to listPath: String, _ run: Extraction
+    ) throws -> FileListCursor? {
+        guard let fileList = manifest.fileList else { return nil }
+        do {
+            guard let entry = try reader.next(), entry.name == Manifest.fileListName, entry.kind == .regular else {
+                throw run.fail(Manifest.fileListName, "is not the second member, where the manifest says it is")
+            }
+            try run.checkDeclared(Manifest.fileListName, entry.size, expected: fileList.size)
+            let (size, digest) = try write(reader, to: listPath, limit: fileList.size, durable: false)
+            let list = try FileListCursor(path: listPath)
+            do {
+                try run.checkContent(
+                    Manifest.fileListName, size: size, sha256: digest, expected: (fileList.size, fileList.sha256))
+            } catch {
+                try? FileSystem.removeFile(listPath)
+                throw error
+            }
+            return list
+        } catch let error as ArchiveError {
+            throw run.fail(Manifest.fileListName, "cannot be read: \(error.message)")
+        }
+    }
+
+    /// What the files will take, for `room`: those of `MANIFEST.json`, then those of
+    /// `MANIFEST.files` in a pass of its own, line by line (memory stays flat).
+    private static func needs(of manifest: Manifest, folders: Set<String>, list listPath: String?) throws -> Needs {
+        var needs = Needs(bytes: 0, files: folders.count)
+        func count(_ file: Manifest.File) {
+            let (sum, overflow) = needs.bytes.addingReportingOverflow(max(0, file.size))
+            needs.bytes = overflow ? .max : sum
+            needs.files += 1
+        }
+        manifest.files.forEach(count)
+        if let listPath {
+            let lines = try FileListCursor(path: listPath)
+            while let line = try lines.next() { if let line { count(line) } }
+        }
+        return needs
+    }
+
+    /// One member after the manifest (and `MANIFEST.files`): a folder the manifest implies, or a
+    /// file it lists, written under the folder (or taken by the sink) and checked; anything else
+    /// is refused before it is made.
+    private static func extractMember(
+        _ entry: ArchiveEntry, _ reader: ArchiveReader, manifest: Manifest, expected: [String: Manifest.File],
+        folders: Set<String>, list: FileListCursor?, into members: inout Members, _ run: Extraction
+    ) throws {
+        let name = entry.name.hasSuffix("/") ? String(entry.name.dropLast()) : entry.name
+        guard Self.isMemberName(name), isSafe(name) else {
+            throw run.fail(entry.name, "is an unexpected member (only stores/… and files/… belong in an archive)")
+        }
+        guard !members.seen.contains(name), !members.directories.contains(name) else {
+            throw run.fail(name, twice(name, in: manifest, archive: run.archive))
+        }
+        if let problem = lengthProblem(name, under: run.folder) { throw run.fail(entry.name, "has \(problem)") }
+        let target = run.folder + "/" + name
+        switch entry.kind {
+        case .directory:
+            guard folders.contains(name) else {
+                throw run.fail(entry.name, "is a folder the manifest does not list")
+            }
+            try makeFolders(run.folder, name)
+            members.directories.insert(name)
+        case .regular:
+            let file: Manifest.File
+            var taker: (any MemberSink)?
+            if let known = expected[name] {
+                file = known
+                members.seen.insert(name)
+                taker = try run.sink?(manifest, name)
+            } else if let list {
+                file = try nextListed(name, target: target, in: list, manifest: manifest, into: &members, run)
+            } else {
+                throw run.fail(name, "is not in the manifest")
+            }
+            try run.checkDeclared(name, entry.size, expected: file.size)
+            let parent = PathText.parent(name)
+            if parent != members.lastFolder {
+                try makeFolders(run.folder, parent)
+                members.lastFolder = parent
+            }
+            if let taker {
+                let (size, digest, problem) = try stream(
+                    reader, to: taker, limit: file.size, hashing: !taker.provesContent)
+                members.bytes += size
+                try run.checkContent(
+                    name, size: size, sha256: taker.provesContent ? nil : digest, expected: (file.size, file.sha256))
+                if let problem { throw problem }
+                try taker.finish()
+                members.streamed.insert(name)
+            } else {
+                let (size, digest) = try write(reader, to: target, limit: file.size, durable: run.durable)
+                members.bytes += size
+                try run.checkContent(name, size: size, sha256: digest, expected: (file.size, file.sha256))
+            }
+        case .symlink, .hardlink:
+            throw run.fail(
+                entry.name,
+                "is a \(entry.kind.rawValue) to \(entry.linkTarget ?? "?"), never found in granary's archives")
+        case .other:
+            throw run.fail(
+                entry.name, "is a special file (device, FIFO or socket), never found in granary's archives")
+        }
+    }
+
+    /// The entry of `MANIFEST.files` for the member `name`, which must be the next line.
+    private static func nextListed(
+        _ name: String, target: String, in list: FileListCursor, manifest: Manifest, into members: inout Members,
+        _ run: Extraction
+    ) throws -> Manifest.File {
+        guard let next = try list.next() else { throw run.fail(name, "is not in the manifest") }
+        guard let next else {
+            throw run.fail(Manifest.fileListName, "line \(members.listed + 1) is not SHA256 SIZE MODE PATH")
+        }
+        guard next.path == name else {
+            throw run.fail(
+                name, "comes where \(Manifest.fileListName) lists \(next.path) (line \(members.listed + 1))")
+        }
+        members.listed += 1
+        // Listed names are not remembered (flat memory): a second copy finds the first.
+        guard FileSystem.status(target) == nil else {
+            throw run.fail(name, twice(name, in: manifest, archive: run.archive))
+        }
+        if run.allFiles { members.listedFiles.append(next) }
+        return next
+    }
+
+    /// Everything `MANIFEST.json` and `MANIFEST.files` list was there.
+    private static func checkNothingMissing(
+        _ manifest: Manifest, _ members: Members, list: FileListCursor?, _ run: Extraction
+    ) throws {
+        if let missing = manifest.files.first(where: { !members.seen.contains($0.path) }) {
+            throw run.fail(missing.path, "is listed in the manifest but missing")
         }
         if let list, let fileList = manifest.fileList {
             if let next = try list.next() {
-                throw fail(
+                throw run.fail(
                     next?.path ?? Manifest.fileListName,
                     next == nil
-                        ? "line \(listed + 1) is not SHA256 SIZE MODE PATH"
+                        ? "line \(members.listed + 1) is not SHA256 SIZE MODE PATH"
                         : "is listed in \(Manifest.fileListName) but missing")
             }
-            guard listed == fileList.count else {
-                throw fail(Manifest.fileListName, "lists \(listed) files, the manifest says \(fileList.count)")
+            guard members.listed == fileList.count else {
+                throw run.fail(
+                    Manifest.fileListName, "lists \(members.listed) files, the manifest says \(fileList.count)")
             }
         }
-        // Issue 35: page hashes and changed pages checked (DeltaCheck); a delta's stores are not
-        // in it (a restore rebuilds them from its chain, DeltaRestore).
-        if manifest.delta != nil { try DeltaCheck.check(manifest, in: folder, archive: archive, streamed: streamed) }
+    }
+
+    /// Each store of a full: named inside the user's folder, there, a SQLite database, and sound
+    /// by SQLite's check (unless `check` is `.none`). The check results, by store name.
+    private static func checkStores(
+        of manifest: Manifest, seen: Set<String>, _ run: Extraction
+    ) throws -> [String: String] {
         var checks: [String: String] = [:]
         for store in manifest.stores where !manifest.isDelta {
             // The name decides where the store goes in the user's folder: it must stay inside it.
             guard isSafe(store.name), store.path == Manifest.storesFolder + store.name else {
-                throw fail(
+                throw run.fail(
                     store.path, "names store \(store.name.debugDescription), which would leave the user's folder")
             }
             guard seen.contains(store.path) else {
-                throw fail(store.path, "is the store \(store.name) but is not in the archive")
+                throw run.fail(store.path, "is the store \(store.name) but is not in the archive")
             }
-            let path = folder + "/" + store.path
+            let path = run.folder + "/" + store.path
             guard FileSystem.head(path, count: 16) == StoreHeader.magic else {
-                throw fail(store.path, "is not a SQLite database")
+                throw run.fail(store.path, "is not a SQLite database")
             }
-            if check != .none {
+            if run.check != .none {
                 let problems: [String]
                 do {
                     // The extracted copy is private to this run and finished: the check takes its
                     // pages in place (the tee's mapped windows) rather than copying each one out.
                     // Its time budget is that of the store's size (ContentLimits).
-                    let db = try Database.openFinished(path: path, limits: limits)
-                    problems = db.integrityCheck(full: check == .full)
+                    let db = try Database.openFinished(path: path, limits: run.limits)
+                    problems = db.integrityCheck(full: run.check == .full)
                     if let limit = db.exceededLimit {
                         throw VerificationFailure(
-                            archive: archive, member: store.path, reason: problems.first ?? "stopped at \(limit)",
+                            archive: run.archive, member: store.path, reason: problems.first ?? "stopped at \(limit)",
                             limit: limit)
                     }
                 } catch let failure as VerificationFailure {
                     throw failure
                 } catch {
-                    throw fail(
+                    throw run.fail(
                         store.path, "cannot be opened by SQLite: \((error as? SQLiteError)?.message ?? "\(error)")")
                 }
                 guard problems == [Database.sound] else {
-                    throw fail(
+                    throw run.fail(
                         store.path,
-                        "fails \(check == .full ? "integrity_check" : "quick_check"): \(problems.prefix(3).joined(separator: "; "))"
+                        "fails \(run.check == .full ? "integrity_check" : "quick_check"): \(problems.prefix(3).joined(separator: "; "))"
                     )
                 }
                 checks[store.name] = Database.sound
@@ -411,9 +502,7 @@ public enum ArchiveVerifier {
             try FileSystem.removeFile(path + "-wal")
             try FileSystem.removeFile(path + "-shm")
         }
-        if durable { try syncTree(folder) }
-        manifest.files += listedFiles
-        return Outcome(manifest: manifest, bytes: bytes, checks: checks)
+        return checks
     }
 
     /// Whether `name` (without a trailing `/`) may be a member after the manifest: `stores`, `files`

@@ -86,7 +86,7 @@ public struct Catalogue: Sendable {
     /// nothing of the archive).
     private func head(_ entry: RepositoryEntry) throws -> (Manifest?, String?) {
         do {
-            return (try repository.readManifest(entry), nil)
+            return (try repository.head(of: entry).manifest, nil)
         } catch let error as RepositoryError {
             throw error
         } catch {
@@ -115,15 +115,6 @@ public struct Catalogue: Sendable {
         init(count: Int) { items = Array(repeating: nil, count: count) }
         func set(_ index: Int, _ result: Result<R, any Error>) { lock.withLock { items[index] = result } }
         var all: [Result<R, any Error>] { lock.withLock { items.map { $0! } } }
-    }
-
-    /// The manifest at the head of `archive`, reading nothing after it.
-    public static func readManifest(_ archive: String) throws -> Manifest {
-        let reader = try ArchiveReader(path: archive, blockSize: 64 * 1024)
-        guard let first = try reader.next(), first.name == Manifest.memberName, first.kind == .regular else {
-            throw ManifestError.missing(source: archive)
-        }
-        return try Manifest.decode(try reader.readAll(limit: Manifest.sizeLimit), source: archive)
     }
 
     /// A user's newest regular backup that passed verification, if any (safety and final

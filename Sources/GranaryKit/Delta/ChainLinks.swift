@@ -63,7 +63,8 @@ struct ChainLinks {
                 }
                 let (manifest, digest): (Manifest, String)
                 do {
-                    (manifest, digest) = try DeltaRestore.head(current, repository: repository)
+                    let head = try repository.head(of: current)
+                    (manifest, digest) = (head.manifest, head.sha256)
                 } catch let failure as VerificationFailure {
                     return .failure(
                         Break(

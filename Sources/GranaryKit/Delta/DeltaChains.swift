@@ -21,7 +21,7 @@ public enum DeltaChains {
         while let delta = work.popLast() {
             guard done.insert(delta.path).inserted else { continue }
             var bases: [RepositoryEntry] = []
-            if let (manifest, _) = try? DeltaRestore.head(delta, repository: reading(delta) ?? repository) {
+            if let manifest = try? (reading(delta) ?? repository).head(of: delta).manifest {
                 if let name = manifest.delta?.base?.name, let base = archives.first(where: { $0.name.isNamed(name) }) {
                     bases = [base]
                 }
@@ -64,7 +64,7 @@ extension DeltaChains {
             if onMirror.contains(base.name) {
                 // The mirror has it by name: when the repository has it too, it must be the archive
                 // the delta was built on (the mirror's copy came from the repository's).
-                if let found, try DeltaRestore.head(found, repository: primary).1 != base.manifestSHA256 {
+                if let found, try primary.head(of: found).sha256 != base.manifestSHA256 {
                     throw ChainGap(
                         user: user, archive: current.name, base: base.name, mirror: mirror, reason: .replaced)
                 }
@@ -82,7 +82,8 @@ extension DeltaChains {
             guard let entry = found else {
                 throw ChainGap(user: user, archive: current.name, base: base.name, mirror: mirror, reason: .missing)
             }
-            let (older, digest) = try DeltaRestore.head(entry, repository: primary)
+            let head = try primary.head(of: entry)
+            let (older, digest) = (head.manifest, head.sha256)
             guard digest == base.manifestSHA256 else {
                 throw ChainGap(user: user, archive: current.name, base: base.name, mirror: mirror, reason: .replaced)
             }

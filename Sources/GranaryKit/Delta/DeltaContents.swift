@@ -67,7 +67,8 @@ public struct DeltaContents: Sendable, Codable, Equatable {
                 resolved.baseProblem = "\(base) is not in \(repository.location)"
                 return resolved
             }
-            let (manifest, digest) = try DeltaRestore.head(entry, repository: repository)
+            let head = try repository.head(of: entry)
+            let (manifest, digest) = (head.manifest, head.sha256)
             guard digest == baseManifestSHA256 else {
                 resolved.baseProblem = "\(base) in \(repository.location) is not the archive this delta was built on"
                 return resolved

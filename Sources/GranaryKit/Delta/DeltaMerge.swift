@@ -68,12 +68,12 @@ public enum DeltaMerge {
             var current = tip
             var stop: (entry: RepositoryEntry, isDelta: Bool)?
             while run.count < DeltaRestore.chainLimit {
-                guard let (manifest, _) = try? DeltaRestore.head(current, repository: repository),
+                guard let manifest = try? repository.head(of: current).manifest,
                     let baseName = manifest.delta?.base?.name,
                     let base = archives.first(where: { $0.name.isNamed(baseName) })
                 else { break }
                 let baseReasons = kept[base.path] ?? []
-                guard let (baseManifest, _) = try? DeltaRestore.head(base, repository: repository) else { break }
+                guard let baseManifest = try? repository.head(of: base).manifest else { break }
                 if base.name.kind == .backup, baseManifest.isDelta,
                     baseReasons == [DeltaChains.baseReason(of: current.name.fileName)]
                 {
@@ -110,7 +110,7 @@ public enum DeltaMerge {
                 $0 != merged && $0.name.created == merged.name.created
                     && stem($0.name.label) == stem(merged.name.label)
             }
-            guard !twins.isEmpty, let (manifest, _) = try? DeltaRestore.head(merged, repository: repository),
+            guard !twins.isEmpty, let manifest = try? repository.head(of: merged).manifest,
                 let replaces = manifest.delta?.replaces
             else { continue }
             guard repository.records(for: [merged])[merged.path]?.isGood == true else {
@@ -143,7 +143,7 @@ public enum DeltaMerge {
         defer { FileSystem.removeTree(scratch) }
         let staging = scratch + "/staged"
         try FileSystem.makeDirectory(staging)
-        let (tipManifest, _) = try DeltaRestore.head(merge.tip, repository: repository)
+        let tipManifest = try repository.head(of: merge.tip).manifest
         guard let tipInfo = tipManifest.delta,
             try DeltaRestore.stage(merge.tip, repository: repository, into: staging, user: user, durable: false)
                 != nil

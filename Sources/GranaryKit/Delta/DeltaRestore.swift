@@ -91,7 +91,8 @@ public enum DeltaRestore {
         var expected: String?
         var archives: [RepositoryEntry]?
         while links == nil {
-            let (manifest, digest) = try head(current, repository: repository)
+            let head = try repository.head(of: current)
+            let (manifest, digest) = (head.manifest, head.sha256)
             if let expected, expected != digest {
                 throw fail(
                     "its chain is broken: \(current.name.fileName)'s manifest has SHA-256 \(digest), the delta after it expects \(expected)"
@@ -310,31 +311,9 @@ public enum DeltaRestore {
         return failure.member.map { $0 + " " + failure.reason } ?? failure.reason
     }
 
-    /// An archive's manifest and the SHA-256 of its bytes, read from its first member alone.
     /// The reason given for an archive whose name and manifest disagree.
     public static func impostor(_ problem: String) -> String {
         "is not the archive its name says (\(problem)): it was renamed or put there by hand; do not restore it, look at it with granary inspect"
-    }
-
-    static func head(_ entry: RepositoryEntry, repository: any Repository) throws -> (Manifest, String) {
-        ReadTrace.note("head", entry.path)
-        let source = try repository.open(entry)
-        defer { _ = source.transferFailure() }
-        let reader = try source.reader(name: entry.path)
-        guard let first = try reader.next(), first.name == Manifest.memberName else {
-            throw VerificationFailure(archive: entry.path, reason: "does not start with \(Manifest.memberName)")
-        }
-        let bytes = try reader.readAll(limit: Manifest.sizeLimit)
-        let manifest: Manifest
-        do {
-            manifest = try Manifest.decode(bytes, source: entry.path)
-        } catch {
-            throw VerificationFailure(archive: entry.path, member: Manifest.memberName, reason: error.reason)
-        }
-        if entry.object != nil, let problem = entry.name.disagreement(with: manifest) {
-            throw VerificationFailure(archive: entry.path, member: Manifest.memberName, reason: Self.impostor(problem))
-        }
-        return (manifest, SHA256.hash(data: bytes).hex)
     }
 
     /// One delta applied to the staged stores, newest first: its `.delta` members streamed into

@@ -150,7 +150,7 @@ extension Repository {
             var entry = RepositoryEntry(
                 user: user, name: legacy, path: display(key), size: object.size, modified: object.modified, object: key)
             entry.localFile = localPath.map { $0 + "/" + key }
-            guard let manifest = try? readManifest(entry), Hosts.isValid(manifest.host) else { continue }
+            guard let manifest = try? head(of: entry).manifest, Hosts.isValid(manifest.host) else { continue }
             if marked != nil && manifest.host != context.host { continue }
             let host = manifest.host
             let target = legacy.withHost(host)

@@ -137,7 +137,7 @@ public enum MirrorSync {
                         mirrorArchives: target, sentNow: Set(result.uploaded))
                     for link in links + [entry] where !present.contains(link.name.fileName) {
                         if dryRun {
-                            _ = try primary.readManifest(link)
+                            _ = try primary.head(of: link).manifest
                         } else {
                             try upload(link, from: primary, to: mirror)
                         }
@@ -228,7 +228,7 @@ public enum MirrorSync {
         guard entry.name.saysDelta else { return [] }
         let manifest: Manifest
         do {
-            (manifest, _) = try DeltaRestore.head(entry, repository: primary)
+            manifest = try primary.head(of: entry).manifest
         } catch let error as RepositoryError {
             throw error
         } catch {
@@ -240,7 +240,7 @@ public enum MirrorSync {
         ) { name in
             // Sent by this sync from the repository (whose copy is checked): that copy.
             if sentNow.contains(name), let sent = archives.first(where: { $0.name.isNamed(name) }) {
-                return try DeltaRestore.head(sent, repository: primary).1
+                return try primary.head(of: sent).sha256
             }
             return try mirrorDigest(in: mirror, archives: mirrorArchives)(name)
         }
@@ -252,7 +252,7 @@ public enum MirrorSync {
         { name in
             guard let entry = archives.first(where: { $0.name.isNamed(name) }) else { return nil }
             do {
-                return try DeltaRestore.head(entry, repository: mirror).1
+                return try mirror.head(of: entry).sha256
             } catch let error as RepositoryError {
                 throw error
             } catch {
@@ -268,7 +268,7 @@ public enum MirrorSync {
         of entry: RepositoryEntry, file: String, from primary: any Repository, to mirror: any Repository
     ) throws -> [String] {
         guard entry.name.saysDelta else { return [] }
-        let manifest = try Catalogue.readManifest(file)
+        let manifest = try ArchiveHead(file: file).manifest
         guard manifest.isDelta, let base = manifest.delta?.base else { return [] }
         let onMirror = try mirror.archives(of: entry.user)
         let names = onMirror.answeringNames
@@ -299,7 +299,7 @@ public enum MirrorSync {
     static func upload(_ entry: RepositoryEntry, from primary: any Repository, to mirror: any Repository) throws {
         let object = entry.user.rawValue + "/" + entry.name.fileName
         // An archive whose name its manifest contradicts is not carried to a mirror under that name.
-        _ = try primary.readManifest(entry)
+        _ = try primary.head(of: entry).manifest
         if let local = entry.localFile {
             try mirror.publishObject(object, from: local)
             return

@@ -423,46 +423,6 @@ extension Repository {
         else { return false }
         return try digest(of: object, size: listed.size) == FileDigest.of(file, mapped: false).sha256
     }
-
-    /// The manifest at the head of `entry`, reading nothing after it (for a remote archive, a
-    /// ranged read of its first bytes; the whole object only for a manifest that does not fit).
-    public func readManifest(_ entry: RepositoryEntry) throws -> Manifest {
-        let manifest = try readManifestAsWritten(entry)
-        if entry.object != nil, let problem = entry.name.disagreement(with: manifest) {
-            throw VerificationFailure(
-                archive: entry.path, member: Manifest.memberName, reason: DeltaRestore.impostor(problem))
-        }
-        return manifest
-    }
-
-    private func readManifestAsWritten(_ entry: RepositoryEntry) throws -> Manifest {
-        if let file = entry.localFile { return try Catalogue.readManifest(file) }
-        let head: Int64 = 1 << 20
-        do {
-            return try Self.manifest(in: try open(entry, head: min(head, entry.size)), name: entry.path)
-        } catch let error as RepositoryError {
-            throw error
-        } catch  where entry.size > head {
-            // A manifest larger than the head (many attachments): read on until it ends.
-            return try Self.manifest(in: try open(entry), name: entry.path)
-        }
-    }
-
-    private static func manifest(in source: ArchiveSource, name: String) throws -> Manifest {
-        ReadTrace.note("head", name)
-        do {
-            let reader = try source.reader(name: name, blockSize: 64 * 1024)
-            guard let first = try reader.next(), first.name == Manifest.memberName, first.kind == .regular else {
-                throw ManifestError.missing(source: name)
-            }
-            let manifest = try Manifest.decode(try reader.readAll(limit: Manifest.sizeLimit), source: name)
-            if case .stream(let stream) = source { stream.stop() }
-            return manifest
-        } catch {
-            if let failure = source.transferFailure() { throw failure }
-            throw error
-        }
-    }
 }
 
 /// The kinds of remote repository granary opens, by the scheme a location starts with: the one

@@ -664,8 +664,8 @@ public struct Restorer: Sendable {
     /// with which owner the archive recorded (as this host names it), for the message.
     private func createSource(_ request: RestoreRequest) -> CreateSource? {
         guard let chosen = (try? chooseArchive(request, forNewUser: true)),
-            let manifest = try? chosen.entry.flatMap({ try repository?.readManifest($0) })
-                ?? Catalogue.readManifest(chosen.path)
+            let manifest = try? chosen.entry.flatMap({ try repository?.head(of: $0).manifest })
+                ?? ArchiveHead(file: chosen.path).manifest
         else {
             return nil
         }
