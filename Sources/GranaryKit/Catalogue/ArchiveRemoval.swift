@@ -109,6 +109,9 @@ public enum ArchiveRemoval {
             case .backup: break
             }
         }
+        // A followed window within followed_keep_within keeps its base (FollowedRetention).
+        FollowedRetention.keepBases(
+            user: user, archives: archives, kept: &kept, policy: policy, now: now, repository: repository)
         // Issue 35: a kept delta keeps its whole chain (every base back to its full).
         DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
         // Issue 35: a run of deltas kept only as bases is merged into one archive.
