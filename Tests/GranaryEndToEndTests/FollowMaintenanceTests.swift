@@ -263,6 +263,71 @@ struct FollowMaintenanceTests {
         #expect(try db.scalar("SELECT count(*) FROM items WHERE body LIKE 'late %'") == .integer(4))
     }
 
+    @Test("bad input: an unwritable --textfile, an empty one, a window or a lag under 1 s, each refused in one line")
+    func badInput() throws {
+        let unwritable = try granary(["follow", "--once", "--textfile", folder.child("no-such-folder/follow.prom")])
+        #expect(unwritable.status == 73, "\(unwritable.stderr)")
+        #expect(unwritable.stderr.contains("cannot write --textfile"), "\(unwritable.stderr)")
+        let empty = try granary(["follow", "--once", "--textfile", ""])
+        #expect(empty.status == 64, "\(empty.stderr)")
+        #expect(empty.stderr.contains("--textfile needs a file name"), "\(empty.stderr)")
+        let window = try granary(["prune", user, "--keep-last", "1", "--followed-keep-within", "0s"])
+        #expect(window.status == 64, "\(window.stderr)")
+        #expect(window.stderr.contains("--followed-keep-within"), "\(window.stderr)")
+        let lag = try granary(["check", user, "--max-follow-lag", "0"])
+        #expect(lag.status == 64, "\(lag.stderr)")
+        #expect(lag.stderr.contains("--max-follow-lag"), "\(lag.stderr)")
+        // Nothing was lost or made by the refusals: the first --once still followed alice.
+        #expect(FollowedGenerations.list(in: repo, user: try UserID(user)).count == 1)
+    }
+
+    @Test(
+        "restore --at --dry-run places nothing; restore --at swaps the moment into a running owner, which goes on writing"
+    )
+    func restoreAtIntoRunningOwner() throws {
+        // The test's own connection closes before the owner starts (restore waits for every other one).
+        let moment: Int64
+        do {
+            let db = try Database(path: store, mode: .readWrite)
+            try db.keepWALOnClose()
+            try db.execute("CREATE TABLE demo_writes(id INTEGER PRIMARY KEY, at REAL)")
+            try db.execute("BEGIN")
+            for id in 2...40 {
+                try db.run("INSERT INTO items(id, body) VALUES (?, ?)", [.integer(Int64(id)), .text("item \(id)")])
+            }
+            try db.execute("COMMIT")
+            #expect(try granary(["follow", "--once"]).status == 0)
+            try db.run("INSERT INTO items(id, body) VALUES (41, 'marker')")
+            #expect(try granary(["follow", "--once"]).status == 0)
+            moment = try #require(FollowedGenerations.list(in: repo, user: try UserID(user)).last?.segments.last).last
+            try db.execute("DELETE FROM items WHERE id > 20")
+            #expect(try granary(["follow", "--once"]).status == 0)
+            #expect(FollowedGenerations.list(in: repo, user: try UserID(user)).last?.segments.count == 3)
+            #expect(try RestoreFixtures.ids(store, table: "items") == Set(1...20))
+        }
+        let binary = try COwner.build(into: folder.path)
+        let owner = try COwner(binary: binary, store: store, mode: "conforming", log: folder.child("owner.log"))
+        defer { owner.stop() }
+        try owner.waitForMoreWrites(20)
+        let at = ArchiveName.stamp(micros: moment, precise: true)
+        let dry = try granary(["restore", user, "--at", at, "--method", "swap", "--owner-timeout", "1", "--dry-run"])
+        #expect(dry.status == 0, "\(dry.stdout)\(dry.stderr)")
+        #expect(dry.stderr.contains("within the followed window"), "\(dry.stderr)")
+        #expect(try RestoreFixtures.ids(store, table: "items") == Set(1...20))
+        #expect(!owner.lines.contains("REOPENED resume"))
+
+        let restored = try granary(["restore", user, "--at", at, "--method", "swap", "--owner-timeout", "1"])
+        #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
+        #expect(restored.stdout.contains("Local.sqlite: owner paused for"), "\(restored.stdout)")
+        // The moment: every item, the marker, nothing of the deletion after it.
+        #expect(try RestoreFixtures.ids(store, table: "items") == Set(1...41))
+        try owner.waitForMoreWrites(20)
+        #expect(owner.isRunning)
+        #expect(owner.lines.contains("REOPENED resume"), "\(owner.lines.suffix(5))")
+        owner.stop()
+        #expect(try Database(path: store, mode: .readOnly).integrityCheck(full: true) == ["ok"])
+    }
+
     /// Parses a text file with prometheus_client's own parser (skipped when it is not installed).
     func parsedByPrometheus(_ path: String) throws {
         let python = GranaryProcess.packageDirectory + "/.build-tools/prometheus/bin/python"
