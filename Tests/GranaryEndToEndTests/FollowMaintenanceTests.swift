@@ -350,3 +350,61 @@ struct FollowMaintenanceTests {
         #expect(parsed.status == 0, "prometheus_client refused the file: \(parsed.stderr)")
     }
 }
+
+/// `sync` of segments to a mirror on a real S3 server (moto on loopback): each segment the mirror
+/// lacks is uploaded under its name once its base is there, and a second sync sends nothing.
+@Suite(
+    "follow: segments synced to an S3 mirror", .serialized, .enabled(if: S3Server.available, S3Server.unavailableReason)
+)
+struct FollowS3MirrorTests {
+    let folder = TemporaryFolder("granary-follow-s3")
+    var root: String { folder.child("root") }
+    var repo: String { initializedRepository(folder.child("repo")) }
+    let bucket: String
+    let server: S3Server
+    var mirror: String { initializedRepository("s3:\(bucket)/mirror", environment: server.environment()) }
+    var store: String { root + "/alice/Local.sqlite" }
+
+    init() throws {
+        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
+        self.server = server
+        bucket = "f" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        try server.makeBucket(bucket)
+        try FileSystem.makeDirectory(root + "/alice")
+        let db = try Database(path: store, mode: .create)
+        try db.execute("PRAGMA journal_mode=WAL")
+        try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
+        try db.run("INSERT INTO items(body) VALUES ('first')")
+        try db.keepWALOnClose()
+    }
+
+    func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+        try GranaryProcess.run(arguments + ["--root", root, "--repo", repo], environment: server.environment())
+    }
+
+    @Test("sync uploads the segments an S3 mirror lacks, after their base; a second sync sends none")
+    func syncToS3() throws {
+        #expect(try granary(["follow", "--once"]).status == 0)
+        do {
+            let db = try Database(path: store, mode: .readWrite)
+            try db.keepWALOnClose()
+            for index in 0..<5 { try db.run("INSERT INTO items(body) VALUES (?)", [.text("row \(index)")]) }
+        }
+        #expect(try granary(["follow", "--once"]).status == 0)
+        let generation = try #require(FollowedGenerations.list(in: repo, user: try UserID("alice")).last)
+        #expect(generation.segments.count == 2)
+        let synced = try granary(["sync", "--mirror", mirror, "--json"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        let objects = try server.objects(bucket + "/mirror")
+        #expect(objects["alice/" + generation.base] != nil, "\(objects.keys.sorted())")
+        for segment in generation.segments {
+            let local = FileSystem.size(repo + "/" + generation.object + "/" + segment.name)
+            #expect(objects[generation.object + "/" + segment.name] == local, "\(objects.keys.sorted())")
+        }
+        let again = try granary(["sync", "--mirror", mirror, "--json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
+        let users = (document["mirrors"] as? [[String: Any]])?.first?["users"] as? [[String: Any]]
+        #expect(users?.first?["segments"] as? [String] == [], "\(again.stdout)")
+    }
+}
