@@ -193,6 +193,18 @@ struct FollowMaintenanceTests {
         #expect(stateFiles.count == 1 && stateFiles[0].hasSuffix(".json"), "\(stateFiles)")
         let state = try #require(FollowStatus.read(repository: repo, host: String(stateFiles[0].dropLast(5))))
         #expect(state.users["alice"]?.shippedThrough != nil)
+        // A follower of another user keeps alice's entry as it was.
+        try FileSystem.makeDirectory(root + "/bob")
+        do {
+            let db = try Database(path: root + "/bob/Notes.sqlite", mode: .create)
+            try db.execute("PRAGMA journal_mode=WAL")
+            try db.execute("CREATE TABLE notes(x)")
+            try db.keepWALOnClose()
+        }
+        #expect(try granary(["follow", "--once", "bob"]).status == 0)
+        let both = try #require(FollowStatus.read(repository: repo, host: String(stateFiles[0].dropLast(5))))
+        #expect(both.users.keys.sorted() == ["alice", "bob"])
+        #expect(both.users["alice"] == state.users["alice"])
 
         let fresh = try granary(["check", user, "--json"])
         #expect(fresh.status == 0, "\(fresh.stdout)\(fresh.stderr)")

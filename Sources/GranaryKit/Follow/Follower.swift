@@ -335,7 +335,11 @@ public final class FollowRun {
         self.backup = backup
         self.cap = cap
         self.named = users
-        status = FollowStatus(host: repository.context.host)
+        // What an earlier follower wrote stays for the users this one does not follow (their lag
+        // goes on growing from where it was).
+        let host = repository.context.host
+        status =
+            repository.localPath.flatMap { FollowStatus.read(repository: $0, host: host) } ?? FollowStatus(host: host)
     }
 
     /// One round over every user (new users are picked up; a user's failure is that user's).
