@@ -180,6 +180,86 @@ struct FollowMaintenanceTests {
         #expect(try granary(["verify", "--user", user]).status == 0)
     }
 
+    @Test(
+        "prune's segment step runs under the user's lock: a lock held elsewhere makes it refuse (exit 75) as for archives"
+    )
+    func pruneSegmentsUnderLock() throws {
+        let generation = try follow(segments: 1)
+        usleep(1_200_000)
+        let id = try UserID(user)
+        let userRoot = Root(path: root)
+        let folderPath = repo + "/" + generation.object
+        #expect(FileSystem.isDirectory(folderPath))
+
+        // Another run holds alice's lock: prune waits out --lock-timeout, then refuses; the
+        // expired window is still whole.
+        let held = try UserLock.acquire(root: userRoot, user: id, timeout: .zero)
+        let refused = try granary([
+            "prune", user, "--keep-last", "1", "--followed-keep-within", "1s", "--lock-timeout", "0.5",
+        ])
+        held.release()
+        #expect(refused.status == 75, "\(refused.stderr)")
+        #expect(refused.stderr.contains(user), "\(refused.stderr)")
+        #expect(FileSystem.isDirectory(folderPath))
+        #expect(FollowedGenerations.list(in: repo, user: id).map(\.segments.count) == [1])
+
+        // The step itself runs while prune holds the lock: another taker is refused at that moment,
+        // and the lock is free again once prune returns.
+        var policy = RetentionPolicy(keepLast: 1)
+        policy.followedKeepWithin = TimeSpan(seconds: 1)
+        var lockedDuringStep: Bool?
+        var removed: [FollowedRetention.Removal] = []
+        _ = try ArchiveRemoval.prune(
+            user: id, repository: LocalRepository(path: repo), policy: policy, root: userRoot,
+            lockTimeout: .seconds(5),
+            followed: { removals in
+                removed = removals
+                lockedDuringStep = !FileSystem.isDirectory(folderPath) && Self.isLocked(root: userRoot, user: id)
+            })
+        #expect(lockedDuringStep == true)
+        #expect(removed.map(\.generation.base) == [generation.base])
+        #expect(removed.first?.why == "its window ended before followed_keep_within")
+        #expect(!Self.isLocked(root: userRoot, user: id))
+        #expect(FollowedGenerations.list(in: repo, user: id).isEmpty)
+    }
+
+    /// Whether another holder has `user`'s lock (a try that does not wait).
+    static func isLocked(root: Root, user: UserID) -> Bool {
+        do {
+            try UserLock.acquire(root: root, user: user, timeout: .zero).release()
+            return false
+        } catch {
+            if case .held = error { return true }
+            return false
+        }
+    }
+
+    @Test("backup --prune applies followed_keep_within: an expired window goes with its base, a fresh one stays")
+    func backupPruneFollowed() throws {
+        let id = try UserID(user)
+        let older = try follow(segments: 2)
+        // Past the span, a second store breaks continuity: a new generation on a new base.
+        usleep(5_200_000)
+        let other = try Database(path: root + "/alice/Other.sqlite", mode: .create)
+        try other.execute("PRAGMA journal_mode=WAL")
+        try other.execute("CREATE TABLE t(x)")
+        try other.keepWALOnClose()
+        let newer = try follow(segments: 1)
+        #expect(newer.base != older.base)
+        let config = folder.child("granary.toml")
+        try "[retention]\nkeep_last = 1\nfollowed_keep_within = \"5s\"\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
+
+        let backup = try granary(["backup", user, "--prune", "--config", config])
+        #expect(backup.status == 0, "\(backup.stderr)")
+        // The fresh window keeps its segments and its base; the expired one is gone with its base.
+        #expect(FollowedGenerations.list(in: repo, user: id).map(\.base) == [newer.base])
+        #expect(FileSystem.isRegularFile(repo + "/alice/" + newer.base))
+        #expect(!FileSystem.isRegularFile(repo + "/alice/" + older.base))
+        #expect(!FileSystem.isDirectory(repo + "/" + older.object))
+        #expect(try granary(["verify", "--user", user]).status == 0)
+    }
+
     @Test("check alarms on a follow lag and a gap (text, JSON, Nagios, text file); follow --textfile exposes the lag")
     func check() throws {
         let prom = folder.child("follow.prom")

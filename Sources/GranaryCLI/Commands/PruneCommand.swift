@@ -140,14 +140,12 @@ struct PruneCommand: GranaryCommand {
         var result = PruneResult(dryRun: dryRun)
         for id in ids {
             do {
+                // follow's segments: a step of their own, under the same lock, after the archives.
+                var removals: [FollowedRetention.Removal] = []
                 let plan = try ArchiveRemoval.prune(
                     user: id, repository: repository, policy: policy, root: root,
-                    lockTimeout: lock.timeout(settings), dryRun: dryRun, merge: !noMerge)
-                // follow's segments: a step of their own, after the archives (FollowedRetention).
-                let remaining = Set(plan.filter(\.keep).map(\.entry.name.fileName))
-                let removals = FollowedRetention.plan(
-                    user: id, remaining: remaining, policy: policy, repository: repository)
-                if !dryRun { FollowedRetention.remove(removals, repository: repository) }
+                    lockTimeout: lock.timeout(settings), dryRun: dryRun, merge: !noMerge,
+                    followed: { removals = $0 })
                 var user = PruneResult.User(id: id.rawValue, plan: plan)
                 user.followed = removals.map {
                     PruneResult.Followed(
