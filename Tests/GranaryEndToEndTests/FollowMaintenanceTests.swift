@@ -234,7 +234,9 @@ struct FollowMaintenanceTests {
         }
     }
 
-    @Test("backup --prune applies followed_keep_within: an expired window goes with its base, a fresh one stays")
+    @Test(
+        "backup --prune applies followed_keep_within: an expired window's segments go though its base stays, a fresh one stays"
+    )
     func backupPruneFollowed() throws {
         let id = try UserID(user)
         let older = try follow(segments: 2)
@@ -247,15 +249,17 @@ struct FollowMaintenanceTests {
         let newer = try follow(segments: 1)
         #expect(newer.base != older.base)
         let config = folder.child("granary.toml")
-        try "[retention]\nkeep_last = 1\nfollowed_keep_within = \"5s\"\n".write(
+        try "[retention]\nkeep_last = 3\nfollowed_keep_within = \"5s\"\n".write(
             toFile: config, atomically: true, encoding: .utf8)
 
         let backup = try granary(["backup", user, "--prune", "--config", config])
         #expect(backup.status == 0, "\(backup.stderr)")
-        // The fresh window keeps its segments and its base; the expired one is gone with its base.
+        // keep_last = 3 keeps every archive (both bases and the new backup): the expired
+        // window's segments go by followed_keep_within alone; the fresh one keeps its segments.
+        #expect(try LocalRepository(path: repo).archives(of: id).count == 3)
         #expect(FollowedGenerations.list(in: repo, user: id).map(\.base) == [newer.base])
         #expect(FileSystem.isRegularFile(repo + "/alice/" + newer.base))
-        #expect(!FileSystem.isRegularFile(repo + "/alice/" + older.base))
+        #expect(FileSystem.isRegularFile(repo + "/alice/" + older.base))
         #expect(!FileSystem.isDirectory(repo + "/" + older.object))
         #expect(try granary(["verify", "--user", user]).status == 0)
     }
