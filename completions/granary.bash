@@ -461,7 +461,7 @@ _granary_check() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --nagios --version -h --help)
     repeating_options=(--mirror --exclude)
-    non_repeating_options=(--root --repo --host --config --max-age --textfile)
+    non_repeating_options=(--root --repo --host --config --max-age --max-follow-lag --textfile)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -489,6 +489,9 @@ _granary_check() {
         ;;
     '--exclude')
         __granary_add_custom_completions ---completion check -- --exclude "${COMP_CWORD}" "$(__granary_cursor_index_in_current_word)"
+        return
+        ;;
+    '--max-follow-lag')
         return
         ;;
     '--textfile')
@@ -552,7 +555,7 @@ _granary_prune() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --all --dry-run --no-merge --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --lock-timeout)
+    non_repeating_options=(--root --repo --host --config --keep-last --keep-hourly --keep-daily --keep-weekly --keep-monthly --keep-yearly --keep-within --final-keep-within --followed-keep-within --lock-timeout)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -594,6 +597,9 @@ _granary_prune() {
         return
         ;;
     '--final-keep-within')
+        return
+        ;;
+    '--followed-keep-within')
         return
         ;;
     '--lock-timeout')
@@ -841,7 +847,7 @@ _granary_follow() {
     repeating_flags=()
     non_repeating_flags=(--json -q --quiet -v --verbose --once --version -h --help)
     repeating_options=()
-    non_repeating_options=(--root --repo --host --config --interval)
+    non_repeating_options=(--root --repo --host --config --interval --textfile)
     __granary_offer_flags_options -1
 
     # Offer option value completions
@@ -862,6 +868,10 @@ _granary_follow() {
         return
         ;;
     '--interval')
+        return
+        ;;
+    '--textfile')
+        __granary_add_completions -f
         return
         ;;
     esac

@@ -32,6 +32,11 @@ struct CheckCommand: GranaryCommand {
             store yet, or who has no folder at all: nothing to back up (an OK line says so). lost+found and hidden \
             entries of the root are no users and fail nothing. --exclude and the configuration's exclude leave \
             users out, as for backup --all. \
+            A user that granary follow follows on this host (its state in the repository, or segments) also \
+            fails when follow lags more than --max-follow-lag behind (default 1min: now minus the start of \
+            follow's newest round that left every commit of the user shipped; a follower that stopped lags \
+            more each second) or when there is a gap (a segment missing, the newest window's base gone, or \
+            following paused with no generation). \
             Exit codes: 0 every user passes, 1 some user fails (with --nagios: 0, 1, 2, 3 as above).
             """
     )
@@ -62,6 +67,14 @@ struct CheckCommand: GranaryCommand {
             valueName: "user"),
         completion: .custom(Completions.users))
     var exclude: [String] = []
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "The most a followed user's shipped commits may lag behind now: 10s, 5min (default: 1min).",
+            valueName: "duration"),
+        transform: ArgumentValues.span(minimum: 1))
+    var maxFollowLag: Int64?
 
     @Flag(help: "Nagios plugin output: a status line first; exit 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.")
     var nagios = false
@@ -101,9 +114,12 @@ struct CheckCommand: GranaryCommand {
             users: ids, repository: repository, maxAge: TimeInterval(limit),
             mirrors: try settings.mirrorRepositories(flags: mirror),
             root: root, interrupted: interrupted)
+        let followed = FollowHealth.evaluate(
+            users: ids, repository: repository, host: settings.context.host,
+            maxLag: TimeInterval(maxFollowLag ?? 60))
         var result = CheckResult(
             maxAge: limit, reports: reports, unreadable: unreadable, ignored: ignored.filter(\.mayHoldData),
-            root: root?.path ?? "")
+            root: root?.path ?? "", followed: followed)
         result.nagios = nagios
         if let textfile {
             do {
@@ -179,10 +195,21 @@ struct CheckResult: CommandResult {
         let nothingToBackUp: Bool
         /// Why, in words (not in the JSON document: `reason` is for failures).
         var nothingReason: String? = nil
+        /// granary follow follows the user on this host.
+        var followed = false
+        /// Seconds follow's shipped commits lag behind now (null: not followed, or nothing shipped).
+        @Null var followLagSeconds: Double? = nil
+        /// When follow observed the newest commit it shipped.
+        @Null var followLastShipped: Date? = nil
+        /// A hole in what restore --at can reach (a segment missing, the base gone, no generation).
+        @Null var followGap: String? = nil
+        /// check fails the user for its following (not in the JSON document: `reason` says why).
+        var followProblem = false
 
         enum CodingKeys: String, CodingKey {
             case id, ok, newestVerified, ageSeconds, newest, reason, mirrors, retired, verified, state, unrestorable
             case interrupted, newestSize, newestAgeSeconds, problems, nothingToBackUp
+            case followed, followLagSeconds, followLastShipped, followGap
         }
     }
 
@@ -232,14 +259,16 @@ struct CheckResult: CommandResult {
     /// their archives.
     init(
         maxAge: Int64, reports: [Freshness.Report], unreadable: [UserID: String] = [:], ignored: [Root.Ignored] = [],
-        root: String = "", now: Date = Date()
+        root: String = "", now: Date = Date(), followed: [UserID: FollowHealth.Report] = [:]
     ) {
         maxAgeSeconds = maxAge
         users = reports.map { report in
             let folder = unreadable[report.user].map { "cannot read its folder: " + $0 }
-            let reason = [folder, report.reason].compactMap { $0 }.joined(separator: "; ")
-            return User(
-                id: report.user.rawValue, ok: report.ok && folder == nil, newestVerified: report.newestVerified?.path,
+            let follow = followed[report.user]
+            let reason = [folder, report.reason, follow?.problem].compactMap { $0 }.joined(separator: "; ")
+            var user = User(
+                id: report.user.rawValue, ok: report.ok && folder == nil && follow?.problem == nil,
+                newestVerified: report.newestVerified?.path,
                 ageSeconds: report.age.map { Int64($0) }, newest: report.newest?.path,
                 reason: reason.isEmpty ? nil : reason,
                 mirrors: report.mirrors.isEmpty
@@ -254,6 +283,14 @@ struct CheckResult: CommandResult {
                 newestAgeSeconds: report.newest.map { Int64(max(0, now.timeIntervalSince($0.name.created))) },
                 problems: reason.isEmpty ? (report.ok ? 0 : 1) : reason.components(separatedBy: "; ").count,
                 nothingToBackUp: report.nothingToBackUp != nil, nothingReason: report.nothingToBackUp)
+            if let follow {
+                user.followed = true
+                user.followLagSeconds = follow.lag.map { ($0 * 1000).rounded() / 1000 }
+                user.followLastShipped = follow.lastShipped
+                user.followGap = follow.gap
+                user.followProblem = follow.problem != nil
+            }
+            return user
         }
         self.ignored = ignored.map { Ignored(name: $0.name, reason: $0.reason) }
         self.root = root
@@ -338,6 +375,10 @@ struct CheckResult: CommandResult {
         family(
             "granary_interrupted", "1 when a restore, reset or retire of the user stopped half way, else 0.",
             byUser.map { labels, user in (labels, user.interrupted ? "1" : "0") })
+        family(
+            "granary_follow_problem",
+            "For each user granary follow follows here: 1 when check found it lagging or with a gap, else 0.",
+            byUser.compactMap { labels, user in user.followed ? (labels, user.followProblem ? "1" : "0") : nil })
         family(
             "granary_root_entries_ignored", "Entries of the root that may hold data but are no user granary can take.",
             [("", String(ignored.count))])

@@ -39,6 +39,20 @@ struct FollowCommand: GranaryCommand {
     @Flag(help: "Ship what is there (starting generations as needed), then exit.")
     var once = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Also write each user's lag in Prometheus' text format to this file after each round (for node_exporter), atomically.",
+            valueName: "file"),
+        completion: .file())
+    var textfile: String?
+
+    func checkArguments() throws {
+        if let textfile {
+            if textfile.isEmpty || textfile.hasSuffix("/") { throw ValidationError("--textfile needs a file name") }
+            try GlobalOptions.checkPlace(textfile, "--textfile")
+        }
+    }
+
     func execute(_ console: Console) throws -> FollowResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
@@ -69,6 +83,7 @@ struct FollowCommand: GranaryCommand {
         while true {
             let began = ContinuousClock.now
             do { try run.round(log: log) } catch is InterruptedError { break }
+            if let textfile { try writeTextfile(textfile, run.status) }
             if once { break }
             // Sleep the rest of the interval in small steps, so that a signal stops it soon.
             let until = began + every
@@ -80,6 +95,22 @@ struct FollowCommand: GranaryCommand {
             if (try? Interruption.check()) == nil { break }
         }
         return result
+    }
+}
+
+extension FollowCommand {
+    /// `--textfile`: the follower's metrics (FollowStatus), replacing the file atomically.
+    func writeTextfile(_ path: String, _ status: FollowStatus) throws {
+        do {
+            try OutsideFile.write(
+                Array(status.prometheusText(now: Date()).utf8), to: CheckResult.absolute(path), mode: 0o644)
+        } catch {
+            throw CommandError(
+                description: "cannot write --textfile \(path): \(error)", status: .cannotCreate,
+                hint:
+                    "name a file in a folder granary can write, such as /var/lib/prometheus/node-exporter/granary-follow.prom"
+            )
+        }
     }
 }
 

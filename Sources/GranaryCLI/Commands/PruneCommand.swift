@@ -75,6 +75,14 @@ struct PruneCommand: GranaryCommand {
         transform: ArgumentValues.retention())
     var finalKeepWithin: TimeSpan?
 
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Keep follow's windows that ended within this long of now (7d, 12h), with their base archives; remove older ones' segments (default: segments live as long as their base).",
+            valueName: "duration"),
+        transform: ArgumentValues.retention())
+    var followedKeepWithin: TimeSpan?
+
     @OptionGroup var lock: LockOptions
 
     @Flag(help: "Show what would be kept (and by which rule), merged and removed; remove nothing.")
@@ -117,6 +125,7 @@ struct PruneCommand: GranaryCommand {
         // Safety and final archives keep their own rules (the configuration's, --final-keep-within) whatever the keep flags.
         policy.safetyKeepWithin = settings.retention.value.safetyKeepWithin
         policy.finalKeepWithin = finalKeepWithin ?? settings.retention.value.finalKeepWithin
+        policy.followedKeepWithin = followedKeepWithin ?? settings.retention.value.followedKeepWithin
         if policy.isEmpty {
             throw ValidationError(
                 "the retention policy is empty: pass --keep-last, --keep-daily, … or set [retention] in the configuration file"
@@ -131,10 +140,19 @@ struct PruneCommand: GranaryCommand {
         var result = PruneResult(dryRun: dryRun)
         for id in ids {
             do {
+                // follow's segments: a step of their own, under the same lock, after the archives.
+                var removals: [FollowedRetention.Removal] = []
                 let plan = try ArchiveRemoval.prune(
                     user: id, repository: repository, policy: policy, root: root,
-                    lockTimeout: lock.timeout(settings), dryRun: dryRun, merge: !noMerge)
-                result.users.append(PruneResult.User(id: id.rawValue, plan: plan))
+                    lockTimeout: lock.timeout(settings), dryRun: dryRun, merge: !noMerge,
+                    followed: { removals = $0 })
+                var user = PruneResult.User(id: id.rawValue, plan: plan)
+                user.followed = removals.map {
+                    PruneResult.Followed(
+                        host: $0.generation.host, base: $0.generation.base, segments: $0.generation.segments.count,
+                        why: $0.why)
+                }
+                result.users.append(user)
             } catch let error as any GranaryError {
                 if ids.count == 1 { throw error }
                 result.users.append(PruneResult.User(id: id.rawValue, error: error))
@@ -186,9 +204,19 @@ struct PruneResult: CommandResult {
         }
     }
 
+    /// A followed generation (its segments) prune removes.
+    struct Followed: Encodable, Sendable {
+        let host: String
+        let base: String
+        let segments: Int
+        let why: String
+    }
+
     struct User: Encodable {
         let id: String
         let archives: [Archive]
+        /// follow's generations removed (their segments), with why.
+        var followed: [Followed] = []
         @Null var error: Failure?
 
         init(id: String, plan: [ArchiveRemoval.Item]) {
@@ -223,6 +251,13 @@ struct PruneResult: CommandResult {
                 text.line("\(bold: user.id): kept \(user.archives.count - removed), removed \(removed)\(merges)")
             }
             if dryRun || detail.verbose { Plan(archives: user.archives).render(&text, dryRun: dryRun) }
+            if dryRun || detail.summaries {
+                for generation in user.followed {
+                    text.line(
+                        "  \(dryRun ? "remove" : "removed", width: 8)followed window on \(generation.base) (\(generation.segments) segment\(generation.segments == 1 ? "" : "s")): \(generation.why)"
+                    )
+                }
+            }
         }
     }
 }

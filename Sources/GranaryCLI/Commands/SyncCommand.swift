@@ -22,6 +22,9 @@ struct SyncCommand: GranaryCommand {
             A user whose newest archive does not restore from the mirror as far as its chain's heads and records there \
             tell (a link missing or replaced, or found bad by verify) fails with 65 once the rest is sent, until a new \
             full is written (the next backup writes one). \
+            granary follow's segments (USER/follow/HOST/BASE/…) of this host travel too, once their base archive \
+            is on the mirror: each segment the mirror lacks is copied, oldest first (a segment never changes once \
+            written), so that restore --at works from the mirror; a generation leaves a local mirror with its base. \
             Exit codes: 0 every mirror is up to date, 1 some user or mirror failed (each is named), 64 no mirror, \
             66 no repository, 75 lock held.
             """
@@ -72,6 +75,8 @@ struct SyncResult: CommandResult {
         let kept: [String]
         /// Deltas not sent: a link of their chain is in neither the repository nor the mirror.
         let notSent: [String]
+        /// granary follow's segments sent: `HOST/BASE/SEGMENT`.
+        let segments: [String]
         @Null var error: Failure?
     }
 
@@ -95,7 +100,7 @@ struct SyncResult: CommandResult {
                 users: result.users.map {
                     User(
                         id: $0.user.rawValue, ok: $0.error == nil, uploaded: $0.uploaded, records: $0.records,
-                        removed: $0.removed, kept: $0.keptBases, notSent: $0.notSent,
+                        removed: $0.removed, kept: $0.keptBases, notSent: $0.notSent, segments: $0.segments,
                         error: $0.error.map(Failure.init))
                 },
                 removedTemporaries: result.cleaned, error: result.error.map(Failure.init))
@@ -124,12 +129,17 @@ struct SyncResult: CommandResult {
             for user in mirror.users where user.ok || !user.uploaded.isEmpty || !user.kept.isEmpty {
                 let changed =
                     !user.uploaded.isEmpty || !user.records.isEmpty || !user.removed.isEmpty || !user.kept.isEmpty
+                    || !user.segments.isEmpty
                 guard (changed && detail.summaries) || detail.verbose || dryRun else { continue }
+                let segments =
+                    user.segments.isEmpty
+                    ? "" : ", \(user.segments.count) segment\(user.segments.count == 1 ? "" : "s") of follow"
                 text.line(
-                    "\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)"
+                    "\(bold: user.id) → \(mirror.repository): \(dryRun ? "would send" : "sent") \(user.uploaded.count)\(segments), records \(user.records.count), \(dryRun ? "would remove" : "removed") \(user.removed.count)"
                 )
                 if detail.verbose || dryRun {
                     for name in user.uploaded { text.line("  send    \(name)") }
+                    for name in user.segments { text.line("  send    follow/\(name)") }
                     for name in user.removed { text.line("  remove  \(name)") }
                 }
                 for name in user.kept {

@@ -88,8 +88,20 @@ struct VerifyCommand: GranaryCommand {
         }
         let outcomes = try ArchiveVerification.run(
             entries, repository: repository, check: check.mode, context: settings.context, chain: chain)
+        // follow's segments: every generation of the users verified (of the archives named, when
+        // archives are named).
+        var followed: [SegmentVerification.Outcome] = []
+        if let repository {
+            let named = archives.isEmpty ? nil : Set(entries.filter { $0.object != nil }.map(\.name.fileName))
+            var users = Array(Set(entries.filter { $0.object != nil }.map(\.user))).sorted { $0.rawValue < $1.rawValue }
+            if archives.isEmpty { users = try owner.map { [$0] } ?? repository.users() }
+            followed = try SegmentVerification.run(
+                users: users, repository: repository, host: settings.context.hostScope, bases: named,
+                newestOnly: latest, cap: settings.bytesPerUser.value)
+        }
         return VerifyResult(
-            outcomes, check: check.mode, repository: repository?.location ?? "no repository", cpu: settings.context.cpu)
+            outcomes, followed: followed, check: check.mode, repository: repository?.location ?? "no repository",
+            cpu: settings.context.cpu)
     }
 
     /// The configured repository. Without one, archives named by their paths need none: the
@@ -134,16 +146,46 @@ struct VerifyResult: CommandResult {
         @Null var error: Fault?
     }
 
+    /// What is wrong with a followed generation: the segment at fault (null: the generation).
+    struct SegmentFault: Encodable {
+        let code: Int32
+        let message: String
+        @Null var hint: String?
+        @Null var segment: String?
+        let reason: String
+    }
+
+    /// One generation of `granary follow`'s segments.
+    struct Followed: Encodable {
+        let user: String
+        let host: String
+        /// The base archive's file name.
+        let base: String
+        let ok: Bool
+        /// The segments that checked out, and the commits and frames they hold.
+        let segments: Int
+        let commits: Int
+        let frames: Int
+        /// The window the segments give, when every one checked out.
+        @Null var from: Date?
+        @Null var to: Date?
+        let errors: [SegmentFault]
+    }
+
     let check: String
     /// `yielded`, `raised` or `normal`: how the work was scheduled.
     let priority: String
     let archives: [Archive]
+    let followed: [Followed]
     private let repository: String
     private let failures: [Failure]
 
-    enum CodingKeys: String, CodingKey { case check, priority, archives }
+    enum CodingKeys: String, CodingKey { case check, priority, archives, followed }
 
-    init(_ outcomes: [ArchiveVerification.Outcome], check: CheckMode, repository: String, cpu: CPUYield) {
+    init(
+        _ outcomes: [ArchiveVerification.Outcome], followed generations: [SegmentVerification.Outcome] = [],
+        check: CheckMode, repository: String, cpu: CPUYield
+    ) {
         self.check = check.rawValue
         self.repository = repository
         priority = cpu.mode.rawValue
@@ -162,12 +204,26 @@ struct VerifyResult: CommandResult {
                         memberBase64: $0.member.flatMap(JSONName.base64), reason: $0.reason)
                 })
         }
-        failures = outcomes.compactMap { $0.failure.map(Failure.init) }
+        followed = generations.map { outcome in
+            Followed(
+                user: outcome.user.rawValue, host: outcome.host, base: outcome.generation, ok: outcome.ok,
+                segments: outcome.segments, commits: outcome.commits, frames: outcome.frames,
+                from: outcome.window.map { Date(timeIntervalSince1970: Double($0.from) / 1e6) },
+                to: outcome.window.map { Date(timeIntervalSince1970: Double($0.to) / 1e6) },
+                errors: outcome.problems.map {
+                    SegmentFault(
+                        code: $0.exitStatus.rawValue, message: $0.description, hint: $0.advice, segment: $0.segment,
+                        reason: $0.reason)
+                })
+        }
+        failures =
+            outcomes.compactMap { $0.failure.map(Failure.init) }
+            + generations.flatMap { $0.problems.map { Failure($0) } }
     }
 
     var problems: [Failure] { failures }
     var status: ExitStatus { failures.isEmpty ? .success : .dataError }
-    var notes: [String] { archives.isEmpty ? ["no archives to verify in \(repository)"] : [] }
+    var notes: [String] { archives.isEmpty && followed.isEmpty ? ["no archives to verify in \(repository)"] : [] }
 
     func render(_ text: inout TextOutput, _ detail: TextDetail) {
         guard detail.summaries else { return }
@@ -183,6 +239,11 @@ struct VerifyResult: CommandResult {
             }
             text.line(
                 "ok  \(archive.user)/\(archive.archive)  \(archive.stores) store\(archive.stores == 1 ? "" : "s"), \(Format.bytes(archive.bytes)) checked (\(check))\(chain)"
+            )
+        }
+        for generation in followed where generation.ok {
+            text.line(
+                "ok  \(generation.user)/follow/\(generation.host)/\(generation.base)  \(generation.segments) segment\(generation.segments == 1 ? "" : "s"), \(generation.commits) commits, window \(generation.from.map(Format.time) ?? "?") to \(generation.to.map(Format.time) ?? "?")"
             )
         }
     }

@@ -669,3 +669,11 @@ extension WALReader.Failure: CommandLineError {
     }
     var hint: String? { nil }
 }
+
+// Sources/GranaryKit/Follow/SegmentVerification.swift
+extension SegmentVerification.Problem: CommandLineError {
+    var status: ExitStatus { .dataError }
+    var hint: String? {
+        "a followed window cannot be restored past this point: restore a moment outside it (granary list \(user)), and let granary follow start a new generation"
+    }
+}

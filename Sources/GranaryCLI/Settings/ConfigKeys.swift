@@ -227,6 +227,20 @@ extension ConfigKey {
                     "final_keep_within", settings,
                     settings.retention.value.finalKeepWithin.map { .string($0.description) } ?? .unset)
             }),
+        ConfigKey(
+            key: "retention.followed_keep_within", grammar: .duration, defaultValue: "(unset)",
+            summary:
+                "Keep follow's windows that ended within this long of now, with their base archives; unset: segments live as long as their base.",
+            example: "\"7d\"",
+            read: { value, key, reader, config throws(ConfigError) in
+                config.retention?.followedKeepWithin = try reader.span(value, key)
+                config.retentionKeysSet.insert("followed_keep_within")
+            },
+            show: { settings in
+                retentionEntry(
+                    "followed_keep_within", settings,
+                    settings.retention.value.followedKeepWithin.map { .string($0.description) } ?? .unset)
+            }),
         setting(
             "limits.time", .duration, "30s", "The time budget of SQLite's work on any store: 0 (none) to 1 day.",
             "\"1min\"", \.limits, { .string(DurationText.format($0.time)) }

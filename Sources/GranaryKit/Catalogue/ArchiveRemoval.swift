@@ -109,6 +109,9 @@ public enum ArchiveRemoval {
             case .backup: break
             }
         }
+        // A followed window within followed_keep_within keeps its base (FollowedRetention).
+        FollowedRetention.keepBases(
+            user: user, archives: archives, kept: &kept, policy: policy, now: now, repository: repository)
         // Issue 35: a kept delta keeps its whole chain (every base back to its full).
         DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
         // Issue 35: a run of deltas kept only as bases is merged into one archive.
@@ -131,10 +134,12 @@ public enum ArchiveRemoval {
     }
 
     /// Prunes one user's archives under the user's lock (when a root is given): plans with
-    /// `policy`, removes what nothing keeps (unless `dryRun`) and returns the plan.
+    /// `policy`, removes what nothing keeps (unless `dryRun`) and returns the plan. Under the
+    /// same lock, after the archives, `follow`'s segments get their own step
+    /// (``FollowedRetention``): the generations it removes (or would) go to `followed`.
     public static func prune(
         user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration,
-        dryRun: Bool = false, merge: Bool = true
+        dryRun: Bool = false, merge: Bool = true, followed: (([FollowedRetention.Removal]) -> Void)? = nil
     ) throws -> [Item] {
         let lock = try root.map { root throws(LockError) in
             try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
@@ -169,6 +174,11 @@ public enum ArchiveRemoval {
                 RawPath.rmdir(local + "/" + user.rawValue)
             }
         }
+        // follow's segments: what the archives that stay no longer carry, or what is past the span.
+        let remaining = Set(items.filter(\.keep).map(\.entry.name.fileName))
+        let removals = FollowedRetention.plan(user: user, remaining: remaining, policy: policy, repository: repository)
+        if !dryRun { FollowedRetention.remove(removals, repository: repository) }
+        followed?(removals)
         return items
     }
 

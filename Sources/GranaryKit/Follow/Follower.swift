@@ -33,6 +33,10 @@ public final class UserFollower {
     var cursors: [String: Segment.StoreCursor] = [:]
     /// Stores passed over (rollback journal), said once.
     var named: Set<String> = []
+    /// The last round stopped at `bytes_per_user` with commits left to read.
+    public private(set) var behind = false
+    /// The newest observation of the newest segment published (microseconds).
+    public private(set) var lastShipped: Int64?
 
     public init(user: UserID, root: Root, repository: any Repository, backup: BackupOperation, cap: Int64) {
         self.user = user
@@ -58,6 +62,7 @@ public final class UserFollower {
         generation = newest.name
         sequence = last.sequence
         cursors = trailer.cursors
+        lastShipped = trailer.last
         return true
     }
 
@@ -167,6 +172,7 @@ public final class UserFollower {
         let began = ArchiveName.micros(Date())
         var next = cursors
         var budget = cap > 0 ? cap : Int64.max
+        var capped = false
         for store in stores {
             guard let saved = cursors[store.name] else { continue }
             if store.device != saved.device || store.inode != saved.inode {
@@ -204,12 +210,14 @@ public final class UserFollower {
             case .failure(let reason): return .broken(reason.text)
             case .success(let read):
                 if let read {
+                    capped = capped || read.capped
                     budget -= read.bytes
                     next[store.name]?.wal = read.cursor
                 }
             }
         }
         let ended = ArchiveName.micros(Date())
+        behind = capped
         guard first || writer.trailer.commits > 0 else { return .shipped(nil) }
         try writer.finish(first: began, last: ended, cursors: next)
         let trailer = writer.trailer
@@ -219,6 +227,7 @@ public final class UserFollower {
         unlink(temporary)
         sequence += 1
         cursors = next
+        lastShipped = trailer.last
         return .shipped(
             FollowEvent(
                 kind: .segment, user: user.rawValue,
@@ -315,6 +324,10 @@ public final class FollowRun {
     var followers: [UserID: UserFollower] = [:]
     /// Users whose last round failed, and why (said once until it changes).
     var failing: [UserID: String] = [:]
+    /// Each user's following as of the last round (written to the repository after each round).
+    public private(set) var status: FollowStatus
+    /// Why the state could not be written (said once until it changes).
+    var statusFailure: String?
 
     public init(root: Root, repository: any Repository, backup: BackupOperation, cap: Int64, users: [UserID]) {
         self.root = root
@@ -322,6 +335,11 @@ public final class FollowRun {
         self.backup = backup
         self.cap = cap
         self.named = users
+        // What an earlier follower wrote stays for the users this one does not follow (their lag
+        // goes on growing from where it was).
+        let host = repository.context.host
+        status =
+            repository.localPath.flatMap { FollowStatus.read(repository: $0, host: host) } ?? FollowStatus(host: host)
     }
 
     /// One round over every user (new users are picked up; a user's failure is that user's).
@@ -343,8 +361,14 @@ public final class FollowRun {
                 }
                 followers[user] = follower
             }
+            let began = ArchiveName.micros(Date())
+            var paused: String?
             do {
-                for event in try follower.round() { log(event) }
+                let events = try follower.round()
+                for event in events { log(event) }
+                if follower.generation == nil {
+                    paused = events.last(where: { $0.kind == .paused })?.message ?? "no generation"
+                }
                 failing[user] = nil
             } catch let error as InterruptedError {
                 throw error
@@ -354,7 +378,28 @@ public final class FollowRun {
                     log(FollowEvent(kind: .paused, user: user.rawValue, message: "following paused: \(text)"))
                 }
                 failing[user] = text
+                paused = "following paused: \(text)"
             }
+            status.record(
+                user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
+                lastShipped: follower.lastShipped, began: began, caughtUp: !follower.behind, paused: paused)
+        }
+        writeStatus(log: log)
+    }
+
+    /// Writes ``status`` to the repository for `check` (FollowStatus); a failure is logged once.
+    func writeStatus(log: (FollowEvent) -> Void) {
+        guard let local = repository.localPath else { return }
+        status.updated = ArchiveName.micros(Date())
+        do {
+            try status.write(repository: local)
+            statusFailure = nil
+        } catch {
+            let text = (error as? GranaryError)?.description ?? "\(error)"
+            if statusFailure != text {
+                log(FollowEvent(kind: .paused, user: "follow", message: "cannot write its state for check: \(text)"))
+            }
+            statusFailure = text
         }
     }
 }

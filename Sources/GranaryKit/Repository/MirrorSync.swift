@@ -44,6 +44,8 @@ public enum MirrorSync {
         /// Deltas not sent: a link of their chain is in neither the repository nor the mirror
         /// (the first is the user's ``error``).
         public var notSent: [String] = []
+        /// `follow`'s segments sent (`HOST/BASE/SEGMENT`, oldest first per generation).
+        public var segments: [String] = []
         /// Why the user could not be synced (what was done before stands).
         public var error: (any GranaryError & Sendable)?
     }
@@ -153,6 +155,7 @@ public enum MirrorSync {
                 }
             }
             if !result.uploaded.isEmpty && !dryRun { target = try mirror.archives(of: user) }
+            result.segments = try sendSegments(of: user, from: primary, to: mirror, bases: present, dryRun: dryRun)
             let primaryRecords = primary.records(for: source)
             let mirrorRecords = mirror.records(for: target)
             let onMirror = Dictionary(target.map { ($0.name.fileName, $0) }, uniquingKeysWith: { a, _ in a })
@@ -216,6 +219,29 @@ public enum MirrorSync {
             result.error = UnexpectedError(description: "\(user): \(error)")
         }
         return result
+    }
+
+    /// `follow`'s segments of `user` (this host's, from a local primary) the mirror lacks, for
+    /// each generation whose base the mirror holds (`bases`, by file name): segments are never
+    /// changed once published, so a name on the mirror is the segment. Oldest first in each
+    /// generation, so that a sync that stops leaves the mirror a shorter window, never a hole.
+    /// Nothing is removed here: a generation goes from a mirror with its base.
+    static func sendSegments(
+        of user: UserID, from primary: any Repository, to mirror: any Repository, bases: Set<String>, dryRun: Bool
+    ) throws -> [String] {
+        guard let local = primary.localPath else { return [] }
+        var sent: [String] = []
+        for generation in FollowedGenerations.list(in: local, user: user, host: primary.context.host)
+        where bases.contains(generation.base) {
+            let there = Set(try mirror.objects(in: generation.object).map(\.name))
+            for segment in generation.segments where !there.contains(segment.name) {
+                try Interruption.check()
+                let object = generation.object + "/" + segment.name
+                if !dryRun { try mirror.publishObject(object, from: local + "/" + object) }
+                sent.append(generation.host + "/" + generation.base + "/" + segment.name)
+            }
+        }
+        return sent
     }
 
     /// The links of `entry`'s chain that `mirror` lacks (``DeltaChains/missingLinks``), oldest

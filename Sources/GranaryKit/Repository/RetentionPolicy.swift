@@ -17,6 +17,11 @@ public struct RetentionPolicy: Sendable, Equatable, Codable {
     /// Final archives (what a retired user left) follow this rule alone: each is kept while
     /// younger than this span; nil keeps them for ever (the default).
     public var finalKeepWithin: TimeSpan?
+    /// `follow`'s windows (docs/follow.md): each generation whose window ended within this span
+    /// of now keeps its segments and its base archive (with the base's chain); an older one's
+    /// segments are removed. Nil (the default): segments live exactly as long as their base, and
+    /// keep no archive.
+    public var followedKeepWithin: TimeSpan?
 
     /// Seven days.
     public static let defaultSafetyKeepWithin = TimeSpan(seconds: 7 * 86_400)

@@ -1,0 +1,112 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What `granary follow` knows of each user's following, kept as it runs: written to the
+/// repository after each round (`.granary-follow/HOST.json`, one small file per host, replaced
+/// atomically) for `check`, and as Prometheus text for `follow --textfile` (docs/follow.md).
+///
+/// The lag of a user at a moment `now` is `now - shippedThrough`: `shippedThrough` is the start
+/// of the newest round that left every commit then in the user's `-wal` files published in a
+/// segment (a round that failed, paused, or stopped at `bytes_per_user` does not move it). An
+/// idle user followed every round has a lag of about one interval; a user whose following is
+/// paused, or a follower that stopped, has a lag that grows from that round on.
+public struct FollowStatus: Codable, Sendable, Equatable {
+    public struct User: Codable, Sendable, Equatable {
+        /// The generation followed (its base archive's file name), nil while none could start.
+        public var generation: String?
+        public var sequence = 0
+        /// Microseconds since 1970: every commit before it is in a published segment.
+        public var shippedThrough: Int64?
+        /// The newest observation of the newest published segment (microseconds).
+        public var lastShipped: Int64?
+        /// Why this user's following is paused (nil: following).
+        public var paused: String?
+
+        public init() {}
+    }
+
+    public var format = 1
+    public var host: String
+    /// When the follower wrote this (microseconds since 1970).
+    public var updated: Int64 = 0
+    public var users: [String: User] = [:]
+
+    public init(host: String) { self.host = host }
+
+    /// The file's object name in the repository: `.granary-follow/HOST.json` (a name no user
+    /// folder can have).
+    public static func object(host: String) -> String { ".granary-follow/" + host + ".json" }
+
+    /// The state the follower of `host` last wrote to the local repository at `repository`, nil
+    /// when there is none (or it does not decode).
+    public static func read(repository: String, host: String) -> FollowStatus? {
+        let path = repository + "/" + object(host: host)
+        guard let data = FileManager.default.contents(atPath: path), data.count < 64 << 20 else { return nil }
+        return try? JSONDecoder().decode(FollowStatus.self, from: data)
+    }
+
+    /// Replaces the file in the local repository at `repository` (a temporary file synced, renamed).
+    public func write(repository: String) throws {
+        let folder = repository + "/.granary-follow"
+        if !FileSystem.isDirectory(folder) { try FileSystem.makeDirectory(folder, mode: 0o700) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try FileSystem.writeAtomically(
+            [UInt8](try encoder.encode(self)), to: repository + "/" + Self.object(host: host))
+    }
+
+    /// The user's lag at `now` in microseconds (nil: nothing ever shipped through).
+    public func lag(of user: String, now: Int64) -> Int64? {
+        users[user]?.shippedThrough.map { max(0, now - $0) }
+    }
+
+    /// Records one user's round: `began` when it started; `caughtUp` when it left nothing
+    /// committed behind; `paused` when the user's following is paused and why.
+    public mutating func record(
+        user: String, generation: String?, sequence: Int, lastShipped: Int64?, began: Int64, caughtUp: Bool,
+        paused: String?
+    ) {
+        var entry = users[user] ?? User()
+        entry.generation = generation
+        entry.sequence = sequence
+        if let lastShipped { entry.lastShipped = lastShipped }
+        if caughtUp && paused == nil && generation != nil { entry.shippedThrough = began }
+        entry.paused = paused
+        users[user] = entry
+    }
+
+    /// The follower's metrics in Prometheus' text exposition format, each user a label.
+    public func prometheusText(now: Date) -> String {
+        let micros = ArchiveName.micros(now)
+        func label(_ value: String) -> String {
+            value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                .replacingOccurrences(of: "\n", with: "\\n")
+        }
+        var text = ""
+        func family(_ name: String, _ help: String, _ values: [(String, String)]) {
+            text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+            for (labels, value) in values { text += "\(name)\(labels) \(value)\n" }
+        }
+        func seconds(_ micros: Int64) -> String { String(format: "%.3f", Double(micros) / 1e6) }
+        let byUser = users.keys.sorted().map { ("{user=\"\(label($0))\"}", $0, users[$0]!) }
+        family(
+            "granary_follow_lag_seconds",
+            "Seconds since the start of the newest round that left every commit of the user shipped.",
+            byUser.compactMap { labels, name, _ in lag(of: name, now: micros).map { (labels, seconds($0)) } })
+        family(
+            "granary_follow_last_shipped_timestamp_seconds",
+            "When granary observed the newest commit it shipped for the user, in seconds since 1970.",
+            byUser.compactMap { labels, _, user in user.lastShipped.map { (labels, seconds($0)) } })
+        family(
+            "granary_follow_paused",
+            "1 when the user's following is paused (no generation, or its round fails), else 0.",
+            byUser.map { labels, _, user in (labels, user.paused == nil ? "0" : "1") })
+        family(
+            "granary_follow_timestamp_seconds", "When follow wrote this file, in seconds since 1970.",
+            [("", String(Int64(now.timeIntervalSince1970)))])
+        return text
+    }
+}
