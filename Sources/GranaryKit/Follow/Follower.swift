@@ -410,7 +410,13 @@ public enum FollowRestore {
     /// at its base and replays its commits up to `at` once staged; otherwise leaves the request
     /// as it is and says so when the user is followed at all.
     public static func prepare(_ request: inout RestoreRequest, repository: any Repository, cap: Int64) {
-        guard let at = request.at, request.archive == nil, !request.undo, let local = repository.localPath else {
+        guard let at = request.at, request.archive == nil, !request.undo else { return }
+        guard let local = repository.localPath else {
+            // Segments are read from a local repository or mirror only (docs/follow.md): said, so
+            // that a restore to the archive before the time is never taken for the time itself.
+            request.notes.append(
+                "\(repository.location) is not a local repository and follow's segments are read only from one: restoring the newest archive at or before \(ArchiveName.stamp(micros: ArchiveName.micros(at), precise: true)) without the commits after it (to replay them, copy the repository to a local folder and restore from there: docs/follow.md)"
+            )
             return
         }
         let micros = ArchiveName.micros(at)
