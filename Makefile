@@ -151,6 +151,7 @@ bench: release moto
 	bash bench/upload.sh
 	bash bench/hostile.sh
 	bash bench/delta.sh
+	bash bench/week.sh
 	bash bench/delta-restore.sh
 
 # Tests too slow for make test (over a GiB of I/O each: the lock-byte page of a store over 1 GiB,

@@ -111,7 +111,8 @@ struct ArchiveIdentityTests {
         #expect(try Self.body(store) == "a")
         let names = site.archives(Self.alice)
         let safety = try #require(names.last, "\(names)")
-        #expect(safety.contains("-pre-restore.web-1.") && safety > e, "\(names)")
+        // (A delta on e, the newest backup: a sound base.)
+        #expect(safety.contains("-pre-restore-delta.web-1.") && safety > e, "\(names)")
         let again = try site.granary(["restore", Self.alice, "--dry-run", "--host", "web-1"])
         #expect(again.stdout.contains(e), "the default archive is still the newest backup: \(again.stdout)")
     }

@@ -118,10 +118,7 @@ public enum ArchiveRemoval {
         let merges = merge ? DeltaMerge.plan(archives: archives, kept: kept, repository: repository) : []
         var mergedInto: [String: String] = [:]
         for merge in merges {
-            let into =
-                merge.full
-                ? "a full at \(merge.tip.name.fileName)"
-                : "a delta on \(merge.base.name.fileName) at \(merge.tip.name.fileName)"
+            let into = "a delta on \(merge.base.name.fileName) at \(merge.tip.name.fileName)"
             for entry in merge.replaced {
                 kept[entry.path] = []
                 mergedInto[entry.path] = into
@@ -151,15 +148,21 @@ public enum ArchiveRemoval {
             // is removed; a merge that fails leaves what it would replace in place.
             // What a killed merge left (its scratch folder, its temporary archive) goes first.
             _ = repository.removeDeadTemporaries(users: [user])
+            var made: [(merge: DeltaMerge.Merge, entry: RepositoryEntry)] = []
             for merge in merges {
                 try Interruption.check()
-                let made = try DeltaMerge.build(merge, repository: repository, user: user)
+                made.append((merge, try DeltaMerge.build(merge, repository: repository, user: user)))
+            }
+            // What keeps each merged archive, from one plan after all merges (not one per merge).
+            let replanned =
+                made.isEmpty
+                ? [] : try plan(user: user, repository: repository, policy: policy, root: root, merge: false)
+            for (merge, entry) in made {
                 let tipIndex = items.firstIndex { $0.entry == merge.tip } ?? 0
-                let reasons = try plan(user: user, repository: repository, policy: policy, root: root, merge: false)
-                    .first { $0.entry == made }?.keptBy
+                let reasons = replanned.first { $0.entry == entry }?.keptBy
                 items.insert(
                     Item(
-                        entry: made, keptBy: reasons ?? ["merged"], merged: merge.replaced.map(\.name.fileName)),
+                        entry: entry, keptBy: reasons ?? ["merged"], merged: merge.replaced.map(\.name.fileName)),
                     at: tipIndex)
             }
             // Newest first: every chain that stays is whole after each removal.

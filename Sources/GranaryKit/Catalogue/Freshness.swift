@@ -202,8 +202,13 @@ public enum Freshness {
         guard let verified else {
             // A record that no longer matches its archive (copied without modification times,
             // touched) says so: the archive was checked, but not as it is now.
-            let stale = sidecars[newest.name.fileName].flatMap(VerificationRecord.decodeAny).map { _ in
-                "unverified: its record no longer applies (the archive's size or modification time changed since it was checked, as a copy without modification times does); granary verify --user \(user.rawValue) --latest checks it again"
+            let stale = sidecars[newest.name.fileName].flatMap(VerificationRecord.decodeAny).map { record in
+                let what =
+                    record.archiveSize == newest.size && record.archiveModified == newest.modified
+                    ? "another file is in the archive's place since it was checked (same size and modification time, as cp -p leaves it)"
+                    : "the archive's size or modification time changed since it was checked, as a copy without modification times does"
+                return
+                    "unverified: its record no longer applies (\(what)); granary verify --user \(user.rawValue) --latest checks it again"
             }
             let state =
                 records[newest.path].map { $0.isGood ? "verified" : "bad" } ?? stale

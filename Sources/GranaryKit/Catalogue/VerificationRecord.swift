@@ -30,6 +30,12 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     public var archiveModified: Int64
     /// The archive's file name (records written before it was kept have none).
     public var archive: String?
+    /// What a copy of the archive cannot keep (``identity(_:)``, a local repository's archives
+    /// only): a file put in the archive's place, even with its size and modification time
+    /// (`cp -p`, `rsync -a`), is another file, and the record no longer applies to it — neither a
+    /// bad verdict to a good copy nor a good one to a damaged copy. Records written before it was
+    /// kept, and remote archives, have none (their size and stamp decide, as before).
+    public var archiveIdentity: String?
     /// Who checked: `backup` when the backup that wrote the archive checked each snapshot
     /// (`check = quick` or `full`) before packing it; `nil` for `granary verify`, which reads
     /// the archive back. Counts for `check`'s freshness, not as a verification for `list` or
@@ -104,6 +110,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         archiveSize = Int64(info.st_size)
         archiveModified = Self.modified(info)
         self.archive = PathText.lastComponent(archive)
+        archiveIdentity = Self.identity(info)
     }
 
     /// A record for `entry` as it was listed.
@@ -116,6 +123,7 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         archiveSize = entry.size
         archiveModified = entry.modified
         archive = entry.name.fileName
+        archiveIdentity = entry.identity
     }
 
     /// The record in `bytes`, when it belongs to `entry` as listed.
@@ -125,7 +133,8 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
         decoder.dateDecodingStrategy = .iso8601
         guard let record = try? decoder.decode(VerificationRecord.self, from: Data(bytes)),
             record.archiveSize == entry.size, record.archiveModified == entry.modified,
-            record.archive.map(entry.name.isNamed) ?? true
+            record.archive.map(entry.name.isNamed) ?? true,
+            record.archiveIdentity == nil || entry.identity == nil || record.archiveIdentity == entry.identity
         else { return nil }
         return record
     }
@@ -173,5 +182,12 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
 
     static func modified(_ info: stat) -> Int64 {
         Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+    }
+
+    /// A local file's identity as no copy keeps it: its device, its inode and its change time
+    /// (which only the kernel sets: a copy that keeps the modification time, or a file rewritten
+    /// in place, gets a new one).
+    static func identity(_ info: stat) -> String {
+        "\(info.st_dev):\(info.st_ino):\(Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))"
     }
 }

@@ -114,6 +114,10 @@ struct ChainLinks {
             // checked (a record of an unreadable form is no evidence either way).
             guard let stale = VerificationRecord.decodeAny(bytes), stale.archive.map(entry.name.isNamed) ?? true
             else { return nil }
+            if stale.archiveSize == entry.size && stale.archiveModified == entry.modified {
+                return
+                    "changed since it was \(stale.by == nil ? "verified" : "written"): another file in its place, same size and modification time (as cp -p leaves it); granary verify checks it again"
+            }
             return
                 stale.archiveSize == entry.size
                 ? "changed since it was \(stale.by == nil ? "verified" : "written"): another modification time, same size (as a copy without modification times leaves it); granary verify checks it again"

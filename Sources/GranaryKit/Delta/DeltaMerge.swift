@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 #if canImport(Glibc)
@@ -11,17 +12,26 @@ import Foundation
 /// The rule (docs/delta.md "Prune merges"): a **tip** is a delta that the policy keeps and that no
 /// kept delta is built on. Its chain is followed back while each base is a delta kept by nothing but
 /// "base of" the archive after it; those bases are the **run**. The archive the walk stops at is the
-/// run's base `A`. When the run is empty nothing is merged. Otherwise:
+/// run's base `A`, which stays. When the run is empty nothing is merged. Otherwise a merged delta
+/// on A replaces the run and the tip, in time in proportion to what is removed (no store is
+/// rebuilt, A's stores are never read):
 ///
 /// ```
-/// A is a full kept by nothing but the run  → a new full of the tip's state replaces A, the run, the tip
-/// otherwise                                 → a merged delta on A replaces the run and the tip
-/// stage the tip (chain rebuilt, state digest and integrity_check checked)  in a scratch folder
-/// hash its pages; a delta: the pages that differ from A's, external files new or changed since A
-/// write → publish (the tip's time and label, the next free sequence: `…_2-delta`; a full drops `-delta`)
-/// read it back from the repository, rebuild it, check every store's state digest == the tip's
-/// remove the tip, then the run newest first, then A (every remaining chain stays whole at each step)
+/// A's page-hash lists (its chain proved whole; a full's lists are its first members)
+/// each replaced delta, oldest first: on the one before it (name, manifest SHA-256), its members
+///     checked against its manifest, its page hashes applied, each state digest checked
+/// the merged changes: every page whose tip hash differs from A's, its bytes from the newest
+///     replaced delta carrying it, each checked against the tip's hash; external files new or
+///     changed since A, from the newest delta that carried them
+/// write → publish (the tip's time and label, the next free sequence: `…_2-delta`)
+/// read it back as a base is read: its changed pages checked and hashed onto A's lists, every
+///     store's state digest == the tip's
+/// remove the tip, then the run newest first (every remaining chain stays whole at each step)
 /// ```
+///
+/// A chain that loses nothing is not read at all; a full is never rewritten (a day's chain pruned
+/// to its last delta keeps its full and one merged delta: a little more space than one new full,
+/// for a prune that reads only the deltas it removes).
 ///
 /// The merged archive names what it replaces (`delta.replaces`): after a crash between publishing
 /// and removing, the next prune sees the replaced tip beside it (same time and label) and removes
@@ -33,13 +43,11 @@ public enum DeltaMerge {
         public let tip: RepositoryEntry
         /// The deltas between `base` and the tip that nothing else keeps, oldest first.
         public let run: [RepositoryEntry]
-        /// The archive the merged delta is built on, or the full a new full replaces.
+        /// The archive the merged delta is built on; it stays.
         public let base: RepositoryEntry
-        /// A new full (replacing `base` too) rather than a merged delta on `base`.
-        public let full: Bool
 
         /// What the merged archive replaces, oldest first.
-        public var replaced: [RepositoryEntry] { (full ? [base] : []) + run + [tip] }
+        public var replaced: [RepositoryEntry] { run + [tip] }
     }
 
     /// A label without its `delta` suffix (nil for `delta` alone): the label of a new full that
@@ -85,10 +93,7 @@ public enum DeltaMerge {
                 break
             }
             guard let stop, !run.isEmpty else { continue }
-            let full =
-                !stop.isDelta && stop.entry.name.kind == .backup
-                && (kept[stop.entry.path] ?? []) == [DeltaChains.baseReason(of: run[0].name.fileName)]
-            merges.append(Merge(tip: tip, run: run, base: stop.entry, full: full))
+            merges.append(Merge(tip: tip, run: run, base: stop.entry))
         }
         return merges
     }
@@ -141,106 +146,147 @@ public enum DeltaMerge {
         let work = try repository.prepareWorkFolder()
         let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "merge")
         defer { FileSystem.removeTree(scratch) }
-        let staging = scratch + "/staged"
-        try FileSystem.makeDirectory(staging)
-        let tipManifest = try repository.head(of: merge.tip).manifest
-        guard let tipInfo = tipManifest.delta,
-            try DeltaRestore.stage(merge.tip, repository: repository, into: staging, user: user, durable: false)
-                != nil
-        else {
+        // 1. The base's page-hash lists (its chain proved whole first, ``ChainLinks``): one copy
+        // stays the base's, the other becomes the tip's as each replaced delta is applied to it.
+        func baseHead(_ folder: String) throws -> BaseHead {
+            try FileSystem.makeDirectory(folder)
+            switch BaseHead.read(merge.base, repository: repository, into: folder) {
+            case .failure(let failure):
+                throw VerificationFailure(archive: merge.base.path, reason: "cannot serve as a base: \(failure)")
+            case .success(let value): return value
+            }
+        }
+        let head = try baseHead(scratch + "/base")
+        var lists = try baseHead(scratch + "/lists").pages
+        guard let baseInfo = head.manifest.delta else {
+            throw VerificationFailure(archive: merge.base.path, reason: "has no page hashes")
+        }
+        // 2. Each replaced delta, oldest first: built on the archive before it (by name and
+        // manifest SHA-256), its changed pages and external-data files extracted and checked
+        // against its manifest, their hashes applied to the lists, and each list checked against
+        // the state digest the delta records. Only the removed deltas are read, never a store.
+        let links = merge.run + [merge.tip]
+        var previous = (name: merge.base.name.fileName, digest: head.manifestSHA256)
+        var changes: [[String: String]] = []  // per link: store name → its extracted `.delta`
+        var carried: [[String: (file: Manifest.File, path: String)]] = []  // per link: member → file
+        var tipManifest: Manifest?
+        for (index, link) in links.enumerated() {
+            try Interruption.check()
+            let linkHead = try repository.head(of: link)
+            let (manifest, digest) = (linkHead.manifest, linkHead.sha256)
+            guard let info = manifest.delta, let base = info.base, base.name == previous.name,
+                base.manifestSHA256 == previous.digest
+            else {
+                throw VerificationFailure(
+                    archive: link.path, reason: "is not a delta on \(previous.name) as the chain records it")
+            }
+            var stores: [String: String] = [:]
+            var files: [String: (file: Manifest.File, path: String)] = [:]
+            let wanted = Dictionary(
+                info.stores.compactMap { store in store.changes.map { ($0, store.name) } },
+                uniquingKeysWith: { first, _ in first })
+            ReadTrace.note("read", link.path)
+            let source = try repository.open(link)
+            defer { _ = source.transferFailure() }
+            let reader = try source.reader(name: link.path)
+            _ = try reader.next()  // MANIFEST.json
+            var count = 0
+            while let member = try reader.next() {
+                guard member.kind == .regular else { continue }
+                guard let listed = manifest.files.first(where: { $0.path == member.name }) else {
+                    throw VerificationFailure(
+                        archive: link.path, member: member.name, reason: "is not listed in the manifest")
+                }
+                count += 1
+                let path = scratch + "/\(index)-\(count)"
+                guard try BaseHead.extract(reader, to: path, listed: listed) else {
+                    throw VerificationFailure(
+                        archive: link.path, member: member.name, reason: "does not match the manifest")
+                }
+                if let store = wanted[member.name] {
+                    stores[store] = path
+                } else if listed.kind == .external {
+                    files[listed.path] = (listed, path)
+                }
+            }
+            for store in info.stores {
+                guard let path = stores[store.name], let list = lists[store.name] else {
+                    throw VerificationFailure(archive: link.path, reason: "lacks the changed pages of \(store.name)")
+                }
+                try PageChanges.applyHashes(path, to: list)
+                guard try PageFiles.summary(ofPages: list).stateDigest == store.stateDigest else {
+                    throw VerificationFailure(
+                        archive: link.path, reason: "does not give the state its manifest records for \(store.name)")
+                }
+            }
+            changes.append(stores)
+            carried.append(files)
+            previous = (link.name.fileName, digest)
+            tipManifest = manifest
+        }
+        guard let tipManifest, let tipInfo = tipManifest.delta else {
             throw VerificationFailure(archive: merge.tip.path, reason: "is not a delta")
         }
         CrashPoint.reach(.mergeStaged)
-        // Every store of the tip's state, hashed.
-        var pages: [String] = []
-        for (index, store) in tipInfo.stores.enumerated() {
-            try Interruption.check()
-            let path = scratch + "/\(index).pages"
-            let summary = try PageFiles.hash(
-                file: staging + "/" + Manifest.storesFolder + store.name, pageSize: store.pageSize, writingTo: path)
-            guard summary.stateDigest == store.stateDigest else {
-                throw VerificationFailure(
-                    archive: merge.tip.path, reason: "rebuilds \(store.name) with another state digest than it records")
-            }
-            pages.append(path)
-        }
-        let external = tipInfo.external ?? []
+        // 3. The merged changes of each store: every page whose hash in the tip's list differs
+        // from the base's, its bytes taken from the newest replaced delta that carries it (each
+        // delta's pages are read in order, once) and checked against the tip's hash.
         var members: [ArchiveBuilder.Member] = []
-        var info: DeltaInfo
         func member(_ source: String, _ path: String, _ kind: Manifest.File.Kind, mode: UInt32? = nil) throws {
             let file = try ArchiveBuilder.hash(source, member: path, kind: kind, mode: mode, mappable: false)
             members.append(ArchiveBuilder.Member(source: source, file: file, mappable: false))
         }
-        if merge.full {
-            info = DeltaInfo(
-                base: nil, chainLength: 0, fullCreated: tipManifest.created,
-                stores: tipInfo.stores.map {
-                    DeltaInfo.Store(
-                        name: $0.name, pageSize: $0.pageSize, pageCount: $0.pageCount, stateDigest: $0.stateDigest,
-                        pages: PageFiles.pagesMember($0.name), liveFile: $0.liveFile)
-                })
-            for (index, store) in tipInfo.stores.enumerated() {
-                try member(pages[index], PageFiles.pagesMember(store.name), .pages)
+        var stores: [DeltaInfo.Store] = []
+        for (index, store) in tipInfo.stores.enumerated() {
+            try Interruption.check()
+            guard let basePages = head.pages[store.name], let tipPages = lists[store.name] else {
+                throw VerificationFailure(archive: merge.base.path, reason: "lacks the page hashes of \(store.name)")
             }
-            for store in tipManifest.stores {
-                try member(staging + "/" + store.path, store.path, .store)
-            }
-            for file in external { try member(staging + "/" + file.path, file.path, .external, mode: file.mode) }
-        } else {
-            let baseScratch = scratch + "/base"
-            try FileSystem.makeDirectory(baseScratch)
-            let head: BaseHead
-            switch BaseHead.read(merge.base, repository: repository, into: baseScratch) {
-            case .failure(let failure):
-                throw VerificationFailure(archive: merge.base.path, reason: "cannot serve as a base: \(failure)")
-            case .success(let value): head = value
-            }
-            guard let baseInfo = head.manifest.delta else {
-                throw VerificationFailure(archive: merge.base.path, reason: "has no page hashes")
-            }
-            var changes: [DeltaInfo.Store] = []
-            for (index, store) in tipInfo.stores.enumerated() {
-                try Interruption.check()
-                guard let basePages = head.pages[store.name] else {
-                    throw VerificationFailure(
-                        archive: merge.base.path, reason: "lacks the page hashes of \(store.name)")
+            let cursors = try changes.reversed().compactMap { $0[store.name] }.map { try ChangeCursor(path: $0) }
+            defer { for cursor in cursors { cursor.close() } }
+            let path = scratch + "/\(index).delta"
+            let changed = try PageChanges.write(current: tipPages, base: basePages, to: path) { number, hash, page in
+                for cursor in cursors {
+                    guard try cursor.seek(number) else { continue }
+                    try cursor.read(into: page)
+                    guard SHA256.hash(data: UnsafeRawBufferPointer(page)).elementsEqual(hash) else { break }
+                    return
                 }
-                let path = scratch + "/\(index).delta"
-                let changed = try PageChanges.write(
-                    snapshot: staging + "/" + Manifest.storesFolder + store.name, current: pages[index],
-                    base: basePages, to: path)
-                try member(path, PageFiles.deltaMember(store.name), .pageDelta)
-                changes.append(
-                    DeltaInfo.Store(
-                        name: store.name, pageSize: store.pageSize, pageCount: store.pageCount,
-                        stateDigest: store.stateDigest, changes: PageFiles.deltaMember(store.name),
-                        changedPages: changed, liveFile: store.liveFile))
-            }
-            let before =
-                head.manifest.isDelta
-                ? (baseInfo.external ?? []) : head.manifest.files.filter { $0.kind == .external }
-            let known = Dictionary(before.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
-            for file in external where known[file.path] != file {
-                try member(staging + "/" + file.path, file.path, .external, mode: file.mode)
-            }
-            let now = Set(external.map(\.path))
-            info = DeltaInfo(
-                base: DeltaInfo.Base(name: merge.base.name.fileName, manifestSHA256: head.manifestSHA256),
-                chainLength: baseInfo.chainLength + 1, fullCreated: baseInfo.fullCreated, stores: changes,
-                external: external, removed: before.map(\.path).filter { !now.contains($0) })
-        }
-        for file in members where file.file.kind == .external {
-            guard external.contains(where: { $0.path == file.file.path && $0.sha256 == file.file.sha256 }) else {
                 throw VerificationFailure(
-                    archive: merge.tip.path, reason: "rebuilds \(file.file.path) with other bytes than it records")
+                    archive: merge.tip.path,
+                    reason: "lists page \(number) of \(store.name) with bytes no replaced delta carries")
             }
+            try member(path, PageFiles.deltaMember(store.name), .pageDelta)
+            stores.append(
+                DeltaInfo.Store(
+                    name: store.name, pageSize: store.pageSize, pageCount: store.pageCount,
+                    stateDigest: store.stateDigest, changes: PageFiles.deltaMember(store.name),
+                    changedPages: changed, liveFile: store.liveFile))
         }
+        // External data: the tip's whole list; the files new or changed since the base, each from
+        // the newest replaced delta that carried it.
+        let external = tipInfo.external ?? []
+        let before =
+            head.manifest.isDelta ? (baseInfo.external ?? []) : head.manifest.files.filter { $0.kind == .external }
+        let known = Dictionary(before.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        for file in external where known[file.path] != file {
+            guard let found = carried.reversed().lazy.compactMap({ $0[file.path] }).first(where: { $0.file == file })
+            else {
+                throw VerificationFailure(
+                    archive: merge.tip.path, reason: "records \(file.path), which no delta since the base carries")
+            }
+            try member(found.path, file.path, .external, mode: file.mode)
+        }
+        let now = Set(external.map(\.path))
+        var info = DeltaInfo(
+            base: DeltaInfo.Base(name: merge.base.name.fileName, manifestSHA256: head.manifestSHA256),
+            chainLength: baseInfo.chainLength + 1, fullCreated: baseInfo.fullCreated, stores: stores,
+            external: external, removed: before.map(\.path).filter { !now.contains($0) })
         info.replaces = merge.replaced.map(\.name.fileName)
         CrashPoint.reach(.mergeHashed)
         var settings = ArchiveBuilder.Settings()
         settings.kind = .backup
-        // A new full is not named a delta: the tip's label without its `delta` suffix.
-        settings.label = merge.full ? stem(merge.tip.name.label) : merge.tip.name.label
+        settings.label = merge.tip.name.label
         settings.compression = merge.tip.name.compression
         settings.check = .none
         settings.mapStores = false
@@ -264,7 +310,7 @@ public enum DeltaMerge {
         let entry = try builder.publish(written, created: merge.tip.name.created, sequence: sequence) { moved = true }
         CrashPoint.reach(.mergePublished)
         do {
-            try prove(entry, states: tipInfo.stores, repository: repository, user: user, work: scratch)
+            try prove(entry, states: tipInfo.stores, repository: repository, work: scratch)
         } catch {
             try? repository.removeRecorded([entry])
             throw error
@@ -274,34 +320,87 @@ public enum DeltaMerge {
         return entry
     }
 
-    /// Reads `entry` back from the repository into a scratch folder (a delta rebuilt from its
-    /// chain) and checks that every store has the state digest of `states` and passes
-    /// `integrity_check`.
+    /// Reads `entry` back from the repository as a base is read (``BaseHead``: its chain whole,
+    /// its manifest the one it was built with, every changed-pages member checked against the
+    /// manifest and hashed into its base's lists) and checks that every store gets the state
+    /// digest of `states`: the merged delta gives, page for page, the state the tip it replaces
+    /// rebuilds to. Only the merged archive's own members and its base's lists are read.
     static func prove(
-        _ entry: RepositoryEntry, states: [DeltaInfo.Store], repository: any Repository, user: UserID, work: String
+        _ entry: RepositoryEntry, states: [DeltaInfo.Store], repository: any Repository, work: String
     ) throws {
         let folder = try FileSystem.createTemporaryDirectory(in: work, for: "proof")
         defer { FileSystem.removeTree(folder) }
-        let manifest: Manifest
-        if let staged = try DeltaRestore.stage(entry, repository: repository, into: folder, user: user, durable: false)
-        {
-            manifest = staged
-        } else {
-            manifest = try ArchiveVerifier.extract(
-                source: try repository.open(entry), name: entry.path, into: folder, check: .full,
-                expectedUser: user.rawValue, durable: false
-            ).manifest
+        let read: BaseHead
+        switch BaseHead.read(entry, repository: repository, into: folder) {
+        case .failure(let failure): throw VerificationFailure(archive: entry.path, reason: failure.description)
+        case .success(let value): read = value
         }
         for state in states {
-            guard let store = manifest.stores.first(where: { $0.name == state.name }) else {
+            guard let list = read.pages[state.name] else {
                 throw VerificationFailure(archive: entry.path, reason: "lacks \(state.name)")
             }
-            let summary = try PageFiles.hash(file: folder + "/" + store.path, pageSize: state.pageSize)
+            let summary = try PageFiles.summary(ofPages: list)
             guard summary.stateDigest == state.stateDigest else {
                 throw VerificationFailure(
                     archive: entry.path,
                     reason: "rebuilds \(state.name) with state digest \(summary.stateDigest), not \(state.stateDigest)")
             }
+        }
+    }
+
+    /// Reads a `.delta` file's pages in order (its structure was checked as its hashes were applied:
+    /// the header, page numbers increasing, the length exact).
+    final class ChangeCursor {
+        let fd: Int32
+        let path: String
+        let pageSize: Int
+        let changed: Int
+        private var index = -1
+        private var number = 0
+
+        init(path: String) throws {
+            let descriptor = RawPath.open(path, O_RDONLY | O_CLOEXEC)
+            if descriptor < 0 { throw FileSystemError("open", path: path) }
+            var header = [UInt8](repeating: 0, count: PageFiles.deltaHeader)
+            do {
+                try header.withUnsafeMutableBytes {
+                    try PageFiles.readFully(descriptor, into: $0, at: 0, path: path)
+                }
+            } catch {
+                Glibc.close(descriptor)
+                throw error
+            }
+            self.path = path
+            fd = descriptor
+            pageSize = Int(header[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+            changed = Int(header[20..<28].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+        }
+
+        func close() { Glibc.close(fd) }
+
+        private var offset: Int64 { Int64(PageFiles.deltaHeader) + Int64(index) * Int64(8 + pageSize) }
+
+        /// Moves to page `wanted` (called with increasing numbers); whether the file carries it.
+        func seek(_ wanted: Int) throws -> Bool {
+            while number < wanted {
+                index += 1
+                guard index < changed else {
+                    number = .max
+                    return false
+                }
+                var bytes = [UInt8](repeating: 0, count: 8)
+                try bytes.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: offset, path: path) }
+                number = Int(bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+            }
+            return number == wanted
+        }
+
+        /// The current page's bytes.
+        func read(into page: UnsafeMutableRawBufferPointer) throws {
+            guard page.count == pageSize else {
+                throw DeltaError.malformed(path: path, reason: "has pages of \(pageSize) bytes, not \(page.count)")
+            }
+            try PageFiles.readFully(fd, into: page, at: offset + 8, path: path)
         }
     }
 }

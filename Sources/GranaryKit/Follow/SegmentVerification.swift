@@ -81,7 +81,7 @@ public enum SegmentVerification {
         var pageSizes: [String: Int]?
         if let base = archives.first(where: { $0.name.fileName == generation.base }) {
             do {
-                let manifest = try repository.readManifest(base)
+                let manifest = try repository.head(of: base).manifest
                 pageSizes = Dictionary(manifest.stores.map { ($0.name, $0.pageSize) }, uniquingKeysWith: { a, _ in a })
             } catch {
                 problem(nil, "its base archive \(generation.base) cannot be read: \(describe(error))")

@@ -164,13 +164,18 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
     /// The label of a retired user's final archive.
     public static let finalLabel = "final"
     /// Labels granary gives its own archives, which a backup's own label may not be.
-    public static let reservedLabels: Set<String> = [preRestoreLabel, preResetLabel, finalLabel]
+    public static let reservedLabels: Set<String> = [
+        preRestoreLabel, preResetLabel, finalLabel, preRestoreLabel + "-delta", preResetLabel + "-delta",
+    ]
 
     /// What the archive is, by its label: safety and final archives carry reserved labels, which a
     /// regular backup cannot take (the manifest's `kind` says the same).
     public var kind: ArchiveKind {
         switch label {
-        case ArchiveName.preRestoreLabel, ArchiveName.preResetLabel: return .safety
+        // (A safety archive written as a delta on the newest backup: `pre-restore-delta`.)
+        case ArchiveName.preRestoreLabel, ArchiveName.preResetLabel, ArchiveName.preRestoreLabel + "-delta",
+            ArchiveName.preResetLabel + "-delta":
+            return .safety
         case ArchiveName.finalLabel: return .final
         default: return .backup
         }

@@ -171,6 +171,8 @@ extension Repository {
                 if let bytes = readSidecar(of: key) {
                     if var record = VerificationRecord.decode(bytes, matching: entry) {
                         record.archive = target.fileName
+                        // (The rename gives the file a new change time: the record keeps none.)
+                        record.archiveIdentity = nil
                         try? writeSidecar(record.encoded(), of: targetKey)
                     }
                 }

@@ -190,7 +190,9 @@ public struct LocalRepository: Repository {
             guard let info = FileSystem.status(base + "/" + name), (info.st_mode & S_IFMT) == S_IFREG else {
                 return nil
             }
-            return RepositoryObject(name: name, size: Int64(info.st_size), modified: VerificationRecord.modified(info))
+            return RepositoryObject(
+                name: name, size: Int64(info.st_size), modified: VerificationRecord.modified(info),
+                identity: VerificationRecord.identity(info))
         }
     }
 

@@ -104,11 +104,15 @@ public struct RepositoryObject: Sendable, Equatable {
     /// Its modification stamp in nanoseconds since 1970 (a local file's mtime, a remote object's
     /// upload time): a verification record holds it and no longer applies when it changes.
     public let modified: Int64
+    /// What a copy of the file cannot keep (``VerificationRecord/identity(_:)``: a local file's
+    /// device, inode and change time); nil where the backend gives nothing of the kind.
+    public var identity: String?
 
-    public init(name: String, size: Int64, modified: Int64) {
+    public init(name: String, size: Int64, modified: Int64, identity: String? = nil) {
         self.name = name
         self.size = size
         self.modified = modified
+        self.identity = identity
     }
 }
 
@@ -131,6 +135,9 @@ public struct RepositoryEntry: Sendable, Equatable {
     /// The host its marker names (``Hosts``); nil for an archive written before hosts existed
     /// (or a file outside the repository).
     public var host: String?
+    /// What a copy cannot keep, as listed (``RepositoryObject/identity``): a verification record
+    /// holds it and no longer applies when it changes.
+    public var identity: String?
 
     public init(user: UserID, name: ArchiveName, path: String, size: Int64, modified: Int64 = 0, object: String? = nil)
     {
@@ -238,6 +245,7 @@ extension Repository {
             var entry = RepositoryEntry(
                 user: user, name: parsed, path: display(key), size: object.size, modified: object.modified, object: key)
             entry.host = host
+            entry.identity = object.identity
             entry.localFile = localPath.map { $0 + "/" + key }
             entries.append(entry)
         }
@@ -300,6 +308,9 @@ extension Repository {
     /// repository (granary writes nothing beside it).
     public func writeRecord(_ record: VerificationRecord, for entry: RepositoryEntry) throws(RepositoryError) {
         guard let object = entry.object else { return }
+        // The record is of the file as listed: a copy put in its place later is another file.
+        var record = record
+        record.archiveIdentity = entry.identity
         try writeSidecar(record.encoded(), of: object)
     }
 
@@ -347,6 +358,7 @@ extension Repository {
                 user: user, name: archive, path: display(key), size: Int64(info.st_size),
                 modified: VerificationRecord.modified(info), object: key)
             entry.host = archive.host
+            entry.identity = VerificationRecord.identity(info)
             entry.localFile = localPath + "/" + key
             return entry
         }
@@ -355,6 +367,7 @@ extension Repository {
             user: user, name: archive, path: display(key), size: listed?.size ?? FileSystem.size(file),
             modified: listed?.modified ?? 0, object: key)
         entry.host = archive.host
+        entry.identity = listed?.identity
         return entry
     }
 

@@ -101,9 +101,73 @@ public enum SafetyArchive {
                     owner: .of(uid: status.st_uid, gid: status.st_gid, mode: UInt32(status.st_mode)),
                     externalMember: externalMember, external: external))
         }
-        let entry = try ArchiveBuilder(repository: repository, user: user, settings: settings)
-            .build(stores: inputs, folder: folder, folders: folders)
-        return entry.path
+        let builder = ArchiveBuilder(repository: repository, user: user, settings: settings)
+        if kind == .safety,
+            let entry = try delta(
+                of: inputs, builder: builder, label: label, scratch: scratch, folder: folder, folders: folders)
+        {
+            return entry.path
+        }
+        return try builder.build(stores: inputs, folder: folder, folders: folders).path
+    }
+
+    /// The safety archive as a delta on the user's newest backup, when that backup is a sound base
+    /// (the test `backup --delta` makes, ``DeltaBackup/start(policy:user:repository:storeNames:work:label:created:cache:liveFiles:)``:
+    /// page hashes, its whole chain present and not found bad, the same stores; then the page size
+    /// and journal mode of each store, and the share of pages changed), so that a restore costs
+    /// what it replaced rather than a whole copy of the user's stores. Nil when there is no sound
+    /// base (no backup, one without page hashes, a broken chain, a safety archive newer than it):
+    /// the caller writes the plain full. When the plan decides a full after the stores are checked
+    /// (too many pages changed, another page size), the full it describes (with page hashes) is
+    /// written here, so the stores are not checked twice. The chain's length and age, which bound
+    /// how often a backup writes a full, do not apply: a safety archive starts no chain.
+    static func delta(
+        of inputs: [ArchiveBuilder.StoreInput], builder: ArchiveBuilder, label: String?, scratch: String,
+        folder: Manifest.Ownership?, folders: [String: Manifest.Ownership]
+    ) throws -> RepositoryEntry? {
+        let repository = builder.repository, user = builder.user
+        var policy = DeltaPolicy()
+        policy.maxChain = DeltaRestore.chainLimit - 1
+        policy.maxAge = .infinity
+        let work = scratch + "/delta"
+        try FileSystem.makeDirectory(work)
+        try repository.prepare()
+        let created = try repository.nextStamp(for: user)
+        // The page-hash lists a `backup --delta` kept of the newest backup (read, never written).
+        let cache = try repository.prepareWorkFolder() + "/" + PageHashCache.folderName
+        let started = try DeltaBackup.start(
+            policy: policy, user: user, repository: repository, storeNames: inputs.map(\.name), work: work,
+            label: label, created: created, cache: cache)
+        guard case .base = started else { return nil }
+        var stores: [Manifest.Store] = []
+        var files: [DeltaBackup.File] = []
+        for input in inputs {
+            try Interruption.check()
+            let (store, member) = try builder.store(
+                name: input.name, database: input.database, journalMode: input.journalMode, owner: input.owner,
+                externalMember: input.externalMember)
+            stores.append(store)
+            files.append(DeltaBackup.File(source: member.source, file: member.file))
+            files += input.external.map { DeltaBackup.File(source: $0.source, file: $0.file) }
+        }
+        let plan = try DeltaBackup.plan(
+            policy: policy, user: user, repository: repository, stores: stores, files: files, work: work,
+            label: label, created: created, started: started)
+        var settings = builder.settings
+        settings.label = plan.label
+        let packer = ArchiveBuilder(repository: repository, user: user, settings: settings)
+        let members = plan.files.map { ArchiveBuilder.Member(source: $0.source, file: $0.file, mappable: false) }
+        var manifest = packer.manifest(
+            created: created, stores: stores, members: members, folder: folder, folders: folders)
+        manifest.delta = plan.info
+        let written = try packer.write(
+            manifest, members: members, into: try repository.stagingFolder(for: user), created: created)
+        var moved = false
+        defer {
+            close(written.fd)
+            if !moved { unlink(written.temporary) }
+        }
+        return try packer.publish(written, created: created) { moved = true }
     }
 
     /// Copies the replaced database at `path` (opened beneath its folder's descriptor, no link
