@@ -36,6 +36,7 @@ extension PageRecorder {
     /// hash of a zero page for every page never written (the lock-byte page, a hole, a page a
     /// truncate cut and the file grew over again), which is exactly what reading the file would
     /// give. Throws ``NoCopyFallback`` when the recorder gave up.
+    /// Invariant D6 (docs/delta-invariants.md).
     func finishDiscarded(writingTo output: String) throws -> PageFiles.Summary {
         try drain()
         guard let log = core.log else { throw NoCopyFallback(reason: "the copy was not discarded") }
@@ -63,6 +64,7 @@ extension PageRecorder {
             } else {
                 page.initializeMemory(as: UInt8.self, repeating: 0)
             }
+            // Invariant D7 (docs/delta-invariants.md)
             guard SHA256.hash(data: UnsafeRawBufferPointer(page)).elementsEqual(hash) else {
                 throw NoCopyFallback(reason: "page \(number) of the change log does not have its recorded hash")
             }
@@ -74,6 +76,7 @@ extension PageRecorder {
     /// Memory stays flat whatever the share of pages changed: one bit per page says which pages
     /// are changed now, and 1 MiB of page bytes waits to be written. The base's hashes are read
     /// 32,768 at a time around the page asked for (pages arrive in order, page 1 again at the end).
+    /// Invariant D8 (docs/delta-invariants.md).
     final class ChangeLog: @unchecked Sendable {
         let path: String
         let fd: Int32

@@ -65,6 +65,7 @@ struct DeltaAttempt {
 
     /// Copies the stores (`snapshot`, once or twice, in `work` or a folder in it) and plans the
     /// archive.
+    /// Invariant D12 (docs/delta-invariants.md).
     func run<Taken: DeltaSnapshots>(in work: String, snapshot: (Copies) throws -> Taken) throws -> Outcome<Taken> {
         guard policy != nil && mayDiscard else {
             return try attempt(Copies(scratch: work, discarding: false, again: nil), snapshot)
@@ -74,6 +75,7 @@ struct DeltaAttempt {
         do {
             return try attempt(Copies(scratch: first, discarding: true, again: nil), snapshot)
         } catch let fallback as NoCopyFallback {
+            // Invariant D4 (docs/delta-invariants.md)
             FileSystem.removeTree(first)
             return try attempt(Copies(scratch: work, discarding: false, again: fallback.reason), snapshot)
         }

@@ -46,6 +46,7 @@ struct DiscardedCopy {
     /// and the scratch folder's room must hold, and a hand-written `-wal` decides that count.
     func run() throws -> Outcome {
         let pageSize = try source.pageSize()
+        // Invariant D4 (docs/delta-invariants.md)
         guard pageSize == noCopy.pageSize, noCopy.journalMode == "wal" else {
             throw NoCopyFallback(reason: "the page size or journal mode is not the base's")
         }
@@ -63,6 +64,7 @@ struct DiscardedCopy {
         // (Reading the page count starts the transaction: the journal mode below is then its own.)
         let pages = try source.pageCount()
         // The size this transaction reads, charged before a page is copied.
+        // Invariant D5 (docs/delta-invariants.md)
         try charge?(Int64(pages) * Int64(pageSize))
         // The journal mode read above was read before this transaction: an owner that left WAL
         // mode in between would have the copy hold a shared lock its writes wait for, and the
@@ -156,6 +158,7 @@ struct DiscardedCopy {
                 // stopped: the copy is made again for real; anything else is the copy's failure.
                 var reads: Int64 = 0
                 _ = sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARDED_READS, &reads)
+                // Invariant D4 (docs/delta-invariants.md)
                 if reads > 0 { throw NoCopyFallback(reason: "SQLite read back a page of the copy (\(error))") }
                 if recorder.stopped { throw NoCopyFallback(reason: "the recorder stopped the copy") }
                 throw error
@@ -176,6 +179,7 @@ struct DiscardedCopy {
     /// A second connection to the store of `source`, in a read transaction on the state the
     /// source's (begun after `before` was read) reads, its read-ahead on; or why there is none
     /// (the check then runs after the copy, in the copy's transaction).
+    /// Invariant D3 (docs/delta-invariants.md).
     private static func checker(
         on source: Database, before: [UInt8], open: (() throws -> Database)?
     ) -> Swift.Result<Checker, CheckAfter> {

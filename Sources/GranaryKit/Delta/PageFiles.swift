@@ -88,6 +88,7 @@ public enum PageFiles {
         var writer = try output.map { try BlockWriter(path: $0) }
         defer { writer?.close() }
         var state = SHA256()
+        // Invariant D9 (docs/delta-invariants.md)
         state.update(data: statePrefix)
         let header = BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(count))
         state.update(data: header)

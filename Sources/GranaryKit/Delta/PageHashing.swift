@@ -26,6 +26,7 @@ extension PageRecorder {
         var queue: [Event] = []
         var queued = 0
         var closed = false
+        // Invariant D8 (docs/delta-invariants.md)
         static let limit = 2 << 20
 
         /// Queues `event` (waiting while 2 MiB are queued), starting the hashing thread first.

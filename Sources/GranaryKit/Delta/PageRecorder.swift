@@ -149,6 +149,7 @@ final class PageRecorder: @unchecked Sendable {
     /// written to `output`: the recorded hashes, and the unknown pages read from the file. When
     /// the recorder saw no write (the VFS was not there) or cut pages of another size (the page
     /// size changed during the copy), every page is read: the same result, the old way.
+    /// Invariant D6 (docs/delta-invariants.md).
     func finish(snapshot: String, pageSize: Int, writingTo output: String) throws -> PageFiles.Summary {
         try drain()
         guard attached, pageSize == self.pageSize, core.hashed > 0 else {
