@@ -6,8 +6,11 @@ in the other (comments and string literals left out). Each folder may use the fo
 own layer and of the layers below; a use of a folder above is allowed only when it is listed
 in UPWARD with the reason, by file and type. A new use that breaks the layering fails
 `make lint`, naming the file and the type; so does an entry of UPWARD nothing needs any more.
-It also refuses an unsafe pointer in GranaryKit's public interface (a `public` declaration
-naming an `Unsafe…Pointer`, `OpaquePointer` or `dirent`): embedders get safe types.
+Delta/ has rules of its own (DELTA_USES, DELTA_USERS, DELTA_IMPORTS: what it may use of the
+folders beside it, who may use it, which modules it may import, and that it alone imports
+CPageHash), and every invariant of docs/delta-invariants.md must be cited by the code that keeps
+it (`// Invariant D3 (docs/delta-invariants.md)`), every citation naming one listed there. It
+also refuses an unsafe pointer in GranaryKit's public interface (a `public` declaration naming an `Unsafe…Pointer`, `OpaquePointer` or `dirent`): embedders get safe types.
 Usage: check-layers.py [Sources/GranaryKit]
 """
 import os
@@ -58,6 +61,27 @@ SIDEWAYS = {
     ("Restore/Recovery.swift", "Retirement"): "recovery finishes a retire that stopped (Retirement.recover)",
 }
 
+# Delta/ (delta archives, issue 35) within the middle layer. It builds on where archives live
+# (every type of Repository) and on verify's member checks, nothing else of Catalogue: a delta's
+# members are checked as any archive's are (its chains are then read by verify, prune and inspect
+# through Delta's own entry points).
+DELTA_USES = {
+    "Repository": None,  # all of it
+    "Catalogue": {"ArchiveVerifier", "MemberSink", "OverlappedSink", "VerificationFailure", "VerificationRecord"},
+}
+# Who may use Delta: the operations that write and rebuild chains (backup, restore: not the fast
+# path, which writes nothing different, nor retire or follow, whose archives are plain fulls and
+# whose backups go through BackupOperation), the catalogue that reads them,
+# and of the repository folder only sync (chains go to a mirror whole) and the repository's
+# interface (a manifest and its SHA-256 read with DeltaRestore.head). The foundations use it only
+# through UPWARD (the manifest's DeltaInfo).
+DELTA_USERS = {"Backup", "Restore", "Catalogue",
+               "Repository/MirrorSync.swift", "Repository/Repository.swift"}
+# The modules Delta may import: no libarchive (archives are read through Archive/), no CBeneath
+# (a user's folder only through Users/ and SQLite/). CPageHash is Delta's alone (PageHash).
+DELTA_IMPORTS = {"Foundation", "Glibc", "Synchronization", "Crypto", "CSQLite", "CSnapshotTee", "CPageHash", "CLinux"}
+ONLY_DELTA_IMPORTS = {"CPageHash"}
+
 base = sys.argv[1] if len(sys.argv) > 1 else "Sources/GranaryKit"
 layer_of = {folder: index for index, layer in enumerate(LAYERS) for folder in layer}
 declared = {}
@@ -95,10 +119,46 @@ for file, text in sorted(texts.items()):
             else:
                 problems.append(f"{file} uses {type_name} ({other}): {folder} may use only {sorted(OPERATIONS[folder])}")
 for file, text in sorted(texts.items()):
+    folder = file.split("/")[0]
+    code = re.sub(r"//.*", "", text)
+    code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', code)
+    for type_name, other in sorted(declared.items()):
+        if other == folder or "Delta" not in (folder, other) or folder not in layer_of:
+            continue
+        if layer_of[folder] < layer_of[other] or (folder == "Delta" and layer_of[other] < layer_of[folder]):
+            continue  # the foundations (UPWARD) and what Delta uses below its layer
+        if not re.search(r"(?<![.\w])" + type_name + r"\b", code):
+            continue
+        if folder == "Delta":
+            allowed = DELTA_USES.get(other, set())
+            if allowed is not None and type_name not in allowed:
+                problems.append(f"{file} uses {type_name} ({other}): Delta may use only {sorted(DELTA_USES)} "
+                                f"(of Catalogue: {sorted(DELTA_USES['Catalogue'])})")
+        elif folder not in DELTA_USERS and file not in DELTA_USERS:
+            problems.append(f"{file} uses {type_name} (Delta): only {sorted(DELTA_USERS)} may use Delta")
+    for module in re.findall(r"^\s*import\s+(\w+)", code, re.M):
+        if folder == "Delta" and module not in DELTA_IMPORTS:
+            problems.append(f"{file} imports {module}: Delta imports only {sorted(DELTA_IMPORTS)}")
+        if folder != "Delta" and module in ONLY_DELTA_IMPORTS:
+            problems.append(f"{file} imports {module}, which only Delta imports")
+for file, text in sorted(texts.items()):
     code = re.sub(r"//.*", "", text)
     for number, line in enumerate(code.split("\n"), 1):
         if re.search(r"\bpublic\b", line) and re.search(r"\bUnsafe\w*Pointer\b|\bOpaquePointer\b|\bdirent\b", line):
             problems.append(f"{file}:{number}: an unsafe pointer in GranaryKit's public interface: {line.strip()}")
+# Every invariant of docs/delta-invariants.md is cited by the code that keeps it, and every
+# citation names one that is there.
+invariants_doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "delta-invariants.md")
+if os.path.exists(invariants_doc):
+    listed = set(re.findall(r"^\*\*(D\d+)\.", open(invariants_doc).read(), re.M))
+    cited = {}
+    for file, text in texts.items():
+        for name in re.findall(r"//+ Invariant (D\d+) \(docs/delta-invariants\.md\)", text):
+            cited.setdefault(name, file)
+    for name in sorted(listed - set(cited)):
+        problems.append(f"docs/delta-invariants.md: {name} is cited by no code (// Invariant {name} (docs/delta-invariants.md))")
+    for name in sorted(set(cited) - listed):
+        problems.append(f"{cited[name]}: cites Invariant {name}, which docs/delta-invariants.md does not list")
 for key in sorted(set(UPWARD) | set(SIDEWAYS)):
     if key not in used_exceptions:
         problems.append(f"{key[0]} no longer uses {key[1]}: remove it from scripts/check-layers.py")

@@ -61,7 +61,7 @@ public struct BackupOperation: Sendable {
         /// in place of a full when a base fits (``DeltaBackup``); nil: fulls as always.
         public var delta: DeltaPolicy?
         /// `--delta` copies WAL stores without a snapshot file when a delta may follow
-        /// (`Snapshotter.NoCopy`); true: every store is snapshotted into a file first, as before
+        /// (`DeltaAttempt.NoCopy`); true: every store is snapshotted into a file first, as before
         /// (tests compare the two ways).
         public var snapshotEveryStore = false
         public init() {}
@@ -115,7 +115,7 @@ public struct BackupOperation: Sendable {
         public var plainFiles = 0
         /// With ``Options/delta``: whether a delta or a full was written, and why a full.
         public var delta: DeltaOutcome?
-        /// Stores copied without a snapshot file (`Snapshotter.NoCopy`), and why such a copy was
+        /// Stores copied without a snapshot file (`DeltaAttempt.NoCopy`), and why such a copy was
         /// made again for real, if it was (tests, the bench).
         var discardedCopies = 0
         var copiedAgain: String?
@@ -214,45 +214,20 @@ public struct BackupOperation: Sendable {
                 let policy = kind == .backup ? options.delta : nil
                 let cache = workFolder + "/" + PageHashCache.folderName
                 // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits. A
-                // final archive (retire) is always a plain full, whatever the options say. A WAL
-                // store's copy for a delta is not written (`Snapshotter.NoCopy`); when a full is
-                // needed after all, the stores are copied again, for real (`NoCopyFallback`).
-                func attempt(noCopy: Bool, in scratch: String, secondCopy: String?) throws -> (
-                    Taken, DeltaBackup.Plan?, Date
-                ) {
-                    let taken = try snapshotAll(
-                        folder, scanned: secondCopy == nil ? scanned : nil, into: scratch, stages: &stages,
+                // final archive (retire) is always a plain full, whatever the options say. Whether
+                // a delta or a full, and whether the stores are copied twice, is the delta layer's
+                // decision (``DeltaAttempt``); copying them is this operation's (``snapshotAll``).
+                let attempt = DeltaAttempt(
+                    policy: policy, mayDiscard: !options.snapshotEveryStore, user: user, repository: repository,
+                    label: options.label, cache: cache)
+                let attempted = try attempt.run(in: work) { copies in
+                    try snapshotAll(
+                        folder, scanned: copies.again == nil ? scanned : nil, into: copies.scratch, stages: &stages,
                         archiveFolder: userFolder,
                         overlapped: &overlapped, builder: self.builder(for: user, kind: kind),
-                        delta: noCopy ? policy.map { (policy: $0, label: options.label, cache: cache) } : nil)
-                    let created = try repository.nextStamp(for: user)
-                    let delta = try policy.map { policy in
-                        try DeltaBackup.plan(
-                            policy: policy, user: user, repository: repository, stores: taken.stores,
-                            files: taken.files.map { DeltaBackup.File(source: $0.source, file: $0.file) },
-                            work: scratch,
-                            label: options.label, created: created, recorded: taken.pageHashes,
-                            cache: cache, liveFiles: taken.liveFiles, started: taken.started,
-                            secondCopy: secondCopy)
-                    }
-                    return (taken, delta, created)
+                        delta: copies.discarding ? attempt : nil)
                 }
-                var attempted: (Taken, DeltaBackup.Plan?, Date)
-                var copiedAgain: String?
-                if policy != nil && !options.snapshotEveryStore {
-                    let first = work + "/delta"
-                    try FileSystem.makeDirectory(first)
-                    do {
-                        attempted = try attempt(noCopy: true, in: first, secondCopy: nil)
-                    } catch let fallback as NoCopyFallback {
-                        FileSystem.removeTree(first)
-                        copiedAgain = fallback.reason
-                        attempted = try attempt(noCopy: false, in: work, secondCopy: fallback.reason)
-                    }
-                } else {
-                    attempted = try attempt(noCopy: false, in: work, secondCopy: nil)
-                }
-                let (taken, delta, created) = attempted
+                let taken = attempted.taken, delta = attempted.plan, created = attempted.created
                 if delta != nil { CrashPoint.reach(.deltaPlanned) }
                 var cached: String?
                 // (`--delta` leaves a store's SHA-256 to be taken here, only when the store is packed.)
@@ -308,7 +283,7 @@ public struct BackupOperation: Sendable {
                 result.plainFiles = taken.files.lazy.filter { $0.file.kind == .plain }.count
                 result.delta = delta?.outcome
                 result.discardedCopies = taken.pageHashes.lazy.filter { $0?.discarding == true }.count
-                result.copiedAgain = copiedAgain
+                result.copiedAgain = attempted.copiedAgain
                 published = true
                 return result
             }
@@ -347,20 +322,31 @@ public struct BackupOperation: Sendable {
     }
 
     /// What ``snapshotAll(_:scanned:into:stages:archiveFolder:overlapped:builder:delta:)`` took.
-    typealias Taken = (
-        stores: [Manifest.Store], files: [Packed], skipped: [UserFolder.Skipped], folderOwner: Manifest.Ownership?,
-        folders: [String: Manifest.Ownership], warnings: [String], pageHashes: [PageRecorder?],
-        liveFiles: [String], started: DeltaBackup.Start?
-    )
+    struct Taken: DeltaSnapshots {
+        var stores: [Manifest.Store]
+        var files: [Packed]
+        /// Entries of the user's folder passed over, with the reason.
+        var skipped: [UserFolder.Skipped]
+        /// The owner of the user's folder, and of each folder a member is in.
+        var folderOwner: Manifest.Ownership?
+        var folders: [String: Manifest.Ownership]
+        var warnings: [String]
+        /// `--delta`: each store's page recorder (nil without `--delta`).
+        var pageHashes: [PageRecorder?]
+        /// The live stores' file identities (``StoreFile/fileIdentity``).
+        var liveFiles: [String]
+        /// What the base told before the copy (the first attempt of a delta), or nil.
+        var started: DeltaBackup.Start?
+    }
 
     /// Snapshots every store of the user (and copies the external data). With `delta` (a
     /// `backup --delta`): the base is read first (``DeltaBackup/start(policy:user:repository:storeNames:work:label:created:cache:)``),
-    /// and when a delta may follow, each WAL store is copied without its file (``Snapshotter/NoCopy``).
+    /// and when a delta may follow, each WAL store is copied without its file (``DeltaAttempt/NoCopy``).
     private func snapshotAll(
         _ folder: UserFolder, scanned: UserFolder.Scan? = nil, into work: String, stages: inout Stages,
         archiveFolder: String,
         overlapped: inout OverlappedPack?, builder: ArchiveBuilder,
-        delta: (policy: DeltaPolicy, label: String?, cache: String)? = nil
+        delta: DeltaAttempt? = nil
     ) throws -> Taken {
         var stores: [Manifest.Store] = []
         var files: [Packed] = []
@@ -391,11 +377,13 @@ public struct BackupOperation: Sendable {
         // `[limits] time` bounds the user's checks across all its stores, not each store's alone.
         let account = ContentAccount(
             limits: options.context.limits, storesOfSize: StoreFile.bytes(of: scan.stores))
-        let started = try delta.map {
-            try DeltaBackup.start(
-                policy: $0.policy, user: folder.id, repository: repository, storeNames: scan.stores.map(\.name),
-                work: work, label: $0.label, created: Date(), cache: $0.cache,
-                liveFiles: scan.stores.map(\.fileIdentity))
+        let started = try delta.flatMap { attempt in
+            try attempt.policy.map {
+                try DeltaBackup.start(
+                    policy: $0, user: folder.id, repository: repository, storeNames: scan.stores.map(\.name),
+                    work: work, label: attempt.label, created: Date(), cache: attempt.cache,
+                    liveFiles: scan.stores.map(\.fileIdentity))
+            }
         }
         // The pages a delta may change, across all the user's stores (the plan's share of their
         // pages, estimated from the files' sizes): a discarded copy gives up past what is left of
@@ -450,9 +438,9 @@ public struct BackupOperation: Sendable {
                 // A delta may follow: a WAL store's copy is not written, and its check runs on the
                 // live store, on the copied state (beside the copy, on another thread: `described`
                 // and `checkSeconds` are read once the snapshot has returned).
-                var noCopy: Snapshotter.NoCopy?
+                var noCopy: DeltaAttempt.NoCopy?
                 if case .base(let base)? = started, let old = base.store(store.name) {
-                    noCopy = Snapshotter.NoCopy(
+                    noCopy = DeltaAttempt.NoCopy(
                         pageSize: old.pageSize, journalMode: old.journalMode, basePages: old.pages,
                         log: work + "/\(index).changes",
                         maxChanged: max(0, deltaBudget - pageHashes.reduce(0) { $0 + ($1?.changedPages ?? 0) }),
@@ -526,10 +514,10 @@ public struct BackupOperation: Sendable {
         let folderOwner = folderInfo.map {
             Manifest.Ownership.of(uid: $0.uid, gid: $0.gid, mode: UInt32($0.mode))
         }
-        return (
-            stores, files, scan.skipped, folderOwner, allFolders, bytes.warnings, pageHashes,
-            scan.stores.map(\.fileIdentity), started
-        )
+        return Taken(
+            stores: stores, files: files, skipped: scan.skipped, folderOwner: folderOwner, folders: allFolders,
+            warnings: bytes.warnings, pageHashes: pageHashes, liveFiles: scan.stores.map(\.fileIdentity),
+            started: started)
     }
 
     /// Copies every regular file of the user's folder that no store holds (``FolderContents/outside(stores:)``)

@@ -319,6 +319,7 @@ struct BaseHead {
             BaseHead, BaseFailure
         >
     {
+        // Invariant D1 (docs/delta-invariants.md)
         // Issue 46: the chain must be whole now, whether or not the cache answers: every link
         // present, the archive its successor was built on, not found bad, not changed since it
         // was written (heads and records only).

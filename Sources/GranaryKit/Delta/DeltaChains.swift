@@ -12,6 +12,7 @@ public enum DeltaChains {
     ///
     /// `reading` says where an archive's manifest is read from when it is not `repository`
     /// (a dry-run sync counts the deltas it would send, which are still in the primary).
+    /// Invariant D10 (docs/delta-invariants.md).
     public static func keepBases(
         of archives: [RepositoryEntry], kept: inout [String: [String]], repository: any Repository,
         reading: (RepositoryEntry) -> (any Repository)? = { _ in nil }

@@ -310,6 +310,7 @@ public enum DeltaMerge {
         let entry = try builder.publish(written, created: merge.tip.name.created, sequence: sequence) { moved = true }
         CrashPoint.reach(.mergePublished)
         do {
+            // Invariant D11 (docs/delta-invariants.md)
             try prove(entry, states: tipInfo.stores, repository: repository, work: scratch)
         } catch {
             try? repository.removeRecorded([entry])

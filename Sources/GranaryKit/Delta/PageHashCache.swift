@@ -32,6 +32,7 @@ enum PageHashCache {
     {
         guard let info = manifest.delta, !chain.isEmpty else { return nil }
         let folder = cache + "/" + entry.user.rawValue
+        // Invariant D2 (docs/delta-invariants.md)
         guard let key = try? String(contentsOfFile: folder + "/key", encoding: .utf8), key == Self.key(chain)
         else { return nil }
         var pages: [String: String] = [:]

@@ -1,4 +1,5 @@
 import CSQLite
+import Foundation
 
 /// SQLite's online backup API with a step loop the caller controls.
 ///
@@ -91,5 +92,26 @@ public final class SQLiteBackup {
         self.handle = nil
         let rc = sqlite3_backup_finish(handle)
         if rc != SQLITE_OK { throw destination.lastError(rc, operation: "backup_finish") }
+    }
+}
+
+extension SQLiteBackup {
+    /// Copies the rest in one step (`-1`), trying again while the source is busy, for up to
+    /// `busyTimeout` (then `SQLITE_BUSY`); ``Interruption`` is checked between tries.
+    func stepToEnd(busyTimeout: Duration) throws {
+        let deadline = ContinuousClock.now + busyTimeout
+        while true {
+            switch try step(pages: -1) {
+            case .done: return
+            case .more: continue
+            case .busy:
+                try Interruption.check()
+                if ContinuousClock.now > deadline {
+                    throw SQLiteError(
+                        code: SQLITE_BUSY, message: "database is locked", path: nil, operation: "backup_step")
+                }
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+        }
     }
 }

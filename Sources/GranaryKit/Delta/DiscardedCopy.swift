@@ -1,0 +1,263 @@
+import CSQLite
+import CSnapshotTee
+import Foundation
+import Synchronization
+
+/// The copy of a WAL store for `backup --delta` without its file (issue 35): SQLite's backup API
+/// writes through the `granary-tee` VFS in its discarding mode, the ``PageRecorder`` keeps the
+/// pages that differ from the base, and the check runs on the live store in a read transaction on
+/// the state the copy reads. Its settings are ``DeltaAttempt/NoCopy``; the snapshotter opens the
+/// live store and hands it over (`Snapshotter.snapshot(_:to:track:limits:pages:noCopy:charge:)`).
+/// Anything that makes a delta without a snapshot file impossible throws ``NoCopyFallback``: the
+/// stores are copied again with files (``DeltaAttempt/run(in:snapshot:)``).
+struct DiscardedCopy {
+    /// The live store's read-only connection (through the tee when `readAhead`).
+    let source: Database
+    /// The copy's file, which keeps only page 1 and is removed afterwards.
+    let destination: String
+    let recorder: PageRecorder
+    let noCopy: DeltaAttempt.NoCopy
+    /// Whether the copy's connection reads the live store in the tee's 64 KiB blocks.
+    let readAhead: Bool
+    /// Opens the check's own connection (as the copy's is), or nil: the check runs after the copy.
+    let openChecker: (() throws -> Database)?
+    /// How long a step waits for a writer's lock.
+    let busyTimeout: Duration
+    /// Tests: runs after the copy's read transaction began and before the check's connection
+    /// begins its own.
+    let beforeChecker: (@Sendable () -> Void)?
+    /// Given the size SQLite will copy, before a page is copied (throws to refuse it).
+    let charge: ((Int64) throws -> Void)?
+
+    /// What the copy found out besides its pages.
+    struct Outcome {
+        /// Why the check ran after the copy rather than beside it (nil: beside it, on a
+        /// connection of its own).
+        var checkedAfter: String?
+    }
+
+    /// The copy of a WAL store without its file (``DeltaAttempt/NoCopy``), and the check of the state it
+    /// copied: beside the copy, on a second connection (`checker` opens it) whose read transaction
+    /// reads the same state, or else after the copy in the copy's own read transaction.
+    ///
+    /// `charge` is given the size SQLite will copy (`PRAGMA page_count` inside the copy's read
+    /// transaction, before a page is copied), as a copy with its file is (`Snapshotter`): the
+    /// changes the recorder keeps, and the full copy that may follow, are what the user's cap
+    /// and the scratch folder's room must hold, and a hand-written `-wal` decides that count.
+    func run() throws -> Outcome {
+        let pageSize = try source.pageSize()
+        // Invariant D4 (docs/delta-invariants.md)
+        guard pageSize == noCopy.pageSize, noCopy.journalMode == "wal" else {
+            throw NoCopyFallback(reason: "the page size or journal mode is not the base's")
+        }
+        // The wal-index header before the copy's read transaction begins (the statements above
+        // have had SQLite map it): the same bytes once the checker's has begun mean that nothing
+        // committed in between, so that both read one state.
+        let before = openChecker == nil ? nil : Self.walIndexHeader(source)
+        // The read transaction of the copy (the backup API keeps an open one), and of the check
+        // when it runs after the copy.
+        try source.execute("BEGIN")
+        // Whatever fails from here ends the read transaction before the error goes on: the
+        // connection is the live store's, and its shared lock would hold up the owner's writes.
+        var open = true
+        defer { if open { try? source.execute("ROLLBACK") } }
+        // (Reading the page count starts the transaction: the journal mode below is then its own.)
+        let pages = try source.pageCount()
+        // The size this transaction reads, charged before a page is copied.
+        // Invariant D5 (docs/delta-invariants.md)
+        try charge?(Int64(pages) * Int64(pageSize))
+        // The journal mode read above was read before this transaction: an owner that left WAL
+        // mode in between would have the copy hold a shared lock its writes wait for, and the
+        // copy recorded as a WAL store's. The mode this transaction reads is the one that counts.
+        let mode = try source.journalMode()
+        guard mode == "wal" else {
+            throw NoCopyFallback(reason: "the store left WAL mode (journal mode \(mode)) as the copy began")
+        }
+        // The copy and the check read the database file in 64 KiB blocks, not page by page: its
+        // bytes that SQLite reads do not change while this read transaction lasts (the tee's job 7).
+        var on: Int32 = 1
+        let reading =
+            readAhead
+            && sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK
+        defer {
+            var off: Int32 = 0
+            if reading { _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) }
+        }
+        // The check's connection, in a read transaction on the copy's state, or nil (the check
+        // then runs after the copy). Closed, its transaction ended, whatever happens below.
+        beforeChecker?()
+        let opened =
+            before.map { Self.checker(on: source, before: $0, open: openChecker) }
+            ?? .failure(.init("no wal-index header"))
+        let checker = try? opened.get()
+        defer { checker?.end() }
+        recorder.pageSize = pageSize
+        try recorder.startDiscarding(
+            base: noCopy.basePages, log: noCopy.log,
+            maxChanged: noCopy.maxChanged)
+        if let checker {
+            // The copy on a thread of its own and the check on this one, at once. The copy's error
+            // goes first, and a copy that fails interrupts the check (a copy that gave up makes
+            // it moot, and the read transactions would hold up the owner's checkpoints meanwhile).
+            let copied = UncheckedSendable { [self] in
+                do {
+                    try copy(pageSize: pageSize)
+                } catch {
+                    // Again and again until the check has ended: an interrupt that comes between
+                    // two of its statements is lost.
+                    while !checker.finished.load(ordering: .acquiring) {
+                        sqlite3_interrupt(checker.db.handle)
+                        usleep(10_000)
+                    }
+                    throw error
+                }
+            }
+            let copying = Pending { try copied.value() }
+            let checked = Swift.Result { try checker.check(noCopy.inTransaction) }
+            checker.finished.store(true, ordering: .releasing)
+            try copying.wait()
+            try checked.get()
+        } else {
+            try copy(pageSize: pageSize)
+            try noCopy.inTransaction(source)
+            // A check that failed inside SQLite (its memory ceiling, an I/O error) may have ended the
+            // transaction and still reported nothing: then the check did not read what the copy read.
+            guard sqlite3_get_autocommit(source.handle) == 0 else {
+                throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+            }
+        }
+        if reading {
+            var off: Int32 = 0
+            _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+        }
+        open = false
+        try source.execute("COMMIT")
+        var outcome = Outcome()
+        if case .failure(let why) = opened { outcome.checkedAfter = why.reason }
+        return outcome
+    }
+
+    /// The copy itself: SQLite's backup into a file that keeps only page 1, every page handed to
+    /// the recorder. Only page 1 is in the file afterwards: it is removed.
+    private func copy(pageSize: Int) throws {
+        defer { unlink(destination) }
+        do {
+            let copy = try Database(path: destination, mode: .create, vfs: "granary-tee", limits: source.budget.limits)
+            var size = Int64(pageSize)
+            guard sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_HOOK, recorder.hook) == SQLITE_OK,
+                sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARD, &size) == SQLITE_OK
+            else { throw NoCopyFallback(reason: "the tee VFS did not take the copy") }
+            recorder.attached = true
+            try copy.execute("PRAGMA synchronous=OFF; PRAGMA journal_mode=OFF; PRAGMA locking_mode=EXCLUSIVE")
+            do {
+                let backup = try SQLiteBackup(from: source, to: copy)
+                try backup.stepToEnd(busyTimeout: busyTimeout)
+                try backup.finish()
+            } catch let error as SQLiteError {
+                // A page SQLite read back that the file does not hold, or a copy the recorder
+                // stopped: the copy is made again for real; anything else is the copy's failure.
+                var reads: Int64 = 0
+                _ = sqlite3_file_control(copy.handle, "main", SNAPSHOT_TEE_FCNTL_DISCARDED_READS, &reads)
+                // Invariant D4 (docs/delta-invariants.md)
+                if reads > 0 { throw NoCopyFallback(reason: "SQLite read back a page of the copy (\(error))") }
+                if recorder.stopped { throw NoCopyFallback(reason: "the recorder stopped the copy") }
+                throw error
+            }
+        }
+    }
+
+    /// The wal-index header of `db`'s store now (both copies, equal), or nil.
+    private static func walIndexHeader(_ db: Database) -> [UInt8]? {
+        var header = [UInt8](repeating: 0, count: 96)
+        let rc = header.withUnsafeMutableBytes {
+            sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_WAL_INDEX_HEADER, $0.baseAddress)
+        }
+        guard rc == SQLITE_OK, header[0..<48] == header[48..<96] else { return nil }
+        return header
+    }
+
+    /// A second connection to the store of `source`, in a read transaction on the state the
+    /// source's (begun after `before` was read) reads, its read-ahead on; or why there is none
+    /// (the check then runs after the copy, in the copy's transaction).
+    /// Invariant D3 (docs/delta-invariants.md).
+    private static func checker(
+        on source: Database, before: [UInt8], open: (() throws -> Database)?
+    ) -> Swift.Result<Checker, CheckAfter> {
+        guard let open, let db = try? open() else { return .failure(.init("no second connection")) }
+        // It opened the store by name again, before reading anything (nothing of the -shm is
+        // mapped for it yet): the name must lead to the copy's file, then to the checker's. A
+        // store replaced by a rename in between (a program migrating it) fails one of the two;
+        // only an owner renaming back and forth within that moment gets past both (its own
+        // backup then records the check of another file: docs/security.md, "What is left").
+        guard !hasMoved(source), !hasMoved(db) else { return .failure(.init("the store was replaced")) }
+        guard (try? db.execute("BEGIN")) != nil else { return .failure(.init("no read transaction")) }
+        let checker = Checker(db)
+        // Reading the page count begins the read transaction; only then is the header read again.
+        let pages = try? db.pageCount()
+        let after = walIndexHeader(source)
+        let why: String? = {
+            guard pages != nil else { return "no read transaction" }
+            guard after == before else { return "a commit between the two read transactions" }
+            guard (try? db.journalMode()) == "wal" else { return "not in WAL mode" }
+            guard pages == (try? source.pageCount()) else { return "another page count" }
+            return nil
+        }()
+        if let why {
+            checker.end()
+            return .failure(.init(why))
+        }
+        checker.readAhead()
+        return .success(checker)
+    }
+
+    /// Why a check runs after its copy rather than beside it.
+    struct CheckAfter: Error, Equatable {
+        let reason: String
+        init(_ reason: String) { self.reason = reason }
+    }
+
+    /// Whether the name `db` opened its store by leads to another file now
+    /// (`SQLITE_FCNTL_HAS_MOVED`: SQLite stats the name, beneath the user's folder like its every
+    /// file access); true when SQLite cannot tell.
+    private static func hasMoved(_ db: Database) -> Bool {
+        var moved: Int32 = 1
+        return sqlite3_file_control(db.handle, "main", SQLITE_FCNTL_HAS_MOVED, &moved) != SQLITE_OK || moved != 0
+    }
+
+    /// The check's connection and its read transaction (``run()``).
+    private final class Checker {
+        let db: Database
+        /// Set once the check has returned (the copy's thread interrupts it until then when the copy fails).
+        let finished = Atomic<Bool>(false)
+        private var open = true
+        private var reading = false
+
+        init(_ db: Database) { self.db = db }
+
+        func readAhead() {
+            var on: Int32 = 1
+            reading =
+                sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &on) == SQLITE_OK
+        }
+
+        /// Runs `body` in the read transaction; throws ``NoCopyFallback`` when it ended before
+        /// `body` did (a failure inside SQLite that reported nothing).
+        func check(_ body: (Database) throws -> Void) throws {
+            try body(db)
+            guard sqlite3_get_autocommit(db.handle) == 0 else {
+                throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+            }
+        }
+
+        /// Ends the read transaction (its read-ahead first). Once only.
+        func end() {
+            guard open else { return }
+            open = false
+            if reading {
+                var off: Int32 = 0
+                _ = sqlite3_file_control(db.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+            }
+            try? db.execute("ROLLBACK")
+        }
+    }
+}

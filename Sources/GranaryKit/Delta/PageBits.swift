@@ -1,0 +1,41 @@
+/// A set of page indexes (from 0), one bit per page up to the largest inserted, with its count:
+/// the recorder's known pages and the change log's changed pages.
+struct PageBits {
+    private var words: [UInt64] = []
+    private(set) var count = 0
+
+    func contains(_ page: Int) -> Bool {
+        let word = page >> 6
+        return page >= 0 && word < words.count && words[word] & (1 << UInt64(page & 63)) != 0
+    }
+
+    mutating func insert(_ page: Int) {
+        let word = page >> 6
+        if word >= words.count { words.append(contentsOf: repeatElement(0, count: word - words.count + 1)) }
+        let bit: UInt64 = 1 << UInt64(page & 63)
+        if words[word] & bit == 0 {
+            words[word] |= bit
+            count += 1
+        }
+    }
+
+    mutating func remove(_ page: Int) {
+        guard contains(page) else { return }
+        words[page >> 6] &= ~(1 << UInt64(page & 63))
+        count -= 1
+    }
+
+    /// Removes the pages from `first` through `last` (every page from `first` when nil).
+    mutating func remove(from first: Int, through last: Int? = nil) {
+        var page = max(first, 0)
+        let end = min(last ?? Int.max, words.count * 64 - 1)
+        while page <= end {
+            if page & 63 == 0 && words[page >> 6] == 0 && page + 63 <= end {
+                page += 64
+                continue
+            }
+            remove(page)
+            page += 1
+        }
+    }
+}

@@ -1,0 +1,211 @@
+import CSnapshotTee
+import Crypto
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The recorder's hashing thread: the writes handed over from the snapshot's thread, and the
+/// hashes file it keeps.
+extension PageRecorder {
+    /// Writes and truncates, in order, from the snapshot's thread to the hashing thread.
+    final class Handoff: @unchecked Sendable {
+        enum Event {
+            /// Bytes written at an offset, with their pages' hashes (32 bytes each, in order) when
+            /// the snapshot's thread took them (``PageRecorder/send()``).
+            case write(Int64, [UInt8], [UInt8]?)
+            case truncate(Int64)
+            var size: Int {
+                if case .write(_, let bytes, _) = self { return bytes.count }
+                return 0
+            }
+        }
+        let condition = NSCondition()
+        var queue: [Event] = []
+        var queued = 0
+        var closed = false
+        // Invariant D8 (docs/delta-invariants.md)
+        static let limit = 2 << 20
+
+        /// Queues `event` (waiting while 2 MiB are queued), starting the hashing thread first.
+        func push(_ event: Event, core: Core, worker: inout DispatchSemaphore?) {
+            if worker == nil {
+                let finished = DispatchSemaphore(value: 0)
+                worker = finished
+                let thread = Thread { [self] in
+                    run(core)
+                    finished.signal()
+                }
+                thread.name = "granary-page-hashes"
+                thread.start()
+            }
+            condition.lock()
+            while queued > 0 && queued + event.size > Self.limit && !closed { condition.wait() }
+            queue.append(event)
+            queued += event.size
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// Whether half the queue's bytes wait for the hashing thread.
+        var behind: Bool {
+            condition.lock()
+            defer { condition.unlock() }
+            return queued >= Self.limit / 2
+        }
+
+        func close() {
+            condition.lock()
+            closed = true
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        private func run(_ core: Core) {
+            while true {
+                condition.lock()
+                while queue.isEmpty && !closed { condition.wait() }
+                if queue.isEmpty {
+                    condition.unlock()
+                    return
+                }
+                let event = queue.removeFirst()
+                condition.unlock()
+                switch event {
+                case .write(let offset, let bytes, let digests):
+                    bytes.withUnsafeBytes { core.wrote($0, at: offset, digests: digests) }
+                case .truncate(let size): core.truncated(to: size)
+                }
+                condition.lock()
+                queued -= event.size
+                condition.broadcast()
+                condition.unlock()
+            }
+        }
+    }
+
+    /// What the hashing thread keeps: the hashes file, the known pages, the run of hashes not yet
+    /// written.
+    final class Core: @unchecked Sendable {
+        var pageSize = 0
+        private(set) var hashed = 0
+        /// Pages whose hash the snapshot's thread took (tests).
+        private(set) var usedGiven = 0
+        let path: String
+        let fd: Int32
+        private var known = PageBits()
+        private var run: [UInt8] = []
+        /// The hashes of the write being recorded (32 bytes per page), reused from write to write.
+        private var scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 32, alignment: 16)
+        private var runStart = 0
+        private(set) var failure: (any Error)?
+        /// Discarding (``PageRecorder/startDiscarding(base:log:maxChanged:)``): the changed pages.
+        var log: ChangeLog?
+        /// Set (from the hashing thread) once a discarding copy gave up: the snapshot thread then
+        /// drops writes, and the tee fails them.
+        private let stopFlag = Atomic<Bool>(false)
+        var stopped: Bool { stopFlag.load(ordering: .acquiring) }
+        var stop: () -> Void = {}
+
+        init(path: String) throws {
+            self.path = path
+            fd = RawPath.open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if fd < 0 { throw FileSystemError("create", path: path) }
+            run.reserveCapacity(1 << 20)
+        }
+
+        deinit {
+            close(fd)
+            scratch.deallocate()
+        }
+
+        /// `digests`: the pages' hashes, when the snapshot's thread took them (32 bytes per page).
+        func wrote(_ bytes: UnsafeRawBufferPointer, at offset: Int64, digests: [UInt8]? = nil) {
+            let count = bytes.count
+            guard failure == nil, pageSize > 0, count > 0, offset >= 0 else { return }
+            let size = Int64(pageSize)
+            if let log, log.reason != nil { return }
+            guard offset % size == 0, count % pageSize == 0 else {
+                if let log {
+                    giveUp(log, "a write of \(count) bytes at offset \(offset) is not whole pages")
+                    return
+                }
+                known.remove(from: Int(offset / size), through: Int((offset + Int64(count) - 1) / size))
+                return
+            }
+            var page = Int(offset / size)
+            var at = 0
+            let pages = count / pageSize
+            if scratch.count < pages * 32 {
+                scratch.deallocate()
+                scratch = .allocate(byteCount: pages * 32, alignment: 16)
+            }
+            if let digests, digests.count == pages * 32 {
+                usedGiven += pages
+                digests.withUnsafeBytes { scratch.copyMemory(from: $0) }
+            } else {
+                PageHash.digests(of: bytes, pageSize: pageSize, into: scratch)
+            }
+            while at < count {
+                let bytes = UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize])
+                let digest = UnsafeRawBufferPointer(rebasing: scratch[at / pageSize * 32..<at / pageSize * 32 + 32])
+                if !run.isEmpty && page != runStart + run.count / 32 { flush() }
+                if run.isEmpty { runStart = page }
+                run.append(contentsOf: digest)
+                known.insert(page)
+                hashed += 1
+                if run.count >= 1 << 20 { flush() }
+                if let log {
+                    do {
+                        try log.record(page: page, digest: digest, bytes: bytes)
+                    } catch {
+                        if failure == nil { failure = error }
+                    }
+                    if log.changedCount > log.maxChanged {
+                        giveUp(log, "more than \(log.maxChanged) of its pages changed")
+                        return
+                    }
+                }
+                page += 1
+                at += pageSize
+            }
+            if let log { log.size = max(log.size, offset + Int64(count)) }
+        }
+
+        private func giveUp(_ log: ChangeLog, _ reason: String) {
+            if log.reason == nil { log.reason = reason }
+            stopFlag.store(true, ordering: .releasing)
+            stop()
+        }
+
+        func truncated(to size: Int64) {
+            guard pageSize > 0, size >= 0 else { return }
+            if let log {
+                guard log.reason == nil else { return }
+                guard size % Int64(pageSize) == 0 else {
+                    giveUp(log, "a truncate to \(size) bytes cuts a page")
+                    return
+                }
+                log.cut(from: Int(size / Int64(pageSize)))
+                log.size = size
+            }
+            flush()
+            // The page the cut falls in (if any) and every page after it.
+            known.remove(from: Int(size / Int64(pageSize)))
+        }
+
+        func isKnown(_ page: Int) -> Bool { known.contains(page) }
+
+        func flush() {
+            guard !run.isEmpty else { return }
+            do {
+                try run.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: Int64(runStart) * 32, path: path) }
+            } catch {
+                if failure == nil { failure = error }
+            }
+            run.removeAll(keepingCapacity: true)
+        }
+    }
+}
