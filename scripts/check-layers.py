@@ -72,11 +72,12 @@ DELTA_USES = {
 # Who may use Delta: the operations that write and rebuild chains (backup, restore: not the fast
 # path, which writes nothing different, nor retire or follow, whose archives are plain fulls and
 # whose backups go through BackupOperation), the catalogue that reads them,
-# and of the repository folder only sync (chains go to a mirror whole) and the repository's
-# interface (a manifest and its SHA-256 read with DeltaRestore.head). The foundations use it only
+# and of the repository folder only sync (chains go to a mirror whole), the repository's
+# interface and its one manifest reader, ArchiveHead (a name its manifest contradicts is refused
+# in DeltaRestore.impostor's words). The foundations use it only
 # through UPWARD (the manifest's DeltaInfo).
 DELTA_USERS = {"Backup", "Restore", "Catalogue",
-               "Repository/MirrorSync.swift", "Repository/Repository.swift"}
+               "Repository/MirrorSync.swift", "Repository/Repository.swift", "Repository/ArchiveHead.swift"}
 # The modules Delta may import: no libarchive (archives are read through Archive/), no CBeneath
 # (a user's folder only through Users/ and SQLite/). CPageHash is Delta's alone (PageHash).
 DELTA_IMPORTS = {"Foundation", "Glibc", "Synchronization", "Crypto", "CSQLite", "CSnapshotTee", "CPageHash", "CLinux"}
