@@ -196,7 +196,6 @@ struct DeltaArchiveTests {
         #expect(try site.granary(["backup", Self.bob, "--delta"]).status == 0)
         let notes = try Database(path: store, mode: .readWrite)
         try notes.execute("UPDATE ZNOTE SET ZTITLE = 'kept' WHERE Z_PK = 1")
-        Thread.sleep(forTimeInterval: 1.1)
         var made: GranaryProcess.Result?
         let delta = try Self.added(site, Self.bob) { made = try site.granary(["backup", Self.bob, "--delta"]) }
         #expect(made?.status == 0)
@@ -222,7 +221,6 @@ struct DeltaArchiveTests {
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         let db = try Database(path: site.root + "/\(Self.alice)/Local.sqlite", mode: .readWrite)
         try db.execute("UPDATE items SET body = 'changed' WHERE id = 3")
-        Thread.sleep(forTimeInterval: 1.1)
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         let names = site.archives(Self.alice)
         try FileSystem.removeFile(site.repo + "/\(Self.alice)/" + names[0])
@@ -253,7 +251,6 @@ struct DeltaArchiveTests {
         for step in 0..<3 {
             try db.execute("UPDATE items SET body = 'step \(step)' WHERE id = 3")
             #expect(try site.granary(["backup", Self.alice, "--delta"] + (step == 2 ? ["--full"] : [])).status == 0)
-            Thread.sleep(forTimeInterval: 1.1)
         }
         let names = site.archives(Self.alice)
         #expect(names.count == 3 && names[1].contains("-delta.") && !names[2].contains("delta"), "\(names)")
@@ -338,7 +335,6 @@ struct DeltaArchiveTests {
         for step in 0..<4 {
             try db.execute("UPDATE items SET body = 'step \(step)' WHERE id = 3")
             #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
-            Thread.sleep(forTimeInterval: 1.1)
         }
         let names = site.archives(Self.alice)
         #expect(names.count == 4 && names.dropFirst().allSatisfy { $0.contains("-delta.") }, "\(names)")

@@ -11,7 +11,8 @@ struct DeltaMergeTests {
 
     /// A chain on alice's stores: a full with page hashes, then `deltas` deltas, each after a
     /// change; returns the names (oldest first) and the `.dump` of Local.sqlite at each backup.
-    /// `spaced` puts a second between backups (distinct stamps, for `--at`).
+    /// `spaced` puts a second between backups (distinct seconds, for `--at`), on the test clock
+    /// (a minute ago and on from there) rather than by waiting.
     static func chain(_ site: SampleSite, deltas: Int, spaced: Bool = false, options: [String] = []) throws -> (
         names: [String], dumps: [String]
     ) {
@@ -22,6 +23,7 @@ struct DeltaMergeTests {
         try db.execute(
             "INSERT INTO items(body, created) SELECT hex(randomblob(250)), 0 FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000) SELECT x FROM c)"
         )
+        let start = Date(timeIntervalSinceNow: -60)
         for step in 0...deltas {
             if step > 0 {
                 // A few pages each time (a delta, not a full by changed share), some the same page again.
@@ -31,9 +33,9 @@ struct DeltaMergeTests {
                 )
             }
             dumps.append(try DeltaArchiveTests.dump(store))
-            let made = try site.granary(["backup", alice, "--delta"] + options)
+            let made = try site.granary(
+                ["backup", alice, "--delta"] + options, environment: spaced ? testClock(start + Double(step)) : [:])
             #expect(made.status == 0, "\(made.stderr)")
-            if spaced && step < deltas { Thread.sleep(forTimeInterval: 1.05) }
         }
         let names = Self.archives(site)
         #expect(names.count == deltas + 1, "\(names)")

@@ -281,7 +281,6 @@ struct DeltaOperatorTests {
         // backup --all: the parent sends each worker's archive, a delta with its chain too.
         let other = initializedRepository(site.site.folder.child("other"))
         try site.change(4)
-        Thread.sleep(forTimeInterval: 1.1)
         let all = try site.granary(["backup", "--all", "--mirror", other, "--json"])
         #expect(all.status == 0, "\(all.stderr)")
         #expect(try ShellTools.schemaProblems(all.stdout, schema: "backup").isEmpty)
@@ -386,7 +385,6 @@ struct DeltaOperatorTests {
         try site.change(1)
         let said =
             "\(Self.alice)/%@ not sent to \(mirror): it is a delta of \(full.name), and the mirror's \(full.name) is not the archive it was built on"
-        Thread.sleep(forTimeInterval: 1.1)
         let backup = try site.granary(["backup", Self.alice, "--mirror", mirror, "--json"])
         #expect(backup.status == 1, "\(backup.stderr)")
         let delta = try #require(site.archives(Self.alice).last)
@@ -590,7 +588,6 @@ struct DeltaMirrorS3Tests {
         try site.change(1)
         let first = try site.backup(alice)
         try site.change(2)
-        Thread.sleep(forTimeInterval: 1.1)
         let mirror = initializedRepository("s3:\(bucket)/mirror", environment: server.environment())
         let backup = try granary(["backup", alice, "--mirror", mirror, "--json"])
         #expect(backup.status == 0, "\(backup.stderr)")
@@ -636,7 +633,6 @@ struct DeltaMirrorS3Tests {
         }
         func backup(_ step: Int) throws -> [String: Any] {
             if step > 0 { try site.change(step) }
-            Thread.sleep(forTimeInterval: 1.1)
             let run = try granary(["backup", alice, "--json"])
             #expect(run.status == 0, "\(run.stderr)")
             let users = try #require(try DeltaOperatorTests.json(run.stdout)["users"] as? [[String: Any]])

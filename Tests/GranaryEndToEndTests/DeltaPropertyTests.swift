@@ -155,11 +155,8 @@ struct DeltaPropertyTests {
             let restored = try site.granary(["restore", Self.alice, older])
             #expect(restored.status == 0, "seed \(seed): \(restored.stderr)")
             #expect(try DeltaArchiveTests.dump(local) == expected[1].dumps[0])
-            // The policy counts a safety archive of the base's second as after it (names count
-            // seconds): the full after the restore must come in a later second than the restore's
-            // safety archive, or the backup after it is a full again (a chain's restore can take
-            // well under a second).
-            Thread.sleep(forTimeInterval: 1.1)
+            // Stamps are strictly ordered per user and host (to the microsecond): the full after
+            // the restore is after the restore's safety archive, however soon it comes.
             try record("after restore")
             try connect().execute("UPDATE items SET body = 'after restore' WHERE id = 4")
             try record("change after restore")

@@ -98,7 +98,6 @@ struct DeltaRestoreStreamTests {
         let store = folder + "/Local.sqlite"
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         try Self.spreadChange(store, 1)
-        Thread.sleep(forTimeInterval: 1.1)
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         let names = site.archives(Self.alice)
         let delta = try #require(names.last { $0.contains("-delta.") })
@@ -164,7 +163,6 @@ struct DeltaRestoreStreamTests {
         let store = folder + "/Local.sqlite"
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         try Self.spreadChange(store, 1)
-        Thread.sleep(forTimeInterval: 1.1)
         #expect(try site.granary(["backup", Self.alice, "--delta"]).status == 0)
         let names = site.archives(Self.alice)
         #expect(names.count == 2 && names[1].contains("-delta."), "\(names)")
@@ -210,7 +208,6 @@ struct DeltaRestoreStreamTests {
         var made: [(archive: String, dump: String, pages: Int)] = []
         for (index, step) in steps.enumerated() {
             try execute(step)
-            Thread.sleep(forTimeInterval: 1.1)
             let before = Set(site.archives(Self.alice))
             let backup = try site.granary(["backup", Self.alice, "--delta", "--json"])
             #expect(backup.status == 0, "step \(index): \(backup.stderr)")

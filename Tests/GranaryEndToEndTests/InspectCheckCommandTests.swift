@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import GranaryTestSupport
 import Testing
 
 /// `granary inspect` and `granary check` against the sample data and real archives.
@@ -71,14 +72,16 @@ struct InspectCheckCommandTests {
         var result = try GranaryProcess.run(["check", "--root", fixture.root, "--repo", fixture.folder.child("rpeo")])
         #expect(result.status == 66, "\(result.stderr)")
         #expect(result.stderr.contains("not a granary repository"), "\(result.stderr)")
-        #expect(try fixture.granary(["backup", "dave@example.com"]).status == 0)
+        // Archives half a minute old (the test clock): fresh by default, over a one-second limit.
+        let past = testClock(secondsAgo: 30)
+        #expect(try fixture.granary(["backup", "dave@example.com"], environment: past).status == 0)
         result = try fixture.granary(["check"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("FAIL  alice@example.com: has no archives"), "\(result.stdout)")
         #expect(result.stderr.isEmpty, "failures are results: \(result.stderr)")
         let quiet = try fixture.granary(["check", "-q"])
         #expect(quiet.status == 1 && quiet.stdout == result.stdout, "-q keeps the FAIL lines: \(quiet.stdout)")
-        #expect(try fixture.granary(["backup", "--all", "--check", "none"]).status == 0)
+        #expect(try fixture.granary(["backup", "--all", "--check", "none"], environment: past).status == 0)
         result = try fixture.granary(["check", "bob@example.com"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("has no checked archive"), "\(result.stdout)")
@@ -90,7 +93,6 @@ struct InspectCheckCommandTests {
         #expect(document["ok"] as? Bool == true)
         #expect((document["users"] as! [[String: Any]]).count == 4)
         // Older than the limit: the archive's time comes from its name.
-        sleep(2)
         result = try fixture.granary(["check", "--max-age", "1s", "dave@example.com"])
         #expect(result.status == 1)
         #expect(result.stdout.contains("over the 1s limit"), "\(result.stdout)")

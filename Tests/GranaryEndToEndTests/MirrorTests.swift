@@ -91,7 +91,6 @@ struct MirrorTests {
         // keeps every archive from before the loss (the new repository never had them).
         let history = try archives(mirror)
         initializedRepository(folder.child("repo"))
-        usleep(1_100_000)
         #expect(try granary(["backup", "--all"]).status == 0)
         #expect(try granary(["verify", "--all"]).status == 0)
         #expect(try granary(["prune", "--all", "--keep-last", "1"]).status == 0)
@@ -118,7 +117,6 @@ struct MirrorTests {
         let proxy = try FaultProxy(upstream: server.port)
         #expect(try granary(["backup", "alice@example.com"], proxy: proxy).status == 0)
         #expect(try granary(["verify", "--all"]).status == 0)
-        usleep(1_100_000)
         proxy.mode = .status(503)
         let backup = try granary(["backup", "alice@example.com"], proxy: proxy)
         #expect(backup.status == 1, "\(backup.stderr)")

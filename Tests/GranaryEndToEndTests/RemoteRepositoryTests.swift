@@ -120,7 +120,6 @@ struct RemoteRepositoryTests {
                 == RestoreFixtures.dump(root + "/alice@example.com/Local.sqlite"))
 
         // A second backup, then prune keeps one and delete refuses the last verified one.
-        usleep(1_100_000)
         #expect(try granary(["backup", "alice@example.com"], repo: repo).status == 0)
         let prune = try granary(["prune", "alice@example.com", "--keep-last", "1", "--dry-run"], repo: repo)
         outputs.append(prune)
@@ -271,7 +270,6 @@ struct RemoteRepositoryTests {
         #expect(
             try granary(["backup", "alice@example.com", "--compression", "none"], repo: repo, proxy: proxy).status == 0)
         let before = try objects("faults").keys.filter { $0.hasSuffix(".tar") }
-        usleep(1_100_000)
         proxy.mode = mode
         let failed = try granary(
             ["backup", "alice@example.com", "--compression", "none"], repo: repo, environment: environment, proxy: proxy
@@ -371,7 +369,6 @@ struct RemoteRepositoryTests {
                 ["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"],
                 environment: env
             ).status == 0)
-        usleep(1_100_000)
         proxy.mode = .callback(after: 512 * 1024) { own.kill() }
         let failed = try GranaryProcess.run(
             ["backup", "alice@example.com", "--root", root, "--repo", repo, "--compression", "none"], environment: env)

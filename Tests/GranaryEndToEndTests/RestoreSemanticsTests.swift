@@ -32,13 +32,11 @@ struct RestoreSemanticsTests {
         try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
         #expect(try granary(["backup", "alice@example.com"]).status == 0)
         try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
-        sleep(1)
         var result = try granary(["restore", "alice@example.com"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(try RestoreFixtures.ids(store, table: "items") == Set(1...10))
         #expect(archives().contains { $0.contains("-pre-restore.") })
         try Database(path: store, mode: .readWrite).execute("INSERT INTO items VALUES (99, 'later', 0)")
-        sleep(1)
         // Before: the newest archive was the pre-restore one (ids 1-5), and this put it back.
         result = try granary(["restore", "alice@example.com"])
         #expect(result.status == 0, "\(result.stderr)")
@@ -49,10 +47,11 @@ struct RestoreSemanticsTests {
     func safetyArchivesOutOfTheWay() throws {
         let store = user + "/Local.sqlite"
         try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
-        #expect(try granary(["backup", "alice@example.com"]).status == 0)
+        // Both archives half a minute old (the test clock): past a one-second retention below.
+        let past = testClock(secondsAgo: 30)
+        #expect(try granary(["backup", "alice@example.com"], environment: past).status == 0)
         let backup = try #require(archives().first)
-        sleep(1)
-        #expect(try granary(["restore", "alice@example.com"]).status == 0)
+        #expect(try granary(["restore", "alice@example.com"], environment: past).status == 0)
         let safety = try #require(archives().first { $0.contains("pre-restore") })
         // verify --latest takes the newest regular backup.
         let verified = try granary(["verify", "--latest", "--user", "alice@example.com", "--json"])
@@ -84,7 +83,6 @@ struct RestoreSemanticsTests {
         let config = folder.child("config.toml")
         try Data("[retention]\nkeep_last = 1\nsafety_keep_within = \"1s\"\n".utf8).write(
             to: URL(fileURLWithPath: config))
-        sleep(2)
         #expect(try granary(["prune", "alice@example.com", "--config", config]).status == 0)
         #expect(archives() == [backup])
     }
@@ -111,10 +109,8 @@ struct RestoreSemanticsTests {
         try Data("new attachment".utf8).write(to: URL(fileURLWithPath: external + "/NEW-ATTACHMENT"))
         let before = try RestoreFixtures.dump(store)
         let beforeFiles = FileSystem.contents(of: external)
-        sleep(1)
         #expect(try granary(["restore", "alice@example.com"]).status == 0)
         #expect(FileSystem.contents(of: external) == attachments)
-        sleep(1)
         let undo = try granary(["restore", "alice@example.com", "--undo"])
         #expect(undo.status == 0, "\(undo.stderr)")
         #expect(undo.stdout.contains("pre-restore"), "\(undo.stdout)")
@@ -220,7 +216,6 @@ struct RestoreSemanticsTests {
         try SampleData.makeItemsStore(store, rows: 10, walOnlyTail: 0)
         #expect(try granary(["backup", "alice@example.com"]).status == 0)
         try Database(path: store, mode: .readWrite).execute("DELETE FROM items WHERE id > 5")
-        sleep(1)
         let result = try granary(
             ["restore", "alice@example.com"], environment: ["GRANARY_TEST_FAIL_SAFETY_ARCHIVE": "1"])
         #expect(result.status == 1, "\(result.stderr)")

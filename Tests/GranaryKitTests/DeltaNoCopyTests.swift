@@ -372,7 +372,6 @@ struct DeltaNoCopyTests {
             let result = try BackupOperation(
                 root: Root(path: root), repository: repository, options: options, progress: progress
             ).run(try UserID(DeltaNoCopyTests.user))
-            Thread.sleep(forTimeInterval: 1.05)
             return result
         }
 

@@ -51,6 +51,14 @@
 //    -shm mapping SQLite made, for telling whether anything committed between two moments.
 //    Invariant: reads SQLite's own mapping only while SQLite has it mapped; maps nothing.
 //
+// Each job has its own sqlite3_io_methods table in tee.c, as SQLite's os_unix.c has one per
+// locking style: a file opens as the main database file (or, any other file SQLite opens through
+// the tee, as a plain pass-through that no file control moves) and a file control moves it to
+// another job only along these moves, every other one SQLITE_MISUSE with the file unchanged:
+//   none -> 5 (the hook) -> 1+2 or 6; none -> 1+2 (a track, or FCNTL_COMBINE), 6, 3+4 or 7;
+//   7 -> none (off; through draining while SQLite still holds a page of its blocks).
+// Job 8 is served only while the file has no job but 7.
+//
 // The follower itself maps the tracked file; `granary_tee_enter`/`leave` below make a truncate
 // wait for it, so that it never touches a page a truncate cut off (SIGBUS).
 #include <stdint.h>
