@@ -18,6 +18,7 @@ struct FollowManyTests {
     func makeStore(_ path: String) throws {
         let db = try Database(path: path, mode: .create)
         try db.execute("PRAGMA journal_mode=WAL")
+        try db.execute("PRAGMA synchronous=OFF")  // hundreds of stores to make: no fsync for each
         try db.execute("PRAGMA wal_autocheckpoint=0")
         try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT)")
         try db.run("INSERT INTO items(body) VALUES ('one')")
@@ -84,10 +85,10 @@ struct FollowManyTests {
 
     @Test("300 stores: a commit opens its store alone; a new user and a new store are followed without a restart")
     func idleStoresCostNothing() throws {
-        let users = (0..<6).map { "u\($0)" }
+        let users = (0..<3).map { "u\($0)" }
         for user in users {
             try FileSystem.makeDirectory(root + "/" + user)
-            for index in 0..<50 { try makeStore(root + "/\(user)/s\(index).sqlite") }
+            for index in 0..<100 { try makeStore(root + "/\(user)/s\(index).sqlite") }
         }
         let trace = folder.child("trace")
         let follow = try Follow(
@@ -98,12 +99,12 @@ struct FollowManyTests {
         #expect(Set(traced().filter { $0.hasPrefix("scan ") }) == Set(users.map { "scan \($0)" }))
         // One store written: that store is read, no other is opened, and its commit is shipped.
         #expect(truncate(trace, 0) == 0)
-        try commit(root + "/u3/s17.sqlite", rows: 3)
-        try waitFor("the commits of u3/s17 shipped", follow) { (try? commits("u3")) == 3 }
-        #expect(generations("u3").count == 1, "\(follow.journal)")
+        try commit(root + "/u2/s17.sqlite", rows: 3)
+        try waitFor("the commits of u2/s17 shipped", follow) { (try? commits("u2")) == 3 }
+        #expect(generations("u2").count == 1, "\(follow.journal)")
         let lines = traced()
         #expect(!lines.isEmpty)
-        #expect(lines.allSatisfy { $0 == "read u3/s17.sqlite" }, "\(lines)")
+        #expect(lines.allSatisfy { $0 == "read u2/s17.sqlite" }, "\(lines)")
 
         // A user who appears while follow runs, with a store in a folder of its own.
         try FileSystem.makeDirectory(root + "/newcomer/Data")
