@@ -4,7 +4,8 @@
   follow-writer.py make ROOT USERS STORES_PER_USER
       ROOT/uNNNN/sNN.db, WAL stores with one table and a row each (owned by whoever runs it).
   follow-writer.py hold ROOT USERS STORES
-      opens the busy stores of `write` and keeps them open until killed, as apps keep theirs: the
+      opens the busy stores of `write`, commits once in each, and keeps them open until killed, as
+      apps keep theirs: the
       writers of each phase then never close a store's last connection (which checkpoints and
       removes the -wal, a new generation for follow each time, docs/follow.md).
   follow-writer.py write ROOT USERS STORES RATE SECONDS OUT
@@ -82,7 +83,9 @@ def hold(root, users, stores):
     held = []
     for index in range(stores):
         db = sqlite3.connect(path(root, index % users, index // users), isolation_level=None)
-        db.execute("SELECT count(*) FROM items")
+        # One commit, so that the -wal has begun before follow starts (a -wal that begins later
+        # costs a generation: follow cannot tell it from one it missed).
+        db.execute("INSERT INTO items(body) VALUES (randomblob(100))")
         held.append(db)
     print("held", flush=True)
     while True:

@@ -226,7 +226,6 @@ public final class UserFollower {
         var left: Set<String> = []
         for store in stores {
             guard let saved = cursors[store.name] else { continue }
-            ReadTrace.follow("read \(user.rawValue)/\(store.name)")
             if store.device != saved.device || store.inode != saved.inode {
                 return .broken("\(store.name): \(WALBreak.storeReplaced)")
             }
@@ -235,6 +234,12 @@ public final class UserFollower {
                 left.insert(store.name)
                 continue
             }
+            if saved.wal == nil, (store.folder.entry(store.fileName + "-wal")?.size ?? 0) == 0 {
+                // Still no -wal: nothing to read, and no connection opened. SQLite would make the
+                // -wal and remove it again on close, each an event that reads the store again.
+                continue
+            }
+            ReadTrace.follow("read \(user.rawValue)/\(store.name)")
             let outcome = try holding(store) { () throws -> Result<WALRead?, WALBreakReason> in
                 guard let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
                 else {
