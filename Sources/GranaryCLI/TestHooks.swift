@@ -16,7 +16,8 @@ import GranaryKit
 /// - `GRANARY_TEST_WORKER_TRAP=ID` makes the backup worker of user ID trap as it starts;
 ///   `GRANARY_TEST_WORKER_SAYS=ID:FILE` makes it first write FILE's bytes to its parent as they
 ///   are, and `GRANARY_TEST_WORKER_EXIT=ID` exit 0 right after (read in `BackupWorkers.serve`);
-/// - `GRANARY_TEST_READ_TRACE=FILE` appends a line to FILE for each archive read (`ReadTrace`);
+/// - `GRANARY_TEST_READ_TRACE=FILE` appends a line to FILE for each archive read (`ReadTrace`), and
+///   for each user `follow` scans (`scan USER`) and store it reads (`read USER/STORE`);
 /// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
 ///   prove what the crash handler may and may not run.
 enum TestHooks {

@@ -8,16 +8,21 @@ struct FollowCommand: GranaryCommand {
         abstract: "Ship every committed transaction of users' WAL stores to the repository, about every second.",
         discussion: """
             Follows the WAL stores of the named users (default: every user under the root, including users \
-            that appear later): each round reads each store's -wal beneath the user's folder, keeps whole \
-            committed transactions whose checksums chain, and publishes them as one segment of the user's \
-            current generation in the repository (USER/follow/HOST/BASE/SEQUENCE-FIRST-LAST.seg). A generation \
+            that appear later). The kernel reports changes in users' folders (inotify); half an interval after \
+            a store's -wal changed, follow reads the stores that changed (no other is opened) beneath the \
+            user's folder, keeps whole committed transactions whose checksums chain, and publishes them as one \
+            segment of the user's current generation in the repository \
+            (USER/follow/HOST/BASE/SEQUENCE-FIRST-LAST.seg). Users take turns, at most 64 MiB of a user's pages \
+            a turn; every user is read whole every 5 minutes as a safety net, and every interval when its \
+            folders cannot be watched. A generation \
             starts with a backup of the user (its base); a new one starts whenever granary cannot prove it \
             read every commit (the -wal truncated or restarted past what was read, the store replaced, a store \
             added or gone), and the journal says why. restore --at TIME replays a generation onto its base when \
             TIME lies in its window; list --follow shows the windows. Rollback-journal stores are named and \
             passed over. Only a local repository is followed in this release. \
-            Logs one line per event (a generation, a segment, a paused user) on standard error. Stops on \
-            SIGTERM or SIGINT after the round under way. \
+            Logs one line per event (a generation, a segment, a paused or polled user) on standard error. On \
+            SIGTERM or SIGINT it reads once more every user with changes not yet shipped, publishes them and \
+            exits. \
             Exit codes: 0 stopped by a signal or --once done, 64 usage, 69 no repository or root.
             """
     )
@@ -80,19 +85,11 @@ struct FollowCommand: GranaryCommand {
             result.events.append(
                 FollowResult.Event(kind: event.kind.rawValue, user: event.user, message: event.message))
         }
-        while true {
-            let began = ContinuousClock.now
-            do { try run.round(log: log) } catch is InterruptedError { break }
-            if let textfile { try writeTextfile(textfile, run.status) }
-            if once { break }
-            // Sleep the rest of the interval in small steps, so that a signal stops it soon.
-            let until = began + every
-            while ContinuousClock.now < until {
-                if (try? Interruption.check()) == nil { return result }
-                let left = until - ContinuousClock.now
-                Thread.sleep(forTimeInterval: min(0.05, max(0, left.timeInterval)))
-            }
-            if (try? Interruption.check()) == nil { break }
+        if let textfile { run.statusWritten = { status in try writeTextfile(textfile, status) } }
+        if once {
+            do { try run.round(log: log) } catch is InterruptedError {}
+        } else {
+            try run.run(interval: every, log: log)
         }
         return result
     }

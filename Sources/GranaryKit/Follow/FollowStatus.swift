@@ -78,6 +78,14 @@ public struct FollowStatus: Codable, Sendable, Equatable {
         users[user] = entry
     }
 
+    /// A followed user with nothing waiting is shipped through `through` (microseconds): the
+    /// follower saw no change of theirs since then.
+    public mutating func caughtUp(user: String, through: Int64) {
+        guard var entry = users[user], entry.paused == nil, entry.generation != nil else { return }
+        entry.shippedThrough = max(entry.shippedThrough ?? through, through)
+        users[user] = entry
+    }
+
     /// The follower's metrics in Prometheus' text exposition format, each user a label.
     public func prometheusText(now: Date) -> String {
         let micros = ArchiveName.micros(now)

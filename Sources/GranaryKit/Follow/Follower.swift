@@ -6,11 +6,11 @@ import Foundation
 
 /// One event of `follow` worth a line in the journal.
 public struct FollowEvent: Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable { case generation, segment, skipped, paused }
+    public enum Kind: String, Sendable { case generation, segment, skipped, paused, polled }
     public let kind: Kind
     public let user: String
     public let message: String
-    public var description: String { "\(user): \(message)" }
+    public var description: String { user.isEmpty ? message : "\(user): \(message)" }
 }
 
 /// Follows one user's WAL stores into the repository: a generation begins with a backup (its
@@ -32,9 +32,15 @@ public final class UserFollower {
     public private(set) var sequence = 0
     var cursors: [String: Segment.StoreCursor] = [:]
     /// Stores passed over (rollback journal), said once.
-    var named: Set<String> = []
-    /// The last round stopped at `bytes_per_user` with commits left to read.
-    public private(set) var behind = false
+    public private(set) var named: Set<String> = []
+    /// Stores the last round did not read to the end (the round's budget ran out): read first in
+    /// the next round.
+    public private(set) var behind: Set<String> = []
+
+    /// The most page bytes one round reads of one user (with `bytes_per_user` when smaller): a
+    /// user who writes as fast as the disk allows is read in turns with everyone else, never
+    /// ahead of them (docs/follow.md, "Many users").
+    public static let roundBytes: Int64 = 64 << 20
     /// The newest observation of the newest segment published (microseconds).
     public private(set) var lastShipped: Int64?
 
@@ -46,6 +52,9 @@ public final class UserFollower {
         self.cap = cap
         self.host = repository.context.host
     }
+
+    /// The stores followed (their names relative to the user's folder).
+    public var followed: Set<String> { Set(cursors.keys) }
 
     /// The folder of this host's segments of the user, in the repository.
     var followFolder: String { user.rawValue + "/follow/" + host }
@@ -67,19 +76,35 @@ public final class UserFollower {
     }
 
     /// One round: a new generation when there is none, or when continuity cannot be proven;
-    /// otherwise the commits since the last round as the next segment. Returns what is worth
-    /// logging.
-    public func round() throws -> [FollowEvent] {
+    /// otherwise the commits since the last round as the next segment. `only` names the stores
+    /// to read (those that changed; the others are not opened); nil reads every store, after a
+    /// scan of the user's folders. Returns what is worth logging.
+    public func round(only: Set<String>? = nil) throws -> [FollowEvent] {
         var events: [FollowEvent] = []
         if generation == nil {
             return try startGeneration(reason: "following starts", events: &events)
         }
-        switch try readRound() {
+        switch try readRound(only: only.map { $0.union(behind) }) {
         case .shipped(let event):
             if let event { events.append(event) }
             return events
         case .broken(let reason):
             return try startGeneration(reason: reason, events: &events)
+        }
+    }
+
+    /// Ships what the stores (all, or those of `only`) hold now, without starting a generation
+    /// when continuity is lost (that waits for the next run): what `follow` does when stopped.
+    public func ship(only: Set<String>?) throws -> [FollowEvent] {
+        guard generation != nil else { return [] }
+        switch try readRound(only: only.map { $0.union(behind) }) {
+        case .shipped(let event): return event.map { [$0] } ?? []
+        case .broken(let reason):
+            return [
+                FollowEvent(
+                    kind: .paused, user: user.rawValue,
+                    message: "not shipped at stop: \(reason); a new generation starts with the next run")
+            ]
         }
     }
 
@@ -89,6 +114,7 @@ public final class UserFollower {
     }
 
     func walStores(_ events: inout [FollowEvent]) throws -> [StoreFile] {
+        ReadTrace.follow("scan \(user.rawValue)")
         let folder = try root.user(user)
         var stores: [StoreFile] = []
         for store in folder.stores() {
@@ -127,6 +153,7 @@ public final class UserFollower {
             generation = result.entry.name.fileName
             sequence = 0
             cursors = start
+            behind = []
             events.append(
                 FollowEvent(
                     kind: .generation, user: user.rawValue,
@@ -149,18 +176,44 @@ public final class UserFollower {
         }
     }
 
-    /// Reads every store from its cursor into one segment and publishes it (the first segment of
-    /// a generation always, later ones when they hold commits).
-    func readRound(first: Bool = false) throws -> RoundOutcome {
-        var ignored: [FollowEvent] = []
-        let stores = try walStores(&ignored)
-        let names = Set(stores.map(\.name))
-        if names != Set(cursors.keys) {
-            let added = names.subtracting(cursors.keys).sorted()
-            let gone = Set(cursors.keys).subtracting(names).sorted()
-            return .broken(
-                (added.isEmpty ? "" : "new store \(added.joined(separator: ", "))")
-                    + (gone.isEmpty ? "" : (added.isEmpty ? "" : "; ") + "store gone: \(gone.joined(separator: ", "))"))
+    /// Opens one followed store again, beneath the root, with every check a scan makes: nil
+    /// when it is no longer a WAL store there (gone, a link, another kind of file).
+    func resolve(_ name: String) -> StoreFile? {
+        guard let top = try? root.user(user), let parent = try? top.folder.parent(of: name),
+            case let (folder, fileName) = parent, let entry = folder.entry(fileName), entry.kind == .file,
+            let file = try? folder.openFile(fileName), let bytes = try? file.read(count: 100, at: 0),
+            let header = StoreHeader(bytes), header.isWAL
+        else { return nil }
+        return StoreFile(
+            name: name, folder: folder, fileName: fileName, size: entry.size, allocated: entry.allocated,
+            header: header, uid: entry.uid, gid: entry.gid, mode: entry.mode, walSize: nil, hasSHM: false,
+            hasJournal: false, hasExternalData: false, device: entry.device, inode: entry.inode)
+    }
+
+    /// Reads every store (or those of `only`) from its cursor into one segment and publishes it
+    /// (the first segment of a generation always, later ones when they hold commits).
+    func readRound(first: Bool = false, only: Set<String>? = nil) throws -> RoundOutcome {
+        let stores: [StoreFile]
+        if let only, !first {
+            var found: [StoreFile] = []
+            for name in only.sorted() {
+                guard cursors[name] != nil else { return .broken("new store \(name)") }
+                guard let store = resolve(name) else { return .broken("\(name) gone or no longer a WAL store") }
+                found.append(store)
+            }
+            stores = found
+        } else {
+            var ignored: [FollowEvent] = []
+            stores = try walStores(&ignored)
+            let names = Set(stores.map(\.name))
+            if names != Set(cursors.keys) {
+                let added = names.subtracting(cursors.keys).sorted()
+                let gone = Set(cursors.keys).subtracting(names).sorted()
+                return .broken(
+                    (added.isEmpty ? "" : "new store \(added.joined(separator: ", "))")
+                        + (gone.isEmpty
+                            ? "" : (added.isEmpty ? "" : "; ") + "store gone: \(gone.joined(separator: ", "))"))
+            }
         }
         let work = try repository.prepareWorkFolder()
         let temporary = work + "/follow-\(user.rawValue)-\(getpid()).seg.tmp"
@@ -171,13 +224,25 @@ public final class UserFollower {
             header: Segment.Header(user: user.rawValue, host: host, generation: generation, sequence: sequence + 1))
         let began = ArchiveName.micros(Date())
         var next = cursors
-        var budget = cap > 0 ? cap : Int64.max
-        var capped = false
+        // The first segment must reach past the base's snapshot: only bytes_per_user bounds it.
+        var budget = first ? (cap > 0 ? cap : Int64.max) : min(cap > 0 ? cap : Int64.max, Self.roundBytes)
+        var left: Set<String> = []
         for store in stores {
             guard let saved = cursors[store.name] else { continue }
             if store.device != saved.device || store.inode != saved.inode {
                 return .broken("\(store.name): \(WALBreak.storeReplaced)")
             }
+            if budget <= 0 {
+                // This turn's budget is spent: the store waits for the user's next turn.
+                left.insert(store.name)
+                continue
+            }
+            if saved.wal == nil, (store.folder.entry(store.fileName + "-wal")?.size ?? 0) == 0 {
+                // Still no -wal: nothing to read, and no connection opened. SQLite would make the
+                // -wal and remove it again on close, each an event that reads the store again.
+                continue
+            }
+            ReadTrace.follow("read \(user.rawValue)/\(store.name)")
             let outcome = try holding(store) { () throws -> Result<WALRead?, WALBreakReason> in
                 guard let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
                 else {
@@ -210,15 +275,17 @@ public final class UserFollower {
             case .failure(let reason): return .broken(reason.text)
             case .success(let read):
                 if let read {
-                    capped = capped || read.capped
                     budget -= read.bytes
                     next[store.name]?.wal = read.cursor
+                    if read.capped { left.insert(store.name) }
                 }
             }
         }
         let ended = ArchiveName.micros(Date())
-        behind = capped
-        guard first || writer.trailer.commits > 0 else { return .shipped(nil) }
+        guard first || writer.trailer.commits > 0 else {
+            behind = left
+            return .shipped(nil)
+        }
         try writer.finish(first: began, last: ended, cursors: next)
         let trailer = writer.trailer
         let name = Segment.fileName(sequence: sequence + 1, first: trailer.first, last: trailer.last)
@@ -227,6 +294,7 @@ public final class UserFollower {
         unlink(temporary)
         sequence += 1
         cursors = next
+        behind = left
         lastShipped = trailer.last
         return .shipped(
             FollowEvent(
@@ -314,7 +382,16 @@ public enum FollowCatalogue {
     }
 }
 
-/// `granary follow`: every (or the named) user's WAL stores, round after round, until a signal.
+/// `granary follow`: every (or the named) user's WAL stores, driven by the kernel's events
+/// (``FollowWatcher``) until a signal (docs/follow.md, "Many users").
+///
+/// A user is read when a store of theirs changes, half an interval after the first change not
+/// yet shipped (so that a busy user's commits are grouped, and each is shipped within the
+/// interval); only the stores that changed are opened. Users are served oldest change first,
+/// each round reading at most ``UserFollower/roundBytes`` of a user: a user who writes without
+/// pause takes turns with the others. Every user is also read whole every ``sweep`` (the safety
+/// net for an event the kernel dropped), and users whose folders cannot be watched every
+/// interval.
 public final class FollowRun {
     let root: Root
     let repository: any Repository
@@ -328,6 +405,29 @@ public final class FollowRun {
     public private(set) var status: FollowStatus
     /// Why the state could not be written (said once until it changes).
     var statusFailure: String?
+    /// How often every user is read whole (and the root listed) without an event: 5 minutes.
+    public var sweep: Duration = .seconds(300)
+
+    /// A user's work waiting: since when, which stores, or all of them after a scan.
+    struct Pending {
+        var since: ContinuousClock.Instant
+        var stores: Set<String> = []
+        var whole = false
+    }
+    var pending: [UserID: Pending] = [:]
+    /// When each user is next read whole without an event.
+    var nextWhole: [UserID: ContinuousClock.Instant] = [:]
+    var watcher: FollowWatcher?
+    /// Users said to be polled (said once).
+    var saidPolled: Set<UserID> = []
+    let clock = ContinuousClock()
+    /// `follow_interval`.
+    var interval: Duration = .seconds(1)
+    /// Called with ``status`` each time it is written (`follow --textfile`).
+    public var statusWritten: ((FollowStatus) throws -> Void)?
+    /// When the state was last written, and when the watcher's events were last all taken in.
+    var statusWrittenAt: ContinuousClock.Instant?
+    var drainedAt = ArchiveName.micros(Date())
 
     public init(root: Root, repository: any Repository, backup: BackupOperation, cap: Int64, users: [UserID]) {
         self.root = root
@@ -342,65 +442,255 @@ public final class FollowRun {
             repository.localPath.flatMap { FollowStatus.read(repository: $0, host: host) } ?? FollowStatus(host: host)
     }
 
-    /// One round over every user (new users are picked up; a user's failure is that user's).
+    /// How many users are followed, and how many folders watched.
+    public var counts: (users: Int, watches: Int) { (followers.count, watcher?.count ?? 0) }
+
+    /// One round over every user, each read whole (new users are picked up; a user's failure is
+    /// that user's): `--once`.
     public func round(log: (FollowEvent) -> Void) throws {
         try repository.prepare()
         let users = named.isEmpty ? try root.scan().users : named
         for user in users {
             try Interruption.check()
-            let follower: UserFollower
-            if let known = followers[user] {
-                follower = known
-            } else {
-                follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
-                if follower.resume(), let generation = follower.generation {
-                    log(
-                        FollowEvent(
-                            kind: .generation, user: user.rawValue,
-                            message: "resuming \(generation) after segment \(follower.sequence)"))
-                }
-                followers[user] = follower
-            }
-            let began = ArchiveName.micros(Date())
-            var paused: String?
-            do {
-                let events = try follower.round()
-                for event in events { log(event) }
-                if follower.generation == nil {
-                    paused = events.last(where: { $0.kind == .paused })?.message ?? "no generation"
-                }
-                failing[user] = nil
-            } catch let error as InterruptedError {
-                throw error
-            } catch {
-                let text = (error as? GranaryError)?.description ?? "\(error)"
-                if failing[user] != text {
-                    log(FollowEvent(kind: .paused, user: user.rawValue, message: "following paused: \(text)"))
-                }
-                failing[user] = text
-                paused = "following paused: \(text)"
-            }
-            status.record(
-                user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
-                lastShipped: follower.lastShipped, began: began, caughtUp: !follower.behind, paused: paused)
+            process(user, Pending(since: clock.now, whole: true), log: log)
         }
-        writeStatus(log: log)
+        try writeStatus(log: log)
     }
 
-    /// Writes ``status`` to the repository for `check` (FollowStatus); a failure is logged once.
-    func writeStatus(log: (FollowEvent) -> Void) {
-        guard let local = repository.localPath else { return }
-        status.updated = ArchiveName.micros(Date())
+    /// Follows until a signal, then ships what is held and returns.
+    public func run(interval: Duration, log: (FollowEvent) -> Void) throws {
+        try repository.prepare()
+        self.interval = interval
+        watcher = FollowWatcher()
+        let rootWatched = (try? root.open()).map { watcher?.watchRoot($0) ?? false } ?? false
+        if watcher == nil {
+            log(FollowEvent(kind: .polled, user: "", message: "no inotify instance: every user is read every interval"))
+        }
+        let delay = interval / 2
+        try discover(log: log)
+        var nextRootScan = clock.now + (rootWatched ? sweep : interval)
+        while true {
+            // Due users, oldest change first.
+            let now = clock.now
+            let due = pending.filter { $0.value.since + delay <= now }.sorted { $0.value.since < $1.value.since }
+            for user in due.map(\.key) {
+                if Interruption.isRequested { break }
+                // Its work as it stands now (changes seen since the list was made included).
+                guard let work = pending.removeValue(forKey: user) else { continue }
+                process(user, work, log: log)
+                guard let follower = followers[user] else { continue }
+                if !follower.behind.isEmpty {
+                    // Read on in its next turn, after everyone waiting now.
+                    add(user, stores: follower.behind, whole: false, since: clock.now - delay)
+                }
+                if failing[user] != nil || follower.generation == nil {
+                    nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval * 10)
+                }
+                // Events keep coming while users are read: taken in now and then, so that the
+                // kernel's queue does not overflow behind a long turn.
+                if let watcher {
+                    var changes = FollowChanges()
+                    let before = ArchiveName.micros(Date())
+                    watcher.drain(into: &changes)
+                    drainedAt = before
+                    apply(changes, log: log)
+                }
+            }
+            if Interruption.isRequested {
+                flush(log: log)
+                try writeStatus(log: log)
+                return
+            }
+            let after = clock.now
+            if after >= nextRootScan {
+                try? discover(log: log)
+                nextRootScan = after + (rootWatched ? sweep : interval)
+            }
+            for (user, when) in nextWhole where when <= after {
+                add(user, stores: [], whole: true, since: after - delay)
+                let polled = watcher?.polled[user] != nil || watcher == nil
+                nextWhole[user] = after + (polled ? interval : sweep)
+            }
+            // Wait for events until the next user is due (100 ms at most, so that a signal that
+            // came just before the wait is seen soon).
+            let next = pending.values.map { $0.since + delay }.min() ?? (after + .seconds(1))
+            let wait = min(max(next - clock.now, .zero), .milliseconds(100))
+            if let watcher {
+                watcher.wait(wait)
+                var changes = FollowChanges()
+                let before = ArchiveName.micros(Date())
+                watcher.drain(into: &changes)
+                drainedAt = before
+                apply(changes, log: log)
+            } else if wait > .zero {
+                Thread.sleep(forTimeInterval: wait.timeInterval)
+            }
+            // The state for check (and the --textfile) once an interval.
+            if statusWrittenAt.map({ clock.now >= $0 + interval }) ?? true { try writeStatus(log: log) }
+        }
+    }
+
+    /// After a signal: one last read of every user with work waiting (no new generation, no
+    /// backup: those wait for the next run), with further signals held back.
+    func flush(log: (FollowEvent) -> Void) {
+        var changes = FollowChanges()
+        watcher?.drain(into: &changes)
+        apply(changes, log: log)
+        Interruption.heldBack {
+            for (user, work) in pending.sorted(by: { $0.value.since < $1.value.since }) {
+                guard let follower = followers[user], follower.generation != nil else { continue }
+                do {
+                    for event in try follower.ship(only: work.whole ? nil : work.stores) { log(event) }
+                } catch {
+                    log(FollowEvent(kind: .paused, user: user.rawValue, message: "not shipped at stop: \(error)"))
+                }
+            }
+        }
+        pending = [:]
+    }
+
+    /// Lists the root (or takes the named users): new users are followed (their folders watched,
+    /// read whole at once), users gone are forgotten.
+    func discover(log: (FollowEvent) -> Void) throws {
+        let users = named.isEmpty ? try root.scan().users : named
+        let now = clock.now
+        for (index, user) in users.enumerated() where followers[user] == nil {
+            let follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
+            if follower.resume(), let generation = follower.generation {
+                log(
+                    FollowEvent(
+                        kind: .generation, user: user.rawValue,
+                        message: "resuming \(generation) after segment \(follower.sequence)"))
+            }
+            followers[user] = follower
+            // The sweep of each user at its own moment, spread over the sweep's length.
+            nextWhole[user] =
+                watcher == nil ? now + interval : now + sweep + sweep * (Double(index) / Double(max(users.count, 1)))
+            // Due at once (a first generation, or a user who just appeared).
+            add(user, stores: [], whole: true, since: now - interval)
+        }
+        if named.isEmpty {
+            for gone in Set(followers.keys).subtracting(users) {
+                followers[gone] = nil
+                pending[gone] = nil
+                nextWhole[gone] = nil
+                failing[gone] = nil
+                watcher?.forget(gone)
+                log(FollowEvent(kind: .paused, user: gone.rawValue, message: "user gone: following stops"))
+            }
+        }
+    }
+
+    func add(_ user: UserID, stores: Set<String>, whole: Bool, since: ContinuousClock.Instant) {
+        var work = pending[user] ?? Pending(since: since)
+        work.since = min(work.since, since)
+        work.stores.formUnion(stores)
+        work.whole = work.whole || whole
+        pending[user] = work
+    }
+
+    func apply(_ changes: FollowChanges, log: (FollowEvent) -> Void) {
+        guard !changes.isEmpty else { return }
+        let now = clock.now
+        if changes.overflow {
+            log(FollowEvent(kind: .polled, user: "", message: "inotify queue overflowed: every user is read whole"))
+            for user in followers.keys { add(user, stores: [], whole: true, since: now) }
+        }
+        if changes.root || changes.overflow { try? discover(log: log) }
+        for user in changes.users where followers[user] != nil {
+            add(user, stores: [], whole: true, since: now)
+        }
+        for (user, stores) in changes.stores {
+            guard let follower = followers[user] else { continue }
+            let wanted = stores.subtracting(follower.named)
+            guard !wanted.isEmpty else { continue }
+            // A change to a file that is not a followed store: it may be one now.
+            add(user, stores: wanted, whole: !wanted.isSubset(of: follower.followed), since: now)
+        }
+    }
+
+    /// One user's work: before a whole round, the user's folders watched again; then a round
+    /// (every store, or those that changed).
+    func process(_ user: UserID, _ work: Pending, log: (FollowEvent) -> Void) {
+        let follower: UserFollower
+        if let known = followers[user] {
+            follower = known
+        } else {
+            follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
+            if follower.resume(), let generation = follower.generation {
+                log(
+                    FollowEvent(
+                        kind: .generation, user: user.rawValue,
+                        message: "resuming \(generation) after segment \(follower.sequence)"))
+            }
+            followers[user] = follower
+        }
+        // Watched before it is read: a change made after the scan is then an event.
+        if work.whole, let watcher, let folder = try? root.user(user) {
+            if let why = watcher.watch(folder) {
+                if saidPolled.insert(user).inserted {
+                    log(
+                        FollowEvent(
+                            kind: .polled, user: user.rawValue,
+                            message: "read every interval: its folders cannot all be watched (\(why))"))
+                }
+                nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval)
+            } else {
+                saidPolled.remove(user)
+            }
+        }
+        let began = ArchiveName.micros(Date())
+        var paused: String?
         do {
-            try status.write(repository: local)
-            statusFailure = nil
+            let events = try follower.round(only: work.whole ? nil : work.stores)
+            for event in events { log(event) }
+            if follower.generation == nil {
+                paused = events.last(where: { $0.kind == .paused })?.message ?? "no generation"
+            }
+            failing[user] = nil
+        } catch is InterruptedError {
+            return  // stopping: the generation under way is abandoned, as a backup's would be
         } catch {
             let text = (error as? GranaryError)?.description ?? "\(error)"
-            if statusFailure != text {
-                log(FollowEvent(kind: .paused, user: "follow", message: "cannot write its state for check: \(text)"))
+            if failing[user] != text {
+                log(FollowEvent(kind: .paused, user: user.rawValue, message: "following paused: \(text)"))
             }
-            statusFailure = text
+            failing[user] = text
+            paused = "following paused: \(text)"
         }
+        status.record(
+            user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
+            lastShipped: follower.lastShipped, began: began, caughtUp: follower.behind.isEmpty, paused: paused)
+    }
+
+    /// Writes ``status`` to the repository for `check` (FollowStatus), then hands it to
+    /// ``statusWritten``; a failure to write it is logged once. A watched user with no change
+    /// waiting is shipped through the moment the watcher's events were last taken in: the kernel
+    /// reports every write to a watched folder, so nothing of theirs is unshipped.
+    func writeStatus(log: (FollowEvent) -> Void) throws {
+        for (user, follower) in followers
+        where pending[user] == nil && failing[user] == nil && follower.behind.isEmpty && follower.generation != nil
+            && watcher != nil && watcher?.polled[user] == nil
+        {
+            status.caughtUp(user: user.rawValue, through: drainedAt)
+        }
+        statusWrittenAt = clock.now
+        if let local = repository.localPath {
+            status.updated = ArchiveName.micros(Date())
+            do {
+                try status.write(repository: local)
+                statusFailure = nil
+            } catch {
+                let text = (error as? GranaryError)?.description ?? "\(error)"
+                if statusFailure != text {
+                    log(
+                        FollowEvent(kind: .paused, user: "follow", message: "cannot write its state for check: \(text)")
+                    )
+                }
+                statusFailure = text
+            }
+        }
+        try statusWritten?(status)
     }
 }
 

@@ -209,7 +209,21 @@ public enum ReadTrace {
                 close(fd)
             }
         }
+
+        /// `follow`'s line: `scan USER` when it lists and opens every store of a user, `read
+        /// USER/STORE` when it reads one store.
+        static func follow(_ line: String) {
+            guard let file else { return }
+            let bytes = Array((line + "\n").utf8)
+            lock.withLock {
+                let fd = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return }
+                _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                close(fd)
+            }
+        }
     #else
         @inline(__always) static func note(_ kind: String, _ archive: String) {}
+        @inline(__always) static func follow(_ line: @autoclosure () -> String) {}
     #endif
 }

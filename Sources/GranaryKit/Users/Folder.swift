@@ -374,6 +374,14 @@ public final class Folder<Trust: FolderTrust>: Sendable, CustomStringConvertible
         if rc != 0 { throw .system(FileSystemError("link \(file.display) as", path: path(name))) }
     }
 
+    /// Asks the inotify instance `inotify` to report changes in this very folder: the inode this
+    /// descriptor holds, named through `/proc/self/fd` (the kernel resolves that link to the open
+    /// folder itself), never by a path in a user's folder, so a folder renamed or swapped for a
+    /// link later cannot move the watch elsewhere. The watch's id, or -1 with `errno`.
+    public func watch(inotify: Int32, mask: UInt32) -> Int32 {
+        inotify_add_watch(inotify, "/proc/self/fd/\(descriptor.raw)", mask | UInt32(IN_ONLYDIR))
+    }
+
     /// Flushes the folder's entries to stable storage (after a rename, link or unlink in it).
     public func sync() throws(FolderError) {
         do { try descriptor.sync() } catch { throw .system(error) }

@@ -1,0 +1,201 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What changed under the root since the last look, as `follow` needs it (docs/follow.md,
+/// "Many users"): which users' stores were written, and which users must be looked at whole.
+public struct FollowChanges: Sendable, Equatable {
+    /// Stores written (their names relative to the user's folder), by user: their `-wal` was
+    /// written, made or removed, or the file itself written.
+    public var stores: [UserID: Set<String>] = [:]
+    /// Users whose folders changed otherwise (an entry made, removed or renamed; a folder gone):
+    /// every store of theirs is read, and their folders watched again.
+    public var users: Set<UserID> = []
+    /// Entries of the root itself changed: users may have appeared or gone.
+    public var root = false
+    /// The kernel dropped events (its queue overflowed): everything must be looked at.
+    public var overflow = false
+
+    public init() {}
+
+    public var isEmpty: Bool { stores.isEmpty && users.isEmpty && !root && !overflow }
+}
+
+/// inotify(7) on the root and on every folder of every followed user, so that idle stores cost
+/// nothing: a store is read when its folder reports a change to it, not on a timer.
+///
+/// Each watch is on a folder opened beneath the root (``Folder/watch(inotify:mask:)``: the inode
+/// itself, never a path), and an event is only a hint: it names a user and a store, which
+/// `follow` then opens beneath the root again, with every check. A folder a user moves out of
+/// the root, or swaps for a link, can at most make `follow` look at that user again.
+///
+/// Watches cost kernel memory (about 1 KiB each) and are capped per uid
+/// (`fs.inotify.max_user_watches`); when one cannot be added, that user is polled instead
+/// (``polled``), and said once.
+public final class FollowWatcher {
+    /// The inotify descriptor (non-blocking, closed on exec).
+    public let descriptor: Int32
+    /// Each watch: whose folder (nil: the root) and its path relative to the user's folder.
+    var watches: [Int32: (user: UserID?, relative: String)] = [:]
+    var byUser: [UserID: Set<Int32>] = [:]
+    /// Users some of whose folders could not be watched, and why: they are read every round.
+    public private(set) var polled: [UserID: String] = [:]
+
+    /// What a user's folder watch reports: entries written, made, removed or renamed, and the
+    /// folder itself removed or moved. Not a change of owner or mode (`IN_ATTRIB`): SQLite, run by
+    /// root, gives each `-wal` and `-shm` it opens to the database's owner (`fchown`), so every
+    /// read `follow` or a backup makes would report itself and be read again; an owner or mode
+    /// changed is found by the checks of the next read (and by the sweep).
+    static let folderMask =
+        UInt32(IN_MODIFY) | UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MOVED_TO)
+        | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
+    static let rootMask = UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MOVED_TO)
+
+    /// A new inotify instance; nil when the kernel gives none (then every user is polled).
+    public init?() {
+        let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
+        guard fd >= 0 else { return nil }
+        descriptor = fd
+    }
+
+    deinit { close(descriptor) }
+
+    /// How many watches are held.
+    public var count: Int { watches.count }
+
+    /// Watches the root's own entries (users appearing and going). False when it cannot.
+    public func watchRoot(_ folder: Folder<GranaryOwned>) -> Bool {
+        let wd = folder.watch(inotify: descriptor, mask: Self.rootMask)
+        guard wd >= 0 else { return false }
+        watches[wd] = (nil, "")
+        return true
+    }
+
+    /// Watches the folders of `user` (the user's folder, and every folder beneath it that a scan
+    /// searches: not hidden, the owner's, at most ``UserFolder/searchDepth`` deep), replacing the
+    /// user's earlier watches. Returns the reason when some folder could not be watched (the
+    /// user is then polled).
+    @discardableResult
+    public func watch(_ user: UserFolder) -> String? {
+        var fresh: Set<Int32> = []
+        var failure: String?
+        func walk(_ folder: Folder<UserOwned>, relative: String, depth: Int) {
+            let wd = folder.watch(inotify: descriptor, mask: Self.folderMask)
+            if wd < 0 {
+                let code = errno
+                failure =
+                    failure
+                    ?? (code == ENOSPC
+                        ? "no inotify watch left (fs.inotify.max_user_watches)" : String(cString: strerror(code)))
+                return
+            }
+            fresh.insert(wd)
+            watches[wd] = (user.id, relative)
+            guard depth < UserFolder.searchDepth, let entries = try? folder.entries() else { return }
+            for entry in entries where entry.kind == .folder && !entry.name.hasPrefix(".") {
+                guard entry.uid == folder.ownerUID || folder.ownerUID == nil,
+                    let child = try? folder.folder(entry.name)
+                else { continue }
+                walk(child, relative: relative.isEmpty ? entry.name : relative + "/" + entry.name, depth: depth + 1)
+            }
+        }
+        walk(user.folder, relative: "", depth: 0)
+        for wd in byUser[user.id, default: []].subtracting(fresh) {
+            inotify_rm_watch(descriptor, wd)
+            watches[wd] = nil
+        }
+        byUser[user.id] = fresh
+        polled[user.id] = failure
+        return failure
+    }
+
+    /// Drops the watches of a user who is gone.
+    public func forget(_ user: UserID) {
+        for wd in byUser.removeValue(forKey: user) ?? [] {
+            inotify_rm_watch(descriptor, wd)
+            watches[wd] = nil
+        }
+        polled[user] = nil
+    }
+
+    /// Waits until an event is there or `timeout` passes (a signal ends the wait too).
+    public func wait(_ timeout: Duration) {
+        var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+        let ms = max(
+            0,
+            min(
+                Int64(Int32.max),
+                timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000))
+        _ = poll(&poller, 1, Int32(ms))
+    }
+
+    /// Reads every event waiting, into `changes`.
+    public func drain(into changes: inout FollowChanges) {
+        let size = 64 * 1024
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: size, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let n = read(descriptor, buffer, size)
+            if n <= 0 { return }
+            var offset = 0
+            while offset + 16 <= n {
+                let wd = buffer.load(fromByteOffset: offset, as: Int32.self)
+                let mask = buffer.load(fromByteOffset: offset + 4, as: UInt32.self)
+                let length = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
+                var name = ""
+                if length > 0 {
+                    let bytes = UnsafeRawBufferPointer(start: buffer + offset + 16, count: min(length, n - offset - 16))
+                    name = FolderName.decode(Array(bytes.prefix { $0 != 0 }))
+                }
+                offset += 16 + length
+                note(wd: wd, mask: mask, name: name, into: &changes)
+            }
+        }
+    }
+
+    func note(wd: Int32, mask: UInt32, name: String, into changes: inout FollowChanges) {
+        if mask & UInt32(IN_Q_OVERFLOW) != 0 {
+            changes.overflow = true
+            return
+        }
+        guard let (owner, relative) = watches[wd] else { return }
+        if mask & UInt32(IN_IGNORED) != 0 {
+            // The kernel dropped the watch (its folder is gone): look again.
+            watches[wd] = nil
+            if let owner {
+                byUser[owner]?.remove(wd)
+                changes.users.insert(owner)
+            } else {
+                changes.root = true
+            }
+            return
+        }
+        guard let user = owner else {
+            changes.root = true
+            if let id = try? UserID(name) { changes.users.insert(id) }
+            return
+        }
+        if mask & (UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
+            changes.users.insert(user)
+            return
+        }
+        // Hidden entries are never stores (nor searched), and SQLite writes `-shm` through a
+        // mapping: its `-wal` says the same, so neither is worth a read.
+        if name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") { return }
+        let path = relative.isEmpty ? name : relative + "/" + name
+        if name.hasSuffix("-wal") {
+            changes.stores[user, default: []].insert(String(path.dropLast(4)))
+            return
+        }
+        if name.hasSuffix("-journal") { return }
+        if mask & UInt32(IN_MODIFY) != 0 {
+            // A store's own file is written by checkpoints (nothing to ship) and by a rollback
+            // store's commits (not followed); any other file may be becoming a store.
+            changes.stores[user, default: []].insert(path)
+            return
+        }
+        changes.users.insert(user)
+    }
+}
