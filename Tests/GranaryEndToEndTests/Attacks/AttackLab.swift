@@ -142,7 +142,11 @@ final class Spawned: @unchecked Sendable {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if stdout.split(separator: "\n").contains(where: { $0.hasPrefix(prefix) }) { return true }
-            if !process.isRunning { return stdout.split(separator: "\n").contains(where: { $0.hasPrefix(prefix) }) }
+            if !process.isRunning {
+                // Exited: what it wrote may still be in the pipe, until the readers reach its end.
+                _ = readers.wait(timeout: .now() + max(0, deadline.timeIntervalSinceNow))
+                return stdout.split(separator: "\n").contains(where: { $0.hasPrefix(prefix) })
+            }
             usleep(2_000)
         }
         return false
