@@ -33,9 +33,9 @@ struct CheckCommand: GranaryCommand {
             entries of the root are no users and fail nothing. --exclude and the configuration's exclude leave \
             users out, as for backup --all. \
             A user that granary follow follows on this host (its state in the repository, or segments) also \
-            fails when follow lags more than --max-follow-lag behind (default 1min: now minus the start of \
-            follow's newest round that left every commit of the user shipped; a follower that stopped lags \
-            more each second) or when there is a gap (a segment missing, the newest window's base gone, or \
+            fails when follow lags more than --max-follow-lag behind, 1min unless given (the lag: now minus \
+            the start of follow's newest round that left every commit of the user shipped; a follower that \
+            stopped lags more each second) or when there is a gap (a segment missing, the newest window's base gone, or \
             following paused with no generation). \
             Exit codes: 0 every user passes, 1 some user fails (with --nagios: 0, 1, 2, 3 as above).
             """
@@ -340,54 +340,47 @@ struct CheckResult: CommandResult {
     /// The results in Prometheus' text exposition format, one metric family per fact, each
     /// user a label (node_exporter's textfile collector reads it).
     func prometheusText(now: Date) -> String {
-        func label(_ value: String) -> String {
-            value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: "\\n")
-        }
-        var text = ""
-        func family(_ name: String, _ help: String, _ values: [(String, String)]) {
-            text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
-            for (labels, value) in values { text += "\(name)\(labels) \(value)\n" }
-        }
+        let label = PrometheusText.label
+        var text = PrometheusText()
         let byUser = users.map { ("{user=\"\(label($0.id))\"}", $0) }
-        family(
+        text.family(
             "granary_newest_archive_age_seconds", "Age of the user's newest regular archive, in seconds.",
             byUser.compactMap { labels, user in user.newestAgeSeconds.map { (labels, String($0)) } })
-        family(
+        text.family(
             "granary_newest_checked_archive_age_seconds",
             "Age of the user's newest archive that its backup checked or granary verify passed, in seconds.",
             byUser.compactMap { labels, user in user.ageSeconds.map { (labels, String($0)) } })
-        family(
+        text.family(
             "granary_newest_archive_verified",
             "1 when granary verify proved the user's newest checked archive restores (a delta with its chain), else 0.",
             byUser.map { labels, user in (labels, user.verified ? "1" : "0") })
-        family(
+        text.family(
             "granary_unrestorable_archive",
             "1 when the user's newest archives do not restore (found bad, changed, or a broken delta chain), else 0.",
             byUser.map { labels, user in (labels, user.unrestorable == nil ? "0" : "1") })
-        family(
+        text.family(
             "granary_newest_archive_size_bytes", "Size of the user's newest regular archive, in bytes.",
             byUser.compactMap { labels, user in user.newestSize.map { (labels, String($0)) } })
-        family(
+        text.family(
             "granary_problems",
             "Problems check found for the user (0: ok; a stopped restore, a mirror, an old archive).",
             byUser.map { labels, user in (labels, String(user.problems)) })
-        family(
+        text.family(
             "granary_interrupted", "1 when a restore, reset or retire of the user stopped half way, else 0.",
             byUser.map { labels, user in (labels, user.interrupted ? "1" : "0") })
-        family(
+        text.family(
             "granary_follow_problem",
             "For each user granary follow follows here: 1 when check found it lagging or with a gap, else 0.",
             byUser.compactMap { labels, user in user.followed ? (labels, user.followProblem ? "1" : "0") : nil })
-        family(
+        text.family(
             "granary_root_entries_ignored", "Entries of the root that may hold data but are no user granary can take.",
             [("", String(ignored.count))])
-        family("granary_check_ok", "1 when every user passed check, else 0.", [("", ok ? "1" : "0")])
-        family(
+        text.family("granary_check_ok", "1 when every user passed check, else 0.", [("", ok ? "1" : "0")])
+        text.family(
             "granary_check_max_age_seconds", "The --max-age check ran with, in seconds.", [("", String(maxAgeSeconds))])
-        family(
+        text.family(
             "granary_check_timestamp_seconds", "When check wrote this file, in seconds since 1970.",
             [("", String(Int64(now.timeIntervalSince1970)))])
-        return text
+        return text.output
     }
 }
