@@ -21,11 +21,7 @@ struct FollowLedgerTests {
 
     init() throws {
         try FileSystem.makeDirectory(root + "/alice")
-        let db = try Database(path: store, mode: .create)
-        try db.execute("PRAGMA journal_mode=WAL")
-        try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
-        try db.execute("CREATE TABLE ledger_writes(seq INTEGER PRIMARY KEY, writer TEXT NOT NULL, at REAL NOT NULL)")
-        for id in 1...20 { try db.run("INSERT INTO items(body) VALUES (?)", [.text("item \(id)")]) }
+        try FollowFixtures.makeWALStore(store, rows: (1...20).map { "item \($0)" }, ledger: true, keepWAL: false)
     }
 
     /// `granary follow` in the background, its journal lines in a file.

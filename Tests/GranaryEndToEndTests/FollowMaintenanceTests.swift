@@ -21,11 +21,7 @@ struct FollowMaintenanceTests {
 
     init() throws {
         try FileSystem.makeDirectory(root + "/alice")
-        let db = try Database(path: store, mode: .create)
-        try db.execute("PRAGMA journal_mode=WAL")
-        try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
-        try db.run("INSERT INTO items(body) VALUES ('first')")
-        try db.keepWALOnClose()
+        try FollowFixtures.makeWALStore(store)
     }
 
     func granary(_ arguments: [String], repo location: String? = nil) throws -> GranaryProcess.Result {
@@ -467,11 +463,7 @@ struct FollowS3MirrorTests {
         bucket = "f" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         try server.makeBucket(bucket)
         try FileSystem.makeDirectory(root + "/alice")
-        let db = try Database(path: store, mode: .create)
-        try db.execute("PRAGMA journal_mode=WAL")
-        try db.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
-        try db.run("INSERT INTO items(body) VALUES ('first')")
-        try db.keepWALOnClose()
+        try FollowFixtures.makeWALStore(store)
     }
 
     func granary(_ arguments: [String]) throws -> GranaryProcess.Result {

@@ -157,7 +157,7 @@ public enum DeltaMerge {
             }
         }
         let head = try baseHead(scratch + "/base")
-        var lists = try baseHead(scratch + "/lists").pages
+        let lists = try baseHead(scratch + "/lists").pages
         guard let baseInfo = head.manifest.delta else {
             throw VerificationFailure(archive: merge.base.path, reason: "has no page hashes")
         }

@@ -89,32 +89,25 @@ public struct FollowStatus: Codable, Sendable, Equatable {
     /// The follower's metrics in Prometheus' text exposition format, each user a label.
     public func prometheusText(now: Date) -> String {
         let micros = ArchiveName.micros(now)
-        func label(_ value: String) -> String {
-            value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-                .replacingOccurrences(of: "\n", with: "\\n")
-        }
-        var text = ""
-        func family(_ name: String, _ help: String, _ values: [(String, String)]) {
-            text += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
-            for (labels, value) in values { text += "\(name)\(labels) \(value)\n" }
-        }
+        let label = PrometheusText.label
+        var text = PrometheusText()
         func seconds(_ micros: Int64) -> String { String(format: "%.3f", Double(micros) / 1e6) }
         let byUser = users.keys.sorted().map { ("{user=\"\(label($0))\"}", $0, users[$0]!) }
-        family(
+        text.family(
             "granary_follow_lag_seconds",
             "Seconds since the start of the newest round that left every commit of the user shipped.",
             byUser.compactMap { labels, name, _ in lag(of: name, now: micros).map { (labels, seconds($0)) } })
-        family(
+        text.family(
             "granary_follow_last_shipped_timestamp_seconds",
             "When granary observed the newest commit it shipped for the user, in seconds since 1970.",
             byUser.compactMap { labels, _, user in user.lastShipped.map { (labels, seconds($0)) } })
-        family(
+        text.family(
             "granary_follow_paused",
             "1 when the user's following is paused (no generation, or its round fails), else 0.",
             byUser.map { labels, _, user in (labels, user.paused == nil ? "0" : "1") })
-        family(
+        text.family(
             "granary_follow_timestamp_seconds", "When follow wrote this file, in seconds since 1970.",
             [("", String(Int64(now.timeIntervalSince1970)))])
-        return text
+        return text.output
     }
 }

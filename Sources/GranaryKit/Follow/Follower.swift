@@ -555,14 +555,7 @@ public final class FollowRun {
         let users = named.isEmpty ? try root.scan().users : named
         let now = clock.now
         for (index, user) in users.enumerated() where followers[user] == nil {
-            let follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
-            if follower.resume(), let generation = follower.generation {
-                log(
-                    FollowEvent(
-                        kind: .generation, user: user.rawValue,
-                        message: "resuming \(generation) after segment \(follower.sequence)"))
-            }
-            followers[user] = follower
+            _ = follower(of: user, log: log)
             // The sweep of each user at its own moment, spread over the sweep's length.
             nextWhole[user] =
                 watcher == nil ? now + interval : now + sweep + sweep * (Double(index) / Double(max(users.count, 1)))
@@ -609,22 +602,24 @@ public final class FollowRun {
         }
     }
 
+    /// The user's follower: the one known, or a new one resumed from its last segment.
+    func follower(of user: UserID, log: (FollowEvent) -> Void) -> UserFollower {
+        if let known = followers[user] { return known }
+        let follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
+        if follower.resume(), let generation = follower.generation {
+            log(
+                FollowEvent(
+                    kind: .generation, user: user.rawValue,
+                    message: "resuming \(generation) after segment \(follower.sequence)"))
+        }
+        followers[user] = follower
+        return follower
+    }
+
     /// One user's work: before a whole round, the user's folders watched again; then a round
     /// (every store, or those that changed).
     func process(_ user: UserID, _ work: Pending, log: (FollowEvent) -> Void) {
-        let follower: UserFollower
-        if let known = followers[user] {
-            follower = known
-        } else {
-            follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
-            if follower.resume(), let generation = follower.generation {
-                log(
-                    FollowEvent(
-                        kind: .generation, user: user.rawValue,
-                        message: "resuming \(generation) after segment \(follower.sequence)"))
-            }
-            followers[user] = follower
-        }
+        let follower = follower(of: user, log: log)
         // Watched before it is read: a change made after the scan is then an event.
         if work.whole, let watcher, let folder = try? root.user(user) {
             if let why = watcher.watch(folder) {
