@@ -22,7 +22,8 @@
 #     archive is read by restoring it (`restore USER DELTA --to DIR`: its chain rebuilt and checked);
 #   - every archive, deltas with their chains, passes `verify --chain`;
 #   - every write a third-process writer acknowledged is in its live store or in one of the safety
-#     archives (-pre-restore / -pre-reset) of that user, all written while it ran;
+#     archives (-pre-restore / -pre-reset, or their -delta forms, restored with their chains) of
+#     that user, all written while it ran;
 #   - no temporary file, staging folder, journal or held lock is left;
 #   - the owners' pids never changed (they were never restarted).
 # Prints its counts; exits 1 on any violation.
@@ -166,10 +167,20 @@ for user in "${!third_store[@]}"; do
   sort -u "$W/$user.ledger" > "$W/acked"
   third_total=$((third_total + $(wc -l < "$W/acked")))
   { sqlite3 "$W/root/$user/$name" 'select seq from ledger_writes' 2>/dev/null
-    for archive in "$W/repo/$user"/*-pre-restore.*tar.zst "$W/repo/$user"/*-pre-reset.*tar.zst; do
+    for archive in "$W/repo/$user"/*-pre-restore.*tar.zst "$W/repo/$user"/*-pre-reset.*tar.zst \
+      "$W/repo/$user"/*-pre-restore-delta.*tar.zst "$W/repo/$user"/*-pre-reset-delta.*tar.zst; do
       [ -e "$archive" ] || continue
-      x=$(mktemp -d "$W/x.XXXX"); tar --zstd -xf "$archive" -C "$x" "stores/$name" 2>/dev/null \
-        && sqlite3 "$x/stores/$name" 'select seq from ledger_writes' 2>/dev/null; rm -rf "$x"
+      x=$(mktemp -d "$W/x.XXXX")
+      case $archive in
+        *-delta.*tar.zst) # a safety archive that is a delta on the newest backup: restored with its chain
+          if "$BIN/granary" restore "$user" "$(basename "$archive")" --to "$x" --root "$W/root" --repo "$W/repo" \
+            >>"$W/granary.log" 2>&1; then
+            sqlite3 "$x/$name" 'select seq from ledger_writes' 2>/dev/null
+          else echo "soak: $user's safety delta $(basename "$archive") does not restore" >&2; fi ;;
+        *) tar --zstd -xf "$archive" -C "$x" "stores/$name" 2>/dev/null \
+            && sqlite3 "$x/stores/$name" 'select seq from ledger_writes' 2>/dev/null ;;
+      esac
+      rm -rf "$x"
     done; } | sort -u > "$W/kept"
   missing=$(comm -23 "$W/acked" "$W/kept" | wc -l)
   [ "$missing" = 0 ] || echo "soak: $missing writes acknowledged by the third process on $user/$name (${third_mode[$user]}) are nowhere: $(comm -23 "$W/acked" "$W/kept" | head -5 | tr '\n' ' ')"
