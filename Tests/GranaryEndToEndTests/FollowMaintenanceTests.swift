@@ -494,17 +494,20 @@ struct FollowS3MirrorTests {
         let document = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
         let users = (document["mirrors"] as? [[String: Any]])?.first?["users"] as? [[String: Any]]
         #expect(users?.first?["segments"] as? [String] == [], "\(again.stdout)")
-        // restore --at from the S3 mirror restores the base alone, and says so: segments are read
-        // from a local repository or mirror only.
+        // restore --at from the S3 mirror replays its segments (FollowRemoteTests has the rest).
         let target = folder.child("drill")
         let restored = try GranaryProcess.run(
-            ["restore", "alice", "--at", "now", "--to", target, "--root", root, "--repo", mirror],
+            [
+                "restore", "alice", "--at", ArchiveName.stamp(micros: generation.segments[1].last, precise: true),
+                "--to", target, "--root", root, "--repo", mirror,
+            ],
             environment: server.environment())
         #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
         #expect(
-            (restored.stdout + restored.stderr).contains(
-                "is not a local repository and follow's segments are read only from one: restoring the newest archive at or before"
-            ), "\(restored.stdout)\(restored.stderr)")
-        #expect(try Database(path: target + "/Local.sqlite", mode: .readOnly).integrityCheck(full: true) == ["ok"])
+            (restored.stdout + restored.stderr).contains("within the followed window"),
+            "\(restored.stdout)\(restored.stderr)")
+        let db = try Database(path: target + "/Local.sqlite", mode: .readOnly)
+        #expect(db.integrityCheck(full: true) == ["ok"])
+        #expect(try db.scalar("SELECT count(*) FROM items")?.integer == 6)
     }
 }

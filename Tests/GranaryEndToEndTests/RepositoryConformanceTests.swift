@@ -109,6 +109,36 @@ struct RepositoryConformanceTests {
     }
 
     @Test(
+        "objects(under:) lists every object beneath a folder at any depth by its path below it; nothing for a folder that is not there; copy streams one into a file",
+        arguments: backends)
+    func objectsUnder(backend: Backend) throws {
+        let place = try Self.place(backend)
+        let repository = place.repository
+        _ = try repository.initialize()
+        try repository.prepare()
+        let deep = Self.payload(70_000, seed: 4)
+        #expect(try repository.write("alice@example.com/follow/h1/B1/0000000001-a.seg", from: place.file(deep)))
+        #expect(try repository.write("alice@example.com/follow/h1/B1/0000000002-b.seg", from: place.file([1, 2, 3])))
+        #expect(try repository.write("alice@example.com/follow/h2/B2/0000000001-c.seg", from: place.file([4])))
+        #expect(try repository.write("alice@example.com/beside.tar", from: place.file([5])))
+        let listed = try repository.objects(under: "alice@example.com/follow")
+            .filter { !$0.name.split(separator: "/").contains { $0.hasPrefix(".") } }
+        #expect(
+            Dictionary(uniqueKeysWithValues: listed.map { ($0.name, $0.size) }) == [
+                "h1/B1/0000000001-a.seg": 70_000, "h1/B1/0000000002-b.seg": 3, "h2/B2/0000000001-c.seg": 1,
+            ], "\(listed)")
+        #expect(try repository.objects(under: "bob@example.com/follow").isEmpty)
+        let (fd, path) = try FileSystem.createTemporaryFile(in: place.folder.path, for: "copy")
+        defer { close(fd) }
+        try repository.copy("alice@example.com/follow/h1/B1/0000000001-a.seg", size: 70_000, into: fd, path: path)
+        #expect(Array(try Data(contentsOf: URL(fileURLWithPath: path))) == deep)
+        try repository.deleteSmall("alice@example.com/follow/h1/B1/0000000002-b.seg")
+        #expect(
+            try repository.objects(under: "alice@example.com/follow").map(\.name).filter { !$0.contains("/.") }.sorted()
+                == ["h1/B1/0000000001-a.seg", "h2/B2/0000000001-c.seg"])
+    }
+
+    @Test(
         "write publishes an object whole and once: listed with its size, read back whole and by its head; a taken name is refused and keeps its bytes",
         arguments: backends)
     func writeListRead(backend: Backend) throws {

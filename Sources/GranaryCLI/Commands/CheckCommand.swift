@@ -114,7 +114,7 @@ struct CheckCommand: GranaryCommand {
             users: ids, repository: repository, maxAge: TimeInterval(limit),
             mirrors: try settings.mirrorRepositories(flags: mirror),
             root: root, interrupted: interrupted)
-        let followed = FollowHealth.evaluate(
+        let followed = try FollowHealth.evaluate(
             users: ids, repository: repository, host: settings.context.host,
             maxLag: TimeInterval(maxFollowLag ?? 60))
         var result = CheckResult(

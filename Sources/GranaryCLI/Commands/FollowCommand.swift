@@ -19,7 +19,8 @@ struct FollowCommand: GranaryCommand {
             read every commit (the -wal truncated or restarted past what was read, the store replaced, a store \
             added or gone), and the journal says why. restore --at TIME replays a generation onto its base when \
             TIME lies in its window; list --follow shows the windows. Rollback-journal stores are named and \
-            passed over. Only a local repository is followed in this release. \
+            passed over. The repository may be local or remote (s3:, rclone:): a segment is claimed only \
+            once its upload completed. \
             Logs one line per event (a generation, a segment, a paused or polled user) on standard error. On \
             SIGTERM or SIGINT it reads once more every user with changes not yet shipped, publishes them and \
             exits. \
@@ -62,11 +63,6 @@ struct FollowCommand: GranaryCommand {
         let settings = try global.settings()
         let root = try settings.requireRoot()
         let repository = try settings.requireRepository()
-        guard repository.isLocal else {
-            throw CommandError(
-                description: "follow writes to a local repository only in this release: \(repository.location)",
-                status: .usage, hint: "follow into a local repository (GRANARY_REPO=/path)")
-        }
         var options = BackupOperation.Options()
         options.compression = settings.compression.value
         options.level = settings.level.value

@@ -18,6 +18,9 @@ struct ListCommand: GranaryCommand {
             A delta archive (backup --delta, or delta = true) is shown with its base and its place in the chain \
             (delta of NAME (chain N)), a full a delta can be built on as full with page hashes; --json gives each \
             archive's type (full or delta), base, chainLength and pageHashes. \
+            The windows restore --at can reach (granary follow's generations: from, to, segments, base, the gap \
+            before) follow the archives, read from the segments' names in the repository or mirror, local or \
+            remote (--json: followed). \
             Exit codes: 0, 65 when any archive listed is unreadable or failed its last verify (all are still listed), \
             66 a user with no archives who is not a user under the root either.
             """
@@ -53,20 +56,18 @@ struct ListCommand: GranaryCommand {
         }
         var result = ListResult(repository: repository.location, items: items, retiredUsers: retired.sorted())
         // The windows `restore --at` can reach, from the segments of `granary follow`.
-        if let local = repository.localPath {
-            for user in Set(items.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
-                var previous: Int64?
-                for generation in FollowCatalogue.generations(in: local, user: user, host: context.hostScope) {
-                    guard let window = generation.window else { continue }
-                    result.followed.append(
-                        ListResult.Window(
-                            user: user.rawValue, host: generation.host, base: generation.name,
-                            from: Date(timeIntervalSince1970: Double(window.from) / 1e6),
-                            to: Date(timeIntervalSince1970: Double(window.to) / 1e6),
-                            segments: generation.segments.count,
-                            gapBefore: previous.map { Double(max(0, window.from - $0)) / 1e6 }))
-                    previous = window.to
-                }
+        for user in Set(items.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
+            var previous: Int64?
+            for generation in try FollowCatalogue.generations(in: repository, user: user, host: context.hostScope) {
+                guard let window = generation.window else { continue }
+                result.followed.append(
+                    ListResult.Window(
+                        user: user.rawValue, host: generation.host, base: generation.name,
+                        from: Date(timeIntervalSince1970: Double(window.from) / 1e6),
+                        to: Date(timeIntervalSince1970: Double(window.to) / 1e6),
+                        segments: generation.segments.count,
+                        gapBefore: previous.map { Double(max(0, window.from - $0)) / 1e6 }))
+                previous = window.to
             }
         }
         return result

@@ -110,7 +110,7 @@ public enum ArchiveRemoval {
             }
         }
         // A followed window within followed_keep_within keeps its base (FollowedRetention).
-        FollowedRetention.keepBases(
+        try FollowedRetention.keepBases(
             user: user, archives: archives, kept: &kept, policy: policy, now: now, repository: repository)
         // Issue 35: a kept delta keeps its whole chain (every base back to its full).
         DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
@@ -179,8 +179,9 @@ public enum ArchiveRemoval {
         }
         // follow's segments: what the archives that stay no longer carry, or what is past the span.
         let remaining = Set(items.filter(\.keep).map(\.entry.name.fileName))
-        let removals = FollowedRetention.plan(user: user, remaining: remaining, policy: policy, repository: repository)
-        if !dryRun { FollowedRetention.remove(removals, repository: repository) }
+        let removals = try FollowedRetention.plan(
+            user: user, remaining: remaining, policy: policy, repository: repository)
+        if !dryRun { try FollowedRetention.remove(removals, repository: repository) }
         followed?(removals)
         return items
     }

@@ -20,10 +20,10 @@ public enum FollowedRetention {
     static func keepBases(
         user: UserID, archives: [RepositoryEntry], kept: inout [String: [String]], policy: RetentionPolicy, now: Date,
         repository: any Repository
-    ) {
-        guard let span = policy.followedKeepWithin, let local = repository.localPath else { return }
+    ) throws(RepositoryError) {
+        guard let span = policy.followedKeepWithin else { return }
         let cutoff = ArchiveName.micros(span.start(before: now))
-        for generation in FollowedGenerations.list(in: local, user: user, host: repository.context.hostScope) {
+        for generation in try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope) {
             guard let last = generation.lastObserved, last > cutoff,
                 let base = archives.first(where: { $0.name.fileName == generation.base && $0.host == generation.host })
             else { continue }
@@ -36,11 +36,10 @@ public enum FollowedRetention {
     /// window ended before `now` minus the span.
     public static func plan(
         user: UserID, remaining: Set<String>, policy: RetentionPolicy, now: Date = Date(), repository: any Repository
-    ) -> [Removal] {
-        guard let local = repository.localPath else { return [] }
+    ) throws(RepositoryError) -> [Removal] {
         let cutoff = policy.followedKeepWithin.map { ArchiveName.micros($0.start(before: now)) }
         var result: [Removal] = []
-        for generation in FollowedGenerations.list(in: local, user: user, host: repository.context.hostScope) {
+        for generation in try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope) {
             if !remaining.contains(generation.base) {
                 result.append(Removal(generation: generation, why: "its base is gone"))
             } else if let cutoff, (generation.lastObserved ?? 0) <= cutoff {
@@ -50,21 +49,11 @@ public enum FollowedRetention {
         return result
     }
 
-    /// Removes each generation's folder (its segments, newest first, then the folder), syncing
-    /// the folder above; the host's and the user's `follow` folders go when they are left empty.
-    public static func remove(_ removals: [Removal], repository: any Repository) {
-        guard let local = repository.localPath else { return }
+    /// Removes each generation (its segments, newest first; in a local repository then its
+    /// folder, and the host's and the user's `follow` folders when they are left empty).
+    public static func remove(_ removals: [Removal], repository: any Repository) throws {
         for removal in removals {
-            let folder = local + "/" + removal.generation.object
-            // Newest first: a removal that stops half-way leaves a shorter window, never a hole.
-            for segment in removal.generation.segments.reversed() {
-                try? FileSystem.removeFile(folder + "/" + segment.name)
-            }
-            FileSystem.removeTree(folder)
-            let hostFolder = local + "/" + removal.generation.user.rawValue + "/follow/" + removal.generation.host
-            RawPath.rmdir(hostFolder)
-            RawPath.rmdir(local + "/" + removal.generation.user.rawValue + "/follow")
-            try? FileSystem.sync(local + "/" + removal.generation.user.rawValue)
+            try FollowedGenerations.remove(removal.generation, from: repository)
         }
     }
 }

@@ -19,16 +19,15 @@ public enum FollowHealth {
 
     /// The users of `users` that `host` follows (an entry in its state, or segments of its in the
     /// repository), each with its lag and gaps at `now`; a lag over `maxLag` is a problem.
-    /// A remote repository holds no segments in this version: no user is followed there.
+    /// The repository may be local or remote (one listing of each user's segments).
     public static func evaluate(
         users: [UserID], repository: any Repository, host: String, maxLag: TimeInterval, now: Date = Date()
-    ) -> [UserID: Report] {
-        guard let local = repository.localPath else { return [:] }
-        let status = FollowStatus.read(repository: local, host: host)
+    ) throws(RepositoryError) -> [UserID: Report] {
+        let status = FollowStatus.read(from: repository, host: host)
         let micros = ArchiveName.micros(now)
         var reports: [UserID: Report] = [:]
         for user in users {
-            let generations = FollowedGenerations.list(in: local, user: user, host: host)
+            let generations = try FollowedGenerations.list(in: repository, user: user, host: host)
             let entry = status?.users[user.rawValue]
             guard entry != nil || !generations.isEmpty else { continue }
             var report = Report(user: user)

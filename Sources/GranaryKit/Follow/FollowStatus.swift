@@ -40,6 +40,23 @@ public struct FollowStatus: Codable, Sendable, Equatable {
     /// folder can have).
     public static func object(host: String) -> String { ".granary-follow/" + host + ".json" }
 
+    /// The state the follower of `host` last wrote to `repository` (local or remote), nil when
+    /// there is none (or it does not decode, or cannot be read).
+    public static func read(from repository: any Repository, host: String) -> FollowStatus? {
+        if let local = repository.localPath { return read(repository: local, host: host) }
+        guard let bytes = try? repository.readSmall(object(host: host)), bytes.count < 64 << 20 else { return nil }
+        return try? JSONDecoder().decode(FollowStatus.self, from: Data(bytes))
+    }
+
+    /// Replaces the state in `repository`: in a local one, a temporary file synced and renamed
+    /// in a private folder; in a remote one, one upload of the small object.
+    public func write(to repository: any Repository) throws {
+        if let local = repository.localPath { return try write(repository: local) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try repository.writeSmall([UInt8](try encoder.encode(self)), to: Self.object(host: host))
+    }
+
     /// The state the follower of `host` last wrote to the local repository at `repository`, nil
     /// when there is none (or it does not decode).
     public static func read(repository: String, host: String) -> FollowStatus? {

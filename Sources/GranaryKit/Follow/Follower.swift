@@ -62,11 +62,12 @@ public final class UserFollower {
     /// Resumes from the newest published segment, when its cursors still hold (``round()`` checks
     /// them on its first read). Returns false when there is nothing to resume.
     public func resume() -> Bool {
-        guard let local = repository.localPath else { return false }
-        let generations = FollowCatalogue.generations(in: local, user: user, host: host)
-        guard let newest = generations.last, let last = newest.segments.last,
+        guard let generations = try? FollowCatalogue.generations(in: repository, user: user, host: host),
+            let newest = generations.last, let last = newest.segments.last,
             newest.segments.count == last.sequence,
-            let (header, trailer) = try? SegmentReader.check(last.path), header.generation == newest.name
+            let (header, trailer) = try? FollowedGenerations.withLocalCopy(
+                of: last.object, size: last.size, in: repository, SegmentReader.check),
+            header.generation == newest.name
         else { return false }
         generation = newest.name
         sequence = last.sequence
@@ -321,14 +322,21 @@ public final class UserFollower {
     }
 }
 
-/// The generations and segments of a user in a local repository.
+/// The generations and segments of a user in a repository, local or remote (the names alone,
+/// from ``FollowedGenerations``: one listing).
 public enum FollowCatalogue {
     public struct SegmentFile: Sendable, Equatable {
+        /// Its name in the repository (`USER/follow/HOST/BASE/NAME`).
+        public let object: String
+        /// Its file, in a local repository; what is shown, in a remote one (read it through
+        /// ``FollowedGenerations/withLocalCopy(of:size:in:_:)``).
         public let path: String
         public let name: String
         public let sequence: Int
         public let first: Int64
         public let last: Int64
+        /// Its size as listed.
+        public var size: Int64 = 0
     }
 
     public struct Generation: Sendable, Equatable {
@@ -349,33 +357,32 @@ public enum FollowCatalogue {
         }
     }
 
-    /// The generations of `user` by `host` (every host's when nil), oldest first.
-    public static func generations(in repository: String, user: UserID, host: String?) -> [Generation] {
-        let base = repository + "/" + user.rawValue + "/follow"
-        var result: [Generation] = []
-        for hostName in FileSystem.contents(of: base).sorted() where host == nil || hostName == host {
-            for name in FileSystem.contents(of: base + "/" + hostName).sorted() {
-                guard ArchiveName(fileName: name) != nil else { continue }
-                let folder = base + "/" + hostName + "/" + name
-                let segments = FileSystem.contents(of: folder).compactMap { file -> SegmentFile? in
-                    guard let parsed = Segment.parse(fileName: file) else { return nil }
+    /// The generations of `user` by `host` (every host's when nil) in `repository`, oldest first.
+    public static func generations(in repository: any Repository, user: UserID, host: String?) throws(RepositoryError)
+        -> [Generation]
+    {
+        try FollowedGenerations.list(in: repository, user: user, host: host).map { generation in
+            Generation(
+                name: generation.base, host: generation.host,
+                segments: generation.segments.map { segment in
+                    let object = generation.object + "/" + segment.name
                     return SegmentFile(
-                        path: folder + "/" + file, name: file, sequence: parsed.sequence, first: parsed.first,
-                        last: parsed.last)
-                }.sorted { $0.sequence < $1.sequence }
-                result.append(Generation(name: name, host: hostName, segments: segments))
-            }
-        }
-        return result.sorted {
-            (ArchiveName(fileName: $0.name)?.micros ?? 0, $0.host) < (
-                ArchiveName(fileName: $1.name)?.micros ?? 0, $1.host
-            )
+                        object: object,
+                        path: repository.localPath.map { $0 + "/" + object } ?? repository.display(object),
+                        name: segment.name, sequence: segment.sequence, first: segment.first, last: segment.last,
+                        size: segment.size)
+                })
         }
     }
 
+    /// The generations of `user` in the local repository at `repository`.
+    public static func generations(in repository: String, user: UserID, host: String?) -> [Generation] {
+        (try? generations(in: LocalRepository(path: repository), user: user, host: host)) ?? []
+    }
+
     /// The generation whose window holds `at` (the newest such), with the segments to replay.
-    public static func covering(_ at: Int64, in repository: String, user: UserID, host: String?) -> Generation? {
-        generations(in: repository, user: user, host: host).last { generation in
+    public static func covering(_ at: Int64, in generations: [Generation]) -> Generation? {
+        generations.last { generation in
             guard let window = generation.window else { return false }
             return window.from <= at && at <= window.to
         }
@@ -438,8 +445,7 @@ public final class FollowRun {
         // What an earlier follower wrote stays for the users this one does not follow (their lag
         // goes on growing from where it was).
         let host = repository.context.host
-        status =
-            repository.localPath.flatMap { FollowStatus.read(repository: $0, host: host) } ?? FollowStatus(host: host)
+        status = FollowStatus.read(from: repository, host: host) ?? FollowStatus(host: host)
     }
 
     /// How many users are followed, and how many folders watched.
@@ -670,20 +676,16 @@ public final class FollowRun {
             status.caughtUp(user: user.rawValue, through: drainedAt)
         }
         statusWrittenAt = clock.now
-        if let local = repository.localPath {
-            status.updated = ArchiveName.micros(Date())
-            do {
-                try status.write(repository: local)
-                statusFailure = nil
-            } catch {
-                let text = (error as? GranaryError)?.description ?? "\(error)"
-                if statusFailure != text {
-                    log(
-                        FollowEvent(kind: .paused, user: "follow", message: "cannot write its state for check: \(text)")
-                    )
-                }
-                statusFailure = text
+        status.updated = ArchiveName.micros(Date())
+        do {
+            try status.write(to: repository)
+            statusFailure = nil
+        } catch {
+            let text = (error as? GranaryError)?.description ?? "\(error)"
+            if statusFailure != text {
+                log(FollowEvent(kind: .paused, user: "follow", message: "cannot write its state for check: \(text)"))
             }
+            statusFailure = text
         }
         try statusWritten?(status)
     }
@@ -696,21 +698,24 @@ public enum FollowRestore {
     /// as it is and says so when the user is followed at all.
     public static func prepare(_ request: inout RestoreRequest, repository: any Repository, cap: Int64) {
         guard let at = request.at, request.archive == nil, !request.undo else { return }
-        guard let local = repository.localPath else {
-            // Segments are read from a local repository or mirror only (docs/follow.md): said, so
-            // that a restore to the archive before the time is never taken for the time itself.
-            request.notes.append(
-                "\(repository.location) is not a local repository and follow's segments are read only from one: restoring the newest archive at or before \(ArchiveName.stamp(micros: ArchiveName.micros(at), precise: true)) without the commits after it (to replay them, copy the repository to a local folder and restore from there: docs/follow.md)"
-            )
-            return
-        }
         let micros = ArchiveName.micros(at)
         // A time to the second covers that second, as for archives.
         let end = micros % 1_000_000 == 0 ? micros + 999_999 : micros
         let host = repository.context.host
         let user = request.user
-        guard let generation = FollowCatalogue.covering(end, in: local, user: user, host: host) else {
-            if !FollowCatalogue.generations(in: local, user: user, host: host).isEmpty {
+        let generations: [FollowCatalogue.Generation]
+        do {
+            generations = try FollowCatalogue.generations(in: repository, user: user, host: host)
+        } catch {
+            // The segments cannot be listed: said, so that a restore to the archive before the
+            // time is never taken for the time itself.
+            request.notes.append(
+                "the followed windows of \(user.rawValue) cannot be listed (\(error.description)): restoring the newest archive at or before \(ArchiveName.stamp(micros: end, precise: true)) without the commits after it"
+            )
+            return
+        }
+        guard let generation = FollowCatalogue.covering(end, in: generations) else {
+            if !generations.isEmpty {
                 request.notes.append(
                     "\(ArchiveName.stamp(micros: end, precise: true)) is outside every followed window of \(user.rawValue): restoring the newest archive at or before it"
                 )
@@ -724,7 +729,8 @@ public enum FollowRestore {
             "within the followed window of \(generation.name): its commits replayed up to \(ArchiveName.stamp(micros: end, precise: true))"
         )
         request.afterStaging = { staged in
-            _ = try FollowReplay.replay(generation, user: user, at: end, staged: staged, cap: cap, limits: limits)
+            _ = try FollowReplay.replay(
+                generation, user: user, at: end, staged: staged, cap: cap, limits: limits, repository: repository)
         }
     }
 }

@@ -24,18 +24,40 @@ public enum FollowReplay {
         public var reached: [String: Int64] = [:]
     }
 
-    /// Checks every segment of `generation` (digest, sequence, header), then writes, store by
-    /// store, each frame's page image at its place and truncates at each commit, for every run
-    /// observed at or before `at`. `staged` maps member names to staged files. No page past `cap`
-    /// bytes is written (0: no cap). Each replayed store must pass `integrity_check`.
+    /// Checks every segment of `generation` that can hold a commit observed at or before `at`
+    /// (those whose first observation is not after it: digest, sequence, header), then writes,
+    /// store by store, each frame's page image at its place and truncates at each commit, for
+    /// every run observed at or before `at`. `staged` maps member names to staged files. No page
+    /// past `cap` bytes is written (0: no cap). Each replayed store must pass `integrity_check`.
+    /// From a remote repository, those segments are first streamed down, one after another, into
+    /// a private folder of the work folder (never held in memory), and removed after.
     public static func replay(
         _ generation: FollowCatalogue.Generation, user: UserID, at: Int64, staged: [(name: String, path: String)],
-        cap: Int64, limits: ContentLimits
+        cap: Int64, limits: ContentLimits, repository: (any Repository)? = nil
     ) throws -> Report {
         let fail = { (reason: String) in Failure.broken(user: user.rawValue, reason: reason) }
         guard generation.window != nil else { throw fail("its segments do not run from 1 without a hole") }
-        for segment in generation.segments {
-            let (header, _) = try SegmentReader.check(segment.path)
+        let needed = generation.segments.filter { $0.first <= at }
+        var paths: [String] = needed.map(\.path)
+        var downloads: String?
+        defer { if let downloads { FileSystem.removeTree(downloads) } }
+        if let repository, repository.localPath == nil {
+            let work = try repository.prepareWorkFolder()
+            let folder = try FileSystem.createTemporaryDirectory(in: work, for: "replay")
+            downloads = folder
+            paths = []
+            for segment in needed {
+                try Interruption.check()
+                let path = folder + "/" + segment.name
+                let fd = Glibc.open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+                guard fd >= 0 else { throw FileSystemError("open", path: path) }
+                defer { close(fd) }
+                try repository.copy(segment.object, size: segment.size, into: fd, path: path)
+                paths.append(path)
+            }
+        }
+        for (segment, path) in zip(needed, paths) {
+            let (header, _) = try SegmentReader.check(path)
             guard header.user == user.rawValue, header.generation == generation.name,
                 header.sequence == segment.sequence
             else { throw fail("\(segment.name) names another user, generation or place") }
@@ -45,11 +67,11 @@ public enum FollowReplay {
         var open: [String: Int32] = [:]
         defer { for fd in open.values { close(fd) } }
         var touched: Set<String> = []
-        for segment in generation.segments {
+        for (segment, path) in zip(needed, paths) {
             var current: (fd: Int32, pageSize: Int, store: String)?
             var pending = false
             var applying = false
-            try SegmentReader.read(segment.path) { record in
+            try SegmentReader.read(path) { record in
                 switch record {
                 case .header: break
                 case .store(let run):

@@ -42,17 +42,17 @@ public enum SegmentVerification {
         public var ok: Bool { problems.isEmpty }
     }
 
-    /// Checks every generation of each of `users` (of `host`, every host's when nil) in the local
-    /// repository; `bases`, when given, keeps to the generations built on those archive file names.
-    /// A remote repository holds no segments in this version: nothing is checked there.
+    /// Checks every generation of each of `users` (of `host`, every host's when nil) in the
+    /// repository, local or remote (a remote segment is streamed down into the work folder, read,
+    /// and removed, one at a time); `bases`, when given, keeps to the generations built on those
+    /// archive file names.
     public static func run(
         users: [UserID], repository: any Repository, host: String?, bases: Set<String>? = nil, newestOnly: Bool = false,
         cap: Int64
     ) throws -> [Outcome] {
-        guard let local = repository.localPath else { return [] }
         var outcomes: [Outcome] = []
         for user in users {
-            var generations = FollowedGenerations.list(in: local, user: user, host: host)
+            var generations = try FollowedGenerations.list(in: repository, user: user, host: host)
             if let bases { generations = generations.filter { bases.contains($0.base) } }
             if newestOnly { generations = Array(generations.suffix(1)) }
             guard !generations.isEmpty else { continue }
@@ -60,16 +60,16 @@ public enum SegmentVerification {
             for generation in generations {
                 try Interruption.check()
                 outcomes.append(
-                    check(generation, local: local, archives: archives, repository: repository, cap: cap))
+                    try check(generation, archives: archives, repository: repository, cap: cap))
             }
         }
         return outcomes
     }
 
     static func check(
-        _ generation: FollowedGenerations.Generation, local: String, archives: [RepositoryEntry],
+        _ generation: FollowedGenerations.Generation, archives: [RepositoryEntry],
         repository: any Repository, cap: Int64
-    ) -> Outcome {
+    ) throws(RepositoryError) -> Outcome {
         var outcome = Outcome(user: generation.user, host: generation.host, generation: generation.base)
         func problem(_ segment: String?, _ reason: String) {
             outcome.problems.append(
@@ -98,9 +98,7 @@ public enum SegmentVerification {
         }
         if generation.segments.isEmpty { problem(nil, "it holds no segment") }
         // Each segment.
-        let folder = local + "/" + generation.object
         for segment in generation.segments {
-            let path = folder + "/" + segment.name
             var header: Segment.Header?
             var pageSize = 0
             var store = ""
@@ -110,38 +108,42 @@ public enum SegmentVerification {
             var first = Int64.max
             var last = Int64.min
             do {
-                let trailer = try SegmentReader.read(path) { record in
-                    switch record {
-                    case .header(let h): header = h
-                    case .store(let run):
-                        if pending { throw Reason("\(store)'s frames end without a commit") }
-                        store = run.store
-                        pageSize = run.pageSize
-                        first = min(first, run.observed)
-                        last = max(last, run.observed)
-                        if let pageSizes {
-                            guard let base = pageSizes[run.store] else {
-                                throw Reason("the base holds no store \(run.store)")
+                let trailer = try FollowedGenerations.withLocalCopy(
+                    of: generation.object + "/" + segment.name, size: segment.size, in: repository
+                ) { path in
+                    try SegmentReader.read(path) { record in
+                        switch record {
+                        case .header(let h): header = h
+                        case .store(let run):
+                            if pending { throw Reason("\(store)'s frames end without a commit") }
+                            store = run.store
+                            pageSize = run.pageSize
+                            first = min(first, run.observed)
+                            last = max(last, run.observed)
+                            if let pageSizes {
+                                guard let base = pageSizes[run.store] else {
+                                    throw Reason("the base holds no store \(run.store)")
+                                }
+                                guard base == run.pageSize else {
+                                    throw Reason(
+                                        "\(run.store): page size \(run.pageSize), the base's is \(base)")
+                                }
                             }
-                            guard base == run.pageSize else {
-                                throw Reason(
-                                    "\(run.store): page size \(run.pageSize), the base's is \(base)")
+                        case .frame(let pageNumber, _):
+                            guard pageNumber > 0 else { throw Reason("\(store): a frame of page 0") }
+                            if cap > 0 && Int64(pageNumber) * Int64(pageSize) > cap {
+                                throw Reason("\(store): page \(pageNumber) lies past bytes_per_user")
                             }
+                            pending = true
+                            frames += 1
+                        case .commit(let commit):
+                            guard pending else { throw Reason("\(store): a commit without frames") }
+                            if cap > 0 && Int64(commit.pages) * Int64(pageSize) > cap {
+                                throw Reason("\(store): a commit of \(commit.pages) pages lies past bytes_per_user")
+                            }
+                            pending = false
+                            commits += 1
                         }
-                    case .frame(let pageNumber, _):
-                        guard pageNumber > 0 else { throw Reason("\(store): a frame of page 0") }
-                        if cap > 0 && Int64(pageNumber) * Int64(pageSize) > cap {
-                            throw Reason("\(store): page \(pageNumber) lies past bytes_per_user")
-                        }
-                        pending = true
-                        frames += 1
-                    case .commit(let commit):
-                        guard pending else { throw Reason("\(store): a commit without frames") }
-                        if cap > 0 && Int64(commit.pages) * Int64(pageSize) > cap {
-                            throw Reason("\(store): a commit of \(commit.pages) pages lies past bytes_per_user")
-                        }
-                        pending = false
-                        commits += 1
                     }
                 }
                 if pending { throw Reason("\(store)'s frames end without a commit") }
@@ -169,6 +171,9 @@ public enum SegmentVerification {
                 outcome.frames += frames
             } catch let reason as Reason {
                 problem(segment.name, reason.text)
+            } catch let failure as RepositoryError {
+                // The repository could not be read (a download cut short): not a damaged segment.
+                throw failure
             } catch let failure as Segment.Failure {
                 switch failure {
                 case .corrupt(_, let reason), .io(_, let reason): problem(segment.name, reason)

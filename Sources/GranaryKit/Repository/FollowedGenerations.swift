@@ -12,6 +12,8 @@ public enum FollowedGenerations {
         /// The first and last observations it holds (microseconds).
         public let first: Int64
         public let last: Int64
+        /// Its size as listed (0 when it was not listed).
+        public var size: Int64 = 0
 
         /// `SEQUENCE-FIRST-LAST.seg`: ten digits from 1, then two precise UTC stamps.
         public init?(_ name: String) {
@@ -49,25 +51,81 @@ public enum FollowedGenerations {
         }
     }
 
-    /// Every generation of `user` in the local repository at `repository`, of every host (or of
-    /// `host`), oldest base first. Folders whose names are not an archive's are passed over.
-    public static func list(in repository: String, user: UserID, host: String? = nil) -> [Generation] {
-        let base = repository + "/" + user.rawValue + "/follow"
+    /// Every generation of `user` in `repository` (local or remote: one listing of
+    /// `USER/follow`), of every host (or of `host`), oldest base first. Names that are not a
+    /// generation's folder or a segment's are passed over (a remote backend's hidden upload names
+    /// among them).
+    public static func list(in repository: any Repository, user: UserID, host: String? = nil) throws(RepositoryError)
+        -> [Generation]
+    {
+        var folders: [String: [String: [SegmentName]]] = [:]
+        for object in try repository.objects(under: user.rawValue + "/follow") {
+            let parts = object.name.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+            guard parts.count == 3, host == nil || parts[0] == host, !parts[0].isEmpty, !parts[0].hasPrefix("."),
+                ArchiveName(fileName: parts[1]) != nil
+            else { continue }
+            var generation = folders[parts[0], default: [:]][parts[1], default: []]
+            if var segment = SegmentName(parts[2]) {
+                segment.size = object.size
+                generation.append(segment)
+            }
+            folders[parts[0], default: [:]][parts[1]] = generation
+        }
         var result: [Generation] = []
-        for hostName in FileSystem.contents(of: base).sorted() where host == nil || hostName == host {
-            guard FileSystem.isDirectory(base + "/" + hostName) else { continue }
-            for name in FileSystem.contents(of: base + "/" + hostName).sorted() {
-                guard ArchiveName(fileName: name) != nil, FileSystem.isDirectory(base + "/" + hostName + "/" + name)
-                else { continue }
-                let segments = FileSystem.contents(of: base + "/" + hostName + "/" + name).compactMap(SegmentName.init)
-                    .sorted { ($0.sequence, $0.name) < ($1.sequence, $1.name) }
-                result.append(Generation(user: user, host: hostName, base: name, segments: segments))
+        for (hostName, generations) in folders {
+            for (base, segments) in generations {
+                result.append(
+                    Generation(
+                        user: user, host: hostName, base: base,
+                        segments: segments.sorted { ($0.sequence, $0.name) < ($1.sequence, $1.name) }))
             }
         }
-        return result.sorted {
+        return sorted(result)
+    }
+
+    static func sorted(_ generations: [Generation]) -> [Generation] {
+        generations.sorted {
             (ArchiveName(fileName: $0.base)?.micros ?? 0, $0.host) < (
                 ArchiveName(fileName: $1.base)?.micros ?? 0, $1.host
             )
         }
+    }
+
+    /// Removes `generation`'s segments from `repository`, newest first (a removal that stops
+    /// leaves a shorter window, never a hole), then, in a local repository, its folder and the
+    /// host's and user's `follow` folders left empty. A remote backend has no folders to remove.
+    public static func remove(_ generation: Generation, from repository: any Repository) throws {
+        for segment in generation.segments.reversed() {
+            try Interruption.check()
+            try repository.deleteSmall(generation.object + "/" + segment.name)
+        }
+        guard let local = repository.localPath else { return }
+        let folder = local + "/" + generation.object
+        FileSystem.removeTree(folder)
+        RawPath.rmdir(local + "/" + generation.user.rawValue + "/follow/" + generation.host)
+        RawPath.rmdir(local + "/" + generation.user.rawValue + "/follow")
+        try? FileSystem.sync(local + "/" + generation.user.rawValue)
+    }
+
+    /// Hands `body` a local file holding the object `object` (of `size` bytes, as listed): the
+    /// file itself in a local repository, else a download streamed into a private temporary
+    /// file in the repository's work folder (never held in memory), removed after `body`.
+    public static func withLocalCopy<T>(
+        of object: String, size: Int64, in repository: any Repository, _ body: (String) throws -> T
+    ) throws -> T {
+        if let local = repository.localPath { return try body(local + "/" + object) }
+        let folder = try repository.prepareWorkFolder()
+        let (fd, file) = try FileSystem.createTemporaryFile(in: folder, for: PathText.lastComponent(object))
+        defer {
+            close(fd)
+            unlink(file)
+        }
+        try repository.copy(object, size: size, into: fd, path: file)
+        return try body(file)
+    }
+
+    /// Every generation of `user` in the local repository at `repository` (as above).
+    public static func list(in repository: String, user: UserID, host: String? = nil) -> [Generation] {
+        (try? list(in: LocalRepository(path: repository), user: user, host: host)) ?? []
     }
 }

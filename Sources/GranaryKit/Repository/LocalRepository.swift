@@ -196,6 +196,31 @@ public struct LocalRepository: Repository {
         }
     }
 
+    /// The regular files beneath `folder`, through its real folders (a link is neither followed
+    /// nor listed): the repository is granary's own, and names here are only hints for reads that
+    /// check what they open.
+    public func objects(under folder: String) -> [RepositoryObject] {
+        var result: [RepositoryObject] = []
+        func walk(_ relative: String, depth: Int) {
+            let base = path + "/" + folder + (relative.isEmpty ? "" : "/" + relative)
+            for name in FileSystem.contents(of: base) {
+                guard let info = FileSystem.status(base + "/" + name) else { continue }
+                let child = relative.isEmpty ? name : relative + "/" + name
+                switch info.st_mode & S_IFMT {
+                case S_IFREG:
+                    result.append(
+                        RepositoryObject(
+                            name: child, size: Int64(info.st_size), modified: VerificationRecord.modified(info),
+                            identity: VerificationRecord.identity(info)))
+                case S_IFDIR where depth < 8: walk(child, depth: depth + 1)
+                default: break
+                }
+            }
+        }
+        walk("", depth: 0)
+        return result
+    }
+
     public func read(_ object: String, size: Int64, head: Int64?) -> ArchiveSource {
         .file(path + "/" + object)
     }

@@ -221,23 +221,27 @@ public enum MirrorSync {
         return result
     }
 
-    /// `follow`'s segments of `user` (this host's, from a local primary) the mirror lacks, for
-    /// each generation whose base the mirror holds (`bases`, by file name): segments are never
-    /// changed once published, so a name on the mirror is the segment. Oldest first in each
-    /// generation, so that a sync that stops leaves the mirror a shorter window, never a hole.
-    /// Nothing is removed here: a generation goes from a mirror with its base.
+    /// `follow`'s segments of `user` (this host's) the mirror lacks, for each generation whose
+    /// base the mirror holds (`bases`, by file name): segments are never changed once published,
+    /// so a name on the mirror is the segment. Oldest first in each generation, so that a sync
+    /// that stops leaves the mirror a shorter window, never a hole. From a remote primary each
+    /// segment is streamed down into the work folder first. Nothing is removed here: a
+    /// generation goes from a mirror with its base.
     static func sendSegments(
         of user: UserID, from primary: any Repository, to mirror: any Repository, bases: Set<String>, dryRun: Bool
     ) throws -> [String] {
-        guard let local = primary.localPath else { return [] }
         var sent: [String] = []
-        for generation in FollowedGenerations.list(in: local, user: user, host: primary.context.host)
+        for generation in try FollowedGenerations.list(in: primary, user: user, host: primary.context.host)
         where bases.contains(generation.base) {
             let there = Set(try mirror.objects(in: generation.object).map(\.name))
             for segment in generation.segments where !there.contains(segment.name) {
                 try Interruption.check()
                 let object = generation.object + "/" + segment.name
-                if !dryRun { try mirror.publishObject(object, from: local + "/" + object) }
+                if !dryRun {
+                    try FollowedGenerations.withLocalCopy(of: object, size: segment.size, in: primary) { file in
+                        try mirror.publishObject(object, from: file)
+                    }
+                }
                 sent.append(generation.host + "/" + generation.base + "/" + segment.name)
             }
         }
@@ -360,7 +364,16 @@ public struct MirrorAbandoned: GranaryError, Sendable {
 extension Repository {
     /// Copies `entry` into the open file `fd` (at `path`), synced; the transfer's failure is thrown.
     public func download(_ entry: RepositoryEntry, into fd: Int32, path: String) throws {
-        let source = try open(entry)
+        try copy(from: try open(entry), into: fd, path: path)
+    }
+
+    /// Copies the object `object` (of `size` bytes, as listed) into the open file `fd` (at `path`),
+    /// synced; the transfer's failure is thrown.
+    public func copy(_ object: String, size: Int64, into fd: Int32, path: String) throws {
+        try copy(from: try read(object, size: size, head: nil), into: fd, path: path)
+    }
+
+    func copy(from source: ArchiveSource, into fd: Int32, path: String) throws {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         switch source {

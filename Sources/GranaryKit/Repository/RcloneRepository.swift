@@ -429,14 +429,19 @@ public struct RcloneRepository: Repository {
 
     private struct Listed: Decodable {
         let Name: String
+        /// The path below the folder listed (a recursive listing's).
+        let Path: String?
         let Size: Int64
         let ModTime: String?
         let IsDir: Bool
     }
 
-    private func list(_ folder: String, directories: Bool) throws(RepositoryError) -> [Listed] {
+    private func list(_ folder: String, directories: Bool, recursive: Bool = false) throws(RepositoryError)
+        -> [Listed]
+    {
         let bytes = try run(
-            ["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype", remote(folder)],
+            ["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype"] + (recursive ? ["-R"] : [])
+                + [remote(folder)],
             what: display(folder), bounded: true)
         do {
             return try JSONDecoder().decode([Listed].self, from: Data(bytes))
@@ -463,6 +468,15 @@ public struct RcloneRepository: Repository {
         }
         return listed.map {
             RepositoryObject(name: $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""))
+        }
+    }
+
+    /// One recursive listing (`lsjson -R`: on an object store, one listing of the prefix).
+    public func objects(under folder: String) throws(RepositoryError) -> [RepositoryObject] {
+        let listed: [Listed]
+        do { listed = try list(folder, directories: false, recursive: true) } catch .missing { return [] }
+        return listed.map {
+            RepositoryObject(name: $0.Path ?? $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""))
         }
     }
 

@@ -54,6 +54,11 @@ public protocol Repository: Sendable {
     func folders() throws(RepositoryError) -> [String]
     /// The objects directly in `folder` (hidden ones included), in no particular order.
     func objects(in folder: String) throws(RepositoryError) -> [RepositoryObject]
+    /// Every object beneath `folder` at any depth, each named by its path relative to `folder`
+    /// (`HOST/BASE/SEGMENT`), in no particular order: one listing where a remote backend allows
+    /// it. `follow`'s segments are found this way (``FollowedGenerations``). Empty when there is
+    /// no such folder.
+    func objects(under folder: String) throws(RepositoryError) -> [RepositoryObject]
     /// Reads `object` (of `size` bytes, as listed) front to back; only its first `head` bytes
     /// when given.
     func read(_ object: String, size: Int64, head: Int64?) throws(RepositoryError) -> ArchiveSource
@@ -331,11 +336,20 @@ extension Repository {
     /// `follow`'s segments built on `entry` (`USER/follow/HOST/NAME/`, docs/follow.md) go with
     /// their base: a generation never outlives the archive it replays onto. After the archive
     /// itself, so that an interrupted removal leaves segments without a base (which restore
-    /// refuses) rather than a base without its segments' claim.
+    /// refuses, and the next prune removes) rather than a base without its segments' claim.
+    /// A remote repository is asked for them only when a listing of the user's `follow` folder
+    /// shows some.
     func removeFollowedGeneration(of entry: RepositoryEntry) {
-        guard let localPath, let host = entry.host else { return }
-        let folder = localPath + "/" + entry.user.rawValue + "/follow/" + host + "/" + entry.name.fileName
-        if FileSystem.isDirectory(folder) { FileSystem.removeTree(folder) }
+        guard let host = entry.host else { return }
+        if let localPath {
+            let folder = localPath + "/" + entry.user.rawValue + "/follow/" + host + "/" + entry.name.fileName
+            if FileSystem.isDirectory(folder) { FileSystem.removeTree(folder) }
+            return
+        }
+        guard let generations = try? FollowedGenerations.list(in: self, user: entry.user, host: host) else { return }
+        for generation in generations where generation.base == entry.name.fileName {
+            try? FollowedGenerations.remove(generation, from: self)
+        }
     }
 
     /// Publishes the finished archive `file` as the archive `name` of `user` (a name this host
