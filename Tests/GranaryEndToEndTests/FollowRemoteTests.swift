@@ -43,8 +43,8 @@ struct FollowRemoteTests {
     }
 
     /// Commits `bodies` (the connection keeps its `-wal` when it closes: no new generation).
-    func write(_ bodies: [String]) throws {
-        let db = try Database(path: store, mode: .readWrite)
+    func write(_ bodies: [String], into path: String? = nil) throws {
+        let db = try Database(path: path ?? store, mode: .readWrite)
         try db.keepWALOnClose()
         for body in bodies { try db.run("INSERT INTO items(body) VALUES (?)", [.text(body)]) }
     }
@@ -62,11 +62,13 @@ struct FollowRemoteTests {
     }
 
     /// `restore USER --at AT --to DIR` (a fresh folder) from `location`.
-    func restore(at micros: Int64, from location: String, into name: String) throws -> (GranaryProcess.Result, String) {
+    func restore(at micros: Int64, from location: String, into name: String, user: String? = nil) throws -> (
+        GranaryProcess.Result, String
+    ) {
         let target = folder.child(name)
         #expect(mkdir(target, 0o700) == 0)
         let result = try granary(
-            ["restore", user, "--at", ArchiveName.stamp(micros: micros, precise: true), "--to", target],
+            ["restore", user ?? self.user, "--at", ArchiveName.stamp(micros: micros, precise: true), "--to", target],
             repo: location)
         return (result, target + "/Local.sqlite")
     }
@@ -135,9 +137,13 @@ struct FollowRemoteTests {
             #expect(try sha256(mirrorStore) == sha256(localStore))
             #expect(try rows(mirrorStore) == expected)
         }
-        // Nothing of the downloads is left in the work folder.
+        // Nothing of the downloads is left in the work folder (shared with other runs: only the
+        // names these restores make are looked for).
         let work = try Repositories.open(mirror, environment: server.environment()).workFolder
-        #expect(FileSystem.contents(of: work).filter { $0.contains("replay") || $0.contains(".seg") }.isEmpty)
+        let leftovers = FileSystem.contents(of: work).filter { name in
+            name.hasPrefix(".replay.tmp-") || generation.segments.contains { name.contains($0.name) }
+        }
+        #expect(leftovers.isEmpty, "\(leftovers)")
 
         // verify from the mirror checks the segments.
         let good = try granary(["verify", "--user", user, "--json"], repo: mirror)
@@ -232,34 +238,42 @@ struct FollowRemoteTests {
     }
 
     @Test(
-        "follow --repo s3 whose segment upload is cut: no segment is claimed; the next run ships every commit in the same generation"
+        "follow --repo s3 whose segment upload is cut: no segment is claimed, nothing is left in the work folder; the next run ships every commit in the same generation"
     )
     func cutUpload() throws {
+        // A user of this test's own, so that the follower's temporary name is this test's alone.
+        let cutUser = "cut" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        let cutStore = root + "/" + cutUser + "/Local.sqlite"
+        try FileSystem.makeDirectory(root + "/" + cutUser)
+        try FollowFixtures.makeWALStore(cutStore)
         let repository = remote("cut")
         let proxy = try FaultProxy(upstream: server.port)
         #expect(try granary(["follow", "--once"], repo: repository, port: proxy.port).status == 0)
         let opened = try Repositories.open(repository, environment: server.environment())
-        let id = try UserID(user)
+        let id = try UserID(cutUser)
         let before = try #require(try FollowCatalogue.generations(in: opened, user: id, host: nil).last)
         #expect(before.segments.count == 1)
         // Incompressible rows: the segment is far larger than what passes before the cut.
         let rows1 = bodies("cut", 200, bytes: 400)
-        try write(rows1)
+        try write(rows1, into: cutStore)
         proxy.mode = .cutUpload(after: 64 << 10)
         let cut = try granary(["follow", "--once"], repo: repository, port: proxy.port)
         proxy.mode = .pass
         #expect(cut.stderr.contains("following paused") || cut.status != 0, "\(cut.status) \(cut.stderr)")
         let objects = try server.objects(bucket + "/cut")
-        let prefix = "\(user)/follow/\(before.host)/\(before.name)/"
+        let prefix = "\(cutUser)/follow/\(before.host)/\(before.name)/"
         #expect(objects.keys.filter { $0.hasPrefix(prefix) }.count == 1, "\(objects.keys.sorted())")
         #expect(try FollowCatalogue.generations(in: opened, user: id, host: nil) == [before])
+        let leftovers = FileSystem.contents(of: opened.workFolder).filter { $0.contains("follow-" + cutUser + "-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
 
         let again = try granary(["follow", "--once"], repo: repository, port: proxy.port)
         #expect(again.status == 0, "\(again.stderr)")
         let after = try #require(try FollowCatalogue.generations(in: opened, user: id, host: nil).last)
         #expect(after.name == before.name)
         #expect(after.segments.map(\.sequence) == [1, 2])
-        let (restored, path) = try restore(at: try #require(after.window).to, from: repository, into: "after-cut")
+        let (restored, path) = try restore(
+            at: try #require(after.window).to, from: repository, into: "after-cut", user: cutUser)
         #expect(restored.status == 0, "\(restored.stderr)")
         #expect(try rows(path) == ["first"] + rows1)
     }

@@ -219,6 +219,8 @@ public final class UserFollower {
         let work = try repository.prepareWorkFolder()
         let temporary = work + "/follow-\(user.rawValue)-\(getpid()).seg.tmp"
         unlink(temporary)
+        // Whatever the round's outcome (an upload that failed included), nothing is left behind.
+        defer { unlink(temporary) }
         guard let generation else { return .broken("no generation") }
         let writer = try SegmentWriter(
             path: temporary,
