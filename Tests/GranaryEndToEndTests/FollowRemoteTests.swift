@@ -277,4 +277,38 @@ struct FollowRemoteTests {
         #expect(restored.status == 0, "\(restored.stderr)")
         #expect(try rows(path) == ["first"] + rows1)
     }
+
+    @Test(
+        "a segment download cut during verify and restore --at from S3: exit 74/75, the segment is not called damaged, nothing placed"
+    )
+    func cutSegmentDownload() throws {
+        let repository = remote("cutdown")
+        let proxy = try FaultProxy(upstream: server.port)
+        #expect(try granary(["follow", "--once"], repo: repository, port: proxy.port).status == 0)
+        // Incompressible rows (fewer than SQLite's automatic checkpoint would restart the -wal
+        // for): the segment is far larger than what passes before the cut.
+        try write(bodies("big", 400, bytes: 400))
+        let shipped = try granary(["follow", "--once"], repo: repository, port: proxy.port)
+        #expect(shipped.status == 0, "\(shipped.stderr)")
+        let opened = try Repositories.open(repository, environment: server.environment())
+        let generation = try #require(
+            try FollowCatalogue.generations(in: opened, user: try UserID(user), host: nil).last)
+        let big = try #require(generation.segments.last)
+        #expect(big.size > 128 << 10, "\(big.size): \(shipped.stderr)")
+
+        proxy.mode = .cutDownload(after: 64 << 10)
+        let verify = try granary(["verify", "--user", user], repo: repository, port: proxy.port)
+        #expect([74, 75].contains(verify.status), "exit \(verify.status): \(verify.stderr)")
+        #expect(!verify.stderr.contains("SHA-256"), "a cut download is not a damaged segment: \(verify.stderr)")
+        let target = folder.child("cut-restore")
+        #expect(mkdir(target, 0o700) == 0)
+        let restore = try granary(
+            [
+                "restore", user, "--at", ArchiveName.stamp(micros: big.last, precise: true), "--to", target,
+            ], repo: repository, port: proxy.port)
+        #expect([74, 75].contains(restore.status), "exit \(restore.status): \(restore.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: target).isEmpty)
+        proxy.mode = .pass
+        #expect(try granary(["verify", "--user", user], repo: repository, port: proxy.port).status == 0)
+    }
 }
