@@ -201,7 +201,7 @@ struct FollowMatrixTests {
             // Restored to an archive of the state the writer left: its ledger stays the truth.
             let backup = try granary(["backup", owner.user])
             #expect(backup.status == 0, "\(backup.stderr)")
-            let restore = try granary(["restore", owner.user, "--method", "swap", "--owner-timeout", "1"])
+            let restore = try granary(["restore", owner.user, "--method", "offline"])
             #expect(restore.status == 0, "\(restore.stderr)")
             try owner.start()
         }
@@ -264,11 +264,12 @@ struct FollowMatrixTests {
     func matrix() throws {
         let full = Self.full
         // alice: a slow writer with PASSIVE checkpoints (its -wal rarely restarts: a follow killed
-        // and started again resumes it); bob RESTART and carol TRUNCATE, busier.
+        // and started again resumes it); bob RESTART and carol TRUNCATE, busier (each TRUNCATE
+        // that shrinks the -wal between two reads costs a new generation: docs/follow.md).
         let specs: [(String, Int, Int, String)] =
             full
-            ? [("alice", 20, 400, "PASSIVE"), ("bob", 5, 60, "RESTART"), ("carol", 5, 60, "TRUNCATE")]
-            : [("alice", 20, 400, "PASSIVE"), ("bob", 5, 60, "TRUNCATE")]
+            ? [("alice", 20, 400, "PASSIVE"), ("bob", 5, 60, "RESTART"), ("carol", 5, 250, "TRUNCATE")]
+            : [("alice", 20, 400, "PASSIVE"), ("bob", 5, 250, "TRUNCATE")]
         var owners: [Owner] = []
         for (user, interval, every, mode) in specs {
             try FileSystem.makeDirectory(root + "/" + user)
@@ -430,7 +431,7 @@ struct FollowMatrixTests {
         print(summary)
         for line in reasons { print("  " + line) }
         #expect(lost == 0 && falseClaims == 0 && extra == 0, "\(summary)")
-        #expect(covered >= moments.count / 2, "\(summary)")
+        #expect(covered >= count / 3, "\(summary)")
         #expect(states.count >= min(covered, 4), "different moments, different states")
     }
 }
