@@ -90,7 +90,7 @@ test: build moto prometheus
 # exit through the sanitizer's own report; SWIFT_BACKTRACE=enable=no: Swift's backtracer, attached
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
-TSAN_FILTER := DeltaNoCopyTests|PageRecorderTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
+TSAN_FILTER := DeltaNoCopyTests|LiveReadAheadTests|TeeJobsTests|PageRecorderTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
 # The instrumented build alone. (Not started beside the tests in CI: SwiftPM runs the compiler at
 # normal priority whatever its own nice value, and a build beside them made the debug build 3x slower.)
 tsan-build: deps
@@ -157,9 +157,10 @@ bench: release moto
 
 # Tests too slow for make test (over a GiB of I/O each: the lock-byte page of a store over 1 GiB,
 # restored from a delta and hashed from a copy without a file; more seeds of the delta property
-# tests), run on demand and before a release; CI runs them.
+# tests; follow's whole ledger matrix: three users, every event, 50 random moments), run on
+# demand and before a release; CI runs them.
 test-slow: build
-	GRANARY_SLOW_TESTS=1 $(SWIFT) test --filter 'DeltaPropertyTests|DeltaNoCopyTests/lockBytePage'
+	GRANARY_SLOW_TESTS=1 $(SWIFT) test --filter 'DeltaPropertyTests|DeltaNoCopyTests/lockBytePage|FollowMatrixTests'
 
 # granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
 SOAK_SECONDS ?= 120

@@ -13,7 +13,7 @@ import CSQLite
 //
 //   granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS]
 //       [--connection keep|per-write] [--count N [--hold]] [--fsync] [--times]
-//       [--checkpoint-every N] STORE
+//       [--checkpoint-every N [--checkpoint-mode MODE]] [--parts N] STORE
 //
 // --connection keep (the default) opens the store once and keeps that connection for the whole
 // run; per-write opens and closes it around every transaction, as a command-line tool does.
@@ -22,7 +22,11 @@ import CSQLite
 // changes it. Messages go to standard error; the writer runs until killed (SIGTERM or SIGKILL).
 // --times adds to each ledger line the moment COMMIT returned (microseconds since 1970, after a
 // space); --checkpoint-every N runs a checkpoint after every N acknowledged rows, PASSIVE, RESTART
-// and TRUNCATE in turn, on the writer's own connection (as apps checkpoint).
+// and TRUNCATE in turn, on the writer's own connection (as apps checkpoint); --checkpoint-mode
+// PASSIVE, RESTART or TRUNCATE runs that one mode every time instead. --parts N makes each
+// transaction insert N rows more into table ledger_parts (seq, part), so that a reader can check
+// a transaction is there whole or not at all. SIGTERM is held back while a transaction and its
+// ledger line are under way: a writer stopped with SIGTERM has every committed row in its ledger.
 
 /// Writes `text` to standard error (one write(2)).
 func say(_ text: String) {
@@ -42,11 +46,13 @@ struct Options {
     var store = ""
     var times = false
     var checkpointEvery = 0
+    var checkpointMode: String?
+    var parts = 0
 }
 
 let synopsis =
     "usage: granary-ledger-writer --ledger FILE [--name NAME] [--start N] [--interval-ms MS] "
-    + "[--connection keep|per-write] [--count N [--hold]] [--fsync] [--times] [--checkpoint-every N] STORE\n"
+    + "[--connection keep|per-write] [--count N [--hold]] [--fsync] [--times] [--checkpoint-every N [--checkpoint-mode MODE]] [--parts N] STORE\n"
 
 func usage(_ message: String) -> Never {
     say("granary-ledger-writer: \(message)\n")
@@ -75,6 +81,9 @@ func help() -> Never {
               --fsync               fsync the ledger after each line
               --times               add the moment COMMIT returned (microseconds since 1970) to each line
               --checkpoint-every N  a checkpoint after every N rows: PASSIVE, RESTART, TRUNCATE in turn
+              --checkpoint-mode MODE
+                                    with --checkpoint-every: always PASSIVE, RESTART or TRUNCATE
+              --parts N             N rows more per transaction in table ledger_parts (seq, part)
               --help                this text
 
             """
@@ -119,6 +128,15 @@ func parse(_ arguments: [String]) -> Options {
         case "--checkpoint-every":
             guard let n = Int(value(argument)), n >= 0 else { usage("--checkpoint-every must be a number from 0") }
             options.checkpointEvery = n
+        case "--checkpoint-mode":
+            let mode = value(argument).uppercased()
+            guard ["PASSIVE", "RESTART", "TRUNCATE"].contains(mode) else {
+                usage("--checkpoint-mode must be PASSIVE, RESTART or TRUNCATE")
+            }
+            options.checkpointMode = mode
+        case "--parts":
+            guard let n = Int(value(argument)), n >= 0, n <= 1000 else { usage("--parts must be from 0 to 1000") }
+            options.parts = n
         case "--help", "-h": help()
         default:
             if argument.hasPrefix("-") { usage("unknown option \(argument)") }
@@ -161,7 +179,7 @@ final class Connection {
     }
 
     /// One transaction inserting row `seq`; true only when COMMIT returned SQLITE_DONE.
-    func insert(seq: Int64, writer: String) -> Bool {
+    func insert(seq: Int64, writer: String, parts: Int) -> Bool {
         if let failure = execute("BEGIN IMMEDIATE") {
             say("granary-ledger-writer: BEGIN for \(seq): \(failure)\n")
             return false
@@ -175,6 +193,18 @@ final class Connection {
             ok = ok && sqlite3_step(statement) == SQLITE_DONE
         }
         sqlite3_finalize(statement)
+        if ok && parts > 0 {
+            var part: OpaquePointer?
+            ok =
+                sqlite3_prepare_v2(db, "INSERT INTO ledger_parts(seq, part) VALUES (?, ?)", -1, &part, nil) == SQLITE_OK
+            for index in 0..<parts where ok {
+                sqlite3_reset(part)
+                sqlite3_bind_int64(part, 1, seq)
+                sqlite3_bind_int64(part, 2, Int64(index))
+                ok = sqlite3_step(part) == SQLITE_DONE
+            }
+            sqlite3_finalize(part)
+        }
         if !ok {
             say("granary-ledger-writer: INSERT of \(seq): \(String(cString: sqlite3_errmsg(db)))\n")
             _ = execute("ROLLBACK")
@@ -213,6 +243,14 @@ func connect() -> Connection? {
         say("granary-ledger-writer: cannot create ledger_writes in \(options.store): \(failure)\n")
         return nil
     }
+    if options.parts > 0,
+        let failure = connection.execute(
+            "CREATE TABLE IF NOT EXISTS ledger_parts(seq INTEGER NOT NULL, part INTEGER NOT NULL, PRIMARY KEY(seq, part))"
+        )
+    {
+        say("granary-ledger-writer: cannot create ledger_parts in \(options.store): \(failure)\n")
+        return nil
+    }
     return connection
 }
 
@@ -226,10 +264,17 @@ var acknowledged: Int64 = 0
 /// One transaction; a per-write connection is closed before this returns (not kept over the sleep).
 func writeOne(_ seq: Int64, through kept: Connection?) -> Bool {
     guard let connection = kept ?? connect() else { return false }
-    return connection.insert(seq: seq, writer: options.name)
+    return connection.insert(seq: seq, writer: options.name, parts: options.parts)
 }
 
+/// SIGTERM, held back from a transaction's BEGIN to its ledger line (its default action, ending
+/// the process, then comes between two transactions).
+var termination = sigset_t()
+sigemptyset(&termination)
+sigaddset(&termination, SIGTERM)
+
 while options.count.map({ acknowledged < $0 }) ?? true {
+    sigprocmask(SIG_BLOCK, &termination, nil)
     if writeOne(seq, through: kept) {
         var stamp = timespec()
         clock_gettime(CLOCK_REALTIME, &stamp)
@@ -242,12 +287,14 @@ while options.count.map({ acknowledged < $0 }) ?? true {
             let connection = kept ?? connect()
         {
             let modes = ["PASSIVE", "RESTART", "TRUNCATE"]
-            let mode = modes[Int(acknowledged / Int64(options.checkpointEvery)) % modes.count]
+            let mode =
+                options.checkpointMode ?? modes[Int(acknowledged / Int64(options.checkpointEvery)) % modes.count]
             if let failure = connection.execute("PRAGMA wal_checkpoint(\(mode))") {
                 say("granary-ledger-writer: checkpoint \(mode): \(failure)\n")
             }
         }
     }
+    sigprocmask(SIG_UNBLOCK, &termination, nil)
     // A failed transaction's number is never used again: every row's number is unique.
     seq += 1
     if options.intervalMs > 0 { usleep(useconds_t(options.intervalMs * 1000)) }

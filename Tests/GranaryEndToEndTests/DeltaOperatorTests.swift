@@ -25,8 +25,8 @@ struct DeltaOperatorTests {
             try text.write(toFile: config, atomically: true, encoding: .utf8)
         }
 
-        func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
-            try site.granary(arguments + ["--config", config])
+        func granary(_ arguments: [String], environment: [String: String] = [:]) throws -> GranaryProcess.Result {
+            try site.granary(arguments + ["--config", config], environment: environment)
         }
 
         func archives(_ user: String, in repository: String? = nil) -> [String] {
@@ -45,9 +45,11 @@ struct DeltaOperatorTests {
 
         /// Backs up `user` with `arguments` and returns the archive it added and the run (names
         /// are stamped to the microsecond, after the newest of the user and host: in order).
-        func backup(_ user: String, _ arguments: [String] = []) throws -> (name: String, run: GranaryProcess.Result) {
+        func backup(
+            _ user: String, _ arguments: [String] = [], environment: [String: String] = [:]
+        ) throws -> (name: String, run: GranaryProcess.Result) {
             let before = Set(archives(user))
-            let run = try granary(["backup", user] + arguments)
+            let run = try granary(["backup", user] + arguments, environment: environment)
             #expect(run.status == 0, "\(run.stderr)")
             let added = archives(user).filter { !before.contains($0) }
             #expect(added.count == 1, "\(added)")
@@ -124,26 +126,28 @@ struct DeltaOperatorTests {
     }
 
     @Test(
-        "delta_max_age: a delta while the chain's full is younger, a full saying why once it is older (8 s here, on the real clock)"
+        "delta_max_age: a delta while the chain's full is younger, a full saying why once it is older (archives stamped by the test clock)"
     )
     func maxAgeStartsANewChain() throws {
         let site = try Site(config: "delta = true\ndelta_max_age = \"8s\"\n")
-        let first = try site.backup(Self.alice)
+        // The archives' times come from the test clock, a minute ago onwards: the age is counted
+        // between archive times (the full's, not the delta's), with no real clock to wait for.
+        let start = Date(timeIntervalSinceNow: -60)
+        let first = try site.backup(Self.alice, environment: testClock(start))
         try site.change(1)
-        let young = try site.backup(Self.alice)
+        let young = try site.backup(Self.alice, environment: testClock(start + 7))
         #expect(young.name.contains("-delta."), "\(young.name)")
-        let firstCreated = try site.manifest(Self.alice, first.name).created
-        // Past the age, counted from the full's time (the delta's own time does not count).
-        let wait = 8.5 - Date().timeIntervalSince(firstCreated)
-        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        // Past the age, counted from the full's time (the delta's own time does not count: it is
+        // 2 s younger than the next backup).
         try site.change(2)
-        let old = try site.backup(Self.alice, ["--json"])
+        let old = try site.backup(Self.alice, ["--json"], environment: testClock(start + 9))
         #expect(!old.name.contains("delta"), "\(old.name)")
         #expect(old.run.stdout.contains("the chain's full is older than 8s"), "\(old.run.stdout)")
         #expect(try site.manifest(Self.alice, old.name).delta?.chainLength == 0)
+        #expect(try site.manifest(Self.alice, first.name).delta?.chainLength == 0)
         // The new chain's first delta.
         try site.change(3)
-        let next = try site.backup(Self.alice, ["--json"])
+        let next = try site.backup(Self.alice, ["--json"], environment: testClock(start + 10))
         #expect(next.name.contains("-delta."), "\(next.name)")
         #expect(try site.manifest(Self.alice, next.name).delta?.base?.name == old.name)
     }

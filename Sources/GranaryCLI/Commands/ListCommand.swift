@@ -59,15 +59,17 @@ struct ListCommand: GranaryCommand {
         for user in Set(items.map(\.user)).sorted(by: { $0.rawValue < $1.rawValue }) {
             var previous: Int64?
             for generation in try FollowCatalogue.generations(in: repository, user: user, host: context.hostScope) {
-                guard let window = generation.window else { continue }
-                result.followed.append(
-                    ListResult.Window(
-                        user: user.rawValue, host: generation.host, base: generation.name,
-                        from: Date(timeIntervalSince1970: Double(window.from) / 1e6),
-                        to: Date(timeIntervalSince1970: Double(window.to) / 1e6),
-                        segments: generation.segments.count,
-                        gapBefore: previous.map { Double(max(0, window.from - $0)) / 1e6 }))
-                previous = window.to
+                // A generation resumed after its follower was down is several windows.
+                for window in generation.windows {
+                    result.followed.append(
+                        ListResult.Window(
+                            user: user.rawValue, host: generation.host, base: generation.name,
+                            from: Date(timeIntervalSince1970: Double(window.from) / 1e6),
+                            to: Date(timeIntervalSince1970: Double(window.to) / 1e6),
+                            segments: generation.segments.count,
+                            gapBefore: previous.map { Double(max(0, window.from - $0)) / 1e6 }))
+                    previous = window.to
+                }
             }
         }
         return result

@@ -381,7 +381,7 @@ public struct BackupOperation: Sendable {
             try attempt.policy.map {
                 try DeltaBackup.start(
                     policy: $0, user: folder.id, repository: repository, storeNames: scan.stores.map(\.name),
-                    work: work, label: attempt.label, created: Date(), cache: attempt.cache,
+                    work: work, label: attempt.label, created: TestClock.now(), cache: attempt.cache,
                     liveFiles: scan.stores.map(\.fileIdentity))
             }
         }

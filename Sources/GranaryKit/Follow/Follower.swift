@@ -43,6 +43,9 @@ public final class UserFollower {
     public static let roundBytes: Int64 = 64 << 20
     /// The newest observation of the newest segment published (microseconds).
     public private(set) var lastShipped: Int64?
+    /// Resumed from an earlier run's segment and not yet read through: what the next reads find
+    /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
+    var resumed = false
 
     public init(user: UserID, root: Root, repository: any Repository, backup: BackupOperation, cap: Int64) {
         self.user = user
@@ -73,6 +76,7 @@ public final class UserFollower {
         sequence = last.sequence
         cursors = trailer.cursors
         lastShipped = trailer.last
+        resumed = true
         return true
     }
 
@@ -155,6 +159,7 @@ public final class UserFollower {
             sequence = 0
             cursors = start
             behind = []
+            resumed = false
             events.append(
                 FollowEvent(
                     kind: .generation, user: user.rawValue,
@@ -285,11 +290,16 @@ public final class UserFollower {
             }
         }
         let ended = ArchiveName.micros(Date())
+        // After a resume, the commits read were made at unobserved moments since the last segment:
+        // this segment's first observation is then that segment's last, which marks the moments
+        // between as a gap (FollowCatalogue.Generation.windows), not as window.
+        let unobservedSince = resumed && !first ? lastShipped : nil
+        if left.isEmpty { resumed = false }
         guard first || writer.trailer.commits > 0 else {
             behind = left
             return .shipped(nil)
         }
-        try writer.finish(first: began, last: ended, cursors: next)
+        try writer.finish(first: unobservedSince ?? began, last: ended, cursors: next)
         let trailer = writer.trailer
         let name = Segment.fileName(sequence: sequence + 1, first: trailer.first, last: trailer.last)
         let object = followFolder + "/" + generation + "/" + name
@@ -354,6 +364,22 @@ public enum FollowCatalogue {
             else { return nil }
             return (first.last, segments.last!.last)
         }
+        /// The moments a restore may claim: the window less its gaps. A segment whose first
+        /// observation is not after the previous segment's last is the first of a follower
+        /// started again (resumed): its commits were made while none ran, so the moments after
+        /// the previous segment's last, up to its own last, are a gap.
+        public var windows: [(from: Int64, to: Int64)] {
+            guard let window else { return [] }
+            var pieces: [(from: Int64, to: Int64)] = [(window.from, window.from)]
+            for (previous, segment) in zip(segments, segments.dropFirst()) {
+                if segment.first <= previous.last {
+                    pieces.append((segment.last, segment.last))
+                } else {
+                    pieces[pieces.count - 1].to = segment.last
+                }
+            }
+            return pieces
+        }
         public static func == (a: Generation, b: Generation) -> Bool {
             a.name == b.name && a.host == b.host && a.segments == b.segments
         }
@@ -385,8 +411,7 @@ public enum FollowCatalogue {
     /// The generation whose window holds `at` (the newest such), with the segments to replay.
     public static func covering(_ at: Int64, in generations: [Generation]) -> Generation? {
         generations.last { generation in
-            guard let window = generation.window else { return false }
-            return window.from <= at && at <= window.to
+            generation.windows.contains { $0.from <= at && at <= $0.to }
         }
     }
 }
