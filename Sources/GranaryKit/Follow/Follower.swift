@@ -613,14 +613,17 @@ public final class FollowRun {
         watcher?.drain(into: &changes)
         apply(changes, log: log)
         let deadline = clock.now + stopBudget
+        var shipped = 0
         var left = 0
         Interruption.heldBack {
             for (user, work) in pending.sorted(by: { $0.value.since < $1.value.since }) {
                 guard let follower = followers[user], follower.generation != nil else { continue }
-                if clock.now >= deadline {
+                // The oldest is always read, however slow the machine.
+                if shipped > 0 && clock.now >= deadline {
                     left += 1
                     continue
                 }
+                shipped += 1
                 do {
                     for event in try follower.ship(only: work.whole ? nil : work.stores) { log(event) }
                 } catch {
