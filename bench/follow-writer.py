@@ -11,7 +11,10 @@
   follow-writer.py write ROOT USERS STORES RATE SECONDS OUT
       commits RATE rows a second in all, round-robin over store 0 of users 0..USERS-1, then
       store 1 of each, ... (STORES busy stores in all), for SECONDS; each connection is kept
-      open, as an app's; SQLite's own automatic checkpoints (every 1,000 pages) run as in apps.
+      open, as an app's; SQLite's automatic checkpoints run as in apps, every
+      BENCH_FOLLOW_AUTOCHECKPOINT pages (100 by default, not SQLite's 1,000: a store gets about 150
+      one-page commits a phase, so at 1,000 no checkpoint would run and the -wal of each phase
+      would start where the last one's ended, which made "largest -wal" the sum of two phases).
       OUT gets a line per commit: `USER ACK_US LATENCY_US` (ACK_US: when COMMIT returned,
       microseconds since 1970), then a line `wal-max BYTES` (the largest -wal seen, sampled
       every 100 ms).
@@ -44,6 +47,7 @@ def write(root, users, stores, rate, seconds, out):
         user, store = index % users, index // users
         db = sqlite3.connect(path(root, user, store), isolation_level=None)
         db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA wal_autocheckpoint=%d" % int(os.environ.get("BENCH_FOLLOW_AUTOCHECKPOINT", "100")))
         busy.append((user, store, db))
     lines = []
     wal_max = 0

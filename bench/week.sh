@@ -11,7 +11,9 @@
 # granary and of restic sees the clock at its hour. WEEK_RUNS=172 for the week (default
 # 48: two days, a few minutes); WEEK_USERS users (default 3), each with a WAL store of WEEK_MB MiB
 # (default 16) from `granary-sample big` beside granary-sample's own four users; WEEK_CHANGE rows
-# rewritten per user and hour (default 200). BIN=DIR takes the binaries from DIR.
+# rewritten per user and hour (default 200). BIN=DIR takes the binaries from DIR. WEEK_SAVE=DIR
+# keeps a copy of both repositories (and the root) as they are before the prunes, for
+# bench/prune-ab.sh to prune again and again with two builds.
 set -euo pipefail
 export TZ=UTC
 RUNS=${WEEK_RUNS:-48}
@@ -79,6 +81,10 @@ safety=$(find "$W/repo" -name '*-pre-restore*.tar.zst' | wc -l)
 safetydelta=$(find "$W/repo" -name '*-pre-restore-delta*.tar.zst' | wc -l)
 safetybytes=$(find "$W/repo" -name '*-pre-restore*.tar.zst' -printf '%s\n' | awk '{s+=$1} END {print s+0}')
 
+if [ -n "${WEEK_SAVE:-}" ]; then
+    rm -rf "$WEEK_SAVE"; mkdir -p "$WEEK_SAVE"
+    cp -a "$W/repo" "$W/restic" "$W/root" "$WEEK_SAVE/"; echo "end='$end'" > "$WEEK_SAVE/end"
+fi
 sync; sleep 2
 t0=$(now); g "$end" prune --all --keep-hourly 24 --keep-daily 7 -q > "$W/prune.out"; t1=$(now)
 faketime "$end" restic forget -q --keep-hourly 24 --keep-daily 7 --prune > /dev/null; t2=$(now)

@@ -107,7 +107,16 @@ while [ "$(date +%s)" -lt "$end" ]; do
        expect "reset $user" $status 0 75; bump reset ;;
     7) # Half the prunes keep the last backup alone: chains of deltas are merged under load (what an
        # owner acknowledged and a restore or reset replaced is in the safety archives, kept a week).
-       if [ $((RANDOM % 2)) = 0 ]; then G prune "$user" --keep-within 1d >/dev/null; else G prune "$user" --keep-last 1 --json; fi
+       # Two delta backups first: the newest is then a delta whose base is a delta kept by nothing
+       # else (a verify in between would keep it as the newest verified), so the prune has a run to
+       # merge; with the random operations alone a user's newest two archives were seldom both deltas.
+       if [ $((RANDOM % 2)) = 0 ]; then G prune "$user" --keep-within 1d >/dev/null
+       else
+         G backup "$user" --delta; expect "backup --delta $user (before a merging prune)" $? 0
+         G backup "$user" --delta; expect "backup --delta $user (before a merging prune)" $? 0
+         bump delta; bump delta; bump backup; bump backup
+         G prune "$user" --keep-last 1 --json
+       fi
        expect "prune $user" $? 0; G list >/dev/null; G check --max-age 1d >/dev/null; bump prune ;;
     8|9) # a run killed at a random moment, then recover
       case $((RANDOM % 4)) in 0) op=(restore "$user" --owner-timeout 5) ;; 1) op=(backup "$user") ;;

@@ -22,8 +22,9 @@ struct FollowCommand: GranaryCommand {
             passed over. The repository may be local or remote (s3:, rclone:): a segment is claimed only \
             once its upload completed. \
             Logs one line per event (a generation, a segment, a paused or polled user) on standard error. On \
-            SIGTERM or SIGINT it reads once more every user with changes not yet shipped, publishes them and \
-            exits. \
+            SIGTERM or SIGINT it reads once more the users with changes not yet shipped, oldest first, for \
+            at most half a second, publishes them and exits; the users not reached by then are read by the \
+            next run. \
             Exit codes: 0 stopped by a signal or --once done, 64 usage, 69 no repository or root.
             """
     )

@@ -138,6 +138,18 @@ public enum ArchiveRemoval {
         user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration,
         dryRun: Bool = false, merge: Bool = true, followed: (([FollowedRetention.Removal]) -> Void)? = nil
     ) throws -> [Item] {
+        // Each manifest the plan, the merges and the plan after them need is read once.
+        try HeadMemo.remembering {
+            try pruneOnce(
+                user: user, repository: repository, policy: policy, root: root, lockTimeout: lockTimeout,
+                dryRun: dryRun, merge: merge, followed: followed)
+        }
+    }
+
+    private static func pruneOnce(
+        user: UserID, repository: any Repository, policy: RetentionPolicy, root: Root?, lockTimeout: Duration,
+        dryRun: Bool, merge: Bool, followed: (([FollowedRetention.Removal]) -> Void)?
+    ) throws -> [Item] {
         let lock = try root.map { root throws(LockError) in
             try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
         }

@@ -30,11 +30,13 @@ public struct VerificationRecord: Codable, Sendable, Equatable {
     public var archiveModified: Int64
     /// The archive's file name (records written before it was kept have none).
     public var archive: String?
-    /// What a copy of the archive cannot keep (``identity(_:)``, a local repository's archives
-    /// only): a file put in the archive's place, even with its size and modification time
-    /// (`cp -p`, `rsync -a`), is another file, and the record no longer applies to it — neither a
-    /// bad verdict to a good copy nor a good one to a damaged copy. Records written before it was
-    /// kept, and remote archives, have none (their size and stamp decide, as before).
+    /// What a copy of the archive cannot keep (``identity(_:)`` in a local repository; an S3
+    /// object's MD5, ``RepositoryObject/identity``): a file put in the archive's place, even with
+    /// its size and modification time (`cp -p`, `rsync -a`; on S3 another object of the same size
+    /// uploaded in the same second), is another file, and the record no longer applies to it —
+    /// neither a bad verdict to a good copy nor a good one to a damaged copy. Records written
+    /// before it was kept, and archives on backends that give nothing of the kind, have none
+    /// (their size and stamp decide, as before).
     public var archiveIdentity: String?
     /// Who checked: `backup` when the backup that wrote the archive checked each snapshot
     /// (`check = quick` or `full`) before packing it; `nil` for `granary verify`, which reads

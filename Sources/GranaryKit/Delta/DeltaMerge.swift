@@ -146,18 +146,17 @@ public enum DeltaMerge {
         let work = try repository.prepareWorkFolder()
         let scratch = try FileSystem.createTemporaryDirectory(in: work, for: "merge")
         defer { FileSystem.removeTree(scratch) }
-        // 1. The base's page-hash lists (its chain proved whole first, ``ChainLinks``): one copy
-        // stays the base's, the other becomes the tip's as each replaced delta is applied to it.
-        func baseHead(_ folder: String) throws -> BaseHead {
-            try FileSystem.makeDirectory(folder)
-            switch BaseHead.read(merge.base, repository: repository, into: folder) {
-            case .failure(let failure):
-                throw VerificationFailure(archive: merge.base.path, reason: "cannot serve as a base: \(failure)")
-            case .success(let value): return value
-            }
+        // 1. The base's page-hash lists (its chain proved whole first, ``ChainLinks``), read once:
+        // one copy stays the base's, the other becomes the tip's as each replaced delta is applied
+        // to it.
+        try FileSystem.makeDirectory(scratch + "/base")
+        let head: BaseHead
+        switch BaseHead.read(merge.base, repository: repository, into: scratch + "/base") {
+        case .failure(let failure):
+            throw VerificationFailure(archive: merge.base.path, reason: "cannot serve as a base: \(failure)")
+        case .success(let value): head = value
         }
-        let head = try baseHead(scratch + "/base")
-        let lists = try baseHead(scratch + "/lists").pages
+        let lists = try copyLists(head.pages, into: scratch + "/lists")
         guard let baseInfo = head.manifest.delta else {
             throw VerificationFailure(archive: merge.base.path, reason: "has no page hashes")
         }
@@ -311,7 +310,8 @@ public enum DeltaMerge {
         CrashPoint.reach(.mergePublished)
         do {
             // Invariant D11 (docs/delta-invariants.md)
-            try prove(entry, states: tipInfo.stores, repository: repository, work: scratch)
+            try prove(
+                entry, on: (merge.base, head), states: tipInfo.stores, repository: repository, work: scratch)
         } catch {
             try? repository.removeRecorded([entry])
             throw error
@@ -321,23 +321,52 @@ public enum DeltaMerge {
         return entry
     }
 
+    /// Copies each page-hash list of `pages` (store name → file) into `folder`.
+    static func copyLists(_ pages: [String: String], into folder: String) throws -> [String: String] {
+        try FileSystem.makeDirectory(folder)
+        var copies: [String: String] = [:]
+        for (index, (store, path)) in pages.sorted(by: { $0.key < $1.key }).enumerated() {
+            let copy = folder + "/\(index).pages"
+            do { try FileManager.default.copyItem(atPath: path, toPath: copy) } catch {
+                throw FileSystemError("copy", path: path)
+            }
+            copies[store] = copy
+        }
+        return copies
+    }
+
     /// Reads `entry` back from the repository as a base is read (``BaseHead``: its chain whole,
     /// its manifest the one it was built with, every changed-pages member checked against the
     /// manifest and hashed into its base's lists) and checks that every store gets the state
     /// digest of `states`: the merged delta gives, page for page, the state the tip it replaces
-    /// rebuilds to. Only the merged archive's own members and its base's lists are read.
+    /// rebuilds to. Only the merged archive's own members are read: its base's lists are those
+    /// the merge read (`base`: the base and its head, its chain proved whole), and the merged
+    /// archive's chain must lead to that very base (its name and manifest SHA-256).
     static func prove(
-        _ entry: RepositoryEntry, states: [DeltaInfo.Store], repository: any Repository, work: String
+        _ entry: RepositoryEntry, on base: (entry: RepositoryEntry, head: BaseHead), states: [DeltaInfo.Store],
+        repository: any Repository, work: String
     ) throws {
         let folder = try FileSystem.createTemporaryDirectory(in: work, for: "proof")
         defer { FileSystem.removeTree(folder) }
-        let read: BaseHead
-        switch BaseHead.read(entry, repository: repository, into: folder) {
-        case .failure(let failure): throw VerificationFailure(archive: entry.path, reason: failure.description)
-        case .success(let value): read = value
+        let walked: ChainLinks
+        switch ChainLinks.walk(entry, repository: repository) {
+        case .failure(let broken): throw VerificationFailure(archive: entry.path, reason: broken.description)
+        case .success(let links): walked = links
+        }
+        guard walked.links.count >= 2, walked.links[1].entry.name == base.entry.name,
+            walked.links[1].digest == base.head.manifestSHA256, let own = walked.links.first
+        else {
+            throw VerificationFailure(
+                archive: entry.path, reason: "is not a delta on \(base.entry.name.fileName) as the merge wrote it")
+        }
+        var pages = try copyLists(base.head.pages, into: folder + "/lists")
+        if let failure = try BaseHead.patch(
+            &pages, with: own.entry, own.manifest, repository: repository, scratch: folder, index: 0)
+        {
+            throw VerificationFailure(archive: entry.path, reason: failure.description)
         }
         for state in states {
-            guard let list = read.pages[state.name] else {
+            guard let list = pages[state.name] else {
                 throw VerificationFailure(archive: entry.path, reason: "lacks \(state.name)")
             }
             let summary = try PageFiles.summary(ofPages: list)

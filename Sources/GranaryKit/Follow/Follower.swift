@@ -46,6 +46,9 @@ public final class UserFollower {
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
     /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
     var resumed = false
+    /// The zstd context its segments are written with (one kept by ``FollowRun`` for every user;
+    /// nil: a new one per segment).
+    public var compressor: SegmentCompressor?
 
     public init(user: UserID, root: Root, repository: any Repository, backup: BackupOperation, cap: Int64) {
         self.user = user
@@ -144,6 +147,13 @@ public final class UserFollower {
             let stores = try walStores(&events)
             var start: [String: Segment.StoreCursor] = [:]
             for store in stores {
+                if (store.folder.entry(store.fileName + "-wal")?.size ?? 0) < Int64(WALReader.headerSize) {
+                    // No -wal: nothing to read (and no connection opened, which would make one);
+                    // the main file's mark proves a -wal that begins later whole from its start.
+                    start[store.name] = Segment.StoreCursor(
+                        device: store.device, inode: store.inode, wal: nil, main: Self.mark(store))
+                    continue
+                }
                 let wal = try holding(store) { () throws -> WALCursor? in
                     guard
                         let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
@@ -221,15 +231,21 @@ public final class UserFollower {
                             ? "" : (added.isEmpty ? "" : "; ") + "store gone: \(gone.joined(separator: ", "))"))
             }
         }
-        let work = try repository.prepareWorkFolder()
-        let temporary = work + "/follow-\(user.rawValue)-\(getpid()).seg.tmp"
-        unlink(temporary)
-        // Whatever the round's outcome (an upload that failed included), nothing is left behind.
-        defer { unlink(temporary) }
         guard let generation else { return .broken("no generation") }
+        // Written in the generation's folder itself (a hidden temporary name, as a publish's copy
+        // would have), so that publishing it is a rename: no copy and no second file to sync.
+        let folder: String
+        if let local = repository.localPath {
+            folder = local + "/" + followFolder + "/" + generation
+            do { try FileSystem.makeDirectory(folder) } catch { throw RepositoryError.local(error) }
+        } else {
+            folder = try repository.prepareWorkFolder()
+        }
+        let temporary = folder + "/" + FileSystem.temporaryName(for: "segment.seg")
         let writer = try SegmentWriter(
             path: temporary,
-            header: Segment.Header(user: user.rawValue, host: host, generation: generation, sequence: sequence + 1))
+            header: Segment.Header(user: user.rawValue, host: host, generation: generation, sequence: sequence + 1),
+            compressor: compressor)
         let began = ArchiveName.micros(Date())
         var next = cursors
         // The first segment must reach past the base's snapshot: only bytes_per_user bounds it.
@@ -245,9 +261,16 @@ public final class UserFollower {
                 left.insert(store.name)
                 continue
             }
-            if saved.wal == nil, (store.folder.entry(store.fileName + "-wal")?.size ?? 0) == 0 {
+            if saved.wal == nil,
+                (store.folder.entry(store.fileName + "-wal")?.size ?? 0) < Int64(WALReader.headerSize)
+            {
                 // Still no -wal: nothing to read, and no connection opened. SQLite would make the
                 // -wal and remove it again on close, each an event that reads the store again.
+                // A main file changed since it was marked was written through a -wal begun and
+                // removed between two reads: those commits were never read.
+                if let mark = saved.main, !Self.unchanged(store, since: mark) {
+                    return .broken("\(store.name): written through a -wal that began and ended between two reads")
+                }
                 continue
             }
             ReadTrace.follow("read \(user.rawValue)/\(store.name)")
@@ -257,7 +280,7 @@ public final class UserFollower {
                     return saved.wal == nil
                         ? .success(nil) : .failure(.init(text: "\(store.name): \(WALBreak.missing)"))
                 }
-                if saved.wal == nil && reader.length >= Int64(WALReader.headerSize) {
+                if saved.wal == nil && reader.length >= Int64(WALReader.headerSize) && saved.main == nil {
                     return .failure(.init(text: "\(store.name): a -wal began that was not followed from its start"))
                 }
                 var runSalt: UInt32?
@@ -273,6 +296,15 @@ public final class UserFollower {
                     try writer.frame(frame, page: page)
                 }
                 if let broken = read.broken { return .failure(.init(text: "\(store.name): \(broken)")) }
+                if saved.wal == nil, let mark = saved.main, !Self.unchanged(store, since: mark) {
+                    // Read from its first frame, then the main file checked: unchanged, no
+                    // checkpoint copied frames into it since the mark, so no restart or removal of
+                    // a -wal hid any; changed, the frames read may not be all there were.
+                    return .failure(
+                        .init(
+                            text: "\(store.name): a -wal began and a checkpoint wrote into the store before it was read"
+                        ))
+                }
                 if first && read.capped {
                     // The first segment must reach past the base's snapshot.
                     return .failure(.init(text: "\(store.name): more committed since the base than bytes_per_user"))
@@ -285,6 +317,7 @@ public final class UserFollower {
                 if let read {
                     budget -= read.bytes
                     next[store.name]?.wal = read.cursor
+                    if read.cursor != nil { next[store.name]?.main = nil }
                     if read.capped { left.insert(store.name) }
                 }
             }
@@ -299,12 +332,15 @@ public final class UserFollower {
             behind = left
             return .shipped(nil)
         }
-        try writer.finish(first: unobservedSince ?? began, last: ended, cursors: next)
+        // A local repository's publish syncs the file before it renames it: one sync, not two.
+        try writer.finish(
+            first: unobservedSince ?? began, last: ended, cursors: next, sync: repository.localPath == nil)
         let trailer = writer.trailer
         let name = Segment.fileName(sequence: sequence + 1, first: trailer.first, last: trailer.last)
         let object = followFolder + "/" + generation + "/" + name
+        // Renamed into place by the publish, or copied (then the temporary is left behind).
+        defer { unlink(temporary) }
         try repository.publishObject(object, from: temporary)
-        unlink(temporary)
         sequence += 1
         cursors = next
         behind = left
@@ -316,6 +352,37 @@ public final class UserFollower {
     }
 
     struct WALBreakReason: Error { let text: String }
+
+    /// The store's main file now, as a mark (``Segment/StoreMark``), taken only when any later
+    /// change of the file is sure to show in its `st_ctim`: the coarse clock the kernel stamps
+    /// files with is read first and must be past the file's last change (on a file system that
+    /// keeps whole seconds only, by two seconds). Tried three times a clock tick apart; nil when
+    /// the file keeps changing (or is no longer the store followed).
+    static func mark(_ store: StoreFile) -> Segment.StoreMark? {
+        var tick = timespec()
+        clock_getres(CLOCK_REALTIME_COARSE, &tick)
+        for attempt in 0..<3 {
+            if attempt > 0 { usleep(useconds_t(max(1_000, tick.tv_nsec / 1_000 + 1_000))) }
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME_COARSE, &now)
+            let coarse = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+            guard let entry = store.folder.entry(store.fileName), entry.kind == .file,
+                entry.device == store.device, entry.inode == store.inode
+            else { return nil }
+            let wholeSeconds = entry.changed % 1_000_000_000 == 0
+            if wholeSeconds ? entry.changed + 2_000_000_000 <= coarse : entry.changed < coarse {
+                return Segment.StoreMark(changed: entry.changed, size: entry.size)
+            }
+        }
+        return nil
+    }
+
+    /// Whether the store's main file is still as `mark` saw it (same inode, change time, size).
+    static func unchanged(_ store: StoreFile, since mark: Segment.StoreMark) -> Bool {
+        guard let entry = store.folder.entry(store.fileName) else { return false }
+        return entry.kind == .file && entry.device == store.device && entry.inode == store.inode
+            && entry.changed == mark.changed && entry.size == mark.size
+    }
 
     /// Runs `body` inside a read transaction on `store` (its read mark keeps the owner's
     /// checkpoints from restarting the `-wal` under the copy), released at once after.
@@ -439,6 +506,8 @@ public final class FollowRun {
     public private(set) var status: FollowStatus
     /// Why the state could not be written (said once until it changes).
     var statusFailure: String?
+    /// One zstd context for every user's segments (users are read one at a time).
+    let compressor = SegmentCompressor()
     /// How often every user is read whole (and the root listed) without an event: 5 minutes.
     public var sweep: Duration = .seconds(300)
 
@@ -563,21 +632,44 @@ public final class FollowRun {
         }
     }
 
-    /// After a signal: one last read of every user with work waiting (no new generation, no
-    /// backup: those wait for the next run), with further signals held back.
+    /// How long a stop goes on reading users with work waiting before it exits: what is left
+    /// stays in their `-wal` files for the next run (docs/follow.md, "Stopping").
+    public var stopBudget: Duration = .milliseconds(500)
+
+    /// After a signal: one last read of the users with work waiting, oldest change first, for at
+    /// most ``stopBudget`` (no new generation, no backup: those wait for the next run), with
+    /// further signals held back. Users not reached are named in one line; their commits stay
+    /// in their `-wal` files and the next run resumes from their last segment.
     func flush(log: (FollowEvent) -> Void) {
         var changes = FollowChanges()
         watcher?.drain(into: &changes)
         apply(changes, log: log)
+        let deadline = clock.now + stopBudget
+        var shipped = 0
+        var left = 0
         Interruption.heldBack {
             for (user, work) in pending.sorted(by: { $0.value.since < $1.value.since }) {
                 guard let follower = followers[user], follower.generation != nil else { continue }
+                // The oldest is always read, however slow the machine.
+                if shipped > 0 && clock.now >= deadline {
+                    left += 1
+                    continue
+                }
+                shipped += 1
                 do {
                     for event in try follower.ship(only: work.whole ? nil : work.stores) { log(event) }
                 } catch {
                     log(FollowEvent(kind: .paused, user: user.rawValue, message: "not shipped at stop: \(error)"))
                 }
             }
+        }
+        if left > 0 {
+            log(
+                FollowEvent(
+                    kind: .paused, user: "",
+                    message:
+                        "stopping: \(left) users with changes not read in the \(stopBudget) a stop takes; the next run ships them"
+                ))
         }
         pending = [:]
     }
@@ -639,6 +731,7 @@ public final class FollowRun {
     func follower(of user: UserID, log: (FollowEvent) -> Void) -> UserFollower {
         if let known = followers[user] { return known }
         let follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
+        follower.compressor = compressor
         if follower.resume(), let generation = follower.generation {
             log(
                 FollowEvent(

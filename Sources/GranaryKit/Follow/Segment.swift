@@ -57,16 +57,34 @@ public enum Segment {
         public var salt1: UInt32
     }
 
+    /// The store's main file as seen while it had no `-wal` (or one without a header): its last
+    /// change (`st_ctim`, which no user can set) and its size. While both stay the same, nothing
+    /// copied frames into the file (a checkpoint writes it), so no `-wal` can have been restarted
+    /// or removed with frames in it: a `-wal` that begins later is whole from its first frame.
+    public struct StoreMark: Codable, Sendable, Equatable {
+        /// `st_ctim` in nanoseconds since 1970.
+        public var changed: Int64
+        public var size: Int64
+        public init(changed: Int64, size: Int64) {
+            self.changed = changed
+            self.size = size
+        }
+    }
+
     /// Where a store's following stands after a segment.
     public struct StoreCursor: Codable, Sendable, Equatable {
         public var device: UInt64
         public var inode: UInt64
         /// Nil while the store's `-wal` had no header.
         public var wal: WALCursor?
-        public init(device: UInt64, inode: UInt64, wal: WALCursor?) {
+        /// While ``wal`` is nil: the main file when the store was seen without a `-wal` (nil when
+        /// that could not be proven; then a `-wal` that begins starts a new generation).
+        public var main: StoreMark?
+        public init(device: UInt64, inode: UInt64, wal: WALCursor?, main: StoreMark? = nil) {
             self.device = device
             self.inode = inode
             self.wal = wal
+            self.main = main
         }
     }
 
@@ -110,30 +128,50 @@ public enum Segment {
     }
 }
 
+/// A zstd compression context for segments and its output buffer, kept from one segment to the
+/// next: a new context allocates and clears its tables and window (megabytes) for each segment,
+/// a kept one reuses them. One writer at a time.
+public final class SegmentCompressor {
+    let cctx: OpaquePointer
+    let output = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 17, alignment: 16)
+
+    public init(level: Int32 = 3) {
+        cctx = ZSTD_createCCtx()
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level)
+        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)
+    }
+
+    deinit {
+        ZSTD_freeCCtx(cctx)
+        output.deallocate()
+    }
+}
+
 /// Writes a segment file, streaming: the pages go through zstd as they come.
 public final class SegmentWriter {
     let path: String
     let fd: Int32
-    let cctx: OpaquePointer
+    /// The caller's (kept from segment to segment), or one of its own.
+    let compressor: SegmentCompressor
+    var cctx: OpaquePointer { compressor.cctx }
     var hash = SHA256()
-    var output = [UInt8](repeating: 0, count: 1 << 17)
     public private(set) var trailer: Segment.Trailer
     var finished = false
 
-    public init(path: String, header: Segment.Header, level: Int32 = 3) throws {
+    public init(path: String, header: Segment.Header, level: Int32 = 3, compressor: SegmentCompressor? = nil) throws {
         self.path = path
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Segment.Failure.io(path: path, reason: String(cString: strerror(errno))) }
-        cctx = ZSTD_createCCtx()
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level)
-        ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)
+        // A given compressor keeps its own level; a stream an earlier writer left unfinished (it
+        // failed) is dropped.
+        self.compressor = compressor ?? SegmentCompressor(level: level)
+        ZSTD_CCtx_reset(self.compressor.cctx, ZSTD_reset_session_only)
         trailer = Segment.Trailer(first: 0, last: 0)
         try put(Segment.magic)
         try record("H", header)
     }
 
     deinit {
-        ZSTD_freeCCtx(cctx)
         close(fd)
         if !finished { unlink(path) }
     }
@@ -153,12 +191,16 @@ public final class SegmentWriter {
         trailer.frames += 1
         if frame.isCommit {
             trailer.commits += 1
-            try record("C", Segment.Commit(pages: frame.commitPages, frame: frame.index, salt1: frame.salt1))
+            // The bytes JSONEncoder (sorted keys) gives a Segment.Commit, without its cost at
+            // every commit.
+            let json = Array("{\"frame\":\(frame.index),\"pages\":\(frame.commitPages),\"salt1\":\(frame.salt1)}".utf8)
+            try put([UInt8(ascii: "C")] + Self.big32(UInt32(json.count)) + json)
         }
     }
 
-    /// Ends the segment (the trailer, the digest), syncs and closes it.
-    public func finish(first: Int64, last: Int64, cursors: [String: Segment.StoreCursor]) throws {
+    /// Ends the segment (the trailer, the digest) and syncs it; `sync` false leaves the sync to
+    /// the caller (a local repository's publish syncs the file it renames).
+    public func finish(first: Int64, last: Int64, cursors: [String: Segment.StoreCursor], sync: Bool = true) throws {
         trailer.first = trailer.first == 0 ? first : min(trailer.first, first)
         trailer.last = max(trailer.last, last)
         trailer.cursors = cursors
@@ -166,7 +208,9 @@ public final class SegmentWriter {
         let digest = Array(hash.finalize())
         try compress(digest.withUnsafeBytes { $0 }, hashing: false, end: false)
         try compress(UnsafeRawBufferPointer(start: nil, count: 0), hashing: false, end: true)
-        if fsync(fd) != 0 { throw Segment.Failure.io(path: path, reason: "fsync: \(String(cString: strerror(errno)))") }
+        if sync, fsync(fd) != 0 {
+            throw Segment.Failure.io(path: path, reason: "fsync: \(String(cString: strerror(errno)))")
+        }
         finished = true
     }
 
@@ -186,21 +230,18 @@ public final class SegmentWriter {
         if hashing { hash.update(bufferPointer: bytes) }
         var input = ZSTD_inBuffer(src: bytes.baseAddress, size: bytes.count, pos: 0)
         while true {
-            let (remaining, produced) = try output.withUnsafeMutableBytes { out -> (Int, Int) in
-                var buffer = ZSTD_outBuffer(dst: out.baseAddress, size: out.count, pos: 0)
-                let rc = ZSTD_compressStream2(cctx, &buffer, &input, end ? ZSTD_e_end : ZSTD_e_continue)
-                if ZSTD_isError(rc) != 0 {
-                    throw Segment.Failure.io(path: path, reason: String(cString: ZSTD_getErrorName(rc)))
-                }
-                return (rc, buffer.pos)
+            let out = compressor.output
+            var buffer = ZSTD_outBuffer(dst: out.baseAddress, size: out.count, pos: 0)
+            let remaining = ZSTD_compressStream2(cctx, &buffer, &input, end ? ZSTD_e_end : ZSTD_e_continue)
+            if ZSTD_isError(remaining) != 0 {
+                throw Segment.Failure.io(path: path, reason: String(cString: ZSTD_getErrorName(remaining)))
             }
+            let produced = buffer.pos
             if produced > 0 {
-                try output.withUnsafeBytes { out in
-                    do {
-                        try FileSystem.writeAll(fd, UnsafeRawBufferPointer(rebasing: out[0..<produced]), path: path)
-                    } catch {
-                        throw Segment.Failure.io(path: path, reason: "\(error)")
-                    }
+                do {
+                    try FileSystem.writeAll(fd, UnsafeRawBufferPointer(rebasing: out[0..<produced]), path: path)
+                } catch {
+                    throw Segment.Failure.io(path: path, reason: "\(error)")
                 }
             }
             if end ? remaining == 0 : input.pos == input.size { break }

@@ -434,14 +434,28 @@ public struct RcloneRepository: Repository {
         let Size: Int64
         let ModTime: String?
         let IsDir: Bool
+        /// The hashes asked for (`lsjson --hash`): on S3, `md5` is the object's ETag (a single-part
+        /// upload's) or the MD5 rclone stored with a multipart upload.
+        let Hashes: [String: String]?
+
+        /// What another object of the same size uploaded in the same second cannot keep: on S3 its
+        /// MD5 (``listsHashes``). Nil where nothing is listed: the size and the upload time (which
+        /// every upload sets, to the second) decide alone.
+        var identity: String? { Hashes?["md5"].flatMap { $0.isEmpty ? nil : "md5:" + $0 } }
     }
+
+    /// Whether a listing asks for the objects' MD5: on S3 alone, where the listing carries it
+    /// (the ETag) at no cost; elsewhere rclone would read or hash every object to give it.
+    var listsHashes: Bool { location.hasPrefix("s3:") }
 
     private func list(_ folder: String, directories: Bool, recursive: Bool = false) throws(RepositoryError)
         -> [Listed]
     {
         let bytes = try run(
-            ["lsjson", directories ? "--dirs-only" : "--files-only", "--no-mimetype"] + (recursive ? ["-R"] : [])
-                + [remote(folder)],
+            ["lsjson"]
+                + (directories
+                    ? ["--dirs-only"] : ["--files-only"] + (listsHashes ? ["--hash", "--hash-type", "md5"] : []))
+                + (recursive ? ["-R"] : []) + ["--no-mimetype", remote(folder)],
             what: display(folder), bounded: true)
         do {
             return try JSONDecoder().decode([Listed].self, from: Data(bytes))
@@ -467,7 +481,8 @@ public struct RcloneRepository: Repository {
             return []
         }
         return listed.map {
-            RepositoryObject(name: $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""))
+            RepositoryObject(
+                name: $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""), identity: $0.identity)
         }
     }
 
@@ -476,7 +491,9 @@ public struct RcloneRepository: Repository {
         let listed: [Listed]
         do { listed = try list(folder, directories: false, recursive: true) } catch .missing { return [] }
         return listed.map {
-            RepositoryObject(name: $0.Path ?? $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""))
+            RepositoryObject(
+                name: $0.Path ?? $0.Name, size: $0.Size, modified: Self.nanoseconds($0.ModTime ?? ""),
+                identity: $0.identity)
         }
     }
 

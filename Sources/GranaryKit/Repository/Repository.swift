@@ -110,7 +110,8 @@ public struct RepositoryObject: Sendable, Equatable {
     /// upload time): a verification record holds it and no longer applies when it changes.
     public let modified: Int64
     /// What a copy of the file cannot keep (``VerificationRecord/identity(_:)``: a local file's
-    /// device, inode and change time); nil where the backend gives nothing of the kind.
+    /// device, inode and change time; an S3 object's MD5, `md5:HEX`, from its ETag); nil where the
+    /// backend gives nothing of the kind.
     public var identity: String?
 
     public init(name: String, size: Int64, modified: Int64, identity: String? = nil) {
