@@ -281,4 +281,51 @@ struct DeltaPhase2Tests {
         #expect(run.status != 0, "\(run.stdout)")
         #expect(run.stderr.contains("missed a changed page"), "\(run.stderr)")
     }
+
+    @Test("the -wal swapped for a link to another store's while backups run: never read through the link")
+    func walSwappedForALink() throws {
+        _ = try backup()
+        #expect(try granary(["follow", "--once"]).status == 0)
+        do { try change(try owner(), rows: 1...5) }
+        // Another store outside alice's folder, with commits of its own in its -wal.
+        let outside = folder.child("other.sqlite")
+        do {
+            let other = try Database(path: outside, mode: .create)
+            try other.execute("PRAGMA journal_mode=WAL")
+            try other.execute("PRAGMA wal_autocheckpoint=0")
+            try other.execute("CREATE TABLE items(id INTEGER PRIMARY KEY, body TEXT)")
+            for _ in 0..<50 { try other.run("INSERT INTO items(body) VALUES (hex(randomblob(500)))") }
+            try other.keepWALOnClose()
+        }
+        let real = root + "/alice/.real-wal", link = root + "/alice/.link-wal"
+        let swapping = Swapping()
+        let swapper = Thread { [store] in
+            while !swapping.done {
+                _ = Glibc.link(store + "-wal", real)
+                unlink(link)
+                _ = symlink(outside + "-wal", link)
+                _ = rename(link, store + "-wal")
+                usleep(300)
+                _ = rename(real, store + "-wal")
+                usleep(300)
+            }
+        }
+        swapper.start()
+        var results: [GranaryProcess.Result] = []
+        for _ in 0..<4 { results.append(try granary(["backup", "alice", "--delta", "--json"])) }
+        swapping.done = true
+        while !swapper.isFinished { usleep(1000) }
+        unlink(link)
+        // Each backup either refused (a documented failure, never a crash) or wrote a delta whose
+        // skipped pages the debug cross-check proved unchanged; none took a -wal that is not alice's.
+        for result in results {
+            #expect(result.status == 0 || (result.status > 1 && result.status < 128), "\(result.stderr)")
+            #expect(!result.stderr.contains("missed a changed page"), "\(result.stderr)")
+        }
+        // Afterwards, with the -wal alice's again, a delta takes phase 2 or says why it did not.
+        let after = try backup()
+        #expect(after.delta["followedStores"] as? Int == 1 || after.delta["followedFallback"] != nil, "\(after.delta)")
+    }
+
+    final class Swapping: @unchecked Sendable { var done = false }
 }
