@@ -154,6 +154,7 @@ bench: release moto
 	bash bench/week.sh
 	bash bench/delta-restore.sh
 	bash bench/follow.sh
+	bash bench/phase2.sh
 
 # Tests too slow for make test (over a GiB of I/O each: the lock-byte page of a store over 1 GiB,
 # restored from a delta and hashed from a copy without a file; more seeds of the delta property

@@ -76,7 +76,7 @@ DELTA_USES = {
 # interface and its one manifest reader, ArchiveHead (a name its manifest contradicts is refused
 # in DeltaRestore.impostor's words). The foundations use it only
 # through UPWARD (the manifest's DeltaInfo).
-DELTA_USERS = {"Backup", "Restore", "Catalogue",
+DELTA_USERS = {"Backup", "Restore", "Catalogue", "Follow/FollowedPages.swift",
                "Repository/MirrorSync.swift", "Repository/Repository.swift", "Repository/ArchiveHead.swift"}
 # The modules Delta may import: no libarchive (archives are read through Archive/), no CBeneath
 # (a user's folder only through Users/ and SQLite/). CPageHash is Delta's alone (PageHash).

@@ -260,6 +260,69 @@ struct FollowMatrixTests {
         #expect((document?["followed"] as? [Any])?.count == 2, "\(listed.stdout)")
     }
 
+    @Test("a follower that lags more than a second behind a change does not claim the moments of its lag")
+    func lagIsAGap() throws {
+        let store = root + "/alice/Local.sqlite"
+        try FileSystem.makeDirectory(root + "/alice")
+        try FollowFixtures.makeWALStore(store, rows: ["before"])
+        let db = try Database(path: store, mode: .readWrite)
+        try db.keepWALOnClose()
+        // The first read after the generation began stalls 2 s before it reads: the commit that
+        // made it waits that long to be observed.
+        let log = folder.child("follow.log")
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
+        process.arguments = ["follow", "--interval", "100ms", "--root", root, "--repo", repo]
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }
+            .merging(["GRANARY_TEST_STALL_AT": "followRead:1:2000"]) { $1 }
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(forWritingAtPath: log)
+        try process.run()
+        defer {
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+        }
+        try waitFor("the generation's first segment") { generations("alice").last?.segments.count == 1 }
+        try db.run("INSERT INTO items(body) VALUES ('late')")
+        let acknowledged = now
+        try waitFor("the late segment") { generations("alice").last?.segments.count == 2 }
+        // Not lagging: observed within the interval, the window goes on.
+        try db.run("INSERT INTO items(body) VALUES ('prompt')")
+        try waitFor("the prompt segment") { generations("alice").last?.segments.count == 3 }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+
+        let generation = try #require(generations("alice").last)
+        let late = generation.segments[1]
+        #expect(late.last - acknowledged >= 1_900_000, "the stall: \(late.last - acknowledged) µs")
+        // Acknowledged by moment - 1 s, observed after it: the moment is not claimed.
+        let moment = acknowledged + 1_300_000
+        let windows = generation.windows
+        #expect(windows.count == 2, "\(windows)")
+        #expect(!windows.contains { $0.from <= moment && moment <= $0.to }, "\(windows)")
+        #expect(windows.last?.to == generation.segments[2].last)
+        let target = folder.child("at")
+        #expect(mkdir(target, 0o700) == 0)
+        let result = try granary([
+            "restore", "alice", "--at", ArchiveName.stamp(micros: moment, precise: true), "--to", target,
+        ])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("outside every followed window"), "\(result.stderr)")
+        // From the late segment's last observation on, the moments are claimed again, the write there.
+        let after = folder.child("after")
+        #expect(mkdir(after, 0o700) == 0)
+        let claimed = try granary([
+            "restore", "alice", "--at", ArchiveName.stamp(micros: late.last, precise: true), "--to", after,
+        ])
+        #expect(claimed.stderr.contains("within the followed window"), "\(claimed.stderr)")
+        let rows = try Database(path: after + "/Local.sqlite", mode: .readOnly).rows(
+            "SELECT body FROM items ORDER BY id"
+        )
+        .compactMap { $0[0].text }
+        #expect(rows == ["before", "late"])
+    }
+
     @Test("restore --at T at random moments across follow's hard cases: nothing lost, no false claim")
     func matrix() throws {
         let full = Self.full

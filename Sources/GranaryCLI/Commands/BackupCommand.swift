@@ -138,6 +138,8 @@ struct BackupCommand: GranaryCommand {
             var policy = settings.deltaPolicy
             policy.forceFull = full
             options.delta = policy
+            // Issue 51, phase 2: while `follow` runs, only the pages it saw change are hashed.
+            options.followedPages = FollowedPages.source()
         } else if full {
             throw ValidationError(
                 "--full goes with --delta or delta = true in the configuration (without either every archive is a full)"
@@ -310,6 +312,11 @@ struct BackupResult: CommandResult {
         @Null var reason: String?
         let changedPages: Int
         let pages: Int
+        /// Issue 51, phase 2: the stores whose pages came from `follow`'s record (only the pages
+        /// it saw change were hashed), those pages' count, and why a store's were all hashed.
+        var followedStores: Int?
+        var candidatePages: Int?
+        var followedFallback: String?
 
         init(_ outcome: DeltaOutcome) {
             kind = outcome.isDelta ? "delta" : "full"
@@ -317,6 +324,9 @@ struct BackupResult: CommandResult {
             reason = outcome.reason
             changedPages = outcome.changedPages
             pages = outcome.pages
+            followedStores = outcome.followedStores
+            candidatePages = outcome.candidatePages
+            followedFallback = outcome.followedFallback
         }
     }
 
@@ -413,6 +423,14 @@ struct BackupResult: CommandResult {
                     delta.kind == "delta"
                         ? "  delta of \(delta.base ?? "?"): \(delta.changedPages) of \(delta.pages) pages"
                         : "  full: \(delta.reason ?? "")")
+                if detail.verbose, delta.kind == "delta" {
+                    if let stores = delta.followedStores, stores > 0 {
+                        text.line(
+                            "  pages hashed: \(delta.candidatePages ?? 0), those follow saw change in \(stores) store\(stores == 1 ? "" : "s")"
+                        )
+                    }
+                    if let why = delta.followedFallback { text.line("  every page hashed: \(why)") }
+                }
             }
             if detail.verbose, let s = user.stages {
                 text.line(

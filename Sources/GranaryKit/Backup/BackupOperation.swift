@@ -64,6 +64,9 @@ public struct BackupOperation: Sendable {
         /// (`DeltaAttempt.NoCopy`); true: every store is snapshotted into a file first, as before
         /// (tests compare the two ways).
         public var snapshotEveryStore = false
+        /// Issue 51, phase 2 of deltas: where `follow`'s record of the pages that changed comes
+        /// from (`FollowedPages.source()`); nil: a delta hashes every page.
+        public var followedPages: FollowedPagesSource?
         public init() {}
     }
 
@@ -390,6 +393,11 @@ public struct BackupOperation: Sendable {
         // it, not past a share of its own store's pages, so that a small store that changes much
         // does not make every backup copy it twice.
         var deltaBudget = 0
+        // Phase 2 (issue 51): follow's record of what changed since the base's chain, read once.
+        var followed: FollowedRecord?
+        if case .base(let base)? = started, let source = options.followedPages {
+            followed = source.record(folder.id, base.head.chainNames, repository)
+        }
         if case .base(let base)? = started {
             let pages = scan.stores.reduce(0) { sum, store in
                 let pageSize = Int64(max(base.store(store.name)?.pageSize ?? Int(store.header.pageSize), 512))
@@ -452,6 +460,17 @@ public struct BackupOperation: Sendable {
                             owner: .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode)),
                             externalMember: nil, live: store.path)
                         checkSeconds = Self.seconds(since: checkStarted)
+                    }
+                    if let followed,
+                        let pages = base.head.manifest.delta?.stores.first(where: { $0.name == store.name })
+                    {
+                        let record: Swift.Result<FollowedRecord.Store, FollowedFallback> =
+                            followed.stores[store.name].map { .success($0) }
+                            ?? .failure(
+                                FollowedFallback(followed.unusable ?? "follow's generation does not hold this store"))
+                        noCopy?.followed = FollowedStore(
+                            record: record, store: store, basePages: pages.pageCount,
+                            crossCheck: FollowedStore.crossCheckWanted)
                     }
                 }
                 // What the copy will hold, as SQLite reads the store (its -wal applied): charged

@@ -140,19 +140,36 @@ extension PageRecorder {
             close(index)
         }
 
+        /// Reads the window of the base's hashes that holds page `page` (0-based, one the base has).
+        private func load(_ page: Int) throws {
+            guard page < windowStart || page >= windowStart + Self.windowPages || windowStart < 0 else { return }
+            let start = page / Self.windowPages * Self.windowPages
+            let count = min(Self.windowPages, baseCount - start)
+            window = [UInt8](repeating: 0, count: count * 32)
+            try window.withUnsafeMutableBytes {
+                try PageFiles.readFully(
+                    base, into: $0, at: Int64(PageFiles.pagesHeader) + Int64(start) * 32, path: basePath)
+            }
+            windowStart = start
+        }
+
+        /// Copies the base's hash of page `page` (0-based) into `digest` (32 bytes); false when the
+        /// base has no such page.
+        func baseDigest(of page: Int, into digest: UnsafeMutableRawBufferPointer) throws -> Bool {
+            guard page >= 0, page < baseCount else { return false }
+            try load(page)
+            let at = (page - windowStart) * 32
+            window.withUnsafeBytes { digest.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[at..<at + 32])) }
+            return true
+        }
+
+        /// Page `page` (0-based) was written with the base's bytes (phase 2): not changed.
+        func unchanged(_ page: Int) { changed.remove(page) }
+
         /// Page `page` (0-based) was written with `bytes` (its SHA-256 `digest`, 32 bytes).
         func record(page: Int, digest: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer) throws {
             if page < baseCount {
-                if page < windowStart || page >= windowStart + Self.windowPages || windowStart < 0 {
-                    let start = page / Self.windowPages * Self.windowPages
-                    let count = min(Self.windowPages, baseCount - start)
-                    window = [UInt8](repeating: 0, count: count * 32)
-                    try window.withUnsafeMutableBytes {
-                        try PageFiles.readFully(
-                            base, into: $0, at: Int64(PageFiles.pagesHeader) + Int64(start) * 32, path: basePath)
-                    }
-                    windowStart = start
-                }
+                try load(page)
                 let at = (page - windowStart) * 32
                 let same = window.withUnsafeBytes { memcmp(digest.baseAddress!, $0.baseAddress! + at, 32) == 0 }
                 if same {

@@ -121,5 +121,7 @@ struct DeltaAttempt {
         /// Runs on a connection to the live store inside a read transaction on the copied state,
         /// on another thread than the copy's when it runs beside it.
         var inTransaction: (Database) throws -> Void
+        /// Phase 2 (issue 51): follow's record of this store, or nil (every page is hashed).
+        var followed: FollowedStore? = nil
     }
 }

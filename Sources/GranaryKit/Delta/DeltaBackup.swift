@@ -27,6 +27,12 @@ public struct DeltaOutcome: Sendable, Equatable {
     /// Pages the delta carries, and all pages of the stores.
     public var changedPages: Int
     public var pages: Int
+    /// Phase 2 (issue 51): the stores whose pages came from `follow`'s record (only the pages it
+    /// saw change were hashed), those pages' count, and why a store's pages were all hashed (the
+    /// first such store; nil when none was, or phase 2 was not tried: no follow source).
+    public var followedStores = 0
+    public var candidatePages = 0
+    public var followedFallback: String?
 }
 
 /// Turns a backup's snapshots into a full with page hashes or a delta against the newest backup
@@ -278,10 +284,20 @@ enum DeltaBackup {
                     changedPages: changedPages[index], liveFile: liveFile(index))
             },
             external: external.map(\.file), removed: removed)
+        var outcome = DeltaOutcome(
+            isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total)
+        for (store, recorder) in zip(stores, recorded) {
+            switch recorder?.followed {
+            case .success(let count)?:
+                outcome.followedStores += 1
+                outcome.candidatePages += count
+            case .failure(let why)?:
+                if outcome.followedFallback == nil { outcome.followedFallback = "\(store.name): \(why.reason)" }
+            case nil: break
+            }
+        }
         return Plan(
-            info: info, files: changes + carried, label: deltaLabel,
-            outcome: DeltaOutcome(
-                isDelta: true, base: entry.name.fileName, reason: nil, changedPages: changed, pages: total),
+            info: info, files: changes + carried, label: deltaLabel, outcome: outcome,
             pageLists: pages.map(\.source), baseChain: base.chain)
     }
 }
@@ -310,6 +326,8 @@ struct BaseHead {
     /// The identity of the base's whole chain (``ChainLinks/identity``), newest first: what the
     /// page-hash cache is keyed by.
     var chain: [String] = []
+    /// The file names of the chain's archives, newest first.
+    var chainNames: [String] { chain.map { String($0.prefix { $0 != " " }) } }
 
     /// Reads what `entry` gives a backup into `scratch`; a failure is a reason (a full is written
     /// instead). With `cache` (the folder of ``PageHashCache``), the lists cached for `entry` are

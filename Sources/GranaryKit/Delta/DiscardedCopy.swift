@@ -73,6 +73,17 @@ struct DiscardedCopy {
         guard mode == "wal" else {
             throw NoCopyFallback(reason: "the store left WAL mode (journal mode \(mode)) as the copy began")
         }
+        // Phase 2: the pages follow saw change (its segments, and the live -wal from its last
+        // cursor read now, inside this read transaction), or why every page is hashed.
+        // Invariant D13 (docs/delta-invariants.md)
+        if let followed = noCopy.followed {
+            switch followed.candidates(pageCount: Int(pages), pageSize: pageSize) {
+            case .success(let candidates):
+                recorder.candidates = candidates
+                recorder.followed = .success(candidates.count(upTo: Int(pages)))
+            case .failure(let why): recorder.followed = .failure(why)
+            }
+        }
         // The copy and the check read the database file in 64 KiB blocks, not page by page: its
         // bytes that SQLite reads do not change while this read transaction lasts (the tee's job 7).
         var on: Int32 = 1

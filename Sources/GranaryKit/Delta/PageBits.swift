@@ -38,4 +38,16 @@ struct PageBits {
             page += 1
         }
     }
+
+    /// Calls `body` with each page in the set, in increasing order.
+    func forEach(_ body: (Int) -> Void) {
+        for (index, word) in words.enumerated() where word != 0 {
+            var bits = word
+            while bits != 0 {
+                let bit = bits.trailingZeroBitCount
+                body(index << 6 | bit)
+                bits &= bits - 1
+            }
+        }
+    }
 }

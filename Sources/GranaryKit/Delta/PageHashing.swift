@@ -17,8 +17,12 @@ extension PageRecorder {
             /// the snapshot's thread took them (``PageRecorder/send()``).
             case write(Int64, [UInt8], [UInt8]?)
             case truncate(Int64)
+            /// Phase 2 (``PageRecorder/Candidates``): whole pages written at an offset, as many as
+            /// the count, whose hashes are the base's; their bytes only for the cross-check.
+            case same(Int64, Int, [UInt8]?)
             var size: Int {
                 if case .write(_, let bytes, _) = self { return bytes.count }
+                if case .same(_, _, let bytes?) = self { return bytes.count }
                 return 0
             }
         }
@@ -77,6 +81,12 @@ extension PageRecorder {
                 case .write(let offset, let bytes, let digests):
                     bytes.withUnsafeBytes { core.wrote($0, at: offset, digests: digests) }
                 case .truncate(let size): core.truncated(to: size)
+                case .same(let offset, let count, let bytes):
+                    if let bytes {
+                        bytes.withUnsafeBytes { core.same(at: offset, count: count, bytes: $0) }
+                    } else {
+                        core.same(at: offset, count: count, bytes: nil)
+                    }
                 }
                 condition.lock()
                 queued -= event.size
@@ -91,6 +101,8 @@ extension PageRecorder {
     final class Core: @unchecked Sendable {
         var pageSize = 0
         private(set) var hashed = 0
+        /// Pages whose hash phase 2 took from the base (``same(at:count:bytes:)``).
+        private(set) var assumed = 0
         /// Pages whose hash the snapshot's thread took (tests).
         private(set) var usedGiven = 0
         let path: String
@@ -151,12 +163,8 @@ extension PageRecorder {
             while at < count {
                 let bytes = UnsafeRawBufferPointer(rebasing: bytes[at..<at + pageSize])
                 let digest = UnsafeRawBufferPointer(rebasing: scratch[at / pageSize * 32..<at / pageSize * 32 + 32])
-                if !run.isEmpty && page != runStart + run.count / 32 { flush() }
-                if run.isEmpty { runStart = page }
-                run.append(contentsOf: digest)
-                known.insert(page)
+                keep(digest, of: page)
                 hashed += 1
-                if run.count >= 1 << 20 { flush() }
                 if let log {
                     do {
                         try log.record(page: page, digest: digest, bytes: bytes)
@@ -172,6 +180,55 @@ extension PageRecorder {
                 at += pageSize
             }
             if let log { log.size = max(log.size, offset + Int64(count)) }
+        }
+
+        /// Puts `digest` in place as page `page`'s hash (a run written to the hashes file).
+        private func keep(_ digest: UnsafeRawBufferPointer, of page: Int) {
+            if !run.isEmpty && page != runStart + run.count / 32 { flush() }
+            if run.isEmpty { runStart = page }
+            run.append(contentsOf: digest)
+            known.insert(page)
+            if run.count >= 1 << 20 { flush() }
+        }
+
+        /// Phase 2: `count` whole pages written at `offset` that follow's record says did not
+        /// change since the base: each gets the base's hash, unhashed, and is not a changed page.
+        /// With `bytes` (the cross-check), each page is hashed too and must have the base's hash;
+        /// one that does not fails the backup (``FollowedCrossCheckFailure``).
+        /// Invariant D13 (docs/delta-invariants.md)
+        func same(at offset: Int64, count: Int, bytes: UnsafeRawBufferPointer?) {
+            guard failure == nil, pageSize > 0, count > 0, offset >= 0, offset % Int64(pageSize) == 0 else { return }
+            guard let log else {
+                failure = NoCopyFallback(reason: "phase 2 without a discarded copy")
+                return
+            }
+            if log.reason != nil { return }
+            var page = Int(offset / Int64(pageSize))
+            let digest = UnsafeMutableRawBufferPointer.allocate(byteCount: 32, alignment: 16)
+            defer { digest.deallocate() }
+            for index in 0..<count {
+                do {
+                    guard try log.baseDigest(of: page, into: digest) else {
+                        failure = NoCopyFallback(reason: "phase 2 took page \(page + 1), which its base does not hold")
+                        return
+                    }
+                } catch {
+                    failure = error
+                    return
+                }
+                if let bytes {
+                    let image = UnsafeRawBufferPointer(rebasing: bytes[index * pageSize..<(index + 1) * pageSize])
+                    guard SHA256.hash(data: image).elementsEqual(UnsafeRawBufferPointer(digest)) else {
+                        failure = FollowedCrossCheckFailure(page: page + 1)
+                        return
+                    }
+                }
+                keep(UnsafeRawBufferPointer(digest), of: page)
+                log.unchanged(page)
+                assumed += 1
+                page += 1
+            }
+            log.size = max(log.size, offset + Int64(count) * Int64(pageSize))
         }
 
         private func giveUp(_ log: ChangeLog, _ reason: String) {

@@ -42,6 +42,34 @@ final class PageRecorder: @unchecked Sendable {
     /// What tests set and read (PageRecorderKnobs.swift); a backup leaves them as they are.
     var knobs = Knobs()
 
+    /// Phase 2 (issue 51, ``FollowedStore``): the pages of a discarded copy to hash; every other
+    /// page written takes its base's hash unhashed. Set before the copy starts; nil: every page.
+    /// Invariant D13 (docs/delta-invariants.md)
+    struct Candidates {
+        /// Page indexes (from 0) follow's frames named.
+        var pages: PageBits
+        /// Every page from this index on is a candidate too (grown, or cut and grown back).
+        var from: Int
+        /// Whether the pages taken from the base are hashed anyway and checked against it.
+        var crossCheck: Bool
+        func contains(_ page: Int) -> Bool { page == 0 || page >= from || pages.contains(page) }
+        /// Candidates, counted up to `count` pages.
+        func count(upTo count: Int) -> Int {
+            var inSet = 0
+            pages.forEach { if $0 > 0 && $0 < min(from, count) { inSet += 1 } }
+            return inSet + 1 + max(0, count - max(from, 1))
+        }
+    }
+    var candidates: Candidates?
+    /// Phase 2's outcome for this store: the candidates' count, or why every page was hashed;
+    /// nil when it was not tried (no discarded copy, no follow source).
+    var followed: Swift.Result<Int, FollowedFallback>?
+    /// Phase 2: the pages written since the last handoff that take their base's hash (offset,
+    /// count, and their bytes for the cross-check).
+    private var sameOffset: Int64 = 0
+    private var sameCount = 0
+    private var sameBytes: [UInt8] = []
+
     /// The bytes SQLite has written to the copy so far (any thread: a progress bar's).
     var written: Int64 { writtenBytes.load(ordering: .relaxed) }
     private let writtenBytes = Atomic<Int64>(0)
@@ -96,6 +124,56 @@ final class PageRecorder: @unchecked Sendable {
             handoff.push(.write(offset, Array(bytes), nil), core: core, worker: &worker)
             return
         }
+        if let candidates {
+            // Phase 2: runs of candidates are batched as always; the pages between take their
+            // base's hash (their bytes go on only for the cross-check).
+            let pageSize = Int(size)
+            var at = 0
+            while at < bytes.count {
+                let first = Int((offset + Int64(at)) / size)
+                let wanted = candidates.contains(first)
+                var end = at + pageSize
+                while end < bytes.count && candidates.contains(Int((offset + Int64(end)) / size)) == wanted {
+                    end += pageSize
+                }
+                let part = UnsafeRawBufferPointer(rebasing: bytes[at..<end])
+                if wanted {
+                    batchWrite(part, at: offset + Int64(at))
+                } else {
+                    sameWrite(part, at: offset + Int64(at), crossCheck: candidates.crossCheck)
+                }
+                at = end
+            }
+            return
+        }
+        batchWrite(bytes, at: offset)
+    }
+
+    /// Phase 2: whole pages that keep their base's hash, gathered into one handoff.
+    private func sameWrite(_ bytes: UnsafeRawBufferPointer, at offset: Int64, crossCheck: Bool) {
+        sendBatch()
+        let pages = bytes.count / max(pageSize, 1)
+        if sameCount > 0
+            && (offset != sameOffset + Int64(sameCount) * Int64(pageSize) || sameBytes.count >= Self.batchLimit
+                || sameCount >= 1 << 20)
+        {
+            sendSame()
+        }
+        if sameCount == 0 { sameOffset = offset }
+        sameCount += pages
+        if crossCheck { sameBytes.append(contentsOf: bytes) }
+    }
+
+    private func sendSame() {
+        guard sameCount > 0 else { return }
+        let bytes = candidates?.crossCheck == true ? sameBytes : nil
+        handoff.push(.same(sameOffset, sameCount, bytes), core: core, worker: &worker)
+        sameCount = 0
+        sameBytes = []
+    }
+
+    private func batchWrite(_ bytes: UnsafeRawBufferPointer, at offset: Int64) {
+        sendSame()
         if !batch.isEmpty && (offset != batchOffset + Int64(batch.count) || batch.count >= Self.batchLimit) {
             send()
         }
@@ -113,7 +191,13 @@ final class PageRecorder: @unchecked Sendable {
         handoff.push(.truncate(size), core: core, worker: &worker)
     }
 
+    /// Hands on what waits: the batch, or phase 2's pages (only one of them waits at a time).
     private func send() {
+        sendBatch()
+        sendSame()
+    }
+
+    private func sendBatch() {
         guard !batch.isEmpty else { return }
         // The hashing thread is behind (half its queue waits): this thread, which would soon
         // wait for it, hashes the batch itself, and the hashing thread only records the hashes.

@@ -46,6 +46,13 @@ public final class UserFollower {
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
     /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
     var resumed = false
+    /// For each store, when the last read that went to the end of its `-wal` began (microseconds):
+    /// every commit a later read of it finds was acknowledged after that.
+    var readThrough: [String: Int64] = [:]
+    /// How long after its acknowledgement a commit may be observed with the moments in between
+    /// still claimed (`follow_interval`; microseconds): a segment that may hold a commit observed
+    /// later than that leaves those moments out of its window (``readRound``).
+    public var tolerance: Int64 = 1_000_000
     /// The zstd context its segments are written with (one kept by ``FollowRun`` for every user;
     /// nil: a new one per segment).
     public var compressor: SegmentCompressor?
@@ -87,12 +94,14 @@ public final class UserFollower {
     /// otherwise the commits since the last round as the next segment. `only` names the stores
     /// to read (those that changed; the others are not opened); nil reads every store, after a
     /// scan of the user's folders. Returns what is worth logging.
-    public func round(only: Set<String>? = nil) throws -> [FollowEvent] {
+    /// `changedAfter`: a moment before every change the caller knows of that this round reads
+    /// (the kernel's events were taken in then, microseconds); nil when it knows none.
+    public func round(only: Set<String>? = nil, changedAfter: Int64? = nil) throws -> [FollowEvent] {
         var events: [FollowEvent] = []
         if generation == nil {
             return try startGeneration(reason: "following starts", events: &events)
         }
-        switch try readRound(only: only.map { $0.union(behind) }) {
+        switch try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter) {
         case .shipped(let event):
             if let event { events.append(event) }
             return events
@@ -103,9 +112,9 @@ public final class UserFollower {
 
     /// Ships what the stores (all, or those of `only`) hold now, without starting a generation
     /// when continuity is lost (that waits for the next run): what `follow` does when stopped.
-    public func ship(only: Set<String>?) throws -> [FollowEvent] {
+    public func ship(only: Set<String>?, changedAfter: Int64? = nil) throws -> [FollowEvent] {
         guard generation != nil else { return [] }
-        switch try readRound(only: only.map { $0.union(behind) }) {
+        switch try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter) {
         case .shipped(let event): return event.map { [$0] } ?? []
         case .broken(let reason):
             return [
@@ -170,6 +179,7 @@ public final class UserFollower {
             cursors = start
             behind = []
             resumed = false
+            readThrough = [:]
             events.append(
                 FollowEvent(
                     kind: .generation, user: user.rawValue,
@@ -208,7 +218,8 @@ public final class UserFollower {
 
     /// Reads every store (or those of `only`) from its cursor into one segment and publishes it
     /// (the first segment of a generation always, later ones when they hold commits).
-    func readRound(first: Bool = false, only: Set<String>? = nil) throws -> RoundOutcome {
+    func readRound(first: Bool = false, only: Set<String>? = nil, changedAfter: Int64? = nil) throws -> RoundOutcome {
+        if !first { CrashPoint.reach(.followRead) }
         let stores: [StoreFile]
         if let only, !first {
             var found: [StoreFile] = []
@@ -251,6 +262,10 @@ public final class UserFollower {
         // The first segment must reach past the base's snapshot: only bytes_per_user bounds it.
         var budget = first ? (cap > 0 ? cap : Int64.max) : min(cap > 0 ? cap : Int64.max, Self.roundBytes)
         var left: Set<String> = []
+        // The stores read to the end of their -wal, and the earliest moment a commit read may have
+        // been acknowledged (nil: no commit read; .min: not known).
+        var readToEnd: [String] = []
+        var oldest: Int64?
         for store in stores {
             guard let saved = cursors[store.name] else { continue }
             if store.device != saved.device || store.inode != saved.inode {
@@ -319,17 +334,33 @@ public final class UserFollower {
                     next[store.name]?.wal = read.cursor
                     if read.cursor != nil { next[store.name]?.main = nil }
                     if read.capped { left.insert(store.name) }
+                    if read.commits > 0 {
+                        // Acknowledged after the last read through this store began, and after
+                        // the change the kernel reported (when it reported one).
+                        let after = max(readThrough[store.name] ?? .min, changedAfter ?? .min)
+                        oldest = min(oldest ?? after, after)
+                    }
                 }
+                if read?.capped != true { readToEnd.append(store.name) }
             }
         }
         let ended = ArchiveName.micros(Date())
         // After a resume, the commits read were made at unobserved moments since the last segment:
         // this segment's first observation is then that segment's last, which marks the moments
         // between as a gap (FollowCatalogue.Generation.windows), not as window.
-        let unobservedSince = resumed && !first ? lastShipped : nil
+        var unobservedSince = resumed && !first ? lastShipped : nil
+        // A commit read here may have been acknowledged more than `tolerance` before `ended` (the
+        // follower lagged: a loaded machine, another user's base backup): the moments from
+        // `tolerance` after the earliest it may have been acknowledged are not claimed, and the
+        // first observation says so as a resume's does (no later than the last segment's last).
+        if !first, let oldest, let last = lastShipped, oldest == .min || ended - oldest > tolerance {
+            let from = oldest == .min ? last : min(last, oldest + tolerance - 1)
+            unobservedSince = min(unobservedSince ?? from, from)
+        }
         if left.isEmpty { resumed = false }
         guard first || writer.trailer.commits > 0 else {
             behind = left
+            for name in readToEnd { readThrough[name] = began }
             return .shipped(nil)
         }
         // A local repository's publish syncs the file before it renames it: one sync, not two.
@@ -345,6 +376,7 @@ public final class UserFollower {
         cursors = next
         behind = left
         lastShipped = trailer.last
+        for name in readToEnd { readThrough[name] = began }
         return .shipped(
             FollowEvent(
                 kind: .segment, user: user.rawValue,
@@ -432,14 +464,19 @@ public enum FollowCatalogue {
             return (first.last, segments.last!.last)
         }
         /// The moments a restore may claim: the window less its gaps. A segment whose first
-        /// observation is not after the previous segment's last is the first of a follower
-        /// started again (resumed): its commits were made while none ran, so the moments after
-        /// the previous segment's last, up to its own last, are a gap.
+        /// observation is not after the previous segment's last holds commits observed late: the
+        /// first of a follower started again (resumed; its commits were made while none ran) or
+        /// of one that lagged more than `follow_interval`. The moments after its first, up to its
+        /// own last, are a gap.
         public var windows: [(from: Int64, to: Int64)] {
             guard let window else { return [] }
             var pieces: [(from: Int64, to: Int64)] = [(window.from, window.from)]
             for (previous, segment) in zip(segments, segments.dropFirst()) {
                 if segment.first <= previous.last {
+                    // Unobserved after `first` (a resume: the previous segment's last; a lag: as
+                    // early as it may reach): those moments are cut from what came before.
+                    while let piece = pieces.last, piece.from > segment.first { pieces.removeLast() }
+                    if let piece = pieces.last, piece.to > segment.first { pieces[pieces.count - 1].to = segment.first }
                     pieces.append((segment.last, segment.last))
                 } else {
                     pieces[pieces.count - 1].to = segment.last
@@ -516,6 +553,9 @@ public final class FollowRun {
         var since: ContinuousClock.Instant
         var stores: Set<String> = []
         var whole = false
+        /// When the kernel's events were taken in before those that made this work (microseconds):
+        /// the changes reported were made after it. Nil for work no event made (a sweep).
+        var changedAfter: Int64?
     }
     var pending: [UserID: Pending] = [:]
     /// When each user is next read whole without an event.
@@ -583,7 +623,9 @@ public final class FollowRun {
                 guard let follower = followers[user] else { continue }
                 if !follower.behind.isEmpty {
                     // Read on in its next turn, after everyone waiting now.
-                    add(user, stores: follower.behind, whole: false, since: clock.now - delay)
+                    add(
+                        user, stores: follower.behind, whole: false, since: clock.now - delay,
+                        changedAfter: work.changedAfter)
                 }
                 if failing[user] != nil || follower.generation == nil {
                     nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval * 10)
@@ -594,8 +636,9 @@ public final class FollowRun {
                     var changes = FollowChanges()
                     let before = ArchiveName.micros(Date())
                     watcher.drain(into: &changes)
+                    let previous = drainedAt
                     drainedAt = before
-                    apply(changes, log: log)
+                    apply(changes, changedAfter: previous, log: log)
                 }
             }
             if Interruption.isRequested {
@@ -622,8 +665,9 @@ public final class FollowRun {
                 var changes = FollowChanges()
                 let before = ArchiveName.micros(Date())
                 watcher.drain(into: &changes)
+                let previous = drainedAt
                 drainedAt = before
-                apply(changes, log: log)
+                apply(changes, changedAfter: previous, log: log)
             } else if wait > .zero {
                 Thread.sleep(forTimeInterval: wait.timeInterval)
             }
@@ -643,7 +687,7 @@ public final class FollowRun {
     func flush(log: (FollowEvent) -> Void) {
         var changes = FollowChanges()
         watcher?.drain(into: &changes)
-        apply(changes, log: log)
+        apply(changes, changedAfter: drainedAt, log: log)
         let deadline = clock.now + stopBudget
         var shipped = 0
         var left = 0
@@ -657,7 +701,11 @@ public final class FollowRun {
                 }
                 shipped += 1
                 do {
-                    for event in try follower.ship(only: work.whole ? nil : work.stores) { log(event) }
+                    for event in try follower.ship(
+                        only: work.whole ? nil : work.stores, changedAfter: work.changedAfter)
+                    {
+                        log(event)
+                    }
                 } catch {
                     log(FollowEvent(kind: .paused, user: user.rawValue, message: "not shipped at stop: \(error)"))
                 }
@@ -699,31 +747,36 @@ public final class FollowRun {
         }
     }
 
-    func add(_ user: UserID, stores: Set<String>, whole: Bool, since: ContinuousClock.Instant) {
-        var work = pending[user] ?? Pending(since: since)
+    func add(
+        _ user: UserID, stores: Set<String>, whole: Bool, since: ContinuousClock.Instant, changedAfter: Int64? = nil
+    ) {
+        var work = pending[user] ?? Pending(since: since, changedAfter: changedAfter)
         work.since = min(work.since, since)
+        if let changedAfter { work.changedAfter = min(work.changedAfter ?? changedAfter, changedAfter) }
         work.stores.formUnion(stores)
         work.whole = work.whole || whole
         pending[user] = work
     }
 
-    func apply(_ changes: FollowChanges, log: (FollowEvent) -> Void) {
+    func apply(_ changes: FollowChanges, changedAfter: Int64, log: (FollowEvent) -> Void) {
         guard !changes.isEmpty else { return }
         let now = clock.now
         if changes.overflow {
             log(FollowEvent(kind: .polled, user: "", message: "inotify queue overflowed: every user is read whole"))
-            for user in followers.keys { add(user, stores: [], whole: true, since: now) }
+            for user in followers.keys { add(user, stores: [], whole: true, since: now, changedAfter: changedAfter) }
         }
         if changes.root || changes.overflow { try? discover(log: log) }
         for user in changes.users where followers[user] != nil {
-            add(user, stores: [], whole: true, since: now)
+            add(user, stores: [], whole: true, since: now, changedAfter: changedAfter)
         }
         for (user, stores) in changes.stores {
             guard let follower = followers[user] else { continue }
             let wanted = stores.subtracting(follower.named)
             guard !wanted.isEmpty else { continue }
             // A change to a file that is not a followed store: it may be one now.
-            add(user, stores: wanted, whole: !wanted.isSubset(of: follower.followed), since: now)
+            add(
+                user, stores: wanted, whole: !wanted.isSubset(of: follower.followed), since: now,
+                changedAfter: changedAfter)
         }
     }
 
@@ -731,6 +784,8 @@ public final class FollowRun {
     func follower(of user: UserID, log: (FollowEvent) -> Void) -> UserFollower {
         if let known = followers[user] { return known }
         let follower = UserFollower(user: user, root: root, repository: repository, backup: backup, cap: cap)
+        follower.tolerance = max(
+            1_000_000, interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000)
         follower.compressor = compressor
         if follower.resume(), let generation = follower.generation {
             log(
@@ -763,7 +818,7 @@ public final class FollowRun {
         let began = ArchiveName.micros(Date())
         var paused: String?
         do {
-            let events = try follower.round(only: work.whole ? nil : work.stores)
+            let events = try follower.round(only: work.whole ? nil : work.stores, changedAfter: work.changedAfter)
             for event in events { log(event) }
             if follower.generation == nil {
                 paused = events.last(where: { $0.kind == .paused })?.message ?? "no generation"

@@ -87,6 +87,10 @@ public enum CrashPoint {
         /// The archive has its new name; the old record and the marker are still there.
         case convertRenamed
 
+        /// `follow`: a round of a user whose generation has begun, before it reads (a stall there
+        /// is a follower that lags behind the changes reported to it).
+        case followRead
+
         /// The restore and reset commit's points, in order.
         public static let restoreCommit: [Name] = [
             .staged, .paused, .checked, .committed, .checkpointed, .keptAside, .externalAdded, .staleRemoved,
