@@ -71,30 +71,7 @@ struct DeltaPhase2Tests {
         return total
     }
 
-    /// `granary follow` in the background, its journal in a file.
-    final class Follow {
-        let process = Process()
-        let log: String
-        init(_ arguments: [String], log: String) throws {
-            self.log = log
-            FileManager.default.createFile(atPath: log, contents: nil)
-            process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-            process.arguments = ["follow", "--interval", "100ms"] + arguments
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle(forWritingAtPath: log)
-            try process.run()
-        }
-        var journal: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-        func stop() {
-            if process.isRunning { kill(process.processIdentifier, SIGTERM) }
-            process.waitUntilExit()
-        }
-        deinit {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
-    }
+    typealias Follow = FollowProcess
 
     func waitFor(_ what: String, _ follow: Follow, _ condition: () throws -> Bool) throws {
         let deadline = ContinuousClock.now + .seconds(120)

@@ -24,26 +24,7 @@ struct FollowLedgerTests {
         try FollowFixtures.makeWALStore(store, rows: (1...20).map { "item \($0)" }, ledger: true, keepWAL: false)
     }
 
-    /// `granary follow` in the background, its journal lines in a file.
-    final class Follow {
-        let process = Process()
-        let log: String
-        init(root: String, repo: String, log: String) throws {
-            self.log = log
-            FileManager.default.createFile(atPath: log, contents: nil)
-            process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-            process.arguments = ["follow", "--interval", "100ms", "--root", root, "--repo", repo]
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle(forWritingAtPath: log)
-            try process.run()
-        }
-        func kill(_ signal: Int32) {
-            if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
-            process.waitUntilExit()
-        }
-        deinit { kill(SIGKILL) }
-    }
+    typealias Follow = FollowProcess
 
     /// The ledger: each acknowledged row and when COMMIT returned (microseconds).
     func ledger(_ path: String) -> [(seq: Int64, at: Int64)] {
@@ -85,7 +66,7 @@ struct FollowLedgerTests {
         var follow = try Follow(root: root, repo: repo, log: folder.child("follow-1.log"))
         try waitFor("segments and 400 rows") { segments() >= 8 && ledger(ledgerFile).count >= 400 }
         // Killed at any point: the next follow resumes or starts a new generation.
-        follow.kill(SIGKILL)
+        follow.stop(SIGKILL)
         let before = ledger(ledgerFile).count
         follow = try Follow(root: root, repo: repo, log: folder.child("follow-2.log"))
         try waitFor("400 more rows and more segments") {
@@ -94,7 +75,7 @@ struct FollowLedgerTests {
         kill(writer.processIdentifier, SIGKILL)
         writer.waitUntilExit()
         // SIGTERM stops it; one more round (--once) reads the last commits.
-        follow.kill(SIGTERM)
+        follow.stop(SIGTERM)
         #expect(follow.process.terminationReason == .exit)
         let once = try GranaryProcess.run(["follow", "--once", "--root", root, "--repo", repo])
         #expect(once.status == 0, "\(once.stderr)")

@@ -32,30 +32,7 @@ struct FollowManyTests {
         try db.keepWALOnClose()
     }
 
-    /// `granary follow` in the background, its journal in a file.
-    final class Follow {
-        let process = Process()
-        let log: String
-        init(root: String, repo: String, log: String, interval: String = "100ms", environment: [String: String] = [:])
-            throws
-        {
-            self.log = log
-            FileManager.default.createFile(atPath: log, contents: nil)
-            process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-            process.arguments = ["follow", "--interval", interval, "--root", root, "--repo", repo]
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }
-                .merging(environment) { $1 }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle(forWritingAtPath: log)
-            try process.run()
-        }
-        var journal: String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-        func stop(_ signal: Int32) {
-            if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
-            process.waitUntilExit()
-        }
-        deinit { stop(SIGKILL) }
-    }
+    typealias Follow = FollowProcess
 
     func waitFor(_ what: String, _ follow: Follow, upTo bound: Duration = .seconds(120), _ condition: () -> Bool)
         throws

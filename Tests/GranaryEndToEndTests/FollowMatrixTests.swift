@@ -84,24 +84,7 @@ struct FollowMatrixTests {
         }
     }
 
-    /// `granary follow` in the background, its journal in a file of its own per run.
-    final class Follow {
-        let process = Process()
-        init(root: String, repo: String, log: String) throws {
-            FileManager.default.createFile(atPath: log, contents: nil)
-            process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-            process.arguments = ["follow", "--interval", "100ms", "--root", root, "--repo", repo]
-            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle(forWritingAtPath: log)
-            try process.run()
-        }
-        func kill(_ signal: Int32) {
-            if process.isRunning { Glibc.kill(process.processIdentifier, signal) }
-            process.waitUntilExit()
-        }
-        deinit { kill(SIGKILL) }
-    }
+    typealias Follow = FollowProcess
 
     enum Event: String {
         case killFollow = "kill -9 of follow"
@@ -151,7 +134,7 @@ struct FollowMatrixTests {
         let from = now
         switch event {
         case .killFollow:
-            follow.kill(SIGKILL)
+            follow.stop(SIGKILL)
             // Down for 0.5 to 2.5 s (a service manager's restart delay), then started again.
             usleep(useconds_t(500_000 + sleeper.next() % 2_000_000))
             run += 1
@@ -269,20 +252,9 @@ struct FollowMatrixTests {
         try db.keepWALOnClose()
         // The first read after the generation began stalls 2 s before it reads: the commit that
         // made it waits that long to be observed.
-        let log = folder.child("follow.log")
-        FileManager.default.createFile(atPath: log, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: GranaryProcess.binDirectory + "/granary")
-        process.arguments = ["follow", "--interval", "100ms", "--root", root, "--repo", repo]
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("GRANARY_") }
-            .merging(["GRANARY_TEST_STALL_AT": "followRead:1:2000"]) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(forWritingAtPath: log)
-        try process.run()
-        defer {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-        }
+        let follow = try Follow(
+            root: root, repo: repo, log: folder.child("follow.log"),
+            environment: ["GRANARY_TEST_STALL_AT": "followRead:1:2000"])
         try waitFor("the generation's first segment") { generations("alice").last?.segments.count == 1 }
         try db.run("INSERT INTO items(body) VALUES ('late')")
         let acknowledged = now
@@ -290,8 +262,7 @@ struct FollowMatrixTests {
         // Not lagging: observed within the interval, the window goes on.
         try db.run("INSERT INTO items(body) VALUES ('prompt')")
         try waitFor("the prompt segment") { generations("alice").last?.segments.count == 3 }
-        kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
+        follow.stop(SIGTERM)
 
         let generation = try #require(generations("alice").last)
         let late = generation.segments[1]
@@ -383,7 +354,7 @@ struct FollowMatrixTests {
         usleep(1_500_000)
         for owner in owners { owner.stop() }
         // The last commits shipped: SIGTERM ships what is held; one more round reads the rest.
-        follow.kill(SIGTERM)
+        follow.stop(SIGTERM)
         let once = try GranaryProcess.run(["follow", "--once", "--root", root, "--repo", repo])
         #expect(once.status == 0, "\(once.stderr)")
         let ended = now

@@ -541,6 +541,13 @@ extension MergeFailure: CommandLineError {
     }
 }
 
+// Sources/GranaryKit/Delta/FollowedChanges.swift
+extension FollowedCrossCheckFailure: CommandLineError {
+    /// A delta that would have left out a changed page: nothing is published, as for a failed check.
+    var status: ExitStatus { .dataError }
+    var hint: String? { "granary backup --full USER makes a full, without follow's record, until it is fixed" }
+}
+
 // Sources/GranaryKit/Catalogue/Inspector.swift
 extension InspectError: CommandLineError {
     var status: ExitStatus {

@@ -128,9 +128,10 @@ struct FollowedStore {
 
 /// A page phase 2 took from the base changed after all: the candidates were not a superset of the
 /// changed pages (a broken invariant D13). Only the cross-check finds it, and it fails the backup.
-struct FollowedCrossCheckFailure: GranaryError, Equatable {
-    let page: Int
-    var description: String {
+public struct FollowedCrossCheckFailure: GranaryError, Equatable {
+    /// The page (from 1) whose hash differed from the base's though follow's record left it out.
+    public let page: Int
+    public var description: String {
         "phase 2 of the delta missed a changed page (page \(page)): follow's record is not a superset of the changes; report this as a bug"
     }
 }
