@@ -82,7 +82,7 @@ struct FollowedStore {
     /// The base's page count of this store.
     var basePages: Int
     /// Whether every page is also hashed and each one phase 2 took from the base checked against
-    /// it (debug builds, and `GRANARY_TEST_PHASE2_CROSSCHECK=1`).
+    /// it (debug builds).
     var crossCheck: Bool
 
     /// The pages to hash, decided inside the copy's read transaction (`pageCount`, `pageSize`: what
@@ -119,10 +119,14 @@ struct FollowedStore {
         return .success(PageRecorder.Candidates(pages: changes.pages, from: from, crossCheck: crossCheck))
     }
 
-    /// Whether phase 2's cross-check runs: always in debug builds, else when the environment asks.
+    /// Whether phase 2's cross-check runs: in debug builds (what the tests run), never in a
+    /// release build (GranaryKit reads no environment of its own).
     static var crossCheckWanted: Bool {
-        if _isDebugAssertConfiguration() { return true }
-        return ProcessInfo.processInfo.environment["GRANARY_TEST_PHASE2_CROSSCHECK"] == "1"
+        #if TEST_HOOKS
+            return true
+        #else
+            return _isDebugAssertConfiguration()
+        #endif
     }
 }
 
