@@ -646,7 +646,8 @@ struct DeltaMirrorS3Tests {
         #expect(try backup(1)["kind"] as? String == "delta")
         // Without the local cache of hash lists (a new host, a lost work folder): the base's head
         // comes from S3, the chain followed back to its full.
-        let cache = RcloneRepository.rootWorkFolder + "/page-hashes/" + alice
+        let cache =
+            PageHashCache.folder(workFolder: RcloneRepository.rootWorkFolder, location: repo) + "/" + alice
         #expect(FileManager.default.fileExists(atPath: cache), "the first delta's lists were cached in \(cache)")
         FileSystem.removeTree(cache)
         let third = try backup(2)

@@ -76,9 +76,11 @@ struct RemoteChainDamageTests {
         ((json["users"] as? [[String: Any]])?.first?["delta"] as? [String: Any]) ?? [:]
     }
 
-    /// The page-hash cache a remote repository keeps for alice (root's work folder).
-    static func dropCache() {
-        FileSystem.removeTree(RcloneRepository.rootWorkFolder + "/page-hashes/" + alice)
+    /// The page-hash cache the primary keeps for alice (in root's work folder, the primary's own).
+    func dropCache() {
+        let cache = PageHashCache.folder(workFolder: RcloneRepository.rootWorkFolder, location: primary)
+        #expect(FileManager.default.fileExists(atPath: cache + "/" + Self.alice), "no cache at \(cache)")
+        FileSystem.removeTree(cache + "/" + Self.alice)
     }
 
     @Test(
@@ -100,7 +102,7 @@ struct RemoteChainDamageTests {
         } else {
             #expect(try server.rclone(["copyto", object + full, object + middle]).status == 0)
         }
-        if !cache { Self.dropCache() }
+        if !cache { dropCache() }
 
         let red = try granary(["check", Self.alice])
         #expect(red.status == 1, "\(damage): \(red.stdout)")

@@ -194,16 +194,20 @@ struct OverlappedPackTests {
         let track = Self.newTrack()
         defer { track.deallocate() }
         let path = folder.child("t.db")
-        let db = try Self.trackedTable(path, track: track)
+        // The connection lives in a box the thread shares, and is closed before the track is
+        // freed: a `Thread` keeps its closure (and what it captured) until the thread object goes,
+        // which may be after this function has returned, and closing the file reads the track.
+        let box = ConnectionBox(try Self.trackedTable(path, track: track))
+        defer { box.db = nil }
+        let db = try #require(box.db)
         let before = FileSystem.size(path)
         #expect(granary_tee_high(track) == before)
         // The follower holds a mapping: a VACUUM that shrinks the file must not cut under it.
         #expect(granary_tee_enter(track) == 1)
         let finished = DispatchSemaphore(value: 0)
         // The connection is used by one thread at a time: the test's waits order them.
-        nonisolated(unsafe) let shared = db
         let shrink = Thread {
-            try? shared.execute("DELETE FROM t WHERE id > 10; VACUUM")
+            try? box.db?.execute("DELETE FROM t WHERE id > 10; VACUUM")
             finished.signal()
         }
         shrink.start()
@@ -311,4 +315,10 @@ struct OverlappedPackTests {
             FileManager.default.contentsEqual(atPath: files[0], andPath: files[1]),
             "the gathered file differs from the plain one")
     }
+}
+
+/// A connection two threads share in turn, closed when `db` is set to nil.
+private final class ConnectionBox: @unchecked Sendable {
+    var db: Database?
+    init(_ db: Database) { self.db = db }
 }

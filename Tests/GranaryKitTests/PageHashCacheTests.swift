@@ -12,7 +12,7 @@ struct PageHashCacheTests {
     let folder = TemporaryFolder()
     var root: String { folder.child("root") }
     var repository: LocalRepository { LocalRepository(path: initializedRepository(folder.child("repo"))) }
-    var cache: String { repository.workFolder + "/" + PageHashCache.folderName }
+    var cache: String { PageHashCache.folder(of: repository) }
     let user = try! UserID("alice@example.com")
 
     init() throws { try SampleData.generate(in: folder.child("root")) }
@@ -47,6 +47,13 @@ struct PageHashCacheTests {
         try ChainLinks.walk(entry, repository: repository).get().identity
     }
 
+    /// A new folder for the lists a lookup links (a backup's scratch folder).
+    func scratch() throws -> String {
+        let path = repository.workFolder + "/scratch-\(UUID().uuidString)"
+        try FileSystem.makeDirectory(path)
+        return path
+    }
+
     func newest() throws -> RepositoryEntry { try #require(try repository.archives(of: user).last) }
 
     @Test(
@@ -68,7 +75,8 @@ struct PageHashCacheTests {
             #expect(key.split(separator: "\n").count == index + 1)
             #expect(key == PageHashCache.key(try chain(entry)))
             let cached = try #require(
-                PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache))
+                PageHashCache.pages(
+                    of: entry, manifest: manifest, chain: try chain(entry), in: cache, linkingInto: try scratch()))
             // For a delta, the archive's lists are rebuilt along its chain: the cache equals that.
             let read = try listsFromArchive(entry)
             #expect(!read.isEmpty)
@@ -82,19 +90,23 @@ struct PageHashCacheTests {
         let entry = try newest()
         let head = try repository.head(of: entry)
         let (manifest, digest) = (head.manifest, head.sha256)
-        #expect(PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache) != nil)
+        #expect(
+            PageHashCache.pages(
+                of: entry, manifest: manifest, chain: try chain(entry), in: cache, linkingInto: try scratch()) != nil)
         // Another manifest digest: a miss.
         #expect(
             PageHashCache.pages(
                 of: entry, manifest: manifest, chain: [entry.name.fileName + " " + String(repeating: "0", count: 64)],
-                in: cache) == nil)
+                in: cache, linkingInto: try scratch()) == nil)
         #expect(digest.count == 64)
         // One bit of one hash flipped: the state digest tells, a miss.
         let list = cache + "/" + user.rawValue + "/0.pages"
         var bytes = try #require(FileManager.default.contents(atPath: list))
         bytes[bytes.count - 1] ^= 1
         try bytes.write(to: URL(fileURLWithPath: list))
-        #expect(PageHashCache.pages(of: entry, manifest: manifest, chain: try chain(entry), in: cache) == nil)
+        #expect(
+            PageHashCache.pages(
+                of: entry, manifest: manifest, chain: try chain(entry), in: cache, linkingInto: try scratch()) == nil)
         // The next backup is a delta all the same (its base read from the archive), and keeps its own lists.
         let result = try backup(change: true)
         #expect(result.delta?.isDelta == true)
@@ -102,7 +114,41 @@ struct PageHashCacheTests {
         let delta = try newest()
         let deltaManifest = try repository.head(of: delta).manifest
         let cached = try #require(
-            PageHashCache.pages(of: delta, manifest: deltaManifest, chain: try chain(delta), in: cache))
+            PageHashCache.pages(
+                of: delta, manifest: deltaManifest, chain: try chain(delta), in: cache, linkingInto: try scratch()))
         #expect(try listsFromArchive(delta) == cached.mapValues { FileManager.default.contents(atPath: $0) ?? Data() })
+    }
+
+    @Test(
+        "lists found are the backup's own: another backup replacing or removing the cache after the lookup changes nothing it reads"
+    )
+    func foundListsSurviveReplacement() throws {
+        _ = try backup(change: false)
+        let entry = try newest()
+        let manifest = try repository.head(of: entry).manifest
+        let found = try #require(
+            PageHashCache.pages(
+                of: entry, manifest: manifest, chain: try chain(entry), in: cache, linkingInto: try scratch()))
+        let before = found.mapValues { FileManager.default.contents(atPath: $0) ?? Data() }
+        // What a backup publishing meanwhile does: the user's lists removed, then others put in their place.
+        FileSystem.removeTree(cache + "/" + user.rawValue)
+        #expect(!FileManager.default.fileExists(atPath: cache + "/" + user.rawValue))
+        #expect(found.mapValues { FileManager.default.contents(atPath: $0) ?? Data() } == before)
+        #expect(!before.values.contains(Data()))
+        // A lookup after the removal is a miss, not an error.
+        #expect(
+            PageHashCache.pages(
+                of: entry, manifest: manifest, chain: try chain(entry), in: cache, linkingInto: try scratch())
+                == nil)
+    }
+
+    @Test("a local repository's cache is in its own work folder; each remote repository has a folder of its own")
+    func folderPerRepository() {
+        #expect(PageHashCache.folder(workFolder: "/w", location: nil) == "/w/page-hashes")
+        let one = PageHashCache.folder(workFolder: "/w", location: "s3:bucket/primary")
+        let two = PageHashCache.folder(workFolder: "/w", location: "s3:bucket/other")
+        #expect(one.hasPrefix("/w/page-hashes/") && two.hasPrefix("/w/page-hashes/"))
+        #expect(one != two)
+        #expect(one == PageHashCache.folder(workFolder: "/w", location: "s3:bucket/primary"))
     }
 }

@@ -37,9 +37,10 @@ struct TeeJobsTests {
 
     @Test("gathering (a track, or a file's own) excludes discarding, the read-aheads and a second track")
     func gatheringExcludes() throws {
-        let db = try open("gathered.sqlite")
+        // The track outlives the connection (closing the file reads it): made first, freed last.
         let track = OverlappedPackTests.newTrack()
         defer { track.deallocate() }
+        let db = try open("gathered.sqlite")
         #expect(Self.control(db, SNAPSHOT_TEE_FCNTL_TRACK, track) == SQLITE_OK)
         var page: Int64 = 4096
         var on: Int32 = 1
@@ -68,15 +69,20 @@ struct TeeJobsTests {
 
     @Test("discarding excludes gathering and the read-aheads; the hook comes first, once")
     func discardingExcludes() throws {
-        let db = try open("discarded.sqlite")
+        // The VFS keeps the hook's address: it lives in memory of its own (not a `&` argument,
+        // which is only good for the call), made before the connection and freed after it.
         final class Count: @unchecked Sendable { var writes = 0 }
         let count = Count()
-        var hook = granary_tee_hook(
-            context: Unmanaged.passUnretained(count).toOpaque(),
-            write: { context, _, _, _ in Unmanaged<Count>.fromOpaque(context!).takeUnretainedValue().writes += 1 },
-            truncate: { _, _ in }, stop: 0, reserved: 0)
-        #expect(Self.control(db, SNAPSHOT_TEE_FCNTL_HOOK, &hook) == SQLITE_OK)
-        #expect(Self.control(db, SNAPSHOT_TEE_FCNTL_HOOK, &hook) == SQLITE_MISUSE, "one hook per file")
+        let hook = UnsafeMutablePointer<granary_tee_hook>.allocate(capacity: 1)
+        hook.initialize(
+            to: granary_tee_hook(
+                context: Unmanaged.passUnretained(count).toOpaque(),
+                write: { context, _, _, _ in Unmanaged<Count>.fromOpaque(context!).takeUnretainedValue().writes += 1 },
+                truncate: { _, _ in }, stop: 0, reserved: 0))
+        defer { hook.deallocate() }
+        let db = try open("discarded.sqlite")
+        #expect(Self.control(db, SNAPSHOT_TEE_FCNTL_HOOK, hook) == SQLITE_OK)
+        #expect(Self.control(db, SNAPSHOT_TEE_FCNTL_HOOK, hook) == SQLITE_MISUSE, "one hook per file")
         var small: Int64 = 256
         #expect(Self.control(db, SNAPSHOT_TEE_FCNTL_DISCARD, &small) == SQLITE_MISUSE, "below SQLite's smallest page")
         var page: Int64 = 4096
@@ -90,6 +96,7 @@ struct TeeJobsTests {
         _ = try? Self.fill(db)
         #expect(count.writes > 100)
         #expect((FileSystem.status(folder.child("discarded.sqlite")).map { Int64($0.st_size) } ?? -1) <= 4096)
+        withExtendedLifetime(count) {}
     }
 
     @Test("the read-ahead of a finished file excludes every other job, and its file is read whole")

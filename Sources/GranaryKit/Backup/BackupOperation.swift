@@ -215,7 +215,7 @@ public struct BackupOperation: Sendable {
             return try options.context.cpu.yielding {
                 var stages = Stages()
                 let policy = kind == .backup ? options.delta : nil
-                let cache = workFolder + "/" + PageHashCache.folderName
+                let cache = PageHashCache.folder(of: repository)
                 // Issue 35 (delta archives, opt-in): page hashes, and a delta when a base fits. A
                 // final archive (retire) is always a plain full, whatever the options say. Whether
                 // a delta or a full, and whether the stores are copied twice, is the delta layer's
@@ -256,7 +256,7 @@ public struct BackupOperation: Sendable {
                         // `--delta`: this backup's page-hash lists are kept for the next one.
                         cached = delta.flatMap {
                             PageHashCache.stage(
-                                $0.pageLists, user: user, in: workFolder + "/" + PageHashCache.folderName)
+                                $0.pageLists, user: user, in: cache)
                         }
                         FileSystem.removeTree(work)
                     })

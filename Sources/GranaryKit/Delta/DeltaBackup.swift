@@ -351,7 +351,8 @@ struct BaseHead {
             var head = BaseHead(manifest: manifest, manifestSHA256: digest, pages: [:], chain: walked.identity)
             guard manifest.delta != nil else { return .success(head) }
             if let cache,
-                let pages = PageHashCache.pages(of: entry, manifest: manifest, chain: walked.identity, in: cache)
+                let pages = PageHashCache.pages(
+                    of: entry, manifest: manifest, chain: walked.identity, in: cache, linkingInto: scratch)
             {
                 head.pages = pages
                 return .success(head)

@@ -22,14 +22,34 @@ import Foundation
 /// that manifest records (the state digest is a SHA-256 over the list: a list that gives it is
 /// the list). Anything else — no entry, another archive, a list damaged or cut short — is a miss,
 /// and the base is read from the archive as before. The cache is only ever a shortcut.
-enum PageHashCache {
+public enum PageHashCache {
     static let folderName = "page-hashes"
+
+    /// The cache's folder for `repository` (``folder(workFolder:location:)``).
+    static func folder(of repository: any Repository) -> String {
+        folder(workFolder: repository.workFolder, location: repository.localPath == nil ? repository.location : nil)
+    }
+
+    /// The cache's folder in `workFolder`. A local repository's work folder is its own; a remote
+    /// one's (`location`) is shared by every remote repository this uid backs up to, so each
+    /// has a folder of its own there, named by a digest of its location: two repositories never
+    /// replace each other's lists.
+    public static func folder(workFolder: String, location: String?) -> String {
+        let base = workFolder + "/" + folderName
+        guard let location else { return base }
+        return base + "/" + String(SHA256.hash(data: Data(location.utf8)).hex.prefix(16))
+    }
 
     /// The cached lists of `entry` (whose manifest is `manifest`, and whose whole chain has the
     /// identity `chain`, ``ChainLinks/identity``): store name → `.pages` file; nil on a miss.
-    static func pages(of entry: RepositoryEntry, manifest: Manifest, chain: [String], in cache: String)
-        -> [String: String]?
-    {
+    ///
+    /// Each list is linked into `scratch` (the backup's own folder, on the same file system) and
+    /// checked there: another granary may replace the cached lists at any moment (a backup of
+    /// the same user published meanwhile), and a list that goes away or changes after the check
+    /// must not fail the backup or be read as this chain's. What was linked is this backup's.
+    static func pages(
+        of entry: RepositoryEntry, manifest: Manifest, chain: [String], in cache: String, linkingInto scratch: String
+    ) -> [String: String]? {
         guard let info = manifest.delta, !chain.isEmpty else { return nil }
         let folder = cache + "/" + entry.user.rawValue
         // Invariant D2 (docs/delta-invariants.md)
@@ -37,7 +57,9 @@ enum PageHashCache {
         else { return nil }
         var pages: [String: String] = [:]
         for (index, store) in info.stores.enumerated() {
-            let path = folder + "/\(index).pages"
+            let path = scratch + "/cached-\(index).pages"
+            unlink(path)
+            guard link(folder + "/\(index).pages", path) == 0 else { return nil }
             let expected = PageFiles.Summary(
                 pageSize: store.pageSize, pageCount: store.pageCount, stateDigest: store.stateDigest)
             guard let summary = try? PageFiles.summary(ofPages: path), summary == expected else { return nil }

@@ -134,7 +134,8 @@ public enum SafetyArchive {
         try repository.prepare()
         let created = try repository.nextStamp(for: user)
         // The page-hash lists a `backup --delta` kept of the newest backup (read, never written).
-        let cache = try repository.prepareWorkFolder() + "/" + PageHashCache.folderName
+        _ = try repository.prepareWorkFolder()
+        let cache = PageHashCache.folder(of: repository)
         let started = try DeltaBackup.start(
             policy: policy, user: user, repository: repository, storeNames: inputs.map(\.name), work: work,
             label: label, created: created, cache: cache)
