@@ -155,6 +155,7 @@ bench: release moto
 	bash bench/delta-restore.sh
 	bash bench/follow.sh
 	bash bench/phase2.sh
+	bash bench/restore-at.sh
 
 # Tests too slow for make test (over a GiB of I/O each: the lock-byte page of a store over 1 GiB,
 # restored from a delta and hashed from a copy without a file; more seeds of the delta property

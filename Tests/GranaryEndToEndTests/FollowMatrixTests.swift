@@ -241,6 +241,15 @@ struct FollowMatrixTests {
         let listed = try granary(["list", "alice", "--json"])
         let document = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [String: Any]
         #expect((document?["followed"] as? [Any])?.count == 2, "\(listed.stdout)")
+        // verify says the same: the generation checks out, as two windows with the gap between.
+        let verified = try granary(["verify", "--user", "alice", "--json"])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(verified.stdout.utf8)) as? [String: Any]
+        let followed = try #require((report?["followed"] as? [[String: Any]])?.first, "\(verified.stdout)")
+        let pieces = try #require(followed["windows"] as? [[String: Any]], "\(verified.stdout)")
+        #expect(pieces.count == 2, "\(verified.stdout)")
+        let text = try granary(["verify", "--user", "alice", "--verbose"])
+        #expect(text.stdout.contains("windows "), "\(text.stdout)")
     }
 
     @Test("a follower that lags more than a second behind a change does not claim the moments of its lag")

@@ -169,7 +169,15 @@ struct VerifyResult: CommandResult {
         /// The window the segments give, when every one checked out.
         @Null var from: Date?
         @Null var to: Date?
+        /// The moments `restore --at` may claim: the window less its gaps (several when a
+        /// follower was started again or lagged); empty unless every check passed.
+        let windows: [Window]
         let errors: [SegmentFault]
+    }
+
+    struct Window: Encodable {
+        let from: Date
+        let to: Date
     }
 
     let check: String
@@ -210,6 +218,11 @@ struct VerifyResult: CommandResult {
                 segments: outcome.segments, commits: outcome.commits, frames: outcome.frames,
                 from: outcome.window.map { Date(timeIntervalSince1970: Double($0.from) / 1e6) },
                 to: outcome.window.map { Date(timeIntervalSince1970: Double($0.to) / 1e6) },
+                windows: outcome.windows.map {
+                    Window(
+                        from: Date(timeIntervalSince1970: Double($0.from) / 1e6),
+                        to: Date(timeIntervalSince1970: Double($0.to) / 1e6))
+                },
                 errors: outcome.problems.map {
                     SegmentFault(
                         code: $0.exitStatus.rawValue, message: $0.description, hint: $0.advice, segment: $0.segment,
@@ -242,8 +255,15 @@ struct VerifyResult: CommandResult {
             )
         }
         for generation in followed where generation.ok {
+            // A window with gaps says each piece `restore --at` may claim.
+            let window =
+                generation.windows.count > 1
+                ? "windows "
+                    + generation.windows.map { "\(Format.time($0.from)) to \(Format.time($0.to))" }.joined(
+                        separator: ", ")
+                : "window \(generation.from.map(Format.time) ?? "?") to \(generation.to.map(Format.time) ?? "?")"
             text.line(
-                "ok  \(generation.user)/follow/\(generation.host)/\(generation.base)  \(generation.segments) segment\(generation.segments == 1 ? "" : "s"), \(generation.commits) commits, window \(generation.from.map(Format.time) ?? "?") to \(generation.to.map(Format.time) ?? "?")"
+                "ok  \(generation.user)/follow/\(generation.host)/\(generation.base)  \(generation.segments) segment\(generation.segments == 1 ? "" : "s"), \(generation.commits) commits, \(window)"
             )
         }
     }

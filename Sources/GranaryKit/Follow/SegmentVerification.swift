@@ -38,6 +38,9 @@ public enum SegmentVerification {
         public var frames = 0
         /// The window the segments claim (microseconds), when they run from 1 without a hole.
         public var window: (from: Int64, to: Int64)?
+        /// The moments a restore may claim: the window less its gaps (a follower started again,
+        /// or one that lagged), as `list` shows them; empty unless every check passed.
+        public var windows: [(from: Int64, to: Int64)] = []
         public var problems: [Problem] = []
         public var ok: Bool { problems.isEmpty }
     }
@@ -184,6 +187,15 @@ public enum SegmentVerification {
         }
         if outcome.ok, let firstSegment = generation.segments.first, let lastSegment = generation.segments.last {
             outcome.window = (firstSegment.last, lastSegment.last)
+            outcome.windows =
+                FollowCatalogue.Generation(
+                    name: generation.base, host: generation.host,
+                    segments: generation.segments.map {
+                        FollowCatalogue.SegmentFile(
+                            object: generation.object + "/" + $0.name, path: $0.name, name: $0.name,
+                            sequence: $0.sequence, first: $0.first, last: $0.last, size: $0.size)
+                    }
+                ).windows
         }
         return outcome
     }
