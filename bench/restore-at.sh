@@ -61,19 +61,30 @@ python3 "$W/owner.py" "$W/root/u/live.db" "$rows" "$RATE" "$SECONDS_" > "$W/owne
 HOLDER=$!
 sleep 1
 "$BIN/granary" init "$W/repo" > /dev/null
-G follow --interval 1s 2> "$W/follow.log" &
+# (Started directly, not through G: $! must be granary's pid, for the SIGTERM below.)
+"$BIN/granary" --root "$W/root" --repo "$W/repo" --config "$W/config.toml" follow --interval 1s \
+    2> "$W/follow.log" &
 FOLLOW=$!
 for _ in $(seq 1 600); do ls "$W"/repo/u/follow/*/*/*.seg > /dev/null 2>&1 && break; sleep 0.5; done
 ls "$W"/repo/u/follow/*/*/*.seg > /dev/null || { echo "follow started no generation:"; cat "$W/follow.log"; exit 1; }
 kill -USR1 "$HOLDER"
 wait "$HOLDER"; HOLDER=
 commits=$(cat "$W/owner.out")
-# Shipped within a few intervals; then follow stops (SIGTERM: it ships what it holds).
-sleep 4
+# Everything shipped (no new segment for 3 s, on a loaded machine the follower may lag); then
+# follow stops (SIGTERM: it ships what it holds).
+quiet=0
+for _ in $(seq 1 240); do
+    newest=$(ls -t "$W"/repo/u/follow/*/*/*.seg | head -1)
+    if [ $(( $(date +%s) - $(stat -c %Y "$newest") )) -ge 3 ]; then quiet=1; break; fi
+    sleep 0.5
+done
+[ "$quiet" = 1 ] || { echo "follow kept shipping for 2 minutes after the owner stopped"; exit 1; }
 kill "$FOLLOW"; wait "$FOLLOW" 2>/dev/null || true; FOLLOW=
 segments=$(ls "$W"/repo/u/follow/*/*/*.seg | wc -l)
 base=$(ls "$W"/repo/u/*.tar.zst | head -1)
-at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# The moment: the end of the followed window, to the microsecond: the newest segment's last
+# observation, the third part of its name (SEQUENCE-FIRST-LAST.seg).
+at=$(basename "$(ls "$W"/repo/u/follow/*/*/*.seg | sort | tail -1)" .seg | cut -d- -f3)
 expected=$(sqlite3 "$W/root/u/live.db" "select count(*), sum(length(body)), max(body) from bulk" | sha256sum | cut -c1-16)
 timed() { # NAME ARGS...: seconds into $W/NAME.t (appended), peak RSS (KiB) into $W/NAME.m
     local name=$1; shift
@@ -88,6 +99,7 @@ same=yes
 for _ in $(seq "$RUNS"); do
     timed plain restore u "$(basename "$base")"
     timed at restore u --at "$at"
+    grep -q "within the followed window" "$W/at.out" || { echo "restore --at did not replay:"; cat "$W/at.out"; exit 1; }
     got=$(sqlite3 "$W/out/live.db" "select count(*), sum(length(body)), max(body) from bulk" | sha256sum | cut -c1-16)
     [ "$got" = "$expected" ] || same=NO
 done
