@@ -19,7 +19,7 @@ cleanup() {
     [ -z "$FOLLOW" ] || kill "$FOLLOW" 2>/dev/null || true
     [ -z "$HOLDER" ] || kill "$HOLDER" 2>/dev/null || true
     wait 2>/dev/null || true
-    rm -rf "$W"
+    [ -n "${BENCH_KEEP:-}" ] || rm -rf "$W"
 }
 trap cleanup EXIT
 command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
@@ -32,7 +32,7 @@ sqlite3 "$W/root/u/live.db" "pragma wal_checkpoint(truncate)" > /dev/null
 rows=$(sqlite3 "$W/root/u/live.db" "select max(id) from bulk")
 # The owner: one connection held open, as an app holds one; a first commit before follow starts
 # (a -wal begun after its generation would start another); then, on a signal (SIGUSR1), it commits
-# RATE times a second for SECONDS, each commit rewriting 4 random rows, and exits.
+# RATE times a second for SECONDS, each commit rewriting 4 random rows, and keeps its connection.
 cat > "$W/owner.py" <<'PY'
 import os, random, signal, sqlite3, sys, time
 path, rows, rate, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -55,7 +55,10 @@ while n < rate * seconds:
         db.execute("UPDATE bulk SET body = hex(randomblob(200)) WHERE id = ?", (random.randint(1, rows),))
     db.execute("COMMIT")
     n += 1
-print(n)
+print(n, flush=True)
+# Open until killed, as an app's connection: its close would checkpoint and remove the -wal, a new
+# generation for follow (whose base backup would then be what holds the last commits).
+time.sleep(86400)
 PY
 python3 "$W/owner.py" "$W/root/u/live.db" "$rows" "$RATE" "$SECONDS_" > "$W/owner.out" &
 HOLDER=$!
@@ -68,13 +71,13 @@ FOLLOW=$!
 for _ in $(seq 1 600); do ls "$W"/repo/u/follow/*/*/*.seg > /dev/null 2>&1 && break; sleep 0.5; done
 ls "$W"/repo/u/follow/*/*/*.seg > /dev/null || { echo "follow started no generation:"; cat "$W/follow.log"; exit 1; }
 kill -USR1 "$HOLDER"
-wait "$HOLDER"; HOLDER=
+until [ -s "$W/owner.out" ]; do kill -0 "$HOLDER" || { echo "the owner failed"; exit 1; }; sleep 0.5; done
 commits=$(cat "$W/owner.out")
 # Everything shipped (no new segment for 3 s, on a loaded machine the follower may lag); then
 # follow stops (SIGTERM: it ships what it holds).
 quiet=0
 for _ in $(seq 1 240); do
-    newest=$(ls -t "$W"/repo/u/follow/*/*/*.seg | head -1)
+    newest=$(ls -t "$W"/repo/u/follow/*/*/*.seg | sed -n 1p)
     if [ $(( $(date +%s) - $(stat -c %Y "$newest") )) -ge 3 ]; then quiet=1; break; fi
     sleep 0.5
 done
