@@ -122,6 +122,49 @@ extension AttackTests {
         }
 
         @Test(
+            "a -wal frame with a valid checksum continuing the chain that claims a database past bytes_per_user: the attacker's following starts again and pauses with the reason, nothing past the cap is shipped or restored, the victim ships in the same run"
+        )
+        func frameClaimingPastTheCap() throws {
+            let lab = try Lab()
+            let config = lab.base + "/granary.toml"
+            try Lab.write(config, "[limits]\nbytes_per_user = \"64MiB\"\n", mode: 0o644)
+            let victimStore = lab.victimHome + "/Local.sqlite"
+            let attackerStore = lab.attackerHome + "/Local.sqlite"
+            try Self.write(victimStore, marker: lab.victimMarker)
+            try Self.write(attackerStore, marker: lab.attackerMarker)
+            Lab.chownTree(lab.victimHome, to: lab.victim)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            let first = try lab.granary(["follow", "--once", "--config", config], timeout: 120)
+            try #require(first.status == 0, "\(first)")
+            let attackerSegments = try Self.segmentCount(lab, "attacker")
+            let victimSegments = try Self.segmentCount(lab, "victim")
+            // The attacker commits, then appends a commit frame saying the database is 1 GiB
+            // (262,144 pages of 4 KiB), its checksum continuing the chain.
+            try Self.write(attackerStore, marker: lab.attackerMarker, rows: 2)
+            try Self.write(victimStore, marker: lab.victimMarker, rows: 2)
+            Lab.chownTree(lab.victimHome, to: lab.victim)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            let appended = try lab.helper("walframe.py", [attackerStore, "1", "262144"])
+            #expect(appended.wait(timeout: 30).status == 0)
+            let outcome = try lab.granary(["follow", "--once", "--config", config], timeout: 120)
+            Lab.expectDocumented(outcome, "follow with a frame claiming 1 GiB")
+            #expect(
+                outcome.stderr.contains("attacker")
+                    && (outcome.stderr.contains("262144 pages, past the cap") || outcome.stderr.contains("bytes_per_user")),
+                "the attacker's journal line does not say why: \(outcome)")
+            #expect(try Self.segmentCount(lab, "victim") == victimSegments + 1, "\(outcome)")
+            // Nothing of the frame was shipped: every attacker segment replays within the cap.
+            #expect(try Self.segmentCount(lab, "attacker") == attackerSegments, "\(outcome)")
+            let verify = try lab.granary(["verify", "--user", "attacker", "--config", config], timeout: 120)
+            #expect(verify.status == 0, "\(verify)")
+            let last = try #require(try Self.generations(lab, "attacker").last?.segments.last)
+            let (restore, restored) = try Self.restore(lab, "attacker", at: last.last, into: "at-cap")
+            #expect(restore.status == 0, "\(restore)")
+            let size = FileSystem.status(restored).map { Int64($0.st_size) } ?? 0
+            #expect(size > 0 && size <= 64 << 20, "the restored store is \(size) bytes")
+        }
+
+        @Test(
             "a transaction larger than a turn's 64 MiB is shipped whole in the next turn, not left unread at every turn"
         )
         func largeTransaction() throws {
