@@ -179,13 +179,26 @@ public final class UserFollower {
                         device: store.device, inode: store.inode, wal: nil, main: Self.mark(store))
                     continue
                 }
+                var unreadable: WALBreak?
                 let wal = try holding(store) { () throws -> WALCursor? in
                     guard
                         let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
                     else { return nil }
                     let read = try reader.read(from: nil, limit: .max, maxDatabaseBytes: cap > 0 ? cap : .max) { _, _ in
                     }
+                    unreadable = read.broken
                     return read.broken == nil ? read.cursor : nil
+                }
+                if let unreadable {
+                    // Read from its first frame, the -wal cannot be followed (a frame past the
+                    // cap): the first segment would fail after the backup, every attempt, each
+                    // leaving a base archive. No backup: paused until the -wal changes.
+                    events.append(
+                        FollowEvent(
+                            kind: .paused, user: user.rawValue,
+                            message: "following paused: no generation could start (\(store.name): \(unreadable))"))
+                    generation = nil
+                    return events
                 }
                 start[store.name] = Segment.StoreCursor(device: store.device, inode: store.inode, wal: wal)
             }

@@ -150,7 +150,8 @@ extension AttackTests {
             Lab.expectDocumented(outcome, "follow with a frame claiming 1 GiB")
             #expect(
                 outcome.stderr.contains("attacker")
-                    && (outcome.stderr.contains("262144 pages, past the cap") || outcome.stderr.contains("bytes_per_user")),
+                    && (outcome.stderr.contains("262144 pages, past the cap")
+                        || outcome.stderr.contains("bytes_per_user")),
                 "the attacker's journal line does not say why: \(outcome)")
             #expect(try Self.segmentCount(lab, "victim") == victimSegments + 1, "\(outcome)")
             // Nothing of the frame was shipped: every attacker segment replays within the cap.
@@ -162,6 +163,35 @@ extension AttackTests {
             #expect(restore.status == 0, "\(restore)")
             let size = FileSystem.status(restored).map { Int64($0.st_size) } ?? 0
             #expect(size > 0 && size <= 64 << 20, "the restored store is \(size) bytes")
+        }
+
+        @Test(
+            "the same frame while the owner keeps the store open (SQLite's index does not show it, a backup succeeds): no generation is attempted, so no base archive is left per attempt; paused with the reason"
+        )
+        func frameClaimingPastTheCapWhileOpen() throws {
+            let lab = try Lab()
+            let config = lab.base + "/granary.toml"
+            try Lab.write(config, "[limits]\nbytes_per_user = \"64MiB\"\n", mode: 0o644)
+            let attackerStore = lab.attackerHome + "/Local.sqlite"
+            try Self.write(attackerStore, marker: lab.attackerMarker)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            let first = try lab.granary(["follow", "--once", "attacker", "--config", config], timeout: 120)
+            try #require(first.status == 0, "\(first)")
+            // The owner's connection stays open (a write transaction held): its -shm index ends at
+            // its last commit, so SQLite's readers (a backup) do not see the frame appended after.
+            let holder = try lab.helper("hold.py", ["sqlite", attackerStore])
+            defer { holder.stop() }
+            let appended = try lab.helper("walframe.py", [attackerStore, "1", "262144"])
+            #expect(appended.wait(timeout: 30).status == 0)
+            let archives = lab.attackerArchives().count
+            for run in 1...2 {
+                let outcome = try lab.granary(["follow", "--once", "attacker", "--config", config], timeout: 120)
+                Lab.expectDocumented(outcome, "follow \(run) with a frame claiming 1 GiB")
+                #expect(outcome.stderr.contains("262144 pages, past the cap"), "run \(run): \(outcome)")
+            }
+            #expect(
+                lab.attackerArchives().count == archives,
+                "each attempt left a base archive: \(lab.attackerArchives().count - archives) more")
         }
 
         @Test(
