@@ -195,6 +195,45 @@ extension AttackTests {
         }
 
         @Test(
+            "restore --at (a replay) into the live folder whose -wal, store or Data/ is a link to the victim's: refused naming it, or only the attacker's own name replaced; nothing of the victim's read, written or archived"
+        )
+        func restoreAtThroughLinks() throws {
+            let lab = try Lab()
+            let store = lab.attackerHome + "/Local.sqlite"
+            try Self.write(store, marker: lab.attackerMarker)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            try #require(try lab.granary(["follow", "--once", "attacker"], timeout: 120).status == 0)
+            try Self.write(store, marker: lab.attackerMarker, rows: 3)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            try #require(try lab.granary(["follow", "--once", "attacker"], timeout: 120).status == 0)
+            let last = try #require(try Self.generations(lab, "attacker").last?.segments.last)
+            let moment = ArchiveName.stamp(micros: last.last, precise: true)
+            for path in ["Local.sqlite-wal", "Local.sqlite", "Data"] {
+                // The attacker's folder whole again (the newest archive), then the link.
+                let reset = try lab.granary(["restore", "attacker", "--force"], timeout: 120)
+                #expect(reset.status == 0, "\(reset)")
+                lab.symlink(lab.attackerHome + "/" + path, to: lab.victimHome + "/" + path)
+                let before = lab.watch()
+                let outcome = try lab.granary(["restore", "attacker", "--at", moment, "--force"], timeout: 120)
+                let context = "restore --at with \(path) a link to the victim's"
+                Lab.expectDocumented(outcome, context)
+                #expect(
+                    outcome.status == 0 || outcome.stderr.contains(path),
+                    "\(context): refused without naming it: \(outcome)")
+                if outcome.status == 0 {
+                    #expect(outcome.stderr.contains("within the followed window"), "\(context): \(outcome)")
+                }
+                try lab.expectContained(since: before, context)
+                // The attacker's folder as it was for the next case.
+                let recover = try lab.granary(["recover", "attacker"], timeout: 60)
+                #expect(recover.status == 0, "\(context): recover: \(recover)")
+                if let entry = FileSystem.status(lab.attackerHome + "/" + path), entry.st_mode & S_IFMT == S_IFLNK {
+                    unlink(lab.attackerHome + "/" + path)
+                }
+            }
+        }
+
+        @Test(
             "a transaction larger than a turn's 64 MiB is shipped whole in the next turn, not left unread at every turn"
         )
         func largeTransaction() throws {
