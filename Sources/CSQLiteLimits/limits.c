@@ -132,6 +132,37 @@ static void wrapped_shutdown(void *unused) { (void)unused; base.xShutdown(base.p
 
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 
+// ---- Sleeping ---------------------------------------------------------------------------------
+
+// What SQLite may still sleep on this thread, in ns (-1: no bound; granary_sleep_allowance_set).
+static _Thread_local int64_t sleep_left = -1;
+static int (*real_sleep)(sqlite3_vfs *, int);
+
+// Takes up to `ns` from the thread's allowance: what may be slept now.
+static int64_t take_sleep(int64_t ns) {
+    if (sleep_left < 0) return ns;
+    if (ns > sleep_left) ns = sleep_left;
+    sleep_left -= ns;
+    return ns;
+}
+
+// The default VFS's xSleep, within the thread's allowance. SQLite sleeps here between its tries
+// to begin a read on a WAL store (walTryBeginRead: about 10 s in all before SQLITE_PROTOCOL) and
+// in its default busy handler; a store's owner controls both (its -shm, its locks).
+static int bounded_sleep(sqlite3_vfs *vfs, int microseconds) {
+    int64_t ns = take_sleep((int64_t)microseconds * 1000);
+    if (ns <= 0) return 0;
+    return real_sleep(vfs, (int)(ns / 1000));
+}
+
+int64_t granary_sleep_allowance_set(int64_t ns) {
+    int64_t before = sleep_left;
+    sleep_left = ns < 0 ? -1 : ns;
+    return before;
+}
+
+int granary_sleep_bounded(void) { return real_sleep != NULL; }
+
 static void install(void) {
     if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &base) != SQLITE_OK || base.xMalloc == NULL) return;
     static sqlite3_mem_methods wrapped;
@@ -139,6 +170,13 @@ static void install(void) {
         wrapped_malloc, wrapped_free, wrapped_realloc, wrapped_size, wrapped_roundup, wrapped_init, wrapped_shutdown, NULL,
     };
     installed = sqlite3_config(SQLITE_CONFIG_MALLOC, &wrapped) == SQLITE_OK;
+    // The allocator is configured: the default VFS may be looked up now (it initialises SQLite).
+    // Its xSleep is replaced before any connection exists (the granary-tee VFS copies it later).
+    sqlite3_vfs *vfs = sqlite3_vfs_find(0);
+    if (vfs != NULL && vfs->xSleep != NULL) {
+        real_sleep = vfs->xSleep;
+        vfs->xSleep = bounded_sleep;
+    }
 }
 
 // Called by the executable at start, before anything initialises SQLite (sqlite3_config refuses
@@ -261,6 +299,8 @@ static int busy(void *context, int count) {
     int64_t left = budget->busy_timeout - budget->busy_waited;
     if (left <= 0) return 0;
     if (delay > left) delay = left;
+    delay = take_sleep(delay);
+    if (delay <= 0) return 0;  // the thread's allowance is spent
     struct timespec pause = {delay / 1000000000, delay % 1000000000};
     while (nanosleep(&pause, &pause) != 0 && errno == EINTR) {}
     budget->busy_waited += delay;

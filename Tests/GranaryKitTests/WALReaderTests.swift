@@ -205,6 +205,26 @@ struct WALReaderTests {
         #expect(rounds >= 2)
     }
 
+    @Test(
+        "a transaction larger than the limit is handed on whole, alone in its read (never left behind at every read)"
+    )
+    func transactionLargerThanTheLimit() throws {
+        let store = try Store()
+        try store.insert(1)
+        try store.insert(40)  // about 40 pages of 4 KiB: more than the limit below
+        try store.insert(1)
+        let limit: Int64 = 32768
+        let (first, one) = try read(try store.reader(), from: nil, limit: limit)
+        #expect(first.commits == 1 && first.capped, "the small first commit, then the large one waits")
+        let (second, large) = try read(try store.reader(), from: first.cursor, limit: limit)
+        #expect(second.commits == 1 && second.bytes > limit, "the large commit, whole: \(second)")
+        #expect(second.capped, "the last commit waits for the next read")
+        let (third, last) = try read(try store.reader(), from: second.cursor, limit: limit)
+        #expect(third.commits == 1 && !third.capped)
+        let (_, everything) = try read(try store.reader(), from: nil)
+        #expect(one.frames + large.frames + last.frames == everything.frames)
+    }
+
     @Test("after a restart, the old chain's tail is read, then the new chain")
     func restartWithTail() throws {
         let store = try Store()

@@ -35,6 +35,15 @@ int granary_limits_install(void);
 // enforced; 0 otherwise.
 int granary_limits_memory_enforced(void);
 
+// Bounds what SQLite sleeps on the calling thread from now on to `ns` nanoseconds in all (-1: no
+// bound): its waits between tries to begin a read on a WAL store whose -shm its owner controls
+// (about 10 s before SQLITE_PROTOCOL otherwise), its default busy handler and the budgets' busy
+// handler. Once spent, SQLite tries again at once instead of sleeping, and gives up as it would at
+// the end of its waits. Returns the allowance it replaces (restore it after). Works once
+// granary_limits_install() ran (granary_sleep_bounded()).
+int64_t granary_sleep_allowance_set(int64_t ns);
+int granary_sleep_bounded(void);
+
 // A budget of `time_ns` nanoseconds of work inside SQLite calls (0: none) and `memory` bytes
 // of SQLite heap (0: none). The caller holds one reference; allocations charged to the budget
 // hold one each, so it outlives the connection until its last allocation is freed.

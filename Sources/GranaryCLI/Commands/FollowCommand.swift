@@ -13,7 +13,8 @@ struct FollowCommand: GranaryCommand {
             user's folder, keeps whole committed transactions whose checksums chain, and publishes them as one \
             segment of the user's current generation in the repository \
             (USER/follow/HOST/BASE/SEQUENCE-FIRST-LAST.seg). Users take turns, at most 64 MiB of a user's pages \
-            a turn; every user is read whole every 5 minutes as a safety net, and every interval when its \
+            a turn (a larger transaction is read whole, alone) and at most half a second of SQLite's waits on \
+            the user's locks and -shm; every user is read whole every 5 minutes as a safety net, and every interval when its \
             folders cannot be watched. A generation \
             starts with a backup of the user (its base); a new one starts whenever granary cannot prove it \
             read every commit (the -wal truncated or restarted past what was read, the store replaced, a store \

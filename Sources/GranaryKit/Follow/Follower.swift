@@ -41,6 +41,13 @@ public final class UserFollower {
     /// user who writes as fast as the disk allows is read in turns with everyone else, never
     /// ahead of them (docs/follow.md, "Many users").
     public static let roundBytes: Int64 = 64 << 20
+    /// What SQLite may sleep, in all, in one turn of one user (``SleepAllowance``): the owner
+    /// controls its stores' locks and `-shm` files, which can make SQLite wait on every open (some
+    /// 10 s per store for a `-shm` kept inconsistent), and everyone after it waits for the turn.
+    /// Past it, a read mark is not taken (``holding(_:_:)``) and a base backup that waits fails.
+    public static let turnSleep: Duration = .milliseconds(500)
+    /// What SQLite may sleep taking one store's read mark (within the turn's).
+    public static let markSleep: Duration = .milliseconds(100)
     /// The newest observation of the newest segment published (microseconds).
     public private(set) var lastShipped: Int64?
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
@@ -97,6 +104,12 @@ public final class UserFollower {
     /// `changedAfter`: a moment before every change the caller knows of that this round reads
     /// (the kernel's events were taken in then, microseconds); nil when it knows none.
     public func round(only: Set<String>? = nil, changedAfter: Int64? = nil) throws -> [FollowEvent] {
+        try SleepAllowance.within(Self.turnSleep) { () throws -> [FollowEvent] in
+            try turn(only: only, changedAfter: changedAfter)
+        }
+    }
+
+    func turn(only: Set<String>?, changedAfter: Int64?) throws -> [FollowEvent] {
         var events: [FollowEvent] = []
         if generation == nil {
             return try startGeneration(reason: "following starts", events: &events)
@@ -114,7 +127,10 @@ public final class UserFollower {
     /// when continuity is lost (that waits for the next run): what `follow` does when stopped.
     public func ship(only: Set<String>?, changedAfter: Int64? = nil) throws -> [FollowEvent] {
         guard generation != nil else { return [] }
-        switch try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter) {
+        let outcome = try SleepAllowance.within(Self.turnSleep) { () throws -> RoundOutcome in
+            try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter)
+        }
+        switch outcome {
         case .shipped(let event): return event.map { [$0] } ?? []
         case .broken(let reason):
             return [
@@ -163,13 +179,26 @@ public final class UserFollower {
                         device: store.device, inode: store.inode, wal: nil, main: Self.mark(store))
                     continue
                 }
+                var unreadable: WALBreak?
                 let wal = try holding(store) { () throws -> WALCursor? in
                     guard
                         let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
                     else { return nil }
                     let read = try reader.read(from: nil, limit: .max, maxDatabaseBytes: cap > 0 ? cap : .max) { _, _ in
                     }
+                    unreadable = read.broken
                     return read.broken == nil ? read.cursor : nil
+                }
+                if let unreadable {
+                    // Read from its first frame, the -wal cannot be followed (a frame past the
+                    // cap): the first segment would fail after the backup, every attempt, each
+                    // leaving a base archive. No backup: paused until the -wal changes.
+                    events.append(
+                        FollowEvent(
+                            kind: .paused, user: user.rawValue,
+                            message: "following paused: no generation could start (\(store.name): \(unreadable))"))
+                    generation = nil
+                    return events
                 }
                 start[store.name] = Segment.StoreCursor(device: store.device, inode: store.inode, wal: wal)
             }
@@ -421,9 +450,14 @@ public final class UserFollower {
     func holding<T>(_ store: StoreFile, _ body: () throws -> T) throws -> T {
         let db: Database
         do {
-            db = try Database(store.sqliteName(), mode: .readOnly, busyTimeout: .milliseconds(500))
-            try db.execute("BEGIN")
-            _ = try db.scalar("SELECT count(*) FROM sqlite_schema")
+            // The owner's locks and -shm can keep SQLite waiting: the mark is taken within
+            // markSleep of the turn's sleeping, or not at all.
+            db = try SleepAllowance.within(Self.markSleep) { () throws -> Database in
+                let db = try Database(store.sqliteName(), mode: .readOnly, busyTimeout: .milliseconds(500))
+                try db.execute("BEGIN")
+                _ = try db.scalar("SELECT count(*) FROM sqlite_schema")
+                return db
+            }
         } catch {
             // Without the mark the reader's checks still hold; it only proves less often.
             return try body()

@@ -194,8 +194,10 @@ public struct WALReader {
 
     /// Hands to `sink`, in order, every frame of every whole committed transaction after
     /// `cursor` (from the chain's first frame when nil), at most `limit` page bytes (whole
-    /// transactions only; a single transaction larger than `limit` is not handed on, and the read
-    /// says `capped`). A frame naming a page, or a commit a size, past `maxDatabaseBytes` breaks
+    /// transactions only; the read says `capped` when it stopped with more to read). The first
+    /// transaction is handed on whole whatever its size, up to `maxDatabaseBytes` of frames: a
+    /// transaction larger than `limit` would otherwise never be handed on, however often the
+    /// `-wal` is read. A frame naming a page, or a commit a size, past `maxDatabaseBytes` breaks
     /// the chain (`tooLarge`): nothing past the cap is ever written from it. When it cannot prove the frames follow the cursor's, it hands on nothing
     /// and says why (`broken`).
     public func read(
@@ -232,7 +234,8 @@ public struct WALReader {
         if header.pageSize != cursor.pageSize {
             return WALRead(cursor: cursor, broken: .pageSizeChanged(was: cursor.pageSize, now: header.pageSize))
         }
-        let newChain = try scan(from: fresh, limit: .max, maxDatabaseBytes: maxDatabaseBytes)
+        // Every frame of the new chain counted, however large its transactions: the proof below needs them all.
+        let newChain = try scan(from: fresh, limit: .max, maxDatabaseBytes: maxDatabaseBytes, firstWhole: false)
         if newChain.validFrames > cursor.frame {
             return WALRead(cursor: cursor, broken: .overwritten(cursor: cursor.frame, newFrames: newChain.validFrames))
         }
@@ -254,7 +257,9 @@ public struct WALReader {
         }
         var result = try emit(oldTail, from: cursor, sink: sink)
         let used = result.bytes
-        let next = try readChain(from: fresh, limit: limit - used, maxDatabaseBytes: maxDatabaseBytes, sink: sink)
+        let next = try readChain(
+            from: fresh, limit: limit - used, maxDatabaseBytes: maxDatabaseBytes, firstWhole: result.commits == 0,
+            sink: sink)
         result.cursor = next.cursor
         result.commits += next.commits
         result.frames += next.frames
@@ -279,7 +284,11 @@ public struct WALReader {
         var tooLarge: WALBreak?
     }
 
-    func scan(from cursor: WALCursor, limit: Int64, maxDatabaseBytes: Int64) throws(WALReader.Failure) -> Scan {
+    /// With `firstWhole`, the first transaction is taken whatever its size (up to
+    /// `maxDatabaseBytes` of frames), so that one larger than `limit` is ever handed on.
+    func scan(from cursor: WALCursor, limit: Int64, maxDatabaseBytes: Int64, firstWhole: Bool = true)
+        throws(WALReader.Failure) -> Scan
+    {
         var scan = Scan(
             lastCommit: cursor.frame, commitChecksum: (cursor.checksum1, cursor.checksum2), lastFrame: cursor.frame)
         var s1 = cursor.checksum1
@@ -313,16 +322,18 @@ public struct WALReader {
                 scan.tooLarge = .tooLarge(frame: index, pages: pages)
                 break
             }
+            if bytes + Int64(cursor.pageSize) > (firstWhole && scan.commits == 0 ? maxDatabaseBytes : limit) {
+                // This transaction does not end within what the read may take: it waits for the
+                // next read (nothing past the limit is scanned, however long an uncommitted tail).
+                scan.capped = true
+                break
+            }
             s1 = c1
             s2 = c2
             bytes += Int64(cursor.pageSize)
             scan.validFrames += 1
             scan.lastFrame = index
             if Self.big32(buffer, 4) != 0 {
-                if bytes > limit {
-                    scan.capped = true
-                    break
-                }
                 scan.lastCommit = index
                 scan.commitChecksum = (s1, s2)
                 scan.commitBytes = bytes
@@ -376,7 +387,7 @@ public struct WALReader {
     }
 
     func readChain(
-        from cursor: WALCursor, limit: Int64, maxDatabaseBytes: Int64,
+        from cursor: WALCursor, limit: Int64, maxDatabaseBytes: Int64, firstWhole: Bool = true,
         sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void
     )
         throws -> WALRead
@@ -392,7 +403,7 @@ public struct WALReader {
                 Self.big32(head, 16) == cursor.checksum1, Self.big32(head, 20) == cursor.checksum2
             else { return WALRead(cursor: cursor, broken: .chainRewritten(frame: cursor.frame)) }
         }
-        let scan = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes)
+        let scan = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes, firstWhole: firstWhole)
         if let tooLarge = scan.tooLarge { return WALRead(cursor: cursor, broken: tooLarge) }
         var result = try emit(scan, from: cursor, sink: sink)
         result.cursor?.fileLength = length
