@@ -225,8 +225,7 @@ public enum DeltaMerge {
                         archive: link.path, member: member.name, reason: "is not listed in the manifest")
                 }
                 if let gathering = wanted.removeValue(forKey: member.name) {
-                    try gathering.take(
-                        reader, listed: listed, link: index, scratch: scratch, archive: link.path)
+                    try gathering.take(reader, listed: listed, archive: link.path)
                 } else if let file = needed[listed.path], file == listed, listed.kind == .external {
                     let path = scratch + "/\(index)-external-\(found.count)"
                     guard try BaseHead.extract(reader, to: path, listed: listed) else {
@@ -437,8 +436,8 @@ public enum DeltaMerge {
     }
 
     /// One store of a merge (step 3 of ``make(_:repository:user:)``): the tip's page-hash list
-    /// built from the base's, the pages already counted, and the files the counted pages that
-    /// differ from the base's are kept in (one per delta, in page order).
+    /// built from the base's, the pages already counted, and the file the counted pages that
+    /// differ from the base's are kept in (one run of records per delta, each in page order).
     final class Gathering {
         /// The tip's record of the store.
         let store: DeltaInfo.Store
@@ -452,8 +451,13 @@ public enum DeltaMerge {
         private var limit = Int.max
         /// The page count of the delta being read.
         private var current = 0
-        /// The kept pages' files, one per delta that had some (newest first).
-        private var kept: [String] = []
+        /// The kept pages: records of a page number (8 bytes) and its bytes, one run per delta
+        /// that had some (newest first), each in page order.
+        private let keptPath: String
+        private var kept: BlockWriter
+        private var runs: [(start: Int64, count: Int)] = []
+        /// The bytes of kept records so far (some may still be in the writer's buffer).
+        private var keptBytes: Int64 = 0
 
         init(store: DeltaInfo.Store, list: String) throws {
             let reader = try PagesReader(path: list)
@@ -470,13 +474,21 @@ public enum DeltaMerge {
                 Glibc.close(descriptor)
                 throw error
             }
+            keptPath = list + ".kept"
+            do { kept = try BlockWriter(path: keptPath) } catch {
+                Glibc.close(descriptor)
+                throw error
+            }
             self.store = store
             self.list = list
             pageSize = size
             fd = descriptor
         }
 
-        func close() { Glibc.close(fd) }
+        func close() {
+            Glibc.close(fd)
+            kept.close()
+        }
 
         /// Sets a `.pages` file's length and header to `pageCount` pages (a page past the old
         /// count gets a hash of zeros until one is written).
@@ -499,15 +511,11 @@ public enum DeltaMerge {
         /// delta fails the merge even where a newer one carries its pages again) and its structure
         /// as it comes; each page that counts hashed, its hash put in the list, and kept when it
         /// differs from the base's.
-        func take(_ reader: ArchiveReader, listed: Manifest.File, link: Int, scratch: String, archive: String) throws {
+        func take(_ reader: ArchiveReader, listed: Manifest.File, archive: String) throws {
             let name = archive + ": " + listed.path
             var parser = DeltaParser(name: name)
-            let path = scratch + "/\(link)-\(PathText.lastComponent(list)).kept"
-            var writer = try BlockWriter(path: path)
-            defer { writer.close() }
-            try writer.append(
-                PageFiles.deltaMagic + BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(current))
-                    + BigEndian.u64(0))
+            let start = keptBytes
+            var writer = kept
             var count = 0
             let before = UnsafeMutableRawBufferPointer.allocate(byteCount: 32, alignment: 16)
             defer { before.deallocate() }
@@ -541,14 +549,14 @@ public enum DeltaMerge {
                 }
             }
             self.taken = taken
+            kept = writer
             _ = try parser.finish()
             guard size == listed.size, whole.finalize().hex == listed.sha256 else {
                 throw VerificationFailure(
                     archive: archive, member: listed.path, reason: "does not match the manifest")
             }
-            try writer.patch(BigEndian.u64(UInt64(count)), at: 20)
-            try writer.finish()
-            if count > 0 { kept.append(path) } else { unlink(path) }
+            keptBytes += Int64(count) * Int64(8 + pageSize)
+            if count > 0 { runs.append((start, count)) }
         }
 
         /// Writes the merged `.delta` file of the store to `output`: the tip's page count and every
@@ -559,9 +567,13 @@ public enum DeltaMerge {
             try writer.append(
                 PageFiles.deltaMagic + BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(store.pageCount))
                     + BigEndian.u64(0))
-            var cursors: [ChangeCursor] = []
-            defer { for cursor in cursors { cursor.close() } }
-            for path in kept { cursors.append(try ChangeCursor(path: path)) }
+            try kept.finish()
+            let source = RawPath.open(keptPath, O_RDONLY | O_CLOEXEC)
+            if source < 0 { throw FileSystemError("open", path: keptPath) }
+            defer { Glibc.close(source) }
+            let cursors = runs.map {
+                ChangeCursor(fd: source, path: keptPath, start: $0.start, count: $0.count, pageSize: pageSize)
+            }
             var numbers = try cursors.map { try $0.advance() }
             let page = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
             defer { page.deallocate() }
@@ -580,35 +592,24 @@ public enum DeltaMerge {
         }
     }
 
-    /// Reads a kept-pages file's records in order (written by ``Gathering``: the `.delta` layout).
+    /// Reads one run of kept-pages records in order (written by ``Gathering``).
     final class ChangeCursor {
         let fd: Int32
         let path: String
         let pageSize: Int
+        let start: Int64
         let changed: Int
         private var index = -1
 
-        init(path: String) throws {
-            let descriptor = RawPath.open(path, O_RDONLY | O_CLOEXEC)
-            if descriptor < 0 { throw FileSystemError("open", path: path) }
-            var header = [UInt8](repeating: 0, count: PageFiles.deltaHeader)
-            do {
-                try header.withUnsafeMutableBytes {
-                    try PageFiles.readFully(descriptor, into: $0, at: 0, path: path)
-                }
-            } catch {
-                Glibc.close(descriptor)
-                throw error
-            }
+        init(fd: Int32, path: String, start: Int64, count: Int, pageSize: Int) {
+            self.fd = fd
             self.path = path
-            fd = descriptor
-            pageSize = Int(header[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-            changed = Int(header[20..<28].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+            self.start = start
+            changed = count
+            self.pageSize = pageSize
         }
 
-        func close() { Glibc.close(fd) }
-
-        private var offset: Int64 { Int64(PageFiles.deltaHeader) + Int64(index) * Int64(8 + pageSize) }
+        private var offset: Int64 { start + Int64(index) * Int64(8 + pageSize) }
 
         /// Moves to the next record: its page number, `Int.max` after the last.
         func advance() throws -> Int {
