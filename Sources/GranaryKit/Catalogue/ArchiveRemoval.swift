@@ -179,9 +179,16 @@ public enum ArchiveRemoval {
             }
             // Newest first: every chain that stays is whole after each removal.
             let removed = items.filter { !$0.keep }.map(\.entry).sorted { $0.name > $1.name }
+            // Every name goes into this host's deletion record at once (before any is removed,
+            // as `delete` records what it removes), then each archive is removed in turn.
+            let recorded = removed.filter { $0.object != nil }.map(\.name.fileName)
+            if !recorded.isEmpty {
+                try repository.recordDeletion(of: recorded, user: user, host: repository.context.host)
+            }
+            let replaced = Set(merges.flatMap { $0.replaced.map(\.path) })
             for entry in removed {
-                if merges.contains(where: { $0.replaced.contains(entry) }) { CrashPoint.reach(.mergeRemoving) }
-                try repository.removeRecorded([entry])
+                if replaced.contains(entry.path) { CrashPoint.reach(.mergeRemoving) }
+                try repository.remove([entry])
             }
             // A retired user whose last archive went leaves no folder behind (a remote repository has
             // no folders of its own): the repository no longer names them.

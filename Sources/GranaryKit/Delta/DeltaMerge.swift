@@ -18,14 +18,17 @@ import Foundation
 ///
 /// ```
 /// A's page-hash lists (its chain proved whole; a full's lists are its first members)
-/// each replaced delta, oldest first: on the one before it (name, manifest SHA-256), its members
-///     checked against its manifest, its page hashes applied, each state digest checked
-/// the merged changes: every page whose tip hash differs from A's, its bytes from the newest
-///     replaced delta carrying it, each checked against the tip's hash; external files new or
-///     changed since A, from the newest delta that carried them
-/// write → publish (the tip's time and label, the next free sequence: `…_2-delta`)
-/// read it back as a base is read: its changed pages checked and hashed onto A's lists, every
-///     store's state digest == the tip's
+/// the chain by heads alone: each replaced delta on the one before it (name, manifest SHA-256)
+/// each replaced delta, newest first, read once: a page counts only in the newest delta that
+///     carries it (and only below every newer delta's page count); each counted page hashed once
+///     onto a copy of A's lists, and kept when its hash differs from A's; pages a newer delta
+///     carries again are neither hashed nor kept; external files new or changed since A, from
+///     the newest delta that carried them, checked against its manifest
+/// the lists must give the tip's state digests (this proves every kept page)
+/// the merged changes: the kept pages in order; write → publish (the tip's time and label, the
+///     next free sequence: `…_2-delta`)
+/// read it back, streamed: each changed-pages member checked against the manifest and its pages
+///     hashed onto A's lists, every store's state digest == the tip's
 /// remove the tip, then the run newest first (every remaining chain stays whole at each step)
 /// ```
 ///
@@ -160,76 +163,96 @@ public enum DeltaMerge {
         guard let baseInfo = head.manifest.delta else {
             throw VerificationFailure(archive: merge.base.path, reason: "has no page hashes")
         }
-        // 2. Each replaced delta, oldest first: built on the archive before it (by name and
-        // manifest SHA-256), its changed pages and external-data files extracted and checked
-        // against its manifest, their hashes applied to the lists, and each list checked against
-        // the state digest the delta records. Only the removed deltas are read, never a store.
+        // 2. The chain, heads only: each replaced delta built on the archive before it (by name
+        // and manifest SHA-256).
         let links = merge.run + [merge.tip]
         var previous = (name: merge.base.name.fileName, digest: head.manifestSHA256)
-        var changes: [[String: String]] = []  // per link: store name → its extracted `.delta`
-        var carried: [[String: (file: Manifest.File, path: String)]] = []  // per link: member → file
-        var tipManifest: Manifest?
-        for (index, link) in links.enumerated() {
-            try Interruption.check()
+        var heads: [(manifest: Manifest, info: DeltaInfo)] = []
+        for link in links {
             let linkHead = try repository.head(of: link)
-            let (manifest, digest) = (linkHead.manifest, linkHead.sha256)
-            guard let info = manifest.delta, let base = info.base, base.name == previous.name,
+            guard let info = linkHead.manifest.delta, let base = info.base, base.name == previous.name,
                 base.manifestSHA256 == previous.digest
             else {
                 throw VerificationFailure(
                     archive: link.path, reason: "is not a delta on \(previous.name) as the chain records it")
             }
-            var stores: [String: String] = [:]
-            var files: [String: (file: Manifest.File, path: String)] = [:]
-            let wanted = Dictionary(
-                info.stores.compactMap { store in store.changes.map { ($0, store.name) } },
-                uniquingKeysWith: { first, _ in first })
+            heads.append((linkHead.manifest, info))
+            previous = (link.name.fileName, linkHead.sha256)
+        }
+        guard case let (tipManifest, tipInfo)? = heads.last else {
+            throw VerificationFailure(archive: merge.tip.path, reason: "is not a delta")
+        }
+        // 3. Each replaced delta, newest first, read once: a page counts only in the newest delta
+        // that carries it and only while no newer delta cut the store below it; each such page is
+        // hashed once, its hash put in the tip's list (a copy of the base's, cut or grown to the
+        // tip's page count) and, when it differs from the base's, its bytes kept in the scratch
+        // folder. A page a newer delta carries again is neither hashed nor kept. The tip's lists
+        // must then give the state digests the tip records: that proves every kept page (and the
+        // base's hash of every page no delta carries) against the tip's manifest.
+        var gathered: [String: Gathering] = [:]
+        defer { for gathering in gathered.values { gathering.close() } }
+        for store in tipInfo.stores {
+            guard let list = lists[store.name] else {
+                throw VerificationFailure(archive: merge.base.path, reason: "lacks the page hashes of \(store.name)")
+            }
+            gathered[store.name] = try Gathering(store: store, list: list)
+        }
+        let external = tipInfo.external ?? []
+        let before =
+            head.manifest.isDelta ? (baseInfo.external ?? []) : head.manifest.files.filter { $0.kind == .external }
+        let known = Dictionary(before.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        var needed = Dictionary(
+            external.filter { known[$0.path] != $0 }.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        var found: [String: String] = [:]  // external member → its extracted file
+        for (index, link) in links.enumerated().reversed() {
+            try Interruption.check()
+            let (manifest, info) = heads[index]
+            var wanted: [String: Gathering] = [:]  // changes member → the store's gathering
+            for store in info.stores {
+                guard let gathering = gathered[store.name] else { continue }
+                gathering.cut(to: store.pageCount)
+                if let changes = store.changes { wanted[changes] = gathering }
+            }
             ReadTrace.note("read", link.path)
             let source = try repository.open(link)
             defer { _ = source.transferFailure() }
             let reader = try source.reader(name: link.path)
             _ = try reader.next()  // MANIFEST.json
-            var count = 0
             while let member = try reader.next() {
                 guard member.kind == .regular else { continue }
                 guard let listed = manifest.files.first(where: { $0.path == member.name }) else {
                     throw VerificationFailure(
                         archive: link.path, member: member.name, reason: "is not listed in the manifest")
                 }
-                count += 1
-                let path = scratch + "/\(index)-\(count)"
-                guard try BaseHead.extract(reader, to: path, listed: listed) else {
-                    throw VerificationFailure(
-                        archive: link.path, member: member.name, reason: "does not match the manifest")
-                }
-                if let store = wanted[member.name] {
-                    stores[store] = path
-                } else if listed.kind == .external {
-                    files[listed.path] = (listed, path)
-                }
-            }
-            for store in info.stores {
-                guard let path = stores[store.name], let list = lists[store.name] else {
-                    throw VerificationFailure(archive: link.path, reason: "lacks the changed pages of \(store.name)")
-                }
-                try PageChanges.applyHashes(path, to: list)
-                guard try PageFiles.summary(ofPages: list).stateDigest == store.stateDigest else {
-                    throw VerificationFailure(
-                        archive: link.path, reason: "does not give the state its manifest records for \(store.name)")
+                if let gathering = wanted.removeValue(forKey: member.name) {
+                    try gathering.take(reader, listed: listed, archive: link.path)
+                } else if let file = needed[listed.path], file == listed, listed.kind == .external {
+                    let path = scratch + "/\(index)-external-\(found.count)"
+                    guard try BaseHead.extract(reader, to: path, listed: listed) else {
+                        throw VerificationFailure(
+                            archive: link.path, member: member.name, reason: "does not match the manifest")
+                    }
+                    found[listed.path] = path
+                    needed[listed.path] = nil
                 }
             }
-            changes.append(stores)
-            carried.append(files)
-            previous = (link.name.fileName, digest)
-            tipManifest = manifest
+            if let missing = wanted.values.first {
+                throw VerificationFailure(
+                    archive: link.path, reason: "lacks the changed pages of \(missing.store.name)")
+            }
         }
-        guard let tipManifest, let tipInfo = tipManifest.delta else {
-            throw VerificationFailure(archive: merge.tip.path, reason: "is not a delta")
+        for gathering in gathered.values {
+            guard try PageFiles.summary(ofPages: gathering.list).stateDigest == gathering.store.stateDigest else {
+                throw VerificationFailure(
+                    archive: merge.tip.path,
+                    reason:
+                        "is not given the state its manifest records for \(gathering.store.name) by the deltas it is built on"
+                )
+            }
         }
         CrashPoint.reach(.mergeStaged)
-        // 3. The merged changes of each store: every page whose hash in the tip's list differs
-        // from the base's, its bytes taken from the newest replaced delta that carries it (each
-        // delta's pages are read in order, once) and checked against the tip's hash.
+        // 4. The merged changes of each store: the kept pages in order (each page from the one
+        // delta that counted for it).
         var members: [ArchiveBuilder.Member] = []
         func member(_ source: String, _ path: String, _ kind: Manifest.File.Kind, mode: UInt32? = nil) throws {
             let file = try ArchiveBuilder.hash(source, member: path, kind: kind, mode: mode, mappable: false)
@@ -238,23 +261,9 @@ public enum DeltaMerge {
         var stores: [DeltaInfo.Store] = []
         for (index, store) in tipInfo.stores.enumerated() {
             try Interruption.check()
-            guard let basePages = head.pages[store.name], let tipPages = lists[store.name] else {
-                throw VerificationFailure(archive: merge.base.path, reason: "lacks the page hashes of \(store.name)")
-            }
-            let cursors = try changes.reversed().compactMap { $0[store.name] }.map { try ChangeCursor(path: $0) }
-            defer { for cursor in cursors { cursor.close() } }
+            guard let gathering = gathered[store.name] else { continue }
             let path = scratch + "/\(index).delta"
-            let changed = try PageChanges.write(current: tipPages, base: basePages, to: path) { number, hash, page in
-                for cursor in cursors {
-                    guard try cursor.seek(number) else { continue }
-                    try cursor.read(into: page)
-                    guard SHA256.hash(data: UnsafeRawBufferPointer(page)).elementsEqual(hash) else { break }
-                    return
-                }
-                throw VerificationFailure(
-                    archive: merge.tip.path,
-                    reason: "lists page \(number) of \(store.name) with bytes no replaced delta carries")
-            }
+            let changed = try gathering.writeChanges(to: path)
             try member(path, PageFiles.deltaMember(store.name), .pageDelta)
             stores.append(
                 DeltaInfo.Store(
@@ -264,17 +273,12 @@ public enum DeltaMerge {
         }
         // External data: the tip's whole list; the files new or changed since the base, each from
         // the newest replaced delta that carried it.
-        let external = tipInfo.external ?? []
-        let before =
-            head.manifest.isDelta ? (baseInfo.external ?? []) : head.manifest.files.filter { $0.kind == .external }
-        let known = Dictionary(before.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
         for file in external where known[file.path] != file {
-            guard let found = carried.reversed().lazy.compactMap({ $0[file.path] }).first(where: { $0.file == file })
-            else {
+            guard let path = found[file.path] else {
                 throw VerificationFailure(
                     archive: merge.tip.path, reason: "records \(file.path), which no delta since the base carries")
             }
-            try member(found.path, file.path, .external, mode: file.mode)
+            try member(path, file.path, .external, mode: file.mode)
         }
         let now = Set(external.map(\.path))
         var info = DeltaInfo(
@@ -360,11 +364,7 @@ public enum DeltaMerge {
                 archive: entry.path, reason: "is not a delta on \(base.entry.name.fileName) as the merge wrote it")
         }
         var pages = try copyLists(base.head.pages, into: folder + "/lists")
-        if let failure = try BaseHead.patch(
-            &pages, with: own.entry, own.manifest, repository: repository, scratch: folder, index: 0)
-        {
-            throw VerificationFailure(archive: entry.path, reason: failure.description)
-        }
+        try hashPages(of: own.entry, own.manifest, onto: &pages, repository: repository)
         for state in states {
             guard let list = pages[state.name] else {
                 throw VerificationFailure(archive: entry.path, reason: "lacks \(state.name)")
@@ -378,54 +378,249 @@ public enum DeltaMerge {
         }
     }
 
-    /// Reads a `.delta` file's pages in order (its structure was checked as its hashes were applied:
-    /// the header, page numbers increasing, the length exact).
-    final class ChangeCursor {
-        let fd: Int32
-        let path: String
-        let pageSize: Int
-        let changed: Int
-        private var index = -1
-        private var number = 0
-
-        init(path: String) throws {
-            let descriptor = RawPath.open(path, O_RDONLY | O_CLOEXEC)
-            if descriptor < 0 { throw FileSystemError("open", path: path) }
-            var header = [UInt8](repeating: 0, count: PageFiles.deltaHeader)
-            do {
-                try header.withUnsafeMutableBytes {
-                    try PageFiles.readFully(descriptor, into: $0, at: 0, path: path)
+    /// Hashes the pages of each changed-pages member of the delta `entry` (its manifest
+    /// `manifest`) onto `pages` (store name → `.pages` file: its base's lists becoming its own),
+    /// as a base is read (``BaseHead/patch(_:with:_:repository:scratch:index:)``) but streamed
+    /// from the archive: each member checked against the manifest (size, SHA-256) and its
+    /// structure as it comes, each page hashed once, nothing extracted.
+    static func hashPages(
+        of entry: RepositoryEntry, _ manifest: Manifest, onto pages: inout [String: String], repository: any Repository
+    ) throws {
+        guard let info = manifest.delta else {
+            throw VerificationFailure(archive: entry.path, reason: "has no delta information")
+        }
+        var wanted: [String: DeltaInfo.Store] = [:]
+        for store in info.stores { if let changes = store.changes { wanted[changes] = store } }
+        ReadTrace.note("read", entry.path)
+        let source = try repository.open(entry)
+        defer { _ = source.transferFailure() }
+        let reader = try source.reader(name: entry.path)
+        _ = try reader.next()  // MANIFEST.json
+        while !wanted.isEmpty, let member = try reader.next() {
+            guard member.kind == .regular else { continue }
+            guard let store = wanted.removeValue(forKey: member.name),
+                let listed = manifest.files.first(where: { $0.path == member.name })
+            else {
+                throw VerificationFailure(
+                    archive: entry.path, member: member.name, reason: "comes before its changed pages")
+            }
+            guard let list = pages[store.name] else {
+                throw VerificationFailure(
+                    archive: entry.path, reason: "changes \(store.name), which its base does not hold")
+            }
+            let fd = RawPath.open(list, O_RDWR | O_CLOEXEC)
+            if fd < 0 { throw FileSystemError("open", path: list) }
+            defer { Glibc.close(fd) }
+            var parser = DeltaParser(name: entry.path + ": " + member.name)
+            var whole = SHA256()
+            let size = try reader.stream(limit: listed.size) { chunk in
+                whole.update(bufferPointer: chunk)
+                try parser.feed(chunk, header: { _ in }) { number, bytes in
+                    let digest = SHA256.hash(data: bytes)
+                    try digest.withUnsafeBytes {
+                        try PageFiles.writeFully(
+                            fd, $0, at: Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32, path: list)
+                    }
                 }
+            }
+            let header = try parser.finish()
+            guard size == listed.size, whole.finalize().hex == listed.sha256 else {
+                throw VerificationFailure(
+                    archive: entry.path, member: member.name, reason: "does not match the manifest")
+            }
+            try Gathering.resize(fd, list: list, pageSize: header.pageSize, pageCount: header.pageCount)
+        }
+        if let missing = wanted.values.first {
+            throw VerificationFailure(archive: entry.path, reason: "lacks the changed pages of \(missing.name)")
+        }
+    }
+
+    /// One store of a merge (step 3 of ``make(_:repository:user:)``): the tip's page-hash list
+    /// built from the base's, the pages already counted, and the file the counted pages that
+    /// differ from the base's are kept in (one run of records per delta, each in page order).
+    final class Gathering {
+        /// The tip's record of the store.
+        let store: DeltaInfo.Store
+        /// The list (a copy of the base's) becoming the tip's.
+        let list: String
+        let pageSize: Int
+        private let fd: Int32
+        /// The pages (from 0) a newer delta already counted.
+        private var taken = PageBits()
+        /// The smallest page count of the deltas read so far: a page past it was cut off.
+        private var limit = Int.max
+        /// The page count of the delta being read.
+        private var current = 0
+        /// The kept pages: records of a page number (8 bytes) and its bytes, one run per delta
+        /// that had some (newest first), each in page order.
+        private let keptPath: String
+        private var kept: BlockWriter
+        private var runs: [(start: Int64, count: Int)] = []
+        /// The bytes of kept records so far (some may still be in the writer's buffer).
+        private var keptBytes: Int64 = 0
+
+        init(store: DeltaInfo.Store, list: String) throws {
+            let reader = try PagesReader(path: list)
+            let size = reader.pageSize
+            reader.close()
+            guard size == store.pageSize else {
+                throw DeltaError.malformed(path: list, reason: "has pages of \(size) bytes, not \(store.pageSize)")
+            }
+            let descriptor = RawPath.open(list, O_RDWR | O_CLOEXEC)
+            if descriptor < 0 { throw FileSystemError("open", path: list) }
+            do {
+                try Self.resize(descriptor, list: list, pageSize: size, pageCount: store.pageCount)
             } catch {
                 Glibc.close(descriptor)
                 throw error
             }
-            self.path = path
-            fd = descriptor
-            pageSize = Int(header[8..<12].reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-            changed = Int(header[20..<28].reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
-        }
-
-        func close() { Glibc.close(fd) }
-
-        private var offset: Int64 { Int64(PageFiles.deltaHeader) + Int64(index) * Int64(8 + pageSize) }
-
-        /// Moves to page `wanted` (called with increasing numbers); whether the file carries it.
-        func seek(_ wanted: Int) throws -> Bool {
-            while number < wanted {
-                index += 1
-                guard index < changed else {
-                    number = .max
-                    return false
-                }
-                var bytes = [UInt8](repeating: 0, count: 8)
-                try bytes.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: offset, path: path) }
-                number = Int(bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+            keptPath = list + ".kept"
+            do { kept = try BlockWriter(path: keptPath) } catch {
+                Glibc.close(descriptor)
+                throw error
             }
-            return number == wanted
+            self.store = store
+            self.list = list
+            pageSize = size
+            fd = descriptor
         }
 
-        /// The current page's bytes.
+        func close() {
+            Glibc.close(fd)
+            kept.close()
+        }
+
+        /// Sets a `.pages` file's length and header to `pageCount` pages (a page past the old
+        /// count gets a hash of zeros until one is written).
+        static func resize(_ fd: Int32, list: String, pageSize: Int, pageCount: Int) throws {
+            if ftruncate(fd, off_t(PageFiles.pagesHeader) + off_t(pageCount) * 32) != 0 {
+                throw FileSystemError("truncate", path: list)
+            }
+            let counts = BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(pageCount))
+            try counts.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: 8, path: list) }
+        }
+
+        /// The next (older) delta records `count` pages for the store.
+        func cut(to count: Int) {
+            current = count
+            limit = min(limit, count)
+        }
+
+        /// Reads the changed-pages member `listed` of the delta `link` (the current member of
+        /// `reader`): the whole member checked against the manifest (size, SHA-256: a damaged
+        /// delta fails the merge even where a newer one carries its pages again) and its structure
+        /// as it comes; each page that counts hashed, its hash put in the list, and kept when it
+        /// differs from the base's.
+        func take(_ reader: ArchiveReader, listed: Manifest.File, archive: String) throws {
+            let name = archive + ": " + listed.path
+            var parser = DeltaParser(name: name)
+            let start = keptBytes
+            var writer = kept
+            var count = 0
+            let before = UnsafeMutableRawBufferPointer.allocate(byteCount: 32, alignment: 16)
+            defer { before.deallocate() }
+            let (pageSize, current, limit, list, fd) = (pageSize, current, limit, list, fd)
+            var taken = self.taken
+            var whole = SHA256()
+            let size = try reader.stream(limit: listed.size) { chunk in
+                whole.update(bufferPointer: chunk)
+                try parser.feed(
+                    chunk,
+                    header: { header in
+                        guard header.pageSize == pageSize, header.pageCount == current else {
+                            throw DeltaError.malformed(
+                                path: name,
+                                reason:
+                                    "states \(header.pageCount) pages of \(header.pageSize) bytes, its manifest \(current) of \(pageSize)"
+                            )
+                        }
+                    }
+                ) { number, bytes in
+                    guard number <= limit, !taken.contains(number - 1) else { return }
+                    taken.insert(number - 1)
+                    let offset = Int64(PageFiles.pagesHeader) + Int64(number - 1) * 32
+                    try PageFiles.readFully(fd, into: before, at: offset, path: list)
+                    let digest = SHA256.hash(data: bytes)
+                    guard !digest.elementsEqual(before) else { return }
+                    try digest.withUnsafeBytes { try PageFiles.writeFully(fd, $0, at: offset, path: list) }
+                    try writer.append(BigEndian.u64(UInt64(number)))
+                    try writer.append(bytes)
+                    count += 1
+                }
+            }
+            self.taken = taken
+            kept = writer
+            _ = try parser.finish()
+            guard size == listed.size, whole.finalize().hex == listed.sha256 else {
+                throw VerificationFailure(
+                    archive: archive, member: listed.path, reason: "does not match the manifest")
+            }
+            keptBytes += Int64(count) * Int64(8 + pageSize)
+            if count > 0 { runs.append((start, count)) }
+        }
+
+        /// Writes the merged `.delta` file of the store to `output`: the tip's page count and every
+        /// kept page in order, each from the one delta that counted for it. Returns their number.
+        func writeChanges(to output: String) throws -> Int {
+            var writer = try BlockWriter(path: output)
+            defer { writer.close() }
+            try writer.append(
+                PageFiles.deltaMagic + BigEndian.u32(UInt32(pageSize)) + BigEndian.u64(UInt64(store.pageCount))
+                    + BigEndian.u64(0))
+            try kept.finish()
+            let source = RawPath.open(keptPath, O_RDONLY | O_CLOEXEC)
+            if source < 0 { throw FileSystemError("open", path: keptPath) }
+            defer { Glibc.close(source) }
+            let cursors = runs.map {
+                ChangeCursor(fd: source, path: keptPath, start: $0.start, count: $0.count, pageSize: pageSize)
+            }
+            var numbers = try cursors.map { try $0.advance() }
+            let page = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
+            defer { page.deallocate() }
+            var changed = 0
+            while case let (index, number)? = numbers.enumerated().min(by: { $0.element < $1.element }), number != .max
+            {
+                try cursors[index].read(into: page)
+                try writer.append(BigEndian.u64(UInt64(number)))
+                try writer.append(UnsafeRawBufferPointer(page))
+                changed += 1
+                numbers[index] = try cursors[index].advance()
+            }
+            try writer.patch(BigEndian.u64(UInt64(changed)), at: 20)
+            try writer.finish()
+            return changed
+        }
+    }
+
+    /// Reads one run of kept-pages records in order (written by ``Gathering``).
+    final class ChangeCursor {
+        let fd: Int32
+        let path: String
+        let pageSize: Int
+        let start: Int64
+        let changed: Int
+        private var index = -1
+
+        init(fd: Int32, path: String, start: Int64, count: Int, pageSize: Int) {
+            self.fd = fd
+            self.path = path
+            self.start = start
+            changed = count
+            self.pageSize = pageSize
+        }
+
+        private var offset: Int64 { start + Int64(index) * Int64(8 + pageSize) }
+
+        /// Moves to the next record: its page number, `Int.max` after the last.
+        func advance() throws -> Int {
+            index += 1
+            guard index < changed else { return .max }
+            var bytes = [UInt8](repeating: 0, count: 8)
+            try bytes.withUnsafeMutableBytes { try PageFiles.readFully(fd, into: $0, at: offset, path: path) }
+            return Int(bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) })
+        }
+
+        /// The current record's page bytes.
         func read(into page: UnsafeMutableRawBufferPointer) throws {
             guard page.count == pageSize else {
                 throw DeltaError.malformed(path: path, reason: "has pages of \(pageSize) bytes, not \(page.count)")
