@@ -86,4 +86,6 @@ row "delta, phase 2 (follow's pages)" p2
 row "delta, every page hashed" all
 row "delta, phase 2, --check none" p2none
 row "delta, every page, --check none" allnone
+stages() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['users'][0]; s=d.get('stages',{}); print(' '.join('%s %.3f' % (k, v) for k, v in s.items()), '| total %.3f' % d.get('seconds', 0))" "$1"; }
+for name in p2 all p2none allnone; do printf "%-10s stages: %s\n" "$name" "$(stages "$W/$name.out")"; done
 [ "$same" = yes ]

@@ -128,6 +128,10 @@ struct DeltaPhase2Tests {
         let pages = try #require(followed.delta["pages"] as? Int)
         #expect(candidates > 0 && candidates < pages / 4, "\(candidates) of \(pages)")
         #expect(followed.delta["followedFallback"] == nil, "\(followed.delta)")
+        // Phase 2's copy: the candidates read alone, not the store copied through SQLite's backup API.
+        #expect(followed.delta["pagesReadStores"] as? Int == 1, "\(followed.delta)")
+        #expect(followed.delta["backupAPIReason"] == nil, "\(followed.delta)")
+        #expect(everyPage.delta["pagesReadStores"] as? Int == 0)
         #expect(everyPage.delta["kind"] as? String == "delta", "\(everyPage.delta)")
         #expect(everyPage.delta["base"] as? String == followed.delta["base"] as? String)
         #expect(everyPage.delta["followedStores"] as? Int == 0)

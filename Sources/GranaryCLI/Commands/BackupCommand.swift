@@ -317,6 +317,10 @@ struct BackupResult: CommandResult {
         var followedStores: Int?
         var candidatePages: Int?
         var followedFallback: String?
+        /// The stores whose candidate pages were read alone, and why a store's copy went through
+        /// SQLite's backup API after all.
+        var pagesReadStores: Int?
+        var backupAPIReason: String?
 
         init(_ outcome: DeltaOutcome) {
             kind = outcome.isDelta ? "delta" : "full"
@@ -327,6 +331,8 @@ struct BackupResult: CommandResult {
             followedStores = outcome.followedStores
             candidatePages = outcome.candidatePages
             followedFallback = outcome.followedFallback
+            pagesReadStores = outcome.pagesReadStores
+            backupAPIReason = outcome.backupAPIReason
         }
     }
 
@@ -430,6 +436,10 @@ struct BackupResult: CommandResult {
                         )
                     }
                     if let why = delta.followedFallback { text.line("  every page hashed: \(why)") }
+                    if let stores = delta.pagesReadStores, stores > 0 {
+                        text.line("  only those pages read in \(stores) store\(stores == 1 ? "" : "s")")
+                    }
+                    if let why = delta.backupAPIReason { text.line("  every page copied: \(why)") }
                 }
             }
             if detail.verbose, let s = user.stages {

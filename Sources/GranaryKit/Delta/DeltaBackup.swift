@@ -33,6 +33,10 @@ public struct DeltaOutcome: Sendable, Equatable {
     public var followedStores = 0
     public var candidatePages = 0
     public var followedFallback: String?
+    /// Phase 2's copy: the stores whose candidates were read alone (no copy through SQLite's
+    /// backup API), and why a store's copy went through the backup API after all (the first).
+    public var pagesReadStores = 0
+    public var backupAPIReason: String?
 }
 
 /// Turns a backup's snapshots into a full with page hashes or a delta against the newest backup
@@ -293,6 +297,12 @@ enum DeltaBackup {
                 outcome.candidatePages += count
             case .failure(let why)?:
                 if outcome.followedFallback == nil { outcome.followedFallback = "\(store.name): \(why.reason)" }
+            case nil: break
+            }
+            switch recorder?.pagesRead {
+            case .success?: outcome.pagesReadStores += 1
+            case .failure(let why)?:
+                if outcome.backupAPIReason == nil { outcome.backupAPIReason = "\(store.name): \(why.reason)" }
             case nil: break
             }
         }

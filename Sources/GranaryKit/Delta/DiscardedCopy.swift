@@ -24,7 +24,7 @@ struct DiscardedCopy {
     /// How long a step waits for a writer's lock.
     let busyTimeout: Duration
     /// Tests: runs after the copy's read transaction began and before the check's connection
-    /// begins its own.
+    /// begins its own, or before phase 2 opens the store's files (``LivePages``), once.
     let beforeChecker: (@Sendable () -> Void)?
     /// Given the size SQLite will copy, before a page is copied (throws to refuse it).
     let charge: ((Int64) throws -> Void)?
@@ -53,7 +53,8 @@ struct DiscardedCopy {
         // The wal-index header before the copy's read transaction begins (the statements above
         // have had SQLite map it): the same bytes once the checker's has begun mean that nothing
         // committed in between, so that both read one state.
-        let before = openChecker == nil ? nil : Self.walIndexHeader(source)
+        let header = openChecker == nil && noCopy.followed == nil ? nil : Self.walIndexHeader(source)
+        let before = openChecker == nil ? nil : header
         // The read transaction of the copy (the backup API keeps an open one), and of the check
         // when it runs after the copy.
         try source.execute("BEGIN")
@@ -76,11 +77,26 @@ struct DiscardedCopy {
         // Phase 2: the pages follow saw change (its segments, and the live -wal from its last
         // cursor read now, inside this read transaction), or why every page is hashed.
         // Invariant D13 (docs/delta-invariants.md)
+        var live: LivePages?
+        var hooked = false
         if let followed = noCopy.followed {
             switch followed.candidates(pageCount: Int(pages), pageSize: pageSize) {
             case .success(let candidates):
                 recorder.candidates = candidates
                 recorder.followed = .success(candidates.count(upTo: Int(pages)))
+                // The candidates alone are read, from the state this transaction reads (the same
+                // wal-index header before it began and now: nothing committed in between), or the
+                // copy goes through SQLite's backup API as before and says why.
+                // Invariant D14 (docs/delta-invariants.md)
+                beforeChecker?()
+                hooked = true
+                switch Self.livePages(
+                    source, store: followed.store, before: header, pageSize: pageSize, pageCount: Int(pages),
+                    wanted: candidates.crossCheck ? { _ in true } : candidates.contains)
+                {
+                case .success(let pages): live = pages
+                case .failure(let why): recorder.pagesRead = .failure(.init(why.reason))
+                }
             case .failure(let why): recorder.followed = .failure(why)
             }
         }
@@ -94,9 +110,26 @@ struct DiscardedCopy {
             var off: Int32 = 0
             if reading { _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) }
         }
+        if let live, let candidates = recorder.candidates {
+            // Phase 2's copy: the candidates read alone, then the check in this transaction.
+            recorder.pageSize = pageSize
+            try recorder.startDiscarding(base: noCopy.basePages, log: noCopy.log, maxChanged: noCopy.maxChanged)
+            recorder.pagesRead = .success(try readPages(live, candidates: candidates))
+            try noCopy.inTransaction(source)
+            guard sqlite3_get_autocommit(source.handle) == 0 else {
+                throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
+            }
+            if reading {
+                var off: Int32 = 0
+                _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
+            }
+            open = false
+            try source.execute("COMMIT")
+            return Outcome(checkedAfter: "phase 2 read only the pages follow saw change")
+        }
         // The check's connection, in a read transaction on the copy's state, or nil (the check
         // then runs after the copy). Closed, its transaction ended, whatever happens below.
-        beforeChecker?()
+        if !hooked { beforeChecker?() }
         let opened =
             before.map { Self.checker(on: source, before: $0, open: openChecker) }
             ?? .failure(.init("no wal-index header"))
@@ -175,6 +208,83 @@ struct DiscardedCopy {
                 throw error
             }
         }
+    }
+
+    /// Phase 2 (issue 51): the pages of `store` in the state `source`'s read transaction reads,
+    /// when the wal-index header `before` (read before the transaction began) is still the header
+    /// now: nothing committed in between, so that header's state is the transaction's.
+    /// Invariant D14 (docs/delta-invariants.md)
+    private static func livePages(
+        _ source: Database, store: StoreFile, before: [UInt8]?, pageSize: Int, pageCount: Int,
+        wanted: (Int) -> Bool
+    ) -> Swift.Result<LivePages, LivePages.Unusable> {
+        guard let before else { return .failure(.init("no wal-index header")) }
+        guard walIndexHeader(source) == before else {
+            return .failure(.init("a commit as the read transaction began"))
+        }
+        guard !hasMoved(source) else { return .failure(.init("the store was replaced")) }
+        return Swift.Result { () throws(LivePages.Unusable) in
+            try LivePages(store: store, header: before, pageSize: pageSize, pageCount: pageCount, wanted: wanted)
+        }
+    }
+
+    /// Phase 2's copy without SQLite's backup API: the pages are handed to the recorder's hook as
+    /// the tee hands it the copy's writes, in the backup's order (pages 2 on, the lock-byte page
+    /// never, page 1 last, as the copy's page 1 is: ``LivePages/backupPageOne(_:pageCount:libraryVersion:)``).
+    /// A candidate is read (``LivePages``); a run of other pages is handed on unread (its bytes are
+    /// not looked at: each takes its base's hash), except for the cross-check, which reads every
+    /// page. Returns the pages read.
+    /// Invariant D14 (docs/delta-invariants.md)
+    private func readPages(_ live: LivePages, candidates: PageRecorder.Candidates) throws -> Int {
+        let pageSize = live.pageSize, pageCount = live.pageCount
+        guard pageCount > 0 else { throw NoCopyFallback(reason: "the store has no page") }
+        recorder.attached = true
+        let hook = recorder.hook.pointee
+        let run = 64
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: run * pageSize, alignment: 16)
+        defer { buffer.deallocate() }
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        let lockPage = 0x4000_0000 / pageSize
+        let readAll = candidates.crossCheck
+        var read = 0
+        func hand(_ count: Int, from first: Int) throws {
+            hook.write?(hook.context, buffer.baseAddress, Int32(count * pageSize), Int64(first) * Int64(pageSize))
+            if recorder.stopped { throw NoCopyFallback(reason: "the recorder stopped the copy") }
+        }
+        func readPage(_ page: Int, at slot: Int) throws {
+            do {
+                try live.read(
+                    page: page,
+                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[slot * pageSize..<(slot + 1) * pageSize]))
+            } catch {
+                throw NoCopyFallback(reason: error.reason)
+            }
+            read += 1
+        }
+        var page = 1
+        while page < pageCount {
+            try Interruption.check()
+            if page == lockPage {
+                page += 1
+                continue
+            }
+            let wanted = readAll || candidates.contains(page)
+            var count = 0
+            while count < run && page + count < pageCount && page + count != lockPage
+                && (readAll || candidates.contains(page + count)) == wanted
+            {
+                if wanted { try readPage(page + count, at: count) }
+                count += 1
+            }
+            try hand(count, from: page)
+            page += count
+        }
+        try readPage(0, at: 0)
+        LivePages.backupPageOne(
+            UnsafeMutableRawBufferPointer(rebasing: buffer[0..<pageSize]), pageCount: pageCount,
+            libraryVersion: sqlite3_libversion_number())
+        try hand(1, from: 0)
+        return read
     }
 
     /// The wal-index header of `db`'s store now (both copies, equal), or nil.

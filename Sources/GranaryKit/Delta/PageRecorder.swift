@@ -64,6 +64,9 @@ final class PageRecorder: @unchecked Sendable {
     /// Phase 2's outcome for this store: the candidates' count, or why every page was hashed;
     /// nil when it was not tried (no discarded copy, no follow source).
     var followed: Swift.Result<Int, FollowedFallback>?
+    /// Phase 2's copy: the pages read alone (``LivePages``), or why the copy went through SQLite's
+    /// backup API after all; nil when it was not tried.
+    var pagesRead: Swift.Result<Int, FollowedFallback>?
     /// Phase 2: the pages written since the last handoff that take their base's hash (offset,
     /// count, and their bytes for the cross-check).
     private var sameOffset: Int64 = 0
