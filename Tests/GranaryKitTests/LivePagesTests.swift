@@ -171,4 +171,42 @@ struct LivePagesTests {
             _ = other
         }
     }
+
+    @Test(
+        "a frame rewritten after it was indexed (a -wal restarted as it is read), data or header, is refused, never taken half old, half new"
+    )
+    func frameRewrittenAsRead() throws {
+        for part in ["data", "header"] {
+            let folder = TemporaryFolder()
+            let live = try NoCopyTests.makeStore(in: folder, rows: 3000)
+            let db = try Self.owner(live)
+            try db.execute("UPDATE t SET body = randomblob(600) WHERE id < 50")
+            let store = try NoCopyTests.store(folder)
+            let header = [UInt8](try #require(FileManager.default.contents(atPath: live + "-shm")).prefix(96))
+            let index = WALIndexHeader(header)
+            let pageSize = 4096
+            let pages = try LivePages(
+                store: store, header: header, pageSize: pageSize, pageCount: Int(index.pages), wanted: { _ in true })
+            #expect(pages.framedPages > 0)
+            // The last frame of the state is the newest of its page.
+            let offset = Int64(32) + Int64(index.mxFrame - 1) * Int64(24 + pageSize)
+            let fd = open(live + "-wal", O_RDWR)
+            defer { close(fd) }
+            var head = [UInt8](repeating: 0, count: 24)
+            #expect(pread(fd, &head, 24, off_t(offset)) == 24)
+            let page = Int(UInt32(head[0]) << 24 | UInt32(head[1]) << 16 | UInt32(head[2]) << 8 | UInt32(head[3])) - 1
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pageSize, alignment: 16)
+            defer { buffer.deallocate() }
+            try pages.read(page: page, into: buffer)
+            // A byte of the page rewritten (its header kept), or its header's checksum: as a writer
+            // after a restart leaves a frame half written.
+            let at = part == "data" ? offset + 24 + 100 : offset + 16
+            var byte: UInt8 = 0
+            #expect(pread(fd, &byte, 1, off_t(at)) == 1)
+            byte ^= 0x5A
+            #expect(pwrite(fd, &byte, 1, off_t(at)) == 1)
+            #expect(throws: LivePages.Unusable.self, "\(part)") { try pages.read(page: page, into: buffer) }
+            _ = db
+        }
+    }
 }

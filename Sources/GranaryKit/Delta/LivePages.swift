@@ -32,7 +32,19 @@ final class LivePages {
     private let database: Descriptor
     private let wal: Descriptor?
     /// Page index (from 0) to its newest frame (from 1) in the state.
-    private var frames: [Int: Int] = [:]
+    private var frames: [Int: Frame] = [:]
+    /// Whether the chain's checksums are taken big-endian (the `-wal` header's magic).
+    private var bigEndian = false
+
+    /// A wanted page's newest frame in the state, with the running checksum before it and its
+    /// own (as its header holds it): a frame read again is checked against both, so that a
+    /// `-wal` restarted as it is read (possible while the read transaction uses only the
+    /// database file, when every frame had been copied into it) is never taken half old, half new.
+    struct Frame {
+        let number: Int
+        let before: (UInt32, UInt32)
+        let after: (UInt32, UInt32)
+    }
     /// The chain's salts, as the header and each frame hold them (8 bytes).
     private let salts: [UInt8]
     private var frameBuffer: [UInt8]
@@ -95,6 +107,7 @@ final class LivePages {
         let magic = WALFormat.big32(head, 0)
         guard magic == 0x377f_0682 || magic == 0x377f_0683 else { throw Unusable("the -wal has no header") }
         let bigEndian = magic == 0x377f_0683
+        self.bigEndian = bigEndian
         guard Int(WALFormat.big32(head, 8)) == pageSize else {
             throw Unusable("the -wal has pages of \(WALFormat.big32(head, 8)) bytes, the store \(pageSize)")
         }
@@ -121,6 +134,7 @@ final class LivePages {
                 guard chunk[at + 8..<at + 16].elementsEqual(salts) else {
                     throw Unusable("frame \(frame + index) is not of the wal-index header's chain")
                 }
+                let before = (s1, s2)
                 chunk.withUnsafeBytes {
                     WALFormat.checksum($0[at..<at + 8], bigEndian: bigEndian, &s1, &s2)
                     WALFormat.checksum($0[at + WALFormat.frameHeader..<at + frameSize], bigEndian: bigEndian, &s1, &s2)
@@ -130,7 +144,9 @@ final class LivePages {
                 }
                 let page = Int(WALFormat.big32(chunk, at))
                 guard page > 0 else { throw Unusable("frame \(frame + index) names page 0") }
-                if page <= pageCount && wanted(page - 1) { frames[page - 1] = frame + index }
+                if page <= pageCount && wanted(page - 1) {
+                    frames[page - 1] = Frame(number: frame + index, before: before, after: (s1, s2))
+                }
             }
             frame += count
         }
@@ -144,9 +160,21 @@ final class LivePages {
     /// its end, as SQLite reads them).
     func read(page: Int, into buffer: UnsafeMutableRawBufferPointer) throws(Unusable) {
         if let frame = frames[page], let wal {
-            guard read(wal, into: &frameBuffer, at: WALFormat.offset(ofFrame: frame, pageSize: pageSize)),
-                frameBuffer[8..<16].elementsEqual(salts), Int(WALFormat.big32(frameBuffer, 0)) == page + 1
-            else { throw Unusable("frame \(frame) changed as it was read (the -wal restarted)") }
+            var s1 = frame.before.0
+            var s2 = frame.before.1
+            let read = read(wal, into: &frameBuffer, at: WALFormat.offset(ofFrame: frame.number, pageSize: pageSize))
+            if read {
+                frameBuffer.withUnsafeBytes {
+                    WALFormat.checksum($0[0..<8], bigEndian: bigEndian, &s1, &s2)
+                    WALFormat.checksum($0[WALFormat.frameHeader...], bigEndian: bigEndian, &s1, &s2)
+                }
+            }
+            // The same chain, page and checksums as when it was indexed: header and data both the
+            // frame's (a frame rewritten after a restart, even in part, fails the checksum).
+            guard read, frameBuffer[8..<16].elementsEqual(salts), Int(WALFormat.big32(frameBuffer, 0)) == page + 1,
+                s1 == frame.after.0, s2 == frame.after.1, WALFormat.big32(frameBuffer, 16) == s1,
+                WALFormat.big32(frameBuffer, 20) == s2
+            else { throw Unusable("frame \(frame.number) changed as it was read (the -wal restarted)") }
             frameBuffer.withUnsafeBytes {
                 buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[WALFormat.frameHeader...]))
             }
