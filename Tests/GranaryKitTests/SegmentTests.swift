@@ -1,6 +1,7 @@
 import Foundation
-import GranaryKit
 import Testing
+
+@testable import GranaryKit
 
 #if canImport(Glibc)
     import Glibc
@@ -58,6 +59,74 @@ struct SegmentTests {
         #expect(trailer.commits == commits && trailer.frames == frames.count)
         #expect(trailer.cursors["Notes.sqlite"]?.wal?.frame == frames.last?.index)
         #expect(trailer.first == 1_000_000 && trailer.last == 2_000_000)
+    }
+
+    /// Names a user may give a store or its folders: links' slashes, quotes, backslashes,
+    /// control characters, and letters beyond ASCII.
+    static let awkward = [
+        "Notes.sqlite", "Library/Application Support/App/Store.sqlite", "a\"quoted\".sqlite", "back\\slash",
+        "tab\tnew\nline\rcr\u{08}\u{0C}\u{01}\u{1F}", "café/naïve/日本.sqlite", "emoji 🐘.db", "",
+    ]
+
+    @Test("the header, store and trailer records are the bytes JSONEncoder gives, and decode to the same values")
+    func recordsAsJSONEncoder() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let decoder = JSONDecoder()
+        let wal = WALCursor(
+            salt1: 0xFFFF_FFFF, salt2: 7, checkpointSequence: 3, pageSize: 65536, bigEndian: true, frame: 12,
+            checksum1: 0x8000_0000, checksum2: 0, fileLength: 1 << 40)
+        for name in Self.awkward {
+            let header = Segment.Header(user: "u-\(name)", host: name, generation: name + ".tar.zst", sequence: 42)
+            let run = Segment.StoreRun(store: name, pageSize: 4096, observed: 1_764_000_000_123_456)
+            var trailer = Segment.Trailer(first: -5, last: Int64.max)
+            trailer.commits = 3
+            trailer.frames = 9
+            trailer.cursors = [
+                name: Segment.StoreCursor(device: .max, inode: 1, wal: wal),
+                name + "-2": Segment.StoreCursor(
+                    device: 2, inode: 3, wal: nil, main: Segment.StoreMark(changed: 1_764_000_000_000_000_001, size: 0)),
+                name + "-3": Segment.StoreCursor(device: 4, inode: 5, wal: nil),
+            ]
+            #expect(try decoder.decode(Segment.Header.self, from: Data(SegmentJSON.header(header))) == header)
+            #expect(try decoder.decode(Segment.StoreRun.self, from: Data(SegmentJSON.store(run))) == run)
+            #expect(try decoder.decode(Segment.Trailer.self, from: Data(SegmentJSON.trailer(trailer))) == trailer)
+            // Byte for byte what JSONEncoder wrote before (whose order of dictionary keys beyond
+            // ASCII need not match: a reader does not care).
+            #expect(SegmentJSON.header(header) == Array(try encoder.encode(header)), "\(name)")
+            #expect(SegmentJSON.store(run) == Array(try encoder.encode(run)), "\(name)")
+            if name.utf8.allSatisfy({ $0 < 0x80 }) {
+                #expect(SegmentJSON.trailer(trailer) == Array(try encoder.encode(trailer)), "\(name)")
+            }
+        }
+    }
+
+    @Test("a segment with awkward store names reads back: its store records and trailer as written")
+    func awkwardNamesRoundTrip() throws {
+        let path = folder.child("awkward.seg")
+        let writer = try SegmentWriter(
+            path: path, header: Segment.Header(user: "alice", host: "h/ost", generation: "G\"1", sequence: 7))
+        let page = [UInt8](repeating: 0xA5, count: 512)
+        var cursors: [String: Segment.StoreCursor] = [:]
+        for (index, name) in Self.awkward.enumerated() {
+            try writer.store(Segment.StoreRun(store: name, pageSize: 512, observed: 1_000_000 + Int64(index)))
+            try writer.frame(WALFrame(pageNumber: 1, commitPages: 1, index: 1, salt1: 9), page: page)
+            cursors[name] = Segment.StoreCursor(device: 1, inode: UInt64(index), wal: nil)
+        }
+        try writer.finish(first: 1_000_000, last: 2_000_000, cursors: cursors)
+        var header: Segment.Header?
+        var stores: [String] = []
+        let trailer = try SegmentReader.read(path) { record in
+            switch record {
+            case .header(let h): header = h
+            case .store(let run): stores.append(run.store)
+            default: break
+            }
+        }
+        #expect(header == Segment.Header(user: "alice", host: "h/ost", generation: "G\"1", sequence: 7))
+        #expect(stores == Self.awkward)
+        #expect(trailer.cursors == cursors)
+        #expect(trailer.commits == Self.awkward.count && trailer.frames == Self.awkward.count)
     }
 
     @Test("a changed byte, a cut file or trailing bytes are refused")

@@ -318,8 +318,22 @@ public final class UserFollower {
                 continue
             }
             ReadTrace.follow("read \(user.rawValue)/\(store.name)")
-            let outcome = try holding(store) { () throws -> Result<WALRead?, WALBreakReason> in
-                guard let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
+            // A -wal not grown past the cursor (its size, beneath the folder's descriptor), its
+            // chain the same (its header's salts): nothing new to copy, or at most frames
+            // rewritten in place after a rollback, which the reader checks like any other. No
+            // read mark is taken for it, nor the store opened through SQLite to take one.
+            var unheld: WALReader?
+            if let cursor = saved.wal, let size = store.folder.entry(store.fileName + "-wal")?.size,
+                size <= cursor.fileLength,
+                let peek = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid),
+                let header = try peek.header(), header.salt1 == cursor.salt1, header.salt2 == cursor.salt2
+            {
+                unheld = peek
+            }
+            let outcome = try holding(store, unless: unheld != nil) { () throws -> Result<WALRead?, WALBreakReason> in
+                guard
+                    let reader = try unheld
+                        ?? WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
                 else {
                     return saved.wal == nil
                         ? .success(nil) : .failure(.init(text: "\(store.name): \(WALBreak.missing)"))
@@ -447,7 +461,12 @@ public final class UserFollower {
 
     /// Runs `body` inside a read transaction on `store` (its read mark keeps the owner's
     /// checkpoints from restarting the `-wal` under the copy), released at once after.
-    func holding<T>(_ store: StoreFile, _ body: () throws -> T) throws -> T {
+    /// `unless` true runs `body` without it.
+    func holding<T>(_ store: StoreFile, unless unheld: Bool = false, _ body: () throws -> T) throws -> T {
+        if unheld {
+            ReadTrace.follow("unheld \(user.rawValue)/\(store.name)")
+            return try body()
+        }
         let db: Database
         do {
             // The owner's locks and -shm can keep SQLite waiting: the mark is taken within
@@ -554,11 +573,63 @@ public enum FollowCatalogue {
     }
 }
 
+/// How long `follow` waits after a user's first change not yet shipped before it reads the user
+/// (docs/follow.md, "Many users"): as long as the interval allows, so that a busy user's commits
+/// are grouped into as few segments as possible, less what a read has lately taken to be durable
+/// after it was due. Each event-made round reports its overshoot: from the moment before its
+/// first change (the events taken in before it) plus the wait, to its segment durable. The wait
+/// is the interval less ``safety`` and the largest of: the overshoots of the last two windows
+/// (each ``window`` long; a window with no round keeps what was known), and ``floor`` (a fifth of
+/// the interval). It is never less than half the interval (the wait before pacing), which is also
+/// where it starts, before anything was measured. A commit is then observed, and durable, within
+/// the interval (the lag rule: ``UserFollower/tolerance``) as long as no round overshoots by more
+/// than the recent ones did; a loaded machine falls back to half the interval.
+public struct FollowPacing: Sendable, Equatable {
+    /// `follow_interval` (microseconds).
+    public let interval: Int64
+    /// Kept below the interval besides the overshoot: the events' and the clock's granularity.
+    public var safety: Int64 = 50_000
+    /// How long one window of overshoots lasts (microseconds).
+    public var window: Int64 = 2_000_000
+    var windowStart: Int64?
+    var current: Int64
+    var previous: Int64
+
+    public init(interval: Int64) {
+        self.interval = interval
+        // Nothing measured yet: as if rounds overshot by half the interval.
+        current = interval / 2
+        previous = interval / 2
+    }
+
+    /// The least margin kept for the overshoot, whatever was measured.
+    public var floor: Int64 { interval / 5 }
+
+    /// The wait after a user's first change (microseconds).
+    public var delay: Int64 {
+        let wanted = interval - max(current, previous, floor) - safety
+        return min(max(wanted, interval / 2), interval - safety)
+    }
+
+    /// A round that was due at `due` (the moment before its first change plus the wait,
+    /// microseconds) ended, its segment durable, at `ended`.
+    public mutating func record(due: Int64, ended: Int64) {
+        if let start = windowStart, ended - start < window {
+            current = max(current, ended - due)
+            return
+        }
+        // A new window: the one just over becomes the previous one (when it measured anything).
+        if windowStart != nil { previous = current }
+        windowStart = ended
+        current = ended - due
+    }
+}
+
 /// `granary follow`: every (or the named) user's WAL stores, driven by the kernel's events
 /// (``FollowWatcher``) until a signal (docs/follow.md, "Many users").
 ///
-/// A user is read when a store of theirs changes, half an interval after the first change not
-/// yet shipped (so that a busy user's commits are grouped, and each is shipped within the
+/// A user is read when a store of theirs changes, ``FollowPacing/delay`` after the first change
+/// not yet shipped (so that a busy user's commits are grouped, and each is shipped within the
 /// interval); only the stores that changed are opened. Users are served oldest change first,
 /// each round reading at most ``UserFollower/roundBytes`` of a user: a user who writes without
 /// pause takes turns with the others. Every user is also read whole every ``sweep`` (the safety
@@ -600,6 +671,8 @@ public final class FollowRun {
     let clock = ContinuousClock()
     /// `follow_interval`.
     var interval: Duration = .seconds(1)
+    /// How long a user is read after its first change (``FollowPacing``).
+    public internal(set) var pacing = FollowPacing(interval: 1_000_000)
     /// Called with ``status`` each time it is written (`follow --textfile`).
     public var statusWritten: ((FollowStatus) throws -> Void)?
     /// When the state was last written, and when the watcher's events were last all taken in.
@@ -616,6 +689,10 @@ public final class FollowRun {
         // goes on growing from where it was).
         let host = repository.context.host
         status = FollowStatus.read(from: repository, host: host) ?? FollowStatus(host: host)
+    }
+
+    static func micros(_ duration: Duration) -> Int64 {
+        duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
     }
 
     /// How many users are followed, and how many folders watched.
@@ -642,12 +719,13 @@ public final class FollowRun {
         if watcher == nil {
             log(FollowEvent(kind: .polled, user: "", message: "no inotify instance: every user is read every interval"))
         }
-        let delay = interval / 2
+        pacing = FollowPacing(interval: Self.micros(interval))
         try discover(log: log)
         var nextRootScan = clock.now + (rootWatched ? sweep : interval)
         while true {
             // Due users, oldest change first.
             let now = clock.now
+            let delay = Duration.microseconds(pacing.delay)
             let due = pending.filter { $0.value.since + delay <= now }.sorted { $0.value.since < $1.value.since }
             for user in due.map(\.key) {
                 if Interruption.isRequested { break }
@@ -686,13 +764,13 @@ public final class FollowRun {
                 nextRootScan = after + (rootWatched ? sweep : interval)
             }
             for (user, when) in nextWhole where when <= after {
-                add(user, stores: [], whole: true, since: after - delay)
+                add(user, stores: [], whole: true, since: after - .microseconds(pacing.delay))
                 let polled = watcher?.polled[user] != nil || watcher == nil
                 nextWhole[user] = after + (polled ? interval : sweep)
             }
             // Wait for events until the next user is due (100 ms at most, so that a signal that
             // came just before the wait is seen soon).
-            let next = pending.values.map { $0.since + delay }.min() ?? (after + .seconds(1))
+            let next = pending.values.map { $0.since + .microseconds(pacing.delay) }.min() ?? (after + .seconds(1))
             let wait = min(max(next - clock.now, .zero), .milliseconds(100))
             if let watcher {
                 watcher.wait(wait)
@@ -851,9 +929,16 @@ public final class FollowRun {
         }
         let began = ArchiveName.micros(Date())
         var paused: String?
+        // Its overshoot paces everyone's reads when it is an ordinary turn: event-made, not
+        // caught up from an earlier turn, no generation started.
+        let paced = work.changedAfter.map { $0 + pacing.delay }
+        let caughtUp = follower.behind.isEmpty
         do {
             let events = try follower.round(only: work.whole ? nil : work.stores, changedAfter: work.changedAfter)
             for event in events { log(event) }
+            if let paced, caughtUp, follower.generation != nil, !events.contains(where: { $0.kind == .generation }) {
+                pacing.record(due: paced, ended: ArchiveName.micros(Date()))
+            }
             if follower.generation == nil {
                 paused = events.last(where: { $0.kind == .paused })?.message ?? "no generation"
             }

@@ -128,6 +128,130 @@ public enum Segment {
     }
 }
 
+/// The JSON records of a segment written by hand: the bytes JSONEncoder gives them (sorted keys,
+/// nil fields left out, `/` written `\/`), without its cost at every segment. What a reader
+/// needs is JSON that decodes to the same values (SegmentTests checks both).
+enum SegmentJSON {
+    static func header(_ header: Segment.Header) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(160)
+        out += #"{"format":"#.utf8
+        number(header.format, &out)
+        out += #","generation":"#.utf8
+        string(header.generation, &out)
+        out += #","host":"#.utf8
+        string(header.host, &out)
+        out += #","sequence":"#.utf8
+        number(header.sequence, &out)
+        out += #","user":"#.utf8
+        string(header.user, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    static func store(_ run: Segment.StoreRun) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(96)
+        out += #"{"observed":"#.utf8
+        number(run.observed, &out)
+        out += #","pageSize":"#.utf8
+        number(run.pageSize, &out)
+        out += #","store":"#.utf8
+        string(run.store, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    static func trailer(_ trailer: Segment.Trailer) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128 + 320 * trailer.cursors.count)
+        out += #"{"commits":"#.utf8
+        number(trailer.commits, &out)
+        out += #","cursors":{"#.utf8
+        for (index, name) in trailer.cursors.keys.sorted().enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            string(name, &out)
+            out.append(UInt8(ascii: ":"))
+            cursor(trailer.cursors[name]!, &out)
+        }
+        out += #"},"first":"#.utf8
+        number(trailer.first, &out)
+        out += #","frames":"#.utf8
+        number(trailer.frames, &out)
+        out += #","last":"#.utf8
+        number(trailer.last, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    static func cursor(_ cursor: Segment.StoreCursor, _ out: inout [UInt8]) {
+        out += #"{"device":"#.utf8
+        number(cursor.device, &out)
+        out += #","inode":"#.utf8
+        number(cursor.inode, &out)
+        if let main = cursor.main {
+            out += #","main":{"changed":"#.utf8
+            number(main.changed, &out)
+            out += #","size":"#.utf8
+            number(main.size, &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        if let wal = cursor.wal {
+            out += #","wal":{"bigEndian":"#.utf8
+            out += (wal.bigEndian ? "true" : "false").utf8
+            out += #","checkpointSequence":"#.utf8
+            number(wal.checkpointSequence, &out)
+            out += #","checksum1":"#.utf8
+            number(wal.checksum1, &out)
+            out += #","checksum2":"#.utf8
+            number(wal.checksum2, &out)
+            out += #","fileLength":"#.utf8
+            number(wal.fileLength, &out)
+            out += #","frame":"#.utf8
+            number(wal.frame, &out)
+            out += #","pageSize":"#.utf8
+            number(wal.pageSize, &out)
+            out += #","salt1":"#.utf8
+            number(wal.salt1, &out)
+            out += #","salt2":"#.utf8
+            number(wal.salt2, &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    static let hex = Array("0123456789abcdef".utf8)
+
+    static func number(_ value: some BinaryInteger, _ out: inout [UInt8]) {
+        out += String(value).utf8
+    }
+
+    /// A JSON string: `"`, `\` and `/` escaped, the control characters as JSONEncoder writes
+    /// them, everything else as its UTF-8.
+    static func string(_ value: String, _ out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out += #"\""#.utf8
+            case UInt8(ascii: "\\"): out += #"\\"#.utf8
+            case UInt8(ascii: "/"): out += #"\/"#.utf8
+            case 0x0A: out += #"\n"#.utf8
+            case 0x0D: out += #"\r"#.utf8
+            case 0x09: out += #"\t"#.utf8
+            case 0x08: out += #"\b"#.utf8
+            case 0x0C: out += #"\f"#.utf8
+            case 0..<0x20:
+                out += [
+                    UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)],
+                    hex[Int(byte & 15)],
+                ]
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}
+
 /// A zstd compression context for segments and its output buffer, kept from one segment to the
 /// next: a new context allocates and clears its tables and window (megabytes) for each segment,
 /// a kept one reuses them. One writer at a time.
@@ -168,7 +292,7 @@ public final class SegmentWriter {
         ZSTD_CCtx_reset(self.compressor.cctx, ZSTD_reset_session_only)
         trailer = Segment.Trailer(first: 0, last: 0)
         try put(Segment.magic)
-        try record("H", header)
+        try record("H", SegmentJSON.header(header))
     }
 
     deinit {
@@ -180,7 +304,7 @@ public final class SegmentWriter {
         if trailer.first == 0 { trailer.first = run.observed }
         trailer.first = min(trailer.first, run.observed)
         trailer.last = max(trailer.last, run.observed)
-        try record("S", run)
+        try record("S", SegmentJSON.store(run))
     }
 
     public func frame(_ frame: WALFrame, page: some ContiguousBytes) throws {
@@ -204,7 +328,7 @@ public final class SegmentWriter {
         trailer.first = trailer.first == 0 ? first : min(trailer.first, first)
         trailer.last = max(trailer.last, last)
         trailer.cursors = cursors
-        try record("E", trailer)
+        try record("E", SegmentJSON.trailer(trailer))
         let digest = Array(hash.finalize())
         try compress(digest.withUnsafeBytes { $0 }, hashing: false, end: false)
         try compress(UnsafeRawBufferPointer(start: nil, count: 0), hashing: false, end: true)
@@ -214,12 +338,12 @@ public final class SegmentWriter {
         finished = true
     }
 
-    func record<T: Encodable>(_ tag: Character, _ value: T) throws {
-        let json = try Self.encoder.encode(value)
-        var head: [UInt8] = [UInt8(tag.asciiValue!)]
-        head += Self.big32(UInt32(json.count))
-        try put(head)
-        try put([UInt8](json))
+    func record(_ tag: Character, _ json: [UInt8]) throws {
+        var bytes: [UInt8] = [UInt8(tag.asciiValue!)]
+        bytes.reserveCapacity(5 + json.count)
+        bytes += Self.big32(UInt32(json.count))
+        bytes += json
+        try put(bytes)
     }
 
     func put(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try put($0) } }
@@ -247,12 +371,6 @@ public final class SegmentWriter {
             if end ? remaining == 0 : input.pos == input.size { break }
         }
     }
-
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return encoder
-    }()
 
     static func big32(_ value: UInt32) -> [UInt8] {
         [
