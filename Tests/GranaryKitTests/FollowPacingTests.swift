@@ -22,8 +22,8 @@ struct FollowPacingTests {
             pacing.record(due: now - 30_000, ended: now)
             now += 100_000
         }
-        // The floor (a fifth of the interval) and the safety: 750 ms.
-        #expect(pacing.delay == 1_000_000 - 200_000 - 50_000)
+        // The floor (three tenths of the interval) and the safety: 650 ms.
+        #expect(pacing.delay == 1_000_000 - 300_000 - 50_000)
     }
 
     @Test("a round that overshot shortens the wait for two windows, then it is forgotten")
@@ -37,13 +37,13 @@ struct FollowPacingTests {
             }
         }
         rounds(50, overshoot: 10_000)
-        rounds(1, overshoot: 300_000)
-        #expect(pacing.delay == 1_000_000 - 300_000 - 50_000)
+        rounds(1, overshoot: 400_000)
+        #expect(pacing.delay == 1_000_000 - 400_000 - 50_000)
         // Still remembered through the window after it.
         rounds(25, overshoot: 10_000)
-        #expect(pacing.delay == 650_000)
+        #expect(pacing.delay == 550_000)
         rounds(25, overshoot: 10_000)
-        #expect(pacing.delay == 750_000)
+        #expect(pacing.delay == 650_000)
     }
 
     @Test("rounds that overshoot more than half the interval: it waits half the interval, no less")
