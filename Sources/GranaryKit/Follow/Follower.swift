@@ -49,6 +49,10 @@ public final class UserFollower {
     /// For each store, when the last read that went to the end of its `-wal` began (microseconds):
     /// every commit a later read of it finds was acknowledged after that.
     var readThrough: [String: Int64] = [:]
+    /// The last segment read was not published (its publish failed, or was given up): the next
+    /// round reads its commits again, and the changes the caller reports then are later than
+    /// theirs, so only ``readThrough`` bounds when they were acknowledged.
+    var rereading = false
     /// How long after its acknowledgement a commit may be observed with the moments in between
     /// still claimed (`follow_interval`; microseconds): a segment that may hold a commit observed
     /// later than that leaves those moments out of its window (``readRound``).
@@ -88,6 +92,7 @@ public final class UserFollower {
             cursors = flight.cursors
             behind = flight.behind
             lastShipped = flight.lastShipped
+            rereading = false
             for name in flight.readToEnd { readThrough[name] = flight.began }
             return [flight.event]
         case .abandoned(let reason):
@@ -226,6 +231,7 @@ public final class UserFollower {
             behind = []
             resumed = false
             readThrough = [:]
+            rereading = false
             events.append(
                 FollowEvent(
                     kind: .generation, user: user.rawValue,
@@ -387,7 +393,7 @@ public final class UserFollower {
                     if read.commits > 0 {
                         // Acknowledged after the last read through this store began, and after
                         // the change the kernel reported (when it reported one).
-                        let after = max(readThrough[store.name] ?? .min, changedAfter ?? .min)
+                        let after = max(readThrough[store.name] ?? .min, rereading ? .min : (changedAfter ?? .min))
                         oldest = min(oldest ?? after, after)
                     }
                 }
@@ -430,12 +436,15 @@ public final class UserFollower {
                     message:
                         "segment \(sequence + 1) of \(generation): \(trailer.commits) commits, \(trailer.frames) frames"
                 ))
+            rereading = true
             shipper.send(user: user, object: object, file: temporary)
             return .shipped(nil)
         }
         // Renamed into place by the publish, or copied (then the temporary is left behind).
         defer { unlink(temporary) }
+        rereading = true
         try repository.publishObject(object, from: temporary)
+        rereading = false
         sequence += 1
         cursors = next
         behind = left
