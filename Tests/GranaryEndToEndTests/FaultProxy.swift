@@ -7,7 +7,8 @@ import Foundation
 /// A TCP proxy on a loopback port between rclone and the S3 server, that breaks things on
 /// request: it cuts connections once a number of bytes went up (an upload) or down (a download),
 /// holds every answer back for a while, answers every request with an HTTP error, or calls back
-/// (to kill the server) in the middle of an upload. Only 127.0.0.1 on both sides; it stops with
+/// (to kill the server) in the middle of an upload, stalls requests (accepted, nothing passed on,
+/// until the mode changes), or slows every connection to a rate. Only 127.0.0.1 on both sides; it stops with
 /// the value.
 final class FaultProxy: @unchecked Sendable {
     enum Mode: Sendable {
@@ -26,7 +27,16 @@ final class FaultProxy: @unchecked Sendable {
         /// The server's answer to a PUT (the object stored) is dropped and the connection cut, for
         /// the first `count` PUTs (`Int.max`: every one): an upload whose answer is lost.
         case dropPutAnswers(count: Int)
+        /// A request whose head holds `matching` (every request: nil) is held, nothing passed on
+        /// either way, for as long as this is the mode; then it goes on.
+        case stall(matching: String?)
+        /// Every connection carries at most this many bytes a second each way.
+        case slow(bytesPerSecond: Int)
     }
+
+    /// Requests held by ``Mode/stall(matching:)`` so far.
+    var stalledRequests: Int { lock.withLock { _stalled } }
+    private var _stalled = 0
 
     let port: Int
     private let upstream: Int
@@ -162,7 +172,9 @@ final class FaultProxy: @unchecked Sendable {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var carried = 0
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
+            var chunk = buffer.count
+            if case .slow(let rate) = mode { chunk = max(1, min(chunk, rate / 10)) }
+            let n = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, chunk, 0) }
             if n <= 0 { break }
             carried += n
             if upward {
@@ -183,7 +195,15 @@ final class FaultProxy: @unchecked Sendable {
                     return
                 }
             }
+            if upward, case .stall(let matching) = mode,
+                matching.map({ String(decoding: buffer[0..<n], as: UTF8.self).contains($0) }) ?? true
+            {
+                lock.withLock { _stalled += 1 }
+                while case .stall = mode, !lock.withLock({ stopped }) { usleep(20_000) }
+            }
             switch mode {
+            case .slow(let rate):
+                usleep(UInt32(min(Double(n) / Double(max(rate, 1)), 10) * 1_000_000))
             case .cutUpload(let after) where upward && carried > after,
                 .cutDownload(let after) where !upward && carried > after:
                 // Part of the chunk goes through, then the connection is gone.

@@ -75,7 +75,7 @@ struct FollowCommand: GranaryCommand {
         let backup = BackupOperation(root: root, repository: repository, options: options)
         let run = FollowRun(
             root: root, repository: repository, backup: backup, cap: settings.bytesPerUser.value,
-            users: try UserID.named(users))
+            users: try UserID.named(users), uploads: settings.followUploads.value)
         let every = interval ?? settings.followInterval.value
         var result = FollowResult()
         let log: (FollowEvent) -> Void = { event in

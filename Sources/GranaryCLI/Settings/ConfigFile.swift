@@ -24,6 +24,8 @@ public struct ConfigFile: Sendable {
     public var ownerTimeout: Duration?
     /// `follow_interval`: how often `follow` ships each user's commits.
     public var followInterval: Duration?
+    /// `follow_uploads`: the rclone runs uploading segments at once (a remote repository).
+    public var followUploads: Int?
     public var jobs: Int?
     public var retention: RetentionPolicy?
     /// Repositories each new archive is also sent to (`[[mirror]]` tables, each with `repo`).
@@ -231,6 +233,8 @@ public enum SettingLimits {
     public static let ownerTimeout = Duration.milliseconds(1)...Duration.seconds(3600)
     /// How often `follow` ships each user's commits (`follow_interval`, `--interval`).
     public static let followInterval = Duration.milliseconds(10)...Duration.seconds(3600)
+    /// rclone runs uploading `follow`'s segments at once (`follow_uploads`).
+    public static let followUploads = 1...64
     /// Remote timeouts (`[remote] connect_timeout`, `timeout`): 1 s to an hour.
     public static let remoteTimeout = Duration.seconds(1)...Duration.seconds(3600)
     /// Remote tries (`[remote] retries`, `low_level_retries`).

@@ -136,6 +136,13 @@ extension ConfigKey {
             config.followInterval = try reader.duration(value, key, SettingLimits.followInterval)
         },
         setting(
+            "follow_uploads", .integer, "4",
+            "How many rclone runs follow keeps uploading segments at once to a remote repository: 1 to 64.", "8",
+            \.followUploads, { .integer($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.followUploads = try reader.integer(value, key, SettingLimits.followUploads)
+        },
+        setting(
             "jobs", .integer, "1", "How many users backup --all works on at once: 1 to 64.", "2", \.jobs,
             { .integer($0) }
         ) { value, key, reader, config throws(ConfigError) in

@@ -56,6 +56,10 @@ public final class UserFollower {
     /// For each store, when the last read that went to the end of its `-wal` began (microseconds):
     /// every commit a later read of it finds was acknowledged after that.
     var readThrough: [String: Int64] = [:]
+    /// The last segment read was not published (its publish failed, or was given up): the next
+    /// round reads its commits again, and the changes the caller reports then are later than
+    /// theirs, so only ``readThrough`` bounds when they were acknowledged.
+    var rereading = false
     /// How long after its acknowledgement a commit may be observed with the moments in between
     /// still claimed (`follow_interval`; microseconds): a segment that may hold a commit observed
     /// later than that leaves those moments out of its window (``readRound``).
@@ -63,6 +67,51 @@ public final class UserFollower {
     /// The zstd context its segments are written with (one kept by ``FollowRun`` for every user;
     /// nil: a new one per segment).
     public var compressor: SegmentCompressor?
+    /// Publishes this user's segments in the background (a remote repository; nil: each is
+    /// published within its round). See ``SegmentShipper``.
+    public var shipper: SegmentShipper?
+    /// The segment handed to ``shipper`` and not yet published, with what its publish makes of
+    /// the follower's state (``shipped(_:)``): until then the user is not read again.
+    var inFlight: InFlight?
+
+    struct InFlight {
+        let sequence: Int
+        let cursors: [String: Segment.StoreCursor]
+        let behind: Set<String>
+        let lastShipped: Int64
+        let readToEnd: [String]
+        let began: Int64
+        let event: FollowEvent
+    }
+
+    /// Whether a segment of this user is being published (``shipper``).
+    public var uploading: Bool { inFlight != nil }
+
+    /// What became of the segment handed to ``shipper``: published, the follower's state moves
+    /// on to it; abandoned, it stays where it was (the next round reads the same commits again,
+    /// in the same generation).
+    public func shipped(_ outcome: SegmentShipper.Outcome) -> [FollowEvent] {
+        guard let flight = inFlight else { return [] }
+        inFlight = nil
+        switch outcome {
+        case .published:
+            sequence = flight.sequence
+            cursors = flight.cursors
+            behind = flight.behind
+            lastShipped = flight.lastShipped
+            rereading = false
+            for name in flight.readToEnd { readThrough[name] = flight.began }
+            return [flight.event]
+        case .abandoned(let reason):
+            return [
+                FollowEvent(
+                    kind: .paused, user: user.rawValue,
+                    message:
+                        "following paused: segment \(flight.sequence) not published (\(reason)); its commits are read again"
+                )
+            ]
+        }
+    }
 
     public init(user: UserID, root: Root, repository: any Repository, backup: BackupOperation, cap: Int64) {
         self.user = user
@@ -111,6 +160,8 @@ public final class UserFollower {
 
     func turn(only: Set<String>?, changedAfter: Int64?) throws -> [FollowEvent] {
         var events: [FollowEvent] = []
+        // Its segment under way is published first: the next one must follow it.
+        guard inFlight == nil else { return events }
         if generation == nil {
             return try startGeneration(reason: "following starts", events: &events)
         }
@@ -126,9 +177,9 @@ public final class UserFollower {
     /// Ships what the stores (all, or those of `only`) hold now, without starting a generation
     /// when continuity is lost (that waits for the next run): what `follow` does when stopped.
     public func ship(only: Set<String>?, changedAfter: Int64? = nil) throws -> [FollowEvent] {
-        guard generation != nil else { return [] }
+        guard generation != nil, inFlight == nil else { return [] }
         let outcome = try SleepAllowance.within(Self.turnSleep) { () throws -> RoundOutcome in
-            try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter)
+            try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter, background: false)
         }
         switch outcome {
         case .shipped(let event): return event.map { [$0] } ?? []
@@ -209,6 +260,7 @@ public final class UserFollower {
             behind = []
             resumed = false
             readThrough = [:]
+            rereading = false
             events.append(
                 FollowEvent(
                     kind: .generation, user: user.rawValue,
@@ -247,7 +299,11 @@ public final class UserFollower {
 
     /// Reads every store (or those of `only`) from its cursor into one segment and publishes it
     /// (the first segment of a generation always, later ones when they hold commits).
-    func readRound(first: Bool = false, only: Set<String>? = nil, changedAfter: Int64? = nil) throws -> RoundOutcome {
+    /// With ``shipper`` and `background` (not a first segment), the segment is handed to it and
+    /// the state moves on once it is published (``shipped(_:)``).
+    func readRound(first: Bool = false, only: Set<String>? = nil, changedAfter: Int64? = nil, background: Bool = true)
+        throws -> RoundOutcome
+    {
         if !first { CrashPoint.reach(.followRead) }
         let stores: [StoreFile]
         if let only, !first {
@@ -380,7 +436,7 @@ public final class UserFollower {
                     if read.commits > 0 {
                         // Acknowledged after the last read through this store began, and after
                         // the change the kernel reported (when it reported one).
-                        let after = max(readThrough[store.name] ?? .min, changedAfter ?? .min)
+                        let after = max(readThrough[store.name] ?? .min, rereading ? .min : (changedAfter ?? .min))
                         oldest = min(oldest ?? after, after)
                     }
                 }
@@ -412,9 +468,26 @@ public final class UserFollower {
         let trailer = writer.trailer
         let name = Segment.fileName(sequence: sequence + 1, first: trailer.first, last: trailer.last)
         let object = followFolder + "/" + generation + "/" + name
+        if let shipper, background, !first {
+            // Published in the background (the file is the shipper's now): the state moves on
+            // once it is (shipped(_:)).
+            inFlight = InFlight(
+                sequence: sequence + 1, cursors: next, behind: left, lastShipped: trailer.last, readToEnd: readToEnd,
+                began: began,
+                event: FollowEvent(
+                    kind: .segment, user: user.rawValue,
+                    message:
+                        "segment \(sequence + 1) of \(generation): \(trailer.commits) commits, \(trailer.frames) frames"
+                ))
+            rereading = true
+            shipper.send(user: user, object: object, file: temporary)
+            return .shipped(nil)
+        }
         // Renamed into place by the publish, or copied (then the temporary is left behind).
         defer { unlink(temporary) }
+        rereading = true
         try repository.publishObject(object, from: temporary)
+        rereading = false
         sequence += 1
         cursors = next
         behind = left
@@ -654,6 +727,12 @@ public final class FollowRun {
     let compressor = SegmentCompressor()
     /// How often every user is read whole (and the root listed) without an event: 5 minutes.
     public var sweep: Duration = .seconds(300)
+    /// Publishes segments in the background to a remote repository (nil for a local one, where a
+    /// publish is a rename): ``SegmentShipper``.
+    let shipper: SegmentShipper?
+    /// When the round began whose segment is being published, for each user (its status is
+    /// recorded once the segment is published).
+    var uploadBegan: [UserID: Int64] = [:]
 
     /// A user's work waiting: since when, which stores, or all of them after a scan.
     struct Pending {
@@ -681,8 +760,13 @@ public final class FollowRun {
     var statusWrittenAt: ContinuousClock.Instant?
     var drainedAt = ArchiveName.micros(Date())
 
-    public init(root: Root, repository: any Repository, backup: BackupOperation, cap: Int64, users: [UserID]) {
+    /// `uploads`: the rclone runs publishing segments at once, with a remote repository
+    /// (`follow_uploads`).
+    public init(
+        root: Root, repository: any Repository, backup: BackupOperation, cap: Int64, users: [UserID], uploads: Int = 4
+    ) {
         self.root = root
+        shipper = repository.localPath == nil ? SegmentShipper(repository: repository, runs: uploads) : nil
         self.repository = repository
         self.backup = backup
         self.cap = cap
@@ -705,11 +789,36 @@ public final class FollowRun {
     public func round(log: (FollowEvent) -> Void) throws {
         try repository.prepare()
         let users = named.isEmpty ? try root.scan().users : named
+        // One run: a segment whose upload keeps failing is given up after a few tries (said),
+        // not tried for as long as a follower that runs on would.
+        shipper?.attempts = 2
         for user in users {
             try Interruption.check()
             process(user, Pending(since: clock.now, whole: true), log: log)
         }
+        shipper?.waitIdle(until: nil)
+        collectShipped(log: log)
         try writeStatus(log: log)
+    }
+
+    /// Takes in what the shipper published (or gave up) since the last call: each user's state
+    /// and status move on, and a user with more to read is due again.
+    func collectShipped(log: (FollowEvent) -> Void) {
+        guard let shipper else { return }
+        let (outcomes, notices) = shipper.take()
+        for notice in notices { log(notice) }
+        for (user, outcome) in outcomes {
+            guard let follower = followers[user] else { continue }
+            for event in follower.shipped(outcome) { log(event) }
+            let began = uploadBegan.removeValue(forKey: user) ?? ArchiveName.micros(Date())
+            status.record(
+                user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
+                lastShipped: follower.lastShipped, began: began, caughtUp: follower.behind.isEmpty,
+                paused: failing[user].map { "following paused: \($0)" })
+            if !follower.behind.isEmpty {
+                add(user, stores: follower.behind, whole: false, since: clock.now - interval / 2)
+            }
+        }
     }
 
     /// Follows until a signal, then ships what is held and returns.
@@ -725,10 +834,12 @@ public final class FollowRun {
         try discover(log: log)
         var nextRootScan = clock.now + (rootWatched ? sweep : interval)
         while true {
-            // Due users, oldest change first.
+            collectShipped(log: log)
+            // Due users, oldest change first (a user whose segment is being published waits for it).
             let now = clock.now
             let delay = Duration.microseconds(pacing.delay)
-            let due = pending.filter { $0.value.since + delay <= now }.sorted { $0.value.since < $1.value.since }
+            let due = pending.filter { $0.value.since + delay <= now && followers[$0.key]?.uploading != true }
+                .sorted { $0.value.since < $1.value.since }
             for user in due.map(\.key) {
                 if Interruption.isRequested { break }
                 // Its work as it stands now (changes seen since the list was made included).
@@ -772,7 +883,10 @@ public final class FollowRun {
             }
             // Wait for events until the next user is due (100 ms at most, so that a signal that
             // came just before the wait is seen soon).
-            let next = pending.values.map { $0.since + .microseconds(pacing.delay) }.min() ?? (after + .seconds(1))
+            let next =
+                pending.filter { followers[$0.key]?.uploading != true }.values.map {
+                    $0.since + .microseconds(pacing.delay)
+                }.min() ?? (after + .seconds(1))
             let wait = min(max(next - clock.now, .zero), .milliseconds(100))
             if let watcher {
                 watcher.wait(wait)
@@ -799,15 +913,24 @@ public final class FollowRun {
     /// further signals held back. Users not reached are named in one line; their commits stay
     /// in their `-wal` files and the next run resumes from their last segment.
     func flush(log: (FollowEvent) -> Void) {
+        // Segments being published are waited for within the budget; those not published by
+        // then are left (the next run resumes from the last one published).
+        let deadline = clock.now + stopBudget
+        if let shipper {
+            shipper.waitIdle(until: deadline)
+            collectShipped(log: log)
+            shipper.stop()
+        }
         var changes = FollowChanges()
         watcher?.drain(into: &changes)
         apply(changes, changedAfter: drainedAt, log: log)
-        let deadline = clock.now + stopBudget
         var shipped = 0
         var left = 0
         Interruption.heldBack {
             for (user, work) in pending.sorted(by: { $0.value.since < $1.value.since }) {
-                guard let follower = followers[user], follower.generation != nil else { continue }
+                guard let follower = followers[user], follower.generation != nil, !follower.uploading else {
+                    continue
+                }
                 // The oldest is always read, however slow the machine.
                 if shipped > 0 && clock.now >= deadline {
                     left += 1
@@ -901,6 +1024,7 @@ public final class FollowRun {
         follower.tolerance = max(
             1_000_000, interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000)
         follower.compressor = compressor
+        follower.shipper = shipper
         if follower.resume(), let generation = follower.generation {
             log(
                 FollowEvent(
@@ -955,6 +1079,11 @@ public final class FollowRun {
             failing[user] = text
             paused = "following paused: \(text)"
         }
+        if follower.uploading && paused == nil {
+            // Recorded once its segment is published (collectShipped).
+            uploadBegan[user] = began
+            return
+        }
         status.record(
             user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
             lastShipped: follower.lastShipped, began: began, caughtUp: follower.behind.isEmpty, paused: paused)
@@ -967,7 +1096,7 @@ public final class FollowRun {
     func writeStatus(log: (FollowEvent) -> Void) throws {
         for (user, follower) in followers
         where pending[user] == nil && failing[user] == nil && follower.behind.isEmpty && follower.generation != nil
-            && watcher != nil && watcher?.polled[user] == nil
+            && !follower.uploading && watcher != nil && watcher?.polled[user] == nil
         {
             status.caughtUp(user: user.rawValue, through: drainedAt)
         }

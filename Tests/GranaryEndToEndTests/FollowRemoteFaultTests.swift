@@ -1,0 +1,191 @@
+import Foundation
+import GranaryKit
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `follow --repo s3:…` behind a connection that stalls, slows and is cut (a ``FaultProxy``
+/// between rclone and moto) while two users' ledger writers commit: one user's stalled uploads
+/// do not stop the other's, a stall or a cut shows as lag (the segment is claimed once its
+/// upload completed, never before), no segment of a generation is published after a missing
+/// earlier one, and `restore --at T` at moments inside and around the faults holds every write
+/// acknowledged by T − 1 s when T is claimed, and none acknowledged after T + 1 s.
+@Suite(
+    "follow: an S3 repository behind a connection that stalls, slows and is cut", .serialized,
+    .enabled(if: S3Server.available, S3Server.unavailableReason)
+)
+struct FollowRemoteFaultTests {
+    let folder = TemporaryFolder("granary-follow-faults")
+    var root: String { folder.child("root") }
+    let bucket: String
+    let server: S3Server
+
+    init() throws {
+        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
+        self.server = server
+        bucket = "f" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        try server.makeBucket(bucket)
+    }
+
+    var now: Int64 { ArchiveName.micros(Date()) }
+
+    func waitFor(_ what: String, upTo bound: Duration = .seconds(120), _ condition: () -> Bool) throws {
+        let deadline = ContinuousClock.now + bound
+        while ContinuousClock.now < deadline {
+            if condition() { return }
+            usleep(50_000)
+        }
+        Issue.record("waited in vain for \(what)")
+        throw CancellationError()
+    }
+
+    @Test(
+        "stall, slow, cut: other users go on, a fault is lag and never a false claim, restore --at holds what was acknowledged"
+    )
+    func stallSlowCut() throws {
+        let location = initializedRepository("s3:\(bucket)/faults", environment: server.environment())
+        let opened = try Repositories.open(location, environment: server.environment())
+        func generations(_ user: String) -> [FollowCatalogue.Generation] {
+            (try? FollowCatalogue.generations(in: opened, user: try UserID(user), host: nil)) ?? []
+        }
+        func segments(_ user: String) -> Int { generations(user).reduce(0) { $0 + $1.segments.count } }
+
+        var owners: [FollowMatrixTests.Owner] = []
+        // Ten commits a second each, alice with a PASSIVE checkpoint every 200 (and SQLite's own
+        // every 1,000 pages): each -wal restart between two reads is a new generation, whose
+        // base is a backup uploaded through the proxy too, so they are kept rare.
+        for (user, every) in [("alice", 200), ("bob", 0)] {
+            try FileSystem.makeDirectory(root + "/" + user)
+            let owner = FollowMatrixTests.Owner(
+                user: user, root: root, ledger: folder.child("ledger-" + user), intervalMs: 100,
+                checkpointEvery: every, mode: "PASSIVE")
+            try FollowFixtures.makeWALStore(owner.store, rows: (1...20).map { "item \($0)" }, ledger: true)
+            try owner.start()
+            owners.append(owner)
+        }
+        defer { for owner in owners { owner.stop() } }
+        try waitFor("first writes") { owners.allSatisfy { $0.rows.count >= 5 } }
+
+        let proxy = try FaultProxy(upstream: server.port)
+        defer { proxy.stop() }
+        let follow = try FollowProcess(
+            ["--root", root, "--repo", location], log: folder.child("follow.log"), interval: "200ms",
+            environment: server.environment(endpointPort: proxy.port))
+        defer { follow.stop(SIGKILL) }
+        try waitFor("both users' first windows") { owners.allSatisfy { segments($0.user) >= 3 } }
+        let began = owners.compactMap { generations($0.user).first?.window?.from }.max() ?? now
+
+        // 1. alice's uploads stall (accepted, nothing passed on); bob's go on meanwhile.
+        var spans: [(name: String, from: Int64, to: Int64)] = []
+        let aliceBefore = segments("alice")
+        let bobBefore = segments("bob")
+        var from = now
+        proxy.mode = .stall(matching: "/alice/follow/")
+        try waitFor("an upload of alice held") { proxy.stalledRequests > 0 }
+        let bobStalled = segments("bob")
+        usleep(4_000_000)
+        let aliceDuring = segments("alice")
+        let bobDuring = segments("bob")
+        // Her lag, as check reads it from the state follow writes (not through the proxy's stall).
+        let checked = try GranaryProcess.run(
+            ["check", "alice", "--json", "--root", root, "--repo", location], environment: server.environment())
+        proxy.mode = .pass
+        spans.append(("stall", from, now))
+        #expect(bobDuring >= bobStalled + 2, "bob's segments went on: \(bobBefore), \(bobStalled) → \(bobDuring)")
+        #expect(aliceDuring <= aliceBefore + 1, "alice's uploads were held: \(aliceBefore) → \(aliceDuring)")
+        if let report = ((try? JSONSerialization.jsonObject(with: Data(checked.stdout.utf8))) as? [String: Any])?[
+            "users"] as? [[String: Any]], let lag = report.first?["followLagSeconds"] as? Double
+        {
+            #expect(lag >= 1.5, "alice's lag during the stall: \(lag) s")
+        } else {
+            Issue.record("check alice --json: \(checked.stdout) \(checked.stderr)")
+        }
+        try waitFor("alice's segments after the stall") { segments("alice") > aliceDuring + 1 }
+
+        // 2. Every connection slowed to 16 KiB/s each way.
+        from = now
+        proxy.mode = .slow(bytesPerSecond: 16 << 10)
+        usleep(3_000_000)
+        proxy.mode = .pass
+        spans.append(("slow", from, now))
+
+        // 3. Every connection cut once 1 KiB went up (a request head and little more).
+        from = now
+        let cutBefore = owners.map { segments($0.user) }
+        proxy.mode = .cutUpload(after: 1024)
+        usleep(3_000_000)
+        proxy.mode = .pass
+        spans.append(("cut", from, now))
+        try waitFor("segments after the cut") {
+            zip(owners, cutBefore).allSatisfy { owner, before in segments(owner.user) > before + 1 }
+        }
+        usleep(1_000_000)
+        for owner in owners { owner.stop() }
+        follow.stop(SIGTERM)
+        let once = try GranaryProcess.run(
+            ["follow", "--once", "--root", root, "--repo", location], environment: server.environment())
+        #expect(once.status == 0, "\(once.stderr)")
+        let ended = now
+        // Whether an upload was under way during the cut depends on the machine's pace.
+        withKnownIssue("no segment upload may have been under way during the cut", isIntermittent: true) {
+            #expect(follow.journal.contains("segment upload failed"), "\(follow.journal)")
+        }
+
+        // No hole: every generation's segments run from 1 without a gap.
+        for owner in owners {
+            for generation in generations(owner.user) {
+                let numbers = generation.segments.map(\.sequence)
+                #expect(numbers == Array(1...max(1, numbers.count)), "\(owner.user) \(generation.name): \(numbers)")
+            }
+        }
+
+        // Moments at random over the run, and inside each fault.
+        var rng = SplitMix(seed: 5151)
+        var moments: [(at: Int64, user: Int)] = (0..<6).map { index in
+            (began + Int64(rng.next() % UInt64(max(1, ended - began))), index % owners.count)
+        }
+        for span in spans {
+            for user in owners.indices { moments.append((span.from + (span.to - span.from) / 2, user)) }
+        }
+        var claimed = 0
+        for (index, moment) in moments.enumerated() {
+            let owner = owners[moment.user]
+            let rows = owner.rows
+            let target = folder.child("at-\(index)")
+            #expect(mkdir(target, 0o700) == 0)
+            let stamp = ArchiveName.stamp(micros: moment.at, precise: true)
+            let result = try GranaryProcess.run(
+                ["restore", owner.user, "--at", stamp, "--to", target, "--root", root, "--repo", location],
+                environment: server.environment())
+            #expect(result.status == 0, "restore \(owner.user) --at \(stamp): \(result.stderr)")
+            guard result.status == 0 else { continue }
+            let path = target + "/Local.sqlite"
+            let restored = try Database(path: path, mode: .readOnly)
+            #expect(restored.integrityCheck(full: true) == ["ok"], "T=\(stamp) \(owner.user)")
+            let seqs = try LedgerAudit.ids(path, table: "ledger_writes")
+            let prefix = Set(rows.prefix(seqs.count).map(\.seq))
+            #expect(seqs == prefix, "T=\(stamp) \(owner.user): not a prefix of the ledger")
+            let late = rows.filter { $0.at > moment.at + 1_000_000 }.map(\.seq).filter(seqs.contains).count
+            #expect(late == 0, "T=\(stamp) \(owner.user): \(late) rows acknowledged after T + 1 s")
+            if result.stderr.contains("within the followed window") {
+                claimed += 1
+                let missing = rows.filter { $0.at <= moment.at - 1_000_000 }.map(\.seq).filter { !seqs.contains($0) }
+                // The segment's first and last observations relative to T, to tell a false claim
+                // apart (one was found here: a segment given up and read again, its commits'
+                // acknowledgements bounded by the later changes reported; UserFollower.rereading).
+                #expect(
+                    missing.isEmpty,
+                    "T=\(stamp) \(owner.user): claimed, yet \(missing.count) rows acknowledged by T - 1 s are missing (acknowledged \(rows.filter { missing.contains($0.seq) }.map { $0.at - moment.at }); segments \(generations(owner.user).map { $0.segments.map { "\($0.sequence):\($0.first - moment.at)..\($0.last - moment.at)" } }))"
+                )
+            } else {
+                #expect(result.stderr.contains("outside every followed window"), "\(result.stderr)")
+                let windows = generations(owner.user).flatMap(\.windows)
+                #expect(!windows.contains { $0.from <= moment.at && moment.at <= $0.to }, "T=\(stamp) \(owner.user)")
+            }
+        }
+        print("follow through faults: \(moments.count) moments, \(claimed) claimed, spans \(spans.map(\.name))")
+        #expect(claimed > 0)
+    }
+}
