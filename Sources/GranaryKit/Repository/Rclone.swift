@@ -74,27 +74,7 @@ public struct Rclone: Sendable {
     ) throws(RepositoryError) -> Output {
         let process = try start(arguments, extra: extra, stdinPath: input)
         var output: [UInt8] = []
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
-        defer { buffer.deallocate() }
-        let started = ContinuousClock.now
-        var timedOut = false
-        while true {
-            if let deadline {
-                let left = deadline - (ContinuousClock.now - started).timeInterval
-                if left <= 0 {
-                    timedOut = true
-                    break
-                }
-                var ready = pollfd(fd: process.output, events: Int16(POLLIN), revents: 0)
-                let polled = poll(&ready, 1, Int32(min(left, 1) * 1000) + 1)
-                if polled < 0 && errno == EINTR { continue }
-                if polled == 0 { continue }
-            }
-            let n = Glibc.read(process.output, buffer.baseAddress, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
-        }
+        let timedOut = Self.read(process, deadline: deadline) { output.append(contentsOf: $0) }
         if timedOut { process.stop() }
         let status = process.wait()
         var result = Output(status: status, standardOutput: output, diagnostics: process.diagnostics())
@@ -103,6 +83,28 @@ public struct Rclone: Sendable {
     }
 
     /// Starts rclone with its standard output on a pipe the caller reads (a streamed download).
+    /// Hands `chunk` what `process` writes to its output, as it comes, until the output ends or
+    /// `deadline` seconds have passed (then true: the caller stops the process).
+    static func read(_ process: RcloneProcess, deadline: Double?, _ chunk: (UnsafeRawBufferPointer) -> Void) -> Bool {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
+        defer { buffer.deallocate() }
+        let started = ContinuousClock.now
+        while true {
+            if let deadline {
+                let left = deadline - (ContinuousClock.now - started).timeInterval
+                if left <= 0 { return true }
+                var ready = pollfd(fd: process.output, events: Int16(POLLIN), revents: 0)
+                let polled = poll(&ready, 1, Int32(min(left, 1) * 1000) + 1)
+                if polled < 0 && errno == EINTR { continue }
+                if polled == 0 { continue }
+            }
+            let n = Glibc.read(process.output, buffer.baseAddress, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            chunk(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+    }
+
     public func start(_ arguments: [String], extra: [String: String] = [:], stdinPath: String? = nil)
         throws(RepositoryError) -> RcloneProcess
     {

@@ -72,26 +72,8 @@ extension RcloneRepository {
         let process = try rclone.start(arguments, extra: extra)
         var done: Set<String> = []
         var pending: [UInt8] = []
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 8)
-        defer { buffer.deallocate() }
-        let started = ContinuousClock.now
-        var timedOut = false
-        while true {
-            if let deadline {
-                let left = deadline - (ContinuousClock.now - started).timeInterval
-                if left <= 0 {
-                    timedOut = true
-                    break
-                }
-                var ready = pollfd(fd: process.output, events: Int16(POLLIN), revents: 0)
-                let polled = poll(&ready, 1, Int32(min(left, 1) * 1000) + 1)
-                if polled < 0 && errno == EINTR { continue }
-                if polled == 0 { continue }
-            }
-            let n = Glibc.read(process.output, buffer.baseAddress, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        let timedOut = Rclone.read(process, deadline: deadline) { bytes in
+            pending.append(contentsOf: bytes)
             while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = Array(pending[..<newline])
                 pending.removeSubrange(...newline)
