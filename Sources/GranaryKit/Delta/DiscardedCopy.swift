@@ -110,21 +110,32 @@ struct DiscardedCopy {
             var off: Int32 = 0
             if reading { _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off) }
         }
-        if let live, let candidates = recorder.candidates {
-            // Phase 2's copy: the candidates read alone, then the check in this transaction.
-            recorder.pageSize = pageSize
-            try recorder.startDiscarding(base: noCopy.basePages, log: noCopy.log, maxChanged: noCopy.maxChanged)
-            recorder.pagesRead = .success(try readPages(live, candidates: candidates))
+        // The check in this read transaction. A check that failed inside SQLite (its memory
+        // ceiling, an I/O error) may have ended the transaction and still reported nothing: then
+        // the check did not read what the copy read.
+        func checkInTransaction() throws {
             try noCopy.inTransaction(source)
             guard sqlite3_get_autocommit(source.handle) == 0 else {
                 throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
             }
+        }
+        // Ends the read transaction: the read-ahead off first (its blocks hold only while the
+        // transaction lasts).
+        func commit() throws {
             if reading {
                 var off: Int32 = 0
                 _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
             }
             open = false
             try source.execute("COMMIT")
+        }
+        if let live, let candidates = recorder.candidates {
+            // Phase 2's copy: the candidates read alone, then the check in this transaction.
+            recorder.pageSize = pageSize
+            try recorder.startDiscarding(base: noCopy.basePages, log: noCopy.log, maxChanged: noCopy.maxChanged)
+            recorder.pagesRead = .success(try readPages(live, candidates: candidates))
+            try checkInTransaction()
+            try commit()
             return Outcome(checkedAfter: "phase 2 read only the pages follow saw change")
         }
         // The check's connection, in a read transaction on the copy's state, or nil (the check
@@ -163,19 +174,9 @@ struct DiscardedCopy {
             try checked.get()
         } else {
             try copy(pageSize: pageSize)
-            try noCopy.inTransaction(source)
-            // A check that failed inside SQLite (its memory ceiling, an I/O error) may have ended the
-            // transaction and still reported nothing: then the check did not read what the copy read.
-            guard sqlite3_get_autocommit(source.handle) == 0 else {
-                throw NoCopyFallback(reason: "the check's read transaction ended before the check did")
-            }
+            try checkInTransaction()
         }
-        if reading {
-            var off: Int32 = 0
-            _ = sqlite3_file_control(source.handle, "main", SNAPSHOT_TEE_FCNTL_LIVE_READAHEAD, &off)
-        }
-        open = false
-        try source.execute("COMMIT")
+        try commit()
         var outcome = Outcome()
         if case .failure(let why) = opened { outcome.checkedAfter = why.reason }
         return outcome
