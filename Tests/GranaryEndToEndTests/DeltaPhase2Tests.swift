@@ -73,16 +73,6 @@ struct DeltaPhase2Tests {
 
     typealias Follow = FollowProcess
 
-    func waitFor(_ what: String, _ follow: Follow, _ condition: () throws -> Bool) throws {
-        let deadline = ContinuousClock.now + .seconds(120)
-        while ContinuousClock.now < deadline {
-            if (try? condition()) == true { return }
-            usleep(20_000)
-        }
-        Issue.record("waited in vain for \(what); follow said:\n\(follow.journal)")
-        throw CancellationError()
-    }
-
     /// The bytes of `member` in the uncompressed archive at `archive`.
     func member(_ member: String, of archive: String) throws -> Data {
         let out = folder.child("extract-\(UUID().uuidString)")

@@ -1,5 +1,6 @@
 import Foundation
 import GranaryKit
+import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -21,6 +22,22 @@ enum FollowFixtures {
         for row in rows { try db.run("INSERT INTO items(body) VALUES (?)", [.text(row)]) }
         if keepWAL { try db.keepWALOnClose() }
     }
+}
+
+/// Polls `condition` (a throw counts as "not yet") every 20 ms until it holds; after `bound`,
+/// records "waited in vain for WHAT" (with what `follow` said, when given) and throws.
+func waitFor(
+    _ what: String, _ follow: FollowProcess? = nil, upTo bound: Duration = .seconds(120),
+    _ condition: () throws -> Bool
+) throws {
+    let deadline = ContinuousClock.now + bound
+    while ContinuousClock.now < deadline {
+        if (try? condition()) == true { return }
+        usleep(20_000)
+    }
+    let said = follow.map { "; follow said:\n\($0.journal)" } ?? ""
+    Issue.record("waited in vain for \(what)\(said)")
+    throw CancellationError()
 }
 
 /// `granary follow` started by a test in the background (`--interval 100ms` unless asked

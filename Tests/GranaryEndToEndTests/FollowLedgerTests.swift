@@ -35,16 +35,6 @@ struct FollowLedgerTests {
         }
     }
 
-    func waitFor(_ what: String, upTo bound: Duration = .seconds(120), _ condition: () -> Bool) throws {
-        let deadline = ContinuousClock.now + bound
-        while ContinuousClock.now < deadline {
-            if condition() { return }
-            usleep(20_000)
-        }
-        Issue.record("waited in vain for \(what)")
-        throw CancellationError()
-    }
-
     func segments() -> Int {
         FollowCatalogue.generations(in: repo, user: try! UserID(user), host: nil).reduce(0) { $0 + $1.segments.count }
     }

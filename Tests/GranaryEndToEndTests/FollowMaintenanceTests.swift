@@ -458,10 +458,7 @@ struct FollowS3MirrorTests {
     var store: String { root + "/alice/Local.sqlite" }
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "f" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("f")
         try FileSystem.makeDirectory(root + "/alice")
         try FollowFixtures.makeWALStore(store)
     }

@@ -34,18 +34,6 @@ struct FollowManyTests {
 
     typealias Follow = FollowProcess
 
-    func waitFor(_ what: String, _ follow: Follow, upTo bound: Duration = .seconds(120), _ condition: () -> Bool)
-        throws
-    {
-        let deadline = ContinuousClock.now + bound
-        while ContinuousClock.now < deadline {
-            if condition() { return }
-            usleep(20_000)
-        }
-        Issue.record("waited in vain for \(what); follow said:\n\(follow.journal)")
-        throw CancellationError()
-    }
-
     func generations(_ user: String) -> [FollowCatalogue.Generation] {
         FollowCatalogue.generations(in: repo, user: try! UserID(user), host: nil)
     }

@@ -97,16 +97,6 @@ struct FollowMatrixTests {
 
     var now: Int64 { ArchiveName.micros(Date()) }
 
-    func waitFor(_ what: String, upTo bound: Duration = .seconds(120), _ condition: () -> Bool) throws {
-        let deadline = ContinuousClock.now + bound
-        while ContinuousClock.now < deadline {
-            if condition() { return }
-            usleep(20_000)
-        }
-        Issue.record("waited in vain for \(what)")
-        throw CancellationError()
-    }
-
     func generations(_ user: String) -> [FollowCatalogue.Generation] {
         FollowCatalogue.generations(in: repo, user: try! UserID(user), host: nil)
     }

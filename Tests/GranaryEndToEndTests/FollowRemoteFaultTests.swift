@@ -23,23 +23,10 @@ struct FollowRemoteFaultTests {
     let server: S3Server
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "f" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("f")
     }
 
     var now: Int64 { ArchiveName.micros(Date()) }
-
-    func waitFor(_ what: String, upTo bound: Duration = .seconds(120), _ condition: () -> Bool) throws {
-        let deadline = ContinuousClock.now + bound
-        while ContinuousClock.now < deadline {
-            if condition() { return }
-            usleep(50_000)
-        }
-        Issue.record("waited in vain for \(what)")
-        throw CancellationError()
-    }
 
     @Test(
         "stall, slow, cut: other users go on, a fault is lag and never a false claim, restore --at holds what was acknowledged"

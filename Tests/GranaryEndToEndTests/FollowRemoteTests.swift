@@ -25,10 +25,7 @@ struct FollowRemoteTests {
     let user = "alice"
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "r" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("r")
         try FileSystem.makeDirectory(root + "/alice")
         try FollowFixtures.makeWALStore(store)
     }
@@ -140,10 +137,15 @@ struct FollowRemoteTests {
             #expect(try rows(mirrorStore) == expected)
         }
         // Nothing of the downloads is left in the work folder (shared with other runs: only the
-        // names these restores make are looked for).
+        // names these restores make are looked for, and a replay folder only when the process
+        // its name holds, `.replay.tmp-PID-…`, has ended: another suite's restore may be running).
         let work = try Repositories.open(mirror, environment: server.environment()).workFolder
         let leftovers = FileSystem.contents(of: work).filter { name in
-            name.hasPrefix(".replay.tmp-") || generation.segments.contains { name.contains($0.name) }
+            if name.hasPrefix(".replay.tmp-") {
+                let pid = name.dropFirst(".replay.tmp-".count).split(separator: "-").first.flatMap { pid_t($0) }
+                return pid.map { kill($0, 0) != 0 && errno == ESRCH } ?? true
+            }
+            return generation.segments.contains { name.contains($0.name) }
         }
         #expect(leftovers.isEmpty, "\(leftovers)")
 

@@ -23,10 +23,7 @@ struct HostsTests {
     static let users = ["alice@example.com", "bob@example.com"]
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "h" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("h")
         try FileSystem.makeDirectory(root)
     }
 

@@ -19,10 +19,7 @@ struct MirrorTests {
     var mirror: String { initializedRepository("s3:\(bucket)/mirror", environment: server.environment()) }
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "m" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("m")
         try FileSystem.makeDirectory(root + "/alice@example.com")
         try FileSystem.makeDirectory(root + "/bob@example.com")
         try SampleData.makeItemsStore(root + "/alice@example.com/Local.sqlite", rows: 60, walOnlyTail: 5)

@@ -24,10 +24,7 @@ struct RemoteChainDamageTests {
     static let clock = ["GRANARY_TEST_NOW": "20261129T100000Z"]
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("c")
         try FileSystem.makeDirectory(root + "/" + Self.alice)
         try SampleData.makeItemsStore(root + "/" + Self.alice + "/Local.sqlite", rows: 60, walOnlyTail: 0)
     }

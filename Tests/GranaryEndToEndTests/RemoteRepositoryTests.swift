@@ -21,11 +21,16 @@ struct RemoteRepositoryTests {
     /// One server for the suite's tests (each test has its own bucket).
     static let shared: S3Server? = try? S3Server(log: NSTemporaryDirectory() + "/granary-moto-\(getpid()).log")
 
-    init() throws {
-        guard let server = Self.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "t" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+    /// The shared server and a new bucket in it, named `prefix` and up to 8 random hex digits.
+    static func serverAndBucket(_ prefix: String) throws -> (S3Server, String) {
+        guard let server = shared else { throw S3ServerError.didNotStart("moto did not start") }
+        let bucket = prefix + String(UInt32.random(in: 0...UInt32.max), radix: 16)
         try server.makeBucket(bucket)
+        return (server, bucket)
+    }
+
+    init() throws {
+        (server, bucket) = try Self.serverAndBucket("t")
         try FileSystem.makeDirectory(root)
     }
 

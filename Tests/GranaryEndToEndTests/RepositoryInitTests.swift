@@ -191,10 +191,7 @@ struct RemoteRepositoryInitTests {
     let server: S3Server
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "i" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("i")
         try GranaryProcess.run([root], tool: "granary-sample")
     }
 

@@ -7,6 +7,17 @@ import Testing
 /// allows less what rounds lately overshot, never below half the interval.
 @Suite("follow pacing")
 struct FollowPacingTests {
+    /// A pacing of a 1-s interval after `count` rounds 100 ms apart, each `overshoot` late.
+    static func paced(_ count: Int, overshoot: Int64) -> FollowPacing {
+        var pacing = FollowPacing(interval: 1_000_000)
+        var now: Int64 = 10_000_000
+        for _ in 0..<count {
+            pacing.record(due: now - overshoot, ended: now)
+            now += 100_000
+        }
+        return pacing
+    }
+
     @Test("before anything is measured it waits half the interval, as before pacing")
     func startsAtHalf() {
         #expect(FollowPacing(interval: 1_000_000).delay == 500_000)
@@ -15,13 +26,8 @@ struct FollowPacingTests {
 
     @Test("rounds durable soon after they were due: it waits the interval less the floor and the safety")
     func quietRoundsWaitLonger() {
-        var pacing = FollowPacing(interval: 1_000_000)
         // Two windows of rounds that each overshot 30 ms.
-        var now: Int64 = 10_000_000
-        for _ in 0..<50 {
-            pacing.record(due: now - 30_000, ended: now)
-            now += 100_000
-        }
+        let pacing = Self.paced(50, overshoot: 30_000)
         // The floor (three tenths of the interval) and the safety: 650 ms.
         #expect(pacing.delay == 1_000_000 - 300_000 - 50_000)
     }
@@ -48,13 +54,7 @@ struct FollowPacingTests {
 
     @Test("rounds that overshoot more than half the interval: it waits half the interval, no less")
     func loadedFallsBackToHalf() {
-        var pacing = FollowPacing(interval: 1_000_000)
-        var now: Int64 = 10_000_000
-        for _ in 0..<50 {
-            pacing.record(due: now - 900_000, ended: now)
-            now += 100_000
-        }
-        #expect(pacing.delay == 500_000)
+        #expect(Self.paced(50, overshoot: 900_000).delay == 500_000)
     }
 
     @Test("a short interval (the tests' 100 ms) keeps half of it")

@@ -22,6 +22,28 @@ extension AttackTests {
             try db.keepWALOnClose()
         }
 
+        /// `write`s `rows` rows into the victim's and the attacker's `Local.sqlite` (in that order,
+        /// or the attacker's first) and gives each home back to its user.
+        static func writeBoth(_ lab: Lab, rows: Int = 5, attackerFirst: Bool = false) throws {
+            let sides = [
+                (lab.victimHome, lab.victimMarker, lab.victim), (lab.attackerHome, lab.attackerMarker, lab.attacker),
+            ]
+            for (home, marker, _) in attackerFirst ? sides.reversed() : sides {
+                try write(home + "/Local.sqlite", marker: marker, rows: rows)
+            }
+            for (home, _, user) in sides { Lab.chownTree(home, to: user) }
+        }
+
+        /// `write`s `rows` rows into the attacker's `store`, gives their home back to them and runs
+        /// `follow --once attacker` (with `config`): its outcome.
+        static func writeAndFollow(_ lab: Lab, _ store: String, rows: Int = 5, config: String? = nil) throws -> Outcome
+        {
+            try write(store, marker: lab.attackerMarker, rows: rows)
+            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            return try lab.granary(
+                ["follow", "--once", "attacker"] + (config.map { ["--config", $0] } ?? []), timeout: 120)
+        }
+
         static func userID(_ name: String) throws -> UserID { try UserID(name) }
 
         static func generations(_ lab: Lab, _ user: String) throws -> [FollowCatalogue.Generation] {
@@ -75,10 +97,7 @@ extension AttackTests {
             let lab = try Lab()
             let victimStore = lab.victimHome + "/Local.sqlite"
             let attackerStore = lab.attackerHome + "/Local.sqlite"
-            try Self.write(victimStore, marker: lab.victimMarker)
-            try Self.write(attackerStore, marker: lab.attackerMarker)
-            Lab.chownTree(lab.victimHome, to: lab.victim)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            try Self.writeBoth(lab)
             let first = try lab.granary(["follow", "--once"], timeout: 120)
             try #require(first.status == 0, "\(first)")
             try #require(try Self.segmentCount(lab, "victim") == 1 && Self.segmentCount(lab, "attacker") == 1)
@@ -128,22 +147,15 @@ extension AttackTests {
             let lab = try Lab()
             let config = lab.base + "/granary.toml"
             try Lab.write(config, "[limits]\nbytes_per_user = \"64MiB\"\n", mode: 0o644)
-            let victimStore = lab.victimHome + "/Local.sqlite"
             let attackerStore = lab.attackerHome + "/Local.sqlite"
-            try Self.write(victimStore, marker: lab.victimMarker)
-            try Self.write(attackerStore, marker: lab.attackerMarker)
-            Lab.chownTree(lab.victimHome, to: lab.victim)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            try Self.writeBoth(lab)
             let first = try lab.granary(["follow", "--once", "--config", config], timeout: 120)
             try #require(first.status == 0, "\(first)")
             let attackerSegments = try Self.segmentCount(lab, "attacker")
             let victimSegments = try Self.segmentCount(lab, "victim")
             // The attacker commits, then appends a commit frame saying the database is 1 GiB
             // (262,144 pages of 4 KiB), its checksum continuing the chain.
-            try Self.write(attackerStore, marker: lab.attackerMarker, rows: 2)
-            try Self.write(victimStore, marker: lab.victimMarker, rows: 2)
-            Lab.chownTree(lab.victimHome, to: lab.victim)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
+            try Self.writeBoth(lab, rows: 2, attackerFirst: true)
             let appended = try lab.helper("walframe.py", [attackerStore, "1", "262144"])
             #expect(appended.wait(timeout: 30).status == 0)
             let outcome = try lab.granary(["follow", "--once", "--config", config], timeout: 120)
@@ -173,9 +185,7 @@ extension AttackTests {
             let config = lab.base + "/granary.toml"
             try Lab.write(config, "[limits]\nbytes_per_user = \"64MiB\"\n", mode: 0o644)
             let attackerStore = lab.attackerHome + "/Local.sqlite"
-            try Self.write(attackerStore, marker: lab.attackerMarker)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
-            let first = try lab.granary(["follow", "--once", "attacker", "--config", config], timeout: 120)
+            let first = try Self.writeAndFollow(lab, attackerStore, config: config)
             try #require(first.status == 0, "\(first)")
             // The owner's connection stays open (a write transaction held): its -shm index ends at
             // its last commit, so SQLite's readers (a backup) do not see the frame appended after.
@@ -200,12 +210,8 @@ extension AttackTests {
         func restoreAtThroughLinks() throws {
             let lab = try Lab()
             let store = lab.attackerHome + "/Local.sqlite"
-            try Self.write(store, marker: lab.attackerMarker)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
-            try #require(try lab.granary(["follow", "--once", "attacker"], timeout: 120).status == 0)
-            try Self.write(store, marker: lab.attackerMarker, rows: 3)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
-            try #require(try lab.granary(["follow", "--once", "attacker"], timeout: 120).status == 0)
+            try #require(try Self.writeAndFollow(lab, store).status == 0)
+            try #require(try Self.writeAndFollow(lab, store, rows: 3).status == 0)
             let last = try #require(try Self.generations(lab, "attacker").last?.segments.last)
             let moment = ArchiveName.stamp(micros: last.last, precise: true)
             for path in ["Local.sqlite-wal", "Local.sqlite", "Data"] {
@@ -239,9 +245,7 @@ extension AttackTests {
         func largeTransaction() throws {
             let lab = try Lab()
             let store = lab.attackerHome + "/Local.sqlite"
-            try Self.write(store, marker: lab.attackerMarker, rows: 1)
-            Lab.chownTree(lab.attackerHome, to: lab.attacker)
-            let first = try lab.granary(["follow", "--once", "attacker"], timeout: 120)
+            let first = try Self.writeAndFollow(lab, store, rows: 1)
             try #require(first.status == 0, "\(first)")
             try #require(try Self.segmentCount(lab, "attacker") == 1)
             // One transaction of 80 MiB of page images (zeros: the segment stays small).
