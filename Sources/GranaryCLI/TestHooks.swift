@@ -16,6 +16,8 @@ import GranaryKit
 /// - `GRANARY_TEST_WORKER_TRAP=ID` makes the backup worker of user ID trap as it starts;
 ///   `GRANARY_TEST_WORKER_SAYS=ID:FILE` makes it first write FILE's bytes to its parent as they
 ///   are, and `GRANARY_TEST_WORKER_EXIT=ID` exit 0 right after (read in `BackupWorkers.serve`);
+/// - `GRANARY_TEST_INOTIFY_WATCHES=N` lets `follow` hold at most N inotify watches, as if the
+///   kernel's `fs.inotify.max_user_watches` were that low;
 /// - `GRANARY_TEST_READ_TRACE=FILE` appends a line to FILE for each archive read (`ReadTrace`), and
 ///   for each user `follow` scans (`scan USER`) and store it reads (`read USER/STORE`);
 /// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
@@ -37,6 +39,7 @@ enum TestHooks {
             plan.lease = environment["GRANARY_TEST_LEASE_MS"].flatMap(Int64.init).map { .milliseconds($0) }
             plan.failSafetyArchive = environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1"
             plan.now = environment["GRANARY_TEST_NOW"].flatMap(ArchiveName.parseMicros)
+            plan.inotifyWatches = environment["GRANARY_TEST_INOTIFY_WATCHES"].flatMap(Int.init)
             CrashPoint.plan = plan
             Rclone.searchOnly(in: environment["GRANARY_TEST_RCLONE_FOLDER"])
             ReadTrace.file = environment["GRANARY_TEST_READ_TRACE"]

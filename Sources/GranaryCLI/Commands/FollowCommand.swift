@@ -76,6 +76,7 @@ struct FollowCommand: GranaryCommand {
         let run = FollowRun(
             root: root, repository: repository, backup: backup, cap: settings.bytesPerUser.value,
             users: try UserID.named(users), uploads: settings.followUploads.value)
+        run.watchesPerUser = settings.followWatches.value
         let every = interval ?? settings.followInterval.value
         var result = FollowResult()
         let log: (FollowEvent) -> Void = { event in

@@ -26,6 +26,8 @@ public struct ConfigFile: Sendable {
     public var followInterval: Duration?
     /// `follow_uploads`: the rclone runs uploading segments at once (a remote repository).
     public var followUploads: Int?
+    /// `follow_watches`: the most folders of one user `follow` watches.
+    public var followWatches: Int?
     public var jobs: Int?
     public var retention: RetentionPolicy?
     /// Repositories each new archive is also sent to (`[[mirror]]` tables, each with `repo`).
@@ -235,6 +237,8 @@ public enum SettingLimits {
     public static let followInterval = Duration.milliseconds(10)...Duration.seconds(3600)
     /// rclone runs uploading `follow`'s segments at once (`follow_uploads`).
     public static let followUploads = 1...64
+    /// Folders of one user `follow` watches at most (`follow_watches`).
+    public static let followWatches = 1...1_000_000
     /// Remote timeouts (`[remote] connect_timeout`, `timeout`): 1 s to an hour.
     public static let remoteTimeout = Duration.seconds(1)...Duration.seconds(3600)
     /// Remote tries (`[remote] retries`, `low_level_retries`).

@@ -143,6 +143,13 @@ extension ConfigKey {
             config.followUploads = try reader.integer(value, key, SettingLimits.followUploads)
         },
         setting(
+            "follow_watches", .integer, "1024",
+            "The most folders of one user follow watches (inotify): 1 to 1000000; a user with more is read whole every 10 intervals instead.",
+            "4096", \.followWatches, { .integer($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.followWatches = try reader.integer(value, key, SettingLimits.followWatches)
+        },
+        setting(
             "jobs", .integer, "1", "How many users backup --all works on at once: 1 to 64.", "2", \.jobs,
             { .integer($0) }
         ) { value, key, reader, config throws(ConfigError) in

@@ -40,6 +40,8 @@ public struct Settings: Sendable {
     public var followInterval = Setting(Duration.seconds(1), from: .defaultValue)
     /// The rclone runs uploading `follow`'s segments at once to a remote repository (`follow_uploads`).
     public var followUploads = Setting(4, from: .defaultValue)
+    /// The most folders of one user `follow` watches (`follow_watches`).
+    public var followWatches = Setting(FollowWatcher.defaultPerUser, from: .defaultValue)
     /// Users backed up at once by `backup --all` (`jobs`).
     public var jobs = Setting(1, from: .defaultValue)
     /// The retention policy `prune` and `backup --prune` apply (`[retention]`).
@@ -115,6 +117,7 @@ public struct Settings: Sendable {
         if let value = config.ownerTimeout { settings.ownerTimeout = Setting(value, from: .file) }
         if let value = config.followInterval { settings.followInterval = Setting(value, from: .file) }
         if let value = config.followUploads { settings.followUploads = Setting(value, from: .file) }
+        if let value = config.followWatches { settings.followWatches = Setting(value, from: .file) }
         if let value = config.jobs { settings.jobs = Setting(value, from: .file) }
         if let value = config.retention { settings.retention = Setting(value, from: .file) }
         if let value = config.mirrors { settings.mirrors = Setting(value, from: .file) }

@@ -32,16 +32,36 @@ public struct FollowChanges: Sendable, Equatable {
 /// the root, or swaps for a link, can at most make `follow` look at that user again.
 ///
 /// Watches cost kernel memory (about 1 KiB each) and are capped per uid
-/// (`fs.inotify.max_user_watches`); when one cannot be added, that user is polled instead
-/// (``polled``), and said once.
+/// (`fs.inotify.max_user_watches`), a pool every user's folders share: one user with thousands of
+/// folders must not take it from the others. So a user is watched whole or not at all: past
+/// ``perUser`` folders (`follow_watches`), or when the kernel gives no more watches (`ENOSPC`),
+/// the user's watches are all removed again and that user alone is polled instead (``polled``;
+/// ``overCap`` says which of them have too many folders), said once.
 public final class FollowWatcher {
     /// The inotify descriptor (non-blocking, closed on exec).
     public let descriptor: Int32
     /// Each watch: whose folder (nil: the root) and its path relative to the user's folder.
     var watches: [Int32: (user: UserID?, relative: String)] = [:]
     var byUser: [UserID: Set<Int32>] = [:]
-    /// Users some of whose folders could not be watched, and why: they are read every round.
+    /// Users some of whose folders could not be watched, and why: they hold no watch, and are
+    /// read whole on a timer instead.
     public private(set) var polled: [UserID: String] = [:]
+    /// The users of ``polled`` with more folders than ``perUser``: their own doing, read whole
+    /// more slowly than a user the kernel's limit left unwatched.
+    public private(set) var overCap: Set<UserID> = []
+    /// The most folders of one user watched (`follow_watches`).
+    public var perUser: Int
+
+    /// The most watches this process may hold: the kernel's limit, or in a debug build a lower one
+    /// a test set (``CrashPoint/Plan/inotifyWatches``), past which an add fails as the kernel's
+    /// would (`ENOSPC`).
+    static var limit: Int? {
+        #if TEST_HOOKS
+            CrashPoint.plan.inotifyWatches
+        #else
+            nil
+        #endif
+    }
 
     /// What a user's folder watch reports: entries written, made, removed or renamed, and the
     /// folder itself removed or moved. Not a change of owner or mode (`IN_ATTRIB`): SQLite, run by
@@ -53,11 +73,15 @@ public final class FollowWatcher {
         | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)
     static let rootMask = UInt32(IN_CREATE) | UInt32(IN_DELETE) | UInt32(IN_MOVED_FROM) | UInt32(IN_MOVED_TO)
 
+    /// The default of ``perUser``: far more folders than an app's data has.
+    public static let defaultPerUser = 1024
+
     /// A new inotify instance; nil when the kernel gives none (then every user is polled).
-    public init?() {
+    public init?(perUser: Int = FollowWatcher.defaultPerUser) {
         let fd = inotify_init1(Int32(IN_NONBLOCK) | Int32(IN_CLOEXEC))
         guard fd >= 0 else { return nil }
         descriptor = fd
+        self.perUser = max(1, perUser)
     }
 
     deinit { close(descriptor) }
@@ -75,26 +99,41 @@ public final class FollowWatcher {
 
     /// Watches the folders of `user` (the user's folder, and every folder beneath it that a scan
     /// searches: not hidden, the owner's, at most ``UserFolder/searchDepth`` deep), replacing the
-    /// user's earlier watches. Returns the reason when some folder could not be watched (the
-    /// user is then polled).
+    /// user's earlier watches. Returns the reason when some folder could not be watched: the
+    /// user then holds no watch at all (those added are removed again, so that one user's folders
+    /// never use up what the others need) and is polled. The walk stops at the first failure:
+    /// a user with a million folders costs ``perUser`` of them here.
     @discardableResult
     public func watch(_ user: UserFolder) -> String? {
         var fresh: Set<Int32> = []
         var failure: String?
+        var tooMany = false
+        let mine = byUser[user.id, default: []]
         func walk(_ folder: Folder<UserOwned>, relative: String, depth: Int) {
+            guard failure == nil else { return }
+            if fresh.count >= perUser {
+                tooMany = true
+                failure = "more than \(perUser) folders to watch (follow_watches)"
+                return
+            }
+            // A debug build's lower limit counts the watches this user's walk would replace as free.
+            if let limit = Self.limit, watches.count - mine.subtracting(fresh).count >= limit {
+                failure = "no inotify watch left (fs.inotify.max_user_watches)"
+                return
+            }
             let wd = folder.watch(inotify: descriptor, mask: Self.folderMask)
             if wd < 0 {
                 let code = errno
                 failure =
-                    failure
-                    ?? (code == ENOSPC
-                        ? "no inotify watch left (fs.inotify.max_user_watches)" : String(cString: strerror(code)))
+                    code == ENOSPC
+                    ? "no inotify watch left (fs.inotify.max_user_watches)" : String(cString: strerror(code))
                 return
             }
             fresh.insert(wd)
             watches[wd] = (user.id, relative)
             guard depth < UserFolder.searchDepth, let entries = try? folder.entries() else { return }
             for entry in entries where entry.kind == .folder && !entry.name.hasPrefix(".") {
+                guard failure == nil else { return }
                 guard entry.uid == folder.ownerUID || folder.ownerUID == nil,
                     let child = try? folder.folder(entry.name)
                 else { continue }
@@ -102,12 +141,16 @@ public final class FollowWatcher {
             }
         }
         walk(user.folder, relative: "", depth: 0)
-        for wd in byUser[user.id, default: []].subtracting(fresh) {
+        // Watched whole or not at all: a user some of whose folders cannot be watched is polled,
+        // and the watches added for it would only take room from everyone else.
+        let kept: Set<Int32> = failure == nil ? fresh : []
+        for wd in mine.union(fresh).subtracting(kept) {
             inotify_rm_watch(descriptor, wd)
             watches[wd] = nil
         }
-        byUser[user.id] = fresh
+        byUser[user.id] = kept
         polled[user.id] = failure
+        if tooMany { overCap.insert(user.id) } else { overCap.remove(user.id) }
         return failure
     }
 
@@ -118,6 +161,7 @@ public final class FollowWatcher {
             watches[wd] = nil
         }
         polled[user] = nil
+        overCap.remove(user)
     }
 
     /// Waits until an event is there or `timeout` passes (a signal ends the wait too).

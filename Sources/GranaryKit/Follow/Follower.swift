@@ -50,6 +50,39 @@ public final class UserFollower {
     public static let markSleep: Duration = .milliseconds(100)
     /// The newest observation of the newest segment published (microseconds).
     public private(set) var lastShipped: Int64?
+
+    /// How many generations a user may start at once, and how long it takes to earn one more:
+    /// an owner whose store is replaced, VACUUMed into a new file or switched between journal
+    /// modes in a loop would otherwise cost a base backup each time, every turn, and everyone
+    /// after it waits for those backups. Past the burst the user's following pauses (a gap, said
+    /// in the journal and in check) until one more may start (docs/follow.md, "Generation storms").
+    public static let generationBurst = 4
+    public static let generationEvery: Duration = .seconds(10)
+    /// Generations this user may still start now (a token bucket), as of ``generationsCounted``.
+    var generationTokens = Double(UserFollower.generationBurst)
+    var generationsCounted: ContinuousClock.Instant?
+    /// While a new generation waits for the bucket: until when, and why it is needed (said once).
+    public private(set) var heldUntil: ContinuousClock.Instant?
+    var heldReason: String?
+    /// Why this user's following is paused while a new generation waits, for check.
+    public private(set) var held: String?
+
+    /// Takes one generation from the bucket, or says until when none is left.
+    func takeGeneration(now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
+        let every =
+            Double(Self.generationEvery.components.seconds)
+            + Double(Self.generationEvery.components.attoseconds) / 1e18
+        if let counted = generationsCounted {
+            let earned = (now - counted) / Self.generationEvery
+            generationTokens = min(Double(Self.generationBurst), generationTokens + earned)
+        }
+        generationsCounted = now
+        guard generationTokens >= 1 else {
+            return now + .milliseconds(Int64(((1 - generationTokens) * every * 1000).rounded(.up)))
+        }
+        generationTokens -= 1
+        return nil
+    }
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
     /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
     var resumed = false
@@ -217,9 +250,28 @@ public final class UserFollower {
     /// then the first segment: everything committed from those positions on.
     func startGeneration(reason: String, events: inout [FollowEvent]) throws -> [FollowEvent] {
         var attempts = 0
-        var why = reason
+        // The reason the first held attempt had: what lost continuity, not the wait.
+        var why = heldReason ?? reason
         while true {
             attempts += 1
+            if let until = takeGeneration() {
+                // Too many generations lately: paused, the old window ends where it ended (the
+                // moments after it are a gap) and nothing is read until one more may start.
+                let wait = max(.zero, until - .now)
+                let message =
+                    "following paused: more than \(Self.generationBurst) new generations lately (one more every \(DurationText.format(Self.generationEvery))); the next starts in \(DurationText.format(.seconds(Int64((wait / .seconds(1)).rounded(.up))))) (\(why))"
+                if heldUntil == nil {
+                    events.append(FollowEvent(kind: .paused, user: user.rawValue, message: message))
+                }
+                heldUntil = until
+                heldReason = why
+                held = message
+                generation = nil
+                return events
+            }
+            heldUntil = nil
+            heldReason = nil
+            held = nil
             let stores = try walStores(&events)
             var start: [String: Segment.StoreCursor] = [:]
             for store in stores {
@@ -749,6 +801,13 @@ public final class FollowRun {
     var watcher: FollowWatcher?
     /// Users said to be polled (said once).
     var saidPolled: Set<UserID> = []
+    /// The most folders of one user watched (`follow_watches`): a user with more is read whole
+    /// every ``overCapEvery`` instead, holding no watch (``FollowWatcher``).
+    public var watchesPerUser = FollowWatcher.defaultPerUser
+    /// How often a user with more folders than ``watchesPerUser`` is read whole: ten intervals.
+    /// Such a user's scan is as long as its folders are many; read every interval, it would take
+    /// that time from everyone else's turns.
+    var overCapEvery: Duration { interval * 10 }
     let clock = ContinuousClock()
     /// `follow_interval`.
     var interval: Duration = .seconds(1)
@@ -825,7 +884,7 @@ public final class FollowRun {
     public func run(interval: Duration, log: (FollowEvent) -> Void) throws {
         try repository.prepare()
         self.interval = interval
-        watcher = FollowWatcher()
+        watcher = FollowWatcher(perUser: watchesPerUser)
         let rootWatched = (try? root.open()).map { watcher?.watchRoot($0) ?? false } ?? false
         if watcher == nil {
             log(FollowEvent(kind: .polled, user: "", message: "no inotify instance: every user is read every interval"))
@@ -855,6 +914,10 @@ public final class FollowRun {
                 if failing[user] != nil || follower.generation == nil {
                     nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval * 10)
                 }
+                if let until = follower.heldUntil {
+                    // Read again when its next generation may start, event or not.
+                    nextWhole[user] = min(nextWhole[user] ?? until, until)
+                }
                 // Events keep coming while users are read: taken in now and then, so that the
                 // kernel's queue does not overflow behind a long turn.
                 if let watcher {
@@ -879,7 +942,8 @@ public final class FollowRun {
             for (user, when) in nextWhole where when <= after {
                 add(user, stores: [], whole: true, since: after - .microseconds(pacing.delay))
                 let polled = watcher?.polled[user] != nil || watcher == nil
-                nextWhole[user] = after + (polled ? interval : sweep)
+                let overCap = watcher?.overCap.contains(user) == true
+                nextWhole[user] = after + (overCap ? overCapEvery : polled ? interval : sweep)
             }
             // Wait for events until the next user is due (100 ms at most, so that a signal that
             // came just before the wait is seen soon).
@@ -1042,13 +1106,17 @@ public final class FollowRun {
         // Watched before it is read: a change made after the scan is then an event.
         if work.whole, let watcher, let folder = try? root.user(user) {
             if let why = watcher.watch(folder) {
+                let overCap = watcher.overCap.contains(user)
+                let every = overCap ? overCapEvery : interval
                 if saidPolled.insert(user).inserted {
                     log(
                         FollowEvent(
                             kind: .polled, user: user.rawValue,
-                            message: "read every interval: its folders cannot all be watched (\(why))"))
+                            message:
+                                "read whole every \(overCap ? "\(DurationText.format(every))" : "interval"), no folder watched: its folders cannot all be watched (\(why))"
+                        ))
                 }
-                nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval)
+                nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + every)
             } else {
                 saidPolled.remove(user)
             }
@@ -1066,7 +1134,7 @@ public final class FollowRun {
                 pacing.record(due: paced, ended: ArchiveName.micros(Date()))
             }
             if follower.generation == nil {
-                paused = events.last(where: { $0.kind == .paused })?.message ?? "no generation"
+                paused = events.last(where: { $0.kind == .paused })?.message ?? follower.held ?? "no generation"
             }
             failing[user] = nil
         } catch is InterruptedError {

@@ -137,6 +137,10 @@ public enum CrashPoint {
             /// The clock new archives are stamped by (``TestClock``), in microseconds since 1970:
             /// tests make archives of given times, and many in one second, without sleeping.
             public var now: Int64?
+            /// `follow`: the most inotify watches the process may hold, as if the kernel's
+            /// `fs.inotify.max_user_watches` were this low (an add past it fails with `ENOSPC`), so
+            /// that a test runs out of watches without changing the machine's limit.
+            public var inotifyWatches: Int?
 
             public init() {}
 
