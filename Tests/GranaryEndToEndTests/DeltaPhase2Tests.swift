@@ -136,6 +136,17 @@ struct DeltaPhase2Tests {
         #expect(a.delta?.stores.map(\.stateDigest) == b.delta?.stores.map(\.stateDigest))
         #expect(a.delta?.stores.map(\.pageCount) == b.delta?.stores.map(\.pageCount))
         #expect(a.delta?.stores.map(\.changedPages) == b.delta?.stores.map(\.changedPages))
+        // Phase 2's own check ran (the pages read, each parsed), and says so: `pages`, not `quick`;
+        // every page copied, the configured one ran.
+        #expect(a.stores.map(\.check) == ["pages"])
+        #expect(a.stores.map(\.integrity) == ["ok"])
+        #expect(a.delta?.stores.first?.pagesChecks == 1)
+        #expect(followed.delta["pagesCheckedStores"] as? Int == 1, "\(followed.delta)")
+        #expect(followed.delta["fullCheckReason"] == nil, "\(followed.delta)")
+        #expect(b.stores.map(\.check) == ["quick"])
+        #expect(b.delta?.stores.first?.pagesChecks == nil)
+        let listed = try granary(["list", "alice", "--json"])
+        #expect(listed.stdout.contains("\"check\" : \"pages\""), "\(listed.stdout)")
         // Restored, it is the live store.
         let out = folder.child("restored")
         try FileSystem.makeDirectory(out)
@@ -212,6 +223,130 @@ struct DeltaPhase2Tests {
         #expect(truncated.delta["kind"] as? String == "delta")
         #expect(truncated.delta["followedStores"] as? Int == 0, "\(truncated.delta)")
         #expect(truncated.delta["followedFallback"] != nil, "\(truncated.delta)")
+    }
+
+    /// SQLite's WAL checksum over `bytes[range]` (8-byte words), continuing `sums`.
+    static func walChecksum(
+        _ bytes: [UInt8], _ range: Range<Int>, bigEndian: Bool, _ sums: inout (UInt32, UInt32)
+    ) {
+        func word(_ at: Int) -> UInt32 {
+            let b = (0..<4).map { UInt32(bytes[at + $0]) }
+            return bigEndian ? b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3] : b[3] << 24 | b[2] << 16 | b[1] << 8 | b[0]
+        }
+        for at in stride(from: range.lowerBound, to: range.upperBound, by: 8) {
+            sums.0 = sums.0 &+ word(at) &+ sums.1
+            sums.1 = sums.1 &+ word(at + 4) &+ sums.0
+        }
+    }
+
+    /// The live `-wal`'s frame holding `marker` given a damaged cell pointer (its first one past
+    /// the page), and every frame's checksum from it on made again: a frame SQLite would take, as
+    /// a page an owner's SQLite wrote damaged would be. The owner is closed first; SQLite's next
+    /// connection rebuilds the wal-index from the frames. Returns the damaged page's number.
+    func damageFrame(holding marker: String) throws -> Int {
+        let path = store + "-wal"
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: path)))
+        let pageSize = Int(bytes[8]) << 24 | Int(bytes[9]) << 16 | Int(bytes[10]) << 8 | Int(bytes[11])
+        let bigEndian = bytes[3] == 0x83
+        let frameSize = 24 + pageSize
+        let frames = (bytes.count - 32) / frameSize
+        let needle = Array(marker.utf8)
+        let found = try #require(
+            (0..<frames).last { frame in
+                let data = 32 + frame * frameSize + 24
+                return bytes[data] == 13
+                    && bytes[data..<data + pageSize].firstRange(of: needle) != nil
+            }, "a frame with the marker")
+        let data = 32 + found * frameSize + 24
+        // The first cell pointer past the page's end.
+        bytes[data + 8] = UInt8((pageSize + 16) >> 8)
+        bytes[data + 9] = UInt8((pageSize + 16) & 0xFF)
+        var sums: (UInt32, UInt32)
+        func big(_ at: Int) -> UInt32 { (0..<4).reduce(0) { $0 << 8 | UInt32(bytes[at + $1]) } }
+        if found == 0 {
+            sums = (big(24), big(28))
+        } else {
+            let previous = 32 + (found - 1) * frameSize
+            sums = (big(previous + 16), big(previous + 20))
+        }
+        for frame in found..<frames {
+            let at = 32 + frame * frameSize
+            Self.walChecksum(bytes, at..<at + 8, bigEndian: bigEndian, &sums)
+            Self.walChecksum(bytes, at + 24..<at + frameSize, bigEndian: bigEndian, &sums)
+            for (i, value) in [sums.0, sums.1].enumerated() {
+                for k in 0..<4 { bytes[at + 16 + i * 4 + k] = UInt8(truncatingIfNeeded: value >> UInt32(24 - 8 * k)) }
+            }
+        }
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        return Int(big(32 + found * frameSize))
+    }
+
+    @Test("a changed page damaged: phase 2's own check refuses the delta as a failing quick_check does")
+    func damagedChangedPage() throws {
+        do { try owner().execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        _ = try backup()
+        // A -wal follow's cursor is in (one begun after it would not be proven).
+        do { try change(try owner(), rows: 1...2) }
+        #expect(try granary(["follow", "--once"]).status == 0)
+        let marker = "MARKER-" + UUID().uuidString
+        do {
+            let db = try owner()
+            try db.run("INSERT INTO items(body) VALUES ('\(marker)')")
+        }
+        let page = try damageFrame(holding: marker)
+        let before = try granary(["list", "alice", "--json"]).stdout
+        // What SQLite's own check says of the same state.
+        let quick = try granary(["backup", "alice", "--delta", "--check", "quick", "--json"])
+        #expect(quick.status != 0, "\(quick.stdout)")
+        #expect(quick.stderr.contains("failed its check"), "\(quick.stderr)")
+        let pages = try granary(["backup", "alice", "--delta", "--json"])
+        #expect(pages.status == quick.status, "\(pages.stdout)\n\(pages.stderr)")
+        #expect(pages.stderr.contains("failed its check: page \(page): cell 0"), "\(pages.stderr)")
+        #expect(pages.stderr.contains("no archive was written"), "\(pages.stderr)")
+        #expect(pages.stderr.split(separator: "\n").first?.contains("Local.sqlite") == true, "\(pages.stderr)")
+        // Nothing was written.
+        #expect(try granary(["list", "alice", "--json"]).stdout == before)
+    }
+
+    @Test("phase 2's own check at most delta_pages_checks deltas in a row; check set, or no record: the configured one")
+    func pagesCheckRuns() throws {
+        try "delta = true\ncompression = \"none\"\ndelta_pages_checks = 1\n".write(
+            toFile: config, atomically: true, encoding: .utf8)
+        _ = try backup()
+        #expect(try granary(["follow", "--once"]).status == 0)
+        let db = try owner()
+        func checks(_ archive: String) throws -> [String] {
+            try ArchiveHead(file: archive).manifest.stores.map(\.check)
+        }
+        try change(db, rows: 1...3)
+        let first = try backup()
+        #expect(first.delta["pagesReadStores"] as? Int == 1, "\(first.delta)")
+        #expect(try checks(first.archive) == ["pages"])
+        // A second in a row: the configured check again, and why.
+        try change(db, rows: 4...6)
+        let second = try backup()
+        #expect(second.delta["pagesReadStores"] as? Int == 1, "\(second.delta)")
+        #expect(try checks(second.archive) == ["quick"])
+        #expect((second.delta["fullCheckReason"] as? String)?.contains("in a row") == true, "\(second.delta)")
+        // After a delta checked whole, the pages again.
+        try change(db, rows: 7...9)
+        let third = try backup()
+        #expect(try checks(third.archive) == ["pages"], "\(third.delta)")
+        // `--check quick` asked for: quick, phase 2's copy all the same.
+        try change(db, rows: 10...12)
+        let asked = try granary(["backup", "alice", "--delta", "--check", "quick", "--json"])
+        #expect(asked.status == 0, "\(asked.stderr)")
+        let newest = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: repo + "/alice").filter { $0.hasSuffix(".tar") }.max())
+        #expect(try checks(repo + "/alice/" + newest) == ["quick"])
+        // follow's segments out of sight: every page hashed, the configured check.
+        let segments = repo + "/alice/follow"
+        #expect(rename(segments, segments + ".off") == 0)
+        try change(db, rows: 13...15)
+        let none = try backup()
+        #expect(none.delta["followedStores"] as? Int == 0)
+        #expect(try checks(none.archive) == ["quick"])
+        #expect(none.delta["pagesCheckedStores"] as? Int == 0)
     }
 
     @Test("the store replaced after follow's last segment: a full, nothing taken from follow's record")

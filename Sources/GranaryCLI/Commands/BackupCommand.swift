@@ -137,6 +137,9 @@ struct BackupCommand: GranaryCommand {
         if delta || (settings.delta.value && !noDelta) {
             var policy = settings.deltaPolicy
             policy.forceFull = full
+            // `--check quick` or `--check full` runs that check on every delta (phase 2's own
+            // check, `check: pages`, only with the check left to its default).
+            if check != nil { policy.maxPagesChecks = 0 }
             options.delta = policy
             // Issue 51, phase 2: while `follow` runs, only the pages it saw change are hashed.
             options.followedPages = FollowedPages.source()
@@ -321,6 +324,10 @@ struct BackupResult: CommandResult {
         /// SQLite's backup API after all.
         var pagesReadStores: Int?
         var backupAPIReason: String?
+        /// The stores checked by the pages read alone (`check: pages`), and why a store with
+        /// follow's candidates had the configured check after all.
+        var pagesCheckedStores: Int?
+        var fullCheckReason: String?
 
         init(_ outcome: DeltaOutcome) {
             kind = outcome.isDelta ? "delta" : "full"
@@ -333,6 +340,8 @@ struct BackupResult: CommandResult {
             followedFallback = outcome.followedFallback
             pagesReadStores = outcome.pagesReadStores
             backupAPIReason = outcome.backupAPIReason
+            pagesCheckedStores = outcome.pagesCheckedStores
+            fullCheckReason = outcome.fullCheckReason
         }
     }
 
@@ -440,6 +449,11 @@ struct BackupResult: CommandResult {
                         text.line("  only those pages read in \(stores) store\(stores == 1 ? "" : "s")")
                     }
                     if let why = delta.backupAPIReason { text.line("  every page copied: \(why)") }
+                    if let stores = delta.pagesCheckedStores, stores > 0 {
+                        text.line(
+                            "  check: pages (only those pages checked) in \(stores) store\(stores == 1 ? "" : "s")")
+                    }
+                    if let why = delta.fullCheckReason { text.line("  check as configured: \(why)") }
                 }
             }
             if detail.verbose, let s = user.stages {

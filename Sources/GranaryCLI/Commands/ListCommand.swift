@@ -119,6 +119,10 @@ struct ListResult: CommandResult {
         @Null var chainLength: Int?
         /// Whether the archive carries page hashes, so that a delta can be built on it.
         let pageHashes: Bool
+        /// The check its backup ran on the stores, from the manifest: `quick`, `full`, `none`, or
+        /// `pages` (a phase-2 delta that checked the pages it read alone, less than `quick`;
+        /// several joined by `,` when stores differ); null when the manifest cannot be read.
+        @Null var check: String?
     }
 
     /// What `list` says of an archive: the catalogue's verification state, or that it cannot be read.
@@ -171,7 +175,12 @@ struct ListResult: CommandResult {
                 checkedAt: item.problem == nil && item.standing == .checkedByBackup ? item.record?.verified : nil,
                 problem: item.problem ?? (item.verified == .bad ? item.record?.reason : nil),
                 type: item.manifest.map { $0.isDelta ? "delta" : "full" }, base: item.manifest?.delta?.base?.name,
-                chainLength: item.manifest?.delta?.chainLength, pageHashes: item.manifest?.delta != nil)
+                chainLength: item.manifest?.delta?.chainLength, pageHashes: item.manifest?.delta != nil,
+                check: item.manifest.map { manifest in
+                    var seen: [String] = []
+                    for store in manifest.stores where !seen.contains(store.check) { seen.append(store.check) }
+                    return seen.joined(separator: ",")
+                })
         }
     }
 
@@ -212,6 +221,8 @@ struct ListResult: CommandResult {
                 // Issue 35: a delta names its base; a full that deltas can be built on says so.
                 if let base = archive.base {
                     line += "  delta of \(base) (chain \(archive.chainLength ?? 0))"
+                    // Phase 2's own check is less than quick_check: said where an operator looks.
+                    if archive.check?.contains(CheckMode.pagesCheck) == true { line += "  check: pages" }
                 } else if archive.pageHashes {
                     line += "  full with page hashes"
                 }

@@ -48,6 +48,7 @@ public struct ConfigFile: Sendable {
     public var delta: Bool?
     /// `delta_max_chain`, `delta_max_age`, `delta_max_changed_percent`: the delta policy's knobs.
     public var deltaMaxChain: Int?
+    public var deltaPagesChecks: Int?
     public var deltaMaxAge: Duration?
     public var deltaMaxChangedPercent: Int?
 

@@ -199,6 +199,13 @@ extension ConfigKey {
         ) { value, key, reader, config throws(ConfigError) in
             config.deltaMaxChangedPercent = try reader.integer(value, key, SettingLimits.deltaChangedPercent)
         },
+        setting(
+            "delta_pages_checks", .integer, "5",
+            "With delta and follow: deltas in a row checked by their changed pages alone (check: pages) before the configured check runs again, 0 to 1000 (0: never; check = quick or full set also makes it 0).",
+            "23", \.deltaPagesChecks, { .integer($0) }
+        ) { value, key, reader, config throws(ConfigError) in
+            config.deltaPagesChecks = try reader.integer(value, key, SettingLimits.deltaChain)
+        },
         ConfigKey(
             key: "mirror.repo", grammar: .string, defaultValue: "(unset)",
             summary: "A repository every new archive is also sent to, one [[mirror]] table each.",

@@ -67,6 +67,8 @@ public struct Settings: Sendable {
     public var deltaMaxChain = Setting(DeltaPolicy().maxChain, from: .defaultValue)
     public var deltaMaxAge = Setting(Duration.seconds(Int64(DeltaPolicy().maxAge)), from: .defaultValue)
     public var deltaMaxChangedPercent = Setting(Int(DeltaPolicy().maxChangedShare * 100), from: .defaultValue)
+    /// Phase 2's run of deltas checked by their pages alone (`delta_pages_checks`).
+    public var deltaPagesChecks = Setting(DeltaPolicy().maxPagesChecks, from: .defaultValue)
 
     /// The delta policy the settings give (``DeltaPolicy``; `forceFull` is the command's).
     public var deltaPolicy: DeltaPolicy {
@@ -74,6 +76,9 @@ public struct Settings: Sendable {
         policy.maxChain = deltaMaxChain.value
         policy.maxAge = deltaMaxAge.value.timeInterval
         policy.maxChangedShare = Double(deltaMaxChangedPercent.value) / 100
+        // A check set in the configuration (`check = quick` or `full`) is run on every delta, as
+        // before phase 2's own check; only the default lets a delta check its pages alone.
+        policy.maxPagesChecks = check.source == .defaultValue ? deltaPagesChecks.value : 0
         return policy
     }
 
@@ -130,6 +135,7 @@ public struct Settings: Sendable {
         if let value = config.remoteEnvironment { settings.remoteEnvironment = Setting(value, from: .file) }
         if let value = config.delta { settings.delta = Setting(value, from: .file) }
         if let value = config.deltaMaxChain { settings.deltaMaxChain = Setting(value, from: .file) }
+        if let value = config.deltaPagesChecks { settings.deltaPagesChecks = Setting(value, from: .file) }
         if let value = config.deltaMaxAge { settings.deltaMaxAge = Setting(value, from: .file) }
         if let value = config.deltaMaxChangedPercent { settings.deltaMaxChangedPercent = Setting(value, from: .file) }
         return settings

@@ -266,7 +266,9 @@ public struct BackupOperation: Sendable {
                 }
                 // The backup checked every snapshot it packed: recorded, so that check counts the
                 // archive as fresh without a verify (list still shows it unverified).
-                if let record = VerificationRecord.backup(entry: entry, check: options.check) {
+                // A phase-2 delta that checked a store by its pages alone says `pages`, never more.
+                if var record = VerificationRecord.backup(entry: entry, check: options.check) {
+                    if manifest.stores.contains(where: { $0.check == PageCheck.name }) { record.check = PageCheck.name }
                     try? repository.writeRecord(record, for: entry)
                 }
                 let seconds = Self.seconds(since: started)
@@ -471,6 +473,19 @@ public struct BackupOperation: Sendable {
                         noCopy?.followed = FollowedStore(
                             record: record, store: store, basePages: pages.pageCount,
                             crossCheck: FollowedStore.crossCheckWanted)
+                        // Phase 2's own check (`check: pages`) in place of the configured one,
+                        // when the chain's run allows it; `check = none` checks nothing.
+                        if options.check != .none {
+                            noCopy?.pagesCheck = base.pagesCheck(of: store.name)
+                            noCopy?.checkedByPages = { db, pages in
+                                let checkStarted = ContinuousClock.now
+                                described = try builder.store(
+                                    name: store.name, open: db, source: snapshotPath, journalMode: "wal",
+                                    owner: .of(uid: store.uid, gid: store.gid, mode: UInt32(store.mode)),
+                                    externalMember: nil, live: store.path, pages: .some(pages.problem))
+                                checkSeconds = Self.seconds(since: checkStarted)
+                            }
+                        }
                     }
                 }
                 // What the copy will hold, as SQLite reads the store (its -wal applied): charged

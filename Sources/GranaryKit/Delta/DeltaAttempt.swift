@@ -123,5 +123,18 @@ struct DeltaAttempt {
         var inTransaction: (Database) throws -> Void
         /// Phase 2 (issue 51): follow's record of this store, or nil (every page is hashed).
         var followed: FollowedStore? = nil
+        /// Phase 2's check: when the pages read are checked alone instead of the configured
+        /// check, the run of such deltas this one makes (``DeltaBackup/Base/pagesCheck(of:)``), or
+        /// why the configured check runs; nil: the configured check, nothing to say.
+        var pagesCheck: Swift.Result<Int, FollowedFallback>? = nil
+        /// With ``pagesCheck``: runs instead of ``inTransaction``, in the copy's read transaction,
+        /// given what ``PageCheck`` found of the pages phase 2 read (the store described with it).
+        var checkedByPages: ((Database, PagesChecked) throws -> Void)? = nil
+    }
+
+    /// What the proportional check of a phase-2 delta found (``PageCheck``): the first problem of
+    /// the pages it read, or nil.
+    struct PagesChecked {
+        var problem: String?
     }
 }

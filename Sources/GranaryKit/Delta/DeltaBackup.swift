@@ -13,6 +13,11 @@ public struct DeltaPolicy: Sendable, Equatable {
     public var maxAge: TimeInterval = 7 * 86_400
     /// `backup --full`: a full (with page hashes) whatever the rest says.
     public var forceFull = false
+    /// Phase 2 (issue 51): how many deltas in a row of a chain may be checked by the pages they
+    /// read alone (``PageCheck``, `check: pages`) before one runs the configured check on the whole
+    /// store again (`5`: with hourly backups, a quick_check at least every six hours, and on every
+    /// full); 0: the configured check on every delta, as before.
+    public var maxPagesChecks = 5
     public init() {}
 }
 
@@ -37,6 +42,10 @@ public struct DeltaOutcome: Sendable, Equatable {
     /// backup API), and why a store's copy went through the backup API after all (the first).
     public var pagesReadStores = 0
     public var backupAPIReason: String?
+    /// Phase 2's check: the stores checked by the pages read alone (`check: pages`), and why a
+    /// store had the configured check after all (the first; nil when none had, or it was not tried).
+    public var pagesCheckedStores = 0
+    public var fullCheckReason: String?
 }
 
 /// Turns a backup's snapshots into a full with page hashes or a delta against the newest backup
@@ -86,6 +95,37 @@ enum DeltaBackup {
                 let pages = head.pages[name]
             else { return nil }
             return (info.pageSize, mode, pages)
+        }
+
+        /// Whether a delta on this base may check `store` by the pages it reads alone
+        /// (``PageCheck``): the run of such deltas it would make (1 after a base checked whole),
+        /// or why the configured check runs. The base must have been checked (`quick` or `full`, or
+        /// `pages` with its run recorded), and the run stay within ``DeltaPolicy/maxPagesChecks``.
+        /// Invariant D15 (docs/delta-invariants.md)
+        func pagesCheck(of store: String) -> Swift.Result<Int, FollowedFallback> {
+            guard policy.maxPagesChecks > 0 else {
+                return .failure(
+                    .init("the check is set (--check, or check = in the configuration), or delta_pages_checks is 0"))
+            }
+            let checked = head.manifest.stores.first(where: { $0.name == store })?.check
+            let run: Int
+            switch checked {
+            case CheckMode.quick.rawValue?, CheckMode.full.rawValue?: run = 0
+            case PageCheck.name?:
+                guard let recorded = head.manifest.delta?.stores.first(where: { $0.name == store })?.pagesChecks else {
+                    return .failure(.init("the base does not record its run of pages checks"))
+                }
+                run = recorded
+            default:
+                return .failure(.init("the base was not checked (check: \(checked ?? "none"))"))
+            }
+            guard run < policy.maxPagesChecks else {
+                return .failure(
+                    .init(
+                        "\(run) deltas in a row were checked by their pages alone (delta_pages_checks = \(policy.maxPagesChecks))"
+                    ))
+            }
+            return .success(run + 1)
         }
     }
 
@@ -285,7 +325,9 @@ enum DeltaBackup {
                     name: stores[index].name, pageSize: summaries[index].pageSize,
                     pageCount: summaries[index].pageCount, stateDigest: summaries[index].stateDigest,
                     pages: nil, changes: PageFiles.deltaMember(stores[index].name),
-                    changedPages: changedPages[index], liveFile: liveFile(index))
+                    changedPages: changedPages[index], liveFile: liveFile(index),
+                    pagesChecks: stores[index].check == PageCheck.name
+                        ? (try? recorded[index]?.pagesChecked?.get()) : nil)
             },
             external: external.map(\.file), removed: removed)
         var outcome = DeltaOutcome(
@@ -304,6 +346,12 @@ enum DeltaBackup {
             case .failure(let why)?:
                 if outcome.backupAPIReason == nil { outcome.backupAPIReason = "\(store.name): \(why.reason)" }
             case nil: break
+            }
+            switch recorder?.pagesChecked {
+            case .success? where store.check == PageCheck.name: outcome.pagesCheckedStores += 1
+            case .failure(let why)?:
+                if outcome.fullCheckReason == nil { outcome.fullCheckReason = "\(store.name): \(why.reason)" }
+            default: break
             }
         }
         return Plan(

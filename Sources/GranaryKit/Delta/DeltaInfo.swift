@@ -38,6 +38,10 @@ public struct DeltaInfo: Codable, Sendable, Equatable {
         /// The live database file it was taken from, `DEV:INO` (absent in archives made before
         /// 2026-11-28): the next backup writes a full when the store is another file by then.
         public var liveFile: String?
+        /// A delta whose store was checked by the pages it read alone (`check: pages`, issue 51):
+        /// how many deltas in a row, this one included, were checked so since the store was last
+        /// checked whole (absent otherwise, and in archives made before 2026-11-29).
+        public var pagesChecks: Int?
     }
 
     /// The base (absent for a full).

@@ -269,7 +269,7 @@ public enum DeltaMerge {
                 DeltaInfo.Store(
                     name: store.name, pageSize: store.pageSize, pageCount: store.pageCount,
                     stateDigest: store.stateDigest, changes: PageFiles.deltaMember(store.name),
-                    changedPages: changed, liveFile: store.liveFile))
+                    changedPages: changed, liveFile: store.liveFile, pagesChecks: store.pagesChecks))
         }
         // External data: the tip's whole list; the files new or changed since the base, each from
         // the newest replaced delta that carried it.

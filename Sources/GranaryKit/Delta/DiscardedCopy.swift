@@ -130,13 +130,40 @@ struct DiscardedCopy {
             try source.execute("COMMIT")
         }
         if let live, let candidates = recorder.candidates {
-            // Phase 2's copy: the candidates read alone, then the check in this transaction.
+            // Phase 2's copy: the candidates read alone, then the check in this transaction: the
+            // pages read, each parsed (``PageCheck``), when the policy allows it, else the
+            // configured one.
+            // Invariant D15 (docs/delta-invariants.md)
             recorder.pageSize = pageSize
             try recorder.startDiscarding(base: noCopy.basePages, log: noCopy.log, maxChanged: noCopy.maxChanged)
-            recorder.pagesRead = .success(try readPages(live, candidates: candidates))
-            try checkInTransaction()
+            var pageCheck: PageCheck?
+            switch noCopy.pagesCheck {
+            case .success? where noCopy.checkedByPages != nil:
+                switch Self.pageCheck(live) {
+                case .success(let check): pageCheck = check
+                case .failure(let why): recorder.pagesChecked = .failure(why)
+                }
+            case .failure(let why)?: recorder.pagesChecked = .failure(why)
+            case .success?, nil: break
+            }
+            recorder.pagesRead = .success(try readPages(live, candidates: candidates, check: &pageCheck))
+            if let pageCheck, case .success(let run)? = noCopy.pagesCheck, let checkedByPages = noCopy.checkedByPages {
+                try checkedByPages(source, DeltaAttempt.PagesChecked(problem: pageCheck.problem))
+                guard sqlite3_get_autocommit(source.handle) == 0 else {
+                    throw NoCopyFallback(reason: "the read transaction ended before the check did")
+                }
+                recorder.pagesChecked = .success(run)
+            } else {
+                try checkInTransaction()
+            }
             try commit()
             return Outcome(checkedAfter: "phase 2 read only the pages follow saw change")
+        }
+        // The configured check runs on every page read below; why the pages' own did not.
+        switch noCopy.pagesCheck {
+        case .failure(let why)?: recorder.pagesChecked = .failure(why)
+        case .success?: recorder.pagesChecked = .failure(.init("every page was read (phase 2's copy did not run)"))
+        case nil: break
         }
         // The check's connection, in a read transaction on the copy's state, or nil (the check
         // then runs after the copy). Closed, its transaction ended, whatever happens below.
@@ -236,7 +263,9 @@ struct DiscardedCopy {
     /// not looked at: each takes its base's hash), except for the cross-check, which reads every
     /// page. Returns the pages read.
     /// Invariant D14 (docs/delta-invariants.md)
-    private func readPages(_ live: LivePages, candidates: PageRecorder.Candidates) throws -> Int {
+    private func readPages(_ live: LivePages, candidates: PageRecorder.Candidates, check: inout PageCheck?) throws
+        -> Int
+    {
         let pageSize = live.pageSize, pageCount = live.pageCount
         guard pageCount > 0 else { throw NoCopyFallback(reason: "the store has no page") }
         recorder.attached = true
@@ -274,18 +303,43 @@ struct DiscardedCopy {
             while count < run && page + count < pageCount && page + count != lockPage
                 && (readAll || candidates.contains(page + count)) == wanted
             {
-                if wanted { try readPage(page + count, at: count) }
+                if wanted {
+                    try readPage(page + count, at: count)
+                    // The check sees the candidates alone, in debug builds as in release ones.
+                    if check != nil && candidates.contains(page + count) {
+                        check?.check(
+                            page: page + count,
+                            UnsafeRawBufferPointer(rebasing: buffer[count * pageSize..<(count + 1) * pageSize]))
+                    }
+                }
                 count += 1
             }
             try hand(count, from: page)
             page += count
         }
         try readPage(0, at: 0)
+        check?.check(page: 0, UnsafeRawBufferPointer(rebasing: buffer[0..<pageSize]))
         LivePages.backupPageOne(
             UnsafeMutableRawBufferPointer(rebasing: buffer[0..<pageSize]), pageCount: pageCount,
             libraryVersion: sqlite3_libversion_number())
         try hand(1, from: 0)
         return read
+    }
+
+    /// The proportional check of the pages `live` reads (``PageCheck``), from its page 1 (the
+    /// reserved bytes at each page's end), or why the configured check runs instead.
+    private static func pageCheck(_ live: LivePages) -> Swift.Result<PageCheck, FollowedFallback> {
+        let one = UnsafeMutableRawBufferPointer.allocate(byteCount: live.pageSize, alignment: 16)
+        defer { one.deallocate() }
+        do {
+            try live.read(page: 0, into: one)
+        } catch {
+            return .failure(.init("page 1 could not be read (\(error.reason))"))
+        }
+        if let why = PageCheck.applies(pageOne: UnsafeRawBufferPointer(one), pageCount: live.pageCount) {
+            return .failure(.init(why))
+        }
+        return .success(PageCheck(pageSize: live.pageSize, reserved: Int(one[20]), pageCount: live.pageCount))
     }
 
     /// The wal-index header of `db`'s store now (both copies, equal), or nil.

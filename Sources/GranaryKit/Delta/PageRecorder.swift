@@ -67,6 +67,9 @@ final class PageRecorder: @unchecked Sendable {
     /// Phase 2's copy: the pages read alone (``LivePages``), or why the copy went through SQLite's
     /// backup API after all; nil when it was not tried.
     var pagesRead: Swift.Result<Int, FollowedFallback>?
+    /// Phase 2's check: the pages read parsed alone (``PageCheck``), this delta the Nth in a row of
+    /// its chain checked so; or why the configured check ran; nil when it was not tried.
+    var pagesChecked: Swift.Result<Int, FollowedFallback>?
     /// Phase 2: the pages written since the last handoff that take their base's hash (offset,
     /// count, and their bytes for the cross-check).
     private var sameOffset: Int64 = 0

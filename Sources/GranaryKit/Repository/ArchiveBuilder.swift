@@ -188,19 +188,38 @@ public struct ArchiveBuilder: Sendable {
     /// the copy was made in (the same state, the same `account` and budget as a snapshot's check),
     /// and the store is described from it. The member has no file (`source`, which is gone): a
     /// delta does not pack the store; a full copies it again.
+    ///
+    /// With `pages` (a phase-2 delta, issue 51), the pages it read were checked alone, and this is
+    /// the first problem found, or nil: no SQLite check runs; the store's `check` is `pages`
+    /// (``CheckMode/pagesCheck``), its integrity `ok` or the problem, which fails the backup as a
+    /// failing quick_check does.
     func store(
         name: String, open db: Database, source: String, journalMode: String, owner: Manifest.Ownership?,
-        externalMember: String?, live: String? = nil
+        externalMember: String?, live: String? = nil, pages: String?? = nil
     ) throws -> (Manifest.Store, Member) {
         let member = Manifest.storesFolder + name
         let pageSize = try db.pageSize(), pageCount = try db.pageCount()
         // The budget of a snapshot of this size (the live file may be smaller than its state).
         db.budget.setTime(forStoreOfSize: Int64(pageSize) * Int64(pageCount))
-        let integrity = try Self.check(
-            db, mode: settings.check, user: user.rawValue, store: name, live: live, fail: settings.failOnProblems)
+        let integrity: String
+        if let pages {
+            if let problem = pages {
+                guard !settings.failOnProblems else {
+                    throw BackupError.checkFailed(user: user.rawValue, store: name, problem: problem, path: live)
+                }
+                integrity = problem
+            } else {
+                integrity = Database.sound
+            }
+        } else {
+            integrity = try Self.check(
+                db, mode: settings.check, user: user.rawValue, store: name, live: live, fail: settings.failOnProblems)
+        }
         var store = Manifest.Store(
             name: name, path: member, pageSize: pageSize, pageCount: pageCount, journalMode: journalMode,
-            sqliteVersion: Database.libraryVersion, check: settings.check.rawValue, integrity: integrity,
+            sqliteVersion: Database.libraryVersion,
+            check: pages == nil ? settings.check.rawValue : CheckMode.pagesCheck,
+            integrity: integrity,
             externalDataPath: externalMember, coreData: try CoreDataMetadata.read(db))
         store.owner = owner
         let file = Manifest.File(path: member, size: Int64(pageSize) * Int64(pageCount), sha256: "", kind: .store)
