@@ -117,6 +117,10 @@ public final class UserFollower {
         let event: FollowEvent
     }
 
+    /// The descriptors of busy stores kept between rounds (one kept by ``FollowRun`` for every
+    /// user; nil: each store opened beneath the root every round). See ``FollowDescriptors``.
+    var descriptors: FollowDescriptors?
+
     /// Whether a segment of this user is being published (``shipper``).
     public var uploading: Bool { inFlight != nil }
 
@@ -203,6 +207,7 @@ public final class UserFollower {
             if let event { events.append(event) }
             return events
         case .broken(let reason):
+            descriptors?.forget(user)
             return try startGeneration(reason: reason, events: &events)
         }
     }
@@ -217,6 +222,7 @@ public final class UserFollower {
         switch outcome {
         case .shipped(let event): return event.map { [$0] } ?? []
         case .broken(let reason):
+            descriptors?.forget(user)
             return [
                 FollowEvent(
                     kind: .paused, user: user.rawValue,
@@ -252,6 +258,7 @@ public final class UserFollower {
         var attempts = 0
         // The reason the first held attempt had: what lost continuity, not the wait.
         var why = heldReason ?? reason
+        descriptors?.forget(user)
         while true {
             attempts += 1
             if let until = takeGeneration() {
@@ -336,8 +343,17 @@ public final class UserFollower {
     }
 
     /// Opens one followed store again, beneath the root, with every check a scan makes: nil
-    /// when it is no longer a WAL store there (gone, a link, another kind of file).
+    /// when it is no longer a WAL store there (gone, a link, another kind of file). With
+    /// ``descriptors``, the store's kept descriptors when every name on the way is still the
+    /// inode kept (``FollowDescriptors``), else opened afresh and kept.
     func resolve(_ name: String) -> StoreFile? {
+        if let descriptors {
+            if let store = descriptors.store(name, of: user, root: root) {
+                ReadTrace.follow("kept \(user.rawValue)/\(name)")
+                return store
+            }
+            return descriptors.open(name, of: user, root: root)
+        }
         guard let top = try? root.user(user), let parent = try? top.folder.parent(of: name),
             case let (folder, fileName) = parent, let entry = folder.entry(fileName), entry.kind == .file,
             let file = try? folder.openFile(fileName), let bytes = try? file.read(count: 100, at: 0),
@@ -433,15 +449,14 @@ public final class UserFollower {
             var unheld: WALReader?
             if let cursor = saved.wal, let size = store.folder.entry(store.fileName + "-wal")?.size,
                 size <= cursor.fileLength,
-                let peek = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid),
+                let peek = try openWAL(store),
                 let header = try peek.header(), header.salt1 == cursor.salt1, header.salt2 == cursor.salt2
             {
                 unheld = peek
             }
             let outcome = try holding(store, unless: unheld != nil) { () throws -> Result<WALRead?, WALBreakReason> in
                 guard
-                    let reader = try unheld
-                        ?? WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
+                    let reader = try unheld ?? openWAL(store)
                 else {
                     return saved.wal == nil
                         ? .success(nil) : .failure(.init(text: "\(store.name): \(WALBreak.missing)"))
@@ -552,6 +567,13 @@ public final class UserFollower {
     }
 
     struct WALBreakReason: Error { let text: String }
+
+    /// The `-wal` of a followed store, through its kept descriptor when there is one
+    /// (``FollowDescriptors/wal(of:user:)``); nil when there is none.
+    func openWAL(_ store: StoreFile) throws -> WALReader? {
+        if let descriptors { return try descriptors.wal(of: store, user: user) }
+        return try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
+    }
 
     /// The store's main file now, as a mark (``Segment/StoreMark``), taken only when any later
     /// change of the file is sure to show in its `st_ctim`: the coarse clock the kernel stamps
@@ -777,6 +799,8 @@ public final class FollowRun {
     var statusFailure: String?
     /// One zstd context for every user's segments (users are read one at a time).
     let compressor = SegmentCompressor()
+    /// Busy stores' descriptors, kept between rounds for every user (``FollowDescriptors``).
+    let descriptors = FollowDescriptors()
     /// How often every user is read whole (and the root listed) without an event: 5 minutes.
     public var sweep: Duration = .seconds(300)
     /// Publishes segments in the background to a remote repository (nil for a local one, where a
@@ -894,6 +918,7 @@ public final class FollowRun {
         var nextRootScan = clock.now + (rootWatched ? sweep : interval)
         while true {
             collectShipped(log: log)
+            descriptors.expire()
             // Due users, oldest change first (a user whose segment is being published waits for it).
             let now = clock.now
             let delay = Duration.microseconds(pacing.delay)
@@ -1039,6 +1064,7 @@ public final class FollowRun {
         if named.isEmpty {
             for gone in Set(followers.keys).subtracting(users) {
                 followers[gone] = nil
+                descriptors.forget(gone)
                 pending[gone] = nil
                 nextWhole[gone] = nil
                 failing[gone] = nil
@@ -1088,6 +1114,7 @@ public final class FollowRun {
         follower.tolerance = max(
             1_000_000, interval.components.seconds * 1_000_000 + interval.components.attoseconds / 1_000_000_000_000)
         follower.compressor = compressor
+        follower.descriptors = descriptors
         follower.shipper = shipper
         if follower.resume(), let generation = follower.generation {
             log(
