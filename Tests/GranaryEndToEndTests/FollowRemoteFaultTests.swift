@@ -71,6 +71,7 @@ struct FollowRemoteFaultTests {
         var from = now
         proxy.mode = .stall(matching: "/alice/follow/")
         try waitFor("an upload of alice held") { proxy.stalledRequests > 0 }
+        let aliceStalled = segments("alice")
         let bobStalled = segments("bob")
         usleep(4_000_000)
         let aliceDuring = segments("alice")
@@ -81,7 +82,9 @@ struct FollowRemoteFaultTests {
         proxy.mode = .pass
         spans.append(("stall", from, now))
         #expect(bobDuring >= bobStalled + 2, "bob's segments went on: \(bobBefore), \(bobStalled) → \(bobDuring)")
-        #expect(aliceDuring <= aliceBefore + 1, "alice's uploads were held: \(aliceBefore) → \(aliceDuring)")
+        // Her segments go up one at a time, in order: with one held, none lands behind it.
+        #expect(
+            aliceDuring == aliceStalled, "alice's uploads were held: \(aliceBefore), \(aliceStalled) → \(aliceDuring)")
         if let report = ((try? JSONSerialization.jsonObject(with: Data(checked.stdout.utf8))) as? [String: Any])?[
             "users"] as? [[String: Any]], let lag = report.first?["followLagSeconds"] as? Double
         {
@@ -174,5 +177,141 @@ struct FollowRemoteFaultTests {
         }
         print("follow through faults: \(moments.count) moments, \(claimed) claimed, spans \(spans.map(\.name))")
         #expect(claimed > 0)
+    }
+}
+
+/// A user's next segments are read and staged while an earlier one uploads, and published
+/// strictly in order: with that user's uploads stalled, the follower goes on reading (several
+/// segments staged), none of them reaches the repository before the stalled one, and nothing
+/// past the last published segment is claimed. SIGTERM then exits with the uploads still stalled,
+/// saying per user what it left; the next run ships those commits from the `-wal` in the same
+/// generation, and `restore --at` holds the ledger.
+@Suite(
+    "follow: staged segments behind a stalled S3 upload, and a stop with uploads in flight", .serialized,
+    .enabled(if: S3Server.available, S3Server.unavailableReason)
+)
+struct FollowRemoteStagedTests {
+    let folder = TemporaryFolder("granary-follow-staged")
+    var root: String { folder.child("root") }
+    let bucket: String
+    let server: S3Server
+
+    init() throws {
+        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
+        self.server = server
+        bucket = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        try server.makeBucket(bucket)
+    }
+
+    var now: Int64 { ArchiveName.micros(Date()) }
+
+    func waitFor(_ what: String, upTo bound: Duration = .seconds(120), _ condition: () -> Bool) throws {
+        let deadline = ContinuousClock.now + bound
+        while ContinuousClock.now < deadline {
+            if condition() { return }
+            usleep(50_000)
+        }
+        Issue.record("waited in vain for \(what)")
+        throw CancellationError()
+    }
+
+    @Test("a stalled upload holds back its user's later segments; SIGTERM leaves them, said; the next run ships them")
+    func stagedBehindStall() throws {
+        let location = initializedRepository("s3:\(bucket)/staged", environment: server.environment())
+        let opened = try Repositories.open(location, environment: server.environment())
+        func generations() -> [FollowCatalogue.Generation] {
+            (try? FollowCatalogue.generations(in: opened, user: try UserID("alice"), host: nil)) ?? []
+        }
+        func sequences() -> [Int] { generations().last?.segments.map(\.sequence) ?? [] }
+
+        try FileSystem.makeDirectory(root + "/alice")
+        // Ten commits a second, no checkpoint of its own: the -wal keeps every commit for the
+        // next run.
+        let owner = FollowMatrixTests.Owner(
+            user: "alice", root: root, ledger: folder.child("ledger"), intervalMs: 100, checkpointEvery: 0,
+            mode: "PASSIVE")
+        try FollowFixtures.makeWALStore(owner.store, rows: (1...20).map { "item \($0)" }, ledger: true)
+        try owner.start()
+        defer { owner.stop() }
+        try waitFor("first writes") { owner.rows.count >= 5 }
+
+        let proxy = try FaultProxy(upstream: server.port)
+        defer { proxy.stop() }
+        let follow = try FollowProcess(
+            ["--root", root, "--repo", location], log: folder.child("follow.log"), interval: "200ms",
+            environment: server.environment(endpointPort: proxy.port))
+        defer { follow.stop(SIGKILL) }
+        try waitFor("alice's first segments") { sequences().count >= 3 }
+        let generation = generations().last?.name
+
+        // Her uploads stall: the one under way is held, the next ones are read and staged behind it.
+        let stallFrom = now
+        proxy.mode = .stall(matching: "/alice/follow/")
+        try waitFor("an upload of alice held") { proxy.stalledRequests > 0 }
+        let held = sequences()
+        let heldWindow = generations().last?.window
+        usleep(3_000_000)
+        #expect(sequences() == held, "no segment published behind the stalled one: \(held) → \(sequences())")
+        #expect(generations().last?.window?.to == heldWindow?.to, "nothing more claimed during the stall")
+
+        // A stop with the upload still stalled: it exits, and says what it left.
+        follow.stop(SIGTERM)
+        #expect(follow.process.terminationStatus == 0, "\(follow.journal)")
+        let journal = follow.journal
+        let leftLine = journal.split(separator: "\n").first { $0.contains("alice: stopping: segment") }
+        #expect(leftLine != nil, "the stop says what alice's uploads left: \(journal)")
+        // Several segments were staged behind the stalled one (read on while it uploaded).
+        #expect(leftLine?.contains("–") == true, "more than one segment left: \(leftLine ?? "")")
+        proxy.mode = .pass
+        let stallTo = now
+        #expect(sequences() == held, "none of the segments left landed: \(held) → \(sequences())")
+
+        // The next run, with the connection whole again, ships them in the same generation.
+        usleep(500_000)
+        owner.stop()
+        let once = try GranaryProcess.run(
+            ["follow", "--once", "--root", root, "--repo", location], environment: server.environment())
+        #expect(once.status == 0, "\(once.stderr)")
+        #expect(!once.stderr.contains("new generation"), "resumed, not started again: \(once.stderr)")
+        #expect(generations().last?.name == generation)
+        let after = sequences()
+        #expect(after == Array(1...max(1, after.count)) && after.count > held.count, "\(held) → \(after)")
+        let ended = now
+
+        // restore --at inside the stall, around the stop, and at the end holds the ledger.
+        let rows = owner.rows
+        // The end of the window published before the stall (claimed), inside the stall, at the
+        // stop, and the last observation of the next run's segment (claimed: every commit left at
+        // the stop must be there).
+        let last = generations().last?.segments.last?.last ?? ended
+        let moments = [heldWindow?.to ?? stallFrom, stallFrom + (stallTo - stallFrom) / 2, stallTo, last]
+        var claimed: [Int] = []
+        for (index, at) in moments.enumerated() {
+            let target = folder.child("at-\(index)")
+            #expect(mkdir(target, 0o700) == 0)
+            let stamp = ArchiveName.stamp(micros: at, precise: true)
+            let result = try GranaryProcess.run(
+                ["restore", "alice", "--at", stamp, "--to", target, "--root", root, "--repo", location],
+                environment: server.environment())
+            #expect(result.status == 0, "restore alice --at \(stamp): \(result.stderr)")
+            guard result.status == 0 else { continue }
+            let path = target + "/Local.sqlite"
+            let restored = try Database(path: path, mode: .readOnly)
+            #expect(restored.integrityCheck(full: true) == ["ok"], "T=\(stamp)")
+            let seqs = try LedgerAudit.ids(path, table: "ledger_writes")
+            #expect(seqs == Set(rows.prefix(seqs.count).map(\.seq)), "T=\(stamp): not a prefix of the ledger")
+            let late = rows.filter { $0.at > at + 1_000_000 }.map(\.seq).filter(seqs.contains).count
+            #expect(late == 0, "T=\(stamp): \(late) rows acknowledged after T + 1 s")
+            if result.stderr.contains("within the followed window") {
+                claimed.append(index)
+                let missing = rows.filter { $0.at <= at - 1_000_000 }.map(\.seq).filter { !seqs.contains($0) }
+                #expect(
+                    missing.isEmpty, "T=\(stamp): claimed, yet \(missing.count) rows acknowledged by T - 1 s missing")
+            }
+        }
+        #expect(
+            claimed.contains(0) && claimed.contains(3),
+            "the window's end before the stall and the next run's last are claimed: \(claimed); \(generations().last.map { $0.windows } ?? [])"
+        )
     }
 }

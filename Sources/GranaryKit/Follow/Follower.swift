@@ -103,17 +103,46 @@ public final class UserFollower {
     /// Publishes this user's segments in the background (a remote repository; nil: each is
     /// published within its round). See ``SegmentShipper``.
     public var shipper: SegmentShipper?
-    /// The segment handed to ``shipper`` and not yet published, with what its publish makes of
-    /// the follower's state (``shipped(_:)``): until then the user is not read again.
-    var inFlight: InFlight?
+    /// The segments handed to ``shipper`` and not yet published, oldest first. The follower reads
+    /// on from the newest (``sequence``, ``cursors``… are where the next read begins), while what
+    /// is claimed (``publishedSequence``, ``publishedLastShipped``, the state for `check`) moves on
+    /// only as each is published, in order: a segment is claimed once it and every earlier one
+    /// of its generation are in the repository. One given up takes every later one with it, and
+    /// the follower falls back to ``fallback`` (``shipped(_:)``).
+    var staged: [Staged] = []
+    /// Where the follower stood after its last segment published, while any is staged.
+    var fallback: Position?
+    /// A read found continuity lost while segments were staged: the new generation starts once
+    /// they are settled (a generation's segments are never staged behind another's).
+    var breakWaiting = false
+    /// Whether the follower must be read again whole once its staged segments allow (its reads
+    /// fell back, or a new generation waits): taken by ``FollowRun/collectShipped(log:)``.
+    var needsRead = false
 
-    struct InFlight {
+    /// The most segments, and the most bytes, of one user staged before it is read again:
+    /// a user whose uploads stall stops being read (its lag grows in `check`; its commits wait in
+    /// its `-wal`) without holding anyone else back, and the work folder stays bounded.
+    public static let stagedSegments = 16
+    public static let stagedBytes: Int64 = 64 << 20
+
+    /// What the follower's reading state is after a segment (or before the first staged).
+    struct Position {
         let sequence: Int
         let cursors: [String: Segment.StoreCursor]
         let behind: Set<String>
-        let lastShipped: Int64
-        let readToEnd: [String]
+        let lastShipped: Int64?
+        let readThrough: [String: Int64]
+        let resumed: Bool
+    }
+
+    struct Staged {
+        let sequence: Int
+        let bytes: Int64
+        let commits: Int
+        /// When its round began, and whether it left nothing behind (the state for `check`).
         let began: Int64
+        let caughtUp: Bool
+        let after: Position
         let event: FollowEvent
     }
 
@@ -121,33 +150,82 @@ public final class UserFollower {
     /// user; nil: each store opened beneath the root every round). See ``FollowDescriptors``.
     var descriptors: FollowDescriptors?
 
-    /// Whether a segment of this user is being published (``shipper``).
-    public var uploading: Bool { inFlight != nil }
+    var position: Position {
+        Position(
+            sequence: sequence, cursors: cursors, behind: behind, lastShipped: lastShipped, readThrough: readThrough,
+            resumed: resumed)
+    }
 
-    /// What became of the segment handed to ``shipper``: published, the follower's state moves
-    /// on to it; abandoned, it stays where it was (the next round reads the same commits again,
-    /// in the same generation).
-    public func shipped(_ outcome: SegmentShipper.Outcome) -> [FollowEvent] {
-        guard let flight = inFlight else { return [] }
-        inFlight = nil
-        switch outcome {
+    /// Whether segments of this user are being published (``shipper``).
+    public var uploading: Bool { !staged.isEmpty }
+
+    /// Whether this user is not to be read until some of its staged segments are settled: as many
+    /// staged as ``stagedSegments`` or ``stagedBytes`` allow, or a new generation waits for them.
+    public var waitsForUploads: Bool {
+        guard !staged.isEmpty else { return false }
+        return breakWaiting || staged.count >= Self.stagedSegments
+            || staged.reduce(Int64(0)) { $0 + $1.bytes } >= Self.stagedBytes
+    }
+
+    /// The last sequence published, and the newest observation it holds (what is claimed).
+    public var publishedSequence: Int { fallback?.sequence ?? sequence }
+    public var publishedLastShipped: Int64? { staged.isEmpty ? lastShipped : fallback?.lastShipped }
+
+    /// The sequences staged and not published, oldest first, and the commits they hold.
+    public var stagedSequences: [Int] { staged.map(\.sequence) }
+    public var stagedCommits: Int { staged.reduce(0) { $0 + $1.commits } }
+
+    /// What became of a segment handed to ``shipper``.
+    public struct Settled {
+        public var events: [FollowEvent] = []
+        /// When published: when its round began, and whether it left nothing behind.
+        public var began: Int64?
+        public var caughtUp = false
+    }
+
+    /// What became of a segment handed to ``shipper`` (outcomes come in order; one that is not
+    /// the oldest staged, left from a segment already fallen back from, is ignored). Published:
+    /// it is claimed. Given up: so is every later one staged, and the follower falls back to its
+    /// last published segment (the next round reads the same commits again, in the same
+    /// generation).
+    public func shipped(_ done: SegmentShipper.Finished) -> Settled {
+        var settled = Settled()
+        guard let head = staged.first, head.sequence == done.sequence else { return settled }
+        switch done.outcome {
         case .published:
-            sequence = flight.sequence
-            cursors = flight.cursors
-            behind = flight.behind
-            lastShipped = flight.lastShipped
-            rereading = false
-            for name in flight.readToEnd { readThrough[name] = flight.began }
-            return [flight.event]
+            staged.removeFirst()
+            fallback = staged.isEmpty ? nil : head.after
+            settled.events = [head.event]
+            settled.began = head.began
+            settled.caughtUp = head.caughtUp
+            if staged.isEmpty && breakWaiting {
+                breakWaiting = false
+                needsRead = true
+            }
         case .abandoned(let reason):
-            return [
+            let sequences = staged.map(\.sequence)
+            if let back = fallback {
+                sequence = back.sequence
+                cursors = back.cursors
+                behind = back.behind
+                lastShipped = back.lastShipped
+                readThrough = back.readThrough
+                resumed = back.resumed
+            }
+            staged = []
+            fallback = nil
+            breakWaiting = false
+            needsRead = true
+            rereading = true
+            let which =
+                sequences.count == 1 ? "segment \(sequences[0])" : "segments \(sequences[0])–\(sequences.last!)"
+            settled.events = [
                 FollowEvent(
                     kind: .paused, user: user.rawValue,
-                    message:
-                        "following paused: segment \(flight.sequence) not published (\(reason)); its commits are read again"
-                )
+                    message: "following paused: \(which) not published (\(reason)); their commits are read again")
             ]
         }
+        return settled
     }
 
     public init(user: UserID, root: Root, repository: any Repository, backup: BackupOperation, cap: Int64) {
@@ -197,8 +275,8 @@ public final class UserFollower {
 
     func turn(only: Set<String>?, changedAfter: Int64?) throws -> [FollowEvent] {
         var events: [FollowEvent] = []
-        // Its segment under way is published first: the next one must follow it.
-        guard inFlight == nil else { return events }
+        // As many segments staged as a user may have: some are published first.
+        guard !waitsForUploads else { return events }
         if generation == nil {
             return try startGeneration(reason: "following starts", events: &events)
         }
@@ -208,16 +286,24 @@ public final class UserFollower {
             return events
         case .broken(let reason):
             descriptors?.forget(user)
+            if !staged.isEmpty {
+                // Its staged segments are settled first (published, or fallen back from).
+                breakWaiting = true
+                return events
+            }
             return try startGeneration(reason: reason, events: &events)
         }
     }
 
     /// Ships what the stores (all, or those of `only`) hold now, without starting a generation
     /// when continuity is lost (that waits for the next run): what `follow` does when stopped.
+    /// With ``shipper`` the segment is staged behind the user's others (whatever their number:
+    /// the run is ending), for the stop's last uploads.
     public func ship(only: Set<String>?, changedAfter: Int64? = nil) throws -> [FollowEvent] {
-        guard generation != nil, inFlight == nil else { return [] }
+        guard generation != nil, !breakWaiting else { return [] }
         let outcome = try SleepAllowance.within(Self.turnSleep) { () throws -> RoundOutcome in
-            try readRound(only: only.map { $0.union(behind) }, changedAfter: changedAfter, background: false)
+            try readRound(
+                only: only.map { $0.union(behind) }, changedAfter: changedAfter, background: shipper != nil)
         }
         switch outcome {
         case .shipped(let event): return event.map { [$0] } ?? []
@@ -536,18 +622,27 @@ public final class UserFollower {
         let name = Segment.fileName(sequence: sequence + 1, first: trailer.first, last: trailer.last)
         let object = followFolder + "/" + generation + "/" + name
         if let shipper, background, !first {
-            // Published in the background (the file is the shipper's now): the state moves on
-            // once it is (shipped(_:)).
-            inFlight = InFlight(
-                sequence: sequence + 1, cursors: next, behind: left, lastShipped: trailer.last, readToEnd: readToEnd,
-                began: began,
-                event: FollowEvent(
-                    kind: .segment, user: user.rawValue,
-                    message:
-                        "segment \(sequence + 1) of \(generation): \(trailer.commits) commits, \(trailer.frames) frames"
-                ))
-            rereading = true
-            shipper.send(user: user, object: object, file: temporary)
+            // Published in the background (the file is the shipper's now, uploaded after the
+            // user's segments staged before it): the next read goes on from here, the claim
+            // once it is published (shipped(_:)).
+            if staged.isEmpty { fallback = position }
+            sequence += 1
+            cursors = next
+            behind = left
+            lastShipped = trailer.last
+            rereading = false
+            for name in readToEnd { readThrough[name] = began }
+            staged.append(
+                Staged(
+                    sequence: sequence, bytes: FileSystem.size(temporary) ?? 0, commits: trailer.commits, began: began,
+                    caughtUp: left.isEmpty,
+                    after: position,
+                    event: FollowEvent(
+                        kind: .segment, user: user.rawValue,
+                        message:
+                            "segment \(sequence) of \(generation): \(trailer.commits) commits, \(trailer.frames) frames"
+                    )))
+            shipper.send(user: user, sequence: sequence, object: object, file: temporary)
             return .shipped(nil)
         }
         // Renamed into place by the publish, or copied (then the temporary is left behind).
@@ -806,9 +901,6 @@ public final class FollowRun {
     /// Publishes segments in the background to a remote repository (nil for a local one, where a
     /// publish is a rename): ``SegmentShipper``.
     let shipper: SegmentShipper?
-    /// When the round began whose segment is being published, for each user (its status is
-    /// recorded once the segment is published).
-    var uploadBegan: [UserID: Int64] = [:]
 
     /// A user's work waiting: since when, which stores, or all of them after a scan.
     struct Pending {
@@ -884,21 +976,28 @@ public final class FollowRun {
         try writeStatus(log: log)
     }
 
-    /// Takes in what the shipper published (or gave up) since the last call: each user's state
-    /// and status move on, and a user with more to read is due again.
+    /// Takes in what the shipper published (or gave up) since the last call: each user's claim
+    /// and status move on, and a user whose reads fell back (or whose new generation waited) is
+    /// due again.
     func collectShipped(log: (FollowEvent) -> Void) {
         guard let shipper else { return }
         let (outcomes, notices) = shipper.take()
         for notice in notices { log(notice) }
-        for (user, outcome) in outcomes {
+        for done in outcomes {
+            let user = done.user
             guard let follower = followers[user] else { continue }
-            for event in follower.shipped(outcome) { log(event) }
-            let began = uploadBegan.removeValue(forKey: user) ?? ArchiveName.micros(Date())
-            status.record(
-                user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
-                lastShipped: follower.lastShipped, began: began, caughtUp: follower.behind.isEmpty,
-                paused: failing[user].map { "following paused: \($0)" })
-            if !follower.behind.isEmpty {
+            let settled = follower.shipped(done)
+            for event in settled.events { log(event) }
+            if let began = settled.began {
+                status.record(
+                    user: user.rawValue, generation: follower.generation, sequence: follower.publishedSequence,
+                    lastShipped: follower.publishedLastShipped, began: began, caughtUp: settled.caughtUp,
+                    paused: failing[user].map { "following paused: \($0)" })
+            }
+            if follower.needsRead {
+                follower.needsRead = false
+                add(user, stores: [], whole: true, since: clock.now - interval / 2)
+            } else if !follower.behind.isEmpty && !follower.uploading {
                 add(user, stores: follower.behind, whole: false, since: clock.now - interval / 2)
             }
         }
@@ -922,7 +1021,7 @@ public final class FollowRun {
             // Due users, oldest change first (a user whose segment is being published waits for it).
             let now = clock.now
             let delay = Duration.microseconds(pacing.delay)
-            let due = pending.filter { $0.value.since + delay <= now && followers[$0.key]?.uploading != true }
+            let due = pending.filter { $0.value.since + delay <= now && followers[$0.key]?.waitsForUploads != true }
                 .sorted { $0.value.since < $1.value.since }
             for user in due.map(\.key) {
                 if Interruption.isRequested { break }
@@ -973,7 +1072,7 @@ public final class FollowRun {
             // Wait for events until the next user is due (100 ms at most, so that a signal that
             // came just before the wait is seen soon).
             let next =
-                pending.filter { followers[$0.key]?.uploading != true }.values.map {
+                pending.filter { followers[$0.key]?.waitsForUploads != true }.values.map {
                     $0.since + .microseconds(pacing.delay)
                 }.min() ?? (after + .seconds(1))
             let wait = min(max(next - clock.now, .zero), .milliseconds(100))
@@ -996,20 +1095,21 @@ public final class FollowRun {
     /// How long a stop goes on reading users with work waiting before it exits: what is left
     /// stays in their `-wal` files for the next run (docs/follow.md, "Stopping").
     public var stopBudget: Duration = .milliseconds(500)
+    /// With a remote repository, how long from the start of a stop the uploads may go on (those
+    /// under way and those of the segments the stop read): what is not published by then is
+    /// left, said per user, and shipped by the next run from the `-wal`.
+    public var stopUploads: Duration = .milliseconds(700)
 
     /// After a signal: one last read of the users with work waiting, oldest change first, for at
     /// most ``stopBudget`` (no new generation, no backup: those wait for the next run), with
     /// further signals held back. Users not reached are named in one line; their commits stay
-    /// in their `-wal` files and the next run resumes from their last segment.
+    /// in their `-wal` files and the next run resumes from their last segment. With a remote
+    /// repository, the segments read are staged like any other, and the uploads go on until
+    /// ``stopUploads`` from the start of the stop; then the rest is left, said per user.
     func flush(log: (FollowEvent) -> Void) {
-        // Segments being published are waited for within the budget; those not published by
-        // then are left (the next run resumes from the last one published).
-        let deadline = clock.now + stopBudget
-        if let shipper {
-            shipper.waitIdle(until: deadline)
-            collectShipped(log: log)
-            shipper.stop()
-        }
+        let start = clock.now
+        let deadline = start + stopBudget
+        collectShipped(log: log)
         var changes = FollowChanges()
         watcher?.drain(into: &changes)
         apply(changes, changedAfter: drainedAt, log: log)
@@ -1017,9 +1117,7 @@ public final class FollowRun {
         var left = 0
         Interruption.heldBack {
             for (user, work) in pending.sorted(by: { $0.value.since < $1.value.since }) {
-                guard let follower = followers[user], follower.generation != nil, !follower.uploading else {
-                    continue
-                }
+                guard let follower = followers[user], follower.generation != nil else { continue }
                 // The oldest is always read, however slow the machine.
                 if shipped > 0 && clock.now >= deadline {
                     left += 1
@@ -1044,6 +1142,25 @@ public final class FollowRun {
                     message:
                         "stopping: \(left) users with changes not read in the \(stopBudget) a stop takes; the next run ships them"
                 ))
+        }
+        if let shipper {
+            // Uploads under way (each user's in order) go on until the stop's bound; what is not
+            // published then is never claimed: its commits are still in the -wal.
+            shipper.waitIdle(until: start + stopUploads)
+            collectShipped(log: log)
+            shipper.stop()
+            for (user, follower) in followers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where follower.uploading
+            {
+                let sequences = follower.stagedSequences
+                let which =
+                    sequences.count == 1 ? "segment \(sequences[0])" : "segments \(sequences[0])–\(sequences.last!)"
+                log(
+                    FollowEvent(
+                        kind: .paused, user: user.rawValue,
+                        message:
+                            "stopping: \(which) (\(follower.stagedCommits) commits) not uploaded within the \(stopUploads) a stop gives uploads; the next run ships them from the -wal"
+                    ))
+            }
         }
         pending = [:]
     }
@@ -1175,13 +1292,13 @@ public final class FollowRun {
             paused = "following paused: \(text)"
         }
         if follower.uploading && paused == nil {
-            // Recorded once its segment is published (collectShipped).
-            uploadBegan[user] = began
+            // Recorded as its segments are published (collectShipped).
             return
         }
         status.record(
-            user: user.rawValue, generation: follower.generation, sequence: follower.sequence,
-            lastShipped: follower.lastShipped, began: began, caughtUp: follower.behind.isEmpty, paused: paused)
+            user: user.rawValue, generation: follower.generation, sequence: follower.publishedSequence,
+            lastShipped: follower.publishedLastShipped, began: began,
+            caughtUp: follower.behind.isEmpty && !follower.uploading, paused: paused)
     }
 
     /// Writes ``status`` to the repository for `check` (FollowStatus), then hands it to

@@ -28,9 +28,12 @@ extension RcloneRepository {
     /// the others. The run is stopped at `deadline` (seconds; nil: rclone's own timeouts).
     /// Returns the objects reported copied: the others (failed, stopped, or skipped because the
     /// name was taken) are the caller's to publish again, through
-    /// ``Repository/publishObject(_:from:)``, which settles a name taken.
+    /// ``Repository/publishObject(_:from:)``, which settles a name taken. `started` is handed the
+    /// rclone process as soon as it runs (a caller that must end the run sooner kills it: the run
+    /// then ends as a cut one, its staging folder removed).
     public func uploadBatch(
-        _ files: [Upload], transfers: Int, deadline: Double?, uploaded: (String) -> Void
+        _ files: [Upload], transfers: Int, deadline: Double?, started: (RcloneProcess) -> Void = { _ in },
+        uploaded: (String) -> Void
     ) throws(RepositoryError) -> Set<String> {
         guard !files.isEmpty else { return [] }
         let work = try prepareWorkFolder()
@@ -70,6 +73,7 @@ extension RcloneRepository {
                 "--stats-log-level", "DEBUG", "--log-file", "/dev/stdout", staging, remote(""),
             ]
         let process = try rclone.start(arguments, extra: extra)
+        started(process)
         var done: Set<String> = []
         var pending: [UInt8] = []
         let timedOut = Rclone.read(process, deadline: deadline) { bytes in
