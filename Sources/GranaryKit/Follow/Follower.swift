@@ -58,9 +58,8 @@ public final class UserFollower {
     /// in the journal and in check) until one more may start (docs/follow.md, "Generation storms").
     public static let generationBurst = 4
     public static let generationEvery: Duration = .seconds(10)
-    /// Generations this user may still start now (a token bucket), as of ``generationsCounted``.
-    var generationTokens = Double(UserFollower.generationBurst)
-    var generationsCounted: ContinuousClock.Instant?
+    /// The generations this user may still start (``generationBurst``, ``generationEvery``).
+    var generations = GenerationBudget(burst: UserFollower.generationBurst, every: UserFollower.generationEvery)
     /// While a new generation waits for the bucket: until when, and why it is needed (said once).
     public private(set) var heldUntil: ContinuousClock.Instant?
     var heldReason: String?
@@ -69,19 +68,7 @@ public final class UserFollower {
 
     /// Takes one generation from the bucket, or says until when none is left.
     func takeGeneration(now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
-        let every =
-            Double(Self.generationEvery.components.seconds)
-            + Double(Self.generationEvery.components.attoseconds) / 1e18
-        if let counted = generationsCounted {
-            let earned = (now - counted) / Self.generationEvery
-            generationTokens = min(Double(Self.generationBurst), generationTokens + earned)
-        }
-        generationsCounted = now
-        guard generationTokens >= 1 else {
-            return now + .milliseconds(Int64(((1 - generationTokens) * every * 1000).rounded(.up)))
-        }
-        generationTokens -= 1
-        return nil
+        generations.take(now: now)
     }
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
     /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
@@ -725,6 +712,31 @@ public final class UserFollower {
         }
         defer { try? db.execute("COMMIT") }
         return try body()
+    }
+}
+
+/// At most `burst` new generations of one user at once, and one more every `every` (a token
+/// bucket): the bound on a generation storm (docs/follow.md, "Generation storms").
+public struct GenerationBudget: Sendable {
+    public let burst: Int
+    public let every: Duration
+    /// Generations that may start now, as of ``counted``.
+    var tokens: Double
+    var counted: ContinuousClock.Instant?
+
+    public init(burst: Int, every: Duration) {
+        self.burst = burst
+        self.every = every
+        tokens = Double(burst)
+    }
+
+    /// Takes one generation at `now`: nil when it may start, else the moment the next may.
+    public mutating func take(now: ContinuousClock.Instant) -> ContinuousClock.Instant? {
+        if let counted { tokens = min(Double(burst), tokens + (now - counted) / every) }
+        counted = now
+        guard tokens >= 1 else { return now + every * (1 - tokens) }
+        tokens -= 1
+        return nil
     }
 }
 
