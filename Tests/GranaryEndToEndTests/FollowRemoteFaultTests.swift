@@ -197,23 +197,10 @@ struct FollowRemoteStagedTests {
     let server: S3Server
 
     init() throws {
-        guard let server = RemoteRepositoryTests.shared else { throw S3ServerError.didNotStart("moto did not start") }
-        self.server = server
-        bucket = "g" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
-        try server.makeBucket(bucket)
+        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("g")
     }
 
     var now: Int64 { ArchiveName.micros(Date()) }
-
-    func waitFor(_ what: String, upTo bound: Duration = .seconds(120), _ condition: () -> Bool) throws {
-        let deadline = ContinuousClock.now + bound
-        while ContinuousClock.now < deadline {
-            if condition() { return }
-            usleep(50_000)
-        }
-        Issue.record("waited in vain for \(what)")
-        throw CancellationError()
-    }
 
     @Test("a stalled upload holds back its user's later segments; SIGTERM leaves them, said; the next run ships them")
     func stagedBehindStall() throws {
@@ -313,5 +300,53 @@ struct FollowRemoteStagedTests {
             claimed.contains(0) && claimed.contains(3),
             "the window's end before the stall and the next run's last are claimed: \(claimed); \(generations().last.map { $0.windows } ?? [])"
         )
+    }
+
+    @Test(
+        "a store made, written and removed while the user's uploads stall: the generation whose continuity was lost ends once its staged segments settle; it is not read on"
+    )
+    func breakWhileStalled() throws {
+        let location = initializedRepository("s3:\(bucket)/break", environment: server.environment())
+        let opened = try Repositories.open(location, environment: server.environment())
+        func generations() -> [FollowCatalogue.Generation] {
+            (try? FollowCatalogue.generations(in: opened, user: try UserID("alice"), host: nil)) ?? []
+        }
+        try FileSystem.makeDirectory(root + "/alice")
+        // Two commits a second: her reads go on (fewer segments staged than a user may have)
+        // while her uploads stall.
+        let owner = FollowMatrixTests.Owner(
+            user: "alice", root: root, ledger: folder.child("ledger"), intervalMs: 500, checkpointEvery: 0,
+            mode: "PASSIVE")
+        try FollowFixtures.makeWALStore(owner.store, rows: ["first"], ledger: true)
+        try owner.start()
+        defer { owner.stop() }
+        let proxy = try FaultProxy(upstream: server.port)
+        defer { proxy.stop() }
+        let follow = try FollowProcess(
+            ["--root", root, "--repo", location], log: folder.child("follow.log"), interval: "200ms",
+            environment: server.environment(endpointPort: proxy.port))
+        defer { follow.stop(SIGKILL) }
+        try waitFor("alice's first segments") { (generations().last?.segments.count ?? 0) >= 2 }
+        let before = generations().map(\.name)
+
+        // Her uploads stall; a store appears, is written and goes again while they do (an app's
+        // cache): a read sees it (continuity lost), the next reads no longer can.
+        proxy.mode = .stall(matching: "/alice/follow/")
+        try waitFor("an upload of alice held") { proxy.stalledRequests > 0 }
+        let cache = root + "/alice/Cache.sqlite"
+        try FollowFixtures.makeWALStore(cache, rows: (1...50).map { "cached \($0)" })
+        try waitFor("a read of alice that finds Cache.sqlite", follow, upTo: .seconds(60)) {
+            follow.journal.contains("continuity lost (new store Cache.sqlite)")
+        }
+        for suffix in ["", "-wal", "-shm"] { FileSystem.removeTree(cache + suffix) }
+        usleep(1_000_000)
+        proxy.mode = .pass
+
+        try waitFor("a new generation of alice once her staged segments settled", follow, upTo: .seconds(90)) {
+            generations().map(\.name).count > before.count
+        }
+        #expect(
+            follow.journal.contains("new store Cache.sqlite"),
+            "the new generation names what lost continuity: \(follow.journal)")
     }
 }

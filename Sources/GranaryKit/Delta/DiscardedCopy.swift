@@ -147,6 +147,14 @@ struct DiscardedCopy {
             case .success?, nil: break
             }
             recorder.pagesRead = .success(try readPages(live, candidates: candidates, check: &pageCheck))
+            if let problem = pageCheck?.problem {
+                // A page that does not parse may be one no b-tree uses (a page past the end of a
+                // store VACUUM shrank, allocated and freed in one transaction, is never written):
+                // the configured check, on every page in use, decides; it refuses a damaged page
+                // in use with its own words.
+                recorder.pagesChecked = .failure(.init("\(problem); the configured check decides"))
+                pageCheck = nil
+            }
             if let pageCheck, case .success(let run)? = noCopy.pagesCheck, let checkedByPages = noCopy.checkedByPages {
                 try checkedByPages(source, DeltaAttempt.PagesChecked(problem: pageCheck.problem))
                 guard sqlite3_get_autocommit(source.handle) == 0 else {

@@ -99,9 +99,13 @@ public final class UserFollower {
     var staged: [Staged] = []
     /// Where the follower stood after its last segment published, while any is staged.
     var fallback: Position?
-    /// A read found continuity lost while segments were staged: the new generation starts once
-    /// they are settled (a generation's segments are never staged behind another's).
-    var breakWaiting = false
+    /// Why continuity was lost, when a read found it lost while segments were staged: the new
+    /// generation starts once they are settled (a generation's segments are never staged behind
+    /// another's), whatever the stores look like by then. Kept through a fallback too: what broke
+    /// it (a store made, written and removed while uploads stalled) may be gone when the staged
+    /// segments settle, and reading on in the old generation would claim moments whose commits
+    /// are in no segment.
+    var breakWaiting: String?
     /// Whether the follower must be read again whole once its staged segments allow (its reads
     /// fell back, or a new generation waits): taken by ``FollowRun/collectShipped(log:)``.
     var needsRead = false
@@ -150,7 +154,7 @@ public final class UserFollower {
     /// staged as ``stagedSegments`` or ``stagedBytes`` allow, or a new generation waits for them.
     public var waitsForUploads: Bool {
         guard !staged.isEmpty else { return false }
-        return breakWaiting || staged.count >= Self.stagedSegments
+        return breakWaiting != nil || staged.count >= Self.stagedSegments
             || staged.reduce(Int64(0)) { $0 + $1.bytes } >= Self.stagedBytes
     }
 
@@ -185,10 +189,7 @@ public final class UserFollower {
             settled.events = [head.event]
             settled.began = head.began
             settled.caughtUp = head.caughtUp
-            if staged.isEmpty && breakWaiting {
-                breakWaiting = false
-                needsRead = true
-            }
+            if staged.isEmpty && breakWaiting != nil { needsRead = true }
         case .abandoned(let reason):
             let sequences = staged.map(\.sequence)
             if let back = fallback {
@@ -201,7 +202,6 @@ public final class UserFollower {
             }
             staged = []
             fallback = nil
-            breakWaiting = false
             needsRead = true
             rereading = true
             let which =
@@ -264,6 +264,11 @@ public final class UserFollower {
         var events: [FollowEvent] = []
         // As many segments staged as a user may have: some are published first.
         guard !waitsForUploads else { return events }
+        if let reason = breakWaiting {
+            // Its staged segments are settled: the generation whose continuity was lost ends.
+            breakWaiting = nil
+            return try startGeneration(reason: reason, events: &events)
+        }
         if generation == nil {
             return try startGeneration(reason: "following starts", events: &events)
         }
@@ -275,7 +280,13 @@ public final class UserFollower {
             descriptors?.forget(user)
             if !staged.isEmpty {
                 // Its staged segments are settled first (published, or fallen back from).
-                breakWaiting = true
+                breakWaiting = reason
+                events.append(
+                    FollowEvent(
+                        kind: .paused, user: user.rawValue,
+                        message:
+                            "continuity lost (\(reason)): a new generation starts once the \(staged.count) segments staged are settled"
+                    ))
                 return events
             }
             return try startGeneration(reason: reason, events: &events)
@@ -287,7 +298,7 @@ public final class UserFollower {
     /// With ``shipper`` the segment is staged behind the user's others (whatever their number:
     /// the run is ending), for the stop's last uploads.
     public func ship(only: Set<String>?, changedAfter: Int64? = nil) throws -> [FollowEvent] {
-        guard generation != nil, !breakWaiting else { return [] }
+        guard generation != nil, breakWaiting == nil else { return [] }
         let outcome = try SleepAllowance.within(Self.turnSleep) { () throws -> RoundOutcome in
             try readRound(
                 only: only.map { $0.union(behind) }, changedAfter: changedAfter, background: shipper != nil)
@@ -1161,6 +1172,9 @@ public final class FollowRun {
             shipper.waitIdle(until: start + stopUploads)
             collectShipped(log: log)
             shipper.stop()
+            // An upload that ended between the two (published as its run was stopped) is taken in
+            // too: what the repository holds is claimed, and not said to be left.
+            collectShipped(log: log)
             for (user, follower) in followers.sorted(by: { $0.key.rawValue < $1.key.rawValue }) where follower.uploading
             {
                 let sequences = follower.stagedSequences
