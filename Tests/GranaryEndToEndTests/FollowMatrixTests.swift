@@ -206,15 +206,7 @@ struct FollowMatrixTests {
     /// each checked against the owner's ledger (the rule in the type's comment); the counts.
     func audit(_ moments: [(at: Int64, user: Int)], owners: [Owner]) throws -> Audit {
         var audit = Audit()
-        var acknowledged = 0
-        for owner in owners { acknowledged += owner.rows.count }
-        var checked = 0
-        var lost = 0
-        var extra = 0
-        var falseClaims = 0
-        var covered = 0
-        var outside = 0
-        var states: Set<Int> = []
+        for owner in owners { audit.acknowledged += owner.rows.count }
         for (index, moment) in moments.enumerated() {
             let owner = owners[moment.user]
             let rows = owner.rows
@@ -245,23 +237,23 @@ struct FollowMatrixTests {
             #expect(seqs == prefix, "T=\(stamp) \(owner.user): not a prefix of the ledger")
             let mustNot = rows.filter { $0.at > moment.at + 1_000_000 }.map(\.seq)
             let late = mustNot.filter(seqs.contains).count
-            extra += late
+            audit.extra += late
             #expect(late == 0, "T=\(stamp) \(owner.user): \(late) rows acknowledged after T + 1 s")
-            checked += mustNot.count
+            audit.checked += mustNot.count
             if claimed {
-                covered += 1
+                audit.covered += 1
                 let mustHave = rows.filter { $0.at <= moment.at - 1_000_000 }.map(\.seq)
                 let missing = mustHave.filter { !seqs.contains($0) }.count
-                checked += mustHave.count
-                lost += missing
-                if missing > 0 { falseClaims += 1 }
+                audit.checked += mustHave.count
+                audit.lost += missing
+                if missing > 0 { audit.falseClaims += 1 }
                 #expect(
                     missing == 0,
                     "T=\(stamp) \(owner.user): within a followed window, yet \(missing) rows acknowledged by T - 1 s are missing"
                 )
-                states.insert(seqs.count)
+                audit.states.insert(seqs.count)
             } else {
-                outside += 1
+                audit.outside += 1
                 // A gap: the newest archive, said so; never a moment inside a window.
                 #expect(result.stderr.contains("outside every followed window"), "\(result.stderr)")
                 let windows = generations(owner.user).flatMap(\.windows)
@@ -270,14 +262,6 @@ struct FollowMatrixTests {
                     "T=\(stamp) \(owner.user): inside a window, yet restored as outside")
             }
         }
-        audit.acknowledged = acknowledged
-        audit.checked = checked
-        audit.lost = lost
-        audit.extra = extra
-        audit.falseClaims = falseClaims
-        audit.covered = covered
-        audit.outside = outside
-        audit.states = states
         return audit
     }
 
