@@ -159,10 +159,10 @@ bench: release moto
 
 # Tests too slow for make test (over a GiB of I/O each: the lock-byte page of a store over 1 GiB,
 # restored from a delta and hashed from a copy without a file; more seeds of the delta property
-# tests; follow's whole ledger matrix: three users, every event, 50 random moments), run on
+# tests; follow's whole ledger matrix: three users, every event, 50 random moments; and on S3), run on
 # demand and before a release; CI runs them.
 test-slow: build
-	GRANARY_SLOW_TESTS=1 $(SWIFT) test --filter 'DeltaPropertyTests|DeltaNoCopyTests/lockBytePage|FollowMatrixTests'
+	GRANARY_SLOW_TESTS=1 $(SWIFT) test --filter 'DeltaPropertyTests|DeltaNoCopyTests/lockBytePage|FollowMatrixTests|FollowRemoteMatrixTests'
 
 # granary under load (owners writing; backup, verify, restore, reset, prune, kill -9, recover), then an audit.
 SOAK_SECONDS ?= 120
