@@ -186,21 +186,7 @@ struct FollowRemoteFaultTests {
 /// past the last published segment is claimed. SIGTERM then exits with the uploads still stalled,
 /// saying per user what it left; the next run ships those commits from the `-wal` in the same
 /// generation, and `restore --at` holds the ledger.
-@Suite(
-    "follow: staged segments behind a stalled S3 upload, and a stop with uploads in flight", .serialized,
-    .enabled(if: S3Server.available, S3Server.unavailableReason)
-)
-struct FollowRemoteStagedTests {
-    let folder = TemporaryFolder("granary-follow-staged")
-    var root: String { folder.child("root") }
-    let bucket: String
-    let server: S3Server
-
-    init() throws {
-        (server, bucket) = try RemoteRepositoryTests.serverAndBucket("g")
-    }
-
-    var now: Int64 { ArchiveName.micros(Date()) }
+extension FollowRemoteFaultTests {
 
     @Test("a stalled upload holds back its user's later segments; SIGTERM leaves them, said; the next run ships them")
     func stagedBehindStall() throws {
