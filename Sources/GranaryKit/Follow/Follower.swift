@@ -66,10 +66,6 @@ public final class UserFollower {
     /// Why this user's following is paused while a new generation waits, for check.
     public private(set) var held: String?
 
-    /// Takes one generation from the bucket, or says until when none is left.
-    func takeGeneration(now: ContinuousClock.Instant = .now) -> ContinuousClock.Instant? {
-        generations.take(now: now)
-    }
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
     /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
     var resumed = false
@@ -345,7 +341,7 @@ public final class UserFollower {
         descriptors?.forget(user)
         while true {
             attempts += 1
-            if let until = takeGeneration() {
+            if let until = generations.take(now: .now) {
                 // Too many generations lately: paused, the old window ends where it ended (the
                 // moments after it are a gap) and nothing is read until one more may start.
                 let wait = max(.zero, until - .now)
