@@ -40,6 +40,8 @@ UPWARD = {
     ("Catalogue/Freshness.swift", "Retirement"): "check counts a retired user's final archive",
     ("Catalogue/Freshness.swift", "Recovery"): "check reports users with an unfinished restore or retire",
     ("Catalogue/Inventory.swift", "Retirement"): "users lists retired users",
+    ("Catalogue/FollowedRetention.swift", "FollowStatus"):
+        "prune keeps the base of the generation a follower says it follows (its state file)",
     ("Repository/ArchiveBuilder.swift", "BackupError"):
         "a failed check is the backup's checkFailed, whichever archive is built (its exit status and hint)",
 }

@@ -166,12 +166,14 @@ struct FollowMaintenanceTests {
         #expect(!FileSystem.isRegularFile(repo + "/alice/" + older.base))
         #expect(FollowedGenerations.list(in: repo, user: try UserID(user)).map(\.base) == [newer.base])
 
-        // A window that ended before the span: its segments go, its base stays by --keep-last.
+        // The newest generation is the one a follower writes to: its window ended before the
+        // span, yet it stays whole with its base (FollowedRetention.liveBases).
         usleep(1_200_000)
-        let expired = try granary(["prune", user, "--keep-last", "1", "--followed-keep-within", "1s"])
+        let expired = try granary(["prune", user, "--keep-last", "1", "--followed-keep-within", "1s", "--json"])
         #expect(expired.status == 0, "\(expired.stderr)")
-        #expect(FollowedGenerations.list(in: repo, user: try UserID(user)).isEmpty)
+        #expect(FollowedGenerations.list(in: repo, user: try UserID(user)).map(\.base) == [newer.base])
         #expect(FileSystem.isRegularFile(repo + "/alice/" + newer.base))
+        #expect(expired.stdout.contains(FollowedRetention.liveReason), "\(expired.stdout)")
         // And verify has no window left to complain about.
         #expect(try granary(["verify", "--user", user]).status == 0)
     }
@@ -181,6 +183,14 @@ struct FollowMaintenanceTests {
     )
     func pruneSegmentsUnderLock() throws {
         let generation = try follow(segments: 1)
+        // A newer generation (a second store breaks continuity): the older one is no longer the
+        // one a follower writes to, and its window is what the span removes.
+        let other = try Database(path: root + "/alice/Other.sqlite", mode: .create)
+        try other.execute("PRAGMA journal_mode=WAL")
+        try other.execute("CREATE TABLE t(x)")
+        try other.keepWALOnClose()
+        let newer = try follow(segments: 1)
+        #expect(newer.base != generation.base)
         usleep(1_200_000)
         let id = try UserID(user)
         let userRoot = Root(path: root)
@@ -191,17 +201,18 @@ struct FollowMaintenanceTests {
         // expired window is still whole.
         let held = try UserLock.acquire(root: userRoot, user: id, timeout: .zero)
         let refused = try granary([
-            "prune", user, "--keep-last", "1", "--followed-keep-within", "1s", "--lock-timeout", "0.5",
+            "prune", user, "--keep-last", "2", "--followed-keep-within", "1s", "--lock-timeout", "0.5",
         ])
         held.release()
         #expect(refused.status == 75, "\(refused.stderr)")
         #expect(refused.stderr.contains(user), "\(refused.stderr)")
         #expect(FileSystem.isDirectory(folderPath))
-        #expect(FollowedGenerations.list(in: repo, user: id).map(\.segments.count) == [1])
+        #expect(FollowedGenerations.list(in: repo, user: id).map(\.segments.count) == [1, 1])
 
         // The step itself runs while prune holds the lock: another taker is refused at that moment,
         // and the lock is free again once prune returns.
-        var policy = RetentionPolicy(keepLast: 1)
+        // Both bases kept by --keep-last 2: the older window goes by the span alone.
+        var policy = RetentionPolicy(keepLast: 2)
         policy.followedKeepWithin = TimeSpan(seconds: 1)
         var lockedDuringStep: Bool?
         var removed: [FollowedRetention.Removal] = []
@@ -216,7 +227,7 @@ struct FollowMaintenanceTests {
         #expect(removed.map(\.generation.base) == [generation.base])
         #expect(removed.first?.why == "its window ended before followed_keep_within")
         #expect(!Self.isLocked(root: userRoot, user: id))
-        #expect(FollowedGenerations.list(in: repo, user: id).isEmpty)
+        #expect(FollowedGenerations.list(in: repo, user: id).map(\.base) == [newer.base])
     }
 
     /// Whether another holder has `user`'s lock (a try that does not wait).

@@ -28,7 +28,10 @@ struct FollowCommand: GranaryCommand {
             at most half a second, publishes them and exits; the users not reached by then are read by the \
             next run. To a remote repository the uploads under way get 0.7 s from the stop; the segments \
             not uploaded by then are named per user, and the next run ships their commits from the -wal. \
-            Exit codes: 0 stopped by a signal or --once done, 64 usage, 69 no repository or root.
+            One follow per repository and host runs at a time (a lock in the root's .granary folder, taken \
+            without waiting): another, --once included, exits 75 naming the one running. \
+            Exit codes: 0 stopped by a signal or --once done, 64 usage, 69 no repository or root, 75 another \
+            follow of this repository and host is running.
             """
     )
 
@@ -67,6 +70,10 @@ struct FollowCommand: GranaryCommand {
         let settings = try global.settings()
         let root = try settings.requireRoot()
         let repository = try settings.requireRepository()
+        // One follower per repository and host: a second would publish its own segments under
+        // the same sequence numbers as the first's.
+        let lock = try FollowLock.acquire(root: root, repository: repository)
+        defer { lock.release() }
         var options = BackupOperation.Options()
         options.compression = settings.compression.value
         options.level = settings.level.value

@@ -332,7 +332,7 @@ extension SettingsError: CommandLineError {
 extension LockError: CommandLineError {
     var status: ExitStatus {
         switch self {
-        case .held: return .temporaryFailure
+        case .held, .followHeld: return .temporaryFailure
         case .cannotCreate(_, let underlying): return underlying.status
         case .interrupted: return (Interruption.signal == SIGHUP ? ExitStatus.hangup : .interrupted)
         }
@@ -340,6 +340,9 @@ extension LockError: CommandLineError {
     var hint: String? {
         switch self {
         case .held: return "wait for it to finish, or wait longer with --lock-timeout (such as 10min)"
+        case .followHeld:
+            return
+                "one follow per repository and host: stop the other first (systemctl stop granary-follow), or follow into another --repo"
         case .cannotCreate(_, let underlying): return underlying.hint
         case .interrupted: return nil
         }

@@ -1,13 +1,41 @@
 import Foundation
 
 /// `prune`'s rules for `follow`'s segments (docs/follow.md), a step of their own beside the
-/// archives' rules: a generation whose window ended within `followed_keep_within` of now keeps
-/// its base archive (and, through `DeltaChains`, the base's chain); a generation is removed when
-/// its base is gone or going, or when its window ended before that span. No segment is ever left
-/// without its base.
+/// archives' rules: each host's newest generation of a user is the one a `follow` may be
+/// writing to, and keeps its base archive whatever the rules say (and, through `DeltaChains`,
+/// the base's chain); so does a generation whose window ended within `followed_keep_within` of
+/// now. A generation is removed when its base is gone or going, or when its window ended
+/// before that span, never while it is its host's newest. No segment is ever left without its
+/// base, and a running follower never publishes onto a base that prune removed.
 public enum FollowedRetention {
     /// Why an archive is kept: a followed window within the span replays onto it.
     public static let reason = "followed window"
+    /// Why an archive is kept: it is the base of a generation a follower may still be writing.
+    public static let liveReason = "followed generation"
+
+    /// The bases (archive file names) of the generations of `user` a follower may still write
+    /// to: each host's newest, by its base's time; and the one each host's follower last said it
+    /// follows (`.granary-follow/HOST.json`), which may have no segment listed yet.
+    static func liveBases(user: UserID, generations: [FollowedGenerations.Generation], repository: any Repository)
+        -> Set<String>
+    {
+        var newest: [String: FollowedGenerations.Generation] = [:]
+        for generation in generations {
+            if let known = newest[generation.host],
+                (ArchiveName(fileName: known.base)?.micros ?? 0) > (ArchiveName(fileName: generation.base)?.micros ?? 0)
+            {
+                continue
+            }
+            newest[generation.host] = generation
+        }
+        var bases = Set(newest.values.map(\.base))
+        for host in Set(newest.keys).union([repository.context.host]) {
+            if let followed = FollowStatus.read(from: repository, host: host)?.users[user.rawValue]?.generation {
+                bases.insert(followed)
+            }
+        }
+        return bases
+    }
 
     /// One generation prune removes, and why.
     public struct Removal: Sendable, Equatable {
@@ -21,9 +49,15 @@ public enum FollowedRetention {
         user: UserID, archives: [RepositoryEntry], kept: inout [String: [String]], policy: RetentionPolicy, now: Date,
         repository: any Repository
     ) throws(RepositoryError) {
+        let generations = try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope)
+        for base in liveBases(user: user, generations: generations, repository: repository) {
+            for entry in archives where entry.name.fileName == base && !(kept[entry.path] ?? []).contains(liveReason) {
+                kept[entry.path, default: []].append(liveReason)
+            }
+        }
         guard let span = policy.followedKeepWithin else { return }
         let cutoff = ArchiveName.micros(span.start(before: now))
-        for generation in try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope) {
+        for generation in generations {
             guard let last = generation.lastObserved, last > cutoff,
                 let base = archives.first(where: { $0.name.fileName == generation.base && $0.host == generation.host })
             else { continue }
@@ -39,8 +73,12 @@ public enum FollowedRetention {
     ) throws(RepositoryError) -> [Removal] {
         let cutoff = policy.followedKeepWithin.map { ArchiveName.micros($0.start(before: now)) }
         var result: [Removal] = []
-        for generation in try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope) {
-            if !remaining.contains(generation.base) {
+        let generations = try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope)
+        let live = liveBases(user: user, generations: generations, repository: repository)
+        for generation in generations {
+            if live.contains(generation.base) && remaining.contains(generation.base) {
+                continue
+            } else if !remaining.contains(generation.base) {
                 result.append(Removal(generation: generation, why: "its base is gone"))
             } else if let cutoff, (generation.lastObserved ?? 0) <= cutoff {
                 result.append(Removal(generation: generation, why: "its window ended before followed_keep_within"))

@@ -63,12 +63,18 @@ public final class UserFollower {
     /// While a new generation waits for the bucket: until when, and why it is needed (said once).
     public private(set) var heldUntil: ContinuousClock.Instant?
     var heldReason: String?
+    /// Why the generation that could not start was needed (a start that threw), for the next.
+    var startReason: String?
     /// Why this user's following is paused while a new generation waits, for check.
     public private(set) var held: String?
 
     /// Resumed from an earlier run's segment and not yet read through: what the next reads find
     /// was committed while no follower ran, at moments nobody observed (see ``readRound``).
     var resumed = false
+    /// A round failed (a store that cannot be read, the repository refusing a segment): the
+    /// moments since the last segment were not followed. The next round reads every store, and
+    /// what it finds was committed at moments nobody observed (a gap, as after a resume).
+    var unseen = false
     /// For each store, when the last read that went to the end of its `-wal` began (microseconds):
     /// every commit a later read of it finds was acknowledged after that.
     var readThrough: [String: Int64] = [:]
@@ -234,7 +240,10 @@ public final class UserFollower {
             newest.segments.count == last.sequence,
             let (header, trailer) = try? FollowedGenerations.withLocalCopy(
                 of: last.object, size: last.size, in: repository, SegmentReader.check),
-            header.generation == newest.name
+            header.generation == newest.name,
+            // Its base still there (removed behind follow's back, it would replay onto nothing):
+            // else a new generation starts.
+            (try? repository.objects(in: user.rawValue))?.contains(where: { $0.name == newest.name }) == true
         else { return false }
         generation = newest.name
         sequence = last.sequence
@@ -337,8 +346,14 @@ public final class UserFollower {
     func startGeneration(reason: String, events: inout [FollowEvent]) throws -> [FollowEvent] {
         var attempts = 0
         // The reason the first held attempt had: what lost continuity, not the wait.
-        var why = heldReason ?? reason
+        var why = heldReason ?? startReason ?? reason
         descriptors?.forget(user)
+        // The generation followed until now ends here, whatever comes of the new one: a start
+        // that fails (the base backup, a store that cannot be read) leaves none, so that no later
+        // round publishes onto the old one across what broke it. The reason is kept for the
+        // next attempt.
+        generation = nil
+        startReason = why
         while true {
             attempts += 1
             if let until = generations.take(now: .now) {
@@ -394,6 +409,7 @@ public final class UserFollower {
             }
             let result = try backup.run(user)
             generation = result.entry.name.fileName
+            startReason = nil
             sequence = 0
             cursors = start
             behind = []
@@ -420,6 +436,13 @@ public final class UserFollower {
                 why = reason
             }
         }
+    }
+
+    /// After a round that threw: the next is whole, and its commits are marked unobserved since
+    /// the last segment (``unseen``, ``resumed``), so no moment of the failure is claimed.
+    func roundFailed() {
+        unseen = true
+        if generation != nil { resumed = true }
     }
 
     /// Opens one followed store again, beneath the root, with every check a scan makes: nil
@@ -1293,8 +1316,13 @@ public final class FollowRun {
         // caught up from an earlier turn, no generation started.
         let paced = work.changedAfter.map { $0 + pacing.delay }
         let caughtUp = follower.behind.isEmpty
+        // After a round that failed, only a whole one: what happened meanwhile (a store made,
+        // another removed) was not seen, and a round of the stores that changed would go on
+        // claiming moments as if it had been.
+        let whole = work.whole || follower.unseen
         do {
-            let events = try follower.round(only: work.whole ? nil : work.stores, changedAfter: work.changedAfter)
+            let events = try follower.round(only: whole ? nil : work.stores, changedAfter: work.changedAfter)
+            if whole { follower.unseen = false }
             for event in events { log(event) }
             if let paced, caughtUp, follower.generation != nil, !events.contains(where: { $0.kind == .generation }) {
                 pacing.record(due: paced, ended: ArchiveName.micros(Date()))
@@ -1306,6 +1334,7 @@ public final class FollowRun {
         } catch is InterruptedError {
             return  // stopping: the generation under way is abandoned, as a backup's would be
         } catch {
+            follower.roundFailed()
             let text = (error as? GranaryError)?.description ?? "\(error)"
             if failing[user] != text {
                 log(FollowEvent(kind: .paused, user: user.rawValue, message: "following paused: \(text)"))

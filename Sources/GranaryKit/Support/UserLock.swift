@@ -88,7 +88,13 @@ public final class UserLock: @unchecked Sendable {
 
     /// Takes the user's lock, waiting up to `timeout` for another run to finish.
     public static func acquire(root: Root, user: UserID, timeout: Duration) throws(LockError) -> UserLock {
-        let path = path(root: root, user: user)
+        try acquire(root: root, path: path(root: root, user: user), user: user, timeout: timeout)
+    }
+
+    /// Takes the lock file at `path` (in the state folder's `locks`), as ``acquire(root:user:timeout:)``
+    /// does for a user's: `user` names it in a wait and in ``LockError/held(user:path:holder:)``,
+    /// and its folder beneath the root decides whether the file goes with the lock's release.
+    static func acquire(root: Root, path: String, user: UserID, timeout: Duration) throws(LockError) -> UserLock {
         do {
             // The state folder must be granary's own (checked once per lock, which every command that
             // changes a user takes first).
@@ -195,18 +201,17 @@ public final class UserLock: @unchecked Sendable {
 /// The user's lock could not be taken.
 public enum LockError: GranaryError, Sendable {
     case held(user: String, path: String, holder: UserLock.Holder)
+    /// Another `granary follow` follows the repository for the host (``FollowLock``).
+    case followHeld(repository: String, host: String, holder: UserLock.Holder)
     case cannotCreate(path: String, underlying: FileSystemError)
     case interrupted(path: String)
 
     public var description: String {
         switch self {
         case .held(let user, _, let holder):
-            var who: [String] = []
-            if let pid = holder.pid { who.append("pid \(pid)") }
-            if let command = holder.command { who.append(command) }
-            if let since = holder.since { who.append("since " + LockError.clockTime(since)) }
-            return "another granary run holds the lock of \(user)"
-                + (who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")")
+            return "another granary run holds the lock of \(user)" + LockError.naming(holder)
+        case .followHeld(let repository, let host, let holder):
+            return "another granary follow follows \(repository) as host \(host)" + LockError.naming(holder)
         case .cannotCreate(let path, let underlying): return "cannot take the lock \(path): \(underlying.description)"
         case .interrupted: return "interrupted while waiting for a lock"
         }
@@ -215,6 +220,15 @@ public enum LockError: GranaryError, Sendable {
 }
 
 extension LockError {
+    /// ` (pid 1234, granary backup, since 10:02:03)`, or nothing when the holder recorded nothing.
+    static func naming(_ holder: UserLock.Holder) -> String {
+        var who: [String] = []
+        if let pid = holder.pid { who.append("pid \(pid)") }
+        if let command = holder.command { who.append(command) }
+        if let since = holder.since { who.append("since " + LockError.clockTime(since)) }
+        return who.isEmpty ? "" : " (" + who.joined(separator: ", ") + ")"
+    }
+
     /// `HH:MM:SS` in local time, as a person at the machine reads a clock.
     public static func clockTime(_ date: Date) -> String {
         var seconds = time_t(date.timeIntervalSince1970)
