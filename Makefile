@@ -21,7 +21,7 @@ TOOLS     := sqlite3 zstd xz-utils tar binutils python3 python3-venv python3-jso
 MOTO      := .build-tools/moto/bin/moto_server
 BIN        = $(shell $(SWIFT) build --show-bin-path)
 
-.PHONY: all deps build release check-release test test-slow tsan tsan-build fuzz-build demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
+.PHONY: all deps build build-tests release check-release test test-slow tsan tsan-build fuzz-build demo demo-restore bench install install-files uninstall clean generate check-generated fuzz soak moto prometheus lint format
 
 all: build
 
@@ -74,8 +74,13 @@ check-release: release
 # them in one process, as before.
 TEST_JOBS   ?= 4
 TEST_FILTER ?=
-test: build moto prometheus
+# The products and the tests in one build: the test modules compile while the executables are
+# still compiling and linking (two builds, `swift build` then `--build-tests`, ran them one after
+# the other).
+build-tests: deps
 	$(SWIFT) build --build-tests
+
+test: build-tests moto prometheus
 	TEST_JOBS=$(TEST_JOBS) python3 scripts/run-tests.py "$(BIN)/granaryPackageTests.xctest" $(if $(TEST_FILTER),'$(TEST_FILTER)')
 
 # The thread sanitizer over the concurrent parts, in a build of its own (.build-tsan): the fast
