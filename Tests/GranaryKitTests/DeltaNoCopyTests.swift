@@ -1,5 +1,6 @@
 import CSQLite
 import CSnapshotTee
+import Crypto
 import Foundation
 import GranaryTestSupport
 import Testing
@@ -554,5 +555,50 @@ struct DeltaNoCopyTests {
         #expect(accepted.sizes == [expected])
         #expect(accepted.checked)
         #expect(expected > FileSystem.size(live), "the growth is in the -wal, not in the database file")
+    }
+}
+
+/// The bulk ways phase 2 takes a run of unchanged pages (``PageBits/insert(from:through:)``) and a
+/// `.pages` file's summary is read (a piece at a time) give what the page-by-page ways give.
+@Suite("delta: bulk page sets and list summaries")
+struct DeltaBulkTests {
+    @Test("a range inserted word by word is the set the pages inserted one by one make, count included")
+    func rangeInsert() {
+        let ranges = [(0, 0), (0, 63), (1, 62), (5, 200), (63, 64), (64, 127), (100, 1000), (130, 130), (3, 700)]
+        var bulk = PageBits()
+        var single = PageBits()
+        bulk.insert(7)
+        single.insert(7)
+        for (first, last) in ranges {
+            bulk.insert(from: first, through: last)
+            for page in first...last { single.insert(page) }
+            #expect(bulk.count == single.count)
+            var inBulk: [Int] = []
+            var inSingle: [Int] = []
+            bulk.forEach { inBulk.append($0) }
+            single.forEach { inSingle.append($0) }
+            #expect(inBulk == inSingle)
+        }
+        var empty = PageBits()
+        empty.insert(from: 9, through: 8)
+        #expect(empty.count == 0)
+    }
+
+    @Test("a list's summary read a piece at a time is the state digest hash by hash gives")
+    func summaryInPieces() throws {
+        let folder = TemporaryFolder()
+        // More hashes than one piece holds (32,768), and a last piece cut short.
+        let count = 70_001
+        let path = folder.child("0.pages")
+        var bytes = PageFiles.pagesMagic + BigEndian.u32(4096) + BigEndian.u64(UInt64(count))
+        var hashes: [UInt8] = []
+        for page in 0..<count { hashes += Array(SHA256.hash(data: Array("page \(page)".utf8))) }
+        bytes += hashes
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        var state = SHA256()
+        state.update(data: PageFiles.statePrefix + BigEndian.u32(4096) + BigEndian.u64(UInt64(count)))
+        for page in 0..<count { state.update(data: hashes[page * 32..<page * 32 + 32]) }
+        let summary = try PageFiles.summary(ofPages: path)
+        #expect(summary == PageFiles.Summary(pageSize: 4096, pageCount: count, stateDigest: state.finalize().hex))
     }
 }

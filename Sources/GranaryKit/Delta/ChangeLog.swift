@@ -163,8 +163,23 @@ extension PageRecorder {
             return true
         }
 
+        /// The base's hashes of the pages from `first` (0-based) on, at most `count` of them and
+        /// no further than the window that holds `first`, handed to `body` (32 bytes each); how
+        /// many were handed (0 when the base has no page `first`).
+        func baseDigests(from first: Int, count: Int, _ body: (UnsafeRawBufferPointer) -> Void) throws -> Int {
+            guard first >= 0, first < baseCount, count > 0 else { return 0 }
+            try load(first)
+            let taken = min(count, windowStart + Self.windowPages - first, baseCount - first)
+            let at = (first - windowStart) * 32
+            window.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[at..<at + taken * 32])) }
+            return taken
+        }
+
         /// Page `page` (0-based) was written with the base's bytes (phase 2): not changed.
         func unchanged(_ page: Int) { changed.remove(page) }
+
+        /// The pages from `first` through `last` (0-based) were written with the base's bytes.
+        func unchanged(from first: Int, through last: Int) { changed.remove(from: first, through: last) }
 
         /// Page `page` (0-based) was written with `bytes` (its SHA-256 `digest`, 32 bytes).
         func record(page: Int, digest: UnsafeRawBufferPointer, bytes: UnsafeRawBufferPointer) throws {

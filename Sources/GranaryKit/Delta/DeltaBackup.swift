@@ -194,7 +194,9 @@ enum DeltaBackup {
         // 1. The page hashes of every snapshot: those the tee VFS recorded as the snapshot was
         // written (`PageRecorder`), else a second read of the snapshot.
         var summaries: [PageFiles.Summary] = []
-        var pages: [File] = []
+        // Each store's new `.pages` file; its member entry (size and SHA-256, one more read of the
+        // list) only when a full packs it: a delta carries its changed pages, not the list.
+        var lists: [String] = []
         var snapshots: [String] = []
         for (index, store) in stores.enumerated() {
             try Interruption.check()
@@ -209,13 +211,7 @@ enum DeltaBackup {
             } else {
                 summaries.append(try PageFiles.hash(file: snapshot, pageSize: store.pageSize, writingTo: path))
             }
-            let digest = try FileDigest.of(path)
-            pages.append(
-                File(
-                    source: path,
-                    file: Manifest.File(
-                        path: PageFiles.pagesMember(store.name), size: digest.size, sha256: digest.sha256, kind: .pages)
-                ))
+            lists.append(path)
             snapshots.append(snapshot)
         }
         let total = summaries.reduce(0) { $0 + $1.pageCount }
@@ -223,6 +219,14 @@ enum DeltaBackup {
         func full(_ reason: String) throws -> Plan {
             // A full packs the stores: a copy that was discarded must be made again, for real.
             if discarded { throw NoCopyFallback(reason: reason) }
+            let pages = try zip(stores, lists).map { store, path in
+                let digest = try FileDigest.of(path)
+                return File(
+                    source: path,
+                    file: Manifest.File(
+                        path: PageFiles.pagesMember(store.name), size: digest.size, sha256: digest.sha256, kind: .pages)
+                )
+            }
             let again = " (found during a first copy for a delta: the stores were copied again)"
             let reason = secondCopy == nil ? reason : reason + again
             let info = DeltaInfo(
@@ -236,7 +240,7 @@ enum DeltaBackup {
             return Plan(
                 info: info, files: pages + files, label: label,
                 outcome: DeltaOutcome(isDelta: false, base: nil, reason: reason, changedPages: total, pages: total),
-                pageLists: pages.map(\.source))
+                pageLists: lists)
         }
         // 2. The base: this host's newest backup of the user, with page hashes (decided before
         // the copy, or here).
@@ -290,10 +294,10 @@ enum DeltaBackup {
             let path = work + "/\(index).delta"
             let changed: Int
             if index < recorded.count, let recorder = recorded[index], recorder.discarding {
-                changed = try recorder.writeChanges(current: pages[index].source, base: basePages, to: path)
+                changed = try recorder.writeChanges(current: lists[index], base: basePages, to: path)
             } else {
                 changed = try PageChanges.write(
-                    snapshot: snapshots[index], current: pages[index].source, base: basePages, to: path)
+                    snapshot: snapshots[index], current: lists[index], base: basePages, to: path)
             }
             changedPages.append(changed)
             let digest = try FileDigest.of(path)
@@ -356,7 +360,7 @@ enum DeltaBackup {
         }
         return Plan(
             info: info, files: changes + carried, label: deltaLabel, outcome: outcome,
-            pageLists: pages.map(\.source), baseChain: base.chain)
+            pageLists: lists, baseChain: base.chain)
     }
 }
 

@@ -19,6 +19,22 @@ struct PageBits {
         }
     }
 
+    /// Inserts the pages from `first` through `last`, a word at a time.
+    mutating func insert(from first: Int, through last: Int) {
+        guard first >= 0, first <= last else { return }
+        let lastWord = last >> 6
+        if lastWord >= words.count { words.append(contentsOf: repeatElement(0, count: lastWord - words.count + 1)) }
+        var page = first
+        while page <= last {
+            let bit = page & 63
+            let span = min(64 - bit, last - page + 1)
+            let mask: UInt64 = span == 64 ? ~0 : ((1 << UInt64(span)) - 1) << UInt64(bit)
+            count += (mask & ~words[page >> 6]).nonzeroBitCount
+            words[page >> 6] |= mask
+            page += span
+        }
+    }
+
     mutating func remove(_ page: Int) {
         guard contains(page) else { return }
         words[page >> 6] &= ~(1 << UInt64(page & 63))

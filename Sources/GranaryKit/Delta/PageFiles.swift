@@ -122,7 +122,13 @@ public enum PageFiles {
         var state = SHA256()
         state.update(data: statePrefix)
         state.update(data: BigEndian.u32(UInt32(reader.pageSize)) + BigEndian.u64(UInt64(reader.pageCount)))
-        for _ in 0..<reader.pageCount { state.update(data: try reader.next()!) }
+        // The hashes 32,768 at a time (1 MiB), each piece digested whole: the same digest as hash
+        // by hash, without a call per page (a 1 GiB store has 262,144 of them).
+        let hashes = UnsafeMutableRawBufferPointer.allocate(byteCount: 32_768 * 32, alignment: 16)
+        defer { hashes.deallocate() }
+        while case let count = try reader.next(into: hashes), count > 0 {
+            state.update(bufferPointer: UnsafeRawBufferPointer(rebasing: hashes[0..<count * 32]))
+        }
         return Summary(pageSize: reader.pageSize, pageCount: reader.pageCount, stateDigest: state.finalize().hex)
     }
 
