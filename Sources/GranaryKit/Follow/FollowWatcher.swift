@@ -101,36 +101,48 @@ public final class FollowWatcher {
     /// searches: not hidden, the owner's, at most ``UserFolder/searchDepth`` deep), replacing the
     /// user's earlier watches. Returns the reason when some folder could not be watched: the
     /// user then holds no watch at all (those added are removed again, so that one user's folders
-    /// never use up what the others need) and is polled. The walk stops at the first failure:
-    /// a user with a million folders costs ``perUser`` of them here.
+    /// never use up what the others need) and is polled. The walk stops at ``perUser`` folders
+    /// (a user with a million folders costs that many of them here); when the kernel has no watch
+    /// left, it goes on counting folders up to there without watching them, so that a user over
+    /// the cap is said to be (``overCap``) whoever's watches ran out first.
     @discardableResult
     public func watch(_ user: UserFolder) -> String? {
         var fresh: Set<Int32> = []
         var failure: String?
+        // No watch left: the walk goes on counting the user's folders (up to perUser), without
+        // watching any more of them, so that a user with too many folders is found to be one
+        // however soon the watches ran out (and is read every ten intervals, not every one).
+        var exhausted: String?
+        var visited = 0
         var tooMany = false
         let mine = byUser[user.id, default: []]
         func walk(_ folder: Folder<UserOwned>, relative: String, depth: Int) {
             guard failure == nil else { return }
-            if fresh.count >= perUser {
+            if visited >= perUser {
                 tooMany = true
                 failure = "more than \(perUser) folders to watch (follow_watches)"
                 return
             }
+            visited += 1
             // A debug build's lower limit counts the watches this user's walk would replace as free.
-            if let limit = Self.limit, watches.count - mine.subtracting(fresh).count >= limit {
-                failure = "no inotify watch left (fs.inotify.max_user_watches)"
-                return
+            if exhausted != nil {
+                // Counted only.
+            } else if let limit = Self.limit, watches.count - mine.subtracting(fresh).count >= limit {
+                exhausted = "no inotify watch left (fs.inotify.max_user_watches)"
+            } else {
+                let wd = folder.watch(inotify: descriptor, mask: Self.folderMask)
+                if wd < 0 {
+                    let code = errno
+                    guard code == ENOSPC else {
+                        failure = String(cString: strerror(code))
+                        return
+                    }
+                    exhausted = "no inotify watch left (fs.inotify.max_user_watches)"
+                } else {
+                    fresh.insert(wd)
+                    watches[wd] = (user.id, relative)
+                }
             }
-            let wd = folder.watch(inotify: descriptor, mask: Self.folderMask)
-            if wd < 0 {
-                let code = errno
-                failure =
-                    code == ENOSPC
-                    ? "no inotify watch left (fs.inotify.max_user_watches)" : String(cString: strerror(code))
-                return
-            }
-            fresh.insert(wd)
-            watches[wd] = (user.id, relative)
             guard depth < UserFolder.searchDepth, let entries = try? folder.entries() else { return }
             for entry in entries where entry.kind == .folder && !entry.name.hasPrefix(".") {
                 guard failure == nil else { return }
@@ -141,6 +153,7 @@ public final class FollowWatcher {
             }
         }
         walk(user.folder, relative: "", depth: 0)
+        if failure == nil { failure = exhausted }
         // Watched whole or not at all: a user some of whose folders cannot be watched is polled,
         // and the watches added for it would only take room from everyone else.
         let kept: Set<Int32> = failure == nil ? fresh : []

@@ -139,6 +139,44 @@ public final class UserFollower {
         let event: FollowEvent
     }
 
+    /// With a local repository: a round leaves its segment written and not yet durable
+    /// (``unpublished``) for ``FollowRun`` to publish with the others of its pass, each file
+    /// synced, then linked, then each folder synced (docs/follow.md, "Grouped durability").
+    var grouped = false
+    /// The segment of the last round, written under a temporary name in its generation's folder
+    /// and not yet durable, and where the follower stands once it is (``settlePublished(_:)``).
+    /// Nothing of it is claimed until then.
+    var unpublished: Unpublished?
+
+    struct Unpublished {
+        let writer: SegmentWriter
+        let temporary: String
+        /// Its final path, and its folder (synced once the file is linked there).
+        let final: String
+        let folder: String
+        let after: Position
+        let event: FollowEvent
+    }
+
+    /// Ends the wait of ``unpublished``: durable (`failure` nil), the follower moves on to where
+    /// its round left it and the segment's event is returned; not (its file is removed), the
+    /// follower stays where it was and the next round reads the same commits again.
+    func settlePublished(_ failure: Error?) -> FollowEvent? {
+        guard let done = unpublished else { return nil }
+        unpublished = nil
+        if failure != nil {
+            unlink(done.temporary)
+            return nil
+        }
+        rereading = false
+        sequence = done.after.sequence
+        cursors = done.after.cursors
+        behind = done.after.behind
+        lastShipped = done.after.lastShipped
+        readThrough = done.after.readThrough
+        return done.event
+    }
+
     /// The descriptors of busy stores kept between rounds (one kept by ``FollowRun`` for every
     /// user; nil: each store opened beneath the root every round). See ``FollowDescriptors``.
     var descriptors: FollowDescriptors?
@@ -662,6 +700,25 @@ public final class UserFollower {
             shipper.send(user: user, sequence: sequence, object: object, file: temporary)
             return .shipped(nil)
         }
+        if grouped, background, !first, let local = repository.localPath {
+            // Published with the other segments of the pass (FollowRun.publishGrouped): its
+            // bytes start out now, and nothing moves on until its folder is synced.
+            writer.startWriteback()
+            rereading = true
+            var through = readThrough
+            for name in readToEnd { through[name] = began }
+            unpublished = Unpublished(
+                writer: writer, temporary: temporary, final: local + "/" + object, folder: folder,
+                after: Position(
+                    sequence: sequence + 1, cursors: next, behind: left, lastShipped: trailer.last,
+                    readThrough: through, resumed: resumed),
+                event: FollowEvent(
+                    kind: .segment, user: user.rawValue,
+                    message:
+                        "segment \(sequence + 1) of \(generation): \(trailer.commits) commits, \(trailer.frames) frames"
+                ))
+            return .shipped(nil)
+        }
         // Renamed into place by the publish, or copied (then the temporary is left behind).
         defer { unlink(temporary) }
         rereading = true
@@ -1055,6 +1112,8 @@ public final class FollowRun {
             log(FollowEvent(kind: .polled, user: "", message: "no inotify instance: every user is read every interval"))
         }
         pacing = FollowPacing(interval: Self.micros(interval))
+        groupedPublish = repository.localPath != nil
+        for follower in followers.values { follower.grouped = groupedPublish }
         try discover(log: log)
         var nextRootScan = clock.now + (rootWatched ? sweep : interval)
         while true {
@@ -1070,19 +1129,12 @@ public final class FollowRun {
                 // Its work as it stands now (changes seen since the list was made included).
                 guard let work = pending.removeValue(forKey: user) else { continue }
                 process(user, work, log: log)
-                guard let follower = followers[user] else { continue }
-                if !follower.behind.isEmpty {
-                    // Read on in its next turn, after everyone waiting now.
-                    add(
-                        user, stores: follower.behind, whole: false, since: clock.now - delay,
-                        changedAfter: work.changedAfter)
-                }
-                if failing[user] != nil || follower.generation == nil {
-                    nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval * 10)
-                }
-                if let until = follower.heldUntil {
-                    // Read again when its next generation may start, event or not.
-                    nextWhole[user] = min(nextWhole[user] ?? until, until)
+                if followers[user]?.unpublished == nil {
+                    settle(user, work, delay: delay)
+                } else if let first = unpublished.first?.written,
+                    unpublished.count >= Self.groupSegments || clock.now - first >= Self.groupWait
+                {
+                    publishGrouped(delay: delay, log: log)
                 }
                 // Events keep coming while users are read: taken in now and then, so that the
                 // kernel's queue does not overflow behind a long turn.
@@ -1095,6 +1147,7 @@ public final class FollowRun {
                     apply(changes, changedAfter: previous, log: log)
                 }
             }
+            publishGrouped(delay: delay, log: log)
             if Interruption.isRequested {
                 flush(log: log)
                 try writeStatus(log: log)
@@ -1225,10 +1278,14 @@ public final class FollowRun {
         }
         if named.isEmpty {
             for gone in Set(followers.keys).subtracting(users) {
+                // A segment of its written and not yet durable is dropped with it.
+                _ = followers[gone]?.settlePublished(CancellationError())
+                unpublished.removeAll { $0.user == gone }
                 followers[gone] = nil
                 descriptors.forget(gone)
                 pending[gone] = nil
                 nextWhole[gone] = nil
+                overCapWalked[gone] = nil
                 failing[gone] = nil
                 watcher?.forget(gone)
                 log(FollowEvent(kind: .paused, user: gone.rawValue, message: "user gone: following stops"))
@@ -1278,6 +1335,7 @@ public final class FollowRun {
         follower.compressor = compressor
         follower.descriptors = descriptors
         follower.shipper = shipper
+        follower.grouped = groupedPublish
         if follower.resume(), let generation = follower.generation {
             log(
                 FollowEvent(
@@ -1288,13 +1346,126 @@ public final class FollowRun {
         return follower
     }
 
+    /// After a user's turn (its segment durable, when it made one): what it left is read in its
+    /// next turn, a failing user or one with no generation is read again after ten intervals, a
+    /// held one when its next generation may start.
+    func settle(_ user: UserID, _ work: Pending, delay: Duration) {
+        guard let follower = followers[user] else { return }
+        if !follower.behind.isEmpty {
+            // Read on in its next turn, after everyone waiting now.
+            add(user, stores: follower.behind, whole: false, since: clock.now - delay, changedAfter: work.changedAfter)
+        }
+        if failing[user] != nil || follower.generation == nil {
+            nextWhole[user] = min(nextWhole[user] ?? .now, clock.now + interval * 10)
+        }
+        if let until = follower.heldUntil {
+            // Read again when its next generation may start, event or not.
+            nextWhole[user] = min(nextWhole[user] ?? until, until)
+        }
+    }
+
+    /// The most segments of one pass made durable together, and the longest the first of them
+    /// waits for the others (``publishGrouped(delay:log:)``).
+    static let groupSegments = 64
+    static let groupWait: Duration = .milliseconds(100)
+
+    /// The users whose round left a segment written and not yet durable (``UserFollower/unpublished``),
+    /// in the order they were read, with what their turn's record needs.
+    struct Deferred {
+        let user: UserID
+        let work: Pending
+        let began: Int64
+        let paced: Int64?
+        let caughtUp: Bool
+        let written: ContinuousClock.Instant
+    }
+    var unpublished: [Deferred] = []
+    /// When each user over the watch cap was last walked for watches (``process(_:_:log:)``).
+    var overCapWalked: [UserID: ContinuousClock.Instant] = [:]
+    /// Whether rounds leave their segments for ``publishGrouped(delay:log:)`` (``run(interval:log:)``
+    /// with a local repository; `--once` and a stop's last reads publish each at once).
+    var groupedPublish = false
+
+    /// Makes the segments the pass's rounds left durable together (docs/follow.md, "Grouped
+    /// durability"): every file synced (their writeback started as each was finished, so the
+    /// first sync commits most of them), then each linked to its final name, then each folder
+    /// synced once; only then does each user's follower move on and its segment count as
+    /// shipped. A user whose file, link or folder fails keeps its state (its commits are read
+    /// again) and is paused with the reason, as a failed round is; the others are not held back.
+    func publishGrouped(delay: Duration, log: (FollowEvent) -> Void) {
+        guard !unpublished.isEmpty else { return }
+        let group = unpublished
+        unpublished = []
+        var failed: [UserID: Error] = [:]
+        for entry in group {
+            guard let segment = followers[entry.user]?.unpublished else { continue }
+            do { try segment.writer.sync() } catch { failed[entry.user] = error }
+        }
+        CrashPoint.reach(.followSynced)
+        for entry in group where failed[entry.user] == nil {
+            guard let segment = followers[entry.user]?.unpublished else { continue }
+            do {
+                try FileSystem.renameNoReplace(segment.temporary, to: segment.final)
+            } catch {
+                failed[entry.user] = error
+            }
+        }
+        CrashPoint.reach(.followLinked)
+        var folders: [String: Error?] = [:]
+        for entry in group where failed[entry.user] == nil {
+            guard let segment = followers[entry.user]?.unpublished else { continue }
+            if folders[segment.folder] == nil {
+                do {
+                    try FileSystem.sync(segment.folder)
+                    folders[segment.folder] = .some(nil)
+                } catch {
+                    folders[segment.folder] = .some(error)
+                }
+            }
+            if let error = folders[segment.folder] ?? nil { failed[entry.user] = error }
+        }
+        for entry in group {
+            guard let follower = followers[entry.user] else { continue }
+            let user = entry.user
+            var paused: String?
+            if let error = failed[user] {
+                _ = follower.settlePublished(error)
+                // As a round that threw (process): the next is whole, its commits unobserved.
+                follower.roundFailed()
+                let text = (error as? GranaryError)?.description ?? "\(error)"
+                if failing[user] != text {
+                    log(FollowEvent(kind: .paused, user: user.rawValue, message: "following paused: \(text)"))
+                }
+                failing[user] = text
+                paused = "following paused: \(text)"
+            } else {
+                if let event = follower.settlePublished(nil) { log(event) }
+                if let paced = entry.paced, entry.caughtUp {
+                    pacing.record(due: paced, ended: ArchiveName.micros(Date()))
+                }
+                failing[user] = nil
+            }
+            status.record(
+                user: user.rawValue, generation: follower.generation, sequence: follower.publishedSequence,
+                lastShipped: follower.publishedLastShipped, began: entry.began,
+                caughtUp: follower.behind.isEmpty && !follower.uploading, paused: paused)
+            settle(user, entry.work, delay: delay)
+        }
+    }
+
     /// One user's work: before a whole round, the user's folders watched again; then a round
     /// (every store, or those that changed).
     func process(_ user: UserID, _ work: Pending, log: (FollowEvent) -> Void) {
         let follower = follower(of: user, log: log)
         // Watched before it is read: a change made after the scan is then an event.
-        if work.whole, let watcher, let folder = try? root.user(user) {
+        // A user over the watch cap is walked for watches again at most once a sweep: each walk
+        // lists up to follow_watches of its folders, on top of the read's own scan.
+        let walkedLately =
+            watcher?.overCap.contains(user) == true && overCapWalked[user].map { clock.now < $0 + sweep } == true
+        if work.whole, !walkedLately, let watcher, let folder = try? root.user(user) {
+            overCapWalked[user] = nil
             if let why = watcher.watch(folder) {
+                if watcher.overCap.contains(user) { overCapWalked[user] = clock.now }
                 let overCap = watcher.overCap.contains(user)
                 let every = overCap ? overCapEvery : interval
                 if saidPolled.insert(user).inserted {
@@ -1324,6 +1495,14 @@ public final class FollowRun {
             let events = try follower.round(only: whole ? nil : work.stores, changedAfter: work.changedAfter)
             if whole { follower.unseen = false }
             for event in events { log(event) }
+            if follower.unpublished != nil {
+                // Recorded once its segment is durable, with the others of the pass
+                // (publishGrouped).
+                unpublished.append(
+                    Deferred(
+                        user: user, work: work, began: began, paced: paced, caughtUp: caughtUp, written: clock.now))
+                return
+            }
             if let paced, caughtUp, follower.generation != nil, !events.contains(where: { $0.kind == .generation }) {
                 pacing.record(due: paced, ended: ArchiveName.micros(Date()))
             }

@@ -90,6 +90,11 @@ public enum CrashPoint {
         /// `follow`: a round of a user whose generation has begun, before it reads (a stall there
         /// is a follower that lags behind the changes reported to it).
         case followRead
+        /// `follow` with a local repository, each grouped publish of a pass's segments: every file
+        /// synced under its temporary name, none linked to its name yet.
+        case followSynced
+        /// Every segment of the group linked to its name, no folder synced yet.
+        case followLinked
 
         /// The restore and reset commit's points, in order.
         public static let restoreCommit: [Name] = [

@@ -88,6 +88,38 @@ extension AttackTests.Follow {
     }
 
     @Test(
+        "an attacker over follow_watches whose walk runs out of inotify watches first (a debug build's limit of 12) is still over the cap: read whole every 10 intervals, not every interval"
+    )
+    func overCapExhaustedFirst() throws {
+        let lab = try Lab()
+        let config = lab.base + "/granary.toml"
+        try Lab.write(config, "follow_watches = 16\n", mode: 0o644)
+        try Self.write(lab.victimHome + "/Local.sqlite", marker: lab.victimMarker, rows: 1)
+        try Self.write(lab.attackerHome + "/Local.sqlite", marker: lab.attackerMarker, rows: 1)
+        for outer in 0..<20 {
+            for inner in 0..<10 { try Lab.makeFolder(lab.attackerHome + "/f\(outer)/g\(inner)", mode: 0o755) }
+        }
+        Lab.chownTree(lab.victimHome, to: lab.victim)
+        Lab.chownTree(lab.attackerHome, to: lab.attacker)
+        let follow = try FollowProcess(
+            ["--root", lab.root, "--repo", lab.repo, "--config", config], log: lab.base + "/follow.log",
+            interval: "3s", environment: ["GRANARY_TEST_INOTIFY_WATCHES": "12"])
+        defer { follow.stop(SIGKILL) }
+        let started = try Self.waitFor(120) {
+            try Self.segmentCount(lab, "victim") >= 1 && Self.segmentCount(lab, "attacker") >= 1
+        }
+        try #require(started, "following never started: \(follow.journal)")
+        #expect(
+            follow.journal.contains("attacker: read whole every 30s")
+                && follow.journal.contains("more than 16 folders to watch (follow_watches)"),
+            "\(follow.journal)")
+        #expect(!follow.journal.contains("attacker: read whole every interval"), "\(follow.journal)")
+        let watches = Self.inotifyWatches(follow.process.processIdentifier)
+        #expect(watches <= 3, "follow holds \(watches) inotify watches")
+        try Self.expectVictimClaimed(lab, follow, "an attacker over the cap, watches exhausted first")
+    }
+
+    @Test(
         "the kernel out of inotify watches (a debug build's limit of 12) while the attacker makes folders: the attacker's watches are all given back, the victim's new folder is watched, and the victim's commits are still claimed"
     )
     func watchesExhausted() throws {

@@ -1,0 +1,103 @@
+import Foundation
+import GranaryKit
+import GranaryTestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// With a local repository, `follow` makes the segments of a pass durable together: every file
+/// synced, then each linked to its name, then each folder synced, and only then is any of them
+/// claimed. Killed (SIGKILL) between those steps, nothing is lost and nothing unproven is
+/// claimed: the next run resumes from the newest segment in the repository, complete or not
+/// there at all, and ships what is missing from the `-wal` (docs/follow.md, "Grouped
+/// durability").
+@Suite("follow: grouped durability, killed between its steps", .serialized)
+struct FollowGroupedPublishTests {
+    let folder = TemporaryFolder("granary-follow-grouped")
+    let repo: String
+    var root: String { folder.child("root") }
+    static let users = ["alice", "bob", "carol"]
+
+    init() throws {
+        repo = initializedRepository(folder.child("repo"))
+        for user in Self.users {
+            try FileSystem.makeDirectory(folder.child("root") + "/" + user)
+            try FollowFixtures.makeWALStore(folder.child("root") + "/" + user + "/Local.sqlite", rows: ["one"])
+        }
+    }
+
+    func generations(_ user: String) -> [FollowCatalogue.Generation] {
+        FollowCatalogue.generations(in: repo, user: try! UserID(user), host: nil)
+    }
+
+    func segments(_ user: String) -> Int { generations(user).reduce(0) { $0 + $1.segments.count } }
+
+    func write(_ user: String, _ body: String) throws {
+        let db = try Database(path: root + "/" + user + "/Local.sqlite", mode: .readWrite)
+        try db.execute("PRAGMA wal_autocheckpoint=0")
+        try db.run("INSERT INTO items(body) VALUES (?)", [.text(body)])
+        try db.keepWALOnClose()
+    }
+
+    func granary(_ arguments: [String]) throws -> GranaryProcess.Result {
+        try GranaryProcess.run(arguments + ["--root", root, "--repo", repo])
+    }
+
+    @Test(
+        "killed after the group's files are synced, or after they are linked: resumed, every commit restored, verify clean",
+        arguments: ["followSynced", "followLinked"])
+    func killedWhilePublishing(_ point: String) throws {
+        let first = try FollowProcess(
+            root: root, repo: repo, log: folder.child("follow-1.log"), environment: ["GRANARY_TEST_CRASH_AT": point])
+        defer { first.stop(SIGKILL) }
+        // Each generation's first segment is published on its own, before any group.
+        try waitFor("every user's first segment", first) { Self.users.allSatisfy { segments($0) >= 1 } }
+        for user in Self.users { try write(user, "two") }
+        try waitFor("the follower killed at \(point)", first) { !first.process.isRunning }
+        #expect(first.process.terminationReason == .uncaughtSignal, "\(first.journal)")
+        let linked = Self.users.map { segments($0) }
+        if point == "followSynced" {
+            // Synced under temporary names, linked nowhere: nothing claimed.
+            #expect(linked == [1, 1, 1], "\(first.journal)")
+        } else {
+            // Linked: complete (synced before the link), whether or not its folder was synced.
+            #expect(linked.contains { $0 == 2 }, "\(first.journal)")
+            let verified = try granary(["verify", "--all"])
+            #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        }
+
+        let second = try FollowProcess(root: root, repo: repo, log: folder.child("follow-2.log"))
+        defer { second.stop(SIGKILL) }
+        try waitFor("every user resumed", second) {
+            Self.users.allSatisfy { user in second.journal.contains("\(user): resuming") }
+        }
+        for user in Self.users { try write(user, "three") }
+        try waitFor("every user's commits shipped", second) {
+            Self.users.allSatisfy { user in
+                (try? String(contentsOfFile: folder.child("follow-2.log"), encoding: .utf8))?.contains(
+                    "\(user): segment") == true && segments(user) >= 2
+            }
+        }
+        second.stop(SIGTERM)
+        #expect(!second.journal.contains("new generation"), "resumed in the same generation: \(second.journal)")
+
+        let verified = try granary(["verify", "--all"])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        for user in Self.users {
+            let last = try #require(generations(user).last?.segments.last, "\(user)")
+            let target = folder.child("at-\(point)-\(user)")
+            #expect(mkdir(target, 0o700) == 0)
+            let result = try granary([
+                "restore", user, "--at", ArchiveName.stamp(micros: last.last, precise: true), "--to", target,
+            ])
+            #expect(result.status == 0, "\(result.stderr)")
+            let rows = try Database(path: target + "/Local.sqlite", mode: .readOnly).rows(
+                "SELECT body FROM items ORDER BY id"
+            )
+            .compactMap { $0[0].text }
+            #expect(rows == ["one", "two", "three"], "\(user): \(second.journal)")
+        }
+    }
+}
