@@ -422,15 +422,25 @@ public final class UserFollower {
                         device: store.device, inode: store.inode, wal: nil, main: Self.mark(store))
                     continue
                 }
-                var unreadable: WALBreak?
+                var unreadable: String?
                 let wal = try holding(store) { () throws -> WALCursor? in
                     guard
                         let reader = try WALReader.open(in: store.folder, store: store.fileName, storeOwner: store.uid)
                     else { return nil }
-                    let read = try reader.read(from: nil, limit: .max, maxDatabaseBytes: cap > 0 ? cap : .max) { _, _ in
+                    var claimed: UInt32 = 0
+                    let read = try reader.read(from: nil, limit: .max, maxDatabaseBytes: cap > 0 ? cap : .max) {
+                        frame, _ in
+                        if frame.isCommit { claimed = frame.commitPages }
                     }
-                    unreadable = read.broken
-                    return read.broken == nil ? read.cursor : nil
+                    if let broken = read.broken {
+                        unreadable = broken.description
+                        return nil
+                    }
+                    if let cursor = read.cursor, let why = Self.implausible(claimed, cursor: cursor, store: store) {
+                        unreadable = why
+                        return nil
+                    }
+                    return read.cursor
                 }
                 if let unreadable {
                     // Read from its first frame, the -wal cannot be followed (a frame past the
@@ -474,6 +484,22 @@ public final class UserFollower {
                 why = reason
             }
         }
+    }
+
+    /// Why a `-wal` whose last commit claims `pages` pages cannot be a store's (nil: it can): every
+    /// page past the main file's end was written by a frame of the chain since the last restart
+    /// (a checkpoint that restarts the `-wal` has first copied every frame into the main file), so
+    /// a store holds at most the main file's pages, the chain's frames and the lock-byte page
+    /// SQLite never writes. A claim past that (a few valid frames claiming a store of gigabytes)
+    /// would have the base backup read that much of nothing, in the user's turn, while everyone
+    /// waits: no generation starts from it.
+    static func implausible(_ pages: UInt32, cursor: WALCursor, store: StoreFile) -> String? {
+        guard cursor.pageSize > 0 else { return nil }
+        let bound = store.size / Int64(cursor.pageSize) + Int64(cursor.frame) + 1
+        guard Int64(pages) > bound else { return nil }
+        return
+            "its -wal's last commit claims \(pages) pages, more than the store and its -wal hold (\(bound)); "
+            + "SQLite would read the rest as zeros"
     }
 
     /// After a round that threw: the next is whole, and its commits are marked unobserved since
