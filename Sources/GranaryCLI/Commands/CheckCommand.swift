@@ -36,7 +36,7 @@ struct CheckCommand: GranaryCommand {
             fails when follow lags more than --max-follow-lag behind, 1min unless given (the lag: now minus \
             the start of follow's newest round that left every commit of the user shipped; a follower that \
             stopped lags more each second) or when there is a gap (a segment missing, the newest window's base gone, or \
-            following paused with no generation). \
+            following paused with no generation; not for a user with nothing to back up yet, who passes). \
             Exit codes: 0 every user passes, 1 some user fails (with --nagios: 0, 1, 2, 3 as above).
             """
     )
@@ -264,7 +264,13 @@ struct CheckResult: CommandResult {
         maxAgeSeconds = maxAge
         users = reports.map { report in
             let folder = unreadable[report.user].map { "cannot read its folder: " + $0 }
-            let follow = followed[report.user]
+            var follow = followed[report.user]
+            // A user with nothing to back up yet (a folder with no store, no archive) has no
+            // generation to follow either: that is no alarm, as it is none for backups.
+            if report.nothingToBackUp != nil, follow?.noGeneration == true {
+                follow?.problem = nil
+                follow?.gap = nil
+            }
             let reason = [folder, report.reason, follow?.problem].compactMap { $0 }.joined(separator: "; ")
             var user = User(
                 id: report.user.rawValue, ok: report.ok && folder == nil && follow?.problem == nil,

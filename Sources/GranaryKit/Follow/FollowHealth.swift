@@ -15,6 +15,9 @@ public enum FollowHealth {
         public var gap: String?
         /// What check fails the user for (nil: following is fine).
         public var problem: String?
+        /// The follower's state names no generation of the user (none could start: a folder with
+        /// no store yet among the reasons); ``problem`` then says why.
+        public var noGeneration = false
     }
 
     /// The users of `users` that `host` follows (an entry in its state, or segments of its in the
@@ -38,6 +41,7 @@ public enum FollowHealth {
                     report.lag = Double(lag) / 1e6
                 }
                 if entry.generation == nil {
+                    report.noGeneration = true
                     report.gap = "no followed window: " + (entry.paused ?? "no generation could start")
                 }
                 if let lag = report.lag, lag > maxLag {

@@ -25,7 +25,8 @@ public enum FollowReplay {
     }
 
     /// Checks every segment of `generation` that can hold a commit observed at or before `at`
-    /// (those whose first observation is not after it: digest, sequence, header), then writes,
+    /// (those whose first observation is not after it, and the first that ends after it: digest,
+    /// sequence, header, the trailer's first and last observation against the name), then writes,
     /// store by store, each frame's page image at its place and truncates at each commit, for
     /// every run observed at or before `at`. `staged` maps member names to staged files. No page
     /// past `cap` bytes is written (0: no cap). Each replayed store must pass `integrity_check`.
@@ -37,7 +38,12 @@ public enum FollowReplay {
     ) throws -> Report {
         let fail = { (reason: String) in Failure.broken(user: user.rawValue, reason: reason) }
         guard generation.window != nil else { throw fail("its segments do not run from 1 without a hole") }
-        let needed = generation.segments.filter { $0.first <= at }
+        // Every segment that may hold a commit observed at or before `at`, and the first whose
+        // name says it ends after `at` (its trailer shows whether the window its name claims is
+        // real: a renamed segment is refused, not trusted).
+        let reach = generation.segments.firstIndex { $0.last >= at } ?? generation.segments.count - 1
+        let needed = generation.segments.enumerated().filter { $0.offset <= reach || $0.element.first <= at }.map(
+            \.element)
         var paths: [String] = needed.map(\.path)
         var downloads: String?
         defer { if let downloads { FileSystem.removeTree(downloads) } }
@@ -57,10 +63,15 @@ public enum FollowReplay {
             }
         }
         for (segment, path) in zip(needed, paths) {
-            let (header, _) = try SegmentReader.check(path)
+            let (header, trailer) = try SegmentReader.check(path)
             guard header.user == user.rawValue, header.generation == generation.name,
                 header.sequence == segment.sequence
             else { throw fail("\(segment.name) names another user, generation or place") }
+            guard trailer.first == segment.first, trailer.last == segment.last else {
+                throw fail(
+                    "\(segment.name): its trailer's observations (\(ArchiveName.stamp(micros: trailer.first, precise: true)) to \(ArchiveName.stamp(micros: trailer.last, precise: true))) are not those its name gives (granary verify names every such segment)"
+                )
+            }
         }
         let files = Dictionary(staged.map { ($0.name, $0.path) }, uniquingKeysWith: { a, _ in a })
         var report = Report()
