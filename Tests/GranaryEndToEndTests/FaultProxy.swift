@@ -32,6 +32,10 @@ final class FaultProxy: @unchecked Sendable {
         case stall(matching: String?)
         /// Every connection carries at most this many bytes a second each way.
         case slow(bytesPerSecond: Int)
+        /// The first PUT whose head holds `matching` is held (nothing passed on either way) for as
+        /// long as this is the mode; every other request passes: one upload stuck while the
+        /// next ones land.
+        case holdFirstPut(matching: String)
     }
 
     /// Requests held by ``Mode/stall(matching:)`` so far.
@@ -200,6 +204,16 @@ final class FaultProxy: @unchecked Sendable {
             {
                 lock.withLock { _stalled += 1 }
                 while case .stall = mode, !lock.withLock({ stopped }) { usleep(20_000) }
+            }
+            if upward, case .holdFirstPut(let matching) = mode, buffer.starts(with: Array("PUT ".utf8)),
+                String(decoding: buffer[0..<n], as: UTF8.self).contains(matching),
+                lock.withLock({ () -> Bool in
+                    defer { fired = true }
+                    return !fired
+                })
+            {
+                lock.withLock { _stalled += 1 }
+                while case .holdFirstPut = mode, !lock.withLock({ stopped }) { usleep(20_000) }
             }
             switch mode {
             case .slow(let rate):

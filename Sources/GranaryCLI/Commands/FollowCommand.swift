@@ -22,12 +22,14 @@ struct FollowCommand: GranaryCommand {
             TIME lies in its window; list --follow shows the windows. Rollback-journal stores are named and \
             passed over. The repository may be local or remote (s3:, rclone:): a segment is claimed only \
             once its upload completed and every earlier one of its generation is there (a user's next \
-            segments are read while one uploads, and uploaded in order after it). \
+            segments are read and uploaded while one uploads, a window claiming only those that run from \
+            the first without a hole). \
             Logs one line per event (a generation, a segment, a paused or polled user) on standard error. On \
             SIGTERM or SIGINT it reads once more the users with changes not yet shipped, oldest first, for \
             at most half a second, publishes them and exits; the users not reached by then are read by the \
-            next run. To a remote repository the uploads under way get 0.7 s from the stop; the segments \
-            not uploaded by then are named per user, and the next run ships their commits from the -wal. \
+            next run. To a remote repository the uploads under way get 0.6 s from the stop, the last state \
+            for check written beside them; the segments not uploaded by then are named per user, and the \
+            next run ships their commits from the -wal. \
             One follow per repository and host runs at a time (a lock in the root's .granary folder, taken \
             without waiting): another, --once included, exits 75 naming the one running. \
             Exit codes: 0 stopped by a signal or --once done, 64 usage, 69 no repository or root, 75 another \

@@ -57,6 +57,14 @@ public struct FollowStatus: Codable, Sendable, Equatable {
         try repository.writeSmall([UInt8](try encoder.encode(self)), to: Self.object(host: host))
     }
 
+    /// Writes it to `repository`, a remote one's upload stopped after `seconds` (then it fails).
+    public func write(to repository: any Repository, within seconds: Double) throws {
+        guard let remote = repository as? RcloneRepository else { return try write(to: repository) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        try remote.writeSmall([UInt8](try encoder.encode(self)), to: Self.object(host: host), within: seconds)
+    }
+
     /// The state the follower of `host` last wrote to the local repository at `repository`, nil
     /// when there is none (or it does not decode).
     public static func read(repository: String, host: String) -> FollowStatus? {

@@ -130,6 +130,8 @@ public final class UserFollower {
 
     struct Staged {
         let sequence: Int
+        /// Its name in the repository (an outcome is matched to it as well as to the sequence).
+        let object: String
         let bytes: Int64
         let commits: Int
         /// When its round began, and whether it left nothing behind (the state for `check`).
@@ -215,13 +217,17 @@ public final class UserFollower {
     }
 
     /// What became of a segment handed to ``shipper`` (outcomes come in order; one that is not
-    /// the oldest staged, left from a segment already fallen back from, is ignored). Published:
-    /// it is claimed. Given up: so is every later one staged, and the follower falls back to its
-    /// last published segment (the next round reads the same commits again, in the same
-    /// generation).
+    /// the oldest staged, by sequence and name, left from a segment already fallen back from, is
+    /// ignored). Published: it is claimed. Given up: so is every later one staged, and the
+    /// follower falls back to its last published segment: the next round reads the same commits
+    /// again, in the same generation, unless a later segment may have landed behind the one
+    /// given up (``SegmentShipper/Finished/orphaned``): its sequence is taken, so continuity is
+    /// lost and a new generation starts.
     public func shipped(_ done: SegmentShipper.Finished) -> Settled {
         var settled = Settled()
-        guard let head = staged.first, head.sequence == done.sequence else { return settled }
+        guard let head = staged.first, head.sequence == done.sequence, head.object == done.object else {
+            return settled
+        }
         switch done.outcome {
         case .published:
             staged.removeFirst()
@@ -244,6 +250,9 @@ public final class UserFollower {
             fallback = nil
             needsRead = true
             rereading = true
+            if done.orphaned {
+                breakWaiting = "segment \(done.sequence) not published while a later one was uploading"
+            }
             let which =
                 sequences.count == 1 ? "segment \(sequences[0])" : "segments \(sequences[0])–\(sequences.last!)"
             settled.events = [
@@ -271,11 +280,16 @@ public final class UserFollower {
     var followFolder: String { user.rawValue + "/follow/" + host }
 
     /// Resumes from the newest published segment, when its cursors still hold (``round()`` checks
-    /// them on its first read). Returns false when there is nothing to resume.
+    /// them on its first read). Returns false when there is nothing to resume. The newest
+    /// segment is that of the generation's prefix (its segments from 1 without a hole, what is
+    /// claimed): segments after a hole (uploaded beside an earlier one that never landed: the run
+    /// was killed in between) are removed first, newest first, since the next segments take
+    /// their sequences; when one cannot be removed, a new generation starts instead.
     public func resume() -> Bool {
         guard let generations = try? FollowCatalogue.generations(in: repository, user: user, host: host),
             let newest = generations.last, let last = newest.segments.last,
             newest.segments.count == last.sequence,
+            (try? Self.removeOrphans(of: newest, user: user, in: repository)) != nil,
             let (header, trailer) = try? FollowedGenerations.withLocalCopy(
                 of: last.object, size: last.size, in: repository, SegmentReader.check),
             header.generation == newest.name,
@@ -289,6 +303,28 @@ public final class UserFollower {
         lastShipped = trailer.last
         resumed = true
         return true
+    }
+
+    /// Removes the segments of `generation` after its claimed prefix (newest first) in a remote
+    /// repository; throws when there are some in a local one.
+    static func removeOrphans(of generation: FollowCatalogue.Generation, user: UserID, in repository: any Repository)
+        throws
+    {
+        guard
+            let listed = try FollowedGenerations.list(in: repository, user: user, host: generation.host).last(where: {
+                $0.base == generation.name
+            })
+        else { return }
+        let claimed = Set(generation.segments.map(\.name))
+        let orphans = listed.segments.filter { !claimed.contains($0.name) }
+        guard !orphans.isEmpty else { return }
+        // Only an upload beside an earlier one leaves segments after a hole; in a local
+        // repository (published one by one) a hole is someone else's doing: left alone, and a
+        // new generation starts.
+        guard repository.localPath == nil else { throw FollowedGenerations.HoleLeft() }
+        for orphan in orphans.reversed() {
+            try repository.deleteSmall(listed.object + "/" + orphan.name)
+        }
     }
 
     /// One round: a new generation when there is none, or when continuity cannot be proven;
@@ -715,7 +751,8 @@ public final class UserFollower {
             for name in readToEnd { readThrough[name] = began }
             staged.append(
                 Staged(
-                    sequence: sequence, bytes: FileSystem.size(temporary) ?? 0, commits: trailer.commits, began: began,
+                    sequence: sequence, object: object, bytes: FileSystem.size(temporary) ?? 0,
+                    commits: trailer.commits, began: began,
                     caughtUp: left.isEmpty,
                     after: position,
                     event: FollowEvent(
@@ -916,7 +953,7 @@ public enum FollowCatalogue {
         try FollowedGenerations.list(in: repository, user: user, host: host).map { generation in
             Generation(
                 name: generation.base, host: generation.host,
-                segments: generation.segments.map { segment in
+                segments: generation.claimed.map { segment in
                     let object = generation.object + "/" + segment.name
                     return SegmentFile(
                         object: object,
@@ -1175,8 +1212,11 @@ public final class FollowRun {
             }
             publishGrouped(delay: delay, log: log)
             if Interruption.isRequested {
-                flush(log: log)
-                try writeStatus(log: log)
+                if let written = flush(log: log) {
+                    try statusWritten?(written)
+                } else {
+                    try writeStatus(log: log)
+                }
                 return
             }
             let after = clock.now
@@ -1218,16 +1258,22 @@ public final class FollowRun {
     public var stopBudget: Duration = .milliseconds(500)
     /// With a remote repository, how long from the start of a stop the uploads may go on (those
     /// under way and those of the segments the stop read): what is not published by then is
-    /// left, said per user, and shipped by the next run from the `-wal`.
-    public var stopUploads: Duration = .milliseconds(700)
+    /// left, said per user, and shipped by the next run from the `-wal`. The runs still going
+    /// then are killed (``stopGrace`` at most to see them end), and the last state for check is
+    /// written beside the uploads, within ``stopUploads`` plus ``stopGrace`` too: the whole stop
+    /// of a remote follower fits in that bound, after its last reads.
+    public var stopUploads: Duration = .milliseconds(600)
+    public var stopGrace: Duration = .milliseconds(100)
 
     /// After a signal: one last read of the users with work waiting, oldest change first, for at
     /// most ``stopBudget`` (no new generation, no backup: those wait for the next run), with
     /// further signals held back. Users not reached are named in one line; their commits stay
     /// in their `-wal` files and the next run resumes from their last segment. With a remote
     /// repository, the segments read are staged like any other, and the uploads go on until
-    /// ``stopUploads`` from the start of the stop; then the rest is left, said per user.
-    func flush(log: (FollowEvent) -> Void) {
+    /// ``stopUploads`` from the start of the stop; then the rest is left, said per user. The
+    /// last state for check is then written beside the uploads (not after them), within the same
+    /// bound: returned when so (nil: the caller writes it).
+    func flush(log: (FollowEvent) -> Void) -> FollowStatus? {
         let start = clock.now
         let deadline = start + stopBudget
         collectShipped(log: log)
@@ -1264,12 +1310,20 @@ public final class FollowRun {
                         "stopping: \(left) users with changes not read in the \(stopBudget) a stop takes; the next run ships them"
                 ))
         }
+        var written: FollowStatus?
         if let shipper {
+            // The state for check is written as the last uploads go on, within the stop's bound:
+            // it claims what was published when they began (a segment published later is in the
+            // repository all the same, where list and restore see it; check's lag for its user
+            // stays the earlier one until the next run writes the state again).
+            collectShipped(log: log)
+            let state = statusWrite(until: start + stopUploads + stopGrace)
+            written = state.status
             // Uploads under way (each user's in order) go on until the stop's bound; what is not
             // published then is never claimed: its commits are still in the -wal.
             shipper.waitIdle(until: start + stopUploads)
             collectShipped(log: log)
-            shipper.stop()
+            shipper.stop(grace: stopGrace)
             // An upload that ended between the two (published as its run was stopped) is taken in
             // too: what the repository holds is claimed, and not said to be left.
             collectShipped(log: log)
@@ -1285,8 +1339,43 @@ public final class FollowRun {
                             "stopping: \(which) (\(follower.stagedCommits) commits) not uploaded within the \(stopUploads) a stop gives uploads; the next run ships them from the -wal"
                     ))
             }
+            if let failure = state.finish() {
+                log(
+                    FollowEvent(
+                        kind: .paused, user: "follow",
+                        message: "stopping: its state for check not written (\(failure)); check reads the one before"))
+            }
         }
         pending = [:]
+        return written
+    }
+
+    /// The state for check as it stands, written in the background to the repository by
+    /// `deadline` (the run stopped then); `finish()` waits for the write and says why it failed.
+    func statusWrite(until deadline: ContinuousClock.Instant) -> (status: FollowStatus, finish: () -> String?) {
+        let snapshot = prepareStatus()
+        let done = DispatchSemaphore(value: 0)
+        // Set before the signal, read after the wait.
+        final class Failure: @unchecked Sendable { var text: String? }
+        let failure = Failure()
+        let repository = self.repository
+        let seconds = max(0.05, (deadline - clock.now).timeInterval)
+        Thread.detachNewThread {
+            do {
+                try snapshot.write(to: repository, within: seconds)
+            } catch {
+                failure.text = (error as? GranaryError)?.description ?? "\(error)"
+            }
+            done.signal()
+        }
+        return (
+            snapshot,
+            {
+                // The rclone run is stopped at the deadline: the wait ends soon after.
+                done.wait()
+                return failure.text
+            }
+        )
     }
 
     /// Lists the root (or takes the named users): new users are followed (their folders watched,
@@ -1308,6 +1397,7 @@ public final class FollowRun {
                 _ = followers[gone]?.settlePublished(CancellationError())
                 unpublished.removeAll { $0.user == gone }
                 followers[gone] = nil
+                shipper?.forget(gone)
                 descriptors.forget(gone)
                 pending[gone] = nil
                 nextWhole[gone] = nil
@@ -1557,11 +1647,8 @@ public final class FollowRun {
             caughtUp: follower.behind.isEmpty && !follower.uploading, paused: paused)
     }
 
-    /// Writes ``status`` to the repository for `check` (FollowStatus), then hands it to
-    /// ``statusWritten``; a failure to write it is logged once. A watched user with no change
-    /// waiting is shipped through the moment the watcher's events were last taken in: the kernel
-    /// reports every write to a watched folder, so nothing of theirs is unshipped.
-    func writeStatus(log: (FollowEvent) -> Void) throws {
+    /// ``status`` brought up to now, to be written.
+    func prepareStatus() -> FollowStatus {
         for (user, follower) in followers
         where pending[user] == nil && failing[user] == nil && follower.behind.isEmpty && follower.generation != nil
             && !follower.uploading && watcher != nil && watcher?.polled[user] == nil
@@ -1570,6 +1657,15 @@ public final class FollowRun {
         }
         statusWrittenAt = clock.now
         status.updated = ArchiveName.micros(Date())
+        return status
+    }
+
+    /// Writes ``status`` to the repository for `check` (FollowStatus), then hands it to
+    /// ``statusWritten``; a failure to write it is logged once. A watched user with no change
+    /// waiting is shipped through the moment the watcher's events were last taken in: the kernel
+    /// reports every write to a watched folder, so nothing of theirs is unshipped.
+    func writeStatus(log: (FollowEvent) -> Void) throws {
+        _ = prepareStatus()
         do {
             try status.write(to: repository)
             statusFailure = nil

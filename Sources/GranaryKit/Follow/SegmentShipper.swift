@@ -9,28 +9,33 @@ import Foundation
 /// repository").
 ///
 /// A follower may hand over several segments of a user (it reads the user's next segment while
-/// the last one uploads); the shipper uploads each user's segments strictly in order, one at a
-/// time: the next is started only once the one before it is published, so a later segment of a
-/// generation is never uploaded while an earlier one may be missing, and the catalogue never sees
-/// a hole. The segments due (the oldest not yet published of each user) are uploaded together, by
-/// at most ``runs`` rclone runs at once, each run one process for many segments
-/// (``RcloneRepository/uploadBatch(_:transfers:deadline:uploaded:)``) with a deadline of its own:
-/// a stalled transfer holds back the users of its run alone, and each segment counts as
-/// published as soon as rclone reports it copied (its user's next one is then due at once). A
-/// segment whose upload failed is tried again, under the same name and with the same bytes,
-/// after a pause (1 s, 2 s, … 8 s) for as long as the follower runs: its user's lag grows
-/// meanwhile and `check` says so. A failure that trying again cannot mend (the name taken by
-/// other bytes) gives the segment up, and with it every later segment of its user handed over
-/// (each built on it); segments of that user handed over before the follower took in the
-/// outcome (``take()``) are given up as well. The follower then reads the same commits again
-/// from its last published segment.
+/// the last one uploads). Up to ``perUser`` of a user's oldest segments not yet settled upload
+/// at once, beside each other (in the same rclone run or in concurrent ones): a commit no longer
+/// waits for the upload of its user's previous segment before its own starts. What the follower
+/// is told stays in order, a prefix: a segment is reported published only once it and every
+/// earlier one of its user are in the repository, each under its final name; one that landed
+/// while an earlier one is still missing is held back (it is in the repository, unclaimed:
+/// `list` and `restore --at` stop at the first hole, FollowCatalogue) until the earlier one
+/// lands. The segments due are uploaded together, by at most ``runs`` rclone runs at once, each
+/// run one process for many segments (``RcloneRepository/uploadBatch(_:transfers:deadline:started:uploaded:)``)
+/// with a deadline of its own: a stalled transfer holds back the users of its run alone, and each
+/// segment counts as landed as soon as rclone reports it copied. A segment whose upload failed is
+/// tried again, under the same name and with the same bytes, after a pause (1 s, 2 s, … 8 s) for
+/// as long as the follower runs: its user's lag grows meanwhile and `check` says so. A failure
+/// that trying again cannot mend (the name taken by other bytes) gives the segment up, and with
+/// it every later segment of its user handed over (each built on it); segments of that user
+/// handed over before the follower took in the outcome (``take()``) are given up as well. When
+/// a later segment was already uploading or landed, the outcome says so (``Finished/orphaned``):
+/// the follower then starts a new generation, so that no sequence number of the old one is used
+/// twice; otherwise it reads the same commits again from its last published segment.
 public final class SegmentShipper: @unchecked Sendable {
     /// A segment to publish: its file (the shipper's from now on: removed once done) and its name
     /// in the repository.
     public struct Parcel: Sendable {
         public let user: UserID
-        /// Its sequence in its generation (what the outcome is matched to).
+        /// Its sequence in its generation.
         public let sequence: Int
+        /// Its name in the repository (what the outcome is matched to, with the sequence).
         public let object: String
         public let file: String
         var attempts = 0
@@ -45,22 +50,49 @@ public final class SegmentShipper: @unchecked Sendable {
         case abandoned(String)
     }
 
+    /// Where one of a user's segments stands.
+    enum State: Equatable {
+        /// Behind ``perUser`` earlier ones: not started.
+        case queued
+        /// In ``waiting`` (due, or pausing after a failure), or in a run.
+        case due
+        case running
+        /// In the repository under its final name, not reported until every earlier one is.
+        case landed
+        case abandoned(String)
+        /// Left at a stop: neither it nor any later one is reported.
+        case dropped
+    }
+
+    struct Entry {
+        var parcel: Parcel
+        var state: State
+        /// Given up while a later one was uploading or had landed.
+        var orphaned = false
+    }
+
     let repository: any Repository
     /// The rclone runs uploading at once (`follow_uploads`).
     public let runs: Int
+    /// How many of a user's oldest segments not yet settled upload at once.
+    public let perUser: Int
     /// Transfers within one run.
     public var transfers = 16
     /// How often a segment is tried before it is given up (`follow --once`: a few; a follower
     /// that runs on: for as long as it runs).
     public var attempts = Int.max
     private let condition = NSCondition()
-    /// The segments due: the oldest not yet published of each user (and not being uploaded).
+    /// The segments due and not in a run.
     private var waiting: [Parcel] = []
-    /// Each user's later segments, in order, behind the one waiting or being uploaded.
-    private var queued: [UserID: [Parcel]] = [:]
+    /// Each user's segments handed over and not yet reported, in sequence order.
+    private var lanes: [UserID: [Entry]] = [:]
     private var running = 0
-    /// The users with a segment waiting or being uploaded.
-    private var busy: Set<UserID> = []
+    /// How many runs under way carry segments of each user.
+    private var runsOf: [UserID: Int] = [:]
+    /// The most runs one user's segments ride at once: a user whose uploads stall holds back no
+    /// more runs than that (each stalled run waits for its deadline), however many of its
+    /// segments may upload side by side.
+    public static let runsPerUser = 2
     /// Users a segment of whom was given up since the follower last took the outcomes: whatever
     /// else of theirs is handed over until then is built on it, and is given up too.
     private var refused: Set<UserID> = []
@@ -70,9 +102,10 @@ public final class SegmentShipper: @unchecked Sendable {
     private var notices: [FollowEvent] = []
     private var stopped = false
 
-    public init(repository: any Repository, runs: Int = 4) {
+    public init(repository: any Repository, runs: Int = 4, perUser: Int = 4) {
         self.repository = repository
         self.runs = max(1, runs)
+        self.perUser = max(1, perUser)
         Thread.detachNewThread { [self] in retryLoop() }
     }
 
@@ -81,17 +114,23 @@ public final class SegmentShipper: @unchecked Sendable {
     public struct Finished: Sendable {
         public let user: UserID
         public let sequence: Int
+        /// The segment's name in the repository: a follower matches an outcome to its segment by
+        /// it as well as by the sequence (a user followed again may reuse a sequence).
+        public let object: String
         public let outcome: Outcome
+        /// Given up while a later segment of its user was uploading or had landed: a segment
+        /// after a hole may be in the repository (never claimed; its sequence is taken).
+        public var orphaned = false
     }
 
     /// Whether a segment of `user` is being published.
-    public func uploading(_ user: UserID) -> Bool { condition.withLock { busy.contains(user) } }
+    public func uploading(_ user: UserID) -> Bool { condition.withLock { lanes[user] != nil } }
 
     /// Whether nothing is being published.
-    public var idle: Bool { condition.withLock { busy.isEmpty } }
+    public var idle: Bool { condition.withLock { lanes.isEmpty } }
 
-    /// Hands over a segment: uploaded once every segment of its user handed over before it is
-    /// published.
+    /// Hands over a segment: uploaded beside its user's earlier ones (at most ``perUser`` at
+    /// once), reported published once every earlier one is.
     public func send(user: UserID, sequence: Int, object: String, file: String) {
         var parcel = Parcel(user: user, sequence: sequence, object: object, file: file)
         parcel.bytes = FileSystem.size(file) ?? 0
@@ -100,18 +139,28 @@ public final class SegmentShipper: @unchecked Sendable {
                 unlink(file)
                 finished.append(
                     Finished(
-                        user: user, sequence: sequence,
+                        user: user, sequence: sequence, object: object,
                         outcome: .abandoned(stopped ? "stopping" : "an earlier segment was not published")))
                 condition.broadcast()
                 return
             }
-            if busy.contains(user) {
-                queued[user, default: []].append(parcel)
-                return
-            }
-            busy.insert(user)
-            waiting.append(parcel)
+            lanes[user, default: []].append(Entry(parcel: parcel, state: .queued))
+            admit(user)
             startRuns()
+        }
+    }
+
+    /// Forgets `user` (gone from the root): its segments not started are dropped (their files
+    /// removed), those uploading are no longer reported, and outcomes not yet taken are dropped.
+    public func forget(_ user: UserID) {
+        condition.withLock {
+            for entry in lanes.removeValue(forKey: user) ?? [] where entry.state != .running {
+                unlink(entry.parcel.file)
+            }
+            waiting.removeAll { $0.user == user }
+            finished.removeAll { $0.user == user }
+            refused.remove(user)
+            condition.broadcast()
         }
     }
 
@@ -132,7 +181,7 @@ public final class SegmentShipper: @unchecked Sendable {
     public func waitIdle(until deadline: ContinuousClock.Instant?) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while !busy.isEmpty {
+        while !lanes.isEmpty {
             if let deadline {
                 let left = deadline - ContinuousClock.now
                 if left <= .zero { return false }
@@ -146,16 +195,17 @@ public final class SegmentShipper: @unchecked Sendable {
 
     /// No more runs start, and the runs under way are ended (their rclone killed: an object
     /// store keeps nothing of an upload cut short, and a segment whose upload completed first is
-    /// whole and in order); the segments not yet published are left, their files removed. Waits
-    /// for the runs to end (their staging folders removed) for at most `grace`.
+    /// whole under its final name); the segments not yet published are left, their files
+    /// removed, and never reported (nor is any later one of their user, landed or not: the claim
+    /// stays a prefix). Waits for the runs to end (their staging folders removed) for at most
+    /// `grace`.
     public func stop(grace: Duration = .milliseconds(200)) {
         let deadline = Date(timeIntervalSinceNow: grace.timeInterval)
         condition.lock()
         defer { condition.unlock() }
         stopped = true
-        for parcel in waiting + queued.values.flatMap({ $0 }) { unlink(parcel.file) }
+        for user in Array(lanes.keys) { drop(user) }
         waiting = []
-        queued = [:]
         for pid in processes.keys { kill(pid, SIGKILL) }
         condition.broadcast()
         while running > 0 && Date() < deadline {
@@ -163,16 +213,61 @@ public final class SegmentShipper: @unchecked Sendable {
         }
     }
 
+    /// The user's segments not in a run are left (the lock held): their files removed, each
+    /// marked so that nothing after it is ever reported.
+    private func drop(_ user: UserID) {
+        guard var lane = lanes[user] else { return }
+        for index in lane.indices where lane[index].state == .queued || lane[index].state == .due {
+            unlink(lane[index].parcel.file)
+            lane[index].state = .dropped
+        }
+        lanes[user] = lane
+        waiting.removeAll { $0.user == user }
+    }
+
+    /// Lets the first ``perUser`` of the user's segments not settled start (the lock held).
+    private func admit(_ user: UserID) {
+        guard !stopped, var lane = lanes[user] else { return }
+        let now = ContinuousClock.now
+        for index in lane.indices.prefix(perUser) where lane[index].state == .queued {
+            lane[index].state = .due
+            lane[index].parcel.notBefore = now
+            waiting.append(lane[index].parcel)
+        }
+        lanes[user] = lane
+    }
+
     /// Starts runs for the segments due while fewer than ``runs`` go on (the lock held).
     private func startRuns() {
         guard !stopped else { return }
         let now = ContinuousClock.now
         while running < runs {
-            let due = waiting.filter { $0.notBefore <= now }
+            let due = waiting.filter { $0.notBefore <= now && runsOf[$0.user, default: 0] < Self.runsPerUser }
             guard !due.isEmpty else { return }
-            waiting.removeAll { $0.notBefore <= now }
+            let taken = Set(due.map(\.object))
+            waiting.removeAll { taken.contains($0.object) }
+            for parcel in due { setState(of: parcel, .running) }
+            for user in Set(due.map(\.user)) { runsOf[user, default: 0] += 1 }
             running += 1
             Thread.detachNewThread { [self] in upload(due) }
+        }
+    }
+
+    /// The index of `parcel` in its user's lane (the lock held).
+    private func index(of parcel: Parcel) -> Int? {
+        lanes[parcel.user]?.firstIndex { $0.parcel.object == parcel.object && $0.parcel.sequence == parcel.sequence }
+    }
+
+    private func setState(of parcel: Parcel, _ state: State) {
+        if let index = index(of: parcel) { lanes[parcel.user]![index].state = state }
+    }
+
+    /// Whether `parcel` is still to be uploaded: neither given up, left at a stop, nor its user
+    /// forgotten.
+    private func wanted(_ parcel: Parcel) -> Bool {
+        condition.withLock {
+            guard !stopped, let index = index(of: parcel) else { return false }
+            return lanes[parcel.user]![index].state == .running
         }
     }
 
@@ -226,8 +321,9 @@ public final class SegmentShipper: @unchecked Sendable {
             timedOut = false
         }
         for parcel in parcels where !done.contains(parcel.object) {
-            if condition.withLock({ stopped }) {
-                // Stopped (its run killed): left, never published behind the follower's back.
+            if !wanted(parcel) {
+                // Stopped (its run killed), given up with an earlier one, or its user gone:
+                // never published behind the follower's back.
                 unlink(parcel.file)
                 continue
             }
@@ -258,40 +354,79 @@ public final class SegmentShipper: @unchecked Sendable {
         }
         condition.withLock {
             running -= 1
+            for user in Set(parcels.map(\.user)) {
+                let left = runsOf[user, default: 1] - 1
+                runsOf[user] = left > 0 ? left : nil
+            }
             startRuns()
             condition.broadcast()
         }
     }
 
-    /// Settles a segment: published, its user's next one is due at once; given up, so is every
-    /// later one of its user (each built on it).
+    /// Settles a segment: landed, it is reported once every earlier one of its user is (then
+    /// its user's next one may start); given up, so is every later one of its user (each built
+    /// on it).
     private func finish(_ parcel: Parcel, _ outcome: Outcome) {
         unlink(parcel.file)
         condition.withLock {
-            finished.append(Finished(user: parcel.user, sequence: parcel.sequence, outcome: outcome))
-            var later = queued.removeValue(forKey: parcel.user) ?? []
+            defer { condition.broadcast() }
+            guard let at = index(of: parcel), var lane = lanes[parcel.user],
+                lane[at].state == .running
+                    || lane[at].state == .due
+            else { return }
             switch outcome {
-            case .published where !later.isEmpty && !stopped:
-                var next = later.removeFirst()
-                next.notBefore = ContinuousClock.now
-                waiting.append(next)
-                if !later.isEmpty { queued[parcel.user] = later }
-                startRuns()
             case .published:
-                busy.remove(parcel.user)
-            case .abandoned:
-                for dropped in later {
-                    unlink(dropped.file)
-                    finished.append(
-                        Finished(
-                            user: dropped.user, sequence: dropped.sequence,
-                            outcome: .abandoned("segment \(parcel.sequence) before it was not published")))
+                lane[at].state = .landed
+            case .abandoned(let reason):
+                lane[at].state = .abandoned(reason)
+                for later in lane.indices.dropFirst(at + 1) {
+                    switch lane[later].state {
+                    case .running, .landed:
+                        lane[at].orphaned = true
+                    case .queued, .due:
+                        unlink(lane[later].parcel.file)
+                        let parcel = lane[later].parcel
+                        waiting.removeAll { $0.object == parcel.object && $0.user == parcel.user }
+                    case .abandoned, .dropped:
+                        break
+                    }
+                    lane[later].state = .abandoned("segment \(parcel.sequence) before it was not published")
                 }
-                refused.insert(parcel.user)
-                busy.remove(parcel.user)
             }
-            condition.broadcast()
+            lanes[parcel.user] = lane
+            release(parcel.user)
+            admit(parcel.user)
+            startRuns()
         }
+    }
+
+    /// Reports the user's settled segments from the oldest on, as far as they run without one
+    /// still uploading (the lock held): a landed one after a missing one waits.
+    private func release(_ user: UserID) {
+        guard var lane = lanes[user] else { return }
+        while let head = lane.first {
+            if head.state == .landed {
+                finished.append(
+                    Finished(
+                        user: user, sequence: head.parcel.sequence, object: head.parcel.object, outcome: .published))
+                lane.removeFirst()
+                continue
+            }
+            guard case .abandoned(let reason) = head.state else { break }
+            var first = Finished(
+                user: user, sequence: head.parcel.sequence, object: head.parcel.object, outcome: .abandoned(reason))
+            first.orphaned = head.orphaned
+            finished.append(first)
+            for entry in lane.dropFirst() {
+                finished.append(
+                    Finished(
+                        user: user, sequence: entry.parcel.sequence, object: entry.parcel.object,
+                        outcome: .abandoned("segment \(head.parcel.sequence) before it was not published")))
+            }
+            refused.insert(user)
+            lane = []
+        }
+        lanes[user] = lane.isEmpty ? nil : lane
     }
 
     private func retry(_ parcel: Parcel, because reason: String) {
@@ -303,10 +438,13 @@ public final class SegmentShipper: @unchecked Sendable {
         }
         again.notBefore = ContinuousClock.now + RemoteLimits.backoff(try: again.attempts)
         condition.withLock {
+            guard let at = index(of: parcel), lanes[parcel.user]![at].state == .running else {
+                unlink(parcel.file)
+                return
+            }
             if stopped {
                 unlink(parcel.file)
-                for dropped in queued.removeValue(forKey: parcel.user) ?? [] { unlink(dropped.file) }
-                busy.remove(parcel.user)
+                lanes[parcel.user]![at].state = .dropped
             } else {
                 if again.attempts == 1 {
                     notices.append(
@@ -314,6 +452,8 @@ public final class SegmentShipper: @unchecked Sendable {
                             kind: .paused, user: parcel.user.rawValue,
                             message: "segment upload failed (\(reason)); tried again until it succeeds"))
                 }
+                lanes[parcel.user]![at].state = .due
+                lanes[parcel.user]![at].parcel = again
                 waiting.append(again)
             }
             condition.broadcast()

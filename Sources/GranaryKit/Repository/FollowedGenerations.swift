@@ -5,6 +5,9 @@ import Foundation
 /// of the archive the generation replays onto. Prune, check and sync read the layout here; the
 /// segments' content is `Follow`'s (`SegmentReader`).
 public enum FollowedGenerations {
+    /// Segments after a hole that are not to be removed.
+    public struct HoleLeft: Error {}
+
     /// One segment, as its name gives it.
     public struct SegmentName: Sendable, Equatable {
         public let name: String
@@ -43,6 +46,17 @@ public enum FollowedGenerations {
         public var object: String { user.rawValue + "/follow/" + host + "/" + base }
         /// The newest observation any segment holds (nil: no segment).
         public var lastObserved: Int64? { segments.map(\.last).max() }
+        /// The segments a window may claim: those from sequence 1 on without a hole. A segment after
+        /// a hole (uploaded beside an earlier one still missing, or left when that one never
+        /// landed) is not claimed: its commits are replayed only once every earlier one is there.
+        public var claimed: [SegmentName] {
+            var prefix: [SegmentName] = []
+            for segment in segments {
+                guard segment.sequence == prefix.count + 1 else { break }
+                prefix.append(segment)
+            }
+            return prefix
+        }
         /// The sequence numbers missing between 1 and the highest (a hole a replay cannot cross).
         public var missing: [Int] {
             guard let top = segments.map(\.sequence).max() else { return [] }

@@ -695,6 +695,24 @@ public struct RcloneRepository: Repository {
         try run(["copyto", "--no-check-dest", file, remote(object)], what: display(object))
     }
 
+    /// ``writeSmall(_:to:)`` stopped after `seconds` (then it fails as a run stopped at its
+    /// deadline: the object is the one before, or this one whole).
+    public func writeSmall(_ bytes: [UInt8], to object: String, within seconds: Double) throws(RepositoryError) {
+        let folder = try prepareWorkFolder()
+        let file = folder + "/" + Self.temporaryName(for: "small")
+        defer { unlink(file) }
+        do { try FileSystem.writeAtomically(bytes, to: file) } catch { throw .local(error) }
+        let output = try rclone.run(
+            common + ["copyto", "--no-check-dest", file, remote(object)], extra: extra, deadline: seconds)
+        if output.timedOut {
+            throw .transport(
+                location: display(object), detail: "not written within the \(seconds) s it was given", temporary: true)
+        }
+        guard output.status == 0 else {
+            throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: display(object))
+        }
+    }
+
     public func deleteSmall(_ object: String) throws(RepositoryError) {
         do { try run(["deletefile", remote(object)], what: display(object), bounded: true) } catch .missing {}
     }
