@@ -28,13 +28,15 @@ struct FollowRestoreAttestTests {
         ])
 
     static func entry(
-        generation: String? = base, sequence: Int = 3, through: Int64? = 110_000_000, lastShipped: Int64? = 103_000_000
+        generation: String? = base, sequence: Int = 3, through: Int64? = 110_000_000, lastShipped: Int64? = 103_000_000,
+        steadySince: Int64? = 99_000_000
     ) -> FollowStatus.User {
         var entry = FollowStatus.User()
         entry.generation = generation
         entry.sequence = sequence
         entry.shippedThrough = through
         entry.lastShipped = lastShipped
+        entry.steadySince = steadySince
         return entry
     }
 
@@ -83,6 +85,15 @@ struct FollowRestoreAttestTests {
         (
             "another last observation", FollowRestoreAttestTests.entry(lastShipped: 102_000_000),
             [FollowRestoreAttestTests.generation], 105_000_000
+        ),
+        (
+            "no unbroken stretch recorded (a state written before there was one)",
+            FollowRestoreAttestTests.entry(steadySince: nil), [FollowRestoreAttestTests.generation], 105_000_000
+        ),
+        (
+            "a stretch that began after the window's end (follow restarted, a round failed or paused meanwhile)",
+            FollowRestoreAttestTests.entry(steadySince: 104_000_000), [FollowRestoreAttestTests.generation],
+            105_000_000
         ),
         (
             "T before the window's end", FollowRestoreAttestTests.entry(), [FollowRestoreAttestTests.generation],
@@ -136,5 +147,33 @@ struct FollowRestoreAttestTests {
         let point = try #require(FollowRestore.newestPoint(atOrBefore: 103_000_000, in: [resumed]))
         #expect(point.1 == 101_800_000)
         #expect(try #require(FollowRestore.newestPoint(atOrBefore: 105_000_000, in: [resumed])).1 == 104_000_000)
+    }
+
+    @Test(
+        "the unbroken stretch starts at the first caught-up round and ends with a pause, a failure or a new generation")
+    func steadySince() {
+        var status = FollowStatus(host: "h1")
+        func record(_ began: Int64, generation: String? = FollowRestoreAttestTests.base, caughtUp: Bool = true, paused: String? = nil) {
+            status.record(
+                user: "alice", generation: generation, sequence: 1, lastShipped: nil, began: began, caughtUp: caughtUp,
+                paused: paused)
+        }
+        record(10, caughtUp: false)
+        #expect(status.users["alice"]?.steadySince == nil)
+        record(20)
+        record(30)
+        #expect(status.users["alice"]?.steadySince == 20)
+        record(35, caughtUp: false)
+        #expect(status.users["alice"]?.steadySince == 20)
+        record(40, paused: "following paused: a -wal that is a FIFO")
+        #expect(status.users["alice"]?.steadySince == nil)
+        record(50)
+        #expect(status.users["alice"]?.steadySince == 50)
+        record(60, generation: Self.newer)
+        #expect(status.users["alice"]?.steadySince == nil)
+        record(70, generation: Self.newer)
+        #expect(status.users["alice"]?.steadySince == 70)
+        record(80, generation: nil)
+        #expect(status.users["alice"]?.steadySince == nil)
     }
 }

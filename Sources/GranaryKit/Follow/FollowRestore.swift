@@ -85,8 +85,10 @@ public enum FollowRestore {
     /// commit of the user is in its segments, when that moment is at or after `at` and the
     /// window ends at or before it: the state names the newest generation listed, the sequence
     /// of its last segment (the segments run from 1 without a hole) and, when it records one,
-    /// that segment's last observation. Anything else (no state, another generation, a sequence
-    /// or observation the listing does not show, a moment before `at`) attests nothing.
+    /// that segment's last observation, and the follower's unbroken stretch (``FollowStatus/User/steadySince``)
+    /// began at or before the window's end. Anything else (no state, another generation, a
+    /// sequence or observation the listing does not show, a moment before `at`, a stretch that
+    /// began after the window's end: a restart, a failed round, a pause) attests nothing.
     public static func attested(
         _ at: Int64, generations: [FollowCatalogue.Generation], entry: FollowStatus.User?
     ) -> (FollowCatalogue.Generation, Int64)? {
@@ -94,6 +96,10 @@ public enum FollowRestore {
             let generation = generations.last, entry.generation == generation.name,
             generations.filter({ $0.name == generation.name }).count == 1,
             let window = generation.window, window.to <= at,
+            // The follower was following without a break from before the window's end to
+            // `through`: no restart of follow, failed round or pause in between, when a store
+            // could have come and gone unseen.
+            let steady = entry.steadySince, steady <= window.to,
             let last = generation.segments.last, last.sequence == entry.sequence,
             entry.lastShipped.map({ $0 == last.last }) ?? true
         else { return nil }

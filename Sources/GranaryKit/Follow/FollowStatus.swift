@@ -20,6 +20,13 @@ public struct FollowStatus: Codable, Sendable, Equatable {
         public var sequence = 0
         /// Microseconds since 1970: every commit before it is in a published segment.
         public var shippedThrough: Int64?
+        /// When this follower's current unbroken stretch of rounds for the user began
+        /// (microseconds): every round since left nothing committed behind or read on where the
+        /// last left off, none failed or paused, in this generation and this process. A restart
+        /// of `follow`, a failed round, a pause or a new generation starts a new stretch. `restore
+        /// --at` takes the state as proof only for moments after the window's end within it
+        /// (``FollowRestore/attested(_:generations:entry:)``).
+        public var steadySince: Int64?
         /// The newest observation of the newest published segment (microseconds).
         public var lastShipped: Int64?
         /// Why this user's following is paused (nil: following).
@@ -95,9 +102,15 @@ public struct FollowStatus: Codable, Sendable, Equatable {
         paused: String?
     ) {
         var entry = users[user] ?? User()
+        let previous = entry.generation
         entry.generation = generation
         entry.sequence = sequence
         if let lastShipped { entry.lastShipped = lastShipped }
+        if paused != nil || generation == nil || (previous != nil && previous != generation) {
+            entry.steadySince = nil
+        } else if caughtUp && entry.steadySince == nil {
+            entry.steadySince = began
+        }
         if caughtUp && paused == nil && generation != nil { entry.shippedThrough = began }
         entry.paused = paused
         users[user] = entry

@@ -1112,6 +1112,8 @@ public final class FollowRun {
         // goes on growing from where it was).
         let host = repository.context.host
         status = FollowStatus.read(from: repository, host: host) ?? FollowStatus(host: host)
+        // No stretch of an earlier follower goes on in this one: nobody followed in between.
+        for user in status.users.keys { status.users[user]?.steadySince = nil }
     }
 
     static func micros(_ duration: Duration) -> Int64 {
