@@ -153,7 +153,10 @@ struct FollowRestoreAttestTests {
         "the unbroken stretch starts at the first caught-up round and ends with a pause, a failure or a new generation")
     func steadySince() {
         var status = FollowStatus(host: "h1")
-        func record(_ began: Int64, generation: String? = FollowRestoreAttestTests.base, caughtUp: Bool = true, paused: String? = nil) {
+        func record(
+            _ began: Int64, generation: String? = FollowRestoreAttestTests.base, caughtUp: Bool = true,
+            paused: String? = nil
+        ) {
             status.record(
                 user: "alice", generation: generation, sequence: 1, lastShipped: nil, began: began, caughtUp: caughtUp,
                 paused: paused)
