@@ -18,6 +18,8 @@ import GranaryKit
 ///   are, and `GRANARY_TEST_WORKER_EXIT=ID` exit 0 right after (read in `BackupWorkers.serve`);
 /// - `GRANARY_TEST_INOTIFY_WATCHES=N` lets `follow` hold at most N inotify watches, as if the
 ///   kernel's `fs.inotify.max_user_watches` were that low;
+/// - `GRANARY_TEST_FOLLOW_STOP_MS=MS` gives a stop of `follow` MS milliseconds to read the users
+///   with changes not yet shipped (the oldest is read all the same), instead of 500;
 /// - `GRANARY_TEST_READ_TRACE=FILE` appends a line to FILE for each archive read (`ReadTrace`), and
 ///   for each user `follow` scans (`scan USER`) and store it reads (`read USER/STORE`);
 /// - `GRANARY_TEST_CRASH=1` makes granary crash (a Swift runtime trap) as soon as it starts, to
@@ -40,6 +42,7 @@ enum TestHooks {
             plan.failSafetyArchive = environment["GRANARY_TEST_FAIL_SAFETY_ARCHIVE"] == "1"
             plan.now = environment["GRANARY_TEST_NOW"].flatMap(ArchiveName.parseMicros)
             plan.inotifyWatches = environment["GRANARY_TEST_INOTIFY_WATCHES"].flatMap(Int.init)
+            plan.followStopMilliseconds = environment["GRANARY_TEST_FOLLOW_STOP_MS"].flatMap(Int64.init)
             CrashPoint.plan = plan
             Rclone.searchOnly(in: environment["GRANARY_TEST_RCLONE_FOLDER"])
             ReadTrace.file = environment["GRANARY_TEST_READ_TRACE"]

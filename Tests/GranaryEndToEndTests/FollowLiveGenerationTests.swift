@@ -149,4 +149,50 @@ struct FollowLiveGenerationTests {
         }
         #expect(!follow.journal.contains("segment 2 of"), "\(follow.journal)")
     }
+
+    @Test(
+        "a user a stop leaves unread is not said shipped through its commit: restore --at after the commit claims nothing it lacks"
+    )
+    func stopLeavesAUserUnread() throws {
+        try FileSystem.makeDirectory(root + "/bob")
+        let bobStore = root + "/bob/Local.sqlite"
+        try FollowFixtures.makeWALStore(bobStore)
+        let bob = try UserID("bob")
+        // A long interval (changes wait for the stop) and a stop that reads only the oldest user.
+        let follow = try FollowProcess(
+            root: root, repo: repo, log: folder.child("follow.log"), interval: "20s",
+            environment: ["GRANARY_TEST_FOLLOW_STOP_MS": "0"])
+        try waitFor("both first generations", follow) {
+            try FollowedGenerations.list(in: LocalRepository(path: repo), user: bob).first?.segments.isEmpty == false
+                && generations().first?.segments.isEmpty == false
+        }
+        usleep(500_000)
+        try write(2, tag: "alice late")
+        usleep(100_000)
+        let bobCommitted = ArchiveName.micros(Date())
+        do {
+            let db = try Database(path: bobStore, mode: .readWrite)
+            try db.keepWALOnClose()
+            try db.run("INSERT INTO items(body) VALUES ('bob late')")
+        }
+        usleep(400_000)
+        follow.stop()
+        #expect(follow.journal.contains("stopping: 1 users with changes not read"), "\(follow.journal)")
+
+        // The state never says bob shipped through a moment after his commit left in the -wal…
+        let state = try #require(FollowStatus.read(repository: repo, host: HostName.machine))
+        let through = state.users["bob"]?.shippedThrough ?? 0
+        #expect(through < bobCommitted, "bob said shipped through \(through), after his commit at \(bobCommitted)")
+        // …and a restore to a moment after it does not claim that moment.
+        let at = ArchiveName.stamp(micros: max(through, bobCommitted + 1_000), precise: true)
+        let target = folder.child("bob-restored")
+        let restored = try granary(["restore", "bob", "--at", at, "--to", target])
+        #expect(restored.status == 0, "\(restored.stderr)")
+        if restored.stderr.contains("within the followed window") {
+            let db = try Database(path: target + "/Local.sqlite", mode: .readOnly)
+            #expect(
+                try db.scalar("SELECT count(*) FROM items WHERE body = 'bob late'")?.integer == 1,
+                "claimed \(at) without bob's commit: \(restored.stderr)")
+        }
+    }
 }

@@ -1114,6 +1114,9 @@ public final class FollowRun {
         status = FollowStatus.read(from: repository, host: host) ?? FollowStatus(host: host)
         // No stretch of an earlier follower goes on in this one: nobody followed in between.
         for user in status.users.keys { status.users[user]?.steadySince = nil }
+        #if TEST_HOOKS
+            if let ms = CrashPoint.plan.followStopMilliseconds { stopBudget = .milliseconds(ms) }
+        #endif
     }
 
     static func micros(_ duration: Duration) -> Int64 {
@@ -1284,12 +1287,16 @@ public final class FollowRun {
         apply(changes, changedAfter: drainedAt, log: log)
         var shipped = 0
         var left = 0
+        // The users whose changes this stop did not ship: they stay pending, so that the state
+        // written last never says them shipped through a moment after a commit left in the -wal.
+        var unshipped: Set<UserID> = []
         Interruption.heldBack {
             for (user, work) in pending.sorted(by: { $0.value.since < $1.value.since }) {
                 guard let follower = followers[user], follower.generation != nil else { continue }
                 // The oldest is always read, however slow the machine.
                 if shipped > 0 && clock.now >= deadline {
                     left += 1
+                    unshipped.insert(user)
                     continue
                 }
                 shipped += 1
@@ -1297,9 +1304,11 @@ public final class FollowRun {
                     for event in try follower.ship(
                         only: work.whole ? nil : work.stores, changedAfter: work.changedAfter)
                     {
+                        if event.kind == .paused { unshipped.insert(user) }
                         log(event)
                     }
                 } catch {
+                    unshipped.insert(user)
                     log(FollowEvent(kind: .paused, user: user.rawValue, message: "not shipped at stop: \(error)"))
                 }
             }
@@ -1348,7 +1357,7 @@ public final class FollowRun {
                         message: "stopping: its state for check not written (\(failure)); check reads the one before"))
             }
         }
-        pending = [:]
+        pending = pending.filter { unshipped.contains($0.key) }
         return written
     }
 

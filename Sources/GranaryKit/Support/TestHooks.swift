@@ -146,6 +146,9 @@ public enum CrashPoint {
             /// `fs.inotify.max_user_watches` were this low (an add past it fails with `ENOSPC`), so
             /// that a test runs out of watches without changing the machine's limit.
             public var inotifyWatches: Int?
+            /// `follow`: how long a stop reads the users with changes not yet shipped (the oldest
+            /// is read whatever it is), instead of half a second.
+            public var followStopMilliseconds: Int64?
 
             public init() {}
 
