@@ -195,4 +195,27 @@ struct FollowLiveGenerationTests {
                 "claimed \(at) without bob's commit: \(restored.stderr)")
         }
     }
+
+    @Test(
+        "the follow lock is held by the processes the follower starts too: killed first, it is not free until they end")
+    func lockOutlivesTheFollowerInItsChildren() throws {
+        let userRoot = Root(path: root)
+        let repository = LocalRepository(path: repo)
+        let lock = try FollowLock.acquire(root: userRoot, repository: repository)
+        // A child started as rclone is (posix_spawn, the descriptor without close-on-exec).
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("2"), nil]
+        defer { for pointer in argv { free(pointer) } }
+        #expect(posix_spawn(&pid, "/bin/sleep", nil, nil, argv, environ) == 0)
+        // The follower goes (as if killed: its own descriptor closed, the file left in place).
+        lock.release()
+        var refused = false
+        do { try FollowLock.acquire(root: userRoot, repository: repository).release() } catch {
+            if case .followHeld = error { refused = true }
+        }
+        #expect(refused, "the lock was free while the follower's child still ran")
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        try FollowLock.acquire(root: userRoot, repository: repository).release()
+    }
 }

@@ -323,4 +323,34 @@ struct FollowRemoteTests {
         proxy.mode = .pass
         #expect(try granary(["verify", "--user", user], repo: repository, port: proxy.port).status == 0)
     }
+
+    @Test(
+        "a claimed segment lost behind granary's back in S3: the next run keeps every later segment (a mirror may repair it) and starts a new generation"
+    )
+    func lostClaimedSegmentKeepsTheRest() throws {
+        let repository = remote("lost")
+        #expect(try granary(["follow", "--once"], repo: repository).status == 0)
+        for round in 1...6 {
+            try write(bodies("round \(round)", 2))
+            #expect(try granary(["follow", "--once"], repo: repository).status == 0)
+        }
+        let generation = try #require(
+            FollowCatalogue.generations(
+                in: try Repositories.open(repository, environment: server.environment()), user: try UserID(user),
+                host: nil
+            ).last)
+        #expect(generation.segments.count == 7)
+        // Segment 2 goes; 3 to 7 lie far past what uploads side by side could leave.
+        let prefix = "\(bucket)/lost/\(user)/follow/\(generation.host)/\(generation.name)/"
+        #expect(try server.rclone(["deletefile", "moto:" + prefix + generation.segments[1].name]).status == 0)
+
+        try write(bodies("after the loss", 2))
+        let next = try granary(["follow", "--once"], repo: repository)
+        #expect(next.status == 0, "\(next.stderr)")
+        #expect(next.stderr.contains("new generation"), "\(next.stderr)")
+        let left = try server.objects(prefix)
+        for segment in generation.segments.dropFirst(2) {
+            #expect(left[segment.name] != nil, "\(segment.name) removed: \(left.keys.sorted())")
+        }
+    }
 }

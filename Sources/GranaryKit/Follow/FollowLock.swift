@@ -11,7 +11,8 @@ import Foundation
 /// met. An exclusive `flock(2)` in the root's state folder, `locks/.follow-HASH.lock`, HASH
 /// naming the repository (a local one by its folder's device and inode, a remote one by its
 /// location) and the host the segments are written as; taken without waiting. Dropped by the
-/// kernel when its holder exits, however it exits (``UserLock``).
+/// kernel when its holder and the processes it started (its uploads, which inherit the
+/// descriptor) have exited, however they exit (``UserLock``).
 public enum FollowLock {
     /// What names the repository and host in the lock's file name.
     static func key(repository: any Repository) -> String {
@@ -43,7 +44,12 @@ public enum FollowLock {
             throw .cannotCreate(path: path, underlying: FileSystemError("open", path: path, code: EINVAL))
         }
         do {
-            return try UserLock.acquire(root: root, path: path, user: id, timeout: .zero)
+            let lock = try UserLock.acquire(root: root, path: path, user: id, timeout: .zero, kept: true)
+            // Held by the uploads it starts (rclone) too: a follower killed with SIGKILL may leave
+            // them running, and a follower started meanwhile would resume while they still land
+            // segments behind its back. The file stays, so that the next one locks the same file.
+            lock.inheritedByChildren()
+            return lock
         } catch .held(_, _, let holder) {
             throw .followHeld(repository: repository.location, host: repository.context.host, holder: holder)
         }

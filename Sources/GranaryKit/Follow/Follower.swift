@@ -289,7 +289,7 @@ public final class UserFollower {
         guard let generations = try? FollowCatalogue.generations(in: repository, user: user, host: host),
             let newest = generations.last, let last = newest.segments.last,
             newest.segments.count == last.sequence,
-            (try? Self.removeOrphans(of: newest, user: user, in: repository)) != nil,
+            (try? Self.removeOrphans(of: newest, user: user, in: repository, inFlight: shipper?.perUser ?? 1)) != nil,
             let (header, trailer) = try? FollowedGenerations.withLocalCopy(
                 of: last.object, size: last.size, in: repository, SegmentReader.check),
             header.generation == newest.name,
@@ -306,10 +306,13 @@ public final class UserFollower {
     }
 
     /// Removes the segments of `generation` after its claimed prefix (newest first) in a remote
-    /// repository; throws when there are some in a local one.
-    static func removeOrphans(of generation: FollowCatalogue.Generation, user: UserID, in repository: any Repository)
-        throws
-    {
+    /// repository, when they are what uploads side by side leave (at most `inFlight` of a user's
+    /// segments upload at once: each within that many of the hole); throws when there are some in
+    /// a local one, or any further on (a claimed segment lost behind granary's back, whose later
+    /// ones a mirror may still repair: kept, and a new generation starts).
+    static func removeOrphans(
+        of generation: FollowCatalogue.Generation, user: UserID, in repository: any Repository, inFlight: Int
+    ) throws {
         guard
             let listed = try FollowedGenerations.list(in: repository, user: user, host: generation.host).last(where: {
                 $0.base == generation.name
@@ -322,6 +325,10 @@ public final class UserFollower {
         // repository (published one by one) a hole is someone else's doing: left alone, and a
         // new generation starts.
         guard repository.localPath == nil else { throw FollowedGenerations.HoleLeft() }
+        let hole = (generation.segments.last?.sequence ?? 0) + 1
+        guard orphans.allSatisfy({ $0.sequence > hole && $0.sequence < hole + inFlight }) else {
+            throw FollowedGenerations.HoleLeft()
+        }
         for orphan in orphans.reversed() {
             try repository.deleteSmall(listed.object + "/" + orphan.name)
         }
@@ -472,7 +479,10 @@ public final class UserFollower {
                         unreadable = broken.description
                         return nil
                     }
-                    if let cursor = read.cursor, let why = Self.implausible(claimed, cursor: cursor, store: store) {
+                    // The main file as it is now: a checkpoint may have grown it since the scan.
+                    let mainSize = max(store.size, store.folder.entry(store.fileName)?.size ?? 0)
+                    if let cursor = read.cursor, let why = Self.implausible(claimed, cursor: cursor, mainSize: mainSize)
+                    {
                         unreadable = why
                         return nil
                     }
@@ -529,9 +539,9 @@ public final class UserFollower {
     /// SQLite never writes. A claim past that (a few valid frames claiming a store of gigabytes)
     /// would have the base backup read that much of nothing, in the user's turn, while everyone
     /// waits: no generation starts from it.
-    static func implausible(_ pages: UInt32, cursor: WALCursor, store: StoreFile) -> String? {
+    static func implausible(_ pages: UInt32, cursor: WALCursor, mainSize: Int64) -> String? {
         guard cursor.pageSize > 0 else { return nil }
-        let bound = store.size / Int64(cursor.pageSize) + Int64(cursor.frame) + 1
+        let bound = mainSize / Int64(cursor.pageSize) + Int64(cursor.frame) + 1
         guard Int64(pages) > bound else { return nil }
         return
             "its -wal's last commit claims \(pages) pages, more than the store and its -wal hold (\(bound)); "
@@ -1549,7 +1559,12 @@ public final class FollowRun {
                     folders[segment.folder] = .some(error)
                 }
             }
-            if let error = folders[segment.folder] ?? nil { failed[entry.user] = error }
+            if let error = folders[segment.folder] ?? nil {
+                failed[entry.user] = error
+                // Linked but not durable: not claimed, and its name given back (the next round
+                // publishes the same commits under the same sequence number).
+                unlink(segment.final)
+            }
         }
         for entry in group {
             guard let follower = followers[entry.user] else { continue }

@@ -384,6 +384,9 @@ public final class SegmentShipper: @unchecked Sendable {
                     case .running, .landed:
                         lane[at].orphaned = true
                     case .queued, .due:
+                        // One tried already may be there all the same (a run stopped after the
+                        // server took it, said failed): its number may be taken.
+                        if lane[later].parcel.attempts > 0 { lane[at].orphaned = true }
                         unlink(lane[later].parcel.file)
                         let parcel = lane[later].parcel
                         waiting.removeAll { $0.object == parcel.object && $0.user == parcel.user }

@@ -94,7 +94,9 @@ public final class UserLock: @unchecked Sendable {
     /// Takes the lock file at `path` (in the state folder's `locks`), as ``acquire(root:user:timeout:)``
     /// does for a user's: `user` names it in a wait and in ``LockError/held(user:path:holder:)``,
     /// and its folder beneath the root decides whether the file goes with the lock's release.
-    static func acquire(root: Root, path: String, user: UserID, timeout: Duration) throws(LockError) -> UserLock {
+    static func acquire(root: Root, path: String, user: UserID, timeout: Duration, kept: Bool = false)
+        throws(LockError) -> UserLock
+    {
         do {
             // The state folder must be granary's own (checked once per lock, which every command that
             // changes a user takes first).
@@ -125,7 +127,8 @@ public final class UserLock: @unchecked Sendable {
                 let text =
                     "\(getpid())\n\(String(String.UnicodeScalarView(oneLine)))\n\(Int64(Date().timeIntervalSince1970))\n"
                 _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
-                return UserLock(fd: fd, path: path, userPath: root.path + "/" + user.rawValue)
+                // A kept lock's file stays (its "user folder" is the root, always there).
+                return UserLock(fd: fd, path: path, userPath: kept ? root.path : root.path + "/" + user.rawValue)
             }
             close(fd)
         }
@@ -184,6 +187,14 @@ public final class UserLock: @unchecked Sendable {
             holder.since = Date(timeIntervalSince1970: TimeInterval(seconds))
         }
         return holder
+    }
+
+    /// Lets the processes this one starts inherit the lock's descriptor (`posix_spawn` keeps a
+    /// descriptor without close-on-exec): the lock is then held until the last of them has
+    /// exited too, even when this process is killed first.
+    func inheritedByChildren() {
+        guard fd >= 0 else { return }
+        _ = fcntl(fd, F_SETFD, 0)
     }
 
     /// Releases the lock (also done when the value goes away or the process exits).
