@@ -108,8 +108,10 @@ final class S3Server: @unchecked Sendable {
         [
             "AWS_ACCESS_KEY_ID": Self.accessKey, "AWS_SECRET_ACCESS_KEY": Self.secretKey, "AWS_REGION": "us-east-1",
             "AWS_ENDPOINT_URL": "http://127.0.0.1:\(endpointPort ?? port)",
-            // Faults must end runs quickly: one attempt, short timeouts.
-            "RCLONE_RETRIES": "1", "RCLONE_LOW_LEVEL_RETRIES": "1", "RCLONE_CONTIMEOUT": "5s", "RCLONE_TIMEOUT": "20s",
+            // One attempt: a fault ends a run at once. The timeouts are long enough for a loaded
+            // CI machine (a listing there once took over 20 s behind four test processes and two
+            // builds); the tests of a stalled server set short ones of their own.
+            "RCLONE_RETRIES": "1", "RCLONE_LOW_LEVEL_RETRIES": "1", "RCLONE_CONTIMEOUT": "10s", "RCLONE_TIMEOUT": "60s",
         ]
     }
 
