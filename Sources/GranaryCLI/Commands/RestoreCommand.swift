@@ -160,12 +160,10 @@ struct RestoreCommand: GranaryCommand {
     /// reads it), or a duration with its units, ago (`1d`, `2h30min`; a bare number is refused:
     /// it reads as neither a time nor a duration to a person).
     static func parseTime(_ text: String, now: Date = Date(), timeZone: TimeZone = .current) -> Date? {
-        if let micros = ArchiveName.parseMicros(text) {
-            // A day the month does not have (20260230T…) is no stamp: it would read as another day.
-            guard ArchiveName.stamp(micros: micros, precise: true).prefix(15) == text.prefix(15) else { return nil }
+        // (Both refuse a day the month does not have, never reading it as another day.)
+        if let micros = ArchiveName.parseMicros(text) ?? CivilTime.parseRFC3339(text) {
             return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
         }
-        if let micros = parseRFC3339(text) { return Date(timeIntervalSince1970: Double(micros) / 1_000_000) }
         switch text.lowercased() {
         case "now": return now
         case "yesterday": return now.addingTimeInterval(-86_400)
@@ -183,65 +181,6 @@ struct RestoreCommand: GranaryCommand {
             if let time = formatter.date(from: text) { return time }
         }
         return nil
-    }
-
-    /// RFC 3339 (`2026-11-28T13:00:00Z`, `t` or `z` in lower case, a space for the `T`, a zone
-    /// offset `±HH:MM`, a fraction of any length) in microseconds since 1970: a fraction's digits
-    /// past the sixth are dropped (a stamp holds microseconds); a day the month does not have, an
-    /// hour past 23, a minute or second past 59 is no time (nil), never read as another one.
-    static func parseRFC3339(_ text: String) -> Int64? {
-        let c = Array(text.utf8)
-        func digits(_ at: Int, _ count: Int) -> Int? {
-            guard at + count <= c.count else { return nil }
-            var value = 0
-            for i in at..<(at + count) {
-                guard (48...57).contains(c[i]) else { return nil }
-                value = value * 10 + Int(c[i] - 48)
-            }
-            return value
-        }
-        guard c.count >= 20, let year = digits(0, 4), c[4] == UInt8(ascii: "-"), let month = digits(5, 2),
-            c[7] == UInt8(ascii: "-"), let day = digits(8, 2),
-            [UInt8(ascii: "T"), UInt8(ascii: "t"), 32].contains(c[10]),
-            let hour = digits(11, 2), c[13] == UInt8(ascii: ":"), let minute = digits(14, 2),
-            c[16] == UInt8(ascii: ":"), let second = digits(17, 2),
-            (1...12).contains(month), hour < 24, minute < 60, second < 60
-        else { return nil }
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        guard (1...lengths[month - 1]).contains(day) else { return nil }
-        var i = 19
-        var micros: Int64 = 0
-        if i < c.count, c[i] == UInt8(ascii: ".") {
-            i += 1
-            var count = 0
-            while i < c.count, (48...57).contains(c[i]) {
-                if count < 6 { micros = micros * 10 + Int64(c[i] - 48) }
-                count += 1
-                i += 1
-            }
-            guard count > 0 else { return nil }
-            for _ in count..<max(count, 6) { micros *= 10 }
-        }
-        var offset = 0
-        if i + 1 == c.count, c[i] == UInt8(ascii: "Z") || c[i] == UInt8(ascii: "z") {
-            offset = 0
-        } else if i + 6 == c.count, c[i] == UInt8(ascii: "+") || c[i] == UInt8(ascii: "-"),
-            let h = digits(i + 1, 2), c[i + 3] == UInt8(ascii: ":"), let m = digits(i + 4, 2), h < 24, m < 60
-        {
-            offset = (h * 60 + m) * 60 * (c[i] == UInt8(ascii: "-") ? -1 : 1)
-        } else {
-            return nil
-        }
-        // Days since 1970-01-01 of the proleptic Gregorian calendar (civil from days, inverted).
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offset)
-        return seconds * 1_000_000 + micros
     }
 
     func execute(_ console: Console) throws -> RestoreResult {

@@ -196,10 +196,9 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
     public static func stamp(micros: Int64, precise: Bool) -> String {
         let seconds = micros >= 0 ? micros / 1_000_000 : (micros - 999_999) / 1_000_000
         let fraction = micros - seconds * 1_000_000
-        let date = Date(timeIntervalSince1970: Double(seconds))
-        let c = utcCalendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        func pad(_ v: Int?, _ width: Int) -> String {
-            let s = String(v ?? 0)
+        let c = CivilTime.components(seconds: seconds)
+        func pad(_ v: Int, _ width: Int) -> String {
+            let s = String(v)
             return String(repeating: "0", count: max(0, width - s.count)) + s
         }
         var text =
@@ -215,7 +214,8 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
         return Date(timeIntervalSince1970: Double(micros / 1_000_000))
     }
 
-    /// Parses `YYYYMMDDTHHMMSSZ` or `YYYYMMDDTHHMMSS.ffffffZ` into microseconds since 1970.
+    /// Parses `YYYYMMDDTHHMMSSZ` or `YYYYMMDDTHHMMSS.ffffffZ` (UTC) into microseconds since 1970;
+    /// nil for anything else, a date the calendar does not have included.
     public static func parseMicros(_ text: String) -> Int64? {
         let chars = Array(text.utf8)
         guard chars.count == 16 || chars.count == 23, chars[8] == UInt8(ascii: "T"),
@@ -234,20 +234,13 @@ public struct ArchiveName: Sendable, Hashable, Comparable, CustomStringConvertib
             guard chars[15] == UInt8(ascii: "."), let f = number(16..<22) else { return nil }
             fraction = f
         }
+        // A day the month does not have (20260230T…) is no stamp, never another day.
         guard let y = number(0..<4), let mo = number(4..<6), let d = number(6..<8), let h = number(9..<11),
-            let mi = number(11..<13), let s = number(13..<15), (1...12).contains(mo), (1...31).contains(d),
-            h < 24, mi < 60, s < 60
+            let mi = number(11..<13), let s = number(13..<15),
+            let seconds = CivilTime.seconds(year: y, month: mo, day: d, hour: h, minute: mi, second: s)
         else { return nil }
-        let components = DateComponents(year: y, month: mo, day: d, hour: h, minute: mi, second: s)
-        guard let date = utcCalendar.date(from: components) else { return nil }
-        return Int64(date.timeIntervalSince1970) * 1_000_000 + Int64(fraction)
+        return seconds * 1_000_000 + Int64(fraction)
     }
-
-    static let utcCalendar: Calendar = {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        return calendar
-    }()
 
     /// The order archives were taken in: by stamp, a merged archive right after the one it
     /// replaces; within a legacy second (whose names did not record the order) by label, as
