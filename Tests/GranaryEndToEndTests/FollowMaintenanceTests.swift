@@ -167,7 +167,7 @@ struct FollowMaintenanceTests {
         #expect(FollowedGenerations.list(in: repo, user: try UserID(user)).map(\.base) == [newer.base])
 
         // The newest generation is the one a follower writes to: its window ended before the
-        // span, yet it stays whole with its base (FollowedRetention.liveBases).
+        // span, yet it stays whole with its base (FollowedRetention.Followed.live).
         usleep(1_200_000)
         let expired = try granary(["prune", user, "--keep-last", "1", "--followed-keep-within", "1s", "--json"])
         #expect(expired.status == 0, "\(expired.stderr)")

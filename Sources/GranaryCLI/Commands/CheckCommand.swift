@@ -116,7 +116,8 @@ struct CheckCommand: GranaryCommand {
             root: root, interrupted: interrupted)
         let followed = try FollowHealth.evaluate(
             users: ids, repository: repository, host: settings.context.host,
-            maxLag: TimeInterval(maxFollowLag ?? 60))
+            maxLag: TimeInterval(maxFollowLag ?? 60),
+            nothingToBackUp: Set(reports.filter { $0.nothingToBackUp != nil }.map(\.user)))
         var result = CheckResult(
             maxAge: limit, reports: reports, unreadable: unreadable, ignored: ignored.filter(\.mayHoldData),
             root: root?.path ?? "", followed: followed)
@@ -264,13 +265,7 @@ struct CheckResult: CommandResult {
         maxAgeSeconds = maxAge
         users = reports.map { report in
             let folder = unreadable[report.user].map { "cannot read its folder: " + $0 }
-            var follow = followed[report.user]
-            // A user with nothing to back up yet (a folder with no store, no archive) has no
-            // generation to follow either: that is no alarm, as it is none for backups.
-            if report.nothingToBackUp != nil, follow?.noGeneration == true {
-                follow?.problem = nil
-                follow?.gap = nil
-            }
+            let follow = followed[report.user]
             let reason = [folder, report.reason, follow?.problem].compactMap { $0 }.joined(separator: "; ")
             var user = User(
                 id: report.user.rawValue, ok: report.ok && folder == nil && follow?.problem == nil,

@@ -66,14 +66,18 @@ public enum ArchiveRemoval {
         user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil,
         merge: Bool = true
     ) throws -> [Item] {
-        try planned(user: user, repository: repository, policy: policy, now: now, root: root, merge: merge).items
+        try planned(
+            user: user, repository: repository, policy: policy, now: now, root: root, merge: merge,
+            followed: FollowedRetention.Followed.read(user: user, repository: repository)
+        ).items
     }
 
     /// The plan and the merges it makes (issue 35, ``DeltaMerge``): each archive a merge replaces
     /// is in the plan as removed, `mergedInto` saying by what.
+    /// `followed`: what `follow` keeps of this user (read once per prune).
     static func planned(
         user: UserID, repository: any Repository, policy: RetentionPolicy, now: Date = Date(), root: Root? = nil,
-        merge: Bool = true
+        merge: Bool = true, followed: FollowedRetention.Followed
     ) throws -> (items: [Item], merges: [DeltaMerge.Merge]) {
         let archives = try repository.archives(of: user)
         if let root, let final = Retirement.finalArchive(of: user, root: root, repository: repository),
@@ -110,8 +114,7 @@ public enum ArchiveRemoval {
             }
         }
         // A followed window within followed_keep_within keeps its base (FollowedRetention).
-        try FollowedRetention.keepBases(
-            user: user, archives: archives, kept: &kept, policy: policy, now: now, repository: repository)
+        FollowedRetention.keepBases(followed, archives: archives, kept: &kept, policy: policy, now: now)
         // Issue 35: a kept delta keeps its whole chain (every base back to its full).
         DeltaChains.keepBases(of: archives, kept: &kept, repository: repository)
         // Issue 35: a run of deltas kept only as bases is merged into one archive.
@@ -154,7 +157,9 @@ public enum ArchiveRemoval {
             try UserLock.acquire(root: root, user: user, timeout: lockTimeout)
         }
         defer { lock?.release() }
-        var (items, merges) = try planned(user: user, repository: repository, policy: policy, root: root, merge: merge)
+        let follow = try FollowedRetention.Followed.read(user: user, repository: repository)
+        var (items, merges) = try planned(
+            user: user, repository: repository, policy: policy, root: root, merge: merge, followed: follow)
         if !dryRun {
             // Issue 35: every merged archive is written, published and proven before anything
             // is removed; a merge that fails leaves what it would replace in place.
@@ -168,7 +173,10 @@ public enum ArchiveRemoval {
             // What keeps each merged archive, from one plan after all merges (not one per merge).
             let replanned =
                 made.isEmpty
-                ? [] : try plan(user: user, repository: repository, policy: policy, root: root, merge: false)
+                ? []
+                : try planned(
+                    user: user, repository: repository, policy: policy, root: root, merge: false, followed: follow
+                ).items
             for (merge, entry) in made {
                 let tipIndex = items.firstIndex { $0.entry == merge.tip } ?? 0
                 let reasons = replanned.first { $0.entry == entry }?.keptBy
@@ -198,8 +206,7 @@ public enum ArchiveRemoval {
         }
         // follow's segments: what the archives that stay no longer carry, or what is past the span.
         let remaining = Set(items.filter(\.keep).map(\.entry.name.fileName))
-        let removals = try FollowedRetention.plan(
-            user: user, remaining: remaining, policy: policy, repository: repository)
+        let removals = FollowedRetention.plan(follow, remaining: remaining, policy: policy)
         if !dryRun { try FollowedRetention.remove(removals, repository: repository) }
         followed?(removals)
         return items

@@ -13,28 +13,38 @@ public enum FollowedRetention {
     /// Why an archive is kept: it is the base of a generation a follower may still be writing.
     public static let liveReason = "followed generation"
 
-    /// The bases (archive file names) of the generations of `user` a follower may still write
-    /// to: each host's newest, by its base's time; and the one each host's follower last said it
-    /// follows (`.granary-follow/HOST.json`), which may have no segment listed yet.
-    static func liveBases(user: UserID, generations: [FollowedGenerations.Generation], repository: any Repository)
-        -> Set<String>
-    {
-        var newest: [String: FollowedGenerations.Generation] = [:]
-        for generation in generations {
-            if let known = newest[generation.host],
-                (ArchiveName(fileName: known.base)?.micros ?? 0) > (ArchiveName(fileName: generation.base)?.micros ?? 0)
-            {
-                continue
+    /// What prune needs of `follow` for one user, read once per prune (the rules that keep bases
+    /// and the step that removes generations both use it; removing archives changes neither).
+    public struct Followed: Sendable {
+        /// The user's generations in the repository (this host's, or every host's).
+        public let generations: [FollowedGenerations.Generation]
+        /// The bases (archive file names) of the generations a follower may still write to: each
+        /// host's newest, by its base's time; and the one each host's follower last said it
+        /// follows (`.granary-follow/HOST.json`), which may have no segment listed yet.
+        public let live: Set<String>
+
+        /// One listing of `user`'s generations, and each host's follow state read once.
+        public static func read(user: UserID, repository: any Repository) throws(RepositoryError) -> Followed {
+            let generations = try FollowedGenerations.list(
+                in: repository, user: user, host: repository.context.hostScope)
+            var newest: [String: FollowedGenerations.Generation] = [:]
+            for generation in generations {
+                if let known = newest[generation.host],
+                    (ArchiveName(fileName: known.base)?.micros ?? 0)
+                        > (ArchiveName(fileName: generation.base)?.micros ?? 0)
+                {
+                    continue
+                }
+                newest[generation.host] = generation
             }
-            newest[generation.host] = generation
-        }
-        var bases = Set(newest.values.map(\.base))
-        for host in Set(newest.keys).union([repository.context.host]) {
-            if let followed = FollowStatus.read(from: repository, host: host)?.users[user.rawValue]?.generation {
-                bases.insert(followed)
+            var bases = Set(newest.values.map(\.base))
+            for host in Set(newest.keys).union([repository.context.host]) {
+                if let followed = FollowStatus.read(from: repository, host: host)?.users[user.rawValue]?.generation {
+                    bases.insert(followed)
+                }
             }
+            return Followed(generations: generations, live: bases)
         }
-        return bases
     }
 
     /// One generation prune removes, and why.
@@ -46,18 +56,17 @@ public enum FollowedRetention {
     /// Marks the base of every generation of `user` whose window ended within
     /// `policy.followedKeepWithin` of `now` as kept (in `kept`, by archive path).
     static func keepBases(
-        user: UserID, archives: [RepositoryEntry], kept: inout [String: [String]], policy: RetentionPolicy, now: Date,
-        repository: any Repository
-    ) throws(RepositoryError) {
-        let generations = try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope)
-        for base in liveBases(user: user, generations: generations, repository: repository) {
+        _ followed: Followed, archives: [RepositoryEntry], kept: inout [String: [String]], policy: RetentionPolicy,
+        now: Date
+    ) {
+        for base in followed.live {
             for entry in archives where entry.name.fileName == base && !(kept[entry.path] ?? []).contains(liveReason) {
                 kept[entry.path, default: []].append(liveReason)
             }
         }
         guard let span = policy.followedKeepWithin else { return }
         let cutoff = ArchiveName.micros(span.start(before: now))
-        for generation in generations {
+        for generation in followed.generations {
             guard let last = generation.lastObserved, last > cutoff,
                 let base = archives.first(where: { $0.name.fileName == generation.base && $0.host == generation.host })
             else { continue }
@@ -69,14 +78,12 @@ public enum FollowedRetention {
     /// all that is left: those whose base is not among them, and (with a span) those whose
     /// window ended before `now` minus the span.
     public static func plan(
-        user: UserID, remaining: Set<String>, policy: RetentionPolicy, now: Date = Date(), repository: any Repository
-    ) throws(RepositoryError) -> [Removal] {
+        _ followed: Followed, remaining: Set<String>, policy: RetentionPolicy, now: Date = Date()
+    ) -> [Removal] {
         let cutoff = policy.followedKeepWithin.map { ArchiveName.micros($0.start(before: now)) }
         var result: [Removal] = []
-        let generations = try FollowedGenerations.list(in: repository, user: user, host: repository.context.hostScope)
-        let live = liveBases(user: user, generations: generations, repository: repository)
-        for generation in generations {
-            if live.contains(generation.base) && remaining.contains(generation.base) {
+        for generation in followed.generations {
+            if followed.live.contains(generation.base) && remaining.contains(generation.base) {
                 continue
             } else if !remaining.contains(generation.base) {
                 result.append(Removal(generation: generation, why: "its base is gone"))

@@ -23,8 +23,11 @@ public enum FollowHealth {
     /// The users of `users` that `host` follows (an entry in its state, or segments of its in the
     /// repository), each with its lag and gaps at `now`; a lag over `maxLag` is a problem.
     /// The repository may be local or remote (one listing of each user's segments).
+    /// `nothingToBackUp`: the users with nothing to back up yet (a folder with no store, no
+    /// archive): with no generation to follow either, that is no alarm, as it is none for backups.
     public static func evaluate(
-        users: [UserID], repository: any Repository, host: String, maxLag: TimeInterval, now: Date = Date()
+        users: [UserID], repository: any Repository, host: String, maxLag: TimeInterval, now: Date = Date(),
+        nothingToBackUp: Set<UserID> = []
     ) throws(RepositoryError) -> [UserID: Report] {
         let status = FollowStatus.read(from: repository, host: host)
         let micros = ArchiveName.micros(now)
@@ -62,6 +65,11 @@ public enum FollowHealth {
                 } else if !archives.contains(where: { $0.name.fileName == newest.base }) {
                     report.gap = "the base \(newest.base) of the newest followed window is gone"
                 }
+            }
+            if report.noGeneration, nothingToBackUp.contains(user) {
+                report.gap = nil
+                reports[user] = report
+                continue
             }
             if let gap = report.gap { problems.append(gap) }
             report.problem = problems.isEmpty ? nil : problems.joined(separator: "; ")
