@@ -1195,6 +1195,7 @@ public final class FollowRun {
         try discover(log: log)
         var nextRootScan = clock.now + (rootWatched ? sweep : interval)
         while true {
+            let passStarted = clock.now
             collectShipped(log: log)
             descriptors.expire()
             // Due users, oldest change first (a user whose segment is being published waits for it).
@@ -1251,8 +1252,18 @@ public final class FollowRun {
                 pending.filter { followers[$0.key]?.waitsForUploads != true }.values.map {
                     $0.since + .microseconds(pacing.delay)
                 }.min() ?? (after + .seconds(1))
-            let wait = min(max(next - clock.now, .zero), .milliseconds(100))
+            var wait = min(max(next - clock.now, .zero), .milliseconds(100))
             if let watcher {
+                // Owners' commits make events all the time (several a commit): a pass for each
+                // batch cost more CPU than the reads themselves. With nobody due, the events wait
+                // in the kernel's queue until ``minimumPass`` after this pass began; they are
+                // taken in as changed after the last drain, so no user is due later for it.
+                let spacing = passStarted + Self.minimumPass - clock.now
+                if wait > .zero, spacing > .zero {
+                    let pause = min(spacing, wait)
+                    Thread.sleep(forTimeInterval: pause.timeInterval)
+                    wait -= pause
+                }
                 watcher.wait(wait)
                 var changes = FollowChanges()
                 let before = ArchiveName.micros(Date())
@@ -1267,6 +1278,11 @@ public final class FollowRun {
             if statusWrittenAt.map({ clock.now >= $0 + interval }) ?? true { try writeStatus(log: log) }
         }
     }
+
+    /// The least time from one pass of ``run(interval:log:)`` to the next when nobody is due
+    /// (events then wait in the kernel's queue): at most 40 passes a second however often the
+    /// owners commit.
+    static let minimumPass: Duration = .milliseconds(25)
 
     /// How long a stop goes on reading users with work waiting before it exits: what is left
     /// stays in their `-wal` files for the next run (docs/follow.md, "Stopping").
