@@ -124,6 +124,22 @@ struct FollowMatrixTests {
         try body(db)
     }
 
+    /// Changes the journal mode of `db` as an app would: a change out of WAL needs the file to
+    /// itself, and SQLite does not wait for that (no busy handler): while follow reads the store
+    /// (its read mark held for the moments of a read) the change is refused, and tried again.
+    func setJournalMode(_ db: Database, _ mode: String) throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            do {
+                try db.execute("PRAGMA journal_mode=\(mode)")
+                return
+            } catch {
+                guard error.kind == .busy, ContinuousClock.now < deadline else { throw error }
+                usleep(20_000)
+            }
+        }
+    }
+
     /// Performs `event` on `owner`'s store (or on follow); returns when it is done.
     func perform(_ event: Event, on owner: Owner, follow: inout Follow, run: inout Int, sleeper: inout SplitMix)
         throws -> (from: Int64, to: Int64)
@@ -162,21 +178,21 @@ struct FollowMatrixTests {
             owner.stop()
             try withStore(owner) { db in
                 let size = try db.pageSize() == 4096 ? 8192 : 4096
-                try db.execute("PRAGMA journal_mode=DELETE")
+                try setJournalMode(db, "DELETE")
                 try db.execute("PRAGMA page_size=\(size)")
                 try db.execute("VACUUM")
-                try db.execute("PRAGMA journal_mode=WAL")
+                try setJournalMode(db, "WAL")
                 #expect(try db.pageSize() == size)
             }
             try owner.start()
         case .journalMode:
             owner.stop()
-            try withStore(owner) { db in try db.execute("PRAGMA journal_mode=DELETE") }
+            try withStore(owner) { db in try setJournalMode(db, "DELETE") }
             // Writes in rollback mode for a while: not followed, the archive's point in time.
             try owner.start()
             usleep(1_000_000)
             owner.stop()
-            try withStore(owner) { db in try db.execute("PRAGMA journal_mode=WAL") }
+            try withStore(owner) { db in try setJournalMode(db, "WAL") }
             try owner.start()
         case .restored:
             owner.stop()

@@ -32,6 +32,33 @@ struct SQLiteWrapperTests {
         #expect(error?.status == .dataError)
     }
 
+    @Test(
+        "a WAL store another connection reads: a journal-mode change as a connection's first statement fails busy, with SQLite's code (not 0)"
+    )
+    func busyOnFirstStatement() throws {
+        let folder = TemporaryFolder()
+        let path = folder.child("Local.sqlite")
+        do {
+            let db = try Database(path: path, mode: .create)
+            try db.execute("PRAGMA journal_mode=WAL")
+            try db.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1)")
+        }
+        let changer = try Database(path: path, mode: .readWrite, busyTimeout: .milliseconds(10))
+        do {
+            // A reader in the middle of a read transaction (as follow's read mark is).
+            let reader = try Database(path: path, mode: .readOnly)
+            try reader.execute("BEGIN")
+            _ = try reader.rows("SELECT count(*) FROM t")
+            let error = #expect(throws: SQLiteError.self) { try changer.execute("PRAGMA journal_mode=DELETE") }
+            #expect(error?.kind == .busy, "\(String(describing: error))")
+            #expect(error?.primaryCode == SQLITE_BUSY || error?.primaryCode == SQLITE_LOCKED)
+            try reader.execute("COMMIT")
+        }
+        // The reader gone, the change goes through.
+        try changer.execute("PRAGMA journal_mode=DELETE")
+        #expect(try changer.rows("PRAGMA journal_mode").first?[0] == .text("delete"))
+    }
+
     @Test("a database locked by another connection gives busy, distinct from the other errors")
     func locked() throws {
         let folder = TemporaryFolder()

@@ -200,11 +200,14 @@ public final class Database {
         var errmsg: UnsafeMutablePointer<CChar>?
         if beneath != nil { SQLiteName.clearRefusal() }
         let rc = charging { sqlite3_exec(handle, sql, nil, nil, &errmsg) }
+        // Taken before capCache(), whose own statement (after a connection's first) resets it:
+        // a store busy on a first statement was said to fail with code 0, of no kind.
+        let code = rc == SQLITE_OK ? SQLITE_OK : sqlite3_extended_errcode(handle)
         capCache()
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(errmsg)
-            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: sql)
+            throw error(code: code == SQLITE_OK ? rc : code, message: message, operation: sql)
         }
     }
 
