@@ -1257,12 +1257,16 @@ public final class FollowRun {
                 // Owners' commits make events all the time (several a commit): a pass for each
                 // batch cost more CPU than the reads themselves. With nobody due, the events wait
                 // in the kernel's queue until ``minimumPass`` after this pass began; they are
-                // taken in as changed after the last drain, so no user is due later for it.
+                // taken in as changed after the last drain, and as first seen when the pause
+                // began (never later than they came), so no user is due later for it.
+                var pausedFrom: ContinuousClock.Instant?
                 let spacing = passStarted + Self.minimumPass - clock.now
                 if wait > .zero, spacing > .zero {
                     let pause = min(spacing, wait)
+                    pausedFrom = clock.now
                     Thread.sleep(forTimeInterval: pause.timeInterval)
-                    wait -= pause
+                    // (A signal does not end the sleep: one that came during it ends the wait.)
+                    wait = Interruption.isRequested ? .zero : wait - pause
                 }
                 watcher.wait(wait)
                 var changes = FollowChanges()
@@ -1270,7 +1274,7 @@ public final class FollowRun {
                 watcher.drain(into: &changes)
                 let previous = drainedAt
                 drainedAt = before
-                apply(changes, changedAfter: previous, log: log)
+                apply(changes, changedAfter: previous, seen: pausedFrom, log: log)
             } else if wait > .zero {
                 Thread.sleep(forTimeInterval: wait.timeInterval)
             }
@@ -1457,9 +1461,13 @@ public final class FollowRun {
         pending[user] = work
     }
 
-    func apply(_ changes: FollowChanges, changedAfter: Int64, log: (FollowEvent) -> Void) {
+    /// `seen`: when the changes were first seen, if earlier than now (a pause began then).
+    func apply(
+        _ changes: FollowChanges, changedAfter: Int64, seen: ContinuousClock.Instant? = nil,
+        log: (FollowEvent) -> Void
+    ) {
         guard !changes.isEmpty else { return }
-        let now = clock.now
+        let now = min(seen ?? clock.now, clock.now)
         if changes.overflow {
             log(FollowEvent(kind: .polled, user: "", message: "inotify queue overflowed: every user is read whole"))
             for user in followers.keys { add(user, stores: [], whole: true, since: now, changedAfter: changedAfter) }
