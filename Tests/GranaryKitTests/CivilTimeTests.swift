@@ -14,10 +14,11 @@ struct CivilTimeTests {
         return calendar
     }()
 
-    @Test("components and seconds agree with Foundation's calendar from 1601 to 2400, and invert each other")
+    @Test("components and seconds agree with Foundation's calendar from 1601 to 2399, and invert each other")
     func agreesWithFoundation() {
         var generator = SystemRandomNumberGenerator()
-        // 1601-01-01 .. 2400-12-31, plus the edges of leap days and of the epoch.
+        // 1601-01-01 .. 2399-12-31 (Foundation's calendar is Julian before 1582), plus the edges
+        // of leap days and of the epoch.
         var moments: [Int64] = [0, -1, 86_399, 86_400, 951_782_400, 951_868_799, 4_107_542_399, -11_644_473_600]
         for _ in 0..<20_000 { moments.append(Int64.random(in: -11_644_473_600...13_569_465_599, using: &generator)) }
         for seconds in moments {
@@ -62,6 +63,14 @@ struct CivilTimeTests {
         #expect(ArchiveName.parseMicros("20240229T000000Z") == 1_709_164_800_000_000)
         #expect(ArchiveName.parseMicros("20000229T235959.999999Z") == 951_868_799_999_999)
         #expect(CivilTime.parseRFC3339("2024-02-29T00:00:00+01:00") == 1_709_161_200_000_000)
+        // The edges: before 1970, the first and last stamps, a leap day of a century divisible by 400.
+        #expect(ArchiveName.stamp(micros: -1, precise: true) == "19691231T235959.999999Z")
+        #expect(ArchiveName.parseMicros("19691231T235959.999999Z") == -1)
+        #expect(ArchiveName.parseMicros("00000101T000000Z") == -62_167_219_200_000_000)
+        #expect(ArchiveName.stamp(micros: -62_167_219_200_000_000, precise: false) == "00000101T000000Z")
+        #expect(ArchiveName.parseMicros("99991231T235959.999999Z") == 253_402_300_799_999_999)
+        #expect(ArchiveName.stamp(micros: 253_402_300_799_999_999, precise: true) == "99991231T235959.999999Z")
+        #expect(ArchiveName.parseMicros("24000229T000000Z") == 13_574_563_200_000_000)
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<5_000 {
             let micros = Int64.random(in: 0...4_102_444_799_999_999, using: &generator)

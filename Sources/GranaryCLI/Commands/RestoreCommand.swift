@@ -160,6 +160,14 @@ struct RestoreCommand: GranaryCommand {
     /// reads it), or a duration with its units, ago (`1d`, `2h30min`; a bare number is refused:
     /// it reads as neither a time nor a duration to a person).
     static func parseTime(_ text: String, now: Date = Date(), timeZone: TimeZone = .current) -> Date? {
+        // A time a stamp cannot write (before the year 0, after 9999: `--at 10000000d`) is none.
+        guard let time = parsed(text, now: now, timeZone: timeZone),
+            (-62_167_219_200...253_402_300_799).contains(time.timeIntervalSince1970)
+        else { return nil }
+        return time
+    }
+
+    private static func parsed(_ text: String, now: Date, timeZone: TimeZone) -> Date? {
         // (Both refuse a day the month does not have, never reading it as another day.)
         if let micros = ArchiveName.parseMicros(text) ?? CivilTime.parseRFC3339(text) {
             return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
