@@ -130,7 +130,16 @@ final class UserCommit {
         for store in stores where store.entry.method != .new {
             let (folder, file) = try StoreSwap.live(store.entry.name, in: user)
             for suffix in StoreFile.companionSuffixes where folder.entry(file + suffix) != nil {
-                _ = try folder.openFile(file + suffix, singleLink: true)
+                CrashPoint.reach(.companionListed)
+                do {
+                    _ = try folder.openFile(file + suffix, singleLink: true)
+                } catch {
+                    // A `-journal` lives only while a transaction writes: one that another
+                    // process (not the paused owner) committed and removed since it was listed
+                    // is no companion to check.
+                    if case .system(let failure) = error, failure.code == ENOENT { continue }
+                    throw error
+                }
             }
         }
         let swapped = renamed.filter { $0.entry.method == .swap }

@@ -22,6 +22,10 @@ public enum CrashPoint {
         case staged
         /// Every owner acknowledged PAUSE; nothing was changed.
         case paused
+        /// A live store's companion (`-wal`, `-shm`, `-journal`) is listed for the check that it
+        /// is a plain file of the owner, not opened yet (per companion; not in ``restoreCommit``:
+        /// reached only where a companion is there).
+        case companionListed
         /// Every check that can refuse passed (commit locks held, every live store locked against
         /// other connections); nothing was changed.
         case checked

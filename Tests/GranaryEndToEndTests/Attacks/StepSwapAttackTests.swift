@@ -111,6 +111,40 @@ extension AttackTests {
             print("restore steps: \(outcomes.joined(separator: " "))")
         }
 
+        @Test(
+            "a -journal listed for the commit's checks and gone before it is opened (a writer committed) is no companion: the restore goes on; one swapped for a link there is refused (65, naming it)",
+            arguments: [false, true])
+        func companionGone(link: Bool) throws {
+            let lab = try Lab()
+            try Self.stage(lab)
+            let home = lab.attackerHome
+            // The -journal the only companion listed: the pause is at it.
+            unlink(home + "/Local.sqlite-wal")
+            let before = lab.watch()
+            let run = try lab.start(["restore", "attacker"], environment: ["GRANARY_TEST_PAUSE_AT": "companionListed"])
+            let deadline = Date().addingTimeInterval(60)
+            while !run.isStopped && run.process.isRunning && Date() < deadline { usleep(1_000) }
+            try #require(run.isStopped, "restore did not pause: \(run.wait(timeout: 5))")
+            let journal = home + "/Data/App.sqlite-journal"
+            if link {
+                lab.symlink(home + "/.evil", to: lab.victimHome + "/Data/App.sqlite")
+                try Lab.exchange(journal, home + "/.evil")
+            } else {
+                #expect(unlink(journal) == 0)
+            }
+            kill(run.pid, SIGCONT)
+            let outcome = run.wait(timeout: 60)
+            let context = link ? "-journal swapped for a link after it was listed" : "-journal gone after it was listed"
+            Lab.expectDocumented(outcome, context)
+            if link {
+                Lab.expectRefused(outcome, context, codes: [65], naming: "App.sqlite-journal")
+                #expect(!outcome.stderr.contains("No such file"), "\(outcome)")
+            } else {
+                #expect(outcome.status == 0, "\(context): \(outcome)")
+            }
+            try lab.expectContained(since: before, context)
+        }
+
         /// Puts back the -wal, the -journal and the external-data files a restore changed.
         static func restage(_ lab: Lab) throws {
             let home = lab.attackerHome
