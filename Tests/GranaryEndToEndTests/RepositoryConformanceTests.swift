@@ -31,6 +31,8 @@ struct RepositoryConformanceTests {
     struct Place {
         let folder: TemporaryFolder
         let repository: any Repository
+        /// Another value of the same repository (another process's view of it).
+        let reopen: () throws -> any Repository
         /// A finished local file holding `bytes`, outside the repository (as a backup's upload is).
         func file(_ bytes: [UInt8], _ name: String = UUID().uuidString) throws -> String {
             let path = folder.child("files/" + name)
@@ -40,32 +42,40 @@ struct RepositoryConformanceTests {
         }
     }
 
-    static func place(_ backend: Backend) throws -> Place {
+    /// `remembering`: the repository value remembers its listings (``Repository/rememberListings()``).
+    static func place(_ backend: Backend, remembering: Bool = false) throws -> Place {
+        let place = try unremembered(backend)
+        if remembering { place.repository.rememberListings() }
+        return place
+    }
+
+    static func unremembered(_ backend: Backend) throws -> Place {
         let folder = TemporaryFolder("granary-conformance-\(backend.rawValue)")
         var context = RunContext()
         context.host = "conformance"
         switch backend {
         case .local:
-            return Place(folder: folder, repository: try Repositories.open(folder.child("repo"), context: context))
+            let open = { try Repositories.open(folder.child("repo"), context: context) }
+            return Place(folder: folder, repository: try open(), reopen: open)
         case .s3:
             let server = try #require(server, "moto did not start")
             let bucket = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
             try server.makeBucket(bucket)
             var environment = server.environment()
             environment["AWS_CA_BUNDLE"] = ""
-            return Place(
-                folder: folder,
-                repository: try Repositories.open("s3:" + bucket + "/repo", context: context, environment: environment))
+            let open = { try Repositories.open("s3:" + bucket + "/repo", context: context, environment: environment) }
+            return Place(folder: folder, repository: try open(), reopen: open)
         case .rclone:
             let config = folder.child("rclone.conf")
             try "[disk]\ntype = local\n".write(toFile: config, atomically: true, encoding: .utf8)
             chmod(config, 0o600)
             try FileSystem.makeDirectory(folder.child("remote"))
             let environment = ["RCLONE_CONFIG": config, "HOME": folder.path]
-            return Place(
-                folder: folder,
-                repository: try Repositories.open(
-                    "rclone:disk:" + folder.child("remote/repo"), context: context, environment: environment))
+            let open = {
+                try Repositories.open(
+                    "rclone:disk:" + folder.child("remote/repo"), context: context, environment: environment)
+            }
+            return Place(folder: folder, repository: try open(), reopen: open)
         }
     }
 
@@ -209,7 +219,64 @@ struct RepositoryConformanceTests {
         "sidecars and small objects: written, replaced, read back and listed by folder; delete takes an object with its sidecar; a missing one is no error",
         arguments: backends)
     func sidecarsSmallDelete(backend: Backend) throws {
-        let place = try Self.place(backend)
+        try Self.sidecarsSmallDelete(try Self.place(backend))
+    }
+
+    @Test(
+        "with its listings remembered (backup, check, prune…), a repository value sees its own writes, replacements and deletes at once: the sidecars and small objects case again",
+        arguments: backends)
+    func rememberedSeesItsOwn(backend: Backend) throws {
+        try Self.sidecarsSmallDelete(try Self.place(backend, remembering: true))
+    }
+
+    @Test(
+        "a remembered listing or folder's records is given again for a moment, never after the value's own write or delete; another value's change shows once the moment is over; a value that does not remember asks each time",
+        arguments: backends.filter { $0 != .local })
+    func rememberedListings(backend: Backend) throws {
+        let place = try Self.place(backend, remembering: true)
+        let repository = place.repository
+        _ = try repository.initialize()
+        let other = try place.reopen()
+        let folder = "alice@example.com"
+        func names(_ repository: any Repository) throws -> [String] {
+            try repository.objects(in: folder).map(\.name).filter { !$0.hasPrefix(".") }.sorted()
+        }
+        func record(_ archive: String, _ text: String) -> [UInt8] {
+            Array(#"{"archive":"\#(archive)","text":"\#(text)"}"#.utf8)
+        }
+        #expect(try repository.write(folder + "/a.tar", from: place.file(Self.payload(10, seed: 1))))
+        try repository.writeSidecar(record("a.tar", "first"), of: folder + "/a.tar")
+        // (Taken before the answers are: each is remembered from its own start, no earlier.)
+        let remembered = ContinuousClock.now
+        #expect(try names(repository) == ["a.tar"], "its own write, seen at once")
+        #expect(repository.readSidecars(in: folder) == ["a.tar": record("a.tar", "first")])
+        // Another process writes: within the moment, the remembered answers.
+        #expect(try other.write(folder + "/b.tar", from: place.file(Self.payload(10, seed: 2))))
+        try other.writeSidecar(record("a.tar", "second"), of: folder + "/a.tar")
+        #expect(try names(other) == ["a.tar", "b.tar"], "a value that does not remember asks each time")
+        let listed = try names(repository)
+        let records = repository.readSidecars(in: folder)
+        if ContinuousClock.now - remembered < ListingMemo.lifetime {
+            #expect(listed == ["a.tar"], "remembered for a moment")
+            #expect(records == ["a.tar": record("a.tar", "first")], "remembered for a moment")
+        }
+        // After the moment, asked again.
+        Thread.sleep(forTimeInterval: ListingMemo.lifetime.timeInterval + 0.1)
+        #expect(try names(repository) == ["a.tar", "b.tar"])
+        #expect(repository.readSidecars(in: folder) == ["a.tar": record("a.tar", "second")])
+        // Its own delete (and write) forget every answer at once.
+        try repository.delete(folder + "/b.tar")
+        #expect(try names(repository) == ["a.tar"])
+        #expect(try repository.write(folder + "/c.tar", from: place.file(Self.payload(10, seed: 3))))
+        #expect(try names(repository) == ["a.tar", "c.tar"])
+        try repository.writeSidecar(record("c.tar", "third"), of: folder + "/c.tar")
+        #expect(
+            repository.readSidecars(in: folder) == [
+                "a.tar": record("a.tar", "second"), "c.tar": record("c.tar", "third"),
+            ])
+    }
+
+    static func sidecarsSmallDelete(_ place: Place) throws {
         let repository = place.repository
         _ = try repository.initialize()
         try repository.prepare()

@@ -118,7 +118,7 @@ struct BackupCommand: GranaryCommand {
     func execute(_ console: Console) throws -> BackupResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let repository = try settings.requireRepository()
+        let repository = try settings.requireRepository(rememberListings: true)
         if prune && settings.retention.value.isEmpty {
             throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
         }
@@ -150,7 +150,7 @@ struct BackupCommand: GranaryCommand {
         }
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
-        let mirrors = try settings.mirrorRepositories(flags: mirror)
+        let mirrors = try settings.mirrorRepositories(flags: mirror, rememberListings: true)
         if let workerUser {
             // A worker: this one user, the result to the parent (throws ExitCode(0) once sent).
             let reporter = UserWorkers.Reporter()

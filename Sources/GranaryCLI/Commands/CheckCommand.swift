@@ -88,7 +88,7 @@ struct CheckCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> CheckResult {
         let settings = try global.settings()
-        let repository = try settings.requireRepository()
+        let repository = try settings.requireRepository(rememberListings: true)
         var ids = try UserID.named(users)
         let root = settings.root == nil ? nil : try settings.requireRoot()
         var ignored: [Root.Ignored] = []
@@ -112,7 +112,7 @@ struct CheckCommand: GranaryCommand {
         let limit = maxAge ?? 86_400
         let reports = try Freshness.evaluate(
             users: ids, repository: repository, maxAge: TimeInterval(limit),
-            mirrors: try settings.mirrorRepositories(flags: mirror),
+            mirrors: try settings.mirrorRepositories(flags: mirror, rememberListings: true),
             root: root, interrupted: interrupted)
         let followed = try FollowHealth.evaluate(
             users: ids, repository: repository, host: settings.context.host,

@@ -38,7 +38,7 @@ struct ListCommand: GranaryCommand {
         let settings = try global.settings()
         var context = settings.context
         if allHosts { context.hostScope = nil }
-        let repository = try settings.requireRepository(context: context)
+        let repository = try settings.requireRepository(context: context, rememberListings: true)
         let ids = try UserID.named(users)
         let folders = ids.isEmpty ? [] : Set(try repository.folders())
         for id in ids where !folders.contains(id.rawValue) {

@@ -120,7 +120,7 @@ struct PruneCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> PruneResult {
         let settings = try global.settings()
-        let repository = try settings.requireRepository()
+        let repository = try settings.requireRepository(rememberListings: true)
         var policy = flagPolicy ?? settings.retention.value
         // Safety and final archives keep their own rules (the configuration's, --final-keep-within) whatever the keep flags.
         policy.safetyKeepWithin = settings.retention.value.safetyKeepWithin

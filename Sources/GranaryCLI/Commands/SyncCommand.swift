@@ -48,8 +48,8 @@ struct SyncCommand: GranaryCommand {
 
     func execute(_ console: Console) throws -> SyncResult {
         let settings = try global.settings()
-        let repository = try settings.requireRepository()
-        let mirrors = try settings.mirrorRepositories(flags: mirror)
+        let repository = try settings.requireRepository(rememberListings: true)
+        let mirrors = try settings.mirrorRepositories(flags: mirror, rememberListings: true)
         if mirrors.isEmpty {
             throw ValidationError(
                 "no mirror: set [[mirror]] repo = \"…\" in the configuration, or pass --mirror LOCATION")

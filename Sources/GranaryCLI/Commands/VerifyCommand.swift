@@ -110,7 +110,7 @@ struct VerifyCommand: GranaryCommand {
     private func repository(_ settings: Settings) throws -> (any Repository)? {
         guard settings.repo == nil, let first = archives.first, archives.allSatisfy({ FileSystem.isRegularFile($0) })
         else {
-            return try settings.requireRepository()
+            return try settings.requireRepository(rememberListings: true)
         }
         return ArchiveLocator.enclosingRepository(ofFile: first, context: settings.context)
     }

@@ -191,11 +191,16 @@ public struct Settings: Sendable {
 
     /// The repository, or a usage error saying how to set it. It must not be the root, lie in it
     /// or hold it, and it must exist already: only `granary init` makes one.
-    public func requireRepository(context: RunContext? = nil) throws -> any Repository {
+    /// `rememberListings`: a command that runs once and reads the same folders again asks a
+    /// remote repository once a moment (``Repository/rememberListings()``).
+    public func requireRepository(context: RunContext? = nil, rememberListings: Bool = false) throws
+        -> any Repository
+    {
         guard let repository = try repository(context: context) else {
             throw SettingsError.missing(
                 "repository", flag: "--repo", variable: "GRANARY_REPO", key: "repo", config: configFileToName)
         }
+        if rememberListings { repository.rememberListings() }
         try repository.requireExisting()
         return repository
     }
@@ -213,9 +218,9 @@ public struct Settings: Sendable {
     /// (``LocationIdentity``), not by how they are spelled. A configured mirror that is the
     /// repository given by `--repo` or `GRANARY_REPO` (working from a mirror after a disaster) is
     /// left out; any other mirror that is the repository, or another mirror, is refused (64).
-    public func mirrorRepositories(flags: [String] = [], context: RunContext? = nil) throws(RepositoryError)
-        -> [any Repository]
-    {
+    public func mirrorRepositories(
+        flags: [String] = [], context: RunContext? = nil, rememberListings: Bool = false
+    ) throws(RepositoryError) -> [any Repository] {
         let locations = flags.isEmpty ? mirrors.value : flags
         let primary = try repo.map { setting throws(RepositoryError) in
             LocationIdentity(try Repositories.open(setting.value, context: context ?? self.context))
@@ -233,6 +238,7 @@ public struct Settings: Sendable {
             if let other = seen[identity] { throw .sameLocation(location, "the mirror \(other)") }
             seen[identity] = location
             if let root { try mirror.checkSeparate(from: Root(path: root.value)) }
+            if rememberListings { mirror.rememberListings() }
             result.append(mirror)
         }
         return result

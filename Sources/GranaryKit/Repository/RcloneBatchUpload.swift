@@ -35,6 +35,8 @@ extension RcloneRepository {
         _ files: [Upload], transfers: Int, deadline: Double?, started: (RcloneProcess) -> Void = { _ in },
         uploaded: (String) -> Void
     ) throws(RepositoryError) -> Set<String> {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         guard !files.isEmpty else { return [] }
         let work = try prepareWorkFolder()
         let staging = work + "/" + FileSystem.temporaryName(for: "follow-batch")

@@ -40,6 +40,8 @@ public struct RcloneRepository: Repository {
     /// Objects are uploaded under their final name (object stores), else under a temporary
     /// name then moved; nil until asked of rclone.
     private let features: FeatureCache
+    /// Listings and records taken a moment ago (``ListingMemo``).
+    let listings = ListingMemo()
     public let workFolder: String
     /// Inherited variables root's rclone was not given (the environment was not root's own).
     public private(set) var ignoredVariables: [String] = []
@@ -364,6 +366,8 @@ public struct RcloneRepository: Repository {
     }
 
     private func createMarker() throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let folder = try prepareWorkFolder()
         let file = folder + "/.granary-repository.\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         defer { unlink(file) }
@@ -427,7 +431,9 @@ public struct RcloneRepository: Repository {
 
     // MARK: Listing
 
-    private struct Listed: Decodable {
+    public func rememberListings() { listings.enable() }
+
+    struct Listed: Decodable, Sendable {
         let Name: String
         /// The path below the folder listed (a recursive listing's).
         let Path: String?
@@ -451,6 +457,10 @@ public struct RcloneRepository: Repository {
     private func list(_ folder: String, directories: Bool, recursive: Bool = false) throws(RepositoryError)
         -> [Listed]
     {
+        let key = "list \(directories) \(recursive) \(folder)"
+        if let known = listings.answer(key, as: [Listed].self) { return known }
+        let begun = listings.begin()
+        let moment = ContinuousClock.now
         let bytes = try run(
             ["lsjson"]
                 + (directories
@@ -458,7 +468,9 @@ public struct RcloneRepository: Repository {
                 + (recursive ? ["-R"] : []) + ["--no-mimetype", remote(folder)],
             what: display(folder), bounded: true)
         do {
-            return try JSONDecoder().decode([Listed].self, from: Data(bytes))
+            let listed = try JSONDecoder().decode([Listed].self, from: Data(bytes))
+            listings.keep(key, listed, begun: begun, at: moment)
+            return listed
         } catch {
             throw .transport(
                 location: display(folder), detail: "rclone's listing cannot be read: \(error)", temporary: false)
@@ -537,6 +549,8 @@ public struct RcloneRepository: Repository {
     }
 
     public func write(_ object: String, from file: String) throws(RepositoryError) -> Bool {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let (folder, name) = Self.split(object)
         if try uploadsDirectly() {
             return try uploadUnlessTaken(file, to: object)
@@ -561,6 +575,8 @@ public struct RcloneRepository: Repository {
     /// its own would start rclone twice, and leave the gap of a process start between the
     /// question and the upload.
     func uploadUnlessTaken(_ file: String, to object: String) throws(RepositoryError) -> Bool {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let output = try rclone.run(
             common + ["copyto", "--ignore-existing", "--error-on-no-transfer", file, remote(object)], extra: extra)
         if output.status == ExitCode.nothingTransferred { return false }
@@ -585,6 +601,8 @@ public struct RcloneRepository: Repository {
     }
 
     public func delete(_ object: String) throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         do { try run(["deletefile", remote(object)], what: display(object), bounded: true) } catch .missing {}
         _ = try? rclone.run(
             common + ["deletefile", "--retries", "1", remote(Self.sidecar(of: object))], extra: extra,
@@ -594,6 +612,8 @@ public struct RcloneRepository: Repository {
     /// A server-side move (a copy, then the old object deleted: a run stopped between leaves both,
     /// which a listing shows once and the next conversion finishes).
     public func rename(_ object: String, to target: String) throws(RepositoryError) -> Bool {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let (folder, name) = Self.split(target)
         if try objects(in: folder).contains(where: { $0.name == name }) { return false }
         try run(["moveto", remote(object), remote(target)], what: display(object))
@@ -619,6 +639,10 @@ public struct RcloneRepository: Repository {
     /// One `rclone cat` of the folder's sidecars: the records are JSON objects, one after the
     /// other, each naming its archive.
     public func readSidecars(in folder: String) -> [String: [UInt8]] {
+        let key = "records \(folder)"
+        if let known = listings.answer(key, as: [String: [UInt8]].self) { return known }
+        let begun = listings.begin()
+        let moment = ContinuousClock.now
         guard
             let output = try? rclone.run(
                 common + ["cat", "--max-depth", "1", "--include", "/.*.verify.json", remote(folder)], extra: extra),
@@ -629,6 +653,7 @@ public struct RcloneRepository: Repository {
         for object in Self.jsonObjects(output.standardOutput) {
             if let name = (try? JSONDecoder().decode(Named.self, from: Data(object)))?.archive { result[name] = object }
         }
+        listings.keep(key, result, begun: begun, at: moment)
         return result
     }
 
@@ -666,6 +691,8 @@ public struct RcloneRepository: Repository {
     }
 
     public func writeSidecar(_ bytes: [UInt8], of object: String) throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let folder = try prepareWorkFolder()
         let file = folder + "/" + Self.temporaryName(for: "sidecar")
         defer { unlink(file) }
@@ -688,6 +715,8 @@ public struct RcloneRepository: Repository {
     }
 
     public func writeSmall(_ bytes: [UInt8], to object: String) throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let folder = try prepareWorkFolder()
         let file = folder + "/" + Self.temporaryName(for: "small")
         defer { unlink(file) }
@@ -698,6 +727,8 @@ public struct RcloneRepository: Repository {
     /// ``writeSmall(_:to:)`` stopped after `seconds` (then it fails as a run stopped at its
     /// deadline: the object is the one before, or this one whole).
     public func writeSmall(_ bytes: [UInt8], to object: String, within seconds: Double) throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         let folder = try prepareWorkFolder()
         let file = folder + "/" + Self.temporaryName(for: "small")
         defer { unlink(file) }
@@ -706,7 +737,8 @@ public struct RcloneRepository: Repository {
             common + ["copyto", "--no-check-dest", file, remote(object)], extra: extra, deadline: seconds)
         if output.timedOut {
             throw .transport(
-                location: display(object), detail: "not written within the \(seconds) s it was given", temporary: true)
+                location: display(object), detail: "not written within the \(seconds) s it was given",
+                temporary: true)
         }
         guard output.status == 0 else {
             throw Self.failure(status: output.status, diagnostics: output.diagnostics, location: display(object))
@@ -714,6 +746,8 @@ public struct RcloneRepository: Repository {
     }
 
     public func deleteSmall(_ object: String) throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         do { try run(["deletefile", remote(object)], what: display(object), bounded: true) } catch .missing {}
     }
 
@@ -724,6 +758,8 @@ public struct RcloneRepository: Repository {
     /// The repository takes a small probe object in the user's folder (which is removed), and
     /// the local work folder, where the archive is written before its upload, has the room.
     public func checkRoom(for user: UserID, bytes: Int64) throws(RepositoryError) {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         try prepare()
         let folder = try prepareWorkFolder()
         if let free = FreeSpace.of(folder)?.bytes, bytes > free - FreeSpace.spare {
@@ -741,6 +777,8 @@ public struct RcloneRepository: Repository {
     /// a day. (An unfinished S3 multipart upload lists nothing; `sync` asks the backend to
     /// clean those up.)
     public func removeDeadTemporaries(users: [UserID]) -> [String] {
+        // Listed as any listing is (most runs find nothing to remove); each removal forgets
+        // what was listed.
         var removed = StaleTemporaries.clean(workFolder)
         let ids = users.isEmpty ? ((try? self.users()) ?? []) : users
         let host = ProcessInfo.processInfo.hostName
@@ -748,7 +786,8 @@ public struct RcloneRepository: Repository {
         for user in ids {
             for object in (try? objects(in: user.rawValue)) ?? [] where object.name.hasPrefix(".") {
                 guard let marker = object.name.range(of: Self.uploadMarker, options: .backwards) else { continue }
-                var parts = object.name[marker.upperBound...].split(separator: "-", omittingEmptySubsequences: false)
+                var parts = object.name[marker.upperBound...].split(
+                    separator: "-", omittingEmptySubsequences: false)
                 guard parts.count >= 3, let pid = Int32(parts[parts.count - 2]) else { continue }
                 parts.removeLast(2)
                 let dead =
@@ -756,20 +795,29 @@ public struct RcloneRepository: Repository {
                 let old = object.modified > 0 && now - object.modified > 86_400 * 1_000_000_000
                 guard dead || old else { continue }
                 let key = user.rawValue + "/" + object.name
-                if (try? run(["deletefile", remote(key)], what: display(key))) != nil { removed.append(display(key)) }
+                listings.changeBegins()
+                defer { listings.changeEnds() }
+                if (try? run(["deletefile", remote(key)], what: display(key))) != nil {
+                    removed.append(display(key))
+                }
             }
             // (S3) An upload of this host killed half-way: the unfinished multipart upload of an
             // archive of this host and user (the caller holds the user's lock: no live run of this
             // host is uploading one; another host's names hold its own host).
             for key in unfinishedUploads(of: user) {
+                listings.changeBegins()
+                defer { listings.changeEnds() }
                 _ = try? rclone.run(
-                    common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra, deadline: deadline)
+                    common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra,
+                    deadline: deadline)
                 removed.append(display(key) + " (unfinished upload)")
             }
             // A legacy upload killed after its host marker was written: the marker without its
             // archive, and (S3) the unfinished multipart upload of exactly that name.
             for archive in orphanedArchives(of: user) {
                 let key = user.rawValue + "/" + archive
+                listings.changeBegins()
+                defer { listings.changeEnds() }
                 if location.hasPrefix("s3:") {
                     _ = try? rclone.run(
                         common + ["backend", "cleanup", remote(key), "-o", "max-age=0s"], extra: extra,
@@ -816,6 +864,8 @@ public struct RcloneRepository: Repository {
     /// Asks an object store to drop its unfinished multipart uploads older than a day (S3:
     /// `rclone backend cleanup`); other backends have none.
     public func removeUnfinishedUploads() {
+        listings.changeBegins()
+        defer { listings.changeEnds() }
         guard location.hasPrefix("s3:") else { return }
         _ = try? rclone.run(
             common + ["backend", "cleanup", remote(""), "-o", "max-age=24h"], extra: extra, deadline: deadline)
@@ -840,4 +890,68 @@ final class FeatureCache: @unchecked Sendable {
     /// The keys of the unfinished multipart uploads, listed once (``RcloneRepository/unfinishedUploads(of:)``).
     var multipartKeys: [String]? { lock.withLock { multipart } }
     func set(multipartKeys: [String]) { lock.withLock { multipart = multipartKeys } }
+}
+
+/// What this repository value listed a moment ago (a `Sendable` box, shared by its copies): a
+/// command asks for the same folder's listing and records several times over (a delta backup of
+/// one user five times, `check` its records three), and each answer is an rclone run, a process
+/// and a round trip. An answer is given again for at most ``lifetime`` after it was listed, and
+/// never after anything this process writes or deletes through the repository: every such call
+/// forgets them all, before and after it runs (``changeBegins()``), and an answer taken while one
+/// ran is not kept. What another process changed in the repository shows up within
+/// ``lifetime``: no later than it would behind one slow listing. No decision that claims a name
+/// rests on a remembered answer: a name is claimed by the upload itself (`--ignore-existing`),
+/// or, where uploads go through a temporary name, after a listing taken within the write (a
+/// change under way: nothing is remembered or given then).
+final class ListingMemo: @unchecked Sendable {
+    /// How long an answer is given again.
+    static let lifetime: Duration = .seconds(2)
+    private let lock = NSLock()
+    /// Off until ``RcloneRepository/rememberListings()``: a repository value that watches others
+    /// change the repository (`follow`, a test) asks each time.
+    private var enabled = false
+    func enable() { lock.withLock { enabled = true } }
+    /// Counts the changes begun and ended: an answer is kept only when none began or ended
+    /// while it was taken.
+    private var generation: UInt64 = 0
+    private var changing = 0
+    private var entries: [String: (at: ContinuousClock.Instant, value: any Sendable)] = [:]
+
+    /// The moment an answer is taken from: nil while a change runs (nothing is kept then).
+    func begin() -> UInt64? { lock.withLock { enabled && changing == 0 ? generation : nil } }
+
+    func answer<T: Sendable>(_ key: String, as type: T.Type) -> T? {
+        lock.withLock {
+            guard changing == 0, let entry = entries[key], ContinuousClock.now - entry.at < Self.lifetime else {
+                return nil
+            }
+            return entry.value as? T
+        }
+    }
+
+    /// Keeps `value`, taken since `begun` (``begin()``), unless something changed meanwhile.
+    func keep(_ key: String, _ value: some Sendable, begun: UInt64?, at moment: ContinuousClock.Instant) {
+        lock.withLock {
+            guard let begun, begun == generation, changing == 0 else { return }
+            entries[key] = (moment, value)
+        }
+    }
+
+    /// A call that writes or deletes in the repository begins: every answer is forgotten, and
+    /// none is kept until it ended (``changeEnds()``, forgetting them again).
+    func changeBegins() {
+        lock.withLock {
+            generation &+= 1
+            changing += 1
+            entries = [:]
+        }
+    }
+
+    func changeEnds() {
+        lock.withLock {
+            generation &+= 1
+            changing -= 1
+            entries = [:]
+        }
+    }
 }

@@ -99,6 +99,11 @@ public protocol Repository: Sendable {
     /// Asks the backend to drop what interrupted uploads left that no listing shows (an object
     /// store's unfinished multipart uploads older than a day); nothing on backends that leave none.
     func removeUnfinishedUploads()
+    /// For a command that runs once and reads the same folders several times (`backup`, `check`,
+    /// `prune`, `list`, `verify`, `sync`): a remote repository gives a listing or a folder's
+    /// records again for a moment instead of asking again (``ListingMemo``); nothing on a local one,
+    /// whose listings cost no process. Not for `follow`, which watches the repository change.
+    func rememberListings()
 }
 
 /// An object as a listing gives it.
@@ -204,6 +209,9 @@ public enum ArchiveSource {
 extension Repository {
     /// Nothing: most backends leave nothing that a listing does not show.
     public func removeUnfinishedUploads() {}
+
+    /// Nothing: a local listing is a system call.
+    public func rememberListings() {}
 
     /// Whether this is a local folder.
     public var isLocal: Bool { localPath != nil }
