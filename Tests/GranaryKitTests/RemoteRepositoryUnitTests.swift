@@ -32,6 +32,28 @@ struct RemoteRepositoryUnitTests {
     }
 
     @Test(
+        "one remote repository spelled several ways is one place: one follow lock (s3:B/R, s3://B/R/, s3:B/R//), and the same identity for mirrors; another prefix, bucket or rclone remote is another",
+        .enabled(if: (try? Rclone.locate()) != nil, "rclone is not installed"))
+    func oneRemoteOneLock() throws {
+        let root = Root(path: "/srv/granary-root")
+        func open(_ location: String) throws -> any Repository {
+            try Repositories.open(location, context: RunContext(), environment: ["AWS_REGION": "us-east-1"])
+        }
+        func lock(_ location: String) throws -> String { FollowLock.path(root: root, repository: try open(location)) }
+        let same = ["s3:bucket/repo", "s3://bucket/repo/", "s3:bucket/repo//", "s3://bucket/repo"]
+        for location in same {
+            #expect(try lock(location) == lock("s3:bucket/repo"), "\(location)")
+            #expect(try LocationIdentity(open(location)) == LocationIdentity(open("s3:bucket/repo")), "\(location)")
+        }
+        for other in ["s3:bucket/other", "s3:bucket2/repo", "s3:bucket/repo/deeper"] {
+            #expect(try lock(other) != lock("s3:bucket/repo"), "\(other)")
+        }
+        #expect(try lock("rclone:a:x") == lock("rclone:a:x/"))
+        #expect(try lock("rclone:a:x") != lock("rclone:b:x"))
+        #expect(try lock("rclone:a:x") != lock("rclone:a:/x"), "absolute on sftp is not under home")
+    }
+
+    @Test(
         "rclone's failures: not found is 66, denied 73, 503 and cut connections 75, anything else 74, always with rclone's last error without its timestamp"
     )
     func failures() {

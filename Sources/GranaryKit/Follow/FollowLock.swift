@@ -9,8 +9,9 @@ import Foundation
 /// service by mistake): two followers would resume the same generation and publish different
 /// segments under the same sequence numbers, and the window of every user would end where they
 /// met. An exclusive `flock(2)` in the root's state folder, `locks/.follow-HASH.lock`, HASH
-/// naming the repository (a local one by its folder's device and inode, a remote one by its
-/// location) and the host the segments are written as; taken without waiting. Dropped by the
+/// naming the repository (a local one by its folder's device and inode, a remote one by what it
+/// is, ``LocationIdentity``: `s3:B/R`, `s3://B/R` and `s3:B/R/` are one place) and the host the
+/// segments are written as; taken without waiting. Dropped by the
 /// kernel when its holder and the processes it started (its uploads, which inherit the
 /// descriptor) have exited, however they exit (``UserLock``).
 public enum FollowLock {
@@ -23,7 +24,7 @@ public enum FollowLock {
                 stat(local, &folder) == 0
                 ? "local \(folder.st_dev) \(folder.st_ino)" : "local " + LocalRepository.resolvedPath(local)
         } else {
-            while place.count > 1 && place.hasSuffix("/") { place.removeLast() }
+            place = LocationIdentity(repository).description
         }
         return place + "\n" + repository.context.host
     }

@@ -104,6 +104,9 @@ public struct LocationIdentity: Hashable, Sendable, CustomStringConvertible {
                 let remote = rest.prefix { $0 != ":" }
                 scheme += remote + ":"
                 rest = rest.dropFirst(remote.count + 1)
+            } else if backend.scheme == "s3:", rest.hasPrefix("//") {
+                // `s3://BUCKET/PREFIX` is `s3:BUCKET/PREFIX` (RcloneRepository reads it so).
+                rest = rest.dropFirst(2)
             }
         }
         // A leading `/` is kept: `remote:/path` (absolute on sftp) is not `remote:path` (under home).
