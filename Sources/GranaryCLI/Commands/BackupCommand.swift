@@ -115,10 +115,17 @@ struct BackupCommand: GranaryCommand {
         }
     }
 
+    /// A remote repository's (and mirrors') listings asked once a moment
+    /// (``Repository/rememberListings()``): only where no other process of this run writes there.
+    private func remember(_ repository: any Repository, _ mirrors: [any Repository]) {
+        repository.rememberListings()
+        for mirror in mirrors { mirror.rememberListings() }
+    }
+
     func execute(_ console: Console) throws -> BackupResult {
         let settings = try global.settings()
         let root = try settings.requireRoot()
-        let repository = try settings.requireRepository(rememberListings: true)
+        let repository = try settings.requireRepository()
         if prune && settings.retention.value.isEmpty {
             throw ValidationError("--prune needs a retention policy: set [retention] in the configuration file")
         }
@@ -150,8 +157,9 @@ struct BackupCommand: GranaryCommand {
         }
         var ids: [UserID] = []
         var ignored: [Root.Ignored] = []
-        let mirrors = try settings.mirrorRepositories(flags: mirror, rememberListings: true)
+        let mirrors = try settings.mirrorRepositories(flags: mirror)
         if let workerUser {
+            remember(repository, mirrors)
             // A worker: this one user, the result to the parent (throws ExitCode(0) once sent).
             let reporter = UserWorkers.Reporter()
             let operation = BackupOperation(
@@ -171,6 +179,9 @@ struct BackupCommand: GranaryCommand {
         if all && ids.isEmpty && excluded.isEmpty && settings.exclude.value.isEmpty {
             throw BackupError.noUsers(root: root.path)
         }
+        // One user in this process: its listings are asked once a moment. Several: each is backed
+        // up by a worker process, whose archives this one (pruning after them) must see.
+        if ids.count == 1 { remember(repository, mirrors) }
         let progress = console.showsProgress ? ProgressBar(console) : nil
         let operation = BackupOperation(
             root: root, repository: repository, mirrors: mirrors, options: options, progress: progress)
