@@ -274,6 +274,19 @@ struct RepositoryConformanceTests {
             repository.readSidecars(in: folder) == [
                 "a.tar": record("a.tar", "second"), "c.tar": record("c.tar", "third"),
             ])
+
+        // A user lock taken since an answer: whoever held the lock before may have written (a
+        // backup's delta, which a prune after the lock must see), so the answer is asked again.
+        let root = Root(path: place.folder.child("root"))
+        try FileSystem.makeDirectory(root.path, mode: 0o755)
+        let beforeLock = ContinuousClock.now
+        #expect(try names(repository) == ["a.tar", "c.tar"])
+        #expect(try other.write(folder + "/d.tar", from: place.file(Self.payload(10, seed: 4))))
+        if ContinuousClock.now - beforeLock < ListingMemo.lifetime {
+            #expect(try names(repository) == ["a.tar", "c.tar"], "remembered, no lock taken")
+        }
+        try UserLock.acquire(root: root, user: UserID("alice@example.com"), timeout: .zero).release()
+        #expect(try names(repository) == ["a.tar", "c.tar", "d.tar"], "asked again after a user lock")
     }
 
     static func sidecarsSmallDelete(_ place: Place) throws {

@@ -899,7 +899,9 @@ final class FeatureCache: @unchecked Sendable {
 /// never after anything this process writes or deletes through the repository: every such call
 /// forgets them all, before and after it runs (``changeBegins()``), and an answer taken while one
 /// ran is not kept. What another process changed in the repository shows up within
-/// ``lifetime``: no later than it would behind one slow listing. No decision that claims a name
+/// ``lifetime``: no later than it would behind one slow listing; and nothing listed before this
+/// process took a user's lock is given after it (``UserLock/acquisitions``: the lock's holder
+/// before may have written, and a prune after a backup must see it). No decision that claims a name
 /// rests on a remembered answer: a name is claimed by the upload itself (`--ignore-existing`),
 /// or, where uploads go through a temporary name, after a listing taken within the write (a
 /// change under way: nothing is remembered or given then).
@@ -915,14 +917,26 @@ final class ListingMemo: @unchecked Sendable {
     /// while it was taken.
     private var generation: UInt64 = 0
     private var changing = 0
-    private var entries: [String: (at: ContinuousClock.Instant, value: any Sendable)] = [:]
+    private var entries: [String: (at: ContinuousClock.Instant, locks: UInt64, value: any Sendable)] = [:]
 
-    /// The moment an answer is taken from: nil while a change runs (nothing is kept then).
-    func begin() -> UInt64? { lock.withLock { enabled && changing == 0 ? generation : nil } }
+    /// Where an answer is taken from: the changes counted, and the user locks this process had
+    /// taken (``UserLock/acquisitions``: an answer from before a lock is not given after it).
+    struct Mark {
+        let generation: UInt64
+        let locks: UInt64
+    }
+
+    /// The mark an answer is taken from: nil while a change runs (nothing is kept then).
+    func begin() -> Mark? {
+        let locks = UserLock.acquisitions
+        return lock.withLock { enabled && changing == 0 ? Mark(generation: generation, locks: locks) : nil }
+    }
 
     func answer<T: Sendable>(_ key: String, as type: T.Type) -> T? {
         lock.withLock {
-            guard changing == 0, let entry = entries[key], ContinuousClock.now - entry.at < Self.lifetime else {
+            guard changing == 0, let entry = entries[key], ContinuousClock.now - entry.at < Self.lifetime,
+                entry.locks == UserLock.acquisitions
+            else {
                 return nil
             }
             return entry.value as? T
@@ -930,10 +944,10 @@ final class ListingMemo: @unchecked Sendable {
     }
 
     /// Keeps `value`, taken since `begun` (``begin()``), unless something changed meanwhile.
-    func keep(_ key: String, _ value: some Sendable, begun: UInt64?, at moment: ContinuousClock.Instant) {
+    func keep(_ key: String, _ value: some Sendable, begun: Mark?, at moment: ContinuousClock.Instant) {
         lock.withLock {
-            guard let begun, begun == generation, changing == 0 else { return }
-            entries[key] = (moment, value)
+            guard let begun, begun.generation == generation, changing == 0 else { return }
+            entries[key] = (moment, begun.locks, value)
         }
     }
 

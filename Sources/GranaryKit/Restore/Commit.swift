@@ -134,9 +134,10 @@ final class UserCommit {
                 do {
                     _ = try folder.openFile(file + suffix, singleLink: true)
                 } catch {
-                    // A `-journal` lives only while a transaction writes: one that another
-                    // process (not the paused owner) committed and removed since it was listed
-                    // is no companion to check.
+                    // A `-journal` lives only while a transaction writes (a `-wal` and `-shm`
+                    // until the last connection closes): one that another process (not the
+                    // paused owner) removed since it was listed is no companion to check. A
+                    // link there is ELOOP (refused), never ENOENT: the open follows none.
                     if case .system(let failure) = error, failure.code == ENOENT { continue }
                     throw error
                 }

@@ -53,6 +53,12 @@ public final class UserLock: @unchecked Sendable {
 
     private static let configuration = Mutex(Configuration())
 
+    /// How many locks this process has taken. What a remote repository listed before a lock
+    /// was taken is not given again after it (``ListingMemo``): whoever held it before may have
+    /// written there, and a listing after the lock must show that.
+    private static let taken = Mutex<UInt64>(0)
+    static var acquisitions: UInt64 { taken.withLock { $0 } }
+
     /// Sets the command this process records as a lock's holder, and what to call when an
     /// acquire has to wait (once per acquire, before the first wait).
     public static func configure(command: String, onWait: (@Sendable (Wait) -> Void)?) {
@@ -127,6 +133,7 @@ public final class UserLock: @unchecked Sendable {
                 let text =
                     "\(getpid())\n\(String(String.UnicodeScalarView(oneLine)))\n\(Int64(Date().timeIntervalSince1970))\n"
                 _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+                taken.withLock { $0 &+= 1 }
                 // A kept lock's file stays (its "user folder" is the root, always there).
                 return UserLock(fd: fd, path: path, userPath: kept ? root.path : root.path + "/" + user.rawValue)
             }
