@@ -16,8 +16,10 @@ import Testing
 struct ArchiveIdentityTests {
     static let alice = "alice@example.com"
     /// The second every archive of these tests is taken in.
-    static let second = "20261129T100000Z"
+    static let second = testSecond
     static var clock: [String: String] { ["GRANARY_TEST_NOW": second] }
+    /// `YYYYMMDDTHHMMSS.`: the names of the archives taken in ``second``.
+    static var secondPrefix: String { String(second.dropLast()) + "." }
 
     /// `items.body` of row 3 in a store (what each step of a test writes).
     static func body(_ store: String) throws -> String {
@@ -74,7 +76,7 @@ struct ArchiveIdentityTests {
         let c = try backup(["--delta", "--full"], "c")
         let d = try backup(["--delta", "--label", "nightly"], "d")
         let taken = [a, b, c, d]
-        #expect(taken.allSatisfy { $0.hasPrefix("20261129T100000.") && $0.hasSuffix(".web-1.tar.zst") }, "\(taken)")
+        #expect(taken.allSatisfy { $0.hasPrefix(Self.secondPrefix) && $0.hasSuffix(".web-1.tar.zst") }, "\(taken)")
         #expect(Set(taken).count == 4, "every name is its own: \(taken)")
         #expect(taken == taken.sorted(), "names sort in the order taken, whatever the labels: \(taken)")
         #expect(b.contains("-delta.") && !c.contains("delta") && d.contains("-nightly-delta."), "\(taken)")
@@ -140,7 +142,7 @@ struct ArchiveIdentityTests {
             }
         }
         let names = FileSystem.contents(of: repo + "/\(Self.alice)").filter { !$0.hasPrefix(".") }
-        #expect(names.count == 6 && names.allSatisfy { $0.hasPrefix("20261129T100000.") }, "\(names)")
+        #expect(names.count == 6 && names.allSatisfy { $0.hasPrefix(Self.secondPrefix) }, "\(names)")
         #expect(names.filter { $0.hasSuffix(".web-1.tar.zst") }.count == 3)
         #expect(!FileSystem.contents(of: repo + "/\(Self.alice)").contains { $0.contains(".host=") }, "no markers")
         let mirrored = FileSystem.contents(of: mirror + "/\(Self.alice)").filter { !$0.hasPrefix(".") }
@@ -226,7 +228,7 @@ struct ArchiveIdentityTests {
         #expect(
             names == [
                 "20261101T000000Z.web-1.tar.zst", "20261102T000000Z.web-1.tar.zst", unowned,
-                "20261129T100000.000000Z.web-1.tar.zst",
+                Self.secondPrefix + "000000Z.web-1.tar.zst",
             ], "\(names)")
         #expect(!FileSystem.contents(of: folder).contains { $0.contains(".host=") }, "the markers went")
         #expect(try site.granary(["verify", "--all", "--host", "web-1"]).status == 0)

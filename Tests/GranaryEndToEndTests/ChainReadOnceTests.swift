@@ -12,7 +12,7 @@ import Testing
 struct ChainReadOnceTests {
     static let alice = DeltaOperatorTests.alice
     /// Every archive of the test in one second, without waiting for the clock.
-    static let clock = ["GRANARY_TEST_NOW": "20261129T100000Z"]
+    static let clock = ["GRANARY_TEST_NOW": testSecond]
 
     /// What one run read: `read` and `head` lines, by archive name.
     struct Reads {

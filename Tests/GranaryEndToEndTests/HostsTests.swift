@@ -203,7 +203,7 @@ struct HostsTests: HostsSuite {
     )
     func twoHostsOneSecondOnABucket() throws {
         try writeConfig(repo: shared, mirror: mirror)
-        let clock = server.environment().merging(["GRANARY_TEST_NOW": "20261129T100000Z"]) { $1 }
+        let clock = server.environment().merging(["GRANARY_TEST_NOW": testSecond]) { $1 }
         for host in ["web-1", "web-2"] {
             try makeUser("alice@example.com", marker: host)
             let backup = try granary(["backup", "alice@example.com"], host: host, environment: clock)

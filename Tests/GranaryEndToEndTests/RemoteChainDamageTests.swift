@@ -21,7 +21,7 @@ struct RemoteChainDamageTests {
     var primary: String { "s3:\(bucket)/primary" }
     var mirror: String { "s3:\(bucket)/mirror" }
     /// Every archive of a test in one second, in the order taken, without waiting for the clock.
-    static let clock = ["GRANARY_TEST_NOW": "20261129T100000Z"]
+    static let clock = ["GRANARY_TEST_NOW": testSecond]
 
     init() throws {
         (server, bucket) = try RemoteRepositoryTests.serverAndBucket("c")
@@ -91,7 +91,8 @@ struct RemoteChainDamageTests {
         try change(2)
         let tip = try backup("primary").name
         #expect(middle.contains("-delta") && tip.contains("-delta"), "\(full) \(middle) \(tip)")
-        #expect(try granary(["check", Self.alice]).status == 0)
+        let before = try granary(["check", Self.alice])
+        #expect(before.status == 0, "\(before.stdout) \(before.stderr)")
 
         let object = "moto:\(bucket)/primary/\(Self.alice)/"
         if damage == "remove" {

@@ -13,3 +13,10 @@ public func testClock(_ date: Date) -> [String: String] {
 public func testClock(secondsAgo seconds: Double) -> [String: String] {
     testClock(Date(timeIntervalSinceNow: -seconds))
 }
+
+/// One whole second, a minute before this test process first asked (`YYYYMMDDTHHMMSSZ`), for the
+/// tests that take every archive in one second (`GRANARY_TEST_NOW`): their archives are as old
+/// as the real clock says, whenever the tests run. (A fixed date there turned `check`'s age rule
+/// red one day after it was written.)
+public let testSecond: String = ArchiveName.stamp(
+    micros: ArchiveName.micros(Date(timeIntervalSinceNow: -60)), precise: false)
