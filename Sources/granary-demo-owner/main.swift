@@ -514,6 +514,12 @@ struct DemoOwner {
                 ledger.acknowledged(id)
                 log.line("ACK \(id)")
                 nextID += 1
+            } catch let error as SQLiteError where error.code == 1555 {
+                // SQLITE_CONSTRAINT_PRIMARYKEY on its own id: an earlier attempt that reported a
+                // failure had committed the row after all. It was never acknowledged (nothing is
+                // claimed of it); the writer moves on to the next id instead of retrying this one.
+                log.line("WRITE-FAILED \(id) \(error)")
+                nextID += 1
             } catch {
                 log.line("WRITE-FAILED \(id) \(error)")
             }
