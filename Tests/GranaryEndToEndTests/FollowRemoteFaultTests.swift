@@ -479,3 +479,93 @@ extension FollowRemoteFaultTests {
         #expect(claimedMoments >= 3, "\(windows)")
     }
 }
+
+/// While a user's uploads lag, the rounds read meanwhile are merged into the user's newest
+/// segment not yet uploading (one object for many rounds, under one sequence): with every upload
+/// of alice's stalled for a few seconds, her reads go on, the journal says rounds were merged,
+/// a landed segment spans many rounds, every segment checks out (`verify`), and `restore --at`
+/// at moments inside a merged segment is claimed and holds every write acknowledged by T − 1 s
+/// and none acknowledged after T + 1 s.
+extension FollowRemoteFaultTests {
+
+    @Test(
+        "rounds read while uploads stall are merged into one segment; verify passes; restore --at inside it holds the ledger"
+    )
+    func mergedWhileStalled() throws {
+        let location = initializedRepository("s3:\(bucket)/merged", environment: server.environment())
+        let opened = try Repositories.open(location, environment: server.environment())
+        func generations() -> [FollowCatalogue.Generation] {
+            (try? FollowCatalogue.generations(in: opened, user: try UserID("alice"), host: nil)) ?? []
+        }
+        try FileSystem.makeDirectory(root + "/alice")
+        // Twenty commits a second, no checkpoint of its own.
+        let owner = FollowMatrixTests.Owner(
+            user: "alice", root: root, ledger: folder.child("ledger"), intervalMs: 50, checkpointEvery: 0,
+            mode: "PASSIVE")
+        try FollowFixtures.makeWALStore(owner.store, rows: (1...20).map { "item \($0)" }, ledger: true)
+        try owner.start()
+        defer { owner.stop() }
+        let proxy = try FaultProxy(upstream: server.port)
+        defer { proxy.stop() }
+        let follow = try FollowProcess(
+            ["--root", root, "--repo", location], log: folder.child("follow.log"), interval: "200ms",
+            environment: server.environment(endpointPort: proxy.port))
+        defer { follow.stop(SIGKILL) }
+        try waitFor("alice's first segments") { (generations().last?.segments.count ?? 0) >= 3 }
+        let generation = generations().last?.name
+
+        proxy.mode = .stall(matching: "/alice/follow/")
+        try waitFor("an upload of alice held") { proxy.stalledRequests > 0 }
+        usleep(3_000_000)
+        proxy.mode = .pass
+        try waitFor("rounds merged while her uploads stalled", follow, upTo: .seconds(60)) {
+            follow.journal.contains("rounds merged while uploads lagged")
+        }
+        usleep(1_000_000)
+        owner.stop()
+        usleep(500_000)
+        follow.stop(SIGTERM)
+        #expect(follow.process.terminationStatus == 0, "\(follow.journal)")
+        #expect(generations().last?.name == generation, "merging started no generation: \(follow.journal)")
+
+        // The segments run from 1 without a hole, and some landed segment holds many rounds: it
+        // follows the one before it without a gap and spans more than a second.
+        let segments = generations().last?.segments ?? []
+        #expect(segments.map(\.sequence) == Array(1...max(1, segments.count)))
+        let merged = zip(segments, segments.dropFirst()).map(\.1).filter { segment in
+            let previous = segments.first { $0.sequence == segment.sequence - 1 }!
+            return segment.first > previous.last && segment.last - segment.first > 1_000_000
+        }
+        #expect(!merged.isEmpty, "a merged segment landed: \(segments.map { "\($0.sequence):\($0.last - $0.first)" })")
+        let verified = try GranaryProcess.run(
+            ["verify", "--user", "alice", "--repo", location], environment: server.environment())
+        #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
+
+        let rows = owner.rows
+        var index = 0
+        for segment in merged.prefix(2) {
+            for quarter in 1...3 {
+                index += 1
+                let at = segment.first + (segment.last - segment.first) * Int64(quarter) / 4
+                let target = folder.child("at-\(index)")
+                #expect(mkdir(target, 0o700) == 0)
+                let stamp = ArchiveName.stamp(micros: at, precise: true)
+                let result = try GranaryProcess.run(
+                    ["restore", "alice", "--at", stamp, "--to", target, "--root", root, "--repo", location],
+                    environment: server.environment())
+                #expect(result.status == 0, "restore alice --at \(stamp): \(result.stderr)")
+                guard result.status == 0 else { continue }
+                #expect(result.stderr.contains("within the followed window"), "T=\(stamp): \(result.stderr)")
+                let path = target + "/Local.sqlite"
+                let restored = try Database(path: path, mode: .readOnly)
+                #expect(restored.integrityCheck(full: true) == ["ok"], "T=\(stamp)")
+                let seqs = try LedgerAudit.ids(path, table: "ledger_writes")
+                #expect(seqs == Set(rows.prefix(seqs.count).map(\.seq)), "T=\(stamp): not a prefix of the ledger")
+                let late = rows.filter { $0.at > at + 1_000_000 }.map(\.seq).filter(seqs.contains).count
+                #expect(late == 0, "T=\(stamp): \(late) rows acknowledged after T + 1 s")
+                let missing = rows.filter { $0.at <= at - 1_000_000 }.map(\.seq).filter { !seqs.contains($0) }
+                #expect(missing.isEmpty, "T=\(stamp): \(missing.count) rows acknowledged by T - 1 s are missing")
+            }
+        }
+    }
+}

@@ -61,6 +61,64 @@ struct SegmentTests {
         #expect(trailer.first == 1_000_000 && trailer.last == 2_000_000)
     }
 
+    @Test("segments merged record for record read back as the earlier one's records, then the later one's")
+    func merged() throws {
+        let earlier = folder.child("1.seg")
+        let (frames, pages) = try write(earlier)
+        // A later round of the same store, observed later: the same frames under another run.
+        let later = folder.child("2.seg")
+        let second = try SegmentWriter(
+            path: later, header: Segment.Header(user: "alice", host: "h", generation: "G", sequence: 2))
+        try second.store(Segment.StoreRun(store: "Notes.sqlite", pageSize: 4096, observed: 3_000_000))
+        for (frame, page) in zip(frames, pages) { try second.frame(frame, page: page) }
+        let cursors = ["Notes.sqlite": Segment.StoreCursor(device: 1, inode: 2, wal: nil)]
+        try second.finish(first: 2_500_000, last: 4_000_000, cursors: cursors)
+
+        let path = folder.child("merged.seg")
+        let writer = try SegmentWriter(
+            path: path, header: Segment.Header(user: "alice", host: "h", generation: "G", sequence: 1))
+        try SegmentReader.read(earlier) { try writer.copy($0) }
+        try SegmentReader.read(later) { try writer.copy($0) }
+        try writer.finish(first: 1_000_000, last: 4_000_000, cursors: cursors)
+
+        var runs: [Int64] = []
+        var seen: [(UInt32, [UInt8])] = []
+        var commits = 0
+        var header: Segment.Header?
+        let trailer = try SegmentReader.read(path) { record in
+            switch record {
+            case .header(let h): header = h
+            case .store(let run): runs.append(run.observed)
+            case .frame(let number, let page): seen.append((number, Array(page)))
+            case .commit: commits += 1
+            }
+        }
+        #expect(header?.sequence == 1)
+        #expect(runs == [1_000_000, 3_000_000])
+        #expect(seen.map(\.0) == frames.map(\.pageNumber) + frames.map(\.pageNumber))
+        #expect(seen.map(\.1) == pages + pages)
+        #expect(commits == 2 * frames.filter(\.isCommit).count)
+        #expect(trailer.commits == commits && trailer.frames == 2 * frames.count)
+        #expect(trailer.first == 1_000_000 && trailer.last == 4_000_000)
+        #expect(trailer.cursors == cursors)
+
+        // A merge of a damaged segment fails at its end: nothing finished.
+        let damaged = folder.child("damaged.seg")
+        var bytes = try Array(Data(contentsOf: URL(fileURLWithPath: later)))
+        bytes[bytes.count / 2] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let refused = folder.child("refused.seg")
+        do {
+            let writer = try SegmentWriter(
+                path: refused, header: Segment.Header(user: "alice", host: "h", generation: "G", sequence: 1))
+            #expect(throws: Segment.Failure.self) {
+                try SegmentReader.read(earlier) { try writer.copy($0) }
+                try SegmentReader.read(damaged) { try writer.copy($0) }
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: refused), "an unfinished merge leaves no file")
+    }
+
     /// Names a user may give a store or its folders: links' slashes, quotes, backslashes,
     /// control characters, and letters beyond ASCII.
     static let awkward = [

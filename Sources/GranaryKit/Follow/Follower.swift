@@ -117,6 +117,11 @@ public final class UserFollower {
     /// its `-wal`) without holding anyone else back, and the work folder stays bounded.
     public static let stagedSegments = 16
     public static let stagedBytes: Int64 = 64 << 20
+    /// The most rounds, and the most bytes, one staged segment takes in by merging (a round's
+    /// segment joined to the user's newest staged one not yet uploading, ``merge(_:with:)``):
+    /// one upload, and the merge its upload begins with, stay small.
+    public static let mergedRounds = 16
+    public static let mergedBytes: Int64 = 4 << 20
 
     /// What the follower's reading state is after a segment (or before the first staged).
     struct Position {
@@ -134,7 +139,13 @@ public final class UserFollower {
         let object: String
         let bytes: Int64
         let commits: Int
-        /// When its round began, and whether it left nothing behind (the state for `check`).
+        let frames: Int
+        /// Its first and last observation (its trailer's).
+        let first: Int64
+        let last: Int64
+        /// The rounds it holds (more than one when merged).
+        let rounds: Int
+        /// When its (last) round began, and whether it left nothing behind (the state for `check`).
         let began: Int64
         let caughtUp: Bool
         let after: Position
@@ -399,6 +410,34 @@ public final class UserFollower {
                     message: "not shipped at stop: \(reason); a new generation starts with the next run")
             ]
         }
+    }
+
+    /// Merges the segment just written into the user's newest staged one, when the shipper still
+    /// holds that one back (no upload of it begun, ``SegmentShipper/attach(user:sequence:object:becomes:file:)``):
+    /// one segment under the earlier one's sequence, its records first, then the new one's
+    /// (written when its upload begins), from the earlier one's first observation to the new
+    /// one's last. What it claims is what the two claimed (``FollowCatalogue/Generation/windows``),
+    /// so only a new segment that continues the earlier one is merged (its first observation
+    /// after the earlier one's last: not one that marks a gap), and only up to ``mergedRounds``
+    /// rounds and ``mergedBytes``. Nil when not merged (the file is the caller's still).
+    func merge(
+        _ shipper: SegmentShipper, with new: (file: String, bytes: Int64, trailer: Segment.Trailer)
+    ) -> (object: String, bytes: Int64, trailer: Segment.Trailer, rounds: Int)? {
+        guard let generation, let earlier = staged.last, earlier.sequence == sequence,
+            new.trailer.first > earlier.last, earlier.rounds < Self.mergedRounds,
+            earlier.bytes + new.bytes <= Self.mergedBytes
+        else { return nil }
+        var trailer = new.trailer
+        trailer.first = earlier.first
+        trailer.commits += earlier.commits
+        trailer.frames += earlier.frames
+        let name = Segment.fileName(sequence: earlier.sequence, first: trailer.first, last: trailer.last)
+        let object = followFolder + "/" + generation + "/" + name
+        guard
+            shipper.attach(
+                user: user, sequence: earlier.sequence, object: earlier.object, becomes: object, file: new.file)
+        else { return nil }
+        return (object, earlier.bytes + new.bytes, trailer, earlier.rounds + 1)
     }
 
     enum RoundOutcome {
@@ -751,26 +790,34 @@ public final class UserFollower {
         if let shipper, background, !first {
             // Published in the background (the file is the shipper's now, uploaded after the
             // user's segments staged before it): the next read goes on from here, the claim
-            // once it is published (shipped(_:)).
+            // once it is published (shipped(_:)). When the user's newest staged segment has not
+            // begun to upload, the two are merged into one (the uploads lag: one object fewer).
+            let merged = merge(
+                shipper, with: (file: temporary, bytes: FileSystem.size(temporary) ?? 0, trailer: trailer))
             if staged.isEmpty { fallback = position }
-            sequence += 1
+            if merged == nil { sequence += 1 }
             cursors = next
             behind = left
             lastShipped = trailer.last
             rereading = false
             for name in readToEnd { readThrough[name] = began }
+            let segment =
+                merged ?? (object: object, bytes: FileSystem.size(temporary) ?? 0, trailer: trailer, rounds: 1)
+            if merged != nil { staged.removeLast() }
             staged.append(
                 Staged(
-                    sequence: sequence, object: object, bytes: FileSystem.size(temporary) ?? 0,
-                    commits: trailer.commits, began: began,
+                    sequence: sequence, object: segment.object, bytes: segment.bytes,
+                    commits: segment.trailer.commits, frames: segment.trailer.frames, first: segment.trailer.first,
+                    last: segment.trailer.last, rounds: segment.rounds, began: began,
                     caughtUp: left.isEmpty,
                     after: position,
                     event: FollowEvent(
                         kind: .segment, user: user.rawValue,
                         message:
-                            "segment \(sequence) of \(generation): \(trailer.commits) commits, \(trailer.frames) frames"
+                            "segment \(sequence) of \(generation): \(segment.trailer.commits) commits, \(segment.trailer.frames) frames"
+                            + (segment.rounds > 1 ? " (\(segment.rounds) rounds merged while uploads lagged)" : "")
                     )))
-            shipper.send(user: user, sequence: sequence, object: object, file: temporary)
+            if merged == nil { shipper.send(user: user, sequence: sequence, object: object, file: temporary) }
             return .shipped(nil)
         }
         if grouped, background, !first, let local = repository.localPath {

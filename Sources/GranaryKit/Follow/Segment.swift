@@ -315,11 +315,30 @@ public final class SegmentWriter {
         try page.withUnsafeBytes { try put($0) }
         trailer.frames += 1
         if frame.isCommit {
-            trailer.commits += 1
-            // The bytes JSONEncoder (sorted keys) gives a Segment.Commit, without its cost at
-            // every commit.
-            let json = Array("{\"frame\":\(frame.index),\"pages\":\(frame.commitPages),\"salt1\":\(frame.salt1)}".utf8)
-            try put([UInt8(ascii: "C")] + Self.big32(UInt32(json.count)) + json)
+            try commit(frame: frame.index, pages: frame.commitPages, salt1: frame.salt1)
+        }
+    }
+
+    func commit(frame: Int, pages: UInt32, salt1: UInt32) throws {
+        trailer.commits += 1
+        // The bytes JSONEncoder (sorted keys) gives a Segment.Commit, without its cost at every
+        // commit.
+        let json = Array("{\"frame\":\(frame),\"pages\":\(pages),\"salt1\":\(salt1)}".utf8)
+        try put([UInt8(ascii: "C")] + Self.big32(UInt32(json.count)) + json)
+    }
+
+    /// Copies a record read from another segment of the same generation (``SegmentReader``):
+    /// what merging segments writes, the earlier one's records first. The header and the trailer
+    /// are this segment's own (its first and last observation reach over every run copied).
+    public func copy(_ record: SegmentReader.Record) throws {
+        switch record {
+        case .header: break
+        case .store(let run): try store(run)
+        case .frame(let pageNumber, let page):
+            try put([UInt8(ascii: "F")] + Self.big32(pageNumber))
+            try put(page)
+            trailer.frames += 1
+        case .commit(let c): try self.commit(frame: c.frame, pages: c.pages, salt1: c.salt1)
         }
     }
 

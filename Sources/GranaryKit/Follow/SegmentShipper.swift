@@ -36,8 +36,11 @@ public final class SegmentShipper: @unchecked Sendable {
         /// Its sequence in its generation.
         public let sequence: Int
         /// Its name in the repository (what the outcome is matched to, with the sequence).
-        public let object: String
-        public let file: String
+        public internal(set) var object: String
+        public internal(set) var file: String
+        /// Later rounds of the user attached to it while it waited (``attach(user:sequence:object:becomes:file:)``):
+        /// merged into one segment with ``file`` when its upload begins.
+        var parts: [String] = []
         var attempts = 0
         var notBefore = ContinuousClock.now
         var bytes: Int64 = 0
@@ -150,12 +153,103 @@ public final class SegmentShipper: @unchecked Sendable {
         }
     }
 
+    /// Attaches the segment of a later round of `user` to the user's newest segment handed over
+    /// (`sequence`, named `object`), when no upload of that one has begun (not in a run, never
+    /// tried: no object of its name can be in the repository). The two are then one segment
+    /// under that sequence, named `becomes` (its first observation to the later round's last),
+    /// merged when its upload begins: the earlier one's records, then each later round's, every
+    /// store run with its own observation (docs/follow.md, "Merged while waiting"). `file` is the
+    /// shipper's once attached. False (and `file` the caller's) when that segment is not, or no
+    /// longer, the newest, or started.
+    public func attach(user: UserID, sequence: Int, object: String, becomes: String, file: String) -> Bool {
+        let bytes = FileSystem.size(file) ?? 0
+        return condition.withLock { () -> Bool in
+            guard !stopped, !refused.contains(user), var lane = lanes[user], let last = lane.indices.last,
+                lane[last].parcel.sequence == sequence, lane[last].parcel.object == object,
+                lane[last].parcel.attempts == 0
+            else { return false }
+            switch lane[last].state {
+            case .queued: break
+            case .due:
+                guard
+                    let at = waiting.firstIndex(where: {
+                        $0.user == user && $0.object == object && $0.sequence == sequence
+                    })
+                else { return false }
+                waiting[at].object = becomes
+                waiting[at].parts.append(file)
+                waiting[at].bytes += bytes
+            default: return false
+            }
+            lane[last].parcel.object = becomes
+            lane[last].parcel.parts.append(file)
+            lane[last].parcel.bytes += bytes
+            lanes[user] = lane
+            return true
+        }
+    }
+
+    /// Removes a parcel's files.
+    static func remove(_ parcel: Parcel) {
+        unlink(parcel.file)
+        for part in parcel.parts { unlink(part) }
+    }
+
+    /// Compression contexts for merges, kept between them (at most one per run).
+    private var compressors: [SegmentCompressor] = []
+
+    /// Writes a parcel's rounds, its file and then each part attached, as one segment beside
+    /// them: the first one's header, every record in order, the last one's cursors, from the
+    /// first one's first observation to the last one's last. Each file's digest is checked as
+    /// it is copied (a file that does not check out throws before the merged one is finished,
+    /// and that one is removed); the result must be what the parcel's name says.
+    static func merged(_ parcel: Parcel, compressor: SegmentCompressor) throws -> String {
+        let path =
+            (parcel.file as NSString).deletingLastPathComponent + "/" + FileSystem.temporaryName(for: "segment.seg")
+        var writer: SegmentWriter?
+        var head: Segment.Header?
+        var first: Int64 = 0
+        var last: Int64 = 0
+        var cursors: [String: Segment.StoreCursor] = [:]
+        do {
+            for (index, file) in ([parcel.file] + parcel.parts).enumerated() {
+                let trailer = try SegmentReader.read(file) { record in
+                    if case .header(let header) = record {
+                        if let head {
+                            guard header.user == head.user, header.host == head.host,
+                                header.generation == head.generation
+                            else { throw Segment.Failure.corrupt(path: file, reason: "another user's or generation's") }
+                        } else {
+                            head = header
+                            writer = try SegmentWriter(path: path, header: header, compressor: compressor)
+                        }
+                    }
+                    try writer?.copy(record)
+                }
+                if index == 0 { first = trailer.first }
+                last = trailer.last
+                cursors = trailer.cursors
+            }
+            guard let writer, let head else { throw Segment.Failure.corrupt(path: parcel.file, reason: "no header") }
+            try writer.finish(first: first, last: last, cursors: cursors)
+            let name = (parcel.object as NSString).lastPathComponent
+            guard let named = Segment.parse(fileName: name), named.sequence == head.sequence,
+                named.first == writer.trailer.first, named.last == writer.trailer.last
+            else { throw Segment.Failure.corrupt(path: path, reason: "the merged rounds are not \(name)") }
+            return path
+        } catch {
+            writer = nil
+            unlink(path)
+            throw error
+        }
+    }
+
     /// Forgets `user` (gone from the root): its segments not started are dropped (their files
     /// removed), those uploading are no longer reported, and outcomes not yet taken are dropped.
     public func forget(_ user: UserID) {
         condition.withLock {
             for entry in lanes.removeValue(forKey: user) ?? [] where entry.state != .running {
-                unlink(entry.parcel.file)
+                Self.remove(entry.parcel)
             }
             waiting.removeAll { $0.user == user }
             finished.removeAll { $0.user == user }
@@ -218,7 +312,7 @@ public final class SegmentShipper: @unchecked Sendable {
     private func drop(_ user: UserID) {
         guard var lane = lanes[user] else { return }
         for index in lane.indices where lane[index].state == .queued || lane[index].state == .due {
-            unlink(lane[index].parcel.file)
+            Self.remove(lane[index].parcel)
             lane[index].state = .dropped
         }
         lanes[user] = lane
@@ -287,13 +381,41 @@ public final class SegmentShipper: @unchecked Sendable {
         min(bound, 10 + Double(bytes) / 262_144)
     }
 
-    private func upload(_ parcels: [Parcel]) {
+    private func upload(_ taken: [Parcel]) {
+        // Rounds attached to a segment while it waited become one file now (each round's bytes
+        // written once more, whatever the number attached); a merge that fails gives the segment
+        // up (its commits are read again).
+        var parcels = taken
+        var unmerged: [(Parcel, String)] = []
+        if parcels.contains(where: { !$0.parts.isEmpty }) {
+            let compressor = condition.withLock { compressors.popLast() } ?? SegmentCompressor()
+            for index in parcels.indices where !parcels[index].parts.isEmpty {
+                let parcel = parcels[index]
+                do {
+                    let merged = try Self.merged(parcel, compressor: compressor)
+                    Self.remove(parcel)
+                    parcels[index].file = merged
+                    parcels[index].parts = []
+                    parcels[index].bytes = FileSystem.size(merged) ?? parcel.bytes
+                    condition.withLock {
+                        if let at = self.index(of: parcel) { lanes[parcel.user]![at].parcel = parcels[index] }
+                    }
+                } catch {
+                    unmerged.append((parcel, "its rounds could not be merged: \(error)"))
+                }
+            }
+            condition.withLock { compressors.append(compressor) }
+        }
+        for (parcel, reason) in unmerged { finish(parcel, .abandoned(reason)) }
+        parcels.removeAll { parcel in unmerged.contains { $0.0.object == parcel.object && $0.0.user == parcel.user } }
         var byObject: [String: Parcel] = [:]
         for parcel in parcels { byObject[parcel.object] = parcel }
         var done: Set<String> = []
         var timedOut = true
         var failure: String?
-        if let remote = repository as? RcloneRepository, remote.uploadsBatches() {
+        if parcels.isEmpty {
+            timedOut = false
+        } else if let remote = repository as? RcloneRepository, remote.uploadsBatches() {
             let bytes = parcels.reduce(Int64(0)) { $0 + $1.bytes }
             let deadline = Self.deadline(bytes: bytes, bound: remote.deadline)
             let started = ContinuousClock.now
@@ -324,7 +446,7 @@ public final class SegmentShipper: @unchecked Sendable {
             if !wanted(parcel) {
                 // Stopped (its run killed), given up with an earlier one, or its user gone:
                 // never published behind the follower's back.
-                unlink(parcel.file)
+                Self.remove(parcel)
                 continue
             }
             if timedOut || failure != nil {
@@ -354,7 +476,7 @@ public final class SegmentShipper: @unchecked Sendable {
         }
         condition.withLock {
             running -= 1
-            for user in Set(parcels.map(\.user)) {
+            for user in Set(taken.map(\.user)) {
                 let left = runsOf[user, default: 1] - 1
                 runsOf[user] = left > 0 ? left : nil
             }
@@ -367,7 +489,7 @@ public final class SegmentShipper: @unchecked Sendable {
     /// its user's next one may start); given up, so is every later one of its user (each built
     /// on it).
     private func finish(_ parcel: Parcel, _ outcome: Outcome) {
-        unlink(parcel.file)
+        Self.remove(parcel)
         condition.withLock {
             defer { condition.broadcast() }
             guard let at = index(of: parcel), var lane = lanes[parcel.user],
@@ -387,7 +509,7 @@ public final class SegmentShipper: @unchecked Sendable {
                         // One tried already may be there all the same (a run stopped after the
                         // server took it, said failed): its number may be taken.
                         if lane[later].parcel.attempts > 0 { lane[at].orphaned = true }
-                        unlink(lane[later].parcel.file)
+                        Self.remove(lane[later].parcel)
                         let parcel = lane[later].parcel
                         waiting.removeAll { $0.object == parcel.object && $0.user == parcel.user }
                     case .abandoned, .dropped:
@@ -442,11 +564,11 @@ public final class SegmentShipper: @unchecked Sendable {
         again.notBefore = ContinuousClock.now + RemoteLimits.backoff(try: again.attempts)
         condition.withLock {
             guard let at = index(of: parcel), lanes[parcel.user]![at].state == .running else {
-                unlink(parcel.file)
+                Self.remove(parcel)
                 return
             }
             if stopped {
-                unlink(parcel.file)
+                Self.remove(parcel)
                 lanes[parcel.user]![at].state = .dropped
             } else {
                 if again.attempts == 1 {
