@@ -119,6 +119,70 @@ struct SegmentTests {
         #expect(!FileManager.default.fileExists(atPath: refused), "an unfinished merge leaves no file")
     }
 
+    @Test(
+        "a parcel's rounds merge into the segment its name says: the first header, every run, the last cursors; a part of another generation, a damaged part or another name is refused, leaving no file"
+    )
+    func shipperMerge() throws {
+        let first = folder.child("r1.seg")
+        let (frames, pages) = try write(first)
+        func round(_ name: String, generation: String = "G", sequence: Int, observed: Int64, cursor: UInt64) throws
+            -> String
+        {
+            let path = folder.child(name)
+            let writer = try SegmentWriter(
+                path: path, header: Segment.Header(user: "alice", host: "h", generation: generation, sequence: sequence)
+            )
+            try writer.store(Segment.StoreRun(store: "Notes.sqlite", pageSize: 4096, observed: observed))
+            for (frame, page) in zip(frames, pages) { try writer.frame(frame, page: page) }
+            try writer.finish(
+                first: observed - 500_000, last: observed + 1_000_000,
+                cursors: ["Notes.sqlite": Segment.StoreCursor(device: 1, inode: cursor, wal: nil)])
+            return path
+        }
+        let second = try round("r2.seg", sequence: 2, observed: 3_000_000, cursor: 20)
+        let third = try round("r3.seg", sequence: 3, observed: 5_000_000, cursor: 30)
+        func parcel(_ parts: [String], last: Int64 = 6_000_000) throws -> SegmentShipper.Parcel {
+            SegmentShipper.Parcel(
+                user: try UserID("alice"), sequence: 1,
+                object: "alice/follow/h/G/" + Segment.fileName(sequence: 1, first: 1_000_000, last: last), file: first,
+                parts: parts)
+        }
+        let entries = { (try? FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()) ?? [] }
+        let before = entries()
+
+        let path = try SegmentShipper.merged(try parcel([second, third]), compressor: SegmentCompressor())
+        var header: Segment.Header?
+        var runs: [Int64] = []
+        let trailer = try SegmentReader.read(path) { record in
+            if case .header(let h) = record { header = h }
+            if case .store(let run) = record { runs.append(run.observed) }
+        }
+        #expect(header == Segment.Header(user: "alice", host: "h", generation: "G", sequence: 1))
+        #expect(runs == [1_000_000, 3_000_000, 5_000_000])
+        #expect(trailer.first == 1_000_000 && trailer.last == 6_000_000)
+        #expect(trailer.commits == 3 * frames.filter(\.isCommit).count && trailer.frames == 3 * frames.count)
+        #expect(trailer.cursors["Notes.sqlite"]?.inode == 30, "the last round's cursors")
+        unlink(path)
+        #expect(entries() == before)
+
+        // Refused, each leaving no file behind: another name, a round of another generation, a
+        // damaged round.
+        let other = try round("other.seg", generation: "H", sequence: 2, observed: 3_000_000, cursor: 20)
+        let damaged = folder.child("damaged.seg")
+        var bytes = try Array(Data(contentsOf: URL(fileURLWithPath: third)))
+        bytes[bytes.count / 2] ^= 0x40
+        try Data(bytes).write(to: URL(fileURLWithPath: damaged))
+        let listed = entries()
+        for refused in [
+            try parcel([second, third], last: 5_999_999), try parcel([other]), try parcel([second, damaged]),
+        ] {
+            #expect(throws: Segment.Failure.self) {
+                try SegmentShipper.merged(refused, compressor: SegmentCompressor())
+            }
+            #expect(entries() == listed, "\(refused.parts)")
+        }
+    }
+
     /// Names a user may give a store or its folders: links' slashes, quotes, backslashes,
     /// control characters, and letters beyond ASCII.
     static let awkward = [

@@ -145,6 +145,10 @@ public final class UserFollower {
         let last: Int64
         /// The rounds it holds (more than one when merged).
         let rounds: Int
+        /// Whether its first observation is not after the previous segment's last: it marks a gap
+        /// (``FollowCatalogue/Generation/windows``), so nothing is merged into it (the moments
+        /// a round merged into it claims would be cut with the gap).
+        let marksGap: Bool
         /// When its (last) round began, and whether it left nothing behind (the state for `check`).
         let began: Int64
         let caughtUp: Bool
@@ -418,12 +422,13 @@ public final class UserFollower {
     /// (written when its upload begins), from the earlier one's first observation to the new
     /// one's last. What it claims is what the two claimed (``FollowCatalogue/Generation/windows``),
     /// so only a new segment that continues the earlier one is merged (its first observation
-    /// after the earlier one's last: not one that marks a gap), and only up to ``mergedRounds``
-    /// rounds and ``mergedBytes``. Nil when not merged (the file is the caller's still).
+    /// after the earlier one's last: not one that marks a gap), never into one that marks a gap
+    /// (its gap would cut what the new one claims), and only up to ``mergedRounds`` rounds and
+    /// ``mergedBytes``. Nil when not merged (the file is the caller's still).
     func merge(
         _ shipper: SegmentShipper, with new: (file: String, bytes: Int64, trailer: Segment.Trailer)
     ) -> (object: String, bytes: Int64, trailer: Segment.Trailer, rounds: Int)? {
-        guard let generation, let earlier = staged.last, earlier.sequence == sequence,
+        guard let generation, let earlier = staged.last, earlier.sequence == sequence, !earlier.marksGap,
             new.trailer.first > earlier.last, earlier.rounds < Self.mergedRounds,
             earlier.bytes + new.bytes <= Self.mergedBytes
         else { return nil }
@@ -794,6 +799,7 @@ public final class UserFollower {
             // begun to upload, the two are merged into one (the uploads lag: one object fewer).
             let merged = merge(
                 shipper, with: (file: temporary, bytes: FileSystem.size(temporary) ?? 0, trailer: trailer))
+            let marksGap = merged == nil && lastShipped.map { trailer.first <= $0 } == true
             if staged.isEmpty { fallback = position }
             if merged == nil { sequence += 1 }
             cursors = next
@@ -808,7 +814,7 @@ public final class UserFollower {
                 Staged(
                     sequence: sequence, object: segment.object, bytes: segment.bytes,
                     commits: segment.trailer.commits, frames: segment.trailer.frames, first: segment.trailer.first,
-                    last: segment.trailer.last, rounds: segment.rounds, began: began,
+                    last: segment.trailer.last, rounds: segment.rounds, marksGap: marksGap, began: began,
                     caughtUp: left.isEmpty,
                     after: position,
                     event: FollowEvent(

@@ -138,7 +138,11 @@ public final class SegmentShipper: @unchecked Sendable {
         var parcel = Parcel(user: user, sequence: sequence, object: object, file: file)
         parcel.bytes = FileSystem.size(file) ?? 0
         condition.withLock {
-            if refused.contains(user) || stopped {
+            // A lane holding a segment given up (its outcome not yet released behind an earlier
+            // one still uploading): everything after it is built on it, and its sequence may be
+            // taken again by the follower's fallback.
+            let refusing = lanes[user]?.contains { if case .abandoned = $0.state { true } else { false } } == true
+            if refused.contains(user) || stopped || refusing {
                 unlink(file)
                 finished.append(
                     Finished(
@@ -164,7 +168,9 @@ public final class SegmentShipper: @unchecked Sendable {
     public func attach(user: UserID, sequence: Int, object: String, becomes: String, file: String) -> Bool {
         let bytes = FileSystem.size(file) ?? 0
         return condition.withLock { () -> Bool in
-            guard !stopped, !refused.contains(user), var lane = lanes[user], let last = lane.indices.last,
+            guard !stopped, !refused.contains(user), var lane = lanes[user],
+                !lane.contains(where: { if case .abandoned = $0.state { true } else { false } }),
+                let last = lane.indices.last,
                 lane[last].parcel.sequence == sequence, lane[last].parcel.object == object,
                 lane[last].parcel.attempts == 0
             else { return false }
@@ -389,7 +395,7 @@ public final class SegmentShipper: @unchecked Sendable {
         var unmerged: [(Parcel, String)] = []
         if parcels.contains(where: { !$0.parts.isEmpty }) {
             let compressor = condition.withLock { compressors.popLast() } ?? SegmentCompressor()
-            for index in parcels.indices where !parcels[index].parts.isEmpty {
+            for index in parcels.indices where !parcels[index].parts.isEmpty && wanted(parcels[index]) {
                 let parcel = parcels[index]
                 do {
                     let merged = try Self.merged(parcel, compressor: compressor)
