@@ -412,8 +412,15 @@ public final class SegmentShipper: @unchecked Sendable {
             }
             condition.withLock { compressors.append(compressor) }
         }
-        for (parcel, reason) in unmerged { finish(parcel, .abandoned(reason)) }
-        parcels.removeAll { parcel in unmerged.contains { $0.0.object == parcel.object && $0.0.user == parcel.user } }
+        for (parcel, reason) in unmerged {
+            // Its user's later segments in this run have not begun to upload either: they are
+            // given up with it as segments not started (none can be in the repository, so the
+            // follower reads their commits again in the same generation).
+            let later = parcels.filter { $0.user == parcel.user && $0.sequence > parcel.sequence }
+            condition.withLock { for other in later { setState(of: other, .due) } }
+            parcels.removeAll { $0.user == parcel.user && $0.sequence >= parcel.sequence }
+            finish(parcel, .abandoned(reason))
+        }
         var byObject: [String: Parcel] = [:]
         for parcel in parcels { byObject[parcel.object] = parcel }
         var done: Set<String> = []
