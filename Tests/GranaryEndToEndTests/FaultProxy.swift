@@ -85,8 +85,16 @@ final class FaultProxy: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// Stops accepting. Once only: a test's `defer` and the deinit both call it, and a second
+    /// `close` of the listener's number closes whatever the process opened under it since (a
+    /// pipe or socket of Foundation's `Process`: the next child's run failed with EBADF, or its
+    /// exit was never noticed and the test hung).
     func stop() {
-        lock.withLock { stopped = true }
+        let first = lock.withLock { () -> Bool in
+            defer { stopped = true }
+            return !stopped
+        }
+        guard first else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }
