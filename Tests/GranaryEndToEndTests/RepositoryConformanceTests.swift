@@ -246,8 +246,11 @@ struct RepositoryConformanceTests {
         }
         #expect(try repository.write(folder + "/a.tar", from: place.file(Self.payload(10, seed: 1))))
         try repository.writeSidecar(record("a.tar", "first"), of: folder + "/a.tar")
-        // (Taken before the answers are: each is remembered from its own start, no earlier.)
+        // (Taken before the answers are: each is remembered from its own start, no earlier. A
+        // user lock taken anywhere in this process meanwhile, by another test running beside
+        // this one, forgets every answer too: UserLock.acquisitions.)
         let remembered = ContinuousClock.now
+        let locks = UserLock.acquisitions
         #expect(try names(repository) == ["a.tar"], "its own write, seen at once")
         #expect(repository.readSidecars(in: folder) == ["a.tar": record("a.tar", "first")])
         // Another process writes: within the moment, the remembered answers.
@@ -256,7 +259,7 @@ struct RepositoryConformanceTests {
         #expect(try names(other) == ["a.tar", "b.tar"], "a value that does not remember asks each time")
         let listed = try names(repository)
         let records = repository.readSidecars(in: folder)
-        if ContinuousClock.now - remembered < ListingMemo.lifetime {
+        if ContinuousClock.now - remembered < ListingMemo.lifetime && UserLock.acquisitions == locks {
             #expect(listed == ["a.tar"], "remembered for a moment")
             #expect(records == ["a.tar": record("a.tar", "first")], "remembered for a moment")
         }
@@ -280,9 +283,10 @@ struct RepositoryConformanceTests {
         let root = Root(path: place.folder.child("root"))
         try FileSystem.makeDirectory(root.path, mode: 0o755)
         let beforeLock = ContinuousClock.now
+        let locksBefore = UserLock.acquisitions
         #expect(try names(repository) == ["a.tar", "c.tar"])
         #expect(try other.write(folder + "/d.tar", from: place.file(Self.payload(10, seed: 4))))
-        if ContinuousClock.now - beforeLock < ListingMemo.lifetime {
+        if ContinuousClock.now - beforeLock < ListingMemo.lifetime && UserLock.acquisitions == locksBefore {
             #expect(try names(repository) == ["a.tar", "c.tar"], "remembered, no lock taken")
         }
         try UserLock.acquire(root: root, user: UserID("alice@example.com"), timeout: .zero).release()

@@ -798,7 +798,7 @@ public final class UserFollower {
             // once it is published (shipped(_:)). When the user's newest staged segment has not
             // begun to upload, the two are merged into one (the uploads lag: one object fewer).
             let merged = merge(
-                shipper, with: (file: temporary, bytes: FileSystem.size(temporary) ?? 0, trailer: trailer))
+                shipper, with: (file: temporary, bytes: FileSystem.size(temporary), trailer: trailer))
             let marksGap = merged == nil && lastShipped.map { trailer.first <= $0 } == true
             if staged.isEmpty { fallback = position }
             if merged == nil { sequence += 1 }
@@ -808,7 +808,7 @@ public final class UserFollower {
             rereading = false
             for name in readToEnd { readThrough[name] = began }
             let segment =
-                merged ?? (object: object, bytes: FileSystem.size(temporary) ?? 0, trailer: trailer, rounds: 1)
+                merged ?? (object: object, bytes: FileSystem.size(temporary), trailer: trailer, rounds: 1)
             if merged != nil { staged.removeLast() }
             staged.append(
                 Staged(

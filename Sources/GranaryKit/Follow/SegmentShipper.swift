@@ -136,7 +136,7 @@ public final class SegmentShipper: @unchecked Sendable {
     /// once), reported published once every earlier one is.
     public func send(user: UserID, sequence: Int, object: String, file: String) {
         var parcel = Parcel(user: user, sequence: sequence, object: object, file: file)
-        parcel.bytes = FileSystem.size(file) ?? 0
+        parcel.bytes = FileSystem.size(file)
         condition.withLock {
             // A lane holding a segment given up (its outcome not yet released behind an earlier
             // one still uploading): everything after it is built on it, and its sequence may be
@@ -166,7 +166,7 @@ public final class SegmentShipper: @unchecked Sendable {
     /// shipper's once attached. False (and `file` the caller's) when that segment is not, or no
     /// longer, the newest, or started.
     public func attach(user: UserID, sequence: Int, object: String, becomes: String, file: String) -> Bool {
-        let bytes = FileSystem.size(file) ?? 0
+        let bytes = FileSystem.size(file)
         return condition.withLock { () -> Bool in
             guard !stopped, !refused.contains(user), var lane = lanes[user],
                 !lane.contains(where: { if case .abandoned = $0.state { true } else { false } }),
@@ -402,7 +402,7 @@ public final class SegmentShipper: @unchecked Sendable {
                     Self.remove(parcel)
                     parcels[index].file = merged
                     parcels[index].parts = []
-                    parcels[index].bytes = FileSystem.size(merged) ?? parcel.bytes
+                    parcels[index].bytes = FileSystem.size(merged)
                     condition.withLock {
                         if let at = self.index(of: parcel) { lanes[parcel.user]![at].parcel = parcels[index] }
                     }
