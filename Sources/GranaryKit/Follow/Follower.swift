@@ -138,11 +138,8 @@ public final class UserFollower {
         /// Its name in the repository (an outcome is matched to it as well as to the sequence).
         let object: String
         let bytes: Int64
-        let commits: Int
-        let frames: Int
-        /// Its first and last observation (its trailer's).
-        let first: Int64
-        let last: Int64
+        /// Its commits, frames, first and last observation, cursors.
+        let trailer: Segment.Trailer
         /// The rounds it holds (more than one when merged).
         let rounds: Int
         /// Whether its first observation is not after the previous segment's last: it marks a gap
@@ -221,7 +218,7 @@ public final class UserFollower {
 
     /// The sequences staged and not published, oldest first, and the commits they hold.
     public var stagedSequences: [Int] { staged.map(\.sequence) }
-    public var stagedCommits: Int { staged.reduce(0) { $0 + $1.commits } }
+    public var stagedCommits: Int { staged.reduce(0) { $0 + $1.trailer.commits } }
 
     /// What became of a segment handed to ``shipper``.
     public struct Settled {
@@ -429,13 +426,13 @@ public final class UserFollower {
         _ shipper: SegmentShipper, with new: (file: String, bytes: Int64, trailer: Segment.Trailer)
     ) -> (object: String, bytes: Int64, trailer: Segment.Trailer, rounds: Int)? {
         guard let generation, let earlier = staged.last, earlier.sequence == sequence, !earlier.marksGap,
-            new.trailer.first > earlier.last, earlier.rounds < Self.mergedRounds,
+            new.trailer.first > earlier.trailer.last, earlier.rounds < Self.mergedRounds,
             earlier.bytes + new.bytes <= Self.mergedBytes
         else { return nil }
         var trailer = new.trailer
-        trailer.first = earlier.first
-        trailer.commits += earlier.commits
-        trailer.frames += earlier.frames
+        trailer.first = earlier.trailer.first
+        trailer.commits += earlier.trailer.commits
+        trailer.frames += earlier.trailer.frames
         let name = Segment.fileName(sequence: earlier.sequence, first: trailer.first, last: trailer.last)
         let object = followFolder + "/" + generation + "/" + name
         guard
@@ -812,9 +809,8 @@ public final class UserFollower {
             if merged != nil { staged.removeLast() }
             staged.append(
                 Staged(
-                    sequence: sequence, object: segment.object, bytes: segment.bytes,
-                    commits: segment.trailer.commits, frames: segment.trailer.frames, first: segment.trailer.first,
-                    last: segment.trailer.last, rounds: segment.rounds, marksGap: marksGap, began: began,
+                    sequence: sequence, object: segment.object, bytes: segment.bytes, trailer: segment.trailer,
+                    rounds: segment.rounds, marksGap: marksGap, began: began,
                     caughtUp: left.isEmpty,
                     after: position,
                     event: FollowEvent(

@@ -65,6 +65,8 @@ public final class SegmentShipper: @unchecked Sendable {
         case abandoned(String)
         /// Left at a stop: neither it nor any later one is reported.
         case dropped
+
+        var isAbandoned: Bool { if case .abandoned = self { true } else { false } }
     }
 
     struct Entry {
@@ -138,11 +140,7 @@ public final class SegmentShipper: @unchecked Sendable {
         var parcel = Parcel(user: user, sequence: sequence, object: object, file: file)
         parcel.bytes = FileSystem.size(file)
         condition.withLock {
-            // A lane holding a segment given up (its outcome not yet released behind an earlier
-            // one still uploading): everything after it is built on it, and its sequence may be
-            // taken again by the follower's fallback.
-            let refusing = lanes[user]?.contains { if case .abandoned = $0.state { true } else { false } } == true
-            if refused.contains(user) || stopped || refusing {
+            if refuses(user) {
                 unlink(file)
                 finished.append(
                     Finished(
@@ -168,9 +166,7 @@ public final class SegmentShipper: @unchecked Sendable {
     public func attach(user: UserID, sequence: Int, object: String, becomes: String, file: String) -> Bool {
         let bytes = FileSystem.size(file)
         return condition.withLock { () -> Bool in
-            guard !stopped, !refused.contains(user), var lane = lanes[user],
-                !lane.contains(where: { if case .abandoned = $0.state { true } else { false } }),
-                let last = lane.indices.last,
+            guard !refuses(user), var lane = lanes[user], let last = lane.indices.last,
                 lane[last].parcel.sequence == sequence, lane[last].parcel.object == object,
                 lane[last].parcel.attempts == 0
             else { return false }
@@ -193,6 +189,15 @@ public final class SegmentShipper: @unchecked Sendable {
             lanes[user] = lane
             return true
         }
+    }
+
+    /// Whether whatever else of `user` is handed over is given up at once (under the lock): the
+    /// shipper stops; a segment of the user was given up since the follower last took the
+    /// outcomes; or the user's lane holds a segment given up whose outcome waits behind an earlier
+    /// one still uploading. Everything after such a segment is built on it, and its sequence may
+    /// be taken again by the follower's fallback.
+    private func refuses(_ user: UserID) -> Bool {
+        stopped || refused.contains(user) || lanes[user]?.contains(where: \.state.isAbandoned) == true
     }
 
     /// Removes a parcel's files.
