@@ -13,6 +13,8 @@
 # object's LastModified, which moto gives to the second: rounded up, so the RPO is still an upper
 # bound (and at most 1 s above it). Each user's first generation is a backup uploaded there: start
 # with fewer users (BENCH_FOLLOW_USERS=100 BENCH_FOLLOW_STORES=1).
+# BENCH_FOLLOW_DIR (/var/tmp) holds the users' root and the local repository (its file system
+# decides what making a segment durable costs).
 set -euo pipefail
 KIND=${BENCH_FOLLOW_REPO:-local}
 USERS=${BENCH_FOLLOW_USERS:-1000}
@@ -24,7 +26,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 follow=
 holder=
 moto=
-W=$(mktemp -d /var/tmp/granary-bench-follow.XXXXXX)
+W=$(mktemp -d "${BENCH_FOLLOW_DIR:-/var/tmp}/granary-bench-follow.XXXXXX")
 # BENCH_FOLLOW_LOG=FILE keeps follow's journal.
 trap '[ -n "$follow" ] && kill -9 $follow 2>/dev/null; [ -n "$holder" ] && kill $holder 2>/dev/null; [ -n "$moto" ] && kill $moto 2>/dev/null; [ -n "${BENCH_FOLLOW_LOG:-}" ] && cp "$W/follow.log" "$BENCH_FOLLOW_LOG"; rm -rf "$W"' EXIT
 mkdir -p "$W/root"; chmod 755 "$W/root"
