@@ -208,7 +208,8 @@ struct FollowRemoteFaultTests {
             } else {
                 #expect(saysNoClaim(said), "\(said)")
                 let windows = generations(owner.user).flatMap(\.windows)
-                #expect(!windows.contains { $0.from <= moment.at && moment.at <= $0.to }, "T=\(moment.at) \(owner.user)")
+                #expect(
+                    !windows.contains { $0.from <= moment.at && moment.at <= $0.to }, "T=\(moment.at) \(owner.user)")
             }
         }
         print("follow through faults: \(moments.count) moments, \(claimed) claimed, spans \(spans.map(\.name))")
