@@ -19,6 +19,15 @@ struct FolderNameTests {
         return bytes
     }
 
+    @Test("ASCII bytes decode to the string of those characters, NUL and controls included")
+    func ascii() {
+        for bytes in [Array("Local.sqlite-wal".utf8), [0x00, 0x41, 0x0A, 0x7F], [], Array("a b/c".utf8)] as [[UInt8]] {
+            let name = FolderName.decode(bytes)
+            #expect(name.unicodeScalars.map(\.value) == bytes.map(UInt32.init))
+            #expect(FolderName.encode(name) == bytes)
+        }
+    }
+
     @Test("bytes to string and back, 20,000 names: ASCII, UTF-8, not UTF-8, not in NFC, escapes")
     func roundTrip() {
         // A fixed sequence (xorshift), the same every run.

@@ -24,6 +24,8 @@ public enum FolderName {
 
     /// The string for the bytes of a name.
     public static func decode(_ bytes: [UInt8]) -> String {
+        // ASCII (most names, every event `follow` takes in): each byte is its character.
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
         var scalars = String.UnicodeScalarView()
         var index = 0
         var ascii = true
