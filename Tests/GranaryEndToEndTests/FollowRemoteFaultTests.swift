@@ -209,7 +209,8 @@ struct FollowRemoteFaultTests {
                 #expect(saysNoClaim(said), "\(said)")
                 let windows = generations(owner.user).flatMap(\.windows)
                 #expect(
-                    !windows.contains { $0.from <= moment.at && moment.at <= $0.to }, "T=\(moment.at) \(owner.user)")
+                    !windows.contains { $0.from <= moment.at && moment.at <= $0.to },
+                    "T=\(ArchiveName.stamp(micros: moment.at, precise: true)) \(owner.user)")
             }
         }
         print("follow through faults: \(moments.count) moments, \(claimed) claimed, spans \(spans.map(\.name))")
@@ -516,7 +517,9 @@ extension FollowRemoteFaultTests {
                 let at = segment.first + (segment.last - segment.first) * Int64(quarter) / 4
                 // Claimed (inside a merged segment): every write acknowledged by T - 1 s is there.
                 let said = try restoreAudited("alice", at: at, rows: rows, location: location, into: "at-\(index)")
-                #expect(said?.contains("within the followed window") != false, "T=\(at): \(said ?? "")")
+                #expect(
+                    said?.contains("within the followed window") != false,
+                    "T=\(ArchiveName.stamp(micros: at, precise: true)): \(said ?? "")")
             }
         }
     }

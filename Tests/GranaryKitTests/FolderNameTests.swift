@@ -28,6 +28,24 @@ struct FolderNameTests {
         }
     }
 
+    @Test(
+        "strings made elsewhere (older manifests, literals) encode as the character-by-character form: escapes of any byte, NFD, the code points beside the escapes"
+    )
+    func foreignStrings() {
+        let strings = [
+            "\u{10FF41}", "a\u{10FF00}b", "\u{10FFFF}", "\u{10FEFF}", "e\u{301}", "Cafe\u{301}.sqlite", "😀\u{10FF80}",
+            "plain", "",
+        ]
+        for string in strings {
+            #expect(FolderName.encode(string) == Self.reference(string), "\(string.unicodeScalars.map(\.value))")
+        }
+        // A name whose bytes are UTF-8 but not in NFC is kept as its bytes: its accent is escaped,
+        // not decoded into a string that would normalize to another name.
+        let decomposed = FolderName.decode(Array("Cafe\u{301}".utf8))
+        #expect(!decomposed.unicodeScalars.elementsEqual("Cafe\u{301}".unicodeScalars))
+        #expect(FolderName.encode(decomposed) == Array("Cafe\u{301}".utf8))
+    }
+
     @Test("bytes to string and back, 20,000 names: ASCII, UTF-8, not UTF-8, not in NFC, escapes")
     func roundTrip() {
         // A fixed sequence (xorshift), the same every run.

@@ -1250,7 +1250,7 @@ public final class FollowRun {
             // Due users, oldest change first (a user whose segment is being published waits for it).
             let now = clock.now
             let delay = Duration.microseconds(pacing.delay)
-            // (A loop, not a filtered copy of `pending`: this runs up to 40 times a second.)
+            // (A loop, not a filtered copy of `pending`: passes come tens of times a second.)
             var due: [(user: UserID, since: ContinuousClock.Instant)] = []
             for (user, work) in pending where work.since + delay <= now && followers[user]?.waitsForUploads != true {
                 due.append((user, work.since))
