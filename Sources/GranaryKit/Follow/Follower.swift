@@ -794,8 +794,8 @@ public final class UserFollower {
             // user's segments staged before it): the next read goes on from here, the claim
             // once it is published (shipped(_:)). When the user's newest staged segment has not
             // begun to upload, the two are merged into one (the uploads lag: one object fewer).
-            let merged = merge(
-                shipper, with: (file: temporary, bytes: FileSystem.size(temporary), trailer: trailer))
+            let bytes = FileSystem.size(temporary)
+            let merged = merge(shipper, with: (file: temporary, bytes: bytes, trailer: trailer))
             let marksGap = merged == nil && lastShipped.map { trailer.first <= $0 } == true
             if staged.isEmpty { fallback = position }
             if merged == nil { sequence += 1 }
@@ -805,7 +805,7 @@ public final class UserFollower {
             rereading = false
             for name in readToEnd { readThrough[name] = began }
             let segment =
-                merged ?? (object: object, bytes: FileSystem.size(temporary), trailer: trailer, rounds: 1)
+                merged ?? (object: object, bytes: bytes, trailer: trailer, rounds: 1)
             if merged != nil { staged.removeLast() }
             staged.append(
                 Staged(
