@@ -40,6 +40,17 @@ struct BoundaryUnitTests {
         #expect(user.environment["RCLONE_RC"] == nil && user.environment["LD_PRELOAD"] == "/tmp/x.so")
     }
 
+    @Test("every rclone granary starts runs with TCELL_MINIMIZE=1 (no start-up width table), unless it is set")
+    func rcloneStartsLight() throws {
+        // /usr/bin/env stands in for rclone's executable: it prints the environment it was given.
+        let plain = try Rclone(executable: "/usr/bin/env", environment: ["PATH": "/usr/bin:/bin"]).run([])
+        let lines = String(decoding: plain.standardOutput, as: UTF8.self).split(separator: "\n")
+        #expect(plain.status == 0 && lines.contains("TCELL_MINIMIZE=1"), "\(lines)")
+        let own = try Rclone(executable: "/usr/bin/env", environment: ["TCELL_MINIMIZE": ""]).run([])
+        let ownLines = String(decoding: own.standardOutput, as: UTF8.self).split(separator: "\n")
+        #expect(ownLines.contains("TCELL_MINIMIZE=") && !ownLines.contains("TCELL_MINIMIZE=1"), "\(ownLines)")
+    }
+
     @Test("a command hint quotes every word and is printed Try:; prose is printed Hint:")
     func hintMarks() {
         let hostile = "/srv/$(touch PWNED)'x\n.sqlite"
