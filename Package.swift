@@ -36,15 +36,12 @@ let package = Package(
         // A process outside the reopen protocol that logs its acknowledged writes (tests, make soak).
         .executable(name: "granary-ledger-writer", targets: ["granary-ledger-writer"]),
     ],
-    // Every package of the dependency graph, pinned exactly, transitive ones too (swift-asn1 comes
-    // with swift-crypto; it is named only to be pinned, hence SwiftPM's warning that no target uses
-    // it): what root runs on users' data is built from these versions and no others.
+    // Every package of the dependency graph, pinned exactly, transitive ones too: what root runs
+    // on users' data is built from these versions and no others.
     // Package.resolved stays out of git (the package mirror's commit ids are not upstream's);
     // `make check-pins` fails when the resolved graph differs from these pins.
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
-        .package(url: "https://github.com/apple/swift-crypto", exact: "3.12.3"),
-        .package(url: "https://github.com/apple/swift-asn1.git", exact: "1.7.4"),
         .package(url: "https://github.com/LebJe/TOMLKit", exact: "0.6.0"),
     ],
     targets: [
@@ -74,18 +71,18 @@ let package = Package(
             pkgConfig: "libarchive",
             providers: [.apt(["libarchive-dev"])]
         ),
+        // SHA-256 of one message: the CPU's SHA instructions where it has them, else portable C.
+        .target(name: "CSHA256", cSettings: hardenedC),
+        // Its Swift face, `SHA256`: every digest granary writes or checks.
+        .target(name: "GranaryDigest", dependencies: ["CSHA256"]),
         // The reopen protocol (man 7 granary-reopen): the owner side and granary's client.
-        .target(
-            name: "GranaryOwner",
-            dependencies: [.product(name: "Crypto", package: "swift-crypto")]
-        ),
+        .target(name: "GranaryOwner", dependencies: ["GranaryDigest"]),
         // All behaviour lives here; it never prints.
         .target(
             name: "GranaryKit",
             dependencies: [
                 "CSQLite", "CArchive", "CZstd", "CLinux", "CSnapshotTee", "CBeneath", "CSQLiteLimits", "CPageHash",
-                "GranaryOwner",
-                .product(name: "Crypto", package: "swift-crypto"),
+                "GranaryOwner", "GranaryDigest",
             ],
             // Test seams (crash injection) exist in debug builds only: see Support/TestHooks.swift.
             swiftSettings: fuzzFlags + [.define("TEST_HOOKS", .when(configuration: .debug))]
@@ -138,8 +135,12 @@ let package = Package(
             name: "GranaryTestSupport", dependencies: ["GranaryKit", "CTestSetup"], path: "Tests/GranaryTestSupport"),
         .testTarget(
             name: "GranaryKitTests",
-            dependencies: ["GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryTestSupport"]),
-        .testTarget(name: "GranaryEndToEndTests", dependencies: ["GranaryKit", "GranaryOwner", "GranaryTestSupport"]),
+            dependencies: [
+                "GranaryKit", "GranaryCLI", "CSQLite", "GranaryOwner", "GranaryDigest", "GranaryTestSupport",
+            ]),
+        .testTarget(
+            name: "GranaryEndToEndTests",
+            dependencies: ["GranaryKit", "GranaryOwner", "GranaryDigest", "GranaryTestSupport"]),
         .testTarget(name: "GranaryCLITests", dependencies: ["GranaryCLI", "GranaryKit", "GranaryTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

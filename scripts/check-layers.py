@@ -82,7 +82,7 @@ DELTA_USERS = {"Backup", "Restore", "Catalogue", "Follow/FollowedPages.swift",
                "Repository/MirrorSync.swift", "Repository/Repository.swift", "Repository/ArchiveHead.swift"}
 # The modules Delta may import: no libarchive (archives are read through Archive/), no CBeneath
 # (a user's folder only through Users/ and SQLite/). CPageHash is Delta's alone (PageHash).
-DELTA_IMPORTS = {"Foundation", "Glibc", "Synchronization", "Crypto", "CSQLite", "CSnapshotTee", "CPageHash", "CLinux"}
+DELTA_IMPORTS = {"Foundation", "Glibc", "Synchronization", "GranaryDigest", "CSQLite", "CSnapshotTee", "CPageHash", "CLinux"}
 ONLY_DELTA_IMPORTS = {"CPageHash"}
 
 base = sys.argv[1] if len(sys.argv) > 1 else "Sources/GranaryKit"

@@ -21,7 +21,7 @@ third=$stage/third-party
 mkdir -p "$third"
 swift_root=$(dirname "$(dirname "$(readlink -f "$(command -v "${SWIFT:-swift}")")")")
 cp "$swift_root/share/swift/LICENSE.txt" "$third/swift-toolchain.LICENSE.txt"
-for package in swift-argument-parser swift-crypto tomlkit; do
+for package in swift-argument-parser tomlkit; do
     checkout=$(find .build/checkouts -maxdepth 1 -iname "$package" | head -n 1)
     [ -n "$checkout" ] || { echo "no checkout of $package in .build/checkouts: run make release first" >&2; exit 1; }
     for file in "$checkout"/LICENSE* "$checkout"/NOTICE*; do

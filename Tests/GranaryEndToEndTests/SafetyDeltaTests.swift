@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 import GranaryKit
 import GranaryTestSupport
 import Testing

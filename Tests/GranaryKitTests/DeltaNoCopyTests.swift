@@ -1,7 +1,7 @@
 import CSQLite
 import CSnapshotTee
-import Crypto
 import Foundation
+import GranaryDigest
 import GranaryTestSupport
 import Testing
 

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 import Testing
 
 @testable import GranaryKit

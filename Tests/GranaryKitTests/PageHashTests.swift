@@ -1,12 +1,12 @@
-import Crypto
 import Foundation
+import GranaryDigest
 import GranaryTestSupport
 import Testing
 
 @testable import GranaryKit
 
-/// ``PageHash``: every way of hashing pages this CPU runs (swift-crypto, the portable sixteen
-/// lanes in both their builds, the AVX-512 lanes) against swift-crypto's SHA-256 and against stock
+/// ``PageHash``: every way of hashing pages this CPU runs (one page at a time, the portable sixteen
+/// lanes in both their builds, the AVX-512 lanes) against the one-message SHA-256 and against stock
 /// `sha256sum`, for every page size, counts around sixteen, and pages that start anywhere. A way
 /// this CPU cannot run is a test reported as skipped, with the reason, never a silent pass.
 @Suite("page hashes")
@@ -50,7 +50,7 @@ struct PageHashTests {
     static let noWide = "this CPU has no AVX-512F and AVX-512BW: the wide (AVX-512) way is not compared here"
 
     /// `way`'s digests of every count around sixteen (a partial last batch, fewer than sixteen
-    /// pages, none) from every offset are swift-crypto's, page by page.
+    /// pages, none) from every offset are the one-message SHA-256's, page by page.
     static func expectSameAsOneAtATime(way: PageHash.Way, pageSize: Int) {
         for count in [0, 1, 7, 15, 16, 17, 31, 32, 33, 50] {
             for skew in [0, 1, 4] {
@@ -90,21 +90,21 @@ struct PageHashTests {
     }
 
     @Test(
-        "swift-crypto and the portable sixteen lanes (both builds) give swift-crypto's SHA-256 of each page, for every page size and count",
+        "one at a time and the portable sixteen lanes (both builds) give the one-message SHA-256 of each page, for every page size and count",
         arguments: everywhere, pageSizes)
     func sameAsOneAtATime(way: PageHash.Way, pageSize: Int) {
         Self.expectSameAsOneAtATime(way: way, pageSize: pageSize)
     }
 
     @Test(
-        "the AVX-512 sixteen lanes give swift-crypto's SHA-256 of each page, for every page size and count",
+        "the AVX-512 sixteen lanes give the one-message SHA-256 of each page, for every page size and count",
         .enabled(if: PageHash.wideAvailable, Comment(rawValue: noWide)), arguments: pageSizes)
     func wideSameAsOneAtATime(pageSize: Int) {
         Self.expectSameAsOneAtATime(way: .wide, pageSize: pageSize)
     }
 
     @Test(
-        "swift-crypto's and the portable lanes' digests are stock sha256sum's, page by page, for every page size",
+        "one at a time's and the portable lanes' digests are stock sha256sum's, page by page, for every page size",
         arguments: everywhere, pageSizes)
     func sameAsSha256sum(way: PageHash.Way, pageSize: Int) throws {
         try Self.expectSameAsSha256sum(way: way, pageSize: pageSize)
@@ -119,13 +119,18 @@ struct PageHashTests {
 
     @Test("the process hashes pages the way this CPU runs fastest unless GRANARY_PAGE_HASH says otherwise")
     func defaultWay() {
-        #expect(PageHash.select(nil, wideAvailable: true) == .init(way: .wide))
-        #expect(PageHash.select(nil, wideAvailable: false) == .init(way: .crypto))
-        #expect(PageHash.select("", wideAvailable: true) == .init(way: .wide))
+        for sha in [true, false] {
+            #expect(PageHash.select(nil, wideAvailable: true, shaInstructions: sha) == .init(way: .wide))
+            #expect(PageHash.select("", wideAvailable: true, shaInstructions: sha) == .init(way: .wide))
+        }
+        // Without AVX-512: one page at a time with SHA instructions, else the portable lanes.
+        #expect(PageHash.select(nil, wideAvailable: false, shaInstructions: true) == .init(way: .crypto))
+        #expect(PageHash.select(nil, wideAvailable: false, shaInstructions: false) == .init(way: .portable))
         // Whatever this process was started with, it runs a way this CPU has.
         #expect(PageHash.selected.way.isAvailable)
         if ProcessInfo.processInfo.environment["GRANARY_PAGE_HASH"] == nil {
-            #expect(PageHash.selected == .init(way: PageHash.wideAvailable ? .wide : .crypto))
+            let fastest: PageHash.Way = PageHash.wideAvailable ? .wide : SHA256.isAccelerated ? .crypto : .portable
+            #expect(PageHash.selected == .init(way: fastest))
         }
     }
 
@@ -141,8 +146,9 @@ struct PageHashTests {
 
     @Test("GRANARY_PAGE_HASH=wide on a CPU without AVX-512, or a value it does not know, falls back with a note")
     func fallsBackWithNote() {
-        let wide = PageHash.select("wide", wideAvailable: false)
+        let wide = PageHash.select("wide", wideAvailable: false, shaInstructions: true)
         #expect(wide.way == .crypto)
+        #expect(PageHash.select("wide", wideAvailable: false, shaInstructions: false).way == .portable)
         #expect(wide.note?.contains("no AVX-512") == true, "\(wide.note ?? "no note")")
         let unknown = PageHash.select("fast", wideAvailable: true)
         #expect(unknown.way == .wide)

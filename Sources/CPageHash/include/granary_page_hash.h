@@ -6,8 +6,9 @@
 //   - wide: AVX-512 intrinsics, on CPUs that have AVX-512F and AVX-512BW;
 //   - portable: Clang/GCC vector extensions, on every CPU (built twice on x86-64: for the
 //     baseline, SSE2, and for AVX2, chosen at run time).
-// Both give the bytes swift-crypto gives (PageHashTests runs every way this CPU has); the
-// measurements are in docs/performance.md.
+// Both give the bytes granary's one-message SHA-256 gives (Sources/CSHA256; PageHashTests runs
+// every way this CPU has, and compares them with sha256sum); the measurements are in
+// docs/performance.md.
 #include <stddef.h>
 #include <stdint.h>
 

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// `MANIFEST.json`, the first member of every archive: what the archive holds and how to check it.
 ///

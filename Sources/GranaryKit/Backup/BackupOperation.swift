@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// Backs up one user: find stores → lock → snapshot → check → pack → publish.
 ///

@@ -1,6 +1,6 @@
 import CSnapshotTee
-import Crypto
 import Foundation
+import GranaryDigest
 import Synchronization
 
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// When `backup --delta` writes a delta and when a full (issue 35). The defaults suit an hourly
 /// backup: a full at least once a day (23 deltas after it), once a week whatever the pace, and

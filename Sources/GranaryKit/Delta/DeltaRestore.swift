@@ -1,6 +1,6 @@
 import CLinux
-import Crypto
 import Foundation
+import GranaryDigest
 
 #if canImport(Glibc)
     import Glibc

@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 #if canImport(Glibc)
     import Glibc

@@ -1,23 +1,25 @@
 import CPageHash
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// The SHA-256 of many pages at once: every page of a store is hashed for its `.pages` list
 /// (issue 35), and pages are independent messages of one length, so sixteen are hashed at a time,
 /// one per 32-bit lane of a vector. The lane logic is written once (Sources/CPageHash,
 /// `sha256_lanes.h`) and built two ways: with AVX-512 intrinsics (``Way/wide``, on CPUs that have
 /// them) and with the compiler's vector extensions (``Way/portable``, on every CPU, so that every
-/// CI run compares the lanes with swift-crypto: `PageHashTests`). Pages left over (fewer than
-/// sixteen) and ``Way/crypto`` go through swift-crypto. Every way gives the same bytes.
+/// CI run compares the lanes with granary's one-message SHA-256: `PageHashTests`). Pages left
+/// over (fewer than sixteen) and ``Way/crypto`` go through that one-message SHA-256
+/// (GranaryDigest: the CPU's SHA instructions where it has them). Every way gives the same bytes.
 ///
 /// `GRANARY_PAGE_HASH=crypto|portable|wide` picks the way for the process (an admin who suspects
-/// the hand-written code turns it off with `crypto`); the default is ``Way/wide`` where the CPU
-/// has AVX-512, else ``Way/crypto`` (swift-crypto's SHA-NI code is faster than the portable
-/// lanes on the machines measured: docs/performance.md).
+/// the sixteen lanes turns them off with `crypto`); the default is the fastest this CPU runs:
+/// ``Way/wide`` where it has AVX-512, else ``Way/crypto`` where it has SHA instructions (faster
+/// than the portable lanes), else ``Way/portable`` (the lanes in AVX2 or SSE2 are faster than one
+/// page at a time in portable C): docs/performance.md.
 enum PageHash {
     /// A way of hashing pages.
     enum Way: String, CaseIterable, Sendable {
-        /// swift-crypto, one page at a time.
+        /// granary's one-message SHA-256 (GranaryDigest), one page at a time.
         case crypto
         /// Sixteen lanes in the compiler's vector extensions, the fastest build this CPU runs
         /// (AVX2 on x86-64 that has it, else the baseline).
@@ -50,9 +52,13 @@ enum PageHash {
     }
 
     /// The way `GRANARY_PAGE_HASH` asks for (`value`, nil when unset), on a CPU that has
-    /// AVX-512 or not: its value when this CPU runs it, else the default with a note.
-    static func select(_ value: String?, wideAvailable: Bool = PageHash.wideAvailable) -> Selection {
-        let fallback: Way = wideAvailable ? .wide : .crypto
+    /// AVX-512 or not and SHA instructions or not: its value when this CPU runs it, else the
+    /// default with a note.
+    static func select(
+        _ value: String?, wideAvailable: Bool = PageHash.wideAvailable,
+        shaInstructions: Bool = SHA256.isAccelerated
+    ) -> Selection {
+        let fallback: Way = wideAvailable ? .wide : shaInstructions ? .crypto : .portable
         guard let value, !value.isEmpty else { return Selection(way: fallback) }
         guard let way = Way(rawValue: value.lowercased()), Way.settable.contains(way) else {
             let known = Way.settable.map(\.rawValue).joined(separator: ", ")

@@ -1,7 +1,7 @@
 import CLinux
 import CZstd
-import Crypto
 import Foundation
+import GranaryDigest
 
 #if canImport(Glibc)
     import Glibc

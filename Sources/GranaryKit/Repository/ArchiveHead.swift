@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// An archive's head: its manifest and the SHA-256 of the manifest's bytes (what a delta records
 /// of the archive it is built on), read from its first member alone. The one way granary reads a

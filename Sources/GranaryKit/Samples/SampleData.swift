@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// The built-in sample data that `make demo` and the tests share.
 ///

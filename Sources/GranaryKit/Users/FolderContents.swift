@@ -1,5 +1,5 @@
-import Crypto
 import Foundation
+import GranaryDigest
 
 /// Everything in a user's folder, as its owner sees it: what `retire` will remove, and a
 /// fingerprint that tells whether anything in the folder was written while the final archive
