@@ -75,7 +75,7 @@ def main():
         sys.exit(__doc__)
     binary = sys.argv[1]
     only = re.compile(sys.argv[2]) if len(sys.argv) > 2 else None
-    jobs = int(os.environ.get("TEST_JOBS", "4"))
+    jobs = int(os.environ.get("TEST_JOBS", "6"))
     tests = list_tests(binary)
     units = units_of(tests)
     if only:
