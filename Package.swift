@@ -65,7 +65,7 @@ let package = Package(
         // Time budgets and per-connection memory ceilings for SQLite's work on stores.
         .target(name: "CSQLiteLimits", dependencies: ["CSQLite"], cSettings: hardenedC),
         // SHA-256 of sixteen pages at once with AVX-512 (`backup --delta`'s page hashes).
-        .target(name: "CPageHash", cSettings: hardenedC),
+        .target(name: "CPageHash", dependencies: ["CSHA256"], cSettings: hardenedC),
         .systemLibrary(
             name: "CArchive",
             pkgConfig: "libarchive",

@@ -5,7 +5,7 @@ Most of the suite waits: on granary, owners and helpers it starts, on locks and 
 Testing runs a process's tests on Swift's cooperative pool, one thread per core, and a test that
 waits for a child process keeps its thread; on two cores, one process left the machine idle half
 of the time. So the suites are handed out, largest first, to TEST_JOBS test processes running at
-once (default 3). A suite stays whole in one process, with its traits (`.serialized` included);
+once (default 6). A suite stays whole in one process, with its traits (`.serialized` included);
 a suite made only of nested suites (the attack suite) is handed out by its nested suites, each
 of which stays whole.
 

@@ -1,21 +1,11 @@
 #include "granary_page_hash.h"
+#include "granary_sha256.h"
 #include <assert.h>
 #include <string.h>
 
-// FIPS 180-4, 4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64
-// primes.
-static const uint32_t round_constants[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-// FIPS 180-4, 5.3.3: the initial hash value.
-static const uint32_t initial_state[8] = {
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+// FIPS 180-4's round constants and initial hash value, from the one-message SHA-256.
+#define round_constants granary_sha256_round_constants
+#define initial_state granary_sha256_initial_state
 
 // What every way of the header promises its caller: whole 64-byte blocks, at most a page size
 // of SQLite's, and somewhere to read from and write to. Checked once per call (debug builds).
@@ -36,15 +26,8 @@ static inline void check_arguments(const uint8_t *pages, size_t length, const ui
 // x86-64, four NEON ones on arm64, a loop elsewhere).
 typedef uint32_t granary_v16u __attribute__((vector_size(64)));
 
-static inline uint32_t load_be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-static inline void store_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
+#define load_be32 granary_sha256_load_be32
+#define store_be32 granary_sha256_store_be32
 
 #define LANES(name) portable_##name
 #define LANES_TARGET

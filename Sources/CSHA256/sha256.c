@@ -4,7 +4,7 @@
 
 // FIPS 180-4, 4.2.2: the first 32 bits of the fractional parts of the cube roots of the first 64
 // primes.
-static const uint32_t K[64] = {
+const uint32_t granary_sha256_round_constants[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -13,19 +13,16 @@ static const uint32_t K[64] = {
     0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+#define K granary_sha256_round_constants
+// FIPS 180-4, 5.3.3: the initial hash value.
+const uint32_t granary_sha256_initial_state[8] = {
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
 
 // ---------------------------------------------------------------------------------------------
 // The portable way (FIPS 180-4, 6.2.2).
 static inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-static inline uint32_t load_be32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
-}
-static inline void store_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
+#define load_be32 granary_sha256_load_be32
+#define store_be32 granary_sha256_store_be32
 
 static void blocks_portable(uint32_t state[8], const uint8_t *data, size_t blocks) {
     uint32_t w[64];
@@ -129,14 +126,18 @@ static void blocks_shani(uint32_t state[8], const uint8_t *data, size_t blocks) 
 static _Atomic int cpu_way = -1;
 static _Atomic int forced_portable = 0;
 
-int granary_sha256_accelerated(void) {
-    if (atomic_load_explicit(&forced_portable, memory_order_relaxed)) return 0;
+int granary_sha256_cpu_has_sha_instructions(void) {
     int way = atomic_load_explicit(&cpu_way, memory_order_relaxed);
     if (way < 0) {
         way = cpu_has_shani();
         atomic_store_explicit(&cpu_way, way, memory_order_relaxed);
     }
     return way;
+}
+
+int granary_sha256_accelerated(void) {
+    if (atomic_load_explicit(&forced_portable, memory_order_relaxed)) return 0;
+    return granary_sha256_cpu_has_sha_instructions();
 }
 
 void granary_sha256_force_portable(int on) { atomic_store_explicit(&forced_portable, on != 0, memory_order_relaxed); }
@@ -150,9 +151,7 @@ static void blocks(uint32_t state[8], const uint8_t *data, size_t count) {
 }
 
 void granary_sha256_init(granary_sha256 *context) {
-    static const uint32_t initial[8] = {
-        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(context->state, initial, sizeof initial);
+    memcpy(context->state, granary_sha256_initial_state, sizeof granary_sha256_initial_state);
     context->length = 0;
     context->buffered = 0;
 }
@@ -183,7 +182,8 @@ void granary_sha256_update(granary_sha256 *context, const void *bytes, size_t co
     }
 }
 
-void granary_sha256_final(granary_sha256 *context, uint8_t digest[32]) {
+void granary_sha256_final(granary_sha256 *context, void *digest) {
+    uint8_t *out = digest;
     uint64_t bits = context->length * 8;
     uint8_t tail[128] = {0};
     uint32_t used = context->buffered;
@@ -193,6 +193,6 @@ void granary_sha256_final(granary_sha256 *context, uint8_t digest[32]) {
     size_t total = used + 1 + 8 <= 64 ? 64 : 128;
     for (int i = 0; i < 8; i++) tail[total - 1 - i] = (uint8_t)(bits >> (8 * i));
     blocks(context->state, tail, total / 64);
-    for (int i = 0; i < 8; i++) store_be32(digest + 4 * i, context->state[i]);
+    for (int i = 0; i < 8; i++) store_be32(out + 4 * i, context->state[i]);
     memset(context, 0, sizeof *context);
 }

@@ -32,9 +32,7 @@ public struct SHA256: Sendable {
     public func finalize() -> Digest {
         var copy = context
         var digest = Digest()
-        withUnsafeMutableBytes(of: &digest.bytes) { out in
-            granary_sha256_final(&copy, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
-        }
+        withUnsafeMutableBytes(of: &digest.bytes) { granary_sha256_final(&copy, $0.baseAddress) }
         return digest
     }
 
@@ -48,6 +46,10 @@ public struct SHA256: Sendable {
 
     /// Whether this process hashes with the CPU's SHA instructions (else portable C).
     public static var isAccelerated: Bool { granary_sha256_accelerated() != 0 }
+
+    /// Whether this CPU has the SHA instructions (with SSE4.1 and SSSE3), whatever
+    /// ``forcePortable(_:)`` says: what a choice of the fastest way should look at.
+    public static var cpuHasSHAInstructions: Bool { granary_sha256_cpu_has_sha_instructions() != 0 }
 
     /// Tests: `true` hashes with the portable C from now on in this process, whatever the CPU
     /// has; `false` goes back to the fastest way.

@@ -110,7 +110,7 @@ final class S3Server: @unchecked Sendable {
             "AWS_ENDPOINT_URL": "http://127.0.0.1:\(endpointPort ?? port)",
             // One attempt: a fault ends a run at once. The timeouts are long enough for a loaded
             // CI machine (a listing there once took over 20 s behind four test processes and two
-            // builds); the tests of a stalled server set short ones of their own (or, for
+            // builds; CI now runs six test processes and no build beside them); the tests of a stalled server set short ones of their own (or, for
             // follow's uploads, rely on the shipper's own deadline).
             "RCLONE_RETRIES": "1", "RCLONE_LOW_LEVEL_RETRIES": "1", "RCLONE_CONTIMEOUT": "10s", "RCLONE_TIMEOUT": "60s",
         ]

@@ -21,10 +21,28 @@ typedef struct {
 void granary_sha256_init(granary_sha256 *context);
 void granary_sha256_update(granary_sha256 *context, const void *bytes, size_t count);
 // Writes the 32-byte digest; the context is then spent (init it again to reuse it).
-void granary_sha256_final(granary_sha256 *context, uint8_t digest[32]);
+void granary_sha256_final(granary_sha256 *context, void *digest);
+
+// FIPS 180-4: the 64 round constants (4.2.2) and the initial hash value (5.3.3); the sixteen-lane
+// page hash (Sources/CPageHash) uses them too.
+extern const uint32_t granary_sha256_round_constants[64];
+extern const uint32_t granary_sha256_initial_state[8];
+
+// SHA-256's words are big-endian.
+static inline uint32_t granary_sha256_load_be32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+static inline void granary_sha256_store_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
 
 // 1 when this CPU runs the SHA-NI way (and it is not turned off), else 0.
 int granary_sha256_accelerated(void);
+// 1 when this CPU has the SHA instructions (with SSE4.1 and SSSE3), whatever the switch below.
+int granary_sha256_cpu_has_sha_instructions(void);
 // 1: the portable way from now on, in this process, whatever the CPU has (tests); 0: the
 // fastest way again.
 void granary_sha256_force_portable(int on);

@@ -56,7 +56,7 @@ enum PageHash {
     /// default with a note.
     static func select(
         _ value: String?, wideAvailable: Bool = PageHash.wideAvailable,
-        shaInstructions: Bool = SHA256.isAccelerated
+        shaInstructions: Bool = SHA256.cpuHasSHAInstructions
     ) -> Selection {
         let fallback: Way = wideAvailable ? .wide : shaInstructions ? .crypto : .portable
         guard let value, !value.isEmpty else { return Selection(way: fallback) }
