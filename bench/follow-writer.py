@@ -2,7 +2,9 @@
 """The owners of bench/follow.sh: `make` creates the stores, `write` commits into some of them.
 
   follow-writer.py make ROOT USERS STORES_PER_USER
-      ROOT/uNNNN/sNN.db, WAL stores with one table and a row each (owned by whoever runs it).
+      ROOT/uNNNN/sNN.db, WAL stores with one table and a row each (owned by whoever runs it);
+      with BENCH_FOLLOW_TABLES=N (1 by default), N-1 more tables with an index each, the schema
+      of a small Core Data model (its rows are all written to the first table).
   follow-writer.py hold ROOT USERS STORES
       opens the busy stores of `write`, commits once in each, and keeps them open until killed, as
       apps keep theirs: the
@@ -37,6 +39,10 @@ def make(root, users, stores):
             db.execute("PRAGMA synchronous=OFF")  # thousands to make: no fsync for each
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("CREATE TABLE IF NOT EXISTS items(id INTEGER PRIMARY KEY, body BLOB)")
+            for table in range(1, int(os.environ.get("BENCH_FOLLOW_TABLES", "1"))):
+                db.execute("CREATE TABLE IF NOT EXISTS z%d(Z_PK INTEGER PRIMARY KEY, Z_ENT INTEGER, "
+                           "Z_OPT INTEGER, ZNAME VARCHAR, ZDATE TIMESTAMP, ZDATA BLOB)" % table)
+                db.execute("CREATE INDEX IF NOT EXISTS z%d_name ON z%d(ZNAME, ZDATE)" % (table, table))
             db.execute("INSERT INTO items(body) VALUES (randomblob(100))")
             db.close()
 

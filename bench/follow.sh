@@ -7,7 +7,8 @@
 #   follower cost: CPU per 1,000 commits/s (target <= 5 % of a core), and resident memory with
 #        10,000 stores followed, 1,000 of them busy (target <= 64 MiB).
 # BENCH_FOLLOW_USERS (1000) users of BENCH_FOLLOW_STORES (10) stores each; BENCH_FOLLOW_SECONDS (20)
-# per phase; BENCH_FOLLOW_RATE (1000) commits/s.
+# per phase; BENCH_FOLLOW_RATE (1000) commits/s; BENCH_FOLLOW_TABLES (1) tables in each store (40: the
+# schema of a small Core Data model, which SQLite parses at each open).
 # BENCH_FOLLOW_REPO=s3 follows into an S3 repository on loopback instead (moto from `make moto`,
 # rclone; target RPO p99 <= 5 s): a segment is durable when its upload completed, taken from the
 # object's LastModified, which moto gives to the second: rounded up, so the RPO is still an upper

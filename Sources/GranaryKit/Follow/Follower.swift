@@ -897,6 +897,19 @@ public final class UserFollower {
             && entry.changed == mark.changed && entry.size == mark.size
     }
 
+    /// Begins a read transaction on `db` that holds a read mark in the store's `-shm` until it
+    /// ends: no checkpoint restarts or truncates the `-wal` meanwhile. It reads the header (which
+    /// takes the mark) without parsing the schema (``Database/beginReadWithoutSchema()``): a store
+    /// of many tables and indexes (a Core Data model) costs what one of a single table does.
+    static func takeReadMark(_ db: Database) throws {
+        _ = try db.beginReadWithoutSchema()
+    }
+
+    /// Ends the read transaction of ``takeReadMark(_:)`` (the schema still unread).
+    static func releaseReadMark(_ db: Database) {
+        try? db.endReadWithoutSchema()
+    }
+
     /// Runs `body` inside a read transaction on `store` (its read mark keeps the owner's
     /// checkpoints from restarting the `-wal` under the copy), released at once after.
     /// `unless` true runs `body` without it.
@@ -911,15 +924,14 @@ public final class UserFollower {
             // markSleep of the turn's sleeping, or not at all.
             db = try SleepAllowance.within(Self.markSleep) { () throws -> Database in
                 let db = try Database(store.sqliteName(), mode: .readOnly, busyTimeout: .milliseconds(500))
-                try db.execute("BEGIN")
-                _ = try db.scalar("SELECT count(*) FROM sqlite_schema")
+                try Self.takeReadMark(db)
                 return db
             }
         } catch {
             // Without the mark the reader's checks still hold; it only proves less often.
             return try body()
         }
-        defer { try? db.execute("COMMIT") }
+        defer { Self.releaseReadMark(db) }
         return try body()
     }
 }

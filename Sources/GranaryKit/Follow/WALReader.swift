@@ -104,8 +104,11 @@ public struct WALRead: Sendable, Equatable {
 
 /// A store's `-wal` read as SQLite's WAL format describes, through a descriptor opened beneath
 /// the user's folder: only whole committed transactions, each frame's checksum checked along
-/// the chain, from a cursor on. It reads one frame at a time and never reads past the length it
-/// counted when it started; `limit` bounds the page bytes one read hands on.
+/// the chain, from a cursor on. It never reads past the length it counted when it started;
+/// `limit` bounds the page bytes one read hands on. Within one ``read(from:limit:maxDatabaseBytes:sink:)``
+/// it reads runs of frames with one system call each and keeps them (``ReadAhead``, at most
+/// 1 MiB): the checking pass and the handing-on pass look at the same bytes, so what is handed on
+/// is exactly what was checked.
 public struct WALReader {
     public enum Failure: GranaryError, Equatable {
         /// A frame checked in the first pass no longer checks in the second (overwritten while read).
@@ -133,6 +136,8 @@ public struct WALReader {
     let file: Descriptor
     /// The length counted at open: no read goes past it.
     public let length: Int64
+    /// The runs of frames read within the current read.
+    let ahead = ReadAhead()
 
     /// Reads `file` (an open `-wal`).
     public init(file: Descriptor) throws(WALReader.Failure) {
@@ -204,6 +209,9 @@ public struct WALReader {
         from cursor: WALCursor?, limit: Int64, maxDatabaseBytes: Int64 = .max,
         sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void
     ) throws -> WALRead {
+        // Bytes kept from an earlier read may be stale: each read looks at the file afresh.
+        ahead.reset()
+        defer { ahead.reset() }
         guard let header = try header() else {
             if let cursor, cursor.fileLength > length {
                 return WALRead(cursor: cursor, broken: .truncated(was: cursor.fileLength, now: length))
@@ -345,7 +353,9 @@ public struct WALReader {
     }
 
     /// The second pass: frames from the cursor to the scan's last commit, checked again on the
-    /// way (the owner may have restarted the chain since the first pass).
+    /// way. They are mostly the bytes the first pass read (``ReadAhead``); any read again from the
+    /// file may have changed since (the owner may have restarted the chain), and the checks then
+    /// stop it.
     func emit(_ scan: Scan, from cursor: WALCursor, sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void) throws
         -> WALRead
     {
@@ -416,23 +426,115 @@ public struct WALReader {
         do { return try file.read(count: count, at: offset) } catch { throw .read(error.description) }
     }
 
-    /// Fills `buffer` from `offset`; false when the file ends first.
+    /// Fills `buffer` from `offset` (through ``ReadAhead``); false when the file ends first.
     func readInto(_ buffer: inout [UInt8], at offset: Int64) throws(WALReader.Failure) -> Bool {
         guard offset + Int64(buffer.count) <= length else { return false }
-        let count = buffer.count
+        var result: Result<Bool, WALReader.Failure> = .success(false)
+        buffer.withUnsafeMutableBytes { target in
+            do throws(WALReader.Failure) {
+                result = .success(try ahead.read(into: target, at: offset, from: self))
+            } catch { result = .failure(error) }
+        }
+        return try result.get()
+    }
+
+    /// Reads up to `target.count` bytes at `offset` with as few system calls as it takes; the
+    /// count read (less only where the file ends).
+    func readDirect(_ target: UnsafeMutableRawBufferPointer, at offset: Int64) throws(WALReader.Failure) -> Int {
         var done = 0
-        while done < count {
-            let n = buffer.withUnsafeMutableBytes {
-                pread(file.raw, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-            }
+        while done < target.count {
+            let n = pread(file.raw, target.baseAddress! + done, target.count - done, off_t(offset) + off_t(done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw .read("\(file.display): read: \(String(cString: strerror(errno)))")
             }
-            if n == 0 { return false }
+            if n == 0 { break }
             done += n
         }
-        return true
+        return done
+    }
+
+    /// What one read of a `-wal` has read of it, kept in two windows (a chain's frames from its
+    /// start, and an old chain's tail further on, after a restart): each window is filled by
+    /// reads that double in size as a run goes on (a short run costs one read, a long one a few)
+    /// and never past the length counted at open. A read larger than a window, or one that finds
+    /// both windows full elsewhere, goes to the file directly. Bytes are kept only within one
+    /// ``WALReader/read(from:limit:maxDatabaseBytes:sink:)``: they are what the file held when
+    /// they were read, and the checks run on them as on any other read.
+    final class ReadAhead {
+        static let windowCapacity = 512 * 1024
+        /// The first read of a window: a few frames of the common page sizes.
+        static let firstRead = 16 * 1024
+
+        final class Window {
+            var memory: UnsafeMutableRawBufferPointer?
+            var start: Int64 = 0
+            var count = 0
+            var lastUse = 0
+            var end: Int64 { start + Int64(count) }
+            deinit { memory?.deallocate() }
+        }
+
+        var windows = [Window(), Window()]
+        var uses = 0
+        /// Reads served from kept bytes, and reads of the file made (for tests).
+        var served = 0
+        var fileReads = 0
+
+        func reset() {
+            for window in windows { window.count = 0 }
+        }
+
+        func read(into target: UnsafeMutableRawBufferPointer, at offset: Int64, from reader: WALReader)
+            throws(WALReader.Failure) -> Bool
+        {
+            let want = target.count
+            uses += 1
+            if want > Self.windowCapacity {
+                fileReads += 1
+                return try reader.readDirect(target, at: offset) == want
+            }
+            let end = offset + Int64(want)
+            if let window = windows.first(where: { $0.count > 0 && $0.start <= offset && end <= $0.end }) {
+                return copy(from: window, into: target, at: offset)
+            }
+            // A run going on past a window's end: the window grows (doubling), while it has room.
+            if let window = windows.first(where: {
+                $0.count > 0 && $0.start <= offset && offset <= $0.end && end - $0.start <= Int64(Self.windowCapacity)
+            }) {
+                let room = Self.windowCapacity - window.count
+                let grow = min(room, max(Int(end - window.end), window.count), Int(reader.length - window.end))
+                try fill(window, adding: grow, from: reader)
+                guard end <= window.end else { return false }
+                return copy(from: window, into: target, at: offset)
+            }
+            // A new run: the window unused for longest starts again here.
+            let window = windows.min { ($0.count > 0 ? 1 : 0, $0.lastUse) < ($1.count > 0 ? 1 : 0, $1.lastUse) }!
+            window.start = offset
+            window.count = 0
+            let first = min(Self.windowCapacity, max(want, Self.firstRead), Int(reader.length - offset))
+            try fill(window, adding: first, from: reader)
+            guard end <= window.end else { return false }
+            return copy(from: window, into: target, at: offset)
+        }
+
+        func fill(_ window: Window, adding count: Int, from reader: WALReader) throws(WALReader.Failure) {
+            guard count > 0 else { return }
+            if window.memory == nil {
+                window.memory = .allocate(byteCount: Self.windowCapacity, alignment: 16)
+            }
+            let slice = UnsafeMutableRawBufferPointer(rebasing: window.memory![window.count..<(window.count + count)])
+            fileReads += 1
+            window.count += try reader.readDirect(slice, at: window.end)
+        }
+
+        func copy(from window: Window, into target: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {
+            window.lastUse = uses
+            served += 1
+            let from = Int(offset - window.start)
+            target.copyMemory(from: UnsafeRawBufferPointer(rebasing: window.memory![from..<(from + target.count)]))
+            return true
+        }
     }
 
     static func big32(_ bytes: [UInt8], _ at: Int) -> UInt32 {

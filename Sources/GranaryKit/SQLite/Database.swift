@@ -211,6 +211,46 @@ public final class Database {
         }
     }
 
+    /// Begins a read transaction and reads the header through it, without reading the schema:
+    /// the connection then holds its snapshot (in WAL mode, a read mark in the `-shm` that keeps a
+    /// checkpoint from restarting the `-wal`) until `COMMIT`. It costs the same for a store of a
+    /// hundred tables as for one of one (SQLite parses every `CREATE` in the schema the first time
+    /// a statement needs it, and so does the page cache's cap, ``capCache()``, which is left
+    /// pending: no page but the header is read, and a header's suggested cache size is applied
+    /// only when the schema is read). The schema cookie.
+    public func beginReadWithoutSchema() throws(SQLiteError) -> Int64 {
+        if beneath != nil { SQLiteName.clearRefusal() }
+        var errmsg: UnsafeMutablePointer<CChar>?
+        let begun = charging { sqlite3_exec(handle, "BEGIN", nil, nil, &errmsg) }
+        if begun != SQLITE_OK {
+            let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(begun))
+            sqlite3_free(errmsg)
+            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: "BEGIN")
+        }
+        let statement = try Statement(database: self, sql: "PRAGMA schema_version")
+        return try statement.step()?[0].integer ?? 0
+    }
+
+    /// Ends the read transaction ``beginReadWithoutSchema()`` began, still without reading the
+    /// schema (`execute("COMMIT")` would cap the page cache first, which reads it).
+    public func endReadWithoutSchema() throws(SQLiteError) {
+        var errmsg: UnsafeMutablePointer<CChar>?
+        let rc = charging { sqlite3_exec(handle, "COMMIT", nil, nil, &errmsg) }
+        if rc != SQLITE_OK {
+            let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(errmsg)
+            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: "COMMIT")
+        }
+    }
+
+    /// The bytes SQLite holds for the connection's schema (0 until a statement has read it).
+    public var schemaMemory: Int {
+        var current: Int32 = 0
+        var highest: Int32 = 0
+        sqlite3_db_status(handle, SQLITE_DBSTATUS_SCHEMA_USED, &current, &highest, 0)
+        return Int(current)
+    }
+
     /// Prepares a statement.
     public func prepare(_ sql: String) throws(SQLiteError) -> Statement {
         let statement = try Statement(database: self, sql: sql)
