@@ -59,17 +59,13 @@ public struct FollowStatus: Codable, Sendable, Equatable {
     /// in a private folder; in a remote one, one upload of the small object.
     public func write(to repository: any Repository) throws {
         if let local = repository.localPath { return try write(repository: local) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try repository.writeSmall([UInt8](try encoder.encode(self)), to: Self.object(host: host))
+        try repository.writeSmall(json(), to: Self.object(host: host))
     }
 
     /// Writes it to `repository`, a remote one's upload stopped after `seconds` (then it fails).
     public func write(to repository: any Repository, within seconds: Double) throws {
         guard let remote = repository as? RcloneRepository else { return try write(to: repository) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try remote.writeSmall([UInt8](try encoder.encode(self)), to: Self.object(host: host), within: seconds)
+        try remote.writeSmall(json(), to: Self.object(host: host), within: seconds)
     }
 
     /// The state the follower of `host` last wrote to the local repository at `repository`, nil
@@ -84,10 +80,90 @@ public struct FollowStatus: Codable, Sendable, Equatable {
     public func write(repository: String) throws {
         let folder = repository + "/.granary-follow"
         if !FileSystem.isDirectory(folder) { try FileSystem.makeDirectory(folder, mode: 0o700) }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        try FileSystem.writeAtomically(
-            [UInt8](try encoder.encode(self)), to: repository + "/" + Self.object(host: host))
+        try FileSystem.writeAtomically(json(), to: repository + "/" + Self.object(host: host))
+    }
+
+    /// The state as JSON: the very bytes `JSONEncoder` writes with `.sortedKeys` (keys in byte
+    /// order, optionals left out when nil, `/` and control characters escaped as it does; tested
+    /// against it), written directly. It is written every interval with every user in it: through
+    /// `JSONEncoder` that was about a tenth of the follower's CPU with 1,000 users followed, most
+    /// of them idle (a follower of 10,000 users would spend several percent of a core on it).
+    public func json() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + users.count * 192)
+        out.append(contentsOf: #"{"format":"#.utf8)
+        Self.number(Int64(format), into: &out)
+        out.append(contentsOf: #","host":"#.utf8)
+        Self.string(host, into: &out)
+        out.append(contentsOf: #","updated":"#.utf8)
+        Self.number(updated, into: &out)
+        out.append(contentsOf: #","users":{"#.utf8)
+        var first = true
+        for name in users.keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) }) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            Self.string(name, into: &out)
+            out.append(UInt8(ascii: ":"))
+            let user = users[name]!
+            out.append(UInt8(ascii: "{"))
+            if let generation = user.generation {
+                out.append(contentsOf: #""generation":"#.utf8)
+                Self.string(generation, into: &out)
+                out.append(UInt8(ascii: ","))
+            }
+            if let lastShipped = user.lastShipped {
+                out.append(contentsOf: #""lastShipped":"#.utf8)
+                Self.number(lastShipped, into: &out)
+                out.append(UInt8(ascii: ","))
+            }
+            if let paused = user.paused {
+                out.append(contentsOf: #""paused":"#.utf8)
+                Self.string(paused, into: &out)
+                out.append(UInt8(ascii: ","))
+            }
+            out.append(contentsOf: #""sequence":"#.utf8)
+            Self.number(Int64(user.sequence), into: &out)
+            if let shippedThrough = user.shippedThrough {
+                out.append(contentsOf: #","shippedThrough":"#.utf8)
+                Self.number(shippedThrough, into: &out)
+            }
+            if let steadySince = user.steadySince {
+                out.append(contentsOf: #","steadySince":"#.utf8)
+                Self.number(steadySince, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(contentsOf: "}}".utf8)
+        return out
+    }
+
+    static func number(_ value: Int64, into out: inout [UInt8]) {
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    /// A JSON string as `JSONEncoder` writes one: `"` `\` `/` escaped, the control characters
+    /// below 0x20 as `\b \f \n \r \t` or `\u00XX`, everything else as its UTF-8.
+    static func string(_ text: String, into out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "/"): out.append(contentsOf: #"\/"#.utf8)
+            case 0x08: out.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: out.append(contentsOf: #"\f"#.utf8)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 
     /// The user's lag at `now` in microseconds (nil: nothing ever shipped through).
