@@ -89,12 +89,64 @@ struct WALReadAheadTests {
     func largerThanWindows() throws {
         try insert(commits: 30, rows: 12)
         let size = try #require(FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int)
-        #expect(size > 2 * WALReader.ReadAhead.windowCapacity)
+        #expect(size > 2 * WALReader.ReadAhead.defaultWindowCapacity)
         let reader = try reader()
         let (read, handed) = try readAll(reader)
         #expect(read.broken == nil && read.commits == 30)
         #expect(handed == (size - WALReader.headerSize) / (WALReader.frameHeaderSize + 4096))
-        #expect(reader.ahead.windows.count == 2)
+        // The windows were filled again as the run went past them, and the first pass's frames
+        // that had left them were read again for the second.
+        #expect(reader.ahead.fileReads > 2 * 6, "\(reader.ahead.fileReads)")
+    }
+
+    @Test("a frame read again from the file and changed since the first pass fails the read")
+    func changedWhenReadAgain() throws {
+        try insert(commits: 20, rows: 1)
+        let frameSize = WALReader.frameHeaderSize + 4096
+        // Windows of three frames: by the second pass, the first frames have left them.
+        let fd = open(path + "-wal", O_RDWR)
+        #expect(fd >= 0)
+        defer { close(fd) }
+        let reader = try WALReader(file: Descriptor(dup(fd), display: path + "-wal"), windowCapacity: 3 * frameSize)
+        var handed = 0
+        #expect(throws: WALReader.Failure.changedWhileRead(path: path + "-wal", frame: 5)) {
+            _ = try reader.read(from: nil, limit: .max) { frame, _ in
+                handed += 1
+                if frame.index == 1 {
+                    // The second pass has frames 1 to 3 in a window now (read again from the
+                    // file); the owner rewrites a byte of the fifth frame's page, which it reads
+                    // again next, after the fourth.
+                    var byte: UInt8 = 0
+                    let at = off_t(WALReader.headerSize + 4 * frameSize + WALReader.frameHeaderSize + 100)
+                    #expect(pread(fd, &byte, 1, at) == 1)
+                    byte ^= 0xFF
+                    #expect(pwrite(fd, &byte, 1, at) == 1)
+                }
+            }
+        }
+        #expect(handed == 4)
+    }
+
+    @Test("after a restart, a -wal cut while its old chain's tail is read proves nothing: tailUnproven")
+    func cutDuringTail() throws {
+        try insert(commits: 6, rows: 1)
+        let (first, _) = try readAll(try reader())
+        let cursor = try #require(first.cursor)
+        try insert(commits: 1, rows: 1)
+        try db.checkpoint(.restart)
+        try insert(commits: 1, rows: 1)
+        let frameSize = WALReader.frameHeaderSize + 4096
+        // Opened (its length counted) before the cut: the old tail's second frame is gone.
+        let reader = try reader()
+        let cut = WALReader.headerSize + (cursor.frame + 1) * frameSize + 10
+        #expect(truncate(path + "-wal", off_t(cut)) == 0)
+        var handed = 0
+        let read = try reader.read(from: cursor, limit: .max) { _, _ in handed += 1 }
+        #expect(handed == 0)
+        guard case .tailUnproven = read.broken else {
+            Issue.record("a cut file was taken for the old chain's end: \(String(describing: read.broken))")
+            return
+        }
     }
 
     @Test("a -wal cut short after it was opened hands on the whole commits still there, nothing past")

@@ -137,6 +137,10 @@ public struct FollowStatus: Codable, Sendable, Equatable {
         return out
     }
 
+    static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
+    }
+
     static func number(_ value: Int64, into out: inout [UInt8]) {
         out.append(contentsOf: String(value).utf8)
     }
@@ -144,7 +148,6 @@ public struct FollowStatus: Codable, Sendable, Equatable {
     /// A JSON string as `JSONEncoder` writes one: `"` `\` `/` escaped, the control characters
     /// below 0x20 as `\b \f \n \r \t` or `\u00XX`, everything else as its UTF-8.
     static func string(_ text: String, into out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
         out.append(UInt8(ascii: "\""))
         for byte in text.utf8 {
             switch byte {
@@ -158,8 +161,8 @@ public struct FollowStatus: Codable, Sendable, Equatable {
             case 0x09: out.append(contentsOf: #"\t"#.utf8)
             case 0..<0x20:
                 out.append(contentsOf: #"\u00"#.utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
+                out.append(hexDigit(byte >> 4))
+                out.append(hexDigit(byte & 0xF))
             default: out.append(byte)
             }
         }

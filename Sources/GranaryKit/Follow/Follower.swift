@@ -898,7 +898,9 @@ public final class UserFollower {
     }
 
     /// Begins a read transaction on `db` that holds a read mark in the store's `-shm` until it
-    /// ends: no checkpoint restarts or truncates the `-wal` meanwhile. It reads the header (which
+    /// ends: no checkpoint restarts or truncates the `-wal` meanwhile while it holds frames not
+    /// yet checkpointed (a `-wal` checkpointed whole may be restarted under the read: the
+    /// reader's checks then find it). It reads the header (which
     /// takes the mark) without parsing the schema (``Database/beginReadWithoutSchema()``): a store
     /// of many tables and indexes (a Core Data model) costs what one of a single table does.
     static func takeReadMark(_ db: Database) throws {

@@ -137,15 +137,21 @@ public struct WALReader {
     /// The length counted at open: no read goes past it.
     public let length: Int64
     /// The runs of frames read within the current read.
-    let ahead = ReadAhead()
+    let ahead: ReadAhead
 
     /// Reads `file` (an open `-wal`).
     public init(file: Descriptor) throws(WALReader.Failure) {
+        try self.init(file: file, windowCapacity: ReadAhead.defaultWindowCapacity)
+    }
+
+    /// Reads `file` through read-ahead windows of `windowCapacity` bytes (smaller in tests).
+    init(file: Descriptor, windowCapacity: Int) throws(WALReader.Failure) {
         let info: stat
         do { info = try file.status() } catch { throw .read(error.description) }
         guard info.st_mode & S_IFMT == S_IFREG else { throw .notRegular(path: file.display) }
         self.file = file
         self.length = Int64(info.st_size)
+        self.ahead = ReadAhead(windowCapacity: windowCapacity)
     }
 
     /// Opens `name`-wal beneath `folder` (no links, a regular file, the store's owner's); nil when
@@ -249,7 +255,12 @@ public struct WALReader {
         }
         let oldTail = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes)
         if let tooLarge = oldTail.tooLarge ?? newChain.tooLarge { return WALRead(cursor: cursor, broken: tooLarge) }
-        if oldTail.capped { return try emit(oldTail, from: cursor, sink: sink) }
+        // A file that ended before the length counted at open was cut while it was read: its
+        // end proves nothing of where either chain ends.
+        if newChain.cut || oldTail.cut {
+            return WALRead(cursor: cursor, broken: .tailUnproven(frame: oldTail.lastFrame))
+        }
+        if oldTail.capped { return try emit(oldTail, from: cursor, maxDatabaseBytes: maxDatabaseBytes, sink: sink) }
         // The old chain's end is proven when it is a whole frame of neither chain (an older
         // chain's, left in place), or the end of a file that no truncation made: a file cut
         // (TRUNCATE, journal_size_limit) and grown again by the new chain alone ends within one
@@ -263,7 +274,7 @@ public struct WALReader {
         guard endsAtOlderFrame || endsAtFileEnd else {
             return WALRead(cursor: cursor, broken: .tailUnproven(frame: oldTail.lastFrame))
         }
-        var result = try emit(oldTail, from: cursor, sink: sink)
+        var result = try emit(oldTail, from: cursor, maxDatabaseBytes: maxDatabaseBytes, sink: sink)
         let used = result.bytes
         let next = try readChain(
             from: fresh, limit: limit - used, maxDatabaseBytes: maxDatabaseBytes, firstWhole: result.commits == 0,
@@ -290,6 +301,8 @@ public struct WALReader {
         var stop: (salt1: UInt32, index: Int)?
         var capped = false
         var tooLarge: WALBreak?
+        /// The file ended before the length counted at open (it was cut while it was read).
+        var cut = false
     }
 
     /// With `firstWhole`, the first transaction is taken whatever its size (up to
@@ -308,7 +321,10 @@ public struct WALReader {
         while true {
             let offset = Int64(Self.headerSize) + Int64(index - 1) * Int64(frameSize)
             guard offset + Int64(frameSize) <= length else { break }
-            guard try readInto(&buffer, at: offset) else { break }
+            guard try readInto(&buffer, at: offset) else {
+                scan.cut = true
+                break
+            }
             let salt1 = Self.big32(buffer, 8)
             let salt2 = Self.big32(buffer, 12)
             guard salt1 == cursor.salt1, salt2 == cursor.salt2 else {
@@ -352,13 +368,16 @@ public struct WALReader {
         return scan
     }
 
-    /// The second pass: frames from the cursor to the scan's last commit, checked again on the
-    /// way. They are mostly the bytes the first pass read (``ReadAhead``); any read again from the
-    /// file may have changed since (the owner may have restarted the chain), and the checks then
-    /// stop it.
-    func emit(_ scan: Scan, from cursor: WALCursor, sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void) throws
-        -> WALRead
-    {
+    /// The second pass: frames from the cursor to the scan's last commit, each checked again as
+    /// the first pass checked it (salts, checksum, page number, size within `maxDatabaseBytes`,
+    /// the last one a commit whose checksum is the first pass's). They are mostly the bytes the
+    /// first pass read (``ReadAhead``); one read again from the file may have changed since (the
+    /// owner may have restarted or rewritten the chain), and the checks then fail the read
+    /// (`changedWhileRead`).
+    func emit(
+        _ scan: Scan, from cursor: WALCursor, maxDatabaseBytes: Int64,
+        sink: (WALFrame, UnsafeRawBufferPointer) throws -> Void
+    ) throws -> WALRead {
         var result = WALRead(cursor: cursor, capped: scan.capped)
         guard scan.lastCommit > cursor.frame else { return result }
         var s1 = cursor.checksum1
@@ -377,15 +396,25 @@ public struct WALReader {
             guard Self.big32(buffer, 8) == cursor.salt1, Self.big32(buffer, 12) == cursor.salt2,
                 s1 == Self.big32(buffer, 16), s2 == Self.big32(buffer, 20)
             else { throw Failure.changedWhileRead(path: file.display, frame: index) }
-            let frame = WALFrame(
-                pageNumber: Self.big32(buffer, 0), commitPages: Self.big32(buffer, 4), index: index,
-                salt1: cursor.salt1)
+            // What the first pass checked of each frame, checked again: a frame read again from the
+            // file may be another one whose checksums are valid (they are no secret).
+            let pageNumber = Self.big32(buffer, 0)
+            let commitPages = Self.big32(buffer, 4)
+            guard pageNumber != 0,
+                Int64(max(pageNumber, commitPages)) <= maxDatabaseBytes / Int64(cursor.pageSize),
+                index != scan.lastCommit || commitPages != 0
+            else { throw Failure.changedWhileRead(path: file.display, frame: index) }
+            let frame = WALFrame(pageNumber: pageNumber, commitPages: commitPages, index: index, salt1: cursor.salt1)
             try buffer.withUnsafeBytes {
                 try sink(frame, UnsafeRawBufferPointer(rebasing: $0[Self.frameHeaderSize...]))
             }
             result.frames += 1
             result.bytes += Int64(cursor.pageSize)
             if frame.isCommit { result.commits += 1 }
+        }
+        // The chain handed on ends where the first pass's did.
+        guard s1 == scan.commitChecksum.0, s2 == scan.commitChecksum.1 else {
+            throw Failure.changedWhileRead(path: file.display, frame: scan.lastCommit)
         }
         var next = cursor
         next.frame = scan.lastCommit
@@ -415,7 +444,7 @@ public struct WALReader {
         }
         let scan = try scan(from: cursor, limit: limit, maxDatabaseBytes: maxDatabaseBytes, firstWhole: firstWhole)
         if let tooLarge = scan.tooLarge { return WALRead(cursor: cursor, broken: tooLarge) }
-        var result = try emit(scan, from: cursor, sink: sink)
+        var result = try emit(scan, from: cursor, maxDatabaseBytes: maxDatabaseBytes, sink: sink)
         result.cursor?.fileLength = length
         return result
     }
@@ -462,7 +491,13 @@ public struct WALReader {
     /// ``WALReader/read(from:limit:maxDatabaseBytes:sink:)``: they are what the file held when
     /// they were read, and the checks run on them as on any other read.
     final class ReadAhead {
-        static let windowCapacity = 512 * 1024
+        static let defaultWindowCapacity = 512 * 1024
+        /// Each window's size (smaller in tests).
+        let windowCapacity: Int
+
+        init(windowCapacity: Int = ReadAhead.defaultWindowCapacity) {
+            self.windowCapacity = windowCapacity
+        }
         /// The first read of a window: a few frames of the common page sizes.
         static let firstRead = 16 * 1024
 
@@ -490,7 +525,7 @@ public struct WALReader {
         {
             let want = target.count
             uses += 1
-            if want > Self.windowCapacity {
+            if want > windowCapacity {
                 fileReads += 1
                 return try reader.readDirect(target, at: offset) == want
             }
@@ -500,9 +535,9 @@ public struct WALReader {
             }
             // A run going on past a window's end: the window grows (doubling), while it has room.
             if let window = windows.first(where: {
-                $0.count > 0 && $0.start <= offset && offset <= $0.end && end - $0.start <= Int64(Self.windowCapacity)
+                $0.count > 0 && $0.start <= offset && offset <= $0.end && end - $0.start <= Int64(windowCapacity)
             }) {
-                let room = Self.windowCapacity - window.count
+                let room = windowCapacity - window.count
                 let grow = min(room, max(Int(end - window.end), window.count), Int(reader.length - window.end))
                 try fill(window, adding: grow, from: reader)
                 guard end <= window.end else { return false }
@@ -512,7 +547,7 @@ public struct WALReader {
             let window = windows.min { ($0.count > 0 ? 1 : 0, $0.lastUse) < ($1.count > 0 ? 1 : 0, $1.lastUse) }!
             window.start = offset
             window.count = 0
-            let first = min(Self.windowCapacity, max(want, Self.firstRead), Int(reader.length - offset))
+            let first = min(windowCapacity, max(want, Self.firstRead), Int(reader.length - offset))
             try fill(window, adding: first, from: reader)
             guard end <= window.end else { return false }
             return copy(from: window, into: target, at: offset)
@@ -521,7 +556,7 @@ public struct WALReader {
         func fill(_ window: Window, adding count: Int, from reader: WALReader) throws(WALReader.Failure) {
             guard count > 0 else { return }
             if window.memory == nil {
-                window.memory = .allocate(byteCount: Self.windowCapacity, alignment: 16)
+                window.memory = .allocate(byteCount: windowCapacity, alignment: 16)
             }
             let slice = UnsafeMutableRawBufferPointer(rebasing: window.memory![window.count..<(window.count + count)])
             fileReads += 1

@@ -212,8 +212,10 @@ public final class Database {
     }
 
     /// Begins a read transaction and reads the header through it, without reading the schema:
-    /// the connection then holds its snapshot (in WAL mode, a read mark in the `-shm` that keeps a
-    /// checkpoint from restarting the `-wal`) until `COMMIT`. It costs the same for a store of a
+    /// the connection then holds its snapshot until `COMMIT` (in WAL mode, a read mark in the
+    /// `-shm` that keeps a checkpoint from restarting the `-wal`, while the `-wal` holds frames not
+    /// yet checkpointed: when every frame is, SQLite reads the database file alone and the owner
+    /// may restart the `-wal` meanwhile). It costs the same for a store of a
     /// hundred tables as for one of one (SQLite parses every `CREATE` in the schema the first time
     /// a statement needs it, and so does the page cache's cap, ``capCache()``, which is left
     /// pending: no page but the header is read, and a header's suggested cache size is applied
@@ -227,8 +229,14 @@ public final class Database {
             sqlite3_free(errmsg)
             throw error(code: sqlite3_extended_errcode(handle), message: message, operation: "BEGIN")
         }
-        let statement = try Statement(database: self, sql: "PRAGMA schema_version")
-        return try statement.step()?[0].integer ?? 0
+        do {
+            let statement = try Statement(database: self, sql: "PRAGMA schema_version")
+            return try statement.step()?[0].integer ?? 0
+        } catch {
+            // No transaction left open behind a failure.
+            _ = charging { sqlite3_exec(handle, "ROLLBACK", nil, nil, nil) }
+            throw error
+        }
     }
 
     /// Ends the read transaction ``beginReadWithoutSchema()`` began, still without reading the
