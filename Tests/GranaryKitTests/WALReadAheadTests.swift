@@ -15,32 +15,18 @@ import Testing
 /// still there.
 @Suite("WAL reader: read-ahead")
 struct WALReadAheadTests {
-    let folder = TemporaryFolder("granary-wal-ahead")
-    let path: String
-    let db: Database
+    /// The WAL reader tests' store: automatic checkpoints off, one connection writing.
+    let store: WALReaderTests.Store
+    var path: String { store.path }
+    var db: Database { store.db }
 
-    init() throws {
-        path = folder.child("Notes.sqlite")
-        db = try Database(path: path, mode: .create)
-        try db.execute("PRAGMA journal_mode=WAL")
-        try db.execute("PRAGMA wal_autocheckpoint=0")
-        try db.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, body BLOB)")
-        try db.checkpoint(.truncate)
-    }
+    init() throws { store = try WALReaderTests.Store() }
 
     func insert(commits: Int, rows: Int) throws {
-        for _ in 0..<commits {
-            try db.execute("BEGIN")
-            for _ in 0..<rows { try db.run("INSERT INTO notes(body) VALUES (randomblob(3000))") }
-            try db.execute("COMMIT")
-        }
+        for _ in 0..<commits { try store.insert(rows) }
     }
 
-    func reader() throws -> WALReader {
-        let fd = open(path + "-wal", O_RDONLY)
-        #expect(fd >= 0)
-        return try WALReader(file: Descriptor(fd, display: path + "-wal"))
-    }
+    func reader() throws -> WALReader { try store.reader() }
 
     /// Every frame handed on, checked against the file's own bytes at that frame's place (read
     /// here with Foundation, one frame at a time); the frames' count.

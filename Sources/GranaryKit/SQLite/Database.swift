@@ -222,13 +222,7 @@ public final class Database {
     /// only when the schema is read). The schema cookie.
     public func beginReadWithoutSchema() throws(SQLiteError) -> Int64 {
         if beneath != nil { SQLiteName.clearRefusal() }
-        var errmsg: UnsafeMutablePointer<CChar>?
-        let begun = charging { sqlite3_exec(handle, "BEGIN", nil, nil, &errmsg) }
-        if begun != SQLITE_OK {
-            let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(begun))
-            sqlite3_free(errmsg)
-            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: "BEGIN")
-        }
+        try executeUncapped("BEGIN")
         do {
             let statement = try Statement(database: self, sql: "PRAGMA schema_version")
             return try statement.step()?[0].integer ?? 0
@@ -242,12 +236,17 @@ public final class Database {
     /// Ends the read transaction ``beginReadWithoutSchema()`` began, still without reading the
     /// schema (`execute("COMMIT")` would cap the page cache first, which reads it).
     public func endReadWithoutSchema() throws(SQLiteError) {
+        try executeUncapped("COMMIT")
+    }
+
+    /// Runs `sql` (no rows) without capping the page cache first, which would read the schema.
+    private func executeUncapped(_ sql: String) throws(SQLiteError) {
         var errmsg: UnsafeMutablePointer<CChar>?
-        let rc = charging { sqlite3_exec(handle, "COMMIT", nil, nil, &errmsg) }
+        let rc = charging { sqlite3_exec(handle, sql, nil, nil, &errmsg) }
         if rc != SQLITE_OK {
             let message = errmsg.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(errmsg)
-            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: "COMMIT")
+            throw error(code: sqlite3_extended_errcode(handle), message: message, operation: sql)
         }
     }
 
