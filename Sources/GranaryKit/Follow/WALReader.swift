@@ -467,20 +467,10 @@ public struct WALReader {
         return try result.get()
     }
 
-    /// Reads up to `target.count` bytes at `offset` with as few system calls as it takes; the
-    /// count read (less only where the file ends).
+    /// Reads up to `target.count` bytes at `offset` (``Descriptor/read(into:at:)``); the count
+    /// read (less only where the file ends).
     func readDirect(_ target: UnsafeMutableRawBufferPointer, at offset: Int64) throws(WALReader.Failure) -> Int {
-        var done = 0
-        while done < target.count {
-            let n = pread(file.raw, target.baseAddress! + done, target.count - done, off_t(offset) + off_t(done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .read("\(file.display): read: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { break }
-            done += n
-        }
-        return done
+        do { return try file.read(into: target, at: offset) } catch { throw .read(error.description) }
     }
 
     /// What one read of a `-wal` has read of it, kept in two windows (a chain's frames from its
@@ -492,14 +482,14 @@ public struct WALReader {
     /// they were read, and the checks run on them as on any other read.
     final class ReadAhead {
         static let defaultWindowCapacity = 512 * 1024
+        /// The first read of a window: a few frames of the common page sizes.
+        static let firstRead = 16 * 1024
         /// Each window's size (smaller in tests).
         let windowCapacity: Int
 
         init(windowCapacity: Int = ReadAhead.defaultWindowCapacity) {
             self.windowCapacity = windowCapacity
         }
-        /// The first read of a window: a few frames of the common page sizes.
-        static let firstRead = 16 * 1024
 
         final class Window {
             var memory: UnsafeMutableRawBufferPointer?
@@ -539,28 +529,33 @@ public struct WALReader {
             }) {
                 let room = windowCapacity - window.count
                 let grow = min(room, max(Int(end - window.end), window.count), Int(reader.length - window.end))
-                try fill(window, adding: grow, from: reader)
-                guard end <= window.end else { return false }
-                return copy(from: window, into: target, at: offset)
+                return try fill(window, adding: grow, from: reader, thenCopy: target, at: offset)
             }
             // A new run: the window unused for longest starts again here.
             let window = windows.min { ($0.count > 0 ? 1 : 0, $0.lastUse) < ($1.count > 0 ? 1 : 0, $1.lastUse) }!
             window.start = offset
             window.count = 0
             let first = min(windowCapacity, max(want, Self.firstRead), Int(reader.length - offset))
-            try fill(window, adding: first, from: reader)
-            guard end <= window.end else { return false }
-            return copy(from: window, into: target, at: offset)
+            return try fill(window, adding: first, from: reader, thenCopy: target, at: offset)
         }
 
-        func fill(_ window: Window, adding count: Int, from reader: WALReader) throws(WALReader.Failure) {
-            guard count > 0 else { return }
-            if window.memory == nil {
-                window.memory = .allocate(byteCount: windowCapacity, alignment: 16)
+        /// Reads `count` more bytes into `window`, then copies `target`'s bytes from it: false when
+        /// the file ended before them.
+        func fill(
+            _ window: Window, adding count: Int, from reader: WALReader, thenCopy target: UnsafeMutableRawBufferPointer,
+            at offset: Int64
+        ) throws(WALReader.Failure) -> Bool {
+            if count > 0 {
+                if window.memory == nil {
+                    window.memory = .allocate(byteCount: windowCapacity, alignment: 16)
+                }
+                let slice = UnsafeMutableRawBufferPointer(
+                    rebasing: window.memory![window.count..<(window.count + count)])
+                fileReads += 1
+                window.count += try reader.readDirect(slice, at: window.end)
             }
-            let slice = UnsafeMutableRawBufferPointer(rebasing: window.memory![window.count..<(window.count + count)])
-            fileReads += 1
-            window.count += try reader.readDirect(slice, at: window.end)
+            guard offset + Int64(target.count) <= window.end else { return false }
+            return copy(from: window, into: target, at: offset)
         }
 
         func copy(from window: Window, into target: UnsafeMutableRawBufferPointer, at offset: Int64) -> Bool {

@@ -61,11 +61,21 @@ public final class Descriptor: @unchecked Sendable {
     /// Reads up to `count` bytes at `offset` (fewer at the end of the file).
     public func read(count: Int, at offset: Int64) throws(FileSystemError) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let n = buffer.withUnsafeMutableBytes {
-                pread(raw, $0.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+        var result: Result<Int, FileSystemError> = .success(0)
+        buffer.withUnsafeMutableBytes { target in
+            do throws(FileSystemError) { result = .success(try read(into: target, at: offset)) } catch {
+                result = .failure(error)
             }
+        }
+        return Array(buffer[0..<(try result.get())])
+    }
+
+    /// Fills `target` from `offset` with as few reads as it takes; the count read (less only
+    /// where the file ends).
+    func read(into target: UnsafeMutableRawBufferPointer, at offset: Int64) throws(FileSystemError) -> Int {
+        var done = 0
+        while done < target.count {
+            let n = pread(raw, target.baseAddress! + done, target.count - done, off_t(offset) + off_t(done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw FileSystemError("read", path: display)
@@ -73,7 +83,7 @@ public final class Descriptor: @unchecked Sendable {
             if n == 0 { break }
             done += n
         }
-        return Array(buffer[0..<done])
+        return done
     }
 }
 
