@@ -101,3 +101,90 @@ struct FollowGroupedPublishTests {
         }
     }
 }
+
+/// The segments of users read in different passes are made durable together: a group is
+/// published when its first segment has waited a tenth of the interval (100 ms at 1 s), not at
+/// the end of each pass (passes come up to 40 times a second; each group costs two journal
+/// commits, which the owners' own syncs wait behind). Every commit written is restored.
+@Suite("follow: a group waits for segments of later passes", .serialized)
+struct FollowGroupWaitTests {
+    let folder = TemporaryFolder("granary-follow-group-wait")
+    let repo: String
+    var root: String { folder.child("root") }
+    var trace: String { folder.child("trace") }
+    static let users = (1...12).map { "user\($0)" }
+
+    init() throws {
+        repo = initializedRepository(folder.child("repo"))
+        for user in Self.users {
+            try FileSystem.makeDirectory(root + "/" + user)
+            try FollowFixtures.makeWALStore(root + "/" + user + "/Local.sqlite", rows: ["0"])
+        }
+    }
+
+    func segments(_ user: String) -> [FollowCatalogue.SegmentFile] {
+        FollowCatalogue.generations(in: repo, user: try! UserID(user), host: nil).flatMap(\.segments)
+    }
+
+    @Test("twelve users writing in turn for 3 s: each group but the stop's waited 100 ms, most hold several segments")
+    func groupsSpanPasses() throws {
+        let follow = try FollowProcess(
+            root: root, repo: repo, log: folder.child("follow.log"), interval: "1s",
+            environment: ["GRANARY_TEST_READ_TRACE": trace])
+        defer { follow.stop(SIGKILL) }
+        // Each generation's first segment is published on its own, before any group.
+        try waitFor("every user's first segment", follow) { Self.users.allSatisfy { !segments($0).isEmpty } }
+        let stores = try Self.users.map { user in
+            let db = try Database(path: root + "/" + user + "/Local.sqlite", mode: .readWrite)
+            try db.execute("PRAGMA wal_autocheckpoint=0")
+            return db
+        }
+        // One commit every 8 ms, round robin: each user commits about every 100 ms, and users
+        // fall due one after another, in passes of their own.
+        var written = 0
+        let end = ContinuousClock.now + .seconds(3)
+        while ContinuousClock.now < end {
+            written += 1
+            try stores[written % stores.count].run("INSERT INTO items(body) VALUES (?)", [.text("\(written)")])
+            usleep(8_000)
+        }
+        for db in stores { try db.keepWALOnClose() }
+        usleep(1_500_000)
+        follow.stop(SIGTERM)
+        #expect(follow.process.terminationStatus == 0, "\(follow.journal)")
+        // One generation each, the first: nothing was missed.
+        #expect(
+            follow.journal.components(separatedBy: "new generation").count == Self.users.count + 1, "\(follow.journal)")
+
+        // publish COUNT waited MICROSECONDS at MICROSECONDS
+        let groups = ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").split(separator: "\n")
+            .filter { $0.hasPrefix("publish ") }.map { line in line.split(separator: " ").compactMap { Int64($0) } }
+        #expect(groups.count >= 5, "\(groups)")
+        // The last may be the stop's, published at once.
+        for (index, group) in groups.enumerated().dropLast() {
+            #expect(group[1] >= 100_000, "group \(index) of \(groups.count): \(group)")
+            if index > 0 { #expect(group[2] - groups[index - 1][2] >= 100_000, "\(groups)") }
+        }
+        let published = groups.reduce(0) { $0 + Int($1[0]) }
+        #expect(published > groups.count, "segments of several users in one group: \(groups)")
+
+        let verified = try GranaryProcess.run(["verify", "--all", "--repo", repo])
+        #expect(verified.status == 0, "\(verified.stdout) \(verified.stderr)")
+        // Every commit, in each user's restore at its last segment.
+        for (index, user) in Self.users.enumerated() {
+            let last = try #require(segments(user).last, "\(user)")
+            let target = folder.child("at-\(user)")
+            #expect(mkdir(target, 0o700) == 0)
+            let result = try GranaryProcess.run([
+                "restore", user, "--at", ArchiveName.stamp(micros: last.last, precise: true), "--to", target,
+                "--root", root, "--repo", repo,
+            ])
+            #expect(result.status == 0, "\(result.stderr)")
+            let rows = try Database(path: target + "/Local.sqlite", mode: .readOnly).rows(
+                "SELECT body FROM items ORDER BY id"
+            ).compactMap { $0[0].text }
+            let expected = ["0"] + (1...written).filter { $0 % stores.count == index }.map { "\($0)" }
+            #expect(rows == expected, "\(user)")
+        }
+    }
+}

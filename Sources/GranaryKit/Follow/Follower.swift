@@ -204,6 +204,10 @@ public final class UserFollower {
     /// Whether segments of this user are being published (``shipper``).
     public var uploading: Bool { !staged.isEmpty }
 
+    /// Whether this user is not to be read now: its last round's segment waits for the others
+    /// of its group to be made durable (``unpublished``), or ``waitsForUploads``.
+    var waits: Bool { unpublished != nil || waitsForUploads }
+
     /// Whether this user is not to be read until some of its staged segments are settled: as many
     /// staged as ``stagedSegments`` or ``stagedBytes`` allow, or a new generation waits for them.
     public var waitsForUploads: Bool {
@@ -1266,7 +1270,7 @@ public final class FollowRun {
             let delay = Duration.microseconds(pacing.delay)
             // (A loop, not a filtered copy of `pending`: passes come tens of times a second.)
             var due: [(user: UserID, since: ContinuousClock.Instant)] = []
-            for (user, work) in pending where work.since + delay <= now && followers[user]?.waitsForUploads != true {
+            for (user, work) in pending where work.since + delay <= now && followers[user]?.waits != true {
                 due.append((user, work.since))
             }
             due.sort { $0.since < $1.since }
@@ -1277,9 +1281,7 @@ public final class FollowRun {
                 process(user, work, log: log)
                 if followers[user]?.unpublished == nil {
                     settle(user, work, delay: delay)
-                } else if let first = unpublished.first?.written,
-                    unpublished.count >= Self.groupSegments || clock.now - first >= Self.groupWait
-                {
+                } else if groupDue {
                     publishGrouped(delay: delay, log: log)
                 }
                 // Events keep coming while users are read: taken in now and then, so that the
@@ -1293,7 +1295,11 @@ public final class FollowRun {
                     apply(changes, changedAfter: previous, log: log)
                 }
             }
-            publishGrouped(delay: delay, log: log)
+            // The group is published when its first segment has waited groupWait (or it is
+            // full), not at the end of each pass: passes come up to 40 times a second, and each
+            // group costs the file system two journal commits, which the owners' own syncs wait
+            // behind (docs/follow.md, "Grouped durability").
+            if groupDue || Interruption.isRequested { publishGrouped(delay: delay, log: log) }
             if Interruption.isRequested {
                 if let written = flush(log: log) {
                     try statusWritten?(written)
@@ -1316,10 +1322,11 @@ public final class FollowRun {
             // Wait for events until the next user is due (100 ms at most, so that a signal that
             // came just before the wait is seen soon).
             var earliest: ContinuousClock.Instant?
-            for (user, work) in pending where followers[user]?.waitsForUploads != true {
+            for (user, work) in pending where followers[user]?.waits != true {
                 earliest = min(earliest ?? work.since, work.since)
             }
-            let next = earliest.map { $0 + .microseconds(pacing.delay) } ?? (after + .seconds(1))
+            var next = earliest.map { $0 + .microseconds(pacing.delay) } ?? (after + .seconds(1))
+            if let first = unpublished.first?.written { next = min(next, first + groupWait) }
             var wait = min(max(next - clock.now, .zero), .milliseconds(100))
             if let watcher {
                 // Owners' commits make events all the time (several a commit): a pass for each
@@ -1593,10 +1600,18 @@ public final class FollowRun {
         }
     }
 
-    /// The most segments of one pass made durable together, and the longest the first of them
-    /// waits for the others (``publishGrouped(delay:log:)``).
+    /// The most segments made durable together (``publishGrouped(delay:log:)``).
     static let groupSegments = 64
-    static let groupWait: Duration = .milliseconds(100)
+    /// How long the first segment of a group waits for others: a tenth of the interval, at most
+    /// 100 ms (at 1 s, at most ten groups a second, whatever the number of users).
+    var groupWait: Duration { min(.milliseconds(100), interval / 10) }
+
+    /// Whether the segments waiting (``unpublished``) are to be made durable now: as many as a
+    /// group holds, or the first has waited ``groupWait``.
+    var groupDue: Bool {
+        guard let first = unpublished.first?.written else { return false }
+        return unpublished.count >= Self.groupSegments || clock.now - first >= groupWait
+    }
 
     /// The users whose round left a segment written and not yet durable (``UserFollower/unpublished``),
     /// in the order they were read, with what their turn's record needs.
@@ -1625,6 +1640,9 @@ public final class FollowRun {
         guard !unpublished.isEmpty else { return }
         let group = unpublished
         unpublished = []
+        ReadTrace.follow(
+            "publish \(group.count) waited \(Self.micros(clock.now - group[0].written)) at \(ArchiveName.micros(Date()))"
+        )
         var failed: [UserID: Error] = [:]
         for entry in group {
             guard let segment = followers[entry.user]?.unpublished else { continue }
