@@ -149,7 +149,17 @@ struct FollowGroupWaitTests {
             usleep(8_000)
         }
         for db in stores { try db.keepWALOnClose() }
-        usleep(1_500_000)
+        // Every commit shipped (each user's segments after its first hold one commit a row), then
+        // stopped: the stop's last reads are bounded in time, and a slow machine may leave some.
+        let rows = Dictionary(grouping: 1...written) { $0 % stores.count }.mapValues(\.count)
+        try waitFor("every commit shipped", follow) {
+            Self.users.indices.allSatisfy { index in
+                let shipped = segments(Self.users[index]).filter { $0.sequence >= 2 }.reduce(0) {
+                    $0 + ((try? SegmentReader.check($1.path).1.commits) ?? 0)
+                }
+                return shipped == rows[index, default: 0]
+            }
+        }
         follow.stop(SIGTERM)
         #expect(follow.process.terminationStatus == 0, "\(follow.journal)")
         // One generation each, the first: nothing was missed.
@@ -159,7 +169,7 @@ struct FollowGroupWaitTests {
         // publish COUNT waited MICROSECONDS at MICROSECONDS
         let groups = ((try? String(contentsOfFile: trace, encoding: .utf8)) ?? "").split(separator: "\n")
             .filter { $0.hasPrefix("publish ") }.map { line in line.split(separator: " ").compactMap { Int64($0) } }
-        #expect(groups.count >= 5, "\(groups)")
+        #expect(groups.count >= 3, "\(groups)")
         // The last may be the stop's, published at once.
         for (index, group) in groups.enumerated().dropLast() {
             #expect(group[1] >= 100_000, "group \(index) of \(groups.count): \(group)")

@@ -154,7 +154,7 @@ public final class UserFollower {
     }
 
     /// With a local repository: a round leaves its segment written and not yet durable
-    /// (``unpublished``) for ``FollowRun`` to publish with the others of its pass, each file
+    /// (``unpublished``) for ``FollowRun`` to publish with the others of its group, each file
     /// synced, then linked, then each folder synced (docs/follow.md, "Grouped durability").
     var grouped = false
     /// The segment of the last round, written under a temporary name in its generation's folder
@@ -364,8 +364,9 @@ public final class UserFollower {
 
     func turn(only: Set<String>?, changedAfter: Int64?) throws -> [FollowEvent] {
         var events: [FollowEvent] = []
-        // As many segments staged as a user may have: some are published first.
-        guard !waitsForUploads else { return events }
+        // As many segments staged as a user may have, or its last segment waiting for its
+        // group: those are published first.
+        guard !waits else { return events }
         if let reason = breakWaiting {
             // Its staged segments are settled: the generation whose continuity was lost ends.
             breakWaiting = nil
@@ -400,7 +401,8 @@ public final class UserFollower {
     /// With ``shipper`` the segment is staged behind the user's others (whatever their number:
     /// the run is ending), for the stop's last uploads.
     public func ship(only: Set<String>?, changedAfter: Int64? = nil) throws -> [FollowEvent] {
-        guard generation != nil, breakWaiting == nil else { return [] }
+        // (A segment waiting for its group holds this user's next sequence number.)
+        guard generation != nil, breakWaiting == nil, unpublished == nil else { return [] }
         let outcome = try SleepAllowance.within(Self.turnSleep) { () throws -> RoundOutcome in
             try readRound(
                 only: only.map { $0.union(behind) }, changedAfter: changedAfter, background: shipper != nil)
@@ -827,7 +829,7 @@ public final class UserFollower {
             return .shipped(nil)
         }
         if grouped, background, !first, let local = repository.localPath {
-            // Published with the other segments of the pass (FollowRun.publishGrouped): its
+            // Published with the other segments of its group (FollowRun.publishGrouped): its
             // bytes start out now, and nothing moves on until its folder is synced.
             writer.startWriteback()
             rereading = true
@@ -1278,6 +1280,9 @@ public final class FollowRun {
                 if Interruption.isRequested { break }
                 // Its work as it stands now (changes seen since the list was made included).
                 guard let work = pending.removeValue(forKey: user) else { continue }
+                // A group that fell due during the rounds before (rounds that left no segment
+                // included) is not held back by this one.
+                if groupDue { publishGrouped(delay: delay, log: log) }
                 process(user, work, log: log)
                 if followers[user]?.unpublished == nil {
                     settle(user, work, delay: delay)
@@ -1299,8 +1304,10 @@ public final class FollowRun {
             // full), not at the end of each pass: passes come up to 40 times a second, and each
             // group costs the file system two journal commits, which the owners' own syncs wait
             // behind (docs/follow.md, "Grouped durability").
-            if groupDue || Interruption.isRequested { publishGrouped(delay: delay, log: log) }
-            if Interruption.isRequested {
+            // (The flag read once: a stop always publishes the group before its last reads.)
+            let stopping = Interruption.isRequested
+            if groupDue || stopping { publishGrouped(delay: delay, log: log) }
+            if stopping {
                 if let written = flush(log: log) {
                     try statusWritten?(written)
                 } else {
@@ -1602,8 +1609,10 @@ public final class FollowRun {
 
     /// The most segments made durable together (``publishGrouped(delay:log:)``).
     static let groupSegments = 64
+    /// The most syncs of a group under way at once (threads, the caller's among them).
+    static let syncWidth = 8
     /// How long the first segment of a group waits for others: a tenth of the interval, at most
-    /// 100 ms (at 1 s, at most ten groups a second, whatever the number of users).
+    /// 100 ms (at 1 s, at most ten groups a second unless 64 segments wait at once).
     var groupWait: Duration { min(.milliseconds(100), interval / 10) }
 
     /// Whether the segments waiting (``unpublished``) are to be made durable now: as many as a
@@ -1630,7 +1639,7 @@ public final class FollowRun {
     /// with a local repository; `--once` and a stop's last reads publish each at once).
     var groupedPublish = false
 
-    /// Makes the segments the pass's rounds left durable together (docs/follow.md, "Grouped
+    /// Makes the segments of a group of rounds durable together (docs/follow.md, "Grouped
     /// durability"): every file synced (their writeback started as each was finished, so the
     /// first sync commits most of them), then each linked to its final name, then each folder
     /// synced once; only then does each user's follower move on and its segment count as
@@ -1640,13 +1649,22 @@ public final class FollowRun {
         guard !unpublished.isEmpty else { return }
         let group = unpublished
         unpublished = []
+        var monotonic = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &monotonic)
         ReadTrace.follow(
-            "publish \(group.count) waited \(Self.micros(clock.now - group[0].written)) at \(ArchiveName.micros(Date()))"
+            "publish \(group.count) waited \(Self.micros(clock.now - group[0].written)) at \(Int64(monotonic.tv_sec) * 1_000_000 + Int64(monotonic.tv_nsec) / 1_000)"
         )
         var failed: [UserID: Error] = [:]
-        for entry in group {
-            guard let segment = followers[entry.user]?.unpublished else { continue }
-            do { try segment.writer.sync() } catch { failed[entry.user] = error }
+        // The files' syncs issued together (as the folders' below): each waits for its data and
+        // a cache flush, which the kernel then shares among them instead of one after another.
+        let files = group.compactMap { entry in followers[entry.user]?.unpublished.map { (entry.user, $0.writer) } }
+        let descriptors = files.map(\.1.fd)
+        let codes = Parallel.each(descriptors.count, width: Self.syncWidth) { index -> Int32 in
+            fsync(descriptors[index]) == 0 ? 0 : errno
+        }
+        for (index, (user, writer)) in files.enumerated() where codes[index] != 0 {
+            failed[user] = Segment.Failure.io(
+                path: writer.path, reason: "fsync: \(String(cString: strerror(codes[index])))")
         }
         CrashPoint.reach(.followSynced)
         for entry in group where failed[entry.user] == nil {
@@ -1658,17 +1676,19 @@ public final class FollowRun {
             }
         }
         CrashPoint.reach(.followLinked)
-        var folders: [String: Error?] = [:]
+        var linked: [String] = []
         for entry in group where failed[entry.user] == nil {
             guard let segment = followers[entry.user]?.unpublished else { continue }
-            if folders[segment.folder] == nil {
-                do {
-                    try FileSystem.sync(segment.folder)
-                    folders[segment.folder] = .some(nil)
-                } catch {
-                    folders[segment.folder] = .some(error)
-                }
-            }
+            if !linked.contains(segment.folder) { linked.append(segment.folder) }
+        }
+        let paths = linked
+        let folderErrors = Parallel.each(paths.count, width: Self.syncWidth) { index -> (any Error)? in
+            do { try FileSystem.sync(paths[index]) } catch { return error }
+            return nil
+        }
+        let folders = Dictionary(uniqueKeysWithValues: zip(paths, folderErrors))
+        for entry in group where failed[entry.user] == nil {
+            guard let segment = followers[entry.user]?.unpublished else { continue }
             if let error = folders[segment.folder] ?? nil {
                 failed[entry.user] = error
                 // Linked but not durable: not claimed, and its name given back (the next round
@@ -1748,7 +1768,7 @@ public final class FollowRun {
             if whole { follower.unseen = false }
             for event in events { log(event) }
             if follower.unpublished != nil {
-                // Recorded once its segment is durable, with the others of the pass
+                // Recorded once its segment is durable, with the others of its group
                 // (publishGrouped).
                 unpublished.append(
                     Deferred(
@@ -1787,7 +1807,7 @@ public final class FollowRun {
     func prepareStatus() -> FollowStatus {
         for (user, follower) in followers
         where pending[user] == nil && failing[user] == nil && follower.behind.isEmpty && follower.generation != nil
-            && !follower.uploading && watcher != nil && watcher?.polled[user] == nil
+            && !follower.uploading && follower.unpublished == nil && watcher != nil && watcher?.polled[user] == nil
         {
             status.caughtUp(user: user.rawValue, through: drainedAt)
         }

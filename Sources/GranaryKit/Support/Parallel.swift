@@ -20,6 +20,59 @@ enum Parallel {
     }
 }
 
+extension Parallel {
+    /// `body(0)` … `body(count - 1)`, each once, on up to `width` threads at once (the caller's
+    /// among them); their results in that order. For system calls that wait on the device, such
+    /// as the `fsync`s of a group of files: issued together, they share the journal commit and
+    /// the cache flush that each would otherwise wait for in turn.
+    static func each<T: Sendable>(_ count: Int, width: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+        guard count > 1, width > 1 else { return (0..<count).map(body) }
+        let work = Indexed<T>(count)
+        let helpers = min(width, count) - 1
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<helpers {
+            let thread = Thread {
+                work.drain(body)
+                done.signal()
+            }
+            thread.stackSize = 1 << 18
+            thread.start()
+        }
+        work.drain(body)
+        for _ in 0..<helpers { done.wait() }
+        return work.taken()
+    }
+}
+
+/// The indices of ``Parallel/each(_:width:_:)`` handed out one at a time, and the results; the
+/// lock orders every access, the semaphore the last read.
+private final class Indexed<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private let count: Int
+    private var next = 0
+    private var results: [T?]
+
+    init(_ count: Int) {
+        self.count = count
+        results = Array(repeating: nil, count: count)
+    }
+
+    func drain(_ body: (Int) -> T) {
+        while true {
+            let index: Int? = lock.withLock {
+                guard next < count else { return nil }
+                next += 1
+                return next - 1
+            }
+            guard let index else { return }
+            let result = body(index)
+            lock.withLock { results[index] = result }
+        }
+    }
+
+    func taken() -> [T] { lock.withLock { results.map { $0! } } }
+}
+
 /// A result handed from one thread to another; the semaphore in `Parallel.both` orders the accesses.
 private final class ResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?

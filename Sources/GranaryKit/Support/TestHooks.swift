@@ -232,7 +232,8 @@ public enum ReadTrace {
 
         /// `follow`'s line: `scan USER` when it lists and opens every store of a user, `read
         /// USER/STORE` when it reads one store, `publish COUNT waited MICROS at MICROS` when it
-        /// makes a group of segments durable (how long the first waited; when, since 1970).
+        /// makes a group of segments durable (how long the first waited; when, on the monotonic
+        /// clock).
         static func follow(_ line: String) {
             guard let file else { return }
             let bytes = Array((line + "\n").utf8)
