@@ -95,7 +95,7 @@ test: build-tests moto prometheus
 # exit through the sanitizer's own report; SWIFT_BACKTRACE=enable=no: Swift's backtracer, attached
 # to a crashed instrumented process, never finishes (and keeps the test's pipe open). CI runs it;
 # the tests take a few minutes on two cores.
-TSAN_FILTER := DeltaNoCopyTests|ParallelEachTests|FollowGroupWaitTests|LiveReadAheadTests|TeeJobsTests|PageRecorderTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
+TSAN_FILTER := DeltaNoCopyTests|ParallelEachTests|FollowGroupWaitTests|FollowGroupStatusTests|LiveReadAheadTests|TeeJobsTests|PageRecorderTests|OverlappedPackTests|OverlappedSinkTests|DeltaRestoreStreamTests|MappedReaderTests|CPUYieldTests|ParallelBackupTests|ReopenProtocolTests|ContentLimitsTests|CrashIsolation
 # The instrumented build alone. (Not started beside the tests in CI: SwiftPM runs the compiler at
 # normal priority whatever its own nice value, and a build beside them made the debug build 3x slower.)
 tsan-build: deps

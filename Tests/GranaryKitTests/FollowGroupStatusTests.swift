@@ -58,7 +58,9 @@ struct FollowGroupStatusTests {
             "claimed through \(String(describing: waiting)) before the segment is durable")
         #expect(run.prepareStatus().users["erin"]?.sequence == sequence)
         // Not read again while it waits: no second segment under the same number.
+        let waitingFile = follower.unpublished?.temporary
         #expect(try follower.round(only: nil).isEmpty)
+        #expect(follower.unpublished?.temporary == waitingFile)
         #expect(try follower.ship(only: nil).isEmpty)
         #expect(run.unpublished.count == 1)
 

@@ -1658,9 +1658,9 @@ public final class FollowRun {
         // The files' syncs issued together (as the folders' below): each waits for its data and
         // a cache flush, which the kernel then shares among them instead of one after another.
         let files = group.compactMap { entry in followers[entry.user]?.unpublished.map { (entry.user, $0.writer) } }
-        let descriptors = files.map(\.1.fd)
-        let codes = Parallel.each(descriptors.count, width: Self.syncWidth) { index -> Int32 in
-            fsync(descriptors[index]) == 0 ? 0 : errno
+        let fds = files.map(\.1.fd)
+        let codes = Parallel.each(fds.count, width: Self.syncWidth) { index -> Int32 in
+            fsync(fds[index]) == 0 ? 0 : errno
         }
         for (index, (user, writer)) in files.enumerated() where codes[index] != 0 {
             failed[user] = Segment.Failure.io(
