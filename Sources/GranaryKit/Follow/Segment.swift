@@ -275,6 +275,8 @@ public final class SegmentCompressor {
 /// Writes a segment file, streaming: the pages go through zstd as they come.
 public final class SegmentWriter {
     let path: String
+    /// The file's descriptor: a group's publish syncs the file through it (no second open by
+    /// path), with the others of the group at once (``FollowRun/publishGrouped(delay:log:)``).
     let fd: Int32
     /// The caller's (kept from segment to segment), or one of its own.
     let compressor: SegmentCompressor
@@ -363,14 +365,6 @@ public final class SegmentWriter {
     /// their blocks are allocated together and the first sync commits them all.
     public func startWriteback() {
         _ = granary_start_writeback(fd, 0, 0)
-    }
-
-    /// Flushes the finished file to stable storage through the descriptor it was written with
-    /// (no second open by path).
-    public func sync() throws {
-        if fsync(fd) != 0 {
-            throw Segment.Failure.io(path: path, reason: "fsync: \(String(cString: strerror(errno)))")
-        }
     }
 
     func record(_ tag: Character, _ json: [UInt8]) throws {
