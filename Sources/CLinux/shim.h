@@ -47,4 +47,10 @@ static inline int granary_can_leave_idle(void) {
 // them (a leaked write end would keep a reader waiting for an end that never comes).
 static inline int granary_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
+// Moves `from` to `to` unless `to` exists (renameat2(2) with RENAME_NOREPLACE): -1 with EEXIST
+// then, EINVAL where the file system cannot promise it.
+static inline int granary_rename_noreplace(const char *from, const char *to) {
+    return (int)syscall(SYS_renameat2, AT_FDCWD, from, AT_FDCWD, to, 1 /* RENAME_NOREPLACE */);
+}
+
 #endif

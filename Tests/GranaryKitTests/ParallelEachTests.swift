@@ -4,10 +4,11 @@ import Testing
 
 @testable import GranaryKit
 
-/// `Parallel.each`, which issues the syncs of a group of `follow`'s segments together: every index
-/// once, the results in order, at most `width` at once, and a real `fsync` of real files through
-/// it. `make tsan` runs this suite under the thread sanitizer.
-@Suite("Parallel.each")
+/// `Parallel.Pool.each`, which issues the syncs of a group of `follow`'s segments together: every
+/// index once, the results in order, at most `width` at once, a real `fsync` of real files
+/// through it, its helpers kept from call to call and ended with the pool, and a call that
+/// returns with no helper at all. `make tsan` runs this suite under the thread sanitizer.
+@Suite("Parallel.Pool.each")
 struct ParallelEachTests {
     /// How many bodies run at once, and the most seen.
     final class Gauge: @unchecked Sendable {
@@ -30,7 +31,8 @@ struct ParallelEachTests {
         arguments: [(0, 4), (1, 4), (5, 1), (7, 3), (40, 8)])
     func eachIndexOnce(_ shape: (count: Int, width: Int)) {
         let gauge = Gauge()
-        let results = Parallel.each(shape.count, width: shape.width) { index -> Int in
+        let pool = Parallel.Pool(width: shape.width)
+        let results = pool.each(shape.count) { index -> Int in
             gauge.enter(index)
             usleep(2_000)
             gauge.leave()
@@ -60,8 +62,63 @@ struct ParallelEachTests {
         close(descriptors[4])
         descriptors[4] = -1
         let fds = descriptors
-        let codes = Parallel.each(fds.count, width: 8) { index -> Int32 in fsync(fds[index]) == 0 ? 0 : errno }
+        let codes = Parallel.Pool(width: 8).each(fds.count) { index -> Int32 in fsync(fds[index]) == 0 ? 0 : errno }
         #expect(codes == [0, 0, 0, 0, EBADF, 0])
         for (index, fd) in descriptors.enumerated() where index != 4 { close(fd) }
+    }
+
+    @Test("a pool keeps its helpers from call to call, at most width - 1, and they end when it is let go")
+    func poolKeepsHelpers() throws {
+        var pool: Parallel.Pool? = Parallel.Pool(width: 4)
+        let shared = pool!.shared
+        for round in 0..<50 {
+            let gauge = Gauge()
+            let results = pool!.each(3 + round % 5) { index -> Int in
+                gauge.enter(index)
+                usleep(200)
+                gauge.leave()
+                return index + round
+            }
+            #expect(results == (0..<(3 + round % 5)).map { $0 + round })
+            #expect(gauge.most <= 4)
+        }
+        // Fifty calls, three helpers at most: not a thread per call.
+        #expect(shared.runningNow <= 3)
+        pool = nil
+        let deadline = Date().addingTimeInterval(30)
+        while shared.runningNow > 0 && Date() < deadline { usleep(10_000) }
+        #expect(shared.runningNow == 0)
+    }
+
+    @Test("with no helper started, every body runs on the caller, once, in order, and the call returns")
+    func poolWithoutHelpers() {
+        let pool = Parallel.Pool(width: 8)
+        pool.startsHelpers = false
+        let caller = pthread_self()
+        let gauge = Gauge()
+        let results = pool.each(20) { index -> Bool in
+            gauge.enter(index)
+            gauge.leave()
+            return pthread_equal(pthread_self(), caller) != 0
+        }
+        #expect(results == Array(repeating: true, count: 20))
+        #expect(gauge.calls == Array(0..<20))
+        #expect(pool.shared.runningNow == 0)
+    }
+
+    @Test("two callers of one pool at once: each gets its own results")
+    func poolTwoCallers() {
+        let pool = Parallel.Pool(width: 3)
+        let other = Pending {
+            pool.each(30) { index -> Int in
+                usleep(100); return index * 2
+            }
+        }
+        let mine = pool.each(30) { index -> Int in
+            usleep(100)
+            return index * 3
+        }
+        #expect(mine == (0..<30).map { $0 * 3 })
+        #expect((try? other.wait()) == (0..<30).map { $0 * 2 })
     }
 }

@@ -223,6 +223,27 @@ struct SegmentTests {
         }
     }
 
+    @Test("a number in a record is the digits String gives it, at every edge")
+    func numbersAsString() {
+        func digits(_ value: some BinaryInteger) -> String {
+            var out: [UInt8] = [UInt8(ascii: "x")]
+            SegmentJSON.number(value, &out)
+            return String(decoding: out.dropFirst(), as: UTF8.self)
+        }
+        var values: [Int64] = [0, 1, -1, 9, 10, -10, 99, 100, Int64.max, Int64.min, Int64.max - 1, Int64.min + 1]
+        var power: Int64 = 1
+        for _ in 0..<18 {
+            power *= 10
+            values += [power - 1, power, power + 1, -power]
+        }
+        for value in values { #expect(digits(value) == String(value)) }
+        for value: UInt64 in [0, 7, UInt64(Int64.max), UInt64(Int64.max) + 1, .max] {
+            #expect(digits(value) == String(value))
+        }
+        for value: UInt32 in [0, 0x8000_0000, .max] { #expect(digits(value) == String(value)) }
+        #expect(digits(Int32.min) == String(Int32.min))
+    }
+
     @Test("a segment with awkward store names reads back: its store records and trailer as written")
     func awkwardNamesRoundTrip() throws {
         let path = folder.child("awkward.seg")

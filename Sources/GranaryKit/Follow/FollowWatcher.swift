@@ -42,6 +42,13 @@ public final class FollowWatcher {
     public let descriptor: Int32
     /// Each watch: whose folder (nil: the root) and its path relative to the user's folder.
     var watches: [Int32: (user: UserID?, relative: String)] = [:]
+    /// What a plain write (`IN_MODIFY`) of a name in a user's watched folder comes to: the store
+    /// to read, or nil (a `-shm`, a `-journal`, a hidden name), by watch and the name's bytes.
+    /// Such writes are most of the events, about one a commit; each made and cut strings before
+    /// (``drain(into:)``). At most ``modifiedNames`` names a watch; forgotten when the watch is
+    /// set again or removed.
+    var modified: [Int32: [(raw: [UInt8], store: String?)]] = [:]
+    static let modifiedNames = 8
     var byUser: [UserID: Set<Int32>] = [:]
     /// Users some of whose folders could not be watched, and why: they hold no watch, and are
     /// read whole on a timer instead.
@@ -94,6 +101,7 @@ public final class FollowWatcher {
         let wd = folder.watch(inotify: descriptor, mask: Self.rootMask)
         guard wd >= 0 else { return false }
         watches[wd] = (nil, "")
+        modified[wd] = nil
         return true
     }
 
@@ -141,6 +149,7 @@ public final class FollowWatcher {
                 } else {
                     fresh.insert(wd)
                     watches[wd] = (user.id, relative)
+                    modified[wd] = nil
                 }
             }
             guard depth < UserFolder.searchDepth, let entries = try? folder.entries() else { return }
@@ -160,6 +169,7 @@ public final class FollowWatcher {
         for wd in mine.union(fresh).subtracting(kept) {
             inotify_rm_watch(descriptor, wd)
             watches[wd] = nil
+            modified[wd] = nil
         }
         byUser[user.id] = kept
         polled[user.id] = failure
@@ -172,6 +182,7 @@ public final class FollowWatcher {
         for wd in byUser.removeValue(forKey: user) ?? [] {
             inotify_rm_watch(descriptor, wd)
             watches[wd] = nil
+            modified[wd] = nil
         }
         polled[user] = nil
         overCap.remove(user)
@@ -201,13 +212,25 @@ public final class FollowWatcher {
                 let wd = buffer.load(fromByteOffset: offset, as: Int32.self)
                 let mask = buffer.load(fromByteOffset: offset + 4, as: UInt32.self)
                 let length = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
-                var name = ""
-                if length > 0 {
-                    let bytes = UnsafeRawBufferPointer(start: buffer + offset + 16, count: min(length, n - offset - 16))
-                    name = FolderName.decode(Array(bytes.prefix { $0 != 0 }))
-                }
+                let bytes = UnsafeRawBufferPointer(
+                    start: buffer + offset + 16, count: max(0, min(length, n - offset - 16)))
+                let raw = UnsafeRawBufferPointer(rebasing: bytes.prefix { $0 != 0 })
                 offset += 16 + length
-                note(wd: wd, mask: mask, name: name, into: &changes)
+                if mask == UInt32(IN_MODIFY), !raw.isEmpty, let (owner, relative) = watches[wd], let user = owner {
+                    let store: String?
+                    if let known = modified[wd]?.first(where: { $0.raw.elementsEqual(raw) }) {
+                        store = known.store
+                    } else {
+                        store = Self.written(FolderName.decode(Array(raw)), in: relative)
+                        var names = modified[wd] ?? []
+                        if names.count >= Self.modifiedNames { names.removeFirst() }
+                        names.append((Array(raw), store))
+                        modified[wd] = names
+                    }
+                    if let store { changes.stores[user, default: []].insert(store) }
+                    continue
+                }
+                note(wd: wd, mask: mask, name: raw.isEmpty ? "" : FolderName.decode(Array(raw)), into: &changes)
             }
         }
     }
@@ -221,6 +244,7 @@ public final class FollowWatcher {
         if mask & UInt32(IN_IGNORED) != 0 {
             // The kernel dropped the watch (its folder is gone): look again.
             watches[wd] = nil
+            modified[wd] = nil
             if let owner {
                 byUser[owner]?.remove(wd)
                 changes.users.insert(owner)
@@ -238,21 +262,23 @@ public final class FollowWatcher {
             changes.users.insert(user)
             return
         }
-        // Hidden entries are never stores (nor searched), and SQLite writes `-shm` through a
-        // mapping: its `-wal` says the same, so neither is worth a read.
-        if name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") { return }
-        let path = relative.isEmpty ? name : relative + "/" + name
-        if name.hasSuffix("-wal") {
-            changes.stores[user, default: []].insert(String(path.dropLast(4)))
-            return
-        }
-        if name.hasSuffix("-journal") { return }
-        if mask & UInt32(IN_MODIFY) != 0 {
-            // A store's own file is written by checkpoints (nothing to ship) and by a rollback
-            // store's commits (not followed); any other file may be becoming a store.
-            changes.stores[user, default: []].insert(path)
+        if name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") || name.hasSuffix("-journal") { return }
+        if name.hasSuffix("-wal") || mask & UInt32(IN_MODIFY) != 0 {
+            if let store = Self.written(name, in: relative) { changes.stores[user, default: []].insert(store) }
             return
         }
         changes.users.insert(user)
+    }
+
+    /// The store that a write of (or a change to the `-wal`) `name` in the watched folder at
+    /// `relative` says to read: nil for a name that is never worth a read.
+    static func written(_ name: String, in relative: String) -> String? {
+        // Hidden entries are never stores (nor searched), and SQLite writes `-shm` through a
+        // mapping: its `-wal` says the same, so neither is worth a read.
+        if name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") || name.hasSuffix("-journal") { return nil }
+        let path = relative.isEmpty ? name : relative + "/" + name
+        // A store's own file is written by checkpoints (nothing to ship) and by a rollback
+        // store's commits (not followed); any other file may be becoming a store.
+        return name.hasSuffix("-wal") ? String(path.dropLast(4)) : path
     }
 }

@@ -292,6 +292,9 @@ public final class UserFollower {
     /// The stores followed (their names relative to the user's folder).
     public var followed: Set<String> { Set(cursors.keys) }
 
+    /// Whether `store` is followed (one of ``followed``, without making the set).
+    func follows(_ store: String) -> Bool { cursors[store] != nil }
+
     /// The folder of this host's segments of the user, in the repository.
     var followFolder: String { user.rawValue + "/follow/" + host }
 
@@ -1535,12 +1538,15 @@ public final class FollowRun {
     func add(
         _ user: UserID, stores: Set<String>, whole: Bool, since: ContinuousClock.Instant, changedAfter: Int64? = nil
     ) {
-        var work = pending[user] ?? Pending(since: since, changedAfter: changedAfter)
-        work.since = min(work.since, since)
-        if let changedAfter { work.changedAfter = min(work.changedAfter ?? changedAfter, changedAfter) }
-        work.stores.formUnion(stores)
-        work.whole = work.whole || whole
-        pending[user] = work
+        // Changed in place (a copy taken out and put back would copy its set of stores: events
+        // come several times a commit).
+        func merge(_ work: inout Pending) {
+            work.since = min(work.since, since)
+            if let changedAfter { work.changedAfter = min(work.changedAfter ?? changedAfter, changedAfter) }
+            work.stores.formUnion(stores)
+            work.whole = work.whole || whole
+        }
+        merge(&pending[user, default: Pending(since: since, changedAfter: changedAfter)])
     }
 
     /// `seen`: when the changes were first seen, if earlier than now (a pause began then).
@@ -1560,11 +1566,13 @@ public final class FollowRun {
         }
         for (user, stores) in changes.stores {
             guard let follower = followers[user] else { continue }
-            let wanted = stores.subtracting(follower.named)
+            // (Sets made only when a store is passed over: this runs for every user at every
+            // drain.)
+            let wanted = follower.named.isEmpty ? stores : stores.subtracting(follower.named)
             guard !wanted.isEmpty else { continue }
             // A change to a file that is not a followed store: it may be one now.
             add(
-                user, stores: wanted, whole: !wanted.isSubset(of: follower.followed), since: now,
+                user, stores: wanted, whole: !wanted.allSatisfy(follower.follows), since: now,
                 changedAfter: changedAfter)
         }
     }
@@ -1611,6 +1619,8 @@ public final class FollowRun {
     static let groupSegments = 64
     /// The most syncs of a group under way at once (threads, the caller's among them).
     static let syncWidth = 8
+    /// The threads that issue a group's syncs, kept from group to group.
+    let syncs = Parallel.Pool(width: FollowRun.syncWidth)
     /// How long the first segment of a group waits for others: a tenth of the interval, at most
     /// 100 ms (at 1 s, at most ten groups a second unless 64 segments wait at once).
     var groupWait: Duration { min(.milliseconds(100), interval / 10) }
@@ -1659,7 +1669,7 @@ public final class FollowRun {
         // a cache flush, which the kernel then shares among them instead of one after another.
         let files = group.compactMap { entry in followers[entry.user]?.unpublished.map { (entry.user, $0.writer) } }
         let fds = files.map(\.1.fd)
-        let codes = Parallel.each(fds.count, width: Self.syncWidth) { index -> Int32 in
+        let codes = syncs.each(fds.count) { index -> Int32 in
             fsync(fds[index]) == 0 ? 0 : errno
         }
         for (index, (user, writer)) in files.enumerated() where codes[index] != 0 {
@@ -1682,7 +1692,7 @@ public final class FollowRun {
             if !linked.contains(segment.folder) { linked.append(segment.folder) }
         }
         let paths = linked
-        let folderErrors = Parallel.each(paths.count, width: Self.syncWidth) { index -> (any Error)? in
+        let folderErrors = syncs.each(paths.count) { index -> (any Error)? in
             do { try FileSystem.sync(paths[index]) } catch { return error }
             return nil
         }

@@ -223,8 +223,22 @@ enum SegmentJSON {
 
     static let hex = Array("0123456789abcdef".utf8)
 
+    /// The decimal digits of `value`, as `String(value)` gives them, without making the string
+    /// (a trailer holds a dozen numbers a store, one trailer a segment).
     static func number(_ value: some BinaryInteger, _ out: inout [UInt8]) {
-        out += String(value).utf8
+        guard let small = Int64(exactly: value) else {
+            out += String(value).utf8
+            return
+        }
+        if small < 0 { out.append(UInt8(ascii: "-")) }
+        // The magnitude, as unsigned: Int64.min has none as Int64.
+        var rest = small.magnitude
+        let start = out.count
+        repeat {
+            out.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        out[start...].reverse()
     }
 
     /// A JSON string: `"`, `\` and `/` escaped, the control characters as JSONEncoder writes
@@ -260,7 +274,12 @@ public final class SegmentCompressor {
     let cctx: OpaquePointer
     let output = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 17, alignment: 16)
 
-    public init(level: Int32 = 3) {
+    /// zstd's level 1: a segment is a few page images of a busy store, compressed once and
+    /// shipped within a second. Level 3 made them about 1 % smaller at twice the cost, and
+    /// its larger tables left the cache between two segments (docs/follow.md, "Measured").
+    public static let defaultLevel: Int32 = 1
+
+    public init(level: Int32 = SegmentCompressor.defaultLevel) {
         cctx = ZSTD_createCCtx()
         ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, level)
         ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)
@@ -285,7 +304,10 @@ public final class SegmentWriter {
     public private(set) var trailer: Segment.Trailer
     var finished = false
 
-    public init(path: String, header: Segment.Header, level: Int32 = 3, compressor: SegmentCompressor? = nil) throws {
+    public init(
+        path: String, header: Segment.Header, level: Int32 = SegmentCompressor.defaultLevel,
+        compressor: SegmentCompressor? = nil
+    ) throws {
         self.path = path
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw Segment.Failure.io(path: path, reason: String(cString: strerror(errno))) }

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 
 #if canImport(Glibc)
@@ -79,9 +80,15 @@ public enum FileSystem {
         if RawPath.rename(from, to) != 0 { throw FileSystemError("rename \(from) to", path: to) }
     }
 
-    /// Moves `from` to `to` only if `to` does not exist: link(2) then unlink(2).
+    /// Moves `from` to `to` only if `to` does not exist: `renameat2(2)` with `RENAME_NOREPLACE`,
+    /// or, on a file system that cannot promise that (`EINVAL`), link(2) then unlink(2).
     /// Either `to` appears complete or not at all.
     public static func renameNoReplace(_ from: String, to: String) throws(FileSystemError) {
+        let code = FolderName.withRaw(from) { a in
+            FolderName.withRaw(to) { b in granary_rename_noreplace(a, b) == 0 ? 0 : errno }
+        }
+        if code == 0 { return }
+        if code != EINVAL && code != ENOSYS { throw FileSystemError("publish", path: to, code: code) }
         if RawPath.link(from, to) != 0 { throw FileSystemError("publish", path: to) }
         if RawPath.unlink(from) != 0 { throw FileSystemError("remove", path: from) }
     }

@@ -21,56 +21,119 @@ enum Parallel {
 }
 
 extension Parallel {
-    /// `body(0)` … `body(count - 1)`, each once, on up to `width` threads at once (the caller's
-    /// among them); their results in that order. For system calls that wait on the device, such
-    /// as the `fsync`s of a group of files: issued together, they share the journal commit and
-    /// the cache flush that each would otherwise wait for in turn.
-    static func each<T: Sendable>(_ count: Int, width: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
-        guard count > 1, width > 1 else { return (0..<count).map(body) }
-        let work = Indexed<T>(count)
-        let helpers = min(width, count) - 1
-        let done = DispatchSemaphore(value: 0)
-        for _ in 0..<helpers {
-            let thread = Thread {
-                work.drain(body)
-                done.signal()
+    /// Threads kept for ``each(_:_:)``: `body(0)` … `body(count - 1)`, each once, on up to
+    /// `width` threads at once (the caller's among them), their results in that order. For system
+    /// calls that wait on the device, such as the `fsync`s of a group of files: issued together,
+    /// they share the journal commit and the cache flush that each would otherwise wait for in
+    /// turn. The helpers are started when first needed and kept, parked, until the pool is let
+    /// go: a follower publishes groups ten times a second, and a thread started for each call
+    /// cost more than the syncs it issued. The caller takes indices too and waits only for those
+    /// a helper took: a helper that never started (a thread the system would not make) holds
+    /// nothing back. One call at a time; a second caller waits for the first.
+    final class Pool: @unchecked Sendable {
+        let width: Int
+        let shared = PoolShared()
+        /// Tests: false runs every body on the caller, as if no helper could be started.
+        var startsHelpers = true
+
+        init(width: Int) { self.width = max(1, width) }
+
+        deinit { shared.stop() }
+
+        func each<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+            guard count > 1, width > 1 else { return (0..<count).map(body) }
+            let results = PoolResults<T>(count)
+            let shared = self.shared
+            let job = PoolJob(count) { index in
+                let result = body(index)
+                shared.condition.withLock { results.values[index] = result }
             }
-            thread.stackSize = 1 << 18
-            thread.start()
+            shared.run(job, helpers: startsHelpers ? min(width, count) - 1 : 0)
+            return shared.condition.withLock { results.values.map { $0! } }
         }
-        work.drain(body)
-        for _ in 0..<helpers { done.wait() }
-        return work.taken()
     }
 }
 
-/// The indices of ``Parallel/each(_:width:_:)`` handed out one at a time, and the results; the
-/// lock orders every access, the semaphore the last read.
-private final class Indexed<T: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private let count: Int
-    private var next = 0
-    private var results: [T?]
+/// What a ``Parallel/Pool``'s threads share; the condition's lock orders every access.
+final class PoolShared: @unchecked Sendable {
+    let condition = NSCondition()
+    private var job: PoolJob?
+    private var stopped = false
+    /// Helpers asked for, and those whose loop is running (tests).
+    private var started = 0
+    private(set) var running = 0
 
-    init(_ count: Int) {
-        self.count = count
-        results = Array(repeating: nil, count: count)
-    }
+    var runningNow: Int { condition.withLock { running } }
 
-    func drain(_ body: (Int) -> T) {
-        while true {
-            let index: Int? = lock.withLock {
-                guard next < count else { return nil }
-                next += 1
-                return next - 1
-            }
-            guard let index else { return }
-            let result = body(index)
-            lock.withLock { results[index] = result }
+    func stop() {
+        condition.withLock {
+            stopped = true
+            condition.broadcast()
         }
     }
 
-    func taken() -> [T] { lock.withLock { results.map { $0! } } }
+    func run(_ job: PoolJob, helpers: Int) {
+        condition.lock()
+        while self.job != nil { condition.wait() }
+        self.job = job
+        while started < helpers {
+            started += 1
+            let thread = Thread { [self] in helperLoop() }
+            thread.stackSize = 1 << 18
+            thread.start()
+        }
+        condition.broadcast()
+        // The caller takes indices as the helpers do, then waits for those they took.
+        while job.next < job.count {
+            let index = job.next
+            job.next += 1
+            condition.unlock()
+            job.body(index)
+            condition.lock()
+            job.finished += 1
+        }
+        while job.finished < job.count { condition.wait() }
+        self.job = nil
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func helperLoop() {
+        condition.lock()
+        running += 1
+        while true {
+            while !stopped && (job.map { $0.next >= $0.count } ?? true) { condition.wait() }
+            if stopped { break }
+            let job = self.job!
+            let index = job.next
+            job.next += 1
+            condition.unlock()
+            job.body(index)
+            condition.lock()
+            job.finished += 1
+            if job.finished == job.count { condition.broadcast() }
+        }
+        running -= 1
+        condition.unlock()
+    }
+}
+
+/// One call of ``Parallel/Pool/each(_:_:)``: the next index to hand out, how many are done.
+final class PoolJob: @unchecked Sendable {
+    let count: Int
+    var next = 0
+    var finished = 0
+    let body: (Int) -> Void
+    init(_ count: Int, _ body: @escaping (Int) -> Void) {
+        self.count = count
+        self.body = body
+    }
+}
+
+/// The results of one call, written under the pool's lock.
+private final class PoolResults<T>: @unchecked Sendable {
+    var values: [T?]
+    init(_ count: Int) { values = Array(repeating: nil, count: count) }
 }
 
 /// A result handed from one thread to another; the semaphore in `Parallel.both` orders the accesses.

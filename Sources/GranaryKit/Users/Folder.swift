@@ -455,7 +455,8 @@ public final class Folder<Trust: FolderTrust>: Sendable, CustomStringConvertible
 
     /// A name granary may use as one component.
     static func checkComponent(_ name: String, in folder: Folder<Trust>) throws(FolderError) {
-        if name.isEmpty || name == "." || name == ".." || name.contains("/") || name.utf8.contains(0) {
+        // (Bytes, not `contains("/")`: that is Foundation's substring search, on every open.)
+        if name.isEmpty || name == "." || name == ".." || name.utf8.contains(where: { $0 == 0x2F || $0 == 0 }) {
             throw .badName(path: folder.path(name))
         }
     }
