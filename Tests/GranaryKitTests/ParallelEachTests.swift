@@ -121,4 +121,33 @@ struct ParallelEachTests {
         #expect(mine == (0..<30).map { $0 * 3 })
         #expect((try? other.wait()) == (0..<30).map { $0 * 2 })
     }
+
+    struct Refused: Error, Equatable { let which: String }
+
+    @Test("both: the two results, each piece run once; the first error of a, then b")
+    func bothRuns() throws {
+        let gauge = Gauge()
+        let (a, b) = try Parallel.both(
+            { () -> String in
+                gauge.enter(0)
+                usleep(50_000)
+                gauge.leave()
+                return "check"
+            },
+            { () -> Int in
+                gauge.enter(1)
+                usleep(50_000)
+                gauge.leave()
+                return 42
+            })
+        #expect(a == "check" && b == 42)
+        #expect(gauge.calls.sorted() == [0, 1])
+        #expect(throws: Refused(which: "a")) {
+            _ = try Parallel.both(
+                { () -> Int in throw Refused(which: "a") }, { () -> Int in throw Refused(which: "b") })
+        }
+        #expect(throws: Refused(which: "b")) {
+            _ = try Parallel.both({ () -> Int in 1 }, { () -> Int in throw Refused(which: "b") })
+        }
+    }
 }

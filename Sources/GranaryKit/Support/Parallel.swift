@@ -1,22 +1,27 @@
 import Foundation
 
-/// Two pieces of work at once, on two threads, for stages that read the same data (a check
-/// and a hash of one snapshot). Both run to the end; the first error (of `a`, then `b`) is thrown.
+/// Work at once on several threads.
 enum Parallel {
+    /// Two pieces of work at once, on two threads (the caller's and a helper with 1 MiB of
+    /// stack), for stages that read the same data (a check and a hash of one snapshot): either may
+    /// run on either thread, and both on the caller when no helper could be started. Both run to
+    /// the end; the first error (of `a`, then `b`) is thrown.
     static func both<A: Sendable, B: Sendable>(
         _ a: @escaping @Sendable () throws -> A, _ b: @escaping @Sendable () throws -> B
     ) throws -> (A, B) {
-        let second = ResultBox<B>()
-        let done = DispatchSemaphore(value: 0)
-        let thread = Thread {
-            second.result = Result { try b() }
-            done.signal()
+        let results = Pool(width: 2, stackSize: 1 << 20).each(2) { index -> Both<A, B> in
+            index == 0 ? .first(Result { try a() }) : .second(Result { try b() })
         }
-        thread.stackSize = 1 << 20
-        thread.start()
-        let first = Result { try a() }
-        done.wait()
-        return (try first.get(), try second.result!.get())
+        guard case .first(let first) = results[0], case .second(let second) = results[1] else {
+            preconditionFailure("Parallel.both: results out of order")
+        }
+        return (try first.get(), try second.get())
+    }
+
+    /// What ``both(_:_:)``'s two pieces gave, in one type for ``Pool/each(_:_:)``.
+    private enum Both<A: Sendable, B: Sendable>: Sendable {
+        case first(Result<A, any Error>)
+        case second(Result<B, any Error>)
     }
 }
 
@@ -32,11 +37,15 @@ extension Parallel {
     /// nothing back. One call at a time; a second caller waits for the first.
     final class Pool: @unchecked Sendable {
         let width: Int
-        let shared = PoolShared()
+        let shared: PoolShared
         /// Tests: false runs every body on the caller, as if no helper could be started.
         var startsHelpers = true
 
-        init(width: Int) { self.width = max(1, width) }
+        /// `stackSize`: each helper's (256 KiB: enough for a system call and its error).
+        init(width: Int, stackSize: Int = 1 << 18) {
+            self.width = max(1, width)
+            shared = PoolShared(stackSize: stackSize)
+        }
 
         deinit { shared.stop() }
 
@@ -57,6 +66,7 @@ extension Parallel {
 /// What a ``Parallel/Pool``'s threads share; the condition's lock orders every access.
 final class PoolShared: @unchecked Sendable {
     let condition = NSCondition()
+    let stackSize: Int
     private var job: PoolJob?
     private var stopped = false
     /// Helpers asked for, and those whose loop is running (tests).
@@ -64,6 +74,8 @@ final class PoolShared: @unchecked Sendable {
     private(set) var running = 0
 
     var runningNow: Int { condition.withLock { running } }
+
+    init(stackSize: Int) { self.stackSize = stackSize }
 
     func stop() {
         condition.withLock {
@@ -79,7 +91,7 @@ final class PoolShared: @unchecked Sendable {
         while started < helpers {
             started += 1
             let thread = Thread { [self] in helperLoop() }
-            thread.stackSize = 1 << 18
+            thread.stackSize = stackSize
             thread.start()
         }
         condition.broadcast()
@@ -136,7 +148,7 @@ private final class PoolResults<T>: @unchecked Sendable {
     init(_ count: Int) { values = Array(repeating: nil, count: count) }
 }
 
-/// A result handed from one thread to another; the semaphore in `Parallel.both` orders the accesses.
+/// A result handed from one thread to another; the semaphore of a ``Pending`` orders the accesses.
 private final class ResultBox<T>: @unchecked Sendable {
     var result: Result<T, any Error>?
 }
