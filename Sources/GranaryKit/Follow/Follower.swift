@@ -1201,6 +1201,13 @@ public final class FollowRun {
         #endif
     }
 
+    /// Now on the monotonic clock (microseconds), as a test's trace reads it.
+    static func monotonicMicros() -> Int64 {
+        var monotonic = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &monotonic)
+        return Int64(monotonic.tv_sec) * 1_000_000 + Int64(monotonic.tv_nsec) / 1_000
+    }
+
     static func micros(_ duration: Duration) -> Int64 {
         duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
     }
@@ -1659,11 +1666,9 @@ public final class FollowRun {
         guard !unpublished.isEmpty else { return }
         let group = unpublished
         unpublished = []
-        var monotonic = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &monotonic)
+        // (Built only in a debug build: the line is an autoclosure that a release build drops.)
         ReadTrace.follow(
-            "publish \(group.count) waited \(Self.micros(clock.now - group[0].written)) at \(Int64(monotonic.tv_sec) * 1_000_000 + Int64(monotonic.tv_nsec) / 1_000)"
-        )
+            "publish \(group.count) waited \(Self.micros(clock.now - group[0].written)) at \(Self.monotonicMicros())")
         var failed: [UserID: Error] = [:]
         // The files' syncs issued together (as the folders' below): each waits for its data and
         // a cache flush, which the kernel then shares among them instead of one after another.
@@ -1687,9 +1692,10 @@ public final class FollowRun {
         }
         CrashPoint.reach(.followLinked)
         var linked: [String] = []
+        var seen: Set<String> = []
         for entry in group where failed[entry.user] == nil {
             guard let segment = followers[entry.user]?.unpublished else { continue }
-            if !linked.contains(segment.folder) { linked.append(segment.folder) }
+            if seen.insert(segment.folder).inserted { linked.append(segment.folder) }
         }
         let paths = linked
         let folderErrors = syncs.each(paths.count) { index -> (any Error)? in
