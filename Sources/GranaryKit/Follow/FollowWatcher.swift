@@ -262,20 +262,24 @@ public final class FollowWatcher {
             changes.users.insert(user)
             return
         }
-        if name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") || name.hasSuffix("-journal") { return }
         if name.hasSuffix("-wal") || mask & UInt32(IN_MODIFY) != 0 {
             if let store = Self.written(name, in: relative) { changes.stores[user, default: []].insert(store) }
             return
         }
-        changes.users.insert(user)
+        if !Self.ignored(name) { changes.users.insert(user) }
+    }
+
+    /// Hidden entries are never stores (nor searched), and SQLite writes `-shm` through a
+    /// mapping: its `-wal` says the same, so neither is worth a read; a `-journal` belongs to a
+    /// rollback store (not followed).
+    static func ignored(_ name: String) -> Bool {
+        name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") || name.hasSuffix("-journal")
     }
 
     /// The store that a write of (or a change to the `-wal`) `name` in the watched folder at
     /// `relative` says to read: nil for a name that is never worth a read.
     static func written(_ name: String, in relative: String) -> String? {
-        // Hidden entries are never stores (nor searched), and SQLite writes `-shm` through a
-        // mapping: its `-wal` says the same, so neither is worth a read.
-        if name.isEmpty || name.hasPrefix(".") || name.hasSuffix("-shm") || name.hasSuffix("-journal") { return nil }
+        if ignored(name) { return nil }
         let path = relative.isEmpty ? name : relative + "/" + name
         // A store's own file is written by checkpoints (nothing to ship) and by a rollback
         // store's commits (not followed); any other file may be becoming a store.

@@ -96,14 +96,7 @@ final class PoolShared: @unchecked Sendable {
         }
         condition.broadcast()
         // The caller takes indices as the helpers do, then waits for those they took.
-        while job.next < job.count {
-            let index = job.next
-            job.next += 1
-            condition.unlock()
-            job.body(index)
-            condition.lock()
-            job.finished += 1
-        }
+        while job.next < job.count { runNext(of: job) }
         while job.finished < job.count { condition.wait() }
         self.job = nil
         condition.broadcast()
@@ -116,17 +109,22 @@ final class PoolShared: @unchecked Sendable {
         while true {
             while !stopped && (job.map { $0.next >= $0.count } ?? true) { condition.wait() }
             if stopped { break }
-            let job = self.job!
-            let index = job.next
-            job.next += 1
-            condition.unlock()
-            job.body(index)
-            condition.lock()
-            job.finished += 1
-            if job.finished == job.count { condition.broadcast() }
+            runNext(of: job!)
         }
         running -= 1
         condition.unlock()
+    }
+
+    /// Takes `job`'s next index and runs its body outside the lock (held when called, and again
+    /// on return); the last to finish wakes the caller.
+    private func runNext(of job: PoolJob) {
+        let index = job.next
+        job.next += 1
+        condition.unlock()
+        job.body(index)
+        condition.lock()
+        job.finished += 1
+        if job.finished == job.count { condition.broadcast() }
     }
 }
 
